@@ -1,0 +1,1 @@
+"""Decision-making applications built on the correlated multinomial model."""

@@ -1,0 +1,478 @@
+r"""Beliefs over the transition model :math:`P(s' \mid s, a)` of a finite MDP.
+
+Three beliefs share one interface, used by system identification and by PSRL:
+
+* :class:`DirichletTransitionModel` -- an independent conjugate Dirichlet(alpha) per (s, a);
+* :class:`CorrelatedTransitionModel` -- the paper's model: one
+  :class:`corrpriors.core.model.CorrelatedMultinomial` per action with the states as
+  covariates, so that similar states get similar next-state distributions;
+* :class:`KnownTransitionModel` -- the true model (a point mass), for tests and references.
+
+The interface: ``update(states, actions, next_states)`` accumulates transitions,
+``set_counts(counts)`` replaces them, ``counts`` is the (S, A, S) count array,
+``mean()`` the posterior-mean (or plug-in) model of shape (S, A, S), ``sample(rng=...)``
+one posterior draw of shape (S, A, S) and ``sample_many(n, rng=...)`` a batch of
+shape (n, S, A, S).
+
+Category maps
+-------------
+The correlated model shares statistical strength between states through the
+*categories* of its multinomials. A :class:`CategoryMap` says which next state of
+``s`` plays the role of category ``k``:
+
+* the identity map (:func:`identity_category_map`) makes category ``k`` the absolute
+  next state ``k`` -- the paper's encoding;
+* a displacement map (:func:`displacement_category_map`) makes category ``k`` the
+  relative move ``coords[s'] - coords[s] = d_k`` inside a window
+  ``|d|_inf <= radius``, so that "the same move" is the same category in every state
+  (grid displacements, changes of the two queue lengths). Displacements that leave
+  the state space are *structural zeros* of that state, and transitions beyond the
+  window (for instance the tunnel world's jump from the goal back to the start) fall
+  into one extra "other" category.
+
+Mapping category probabilities ``q[s, k]`` back to next-state probabilities:
+
+1. ``q`` is renormalised over the categories valid for ``s`` (mass the model puts on a
+   structural zero is discarded, not moved to a particular neighbour);
+2. the window categories go to their unique next state;
+3. the "other" mass is spread over the next states outside the window according to
+   the posterior mean of a small per-(state, action) Dirichlet over the observed
+   "other" transitions: ``w[s, s'] ∝ n_other[s, s'] + other_prior``; with no such
+   observation this is uniform over the states outside the window.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from typing import Any
+
+import numpy as np
+
+from .._random import as_generator
+from .._typing import FloatArray, IntArray, SeedLike
+from .._validation import check_array, check_positive, check_shape, check_simplex
+
+__all__ = [
+    "CategoryMap",
+    "identity_category_map",
+    "displacement_category_map",
+    "window_displacements",
+    "DirichletTransitionModel",
+    "CorrelatedTransitionModel",
+    "KnownTransitionModel",
+]
+
+
+# --------------------------------------------------------------------------------------
+# Category maps
+# --------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True, eq=False)
+class CategoryMap:
+    """Map from (state, next state) pairs to shared categories.
+
+    Parameters
+    ----------
+    category : ndarray of shape (S, S)
+        ``category[s, s']`` in ``0..n_window - 1`` is the shared category of the
+        transition ``s -> s'``; ``-1`` marks a next state outside the window, which
+        goes to the "other" category. Within a row every window category may occur
+        at most once (the map must be invertible given ``s``).
+    n_window : int, optional
+        Number of window categories (default: ``category.max() + 1``).
+    other_prior : float, default=0.01
+        Pseudo-count of the per-(state, action) Dirichlet that spreads the "other"
+        mass over the next states outside the window.
+
+    Attributes
+    ----------
+    n_states : int
+        S.
+    n_categories : int
+        K = ``n_window`` plus one if there is an "other" category.
+    has_other : bool
+        Whether some transition lies outside the window.
+    valid : ndarray of shape (S, K)
+        ``valid[s, k]`` is True when category ``k`` has a next state for ``s``.
+    outside : ndarray of shape (S, S)
+        ``outside[s, s']`` is True when ``s'`` is outside the window of ``s``.
+    """
+
+    category: IntArray
+    n_window: int | None = None
+    other_prior: float = 0.01
+
+    def __post_init__(self) -> None:
+        cat = np.asarray(self.category)
+        if cat.ndim != 2 or cat.shape[0] != cat.shape[1]:
+            raise ValueError(f"category: expected shape (S, S), got {cat.shape}")
+        if not np.issubdtype(cat.dtype, np.integer):
+            if not np.all(np.isfinite(cat)) or not np.all(cat == np.round(cat)):
+                raise ValueError("category: expected integer entries")
+        cat = cat.astype(np.int64)
+        if (cat < -1).any():
+            raise ValueError(f"category: entries must be >= -1 (-1 = outside the window), "
+                             f"found {cat.min()}")
+        n_window = int(cat.max()) + 1 if self.n_window is None else int(self.n_window)
+        if n_window < 1 or cat.max() >= n_window:
+            raise ValueError(f"n_window: expected an int > max(category) = {cat.max()}, got {n_window}")
+        check_positive(self.other_prior, "other_prior")
+        S = cat.shape[0]
+        outside = cat < 0
+        has_other = bool(outside.any())
+        K = n_window + int(has_other)
+        rows, cols = np.nonzero(~outside)
+        cats = cat[rows, cols]
+        hits = np.bincount(rows * K + cats, minlength=S * K)
+        if (hits > 1).any():
+            s_bad = int(np.argmax(hits > 1)) // K
+            raise ValueError(f"category: row {s_bad} maps two next states to the same category; "
+                             "the map must be one-to-one within a row")
+        valid = (hits > 0).reshape(S, K)
+        if has_other:
+            valid[:, -1] = outside.any(axis=1)
+        if (valid.sum(axis=1) < 1).any():  # pragma: no cover - every row has >= 1 next state
+            raise ValueError("category: every state needs at least one valid category")
+        index = np.where(outside, K - 1, cat)
+        for name, arr in (("category", cat), ("outside", outside), ("valid", valid),
+                          ("index", index), ("_rows", rows), ("_cols", cols), ("_cats", cats)):
+            arr.setflags(write=False)
+            object.__setattr__(self, name, arr)
+        object.__setattr__(self, "n_window", n_window)
+        object.__setattr__(self, "other_prior", float(self.other_prior))
+        object.__setattr__(self, "has_other", has_other)
+
+    # -- sizes ---------------------------------------------------------------------
+    @property
+    def n_states(self) -> int:
+        """Number of states S."""
+        return int(self.category.shape[0])
+
+    @property
+    def n_categories(self) -> int:
+        """Number of categories K (window categories plus "other" if present)."""
+        return int(self.n_window) + int(self.has_other)
+
+    @property
+    def is_identity(self) -> bool:
+        """True when category k is next state k in every row (nothing to map)."""
+        S = self.n_states
+        return (not self.has_other and self.n_window == S
+                and bool(np.all(self.category == np.arange(S)[None, :])))
+
+    # -- next states -> categories -------------------------------------------------
+    def aggregate(self, x: Any) -> FloatArray:
+        """Sum next-state quantities (counts or probabilities) into categories.
+
+        Parameters
+        ----------
+        x : array_like of shape (..., S, S)
+
+        Returns
+        -------
+        ndarray of shape (..., S, K)
+            ``out[..., s, k] = sum_{s' : category(s, s') = k} x[..., s, s']``.
+        """
+        x = np.asarray(x, dtype=np.float64)
+        S, K = self.n_states, self.n_categories
+        if x.ndim < 2 or x.shape[-2:] != (S, S):
+            raise ValueError(f"x: expected shape (..., S, S) = (..., {S}, {S}), got {x.shape}")
+        out = np.zeros(x.shape[:-1] + (K,))
+        out[..., self._rows, self._cats] = x[..., self._rows, self._cols]
+        if self.has_other:
+            out[..., -1] = np.where(self.outside, x, 0.0).sum(axis=-1)
+        return out
+
+    def other_weights(self, counts: Any) -> FloatArray:
+        """Distribution of the "other" mass over the next states outside the window.
+
+        Parameters
+        ----------
+        counts : array_like of shape (..., S, S)
+            Observed transition counts (one action, or a batch of actions).
+
+        Returns
+        -------
+        ndarray of shape (..., S, S)
+            Posterior mean of the Dirichlet(``other_prior``) over the outside states,
+            ``w[s, s'] ∝ (counts[s, s'] + other_prior) * outside[s, s']``; rows whose
+            state has no outside next state are zero.
+        """
+        counts = np.asarray(counts, dtype=np.float64)
+        w = np.where(self.outside, counts + self.other_prior, 0.0)
+        z = w.sum(axis=-1, keepdims=True)
+        return np.divide(w, z, out=np.zeros_like(w), where=z > 0)
+
+    # -- categories -> next states -------------------------------------------------
+    def next_state_probs(self, q: Any, other_weights: Any | None = None) -> FloatArray:
+        """Map category probabilities to next-state probabilities.
+
+        Parameters
+        ----------
+        q : array_like of shape (..., S, K)
+            Category probabilities per state (rows on the simplex).
+        other_weights : array_like of shape (..., S, S), optional
+            Distribution of the "other" mass over outside states, as returned by
+            :meth:`other_weights` (default: uniform over the outside states).
+
+        Returns
+        -------
+        ndarray of shape (..., S, S)
+            Rows on the simplex: ``q`` renormalised over the valid categories of each
+            state, window categories sent to their next state, "other" mass spread by
+            ``other_weights``.
+        """
+        q = np.asarray(q, dtype=np.float64)
+        S, K = self.n_states, self.n_categories
+        if q.ndim < 2 or q.shape[-2:] != (S, K):
+            raise ValueError(f"q: expected shape (..., S, K) = (..., {S}, {K}), got {q.shape}")
+        qv = np.where(self.valid, q, 0.0)
+        z = qv.sum(axis=-1, keepdims=True)
+        bad = ~(z > 1e-300)
+        if bad.any():  # all mass on structural zeros: fall back to uniform over valid ones
+            uniform = self.valid / self.valid.sum(axis=1, keepdims=True)
+            qv = np.where(bad, uniform, qv)
+            z = np.where(bad, 1.0, z)
+        qv = qv / z
+        out = np.zeros(q.shape[:-1] + (S,))
+        out[..., self._rows, self._cols] = qv[..., self._rows, self._cats]
+        if self.has_other:
+            w = self.other_weights(np.zeros((S, S))) if other_weights is None else \
+                np.asarray(other_weights, dtype=np.float64)
+            out = out + qv[..., -1:] * w
+        return out
+
+
+def identity_category_map(n_states: int) -> CategoryMap:
+    """Absolute encoding: category ``k`` is next state ``k`` (the paper's encoding).
+
+    Parameters
+    ----------
+    n_states : int
+        S.
+
+    Returns
+    -------
+    CategoryMap
+        With K = S categories, all valid, no "other" category.
+    """
+    S = int(n_states)
+    if S < 2:
+        raise ValueError(f"n_states: expected an int >= 2, got {n_states}")
+    return CategoryMap(np.tile(np.arange(S, dtype=np.int64), (S, 1)), n_window=S)
+
+
+def displacement_category_map(coordinates: Any, radius: int,
+                              other_prior: float = 0.01) -> CategoryMap:
+    """Relative encoding: category = displacement ``coords[s'] - coords[s]``.
+
+    The window holds the ``(2 radius + 1)^D`` displacements ``d`` with
+    ``|d|_inf <= radius``, in lexicographic order of ``d``; a displacement that
+    leaves the state space is a structural zero for that state. Next states beyond
+    the window go to one extra, last, "other" category (present only if some state
+    has such a next state).
+
+    Parameters
+    ----------
+    coordinates : array_like of shape (S, D)
+        Integer coordinates of the states (grid cells, queue lengths), all distinct.
+    radius : int
+        Window half-width (>= 1).
+    other_prior : float, default=0.01
+        See :class:`CategoryMap`.
+
+    Returns
+    -------
+    CategoryMap
+    """
+    coords = np.asarray(coordinates)
+    if coords.ndim != 2 or coords.shape[0] < 2:
+        raise ValueError(f"coordinates: expected shape (S, D) with S >= 2, got {coords.shape}")
+    if not np.all(coords == np.round(coords)):
+        raise ValueError("coordinates: expected integer coordinates")
+    coords = coords.astype(np.int64)
+    if len(np.unique(coords, axis=0)) != len(coords):
+        raise ValueError("coordinates: states must have distinct coordinates")
+    if int(radius) != radius or radius < 1:
+        raise ValueError(f"radius: expected an int >= 1, got {radius}")
+    r = int(radius)
+    D = coords.shape[1]
+    disp = coords[None, :, :] - coords[:, None, :]              # (S, S, D)
+    inside = np.abs(disp).max(axis=-1) <= r
+    width = 2 * r + 1
+    weights = width ** np.arange(D - 1, -1, -1)                  # lexicographic order
+    cat = ((disp + r) * weights).sum(axis=-1)
+    cat = np.where(inside, cat, -1)
+    return CategoryMap(cat, n_window=width ** D, other_prior=other_prior)
+
+
+def window_displacements(n_dims: int, radius: int) -> IntArray:
+    """The displacement of each window category of :func:`displacement_category_map`.
+
+    Returns
+    -------
+    ndarray of shape ((2 radius + 1)^D, D)
+    """
+    return np.array(list(itertools.product(range(-radius, radius + 1), repeat=n_dims)),
+                    dtype=np.int64)
+
+
+# --------------------------------------------------------------------------------------
+# Beliefs
+# --------------------------------------------------------------------------------------
+class _TransitionBelief:
+    """Shared count bookkeeping of every transition belief."""
+
+    def __init__(self, n_states: int, n_actions: int) -> None:
+        if int(n_states) != n_states or n_states < 1:
+            raise ValueError(f"n_states: expected a positive int, got {n_states}")
+        if int(n_actions) != n_actions or n_actions < 1:
+            raise ValueError(f"n_actions: expected a positive int, got {n_actions}")
+        self.n_states = int(n_states)
+        self.n_actions = int(n_actions)
+        self._counts = np.zeros((self.n_states, self.n_actions, self.n_states))
+        self._version = 0   # bumped whenever the data change
+
+    @property
+    def counts(self) -> FloatArray:
+        """Observed transition counts, ndarray of shape (S, A, S) (a copy)."""
+        return self._counts.copy()
+
+    def update(self, states: Any, actions: Any, next_states: Any) -> "_TransitionBelief":
+        """Accumulate observed transitions ``(states[t], actions[t]) -> next_states[t]``.
+
+        Parameters
+        ----------
+        states, actions, next_states : array_like of shape (T,) or scalars
+            Integer indices.
+
+        Returns
+        -------
+        self
+        """
+        s = np.atleast_1d(np.asarray(states))
+        a = np.atleast_1d(np.asarray(actions))
+        s2 = np.atleast_1d(np.asarray(next_states))
+        if not (s.shape == a.shape == s2.shape) or s.ndim != 1:
+            raise ValueError(f"states, actions, next_states: expected equal 1-D shapes, got "
+                             f"{s.shape}, {a.shape}, {s2.shape}")
+        for name, v, n in (("states", s, self.n_states), ("actions", a, self.n_actions),
+                           ("next_states", s2, self.n_states)):
+            if v.size and (not np.issubdtype(v.dtype, np.integer) or v.min() < 0 or v.max() >= n):
+                raise ValueError(f"{name}: expected integers in [0, {n}), got {v}")
+        if s.size == 0:
+            return self
+        flat = (s * self.n_actions + a) * self.n_states + s2
+        self._counts += np.bincount(flat, minlength=self._counts.size).reshape(self._counts.shape)
+        self._version += 1
+        return self
+
+    def set_counts(self, counts: Any) -> "_TransitionBelief":
+        """Replace the data by a count array.
+
+        Parameters
+        ----------
+        counts : array_like of shape (S, A, S)
+            Non-negative integer counts.
+
+        Returns
+        -------
+        self
+        """
+        c = check_array(counts, "counts", ndim=3)
+        check_shape(c, (self.n_states, self.n_actions, self.n_states), "counts")
+        if (c < 0).any() or not np.all(c == np.round(c)):
+            raise ValueError("counts: expected non-negative integer counts")
+        self._counts = c.astype(np.float64).copy()
+        self._version += 1
+        return self
+
+    def mean(self) -> FloatArray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def sample_many(self, n: int, *, rng: SeedLike) -> FloatArray:  # pragma: no cover
+        raise NotImplementedError
+
+    def sample(self, *, rng: SeedLike) -> FloatArray:
+        """One posterior draw of the transition model, ndarray of shape (S, A, S)."""
+        return self.sample_many(1, rng=rng)[0]
+
+
+def _check_n(n: Any) -> int:
+    if int(n) != n or n < 1:
+        raise ValueError(f"n: expected a positive int, got {n}")
+    return int(n)
+
+
+def _dirichlet_draws(shape_param: FloatArray, n: int, rng: np.random.Generator) -> FloatArray:
+    """Draws from Dirichlet(shape_param) along the last axis, stable for tiny shapes.
+
+    Uses ``Gamma(a) = Gamma(a + 1) * U^(1/a)`` in log space, so concentrations like
+    1e-3 (whose Gamma draws underflow to zero) still give valid simplex points.
+    """
+    a = np.broadcast_to(shape_param, (n,) + shape_param.shape)
+    log_g = np.log(rng.gamma(a + 1.0)) + np.log(rng.random(a.shape)) / a
+    log_g -= log_g.max(axis=-1, keepdims=True)
+    g = np.exp(log_g)
+    return g / g.sum(axis=-1, keepdims=True)
+
+
+class DirichletTransitionModel(_TransitionBelief):
+    r"""Independent conjugate Dirichlet belief per (state, action).
+
+    .. math:: P(\cdot \mid s, a) \sim \mathrm{Dir}(\alpha \mathbf 1_S), \qquad
+              P(\cdot \mid s, a) \mid X \sim \mathrm{Dir}(\alpha \mathbf 1_S + X_{s a \cdot}).
+
+    Parameters
+    ----------
+    n_states : int
+        S.
+    n_actions : int
+        A.
+    alpha : float, default=1.0
+        Symmetric concentration (1 = uniform prior, 1e-3 = sparse prior).
+    """
+
+    def __init__(self, n_states: int, n_actions: int, alpha: float = 1.0) -> None:
+        super().__init__(n_states, n_actions)
+        self.alpha = check_positive(alpha, "alpha")
+
+    def mean(self) -> FloatArray:
+        """Posterior mean, ndarray of shape (S, A, S)."""
+        post = self._counts + self.alpha
+        return post / post.sum(axis=-1, keepdims=True)
+
+    def sample_many(self, n: int, *, rng: SeedLike) -> FloatArray:
+        """``n`` posterior draws, ndarray of shape (n, S, A, S)."""
+        return _dirichlet_draws(self._counts + self.alpha, _check_n(n), as_generator(rng))
+
+
+class KnownTransitionModel(_TransitionBelief):
+    """The true model as a (point-mass) belief; data are recorded but change nothing.
+
+    Parameters
+    ----------
+    P : array_like of shape (S, A, S)
+        Transition probabilities, rows on the simplex.
+    """
+
+    def __init__(self, P: Any) -> None:
+        P = check_array(P, "P", ndim=3)
+        if P.shape[0] != P.shape[2]:
+            raise ValueError(f"P: expected shape (S, A, S), got {P.shape}")
+        check_simplex(P, "P")
+        super().__init__(P.shape[0], P.shape[1])
+        self._P = P.copy()
+        self._P.setflags(write=False)
+
+    def mean(self) -> FloatArray:
+        """The true model, ndarray of shape (S, A, S)."""
+        return self._P.copy()
+
+    def sample_many(self, n: int, *, rng: SeedLike) -> FloatArray:
+        """``n`` copies of the true model, ndarray of shape (n, S, A, S)."""
+        return np.broadcast_to(self._P, (_check_n(n),) + self._P.shape).copy()
+
+
+class CorrelatedTransitionModel(_TransitionBelief):  # filled in below once the core lands
+    """Placeholder, replaced below."""

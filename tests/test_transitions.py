@@ -1,0 +1,190 @@
+"""Tests for corrpriors.applications.transitions (category maps and transition beliefs)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from corrpriors.applications.transitions import (
+    CategoryMap,
+    DirichletTransitionModel,
+    KnownTransitionModel,
+    displacement_category_map,
+    identity_category_map,
+    window_displacements,
+)
+
+
+def grid_coords(n):
+    return np.array(list(itertools.product(range(n), range(n))))
+
+
+def random_P(rng, S, A, sparsity=None):
+    P = rng.random((S, A, S)) ** 4
+    if sparsity is not None:
+        P = P * (rng.random((S, A, S)) < sparsity)
+        P[..., 0] += 1e-3
+    return P / P.sum(-1, keepdims=True)
+
+
+# ---------------------------------------------------------------- category maps
+def test_identity_map_is_trivial_round_trip():
+    rng = np.random.default_rng(0)
+    cmap = identity_category_map(6)
+    assert cmap.n_categories == 6 and not cmap.has_other and cmap.is_identity
+    P = random_P(rng, 6, 2).transpose(1, 0, 2)               # (A, S, S)
+    np.testing.assert_array_equal(cmap.aggregate(P), P)
+    np.testing.assert_allclose(cmap.next_state_probs(P), P, atol=1e-15)
+
+
+def test_displacement_map_structure_on_grid():
+    coords = grid_coords(4)
+    cmap = displacement_category_map(coords, radius=1)
+    assert cmap.n_window == 9 and cmap.has_other and cmap.n_categories == 10
+    disp = window_displacements(2, 1)
+    # brute-force oracle of category and validity
+    for s, s2 in itertools.product(range(16), repeat=2):
+        d = coords[s2] - coords[s]
+        if np.abs(d).max() <= 1:
+            k = int(np.flatnonzero((disp == d).all(axis=1))[0])
+            assert cmap.category[s, s2] == k and cmap.index[s, s2] == k
+            assert cmap.valid[s, k]
+        else:
+            assert cmap.category[s, s2] == -1 and cmap.index[s, s2] == 9
+    # corner (0, 0): only displacements with non-negative components are valid
+    nonneg = (disp >= 0).all(axis=1)
+    np.testing.assert_array_equal(cmap.valid[0, :9], nonneg)
+    assert cmap.valid[:, 9].all()         # every cell of a 4x4 grid has far-away cells
+
+
+def test_aggregate_matches_loop_oracle_and_conserves_counts():
+    rng = np.random.default_rng(1)
+    cmap = displacement_category_map(grid_coords(5), radius=1)
+    counts = rng.integers(0, 5, size=(3, 25, 25)).astype(float)
+    agg = cmap.aggregate(counts)
+    oracle = np.zeros((3, 25, cmap.n_categories))
+    for a, s, s2 in itertools.product(range(3), range(25), range(25)):
+        oracle[a, s, cmap.index[s, s2]] += counts[a, s, s2]
+    np.testing.assert_array_equal(agg, oracle)
+    np.testing.assert_array_equal(agg.sum(-1), counts.sum(-1))
+
+
+def test_round_trip_next_states_categories_next_states():
+    rng = np.random.default_rng(2)
+    cmap = displacement_category_map(grid_coords(5), radius=1)
+    P = random_P(rng, 25, 4).transpose(1, 0, 2)              # (A, S, S) dense, incl. far jumps
+    q = cmap.aggregate(P)
+    far = np.where(cmap.outside, P, 0.0)
+    w = far / far.sum(-1, keepdims=True)
+    np.testing.assert_allclose(cmap.next_state_probs(q, w), P, atol=1e-14)
+
+
+def test_mass_conservation_with_mass_on_structural_zeros():
+    rng = np.random.default_rng(3)
+    cmap = displacement_category_map(grid_coords(4), radius=1)
+    q = rng.dirichlet(np.ones(cmap.n_categories), size=(7, 16))
+    P = cmap.next_state_probs(q)
+    assert (P >= 0).all()
+    np.testing.assert_allclose(P.sum(-1), 1.0, atol=1e-12)
+    # renormalisation: within-window entries are q / (sum of valid q)
+    z = (q * cmap.valid).sum(-1)
+    s, s2 = 5, 6                                              # a right-neighbour move
+    np.testing.assert_allclose(P[:, s, s2], q[:, s, cmap.category[s, s2]] / z[:, s])
+    # "other" mass uniform over the outside states without data
+    n_out = cmap.outside[s].sum()
+    np.testing.assert_allclose(P[:, s, cmap.outside[s]],
+                               np.repeat((q[:, s, -1] / z[:, s])[:, None], n_out, 1) / n_out)
+
+
+def test_other_weights_follow_observed_jumps():
+    cmap = displacement_category_map(grid_coords(4), radius=1, other_prior=0.01)
+    counts = np.zeros((16, 16))
+    counts[15, 0] = 3.0                                       # goal -> start jump
+    w = cmap.other_weights(counts)
+    n_out = cmap.outside[15].sum()
+    np.testing.assert_allclose(w[15, 0], 3.01 / (3.0 + 0.01 * n_out))
+    np.testing.assert_allclose(w[15, 1], 0.01 / (3.0 + 0.01 * n_out))   # far, unobserved
+    np.testing.assert_allclose(w.sum(-1), 1.0)
+    assert (w[~cmap.outside] == 0).all()
+
+
+def test_displacement_map_queue_like_changes_and_radius_covering_everything():
+    coords = grid_coords(3)                                  # queue lengths 0..2
+    cmap = displacement_category_map(coords, radius=2)
+    assert not cmap.has_other and cmap.n_categories == 25
+    rng = np.random.default_rng(4)
+    P = random_P(rng, 9, 2).transpose(1, 0, 2)
+    np.testing.assert_allclose(cmap.next_state_probs(cmap.aggregate(P)), P, atol=1e-14)
+
+
+def test_category_map_validation():
+    with pytest.raises(ValueError, match="category: expected shape"):
+        CategoryMap(np.zeros((2, 3), dtype=int))
+    with pytest.raises(ValueError, match="one-to-one"):
+        CategoryMap(np.array([[0, 0], [0, 1]]))
+    with pytest.raises(ValueError, match="radius"):
+        displacement_category_map(grid_coords(3), radius=0)
+    with pytest.raises(ValueError, match="distinct"):
+        displacement_category_map(np.zeros((3, 2), dtype=int), radius=1)
+    with pytest.raises(ValueError, match="q: expected shape"):
+        identity_category_map(3).next_state_probs(np.ones((3, 4)) / 4)
+
+
+# ---------------------------------------------------------------- beliefs
+def test_update_matches_loop_and_set_counts():
+    rng = np.random.default_rng(5)
+    S, A, T = 6, 3, 200
+    s, a, s2 = rng.integers(0, S, T), rng.integers(0, A, T), rng.integers(0, S, T)
+    m = DirichletTransitionModel(S, A).update(s[:50], a[:50], s2[:50]).update(s[50:], a[50:], s2[50:])
+    oracle = np.zeros((S, A, S))
+    for i in range(T):
+        oracle[s[i], a[i], s2[i]] += 1
+    np.testing.assert_array_equal(m.counts, oracle)
+    m2 = DirichletTransitionModel(S, A).set_counts(oracle)
+    np.testing.assert_array_equal(m2.mean(), m.mean())
+    with pytest.raises(ValueError, match="states"):
+        m.update([S], [0], [0])
+    with pytest.raises(ValueError, match="counts"):
+        m.set_counts(np.zeros((S, A)))
+
+
+def test_dirichlet_mean_closed_form_and_sample_moments():
+    rng = np.random.default_rng(6)
+    S, A = 4, 2
+    counts = rng.integers(0, 6, size=(S, A, S))
+    m = DirichletTransitionModel(S, A, alpha=0.5).set_counts(counts)
+    post = counts + 0.5
+    np.testing.assert_allclose(m.mean(), post / post.sum(-1, keepdims=True))
+    draws = m.sample_many(20000, rng=rng)
+    assert draws.shape == (20000, S, A, S)
+    a0 = post.sum(-1, keepdims=True)
+    mean = post / a0
+    se = np.sqrt(mean * (1 - mean) / (a0 + 1) / 20000)
+    assert np.all(np.abs(draws.mean(0) - mean) < 5 * se + 1e-12)
+
+
+def test_dirichlet_sparse_draws_are_valid_and_reproducible():
+    m = DirichletTransitionModel(5, 2, alpha=1e-3)
+    d1 = m.sample_many(50, rng=np.random.default_rng(7))
+    d2 = m.sample_many(50, rng=np.random.default_rng(7))
+    d3 = m.sample_many(50, rng=np.random.default_rng(8))
+    assert np.all(np.isfinite(d1)) and (d1 >= 0).all()
+    np.testing.assert_allclose(d1.sum(-1), 1.0)
+    np.testing.assert_array_equal(d1, d2)
+    assert not np.array_equal(d1, d3)
+    # tiny concentration: draws are (nearly) one-hot
+    assert np.mean(d1.max(-1) > 0.99) > 0.9
+    assert m.sample(rng=0).shape == (5, 2, 5)
+
+
+def test_known_model():
+    rng = np.random.default_rng(9)
+    P = random_P(rng, 5, 2)
+    m = KnownTransitionModel(P)
+    m.update([0, 1], [1, 1], [2, 3])
+    np.testing.assert_array_equal(m.mean(), P)
+    np.testing.assert_array_equal(m.sample_many(3, rng=rng), np.stack([P] * 3))
+    with pytest.raises(ValueError, match="P"):
+        KnownTransitionModel(np.ones((3, 2, 3)))

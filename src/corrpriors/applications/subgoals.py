@@ -1,0 +1,365 @@
+r"""Subgoal modelling: a latent subgoal per state, coupled across states (paper section 4.2).
+
+Generative model (Sosic et al. 2018, with the subgoal distributions of Alt et al. 2019):
+
+.. math::
+
+    \mathbf p_s = \Pi_{SB}(\boldsymbol\psi_{s\cdot}), \qquad
+    g_s \sim \mathrm{Cat}(\mathbf p_s), \qquad
+    a_d \sim p(a \mid s_d, g_{s_d}) = \mathrm{softmax}_a\big(\beta\, \tilde Q_{g}(s_d, a)\big),
+
+for every state :math:`s \in \{1, \dots, S\}` and demonstration :math:`d = 1, \dots, D`, where
+:math:`\tilde Q_g` are the optimal Q-values for reaching goal state :math:`g` normalised per
+state (the "normalised softmax" action model). The subgoal distributions
+:math:`\mathbf p_s \in \Delta^G` are tied together by a :class:`CorrelatedMultinomial`
+(covariates = states, categories = the :math:`G` candidate goal states) or kept independent
+(Dirichlet).
+
+Inference alternates (1) a variational fit of the subgoal distributions on the one-hot counts
+:math:`\mathbf x_s = \mathrm{onehot}(g_s)` (warm-started between sweeps) and (2) a draw of every
+:math:`g_s` from its conditional
+
+.. math::
+
+    P(g_s = g \mid \cdot) \propto p_s(g) \prod_{d:\, s_d = s} p(a_d \mid s, g)
+    = p_s(g) \prod_a p(a \mid s, g)^{n_{sa}},
+
+computed for all states at once in log space from the demonstration counts :math:`n_{sa}`.
+The policy estimate averages the subgoal policies over the kept samples,
+:math:`\hat\pi(a \mid s) = \frac1M \sum_m p(a \mid s, g_s^{(m)})`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._random import as_generator
+from .._typing import FloatArray, IntArray, SeedLike
+from .._validation import check_array, check_counts, check_positive
+
+__all__ = [
+    "subgoal_log_likelihoods",
+    "subgoal_conditionals",
+    "sample_categorical",
+    "goal_action_probs",
+    "SubgoalPolicyEstimator",
+]
+
+# log of the smallest positive double: keeps 0 * log(0) finite (= 0) in the einsum
+_LOG_TINY = float(np.log(np.finfo(np.float64).tiny))
+
+
+def _safe_log(p: np.ndarray) -> np.ndarray:
+    """``log(p)`` with zeros mapped to ``log(tiny)`` (finite) instead of ``-inf``."""
+    return np.log(np.maximum(p, np.finfo(np.float64).tiny))
+
+
+def _check_action_probs(action_probs, name: str = "action_probs") -> FloatArray:
+    arr = check_array(action_probs, name, ndim=3)
+    if (arr < 0).any():
+        raise ValueError(f"{name}: probabilities must be non-negative, found {arr.min():g}")
+    dev = np.abs(arr.sum(axis=-1) - 1.0)
+    if dev.max() > 1e-6:
+        s, g = np.unravel_index(np.argmax(dev), dev.shape)
+        raise ValueError(f"{name}: p(a | s, g) must sum to one over the last (action) axis; "
+                         f"worst row (s={s}, g={g}) deviates by {dev.max():.3g}")
+    return arr
+
+
+def subgoal_log_likelihoods(counts, log_action_probs) -> FloatArray:
+    r"""Log-likelihood of every state's demonstrations under every candidate subgoal.
+
+    :math:`L_{sg} = \sum_a n_{sa} \log p(a \mid s, g)`, one einsum over all states and goals.
+
+    Parameters
+    ----------
+    counts : array_like of shape (S, A)
+        Demonstration counts :math:`n_{sa}` (how often action ``a`` was shown at state ``s``).
+    log_action_probs : array_like of shape (S, G, A)
+        :math:`\log p(a \mid s, g)`. ``-inf`` entries are allowed (they are floored at
+        ``log(tiny)`` so that a zero count never produces ``0 * inf``).
+
+    Returns
+    -------
+    log_lik : ndarray of shape (S, G)
+    """
+    n = np.asarray(counts, dtype=np.float64)
+    logp = np.asarray(log_action_probs, dtype=np.float64)
+    if n.ndim != 2 or logp.ndim != 3 or logp.shape[0] != n.shape[0] or logp.shape[2] != n.shape[1]:
+        raise ValueError(f"counts (S, A) and log_action_probs (S, G, A) disagree: got {n.shape} "
+                         f"and {logp.shape}")
+    return np.einsum("sa,sga->sg", n, np.maximum(logp, _LOG_TINY))
+
+
+def subgoal_conditionals(log_prior, log_lik) -> FloatArray:
+    r"""Normalised conditional of each state's subgoal: :math:`\propto p_s(g)\, e^{L_{sg}}`.
+
+    Parameters
+    ----------
+    log_prior : array_like of shape (S, G)
+        :math:`\log p_s(g)`, the current subgoal distributions.
+    log_lik : array_like of shape (S, G)
+        :func:`subgoal_log_likelihoods`.
+
+    Returns
+    -------
+    probs : ndarray of shape (S, G)
+        Rows on the simplex (computed with a log-sum-exp, stable for very peaked rows).
+    """
+    z = np.asarray(log_prior, dtype=np.float64) + np.asarray(log_lik, dtype=np.float64)
+    z = z - z.max(axis=-1, keepdims=True)
+    p = np.exp(z)
+    return p / p.sum(axis=-1, keepdims=True)
+
+
+def sample_categorical(probs, *, rng: np.random.Generator) -> IntArray:
+    """Draw one category per row of ``probs`` (inverse CDF, vectorised over rows).
+
+    Parameters
+    ----------
+    probs : array_like of shape (S, G)
+        Row-stochastic matrix.
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    draws : ndarray of shape (S,)
+        Integers in ``[0, G)``.
+    """
+    p = np.asarray(probs, dtype=np.float64)
+    cdf = np.cumsum(p, axis=-1)
+    u = rng.random(p.shape[:-1])[..., None] * cdf[..., -1:]
+    idx = (cdf <= u).sum(axis=-1)
+    return np.minimum(idx, p.shape[-1] - 1).astype(np.int64)
+
+
+def goal_action_probs(mdp, beta: float, *, normalize: bool = True, goals=None) -> FloatArray:
+    r"""The subgoal policies :math:`p(a \mid s, g) = \mathrm{softmax}_a(\beta \tilde Q_g(s, a))`.
+
+    Parameters
+    ----------
+    mdp : TabularMDP
+        The environment (S states, A actions).
+    beta : float
+        Inverse temperature :math:`\beta > 0`.
+    normalize : bool, default True
+        Normalise each goal's Q-values per state before the softmax (the normalised softmax
+        model of Sosic et al. 2018; the exact normalisation is that of
+        :func:`corrpriors.mdp.boltzmann_policy`).
+    goals : array_like of int, optional
+        Candidate goal states (default: every state, G = S).
+
+    Returns
+    -------
+    action_probs : ndarray of shape (S, G, A)
+    """
+    from ..mdp import boltzmann_policy, goal_q_values
+
+    beta = check_positive(beta, "beta")
+    q = goal_q_values(mdp) if goals is None else goal_q_values(mdp, goals=goals)  # (S, A, G)
+    q = np.moveaxis(np.asarray(q, dtype=np.float64), 2, 1)                     # (S, G, A)
+    s, g, a = q.shape
+    pol = boltzmann_policy(q.reshape(s * g, a), beta, normalize=normalize)
+    return np.asarray(pol, dtype=np.float64).reshape(s, g, a)
+
+
+class SubgoalPolicyEstimator:
+    r"""Policy estimate through latent subgoals (paper section 4.2), PG-coupled or Dirichlet.
+
+    Model (symbols as in the module docstring): every state ``s`` has a latent subgoal
+    :math:`g_s \sim \mathrm{Cat}(\mathbf p_s)`; actions follow the subgoal policy
+    :math:`p(a \mid s, g_s)` given as ``action_probs``. ``model="pg"`` couples the
+    :math:`\mathbf p_s` with a :class:`~corrpriors.core.model.CorrelatedMultinomial` over the
+    states (a squared-exponential kernel on ``coordinates`` unless ``covariance`` is given);
+    ``model="dirichlet"`` uses independent :math:`\mathrm{Dir}(\alpha)` priors.
+
+    Inference alternates a variational fit of the subgoal distributions on the one-hot subgoal
+    counts (warm-started, ``max_iter`` iterations per sweep) with a vectorised draw of all
+    :math:`g_s` from their conditionals; ``n_burnin`` sweeps are discarded and the next
+    ``n_samples`` kept.
+
+    Parameters
+    ----------
+    action_probs : array_like of shape (S, G, A)
+        Subgoal policies :math:`p(a \mid s, g)`; see :func:`goal_action_probs`.
+    model : {"pg", "dirichlet"}, default "pg"
+    coordinates : array_like of shape (S, D), optional
+        State coordinates for the default kernel (``model="pg"``).
+    covariance : ndarray of shape (S, S) or BoundKernel, optional
+        Prior covariance over states; overrides ``coordinates``.
+    lengthscale : float, optional
+        Length scale of the default squared-exponential kernel; default: the largest distance
+        between two states (the paper's choice).
+    alpha : float, default 1e-3
+        Dirichlet concentration (``model="dirichlet"``), the paper's value.
+    learn_scale : bool, default True
+        Learn the kernel scale :math:`\theta` by (MAP-)EM inside every fit, with the core's
+        default scale hyper-prior.
+    prior_source : {"plugin", "sample"}, default "plugin"
+        Which subgoal distribution enters step (2). ``"plugin"``: the variational plug-in
+        :math:`\Pi_{SB}(\lambda_s)` (Dirichlet: the posterior mean) -- what the paper and its
+        companion code do. ``"sample"``: one draw :math:`\mathbf p \sim q` per sweep, which makes
+        the scheme a (variationally approximated) two-block Gibbs sampler over
+        :math:`(\mathbf p, g)`. Either way the fit includes the state's own current subgoal,
+        so unvisited states keep their subgoal for a while (the chain is "sticky").
+    estimate : {"samples", "rao_blackwell"}, default "samples"
+        ``"samples"``: average :math:`p(a \mid s, g_s^{(m)})` over the kept draws (the paper).
+        ``"rao_blackwell"``: average the conditional expectation
+        :math:`\sum_g P(g_s = g \mid \cdot)^{(m)} p(a \mid s, g)` instead (same target, lower
+        variance).
+    n_burnin : int, default 100
+    n_samples : int, default 100
+        Kept sweeps :math:`M`.
+    max_iter : int, default 10
+        Variational iterations per sweep (warm-started, so a few suffice).
+    init : {"likelihood", "uniform"}, default "likelihood"
+        Initial subgoals: drawn from the likelihood alone (uniform :math:`\mathbf p_s`) or uniformly.
+    model_options : dict, optional
+        Extra keyword arguments for ``CorrelatedMultinomial`` (e.g. ``scale_prior``).
+    random_state : None, int or numpy.random.Generator
+
+    Attributes
+    ----------
+    policy_ : ndarray of shape (S, A)
+        The policy estimate :math:`\hat\pi`.
+    subgoal_samples_ : ndarray of shape (M, S)
+        The kept subgoal draws :math:`g^{(m)}`.
+    subgoal_probs_ : ndarray of shape (S, G)
+        Average of the step-(2) conditionals over the kept sweeps (posterior subgoal marginals).
+    log_likelihoods_ : ndarray of shape (S, G)
+        :math:`L_{sg}` from the demonstrations.
+    scale_trace_ : ndarray of shape (n_burnin + n_samples,)
+        The learned kernel scale after every sweep (NaN for the Dirichlet model).
+    model_ : CorrelatedMultinomial or DirichletMultinomial
+        The subgoal model of the last sweep.
+    """
+
+    def __init__(self, action_probs, *, model: str = "pg", coordinates=None, covariance=None,
+                 lengthscale: float | None = None, alpha: float = 1e-3, learn_scale: bool = True,
+                 prior_source: str = "plugin", estimate: str = "samples", n_burnin: int = 100,
+                 n_samples: int = 100, max_iter: int = 10, init: str = "likelihood",
+                 model_options: dict | None = None, random_state: SeedLike = None):
+        self.action_probs = action_probs
+        self.model = model
+        self.coordinates = coordinates
+        self.covariance = covariance
+        self.lengthscale = lengthscale
+        self.alpha = alpha
+        self.learn_scale = learn_scale
+        self.prior_source = prior_source
+        self.estimate = estimate
+        self.n_burnin = n_burnin
+        self.n_samples = n_samples
+        self.max_iter = max_iter
+        self.init = init
+        self.model_options = model_options
+        self.random_state = random_state
+
+    # ------------------------------------------------------------------ helpers
+    def _validate(self):
+        if self.model not in ("pg", "dirichlet"):
+            raise ValueError(f"model: expected 'pg' or 'dirichlet', got {self.model!r}")
+        if self.prior_source not in ("plugin", "sample"):
+            raise ValueError(f"prior_source: expected 'plugin' or 'sample', got {self.prior_source!r}")
+        if self.estimate not in ("samples", "rao_blackwell"):
+            raise ValueError(f"estimate: expected 'samples' or 'rao_blackwell', got {self.estimate!r}")
+        if self.init not in ("likelihood", "uniform"):
+            raise ValueError(f"init: expected 'likelihood' or 'uniform', got {self.init!r}")
+        for name in ("n_burnin", "n_samples", "max_iter"):
+            v = getattr(self, name)
+            if not isinstance(v, (int, np.integer)) or v < (0 if name == "n_burnin" else 1):
+                raise ValueError(f"{name}: expected an integer >= {0 if name == 'n_burnin' else 1}, "
+                                 f"got {v!r}")
+
+    def _make_model(self, n_states: int):
+        if self.model == "dirichlet":
+            from ..baselines import DirichletMultinomial
+
+            return DirichletMultinomial(alpha=check_positive(self.alpha, "alpha"))
+        from ..core.model import CorrelatedMultinomial
+        from .imitation import state_kernel
+
+        cov = self.covariance
+        if cov is None:
+            if self.coordinates is None:
+                raise ValueError("coordinates: model='pg' needs state coordinates (S, D) or a "
+                                 "covariance (S, S)")
+            cov = state_kernel(coordinates=self.coordinates, lengthscale=self.lengthscale)
+        opts = dict(self.model_options or {})
+        opts.setdefault("max_iter", self.max_iter)
+        opts.setdefault("learn_scale", self.learn_scale)
+        return CorrelatedMultinomial(covariance=cov, **opts)
+
+    # ---------------------------------------------------------------------- fit
+    def fit(self, counts) -> "SubgoalPolicyEstimator":
+        """Run the sampler on demonstration counts.
+
+        Parameters
+        ----------
+        counts : array_like of shape (S, A)
+            State-action demonstration counts.
+
+        Returns
+        -------
+        self : SubgoalPolicyEstimator
+        """
+        import warnings
+
+        from ..exceptions import ConvergenceWarning
+
+        self._validate()
+        probs_sga = _check_action_probs(self.action_probs)
+        n_states, n_goals, n_actions = probs_sga.shape
+        counts = check_counts(counts, "counts", min_categories=1)
+        if counts.shape != (n_states, n_actions):
+            raise ValueError(f"counts: expected shape (S, A) = ({n_states}, {n_actions}) to match "
+                             f"action_probs, got {counts.shape}")
+        rng = as_generator(self.random_state)
+        log_lik = subgoal_log_likelihoods(counts, _safe_log(probs_sga))
+        self.log_likelihoods_ = log_lik
+
+        if self.init == "likelihood":
+            goals = sample_categorical(subgoal_conditionals(np.zeros_like(log_lik), log_lik), rng=rng)
+        else:
+            goals = rng.integers(0, n_goals, size=n_states)
+
+        model = self._make_model(n_states)
+        n_total = self.n_burnin + self.n_samples
+        rows = np.arange(n_states)
+        kept = np.empty((self.n_samples, n_states), dtype=np.int64)
+        cond_sum = np.zeros((n_states, n_goals))
+        scale_trace = np.full(n_total, np.nan)
+        onehot = np.zeros((n_states, n_goals))
+        for sweep in range(n_total):
+            onehot[:] = 0.0
+            onehot[rows, goals] = 1.0
+            # (1) variational fit of the subgoal distributions (warm-started)
+            with warnings.catch_warnings():
+                # a few iterations per sweep by design: do not warn about convergence
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                if self.model == "pg":
+                    model.fit(onehot, warm_start=sweep > 0)
+                    scale_trace[sweep] = float(model.scale_)
+                else:
+                    model.fit(onehot)
+            if self.prior_source == "plugin":
+                p = model.probs(method="plugin")
+            else:
+                p = model.sample_probs(1, rng=rng)[0]
+            # (2) conditional draw of every subgoal
+            cond = subgoal_conditionals(_safe_log(p), log_lik)
+            goals = sample_categorical(cond, rng=rng)
+            if sweep >= self.n_burnin:
+                kept[sweep - self.n_burnin] = goals
+                cond_sum += cond
+
+        self.subgoal_samples_ = kept
+        self.subgoal_probs_ = cond_sum / self.n_samples
+        if self.estimate == "samples":
+            self.policy_ = probs_sga[rows[None, :], kept].mean(axis=0)
+        else:
+            self.policy_ = np.einsum("sg,sga->sa", self.subgoal_probs_, probs_sga)
+        self.scale_trace_ = scale_trace
+        self.model_ = model
+        self.n_states_, self.n_goals_, self.n_actions_ = n_states, n_goals, n_actions
+        return self

@@ -1,0 +1,163 @@
+"""Subgoal model: conditionals vs brute-force enumeration, sampler, estimator behaviour."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from corrpriors.applications.subgoals import (
+    SubgoalPolicyEstimator,
+    sample_categorical,
+    subgoal_conditionals,
+    subgoal_log_likelihoods,
+)
+
+
+def _random_problem(rng, n_states=9, n_goals=9, n_actions=4, n_demos=25):
+    action_probs = rng.dirichlet(np.ones(n_actions), size=(n_states, n_goals))
+    prior = rng.dirichlet(np.ones(n_goals), size=n_states)
+    states = rng.integers(0, n_states, n_demos)
+    actions = rng.integers(0, n_actions, n_demos)
+    return action_probs, prior, states, actions
+
+
+def _log_joint(goals, prior, action_probs, states, actions):
+    """log p(g, a_1..D | p), looping over states and demonstrations (the oracle)."""
+    total = 0.0
+    for s, g in enumerate(goals):
+        total += np.log(prior[s, g])
+    for s, a in zip(states, actions):
+        total += np.log(action_probs[s, goals[s], a])
+    return total
+
+
+def _counts(states, actions, n_states, n_actions):
+    c = np.zeros((n_states, n_actions))
+    for s, a in zip(states, actions):
+        c[s, a] += 1
+    return c
+
+
+def test_conditional_matches_brute_force_joint_3x3():
+    """P(g_s | g_-s, data) from the vectorised code == the normalised joint over g_s values."""
+    rng = np.random.default_rng(0)
+    action_probs, prior, states, actions = _random_problem(rng)
+    counts = _counts(states, actions, 9, 4)
+    cond = subgoal_conditionals(np.log(prior), subgoal_log_likelihoods(counts, np.log(action_probs)))
+    goals = rng.integers(0, 9, 9)
+    for s in range(9):
+        logj = []
+        for g in range(9):
+            gg = goals.copy()
+            gg[s] = g
+            logj.append(_log_joint(gg, prior, action_probs, states, actions))
+        logj = np.array(logj)
+        brute = np.exp(logj - logj.max())
+        brute /= brute.sum()
+        np.testing.assert_allclose(cond[s], brute, rtol=1e-10, atol=1e-14)
+
+
+def test_conditional_full_enumeration_small():
+    """Marginals of the exact posterior over all G^S configurations == product of conditionals.
+
+    Given p, the subgoals are independent across states a posteriori, so the marginal of g_s over
+    the full enumeration must equal its conditional.
+    """
+    rng = np.random.default_rng(1)
+    action_probs, prior, states, actions = _random_problem(rng, n_states=3, n_goals=3,
+                                                           n_actions=4, n_demos=8)
+    counts = _counts(states, actions, 3, 4)
+    cond = subgoal_conditionals(np.log(prior), subgoal_log_likelihoods(counts, np.log(action_probs)))
+    configs = list(itertools.product(range(3), repeat=3))
+    logj = np.array([_log_joint(np.array(c), prior, action_probs, states, actions) for c in configs])
+    w = np.exp(logj - logj.max())
+    w /= w.sum()
+    for s in range(3):
+        marg = np.zeros(3)
+        for c, wi in zip(configs, w):
+            marg[c[s]] += wi
+        np.testing.assert_allclose(cond[s], marg, rtol=1e-10)
+
+
+def test_conditional_stable_for_many_demonstrations_and_zero_probs():
+    with np.errstate(divide="ignore"):
+        logp = np.log(np.array([[[1.0, 0.0], [0.5, 0.5]]]))  # S=1, G=2, A=2, p(a=1 | g=0) = 0
+    counts = np.array([[5000.0, 0.0]])
+    cond = subgoal_conditionals(np.zeros((1, 2)), subgoal_log_likelihoods(counts, logp))
+    np.testing.assert_allclose(cond, [[1.0, 0.0]], atol=1e-300)
+    counts = np.array([[10.0, 1.0]])  # action 1 impossible under goal 0
+    cond = subgoal_conditionals(np.zeros((1, 2)), subgoal_log_likelihoods(counts, logp))
+    assert np.all(np.isfinite(cond))
+    np.testing.assert_allclose(cond, [[0.0, 1.0]], atol=1e-200)
+
+
+def test_sample_categorical_frequencies():
+    rng = np.random.default_rng(2)
+    p = np.array([[0.1, 0.2, 0.7], [0.5, 0.5, 0.0], [0.0, 0.0, 1.0]])
+    n = 20000
+    draws = np.stack([sample_categorical(p, rng=rng) for _ in range(n)])
+    for s in range(3):
+        freq = np.bincount(draws[:, s], minlength=3) / n
+        se = np.sqrt(p[s] * (1 - p[s]) / n)
+        assert np.all(np.abs(freq - p[s]) <= 5 * se + 1e-12)
+    assert np.all(draws[:, 1] != 2) and np.all(draws[:, 2] == 2)
+
+
+def test_sample_categorical_reproducible():
+    p = np.full((50, 7), 1 / 7)
+    a = sample_categorical(p, rng=np.random.default_rng(3))
+    b = sample_categorical(p, rng=np.random.default_rng(3))
+    c = sample_categorical(p, rng=np.random.default_rng(4))
+    np.testing.assert_array_equal(a, b)
+    assert np.any(a != c)
+
+
+def _chain_world(n=5):
+    """A 1-D chain: subgoal g means 'walk towards g' (action 0 left, 1 right, ties uniform)."""
+    probs = np.zeros((n, n, 2))
+    for s in range(n):
+        for g in range(n):
+            if g < s:
+                probs[s, g] = [0.95, 0.05]
+            elif g > s:
+                probs[s, g] = [0.05, 0.95]
+            else:
+                probs[s, g] = [0.5, 0.5]
+    return probs
+
+
+def test_dirichlet_subgoal_estimator_explains_data_and_is_reproducible():
+    probs = _chain_world()
+    counts = np.zeros((5, 2))
+    counts[1, 1] = 6   # at state 1 the agent always moved right
+    counts[3, 0] = 6   # at state 3 always left
+    est = SubgoalPolicyEstimator(probs, model="dirichlet", n_burnin=20, n_samples=60,
+                                 random_state=0).fit(counts)
+    assert est.policy_.shape == (5, 2)
+    np.testing.assert_allclose(est.policy_.sum(axis=1), 1.0)
+    assert est.policy_[1, 1] > 0.85 and est.policy_[3, 0] > 0.85
+    assert est.subgoal_samples_.shape == (60, 5)
+    assert np.all(est.subgoal_samples_[:, 1] >= 2)  # a goal to the right of state 1
+    again = SubgoalPolicyEstimator(probs, model="dirichlet", n_burnin=20, n_samples=60,
+                                   random_state=0).fit(counts)
+    np.testing.assert_array_equal(est.subgoal_samples_, again.subgoal_samples_)
+    rb = SubgoalPolicyEstimator(probs, model="dirichlet", n_burnin=20, n_samples=60,
+                                estimate="rao_blackwell", random_state=0).fit(counts)
+    np.testing.assert_allclose(rb.policy_.sum(axis=1), 1.0)
+    assert rb.policy_[1, 1] > 0.85
+
+
+def test_estimator_rejects_bad_input():
+    probs = _chain_world()
+    with pytest.raises(ValueError, match="counts"):
+        SubgoalPolicyEstimator(probs, model="dirichlet").fit(np.zeros((4, 2)))
+    with pytest.raises(ValueError, match="model"):
+        SubgoalPolicyEstimator(probs, model="gp").fit(np.zeros((5, 2)))
+    with pytest.raises(ValueError, match="prior_source"):
+        SubgoalPolicyEstimator(probs, prior_source="mean").fit(np.zeros((5, 2)))
+    bad = probs.copy()
+    bad[0, 0] = [0.2, 0.2]
+    with pytest.raises(ValueError, match="action_probs"):
+        SubgoalPolicyEstimator(bad, model="dirichlet").fit(np.zeros((5, 2)))

@@ -1,0 +1,132 @@
+"""Tests for corrpriors.applications.psrl (planning, agent, run loop)."""
+
+from __future__ import annotations
+
+import itertools
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from corrpriors.applications.psrl import PSRLAgent, optimal_q_values, policy_values, run_psrl
+from corrpriors.applications.transitions import DirichletTransitionModel, KnownTransitionModel
+
+
+def random_mdp(rng, S, A):
+    P = rng.random((S, A, S)) ** 3
+    P /= P.sum(-1, keepdims=True)
+    R = rng.normal(size=(S, A))
+    return P, R
+
+
+def chain_mdp(n=8, slip=0.1):
+    """A chain with a reward at the far end: moving right pays off only if planned."""
+    P = np.zeros((n, 2, n))
+    for s in range(n):
+        left, right = max(s - 1, 0), min(s + 1, n - 1)
+        P[s, 0, left] += 1 - slip
+        P[s, 0, right] += slip
+        P[s, 1, right] += 1 - slip
+        P[s, 1, left] += slip
+    R = np.zeros(n)
+    R[0] = 0.05
+    R[-1] = 1.0
+    return P, R
+
+
+def test_policy_values_match_bellman_iteration():
+    rng = np.random.default_rng(0)
+    P, R = random_mdp(rng, 5, 3)
+    pi = rng.integers(0, 3, 5)
+    V = policy_values(P, R, 0.9, pi)
+    W = np.zeros(5)
+    for _ in range(2000):
+        W = R[np.arange(5), pi] + 0.9 * P[np.arange(5), pi] @ W
+    np.testing.assert_allclose(V, W, atol=1e-10)
+
+
+@pytest.mark.parametrize("discount", [0.5, 0.95, 0.999])
+def test_optimal_q_values_match_policy_enumeration(discount):
+    rng = np.random.default_rng(1)
+    P, R = random_mdp(rng, 3, 2)
+    best = max((policy_values(P, R, discount, np.array(pi)) for pi in
+                itertools.product(range(2), repeat=3)), key=lambda v: v.sum())
+    Q, pi = optimal_q_values(P, R, discount)
+    np.testing.assert_allclose(Q.max(-1), best, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(policy_values(P, R, discount, pi), best, rtol=1e-9, atol=1e-9)
+    # Bellman optimality: Q = R + gamma P max Q
+    np.testing.assert_allclose(Q, R + discount * P @ Q.max(-1), rtol=1e-9, atol=1e-9)
+
+
+def test_optimal_q_values_batched_equals_loop_and_warm_start():
+    rng = np.random.default_rng(2)
+    Ps = np.stack([random_mdp(rng, 6, 3)[0] for _ in range(4)])
+    R = rng.normal(size=(6, 3))
+    Qb, pib = optimal_q_values(Ps, R, 0.97)
+    for m in range(4):
+        Qm, pim = optimal_q_values(Ps[m], R, 0.97)
+        np.testing.assert_allclose(Qb[m], Qm, atol=1e-9)
+        Qw, _ = optimal_q_values(Ps[m], R, 0.97, policy0=rng.integers(0, 3, 6))
+        np.testing.assert_allclose(Qw, Qm, atol=1e-9)
+
+
+def test_known_model_agent_reaches_optimal_return():
+    P, R = chain_mdp()
+    agent = PSRLAgent(KnownTransitionModel(P), R, 0.95, variant="sampling", n_samples=3,
+                      replan_every=10)
+    out = run_psrl(SimpleNamespace(P=P), agent, 100, 0, rng=np.random.default_rng(3))
+    np.testing.assert_array_equal(out["steps"], np.arange(0, 101, 10))
+    np.testing.assert_allclose(out["expected_return"], out["optimal_return"], rtol=1e-12)
+    assert agent.n_plans_ == 11
+    # the optimal policy walks right: the chain end is reached
+    assert out["states"].max() == 7
+
+
+def test_sampling_with_concentrated_posterior_equals_mean():
+    P, R = chain_mdp(slip=0.2)
+    a_s = PSRLAgent(KnownTransitionModel(P), R, 0.9, variant="sampling", n_samples=5)
+    a_m = PSRLAgent(KnownTransitionModel(P), R, 0.9, variant="mean")
+    np.testing.assert_array_equal(a_s.plan(rng=0), a_m.plan(rng=0))
+    np.testing.assert_allclose(a_s.q_values_, a_m.q_values_, rtol=1e-12)
+    # a Dirichlet posterior with overwhelming data: same policy, Q-values within 1e-4
+    big = DirichletTransitionModel(8, 2, alpha=1.0).set_counts(np.round(P * 1e9))
+    b_s = PSRLAgent(big, R, 0.9, variant="sampling", n_samples=5)
+    b_m = PSRLAgent(DirichletTransitionModel(8, 2).set_counts(np.round(P * 1e9)), R, 0.9,
+                    variant="mean")
+    np.testing.assert_array_equal(b_s.plan(rng=1), b_m.plan(rng=1))
+    np.testing.assert_allclose(b_s.q_values_, b_m.q_values_, rtol=1e-4)
+
+
+def test_dirichlet_agent_with_enough_data_plans_optimally():
+    P, R = chain_mdp(n=6)
+    rng = np.random.default_rng(4)
+    counts = rng.multinomial(2000, P.reshape(-1, 6)).reshape(P.shape)      # exploratory data
+    agent = PSRLAgent(DirichletTransitionModel(6, 2, alpha=1.0).set_counts(counts), R, 0.95,
+                      variant="sampling", n_samples=10, replan_every=20)
+    out = run_psrl(SimpleNamespace(P=P), agent, 100, 0, rng=rng)
+    np.testing.assert_allclose(out["expected_return"], float(out["optimal_return"]), rtol=1e-9)
+    assert agent.belief.counts.sum() == counts.sum() + 100      # 100 = 5 full replan blocks
+
+
+def test_run_is_reproducible_and_validates():
+    P, R = chain_mdp(n=5)
+
+    def go(seed):
+        agent = PSRLAgent(DirichletTransitionModel(5, 2, alpha=1e-3), R, 0.9, replan_every=7)
+        return run_psrl(SimpleNamespace(P=P), agent, 50, 0, rng=seed, eval_every=10)
+
+    o1, o2, o3 = go(5), go(5), go(6)
+    np.testing.assert_array_equal(o1["states"], o2["states"])
+    np.testing.assert_array_equal(o1["expected_return"], o2["expected_return"])
+    assert not np.array_equal(o1["states"], o3["states"])
+    agent = PSRLAgent(DirichletTransitionModel(5, 2), R, 0.9)
+    with pytest.raises(ValueError, match="variant"):
+        PSRLAgent(DirichletTransitionModel(5, 2), R, 0.9, variant="greedy")
+    with pytest.raises(ValueError, match="discount"):
+        PSRLAgent(DirichletTransitionModel(5, 2), R, 1.0)
+    with pytest.raises(ValueError, match="rewards"):
+        PSRLAgent(DirichletTransitionModel(5, 2), np.zeros(4), 0.9)
+    with pytest.raises(ValueError, match="start_state"):
+        run_psrl(SimpleNamespace(P=P), agent, 10, 5, rng=0)
+    with pytest.raises(RuntimeError, match="plan"):
+        PSRLAgent(DirichletTransitionModel(5, 2), R, 0.9).act(0)

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import itertools
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from corrpriors.applications.psrl import PSRLAgent, optimal_q_values, policy_values, run_psrl
+from corrpriors.applications.psrl import PSRLAgent, run_psrl
 from corrpriors.applications.transitions import DirichletTransitionModel, KnownTransitionModel
 
 
@@ -34,47 +33,30 @@ def chain_mdp(n=8, slip=0.1):
     return P, R
 
 
-def test_policy_values_match_bellman_iteration():
-    rng = np.random.default_rng(0)
-    P, R = random_mdp(rng, 5, 3)
-    pi = rng.integers(0, 3, 5)
-    V = policy_values(P, R, 0.9, pi)
-    W = np.zeros(5)
-    for _ in range(2000):
-        W = R[np.arange(5), pi] + 0.9 * P[np.arange(5), pi] @ W
-    np.testing.assert_allclose(V, W, atol=1e-10)
-
-
-@pytest.mark.parametrize("discount", [0.5, 0.95, 0.999])
-def test_optimal_q_values_match_policy_enumeration(discount):
+def test_mean_agent_q_values_match_policy_enumeration():
     rng = np.random.default_rng(1)
     P, R = random_mdp(rng, 3, 2)
-    best = max((policy_values(P, R, discount, np.array(pi)) for pi in
-                itertools.product(range(2), repeat=3)), key=lambda v: v.sum())
-    Q, pi = optimal_q_values(P, R, discount)
-    np.testing.assert_allclose(Q.max(-1), best, rtol=1e-9, atol=1e-9)
-    np.testing.assert_allclose(policy_values(P, R, discount, pi), best, rtol=1e-9, atol=1e-9)
-    # Bellman optimality: Q = R + gamma P max Q
-    np.testing.assert_allclose(Q, R + discount * P @ Q.max(-1), rtol=1e-9, atol=1e-9)
+    counts = rng.integers(0, 4, size=P.shape)
+    belief = DirichletTransitionModel(3, 2, alpha=0.5).set_counts(counts)
+    Pm = belief.mean()
+    agent = PSRLAgent(belief, R, 0.95, variant="mean")
+    pi = agent.plan(rng=0)
 
+    def values(policy):
+        idx = np.arange(3)
+        return np.linalg.solve(np.eye(3) - 0.95 * Pm[idx, policy], R[idx, policy])
 
-def test_optimal_q_values_batched_equals_loop_and_warm_start():
-    rng = np.random.default_rng(2)
-    Ps = np.stack([random_mdp(rng, 6, 3)[0] for _ in range(4)])
-    R = rng.normal(size=(6, 3))
-    Qb, pib = optimal_q_values(Ps, R, 0.97)
-    for m in range(4):
-        Qm, pim = optimal_q_values(Ps[m], R, 0.97)
-        np.testing.assert_allclose(Qb[m], Qm, atol=1e-9)
-        Qw, _ = optimal_q_values(Ps[m], R, 0.97, policy0=rng.integers(0, 3, 6))
-        np.testing.assert_allclose(Qw, Qm, atol=1e-9)
+    best = max((values(np.array(p)) for p in itertools.product(range(2), repeat=3)),
+               key=lambda v: v.sum())
+    np.testing.assert_allclose(values(pi), best, rtol=1e-10)
+    np.testing.assert_allclose(agent.q_values_.max(-1), best, rtol=1e-10)
 
 
 def test_known_model_agent_reaches_optimal_return():
     P, R = chain_mdp()
     agent = PSRLAgent(KnownTransitionModel(P), R, 0.95, variant="sampling", n_samples=3,
                       replan_every=10)
-    out = run_psrl(SimpleNamespace(P=P), agent, 100, 0, rng=np.random.default_rng(3))
+    out = run_psrl(P, agent, 100, 0, rng=np.random.default_rng(3))
     np.testing.assert_array_equal(out["steps"], np.arange(0, 101, 10))
     np.testing.assert_allclose(out["expected_return"], out["optimal_return"], rtol=1e-12)
     assert agent.n_plans_ == 11
@@ -103,7 +85,7 @@ def test_dirichlet_agent_with_enough_data_plans_optimally():
     counts = rng.multinomial(2000, P.reshape(-1, 6)).reshape(P.shape)      # exploratory data
     agent = PSRLAgent(DirichletTransitionModel(6, 2, alpha=1.0).set_counts(counts), R, 0.95,
                       variant="sampling", n_samples=10, replan_every=20)
-    out = run_psrl(SimpleNamespace(P=P), agent, 100, 0, rng=rng)
+    out = run_psrl(P, agent, 100, 0, rng=rng)
     np.testing.assert_allclose(out["expected_return"], float(out["optimal_return"]), rtol=1e-9)
     assert agent.belief.counts.sum() == counts.sum() + 100      # 100 = 5 full replan blocks
 
@@ -113,7 +95,7 @@ def test_run_is_reproducible_and_validates():
 
     def go(seed):
         agent = PSRLAgent(DirichletTransitionModel(5, 2, alpha=1e-3), R, 0.9, replan_every=7)
-        return run_psrl(SimpleNamespace(P=P), agent, 50, 0, rng=seed, eval_every=10)
+        return run_psrl(P, agent, 50, 0, rng=seed, eval_every=10)
 
     o1, o2, o3 = go(5), go(5), go(6)
     np.testing.assert_array_equal(o1["states"], o2["states"])
@@ -127,6 +109,6 @@ def test_run_is_reproducible_and_validates():
     with pytest.raises(ValueError, match="rewards"):
         PSRLAgent(DirichletTransitionModel(5, 2), np.zeros(4), 0.9)
     with pytest.raises(ValueError, match="start_state"):
-        run_psrl(SimpleNamespace(P=P), agent, 10, 5, rng=0)
+        run_psrl(P, agent, 10, 5, rng=0)
     with pytest.raises(RuntimeError, match="plan"):
         PSRLAgent(DirichletTransitionModel(5, 2), R, 0.9).act(0)

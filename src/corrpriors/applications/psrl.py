@@ -10,8 +10,8 @@ Osband, Russo & Van Roy, 2013):
   :math:`\bar Q = \frac1M \sum_m Q^{(m)}`;
 * ``"mean"`` -- act greedily on the optimal Q-values of the posterior-mean model.
 
-Planning is exact for the discounted criterion (batched policy iteration over the M
-sampled models, warm-started from the previous greedy policy); the metric of
+Planning is exact for the discounted criterion (:func:`corrpriors.mdp.planning.policy_iteration`
+batched over the M sampled models, warm-started from the previous greedy policy); the metric of
 :func:`run_psrl` is the exact expected discounted return of the current greedy policy
 under the true model, averaged over all start states.
 """
@@ -24,15 +24,14 @@ import numpy as np
 
 from .._random import as_generator
 from .._typing import FloatArray, IntArray, SeedLike
-from .._validation import check_array, check_simplex
+from .._validation import check_array
+from ..mdp.planning import policy_evaluation, policy_iteration
+from ..mdp.tabular import TabularMDP
 from .transitions import _TransitionBelief
 
-__all__ = ["PSRLAgent", "run_psrl", "optimal_q_values", "policy_values"]
+__all__ = ["PSRLAgent", "run_psrl"]
 
 
-# --------------------------------------------------------------------------------------
-# Batched exact planning
-# --------------------------------------------------------------------------------------
 def _as_rewards(rewards: Any, n_states: int, n_actions: int) -> FloatArray:
     r = check_array(rewards, "rewards")
     if r.shape == (n_states,):
@@ -41,83 +40,6 @@ def _as_rewards(rewards: Any, n_states: int, n_actions: int) -> FloatArray:
         raise ValueError(f"rewards: expected shape (S,) or (S, A) = ({n_states},) or "
                          f"({n_states}, {n_actions}), got {r.shape}")
     return r
-
-
-def policy_values(P: Any, rewards: Any, discount: float, policy: Any) -> FloatArray:
-    """Exact discounted values of deterministic policies, batched over models.
-
-    Solves ``(I - discount P_pi) V = R_pi`` with one LU solve per model.
-
-    Parameters
-    ----------
-    P : array_like of shape (..., S, A, S)
-        Transition models.
-    rewards : array_like of shape (S, A)
-        Expected immediate reward of taking ``a`` in ``s``.
-    discount : float
-        In [0, 1).
-    policy : array_like of shape (..., S)
-        Action per state (integers), broadcast against the model batch.
-
-    Returns
-    -------
-    ndarray of shape (..., S)
-    """
-    P = np.asarray(P, dtype=np.float64)
-    S, A = P.shape[-3], P.shape[-2]
-    R = _as_rewards(rewards, S, A)
-    pi = np.broadcast_to(np.asarray(policy, dtype=np.int64), P.shape[:-3] + (S,))
-    idx = np.arange(S)
-    P_pi = np.take_along_axis(P, pi[..., :, None, None], axis=-2)[..., 0, :]   # (..., S, S)
-    R_pi = R[idx, pi]                                                           # (..., S)
-    M = np.eye(S) - discount * P_pi
-    return np.linalg.solve(M, R_pi[..., None])[..., 0]
-
-
-def optimal_q_values(P: Any, rewards: Any, discount: float, policy0: Any | None = None,
-                     max_iter: int = 200) -> tuple[FloatArray, IntArray]:
-    """Optimal Q-values of a batch of models by batched (Howard) policy iteration.
-
-    Policy iteration converges in a handful of exact evaluations even for discounts
-    close to one, where value iteration needs thousands of sweeps.
-
-    Parameters
-    ----------
-    P : array_like of shape (..., S, A, S)
-        Transition models (a leading batch of sampled models is allowed).
-    rewards : array_like of shape (S, A)
-    discount : float
-        In [0, 1).
-    policy0 : array_like of shape (..., S) or (S,), optional
-        Initial policy (warm start); default greedy on the immediate reward.
-    max_iter : int, default=200
-
-    Returns
-    -------
-    Q : ndarray of shape (..., S, A)
-        Optimal action values of each model.
-    policy : ndarray of shape (..., S)
-        A greedy (optimal) policy of each model.
-    """
-    P = np.asarray(P, dtype=np.float64)
-    S, A = P.shape[-3], P.shape[-2]
-    R = _as_rewards(rewards, S, A)
-    batch = P.shape[:-3]
-    if policy0 is None:
-        pi = np.broadcast_to(np.argmax(R, axis=1), batch + (S,)).copy()
-    else:
-        pi = np.broadcast_to(np.asarray(policy0, dtype=np.int64), batch + (S,)).copy()
-    tol = 1e-10 * (1.0 + np.abs(R).max() / max(1.0 - discount, 1e-12))
-    for _ in range(max_iter):
-        V = policy_values(P, R, discount, pi)
-        Q = R + discount * (P @ V[..., None, :, None])[..., 0]                   # (..., S, A)
-        q_cur = np.take_along_axis(Q, pi[..., None], axis=-1)[..., 0]
-        best = np.argmax(Q, axis=-1)
-        improve = Q.max(axis=-1) > q_cur + tol                                   # avoid tie cycling
-        if not improve.any():
-            return Q, pi
-        pi = np.where(improve, best, pi)
-    return Q, pi  # pragma: no cover - policy iteration terminates in far fewer steps
 
 
 # --------------------------------------------------------------------------------------
@@ -167,6 +89,9 @@ class PSRLAgent:
         self.belief = belief
         self.rewards = _as_rewards(rewards, belief.n_states, belief.n_actions)
         self.discount = float(discount)
+        S, A = belief.n_states, belief.n_actions
+        # the rewards and discount the agent plans with; transitions come from the belief
+        self.planning_mdp = TabularMDP(np.full((S, A, S), 1.0 / S), self.rewards, self.discount)
         self.variant = variant
         self.n_samples = int(n_samples)
         self.replan_every = int(replan_every)
@@ -191,11 +116,10 @@ class PSRLAgent:
         self._flush()
         warm = self.policy_
         if self.variant == "mean":
-            Q, _ = optimal_q_values(self.belief.mean(), self.rewards, self.discount, warm)
+            Q = policy_iteration(self.planning_mdp, self.belief.mean(), initial_policy=warm).q_values
         else:
             models = self.belief.sample_many(self.n_samples, rng=as_generator(rng))
-            Qs, _ = optimal_q_values(models, self.rewards, self.discount, warm)
-            Q = Qs.mean(axis=0)
+            Q = policy_iteration(self.planning_mdp, models, initial_policy=warm).q_values.mean(axis=0)
         self.q_values_ = Q
         self.policy_ = np.argmax(Q, axis=1)
         self.n_plans_ += 1
@@ -243,9 +167,9 @@ def run_psrl(env_mdp: Any, agent: PSRLAgent, n_steps: int, start_state: int, rng
 
     Parameters
     ----------
-    env_mdp : object with ``P`` of shape (S, A, S)
-        The true environment (e.g. a :class:`corrpriors.mdp.TabularMDP`); only its
-        transitions are used -- rewards and discount are the agent's.
+    env_mdp : TabularMDP or ndarray of shape (S, A, S)
+        The true environment (its ``transitions``); only the transitions are used --
+        rewards and discount are the agent's.
     agent : PSRLAgent
     n_steps : int
         Number of transitions T.
@@ -265,12 +189,13 @@ def run_psrl(env_mdp: Any, agent: PSRLAgent, n_steps: int, start_state: int, rng
         ndarray of shape (T + 1,) (the visited states) and ``"actions"`` of shape (T,).
     """
     rng = as_generator(rng)
-    P = check_array(getattr(env_mdp, "P", env_mdp), "env_mdp.P", ndim=3)
+    P = env_mdp.transitions if isinstance(env_mdp, TabularMDP) else env_mdp
+    P = check_array(P, "env_mdp", ndim=3)
     S, A = P.shape[0], P.shape[1]
     if (S, A) != (agent.belief.n_states, agent.belief.n_actions):
         raise ValueError(f"env_mdp: expected (S, A) = ({agent.belief.n_states}, "
                          f"{agent.belief.n_actions}) like the agent's belief, got {(S, A)}")
-    check_simplex(P, "env_mdp.P")
+    true_mdp = TabularMDP(P, agent.rewards, agent.discount)   # validates P
     if int(n_steps) != n_steps or n_steps < 0:
         raise ValueError(f"n_steps: expected a non-negative int, got {n_steps!r}")
     if int(start_state) != start_state or not 0 <= start_state < S:
@@ -281,11 +206,10 @@ def run_psrl(env_mdp: Any, agent: PSRLAgent, n_steps: int, start_state: int, rng
 
     cdf = np.cumsum(P, axis=-1)
     cdf[..., -1] = 1.0
-    _, pi_star = optimal_q_values(P, agent.rewards, agent.discount)
-    optimal = float(policy_values(P, agent.rewards, agent.discount, pi_star).mean())
+    optimal = float(policy_iteration(true_mdp).values.mean())
 
     def score() -> float:
-        return float(policy_values(P, agent.rewards, agent.discount, agent.policy_).mean())
+        return float(policy_evaluation(true_mdp, agent.policy_).mean())
 
     n_steps = int(n_steps)
     states = np.empty(n_steps + 1, dtype=np.int64)

@@ -50,9 +50,9 @@ def demonstration_counts(states, actions, n_states: int, n_actions: int) -> IntA
         if v.size and (not np.issubdtype(v.dtype, np.integer) or v.min() < 0 or v.max() >= n):
             raise ValueError(f"{name}: expected integers in [0, {n}), got values in "
                              f"[{v.min()}, {v.max()}] of dtype {v.dtype}")
-    counts = np.zeros((int(n_states), int(n_actions)), dtype=np.int64)
-    np.add.at(counts, (s, a), 1)
-    return counts
+    from ..mdp import state_action_counts
+
+    return state_action_counts((s.astype(np.int64), a.astype(np.int64)), int(n_states), int(n_actions))
 
 
 def state_kernel(*, coordinates=None, distances=None, lengthscale: float | None = None):

@@ -157,10 +157,8 @@ def goal_action_probs(mdp, beta: float, *, normalize: bool = True, goals=None) -
 
     beta = check_positive(beta, "beta")
     q = goal_q_values(mdp) if goals is None else goal_q_values(mdp, goals=goals)  # (S, A, G)
-    q = np.moveaxis(np.asarray(q, dtype=np.float64), 2, 1)                     # (S, G, A)
-    s, g, a = q.shape
-    pol = boltzmann_policy(q.reshape(s * g, a), beta, normalize=normalize)
-    return np.asarray(pol, dtype=np.float64).reshape(s, g, a)
+    pol = boltzmann_policy(q, beta, normalize=normalize, action_axis=1)            # (S, A, G)
+    return np.ascontiguousarray(np.moveaxis(np.asarray(pol, dtype=np.float64), 2, 1))
 
 
 class SubgoalPolicyEstimator:

@@ -1,0 +1,199 @@
+"""Subgoal modelling on the wall world (paper section 4.2, Fig. 2).
+
+Per seed: the ``WallWorld`` (11 x 11 with two walls, 111 states, reward cells fixed by the
+environment); the expert plays ``softmax(beta * Q~)`` with ``beta = 5`` on the optimal
+Q-values normalised per state. Data: ``n_trajectories`` expert trajectories of
+``trajectory_length`` steps from uniformly drawn start states (the paper's panel b shows a
+couple of dozen state-action pairs). Methods:
+
+- ``pg_subgoal``: :class:`~corrpriors.applications.subgoals.SubgoalPolicyEstimator` with a
+  PG subgoal prior (squared-exponential kernel on the Euclidean state coordinates, length
+  scale = the largest distance, scale learned), normalised-softmax subgoal policies with the
+  expert's ``beta``, 100 burn-in sweeps and M = 100 kept samples;
+- ``pg_imitation``: the imitation model (:class:`~corrpriors.applications.imitation.PolicyEstimator`)
+  on the same data;
+- ``dirichlet_subgoal``: the subgoal model with independent ``Dir(1e-3)`` subgoal priors.
+
+Metrics: mean Hellinger distance to the expert and value loss (lower is better); ``x`` has one
+value, the number of state-action pairs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import pathlib
+import time
+
+import numpy as np
+
+NAME = "subgoal"
+DESCRIPTION = "Subgoal modelling on the wall world: PG subgoal vs PG imitation vs Dirichlet subgoal (Fig. 2)"
+X_NAME = "state-action pairs"
+METRICS = {"hellinger": "lower", "value_loss": "lower"}
+METHODS = ("pg_subgoal", "pg_imitation", "dirichlet_subgoal")
+#: 20 seeds: the paper shows one data set; 20 repetitions make the comparison a statement.
+PAPER_SEEDS = 20
+QUICK_SEEDS = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """Settings of the subgoal experiment (defaults: the paper's where it states them).
+
+    Attributes
+    ----------
+    beta : float
+        Inverse temperature of the expert and of the subgoal policies.
+    normalize_q : bool
+        Normalise Q per state before the softmax (the normalised softmax model).
+    n_trajectories, trajectory_length : int
+        The demonstration data: that many trajectories of that many steps.
+    n_burnin, n_samples : int
+        Sweeps discarded / kept by the subgoal sampler.
+    max_iter_per_sweep : int
+        Variational iterations per sweep (warm-started).
+    prior_source : str
+        "plugin" (the variational plug-in, the paper's scheme) or "sample" (a draw from q).
+    estimate : str
+        "samples" (average over the kept draws, the paper) or "rao_blackwell".
+    dirichlet_alpha : float
+    lengthscale : float
+        0 = the largest distance between two states.
+    learn_scale : bool
+    imitation_max_iter : int
+        Iterations for the ``pg_imitation`` fit.
+    """
+
+    beta: float = 5.0
+    normalize_q: bool = True
+    n_trajectories: int = 4
+    trajectory_length: int = 6
+    n_burnin: int = 100
+    n_samples: int = 100
+    max_iter_per_sweep: int = 10
+    prior_source: str = "plugin"
+    estimate: str = "samples"
+    dirichlet_alpha: float = 1e-3
+    lengthscale: float = 0.0
+    learn_scale: bool = True
+    imitation_max_iter: int = 1000
+
+
+def quick_config() -> Config:
+    """Fewer sweeps (same world and data size)."""
+    return Config(n_burnin=20, n_samples=30, max_iter_per_sweep=5, imitation_max_iter=300)
+
+
+def x_values(config: Config) -> list[float]:
+    """One point: the number of demonstrated state-action pairs."""
+    return [float(config.n_trajectories * config.trajectory_length)]
+
+
+def make_world():
+    """The wall world of the paper."""
+    from ..envs import wall_world
+
+    return wall_world()
+
+
+def expert_policy(mdp, beta: float, normalize: bool) -> np.ndarray:
+    """``softmax(beta * Q~*)``; ndarray of shape (S, A)."""
+    from .imitation import _optimal_q
+    from ..mdp import boltzmann_policy
+
+    return np.asarray(boltzmann_policy(_optimal_q(mdp), beta, normalize=normalize), dtype=float)
+
+
+def draw_trajectories(mdp, policy: np.ndarray, n: int, length: int, rng: np.random.Generator):
+    """``n`` trajectories of ``length`` steps from uniform start states; int arrays (n * length,)."""
+    from ..mdp import sample_trajectories
+
+    traj = sample_trajectories(mdp, policy, int(length), rng=rng, n_episodes=int(n))
+    return (np.asarray(traj.states, dtype=np.int64).ravel(),
+            np.asarray(traj.actions, dtype=np.int64).ravel())
+
+
+def run_seed(config: Config, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """One seed: data, the three estimates, their errors; see the module docstring."""
+    from ..applications.imitation import PolicyEstimator, demonstration_counts
+    from ..applications.subgoals import SubgoalPolicyEstimator, goal_action_probs
+    from ..mdp import hellinger
+    from .imitation import evaluate
+
+    data_rng, pg_rng, dir_rng = rng.spawn(3)
+    mdp = make_world()
+    expert = expert_policy(mdp, config.beta, config.normalize_q)
+    n_states, n_actions = expert.shape
+    states, actions = draw_trajectories(mdp, expert, config.n_trajectories,
+                                        config.trajectory_length, data_rng)
+    counts = demonstration_counts(states, actions, n_states, n_actions)
+    coords = np.asarray(mdp.coordinates, dtype=float)
+    lengthscale = config.lengthscale if config.lengthscale > 0 else None
+    goal_probs = goal_action_probs(mdp, config.beta, normalize=config.normalize_q)
+    common = dict(n_burnin=config.n_burnin, n_samples=config.n_samples,
+                  prior_source=config.prior_source, estimate=config.estimate)
+
+    policies, seconds = {}, {}
+    t = time.perf_counter()
+    pg_sg = SubgoalPolicyEstimator(goal_probs, model="pg", coordinates=coords, lengthscale=lengthscale,
+                                   learn_scale=config.learn_scale, max_iter=config.max_iter_per_sweep,
+                                   random_state=pg_rng, **common).fit(counts)
+    policies["pg_subgoal"], seconds["pg_subgoal"] = pg_sg.policy_, time.perf_counter() - t
+    t = time.perf_counter()
+    imit = PolicyEstimator("pg", coordinates=coords, lengthscale=lengthscale,
+                           learn_scale=config.learn_scale, max_iter=config.imitation_max_iter).fit(counts)
+    policies["pg_imitation"], seconds["pg_imitation"] = imit.policy_, time.perf_counter() - t
+    t = time.perf_counter()
+    dir_sg = SubgoalPolicyEstimator(goal_probs, model="dirichlet", alpha=config.dirichlet_alpha,
+                                    random_state=dir_rng, **common).fit(counts)
+    policies["dirichlet_subgoal"], seconds["dirichlet_subgoal"] = dir_sg.policy_, time.perf_counter() - t
+
+    out: dict[str, np.ndarray] = {}
+    for meth in METHODS:
+        for metric, value in evaluate(mdp, expert, policies[meth]).items():
+            out[f"{metric}__{meth}"] = np.array([value])
+        out[f"extra__policy__{meth}"] = policies[meth]
+        out[f"extra__cell_hellinger__{meth}"] = np.asarray(hellinger(expert, policies[meth]), dtype=float)
+        out[f"extra__seconds__{meth}"] = np.array([seconds[meth]])
+    out["extra__expert"] = expert
+    out["extra__counts"] = counts
+    out["extra__states"] = states
+    out["extra__actions"] = actions
+    out["extra__coordinates"] = coords
+    out["extra__rewards"] = np.asarray(mdp.rewards, dtype=float)
+    out["extra__scale_trace__pg_subgoal"] = pg_sg.scale_trace_
+    out["extra__scale__pg_imitation"] = np.array([imit.scale_])
+    return out
+
+
+def summarise_extra(config: Config, seed_results: dict, metrics: dict) -> dict:
+    """Run times, learned scales and the claims check (pg_subgoal beats the other two)."""
+    seeds = sorted(seed_results)
+    extra: dict = {"seeds_used": len(seeds)}
+    extra["seconds_mean"] = {m: float(np.mean([seed_results[s][f"extra__seconds__{m}"][0] for s in seeds]))
+                             for m in METHODS}
+    extra["pg_subgoal_final_scale_mean"] = float(np.mean(
+        [seed_results[s]["extra__scale_trace__pg_subgoal"][-1] for s in seeds]))
+    claims = []
+    for other in ("pg_imitation", "dirichlet_subgoal"):
+        for metric in METRICS:
+            diff = np.array([seed_results[s][f"{metric}__{other}"][0]
+                             - seed_results[s][f"{metric}__pg_subgoal"][0] for s in seeds])
+            se = diff.std(ddof=1) / math.sqrt(len(seeds)) if len(seeds) > 1 else 0.0
+            wins = int(np.sum(diff > 0))
+            claims.append({
+                "claim": f"pg_subgoal beats {other} ({metric})",
+                "holds": bool(diff.mean() > 0 and diff.mean() > 2 * se),
+                "detail": f"{other} minus pg_subgoal: {diff.mean():+.3f} ± {se:.3f} (mean ± s.e.), "
+                          f"pg_subgoal better in {wins}/{len(seeds)} seeds; 'beats' = above 2 s.e.",
+            })
+    extra["claims"] = claims
+    return extra
+
+
+def plot(config: Config, seed_results: dict, summary: dict, out_dir: pathlib.Path) -> list[pathlib.Path]:
+    """The five panels of Fig. 2 for the first seed, and a bar chart over seeds."""
+    from ..plotting._imitation import plot_subgoal_figures
+
+    return plot_subgoal_figures(config, seed_results, summary, pathlib.Path(out_dir))

@@ -1,0 +1,90 @@
+"""The imitation and subgoal experiments: seeds, summaries, claims, end to end through the runner."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import numpy as np
+import pytest
+
+from corrpriors.experiments import imitation, subgoal
+from corrpriors.experiments._runner import run_experiment, seed_generator
+
+TINY_IMITATION = dataclasses.replace(imitation.quick_config(), n_demonstrations=(10, 50),
+                                     max_iter=100, tol=1e-5, mc_samples=50)
+TINY_SUBGOAL = dataclasses.replace(subgoal.quick_config(), n_burnin=4, n_samples=6,
+                                   max_iter_per_sweep=3, imitation_max_iter=100)
+
+
+def test_matching_data_size_interpolates_in_log_d():
+    xs = [10, 100, 1000]
+    curve = [0.5, 0.3, 0.1]
+    assert imitation.matching_data_size(xs, 0.6, curve) == 10
+    assert imitation.matching_data_size(xs, 0.3, curve) == pytest.approx(100)
+    assert imitation.matching_data_size(xs, 0.4, curve) == pytest.approx(math.sqrt(10 * 100))
+    assert math.isnan(imitation.matching_data_size(xs, 0.05, curve))
+
+
+def test_protocol_attributes():
+    for mod, methods in ((imitation, ("pg", "dirichlet")),
+                         (subgoal, ("pg_subgoal", "pg_imitation", "dirichlet_subgoal"))):
+        assert mod.METRICS == {"hellinger": "lower", "value_loss": "lower"}
+        assert tuple(mod.METHODS) == methods
+        json.dumps(dataclasses.asdict(mod.Config()))
+        json.dumps(dataclasses.asdict(mod.quick_config()))
+    assert imitation.x_values(imitation.Config()) == [10, 20, 50, 100, 200, 500, 1000]
+
+
+def test_imitation_seed_shapes_and_reproducible():
+    a = imitation.run_seed(TINY_IMITATION, seed_generator("imitation", 0))
+    b = imitation.run_seed(TINY_IMITATION, seed_generator("imitation", 0))
+    c = imitation.run_seed(TINY_IMITATION, seed_generator("imitation", 1))
+    for metric in imitation.METRICS:
+        for meth in imitation.METHODS:
+            v = a[f"{metric}__{meth}"]
+            assert v.shape == (2,) and np.all(np.isfinite(v)) and np.all(v >= 0)
+            np.testing.assert_array_equal(v, b[f"{metric}__{meth}"])
+    # the reward cells (hence the expert) come from the seed's generator
+    assert not np.array_equal(a["extra__rewards"], c["extra__rewards"])
+    assert np.sum(a["extra__rewards"] > 0) == 3
+    # Dirichlet error falls with data; PG better than Dirichlet at D = 10 on this seed
+    assert a["hellinger__dirichlet"][1] < a["hellinger__dirichlet"][0]
+    assert a["hellinger__pg"][0] < a["hellinger__dirichlet"][0]
+
+
+def test_subgoal_seed_shapes_and_reproducible():
+    a = subgoal.run_seed(TINY_SUBGOAL, seed_generator("subgoal", 0))
+    b = subgoal.run_seed(TINY_SUBGOAL, seed_generator("subgoal", 0))
+    n_pairs = TINY_SUBGOAL.n_trajectories * TINY_SUBGOAL.trajectory_length
+    assert a["extra__counts"].sum() == n_pairs
+    for metric in subgoal.METRICS:
+        for meth in subgoal.METHODS:
+            v = a[f"{metric}__{meth}"]
+            assert v.shape == (1,) and np.isfinite(v[0])
+            np.testing.assert_array_equal(v, b[f"{metric}__{meth}"])
+    for meth in subgoal.METHODS:
+        np.testing.assert_allclose(a[f"extra__policy__{meth}"].sum(1), 1.0)
+
+
+@pytest.mark.parametrize("name,config", [("imitation", TINY_IMITATION), ("subgoal", TINY_SUBGOAL)])
+def test_end_to_end_through_runner(tmp_path, name, config):
+    report = run_experiment(name, config=config, n_seeds=2, jobs=1, out=tmp_path,
+                            progress=False, echo=None)
+    summary = json.loads((tmp_path / name / "metrics.json").read_text())
+    assert summary["experiment"] == name
+    assert summary["seeds"] == [0, 1]
+    assert set(summary["metrics"]) == {"hellinger", "value_loss"}
+    mod = imitation if name == "imitation" else subgoal
+    for block in summary["metrics"].values():
+        assert set(block["methods"]) == set(mod.METHODS)
+        for stats in block["methods"].values():
+            assert len(stats["mean"]) == len(mod.x_values(config))
+    claims = summary["extra"]["claims"]
+    assert claims and all(isinstance(c["holds"], bool) and c["detail"] for c in claims)
+    pngs = [p for p in report.figures if str(p).endswith(".png")]
+    assert pngs and all(p.exists() and p.stat().st_size > 1000 for p in pngs)
+    if name == "imitation":
+        eff = summary["extra"]["data_efficiency"]["hellinger"]
+        assert [r["D"] for r in eff] == list(config.n_demonstrations)

@@ -1,0 +1,69 @@
+"""Frozen result records of the variational fit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class VIResult:
+    r"""Result of a variational fit of the correlated multinomial model.
+
+    Symbols: C covariates (rows of the count matrix), K categories (``K - 1`` sticks).
+
+    Attributes
+    ----------
+    psi_mean : ndarray of shape (C, K - 1)
+        Variational means :math:`\lambda_{ck}`.
+    psi_var : ndarray of shape (C, K - 1)
+        Marginal variational variances :math:`(V_k)_{cc}`.
+    w : ndarray of shape (C, K - 1)
+        Tilts of :math:`q(\omega_{ck}) = PG(b_{ck}, w_{ck})`, ``w = sqrt(psi_var + psi_mean**2)``.
+    omega_mean : ndarray of shape (C, K - 1)
+        :math:`E_q[\omega_{ck}]` (zero where :math:`b_{ck} = 0`).
+    mean : ndarray of shape (C, K - 1)
+        Prior means :math:`\mu_k` at the returned parameters.
+    covariance : ndarray of shape (C, C)
+        The jittered base covariance :math:`\tilde\Sigma + \epsilon I` actually used;
+        the prior covariance is ``scale * covariance``.
+    scale : float
+        :math:`\theta` (1.0 unless learned).
+    kernel_theta : ndarray of shape (P,) or None
+        Log-space kernel hyper-parameters at the returned parameters (``None`` when the
+        covariance was given as an array).
+    elbo : float
+        ELBO at the returned parameters, a lower bound of ``log p(X)`` (multinomial likelihood).
+    objective : float
+        ``elbo`` plus the log densities of the hyper-priors (equal to ``elbo`` without them).
+    elbo_trace : ndarray of shape (n_iter,)
+        ELBO after every iteration.
+    objective_trace : ndarray of shape (n_iter,)
+        Objective after every iteration; never decreases.
+    n_iter : int
+        Number of CAVI iterations run.
+    converged : bool
+        Whether the relative change of the objective fell below ``tol``.
+    jitter : float
+        The diagonal jitter :math:`\epsilon` added to the base covariance.
+    """
+
+    psi_mean: np.ndarray
+    psi_var: np.ndarray
+    w: np.ndarray
+    omega_mean: np.ndarray
+    mean: np.ndarray
+    covariance: np.ndarray
+    scale: float
+    kernel_theta: np.ndarray | None
+    elbo: float
+    objective: float
+    elbo_trace: np.ndarray
+    objective_trace: np.ndarray
+    n_iter: int
+    converged: bool
+    jitter: float
+
+
+__all__ = ["VIResult"]

@@ -115,4 +115,42 @@ def save_png_pdf(fig, path_without_suffix: str | pathlib.Path, dpi: int = 150) -
     return paths
 
 
-__all__ = ["DEFAULT_LABELS", "plot_metric_curves", "save_png_pdf"]
+def plot_metric_figure(
+    summary: Mapping,
+    metric: str,
+    path_without_suffix: str | pathlib.Path,
+    log_panel: bool = False,
+    **kwargs,
+) -> list[pathlib.Path]:
+    """One figure of :func:`plot_metric_curves` (plus a log-x panel), saved as .png and .pdf.
+
+    Parameters
+    ----------
+    summary : mapping
+        A ``metrics.json`` record.
+    metric : str
+        The metric to draw.
+    path_without_suffix : path
+        Output path without suffix.
+    log_panel : bool, default False
+        Add a second panel with a logarithmic x axis.
+    **kwargs
+        Passed on to :func:`plot_metric_curves`.
+
+    Returns
+    -------
+    list of pathlib.Path
+        The ``.png`` and ``.pdf`` written.
+    """
+    import matplotlib.pyplot as plt
+
+    if log_panel:
+        fig, axes = plt.subplots(1, 2, figsize=(10.0, 3.8), layout="constrained")
+        plot_metric_curves(summary, metric, ax=axes[0], **kwargs)
+        plot_metric_curves(summary, metric, ax=axes[1], logx=True, **kwargs)
+    else:
+        fig, _ = plot_metric_curves(summary, metric, **kwargs)
+    return save_png_pdf(fig, path_without_suffix)
+
+
+__all__ = ["DEFAULT_LABELS", "plot_metric_curves", "plot_metric_figure", "save_png_pdf"]

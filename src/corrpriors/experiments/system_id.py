@@ -1,0 +1,303 @@
+r"""System identification on the tunnel world (the paper's section 4.3.1, Fig. 3a).
+
+An agent performs a random walk on the 10 x 10 tunnel world (S = 100, A = 4): it starts
+in the corner cell (0, 0) and picks every action uniformly at random; the walk goes on
+through the tunnel (from the goal cell every action jumps back to the start). For every
+T on a grid, the transition model :math:`P(s' \mid s, a)` is estimated from the first
+T transitions (the count tensor :math:`X_{s a s'}`), and the error is the Hellinger
+distance between the true and the estimated next-state distributions, averaged over
+all states and actions.
+
+Methods (names are part of the ``metrics.json`` contract):
+
+``pg``
+    The paper's model: one correlated multinomial per action, covariates = states,
+    categories = next states in index order (absolute encoding), squared-exponential
+    kernel on the Euclidean distances between the grid cells. Scale learned by
+    variational EM. The length scale is chosen by the ELBO among
+    ``Config.lengthscales`` (0 stands for the paper's choice, the largest distance
+    between two cells), and the choice is reported.
+``pg_offset``
+    The same with relative categories: a next state is encoded by its displacement
+    from the current cell within a window of half-width ``Config.offset_radius``
+    (:func:`corrpriors.applications.transitions.displacement_category_map`), plus an
+    "other" category for the tunnel's jump; a constant prior mean per stick is learned.
+``dirichlet_uniform``, ``dirichlet_sparse``
+    Independent Dirichlet models with :math:`\alpha = 1` and :math:`\alpha = 10^{-3}`.
+
+All models are fitted along the T grid in increasing order, each correlated model
+warm-started from its fit at the previous T.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+from typing import Any
+
+import numpy as np
+
+NAME = "system-id"
+DESCRIPTION = "system identification on the tunnel world, Hellinger error vs transitions (paper Fig. 3a)"
+X_NAME = "transitions"
+METRICS = {"hellinger": "lower"}
+PAPER_SEEDS = 20
+QUICK_SEEDS = 2
+
+METHODS = ("pg", "pg_offset", "dirichlet_uniform", "dirichlet_sparse")
+
+
+def _paper_grid() -> tuple[int, ...]:
+    return tuple(int(round(t)) for t in np.linspace(0, 10_000, 20))
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """Settings of the system-identification experiment (defaults: the paper's).
+
+    Attributes
+    ----------
+    transitions : tuple of int
+        The T grid (20 points from 0 to 10,000 in the paper), increasing.
+    alpha_uniform, alpha_sparse : float
+        Concentrations of the two Dirichlet baselines.
+    lengthscales : tuple of float
+        Candidate length scales (in cells) of the squared-exponential kernel; at every
+        T each correlated model keeps the candidate with the highest ELBO. ``0`` means
+        the paper's choice, the largest distance between two cells.
+    offset_radius : int
+        Half-width of the displacement window of ``pg_offset`` (in cells).
+    max_iter : int
+        Iteration cap of each variational-EM fit.
+    tol : float
+        Relative ELBO tolerance of each fit.
+    """
+
+    transitions: tuple = _paper_grid()
+    alpha_uniform: float = 1.0
+    alpha_sparse: float = 1e-3
+    lengthscales: tuple = (1.0, 2.0, 3.0, 0.0)
+    offset_radius: int = 2
+    max_iter: int = 200
+    tol: float = 1e-6
+
+
+def quick_config() -> Config:
+    """About a minute on 2 cores for :data:`QUICK_SEEDS` seeds."""
+    return Config(transitions=(0, 100, 300, 1000, 3000), lengthscales=(1.0, 0.0), max_iter=100, tol=1e-5)
+
+
+def x_values(config: Config) -> list[float]:
+    """The T grid."""
+    return [float(t) for t in config.transitions]
+
+
+def _check_config(config: Config) -> None:
+    ts = np.asarray(config.transitions)
+    if ts.ndim != 1 or ts.size < 1 or np.any(ts < 0) or np.any(np.diff(ts) <= 0) or np.any(ts != np.round(ts)):
+        raise ValueError(f"transitions: expected increasing non-negative integers, got {config.transitions}")
+    if not config.lengthscales or any(float(l) < 0 for l in config.lengthscales):
+        raise ValueError(f"lengthscales: expected non-negative numbers, got {config.lengthscales}")
+    if int(config.offset_radius) != config.offset_radius or config.offset_radius < 1:
+        raise ValueError(f"offset_radius: expected an int >= 1, got {config.offset_radius}")
+    if config.alpha_uniform <= 0 or config.alpha_sparse <= 0:
+        raise ValueError("alpha_uniform, alpha_sparse: expected positive concentrations")
+
+
+def random_walk(mdp, n_steps: int, rng: np.random.Generator):
+    """The first ``n_steps`` transitions of a uniformly random walk from cell (0, 0).
+
+    Returns
+    -------
+    (states, actions, next_states) : ndarrays of shape (T,)
+    """
+    from ..mdp import sample_trajectories
+
+    coords = np.asarray(mdp.coordinates)
+    start = int(np.flatnonzero(np.all(coords == coords.min(axis=0), axis=1))[0])
+    uniform = np.full((mdp.n_states, mdp.n_actions), 1.0 / mdp.n_actions)
+    traj = sample_trajectories(mdp, uniform, max(int(n_steps), 1), rng=rng, start=start)
+    return traj.states[0, :n_steps], traj.actions[0, :n_steps], traj.next_states[0, :n_steps]
+
+
+def _cumulative_counts(S: int, A: int, states, actions, next_states, ts) -> list[np.ndarray]:
+    """The (S, A, S) count tensors of the first T transitions, for every T in ``ts``."""
+    from ..mdp import transition_counts
+
+    out, counts, done = [], np.zeros((S, A, S), dtype=np.int64), 0
+    for t in ts:
+        if t > done:
+            counts = counts + transition_counts((states[done:t], actions[done:t], next_states[done:t]), S, A)
+            done = t
+        out.append(counts.copy())
+    return out
+
+
+def _lengthscale_candidates(config: Config, coords: np.ndarray) -> list[float]:
+    diffs = coords[:, None, :] - coords[None, :, :]
+    d_max = float(np.sqrt((diffs**2).sum(-1)).max())
+    return sorted({float(l) if l > 0 else d_max for l in config.lengthscales})
+
+
+def _correlated_models(config: Config, mdp, method: str, lengthscales: list[float]) -> list:
+    from ..applications.transitions import CorrelatedTransitionModel, displacement_category_map
+    from ..kernels import SquaredExponential
+
+    coords = np.asarray(mdp.coordinates, dtype=float)
+    if method == "pg":
+        cmap, learn_mean = None, "none"
+    else:
+        cmap, learn_mean = displacement_category_map(coords, config.offset_radius), "constant"
+    return [
+        CorrelatedTransitionModel(
+            mdp.n_states, mdp.n_actions, covariance=SquaredExponential(l).bind(coords), category_map=cmap,
+            learn_scale=True, learn_mean=learn_mean, max_iter=config.max_iter, tol=config.tol,
+        )
+        for l in lengthscales
+    ]
+
+
+def run_seed(config: Config, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Hellinger error of every method at every T for one random walk.
+
+    Returns the arrays ``hellinger__<method>`` of shape (len(transitions),) and, for the
+    correlated methods, ``extra__lengthscale__<method>`` (the ELBO-selected length
+    scale), ``extra__scale__<method>`` (its learned scale, averaged over actions) and
+    ``extra__elbo__<method>`` (its ELBO, summed over actions) at every T.
+    """
+    from ..applications.transitions import DirichletTransitionModel
+    from ..envs import tunnel_world
+    from ..mdp import mean_hellinger
+
+    _check_config(config)
+    mdp = tunnel_world()
+    P = np.asarray(mdp.transitions)
+    S, A = mdp.n_states, mdp.n_actions
+    ts = [int(t) for t in config.transitions]
+    states, actions, next_states = random_walk(mdp, ts[-1], rng)
+    counts = _cumulative_counts(S, A, states, actions, next_states, ts)
+
+    out: dict[str, np.ndarray] = {f"hellinger__{m}": np.empty(len(ts)) for m in METHODS}
+    lengthscales = _lengthscale_candidates(config, np.asarray(mdp.coordinates, dtype=float))
+    for method in ("pg", "pg_offset"):
+        models = _correlated_models(config, mdp, method, lengthscales)
+        chosen, scale, elbo = (np.empty(len(ts)) for _ in range(3))
+        for i, X in enumerate(counts):
+            best = None
+            for l, model in zip(lengthscales, models):
+                model.set_counts(X)
+                mean = model.mean()  # fits (warm-started from the previous T)
+                value = float(model.elbo_)
+                if best is None or value > best[0]:
+                    best = (value, l, mean, float(np.mean(model.scale_)))
+            elbo[i], chosen[i], est, scale[i] = best
+            out[f"hellinger__{method}"][i] = mean_hellinger(P, est)
+        out[f"extra__lengthscale__{method}"] = chosen
+        out[f"extra__scale__{method}"] = scale
+        out[f"extra__elbo__{method}"] = elbo
+    for method, alpha in (("dirichlet_uniform", config.alpha_uniform), ("dirichlet_sparse", config.alpha_sparse)):
+        model = DirichletTransitionModel(S, A, alpha=alpha)
+        for i, X in enumerate(counts):
+            out[f"hellinger__{method}"][i] = mean_hellinger(P, model.set_counts(X).mean())
+    return out
+
+
+def _interp_crossing(ts: np.ndarray, curve: np.ndarray, level: float) -> float | None:
+    """First T at which the (linearly interpolated) ``curve`` reaches ``level`` or goes below."""
+    below = np.flatnonzero(curve <= level)
+    if below.size == 0:
+        return None
+    i = int(below[0])
+    if i == 0:
+        return float(ts[0])
+    t0, t1, c0, c1 = ts[i - 1], ts[i], curve[i - 1], curve[i]
+    return float(t0 + (t1 - t0) * (c0 - level) / (c0 - c1))
+
+
+def summarise_extra(config: Config, seed_results: dict[int, dict[str, np.ndarray]], metrics: dict) -> dict:
+    """Chosen length scales, the data-efficiency ratio and the claims check."""
+    ts = np.asarray(config.transitions, dtype=float)
+    methods = metrics["hellinger"]["methods"]
+    mean = {m: np.asarray(methods[m]["mean"], dtype=float) for m in methods}
+    std = {m: np.asarray(methods[m]["std"], dtype=float) for m in methods}
+    extra: dict[str, Any] = {}
+
+    # length scales / scales / prior means chosen along T, per correlated method
+    for key_prefix, label in (("extra__lengthscale__", "lengthscale"), ("extra__scale__", "scale")):
+        per_method = {}
+        for method in ("pg", "pg_offset"):
+            key = key_prefix + method
+            rows = [r[key] for r in seed_results.values() if key in r]
+            if rows:
+                arr = np.stack(rows)
+                per_method[method] = {
+                    "median": np.median(arr, axis=0).tolist(),
+                    "min": arr.min(axis=0).tolist(),
+                    "max": arr.max(axis=0).tolist(),
+                }
+        if per_method:
+            extra[f"chosen_{label}"] = per_method
+
+    # data efficiency: the T at which each Dirichlet model first reaches pg_offset's error at T_ref
+    claims = []
+    t_ref = 1000.0
+    if "pg_offset" in mean and ts[0] <= t_ref <= ts[-1]:
+        level = float(np.interp(t_ref, ts, mean["pg_offset"]))
+        eff = {"reference": f"pg_offset mean error at T={t_ref:g}", "level": level}
+        for d in ("dirichlet_uniform", "dirichlet_sparse"):
+            if d in mean:
+                t_hit = _interp_crossing(ts, mean[d], level)
+                eff[d] = (
+                    {"T": t_hit, "ratio": t_hit / t_ref}
+                    if t_hit is not None
+                    else {"T": None, "ratio": None, "note": f"not reached by T={ts[-1]:g} (ratio > {ts[-1] / t_ref:g})"}
+                )
+        extra["data_efficiency"] = eff
+
+    # the paper's claims, checked on the mean curves (T > 0 only: at T = 0 every model is its prior)
+    pos = ts > 0
+    dirs = [d for d in ("dirichlet_uniform", "dirichlet_sparse") if d in mean]
+    if pos.any() and dirs:
+        stack = np.stack([mean[d] for d in dirs])
+        which = stack.argmin(axis=0)
+        cols = np.arange(ts.size)
+        best_dir = stack[which, cols]
+        best_dir_std = np.stack([std[d] for d in dirs])[which, cols]
+        for method in ("pg_offset", "pg"):
+            if method not in mean:
+                continue
+            gap = best_dir - mean[method]
+            band = std[method] + best_dir_std
+            clearly = bool(np.all(gap[pos] > band[pos]))
+            ratio = mean[method][pos] / best_dir[pos]
+            detail = (
+                f"error of {method} vs the better Dirichlet at T={', '.join(f'{t:g}' for t in ts[pos][[0, -1]])}: "
+                f"{mean[method][pos][0]:.3f} vs {best_dir[pos][0]:.3f} and "
+                f"{mean[method][pos][-1]:.3f} vs {best_dir[pos][-1]:.3f}; "
+                f"gap > (std sum) at {int(np.sum(gap[pos] > band[pos]))}/{int(pos.sum())} positive T; "
+                f"error ratio {ratio.min():.2f}..{ratio.max():.2f}"
+            )
+            claims.append({
+                "claim": f"{method} error clearly below both Dirichlet models (mean gap > the sum of the stds at every T > 0)",
+                "holds": clearly,
+                "detail": detail,
+            })
+            n = int(pos.sum())
+            third = max(1, n // 3)
+            g = gap[pos]
+            small, large = float(np.mean(g[:third])), float(np.mean(g[-third:]))
+            claims.append({
+                "claim": f"{method}'s advantage is largest for small T",
+                "holds": bool(small > large and small > 0),
+                "detail": f"mean gap to the better Dirichlet over the first third of T>0: {small:.3f}, "
+                          f"over the last third: {large:.3f}",
+            })
+    extra["claims"] = claims
+    return extra
+
+
+def plot(config: Config, seed_results, summary: dict, out_dir: pathlib.Path) -> list[pathlib.Path]:
+    """Fig. 3a: Hellinger error against T with ±std bands (linear and log x)."""
+    from ..plotting._curves import plot_metric_figure
+
+    return plot_metric_figure(summary, "hellinger", pathlib.Path(out_dir) / NAME, log_panel=True)

@@ -1,0 +1,63 @@
+"""The system-identification experiment (paper Fig. 3a) through the runner."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from corrpriors.experiments import system_id
+from corrpriors.experiments._runner import run_experiment
+
+
+def tiny_config():
+    return system_id.Config(transitions=(0, 50, 400), lengthscales=(0.0,), max_iter=30, tol=1e-4)
+
+
+def test_random_walk_starts_in_the_corner_and_follows_the_model():
+    from corrpriors.envs import tunnel_world
+
+    mdp = tunnel_world()
+    s, a, s2 = system_id.random_walk(mdp, 3000, np.random.default_rng(0))
+    assert s[0] == 0 and np.all(s[1:] == s2[:-1])
+    assert np.all(mdp.transitions[s, a, s2] > 0)
+    # uniformly random actions
+    freq = np.bincount(a, minlength=4) / a.size
+    assert np.max(np.abs(freq - 0.25)) < 4 * np.sqrt(0.25 * 0.75 / a.size)
+
+
+def test_cumulative_counts_are_prefix_counts():
+    rng = np.random.default_rng(1)
+    s, a, s2 = rng.integers(0, 5, 40), rng.integers(0, 2, 40), rng.integers(0, 5, 40)
+    counts = system_id._cumulative_counts(5, 2, s, a, s2, [0, 7, 40])
+    for T, X in zip([0, 7, 40], counts):
+        ref = np.zeros((5, 2, 5), dtype=int)
+        np.add.at(ref, (s[:T], a[:T], s2[:T]), 1)
+        np.testing.assert_array_equal(X, ref)
+
+
+def test_crossing_interpolation():
+    ts = np.array([0.0, 100.0, 200.0])
+    assert system_id._interp_crossing(ts, np.array([1.0, 0.6, 0.2]), 0.4) == pytest.approx(150.0)
+    assert system_id._interp_crossing(ts, np.array([1.0, 0.6, 0.5]), 0.4) is None
+
+
+def test_quick_end_to_end_through_the_runner(tmp_path):
+    pytest.importorskip("corrpriors.kernels")
+    config = tiny_config()
+    report = run_experiment(system_id, config=config, n_seeds=2, jobs=2, out=tmp_path, progress=False, echo=None)
+    summary = json.loads((tmp_path / "system-id" / "metrics.json").read_text())
+    assert summary["experiment"] == "system-id"
+    assert summary["x"] == {"name": "transitions", "values": [0.0, 50.0, 400.0]}
+    assert summary["seeds"] == [0, 1]
+    assert list(summary["metrics"]["hellinger"]["methods"]) == list(system_id.METHODS)
+    for stats in summary["metrics"]["hellinger"]["methods"].values():
+        assert len(stats["mean"]) == 3 and all(0.0 <= m <= 1.0 for m in stats["mean"])
+    hel = summary["metrics"]["hellinger"]["methods"]
+    # with no data the uniform Dirichlet is the uniform distribution; more data helps every model
+    for m in system_id.METHODS:
+        assert hel[m]["mean"][2] < hel[m]["mean"][0]
+    assert {"claims", "data_efficiency"} <= set(summary["extra"]) or "claims" in summary["extra"]
+    assert {p.suffix for p in report.figures} == {".png", ".pdf"}
+    assert all(p.stat().st_size > 0 for p in report.figures)

@@ -1,0 +1,332 @@
+r"""Grid worlds of the paper (section 4), built as explicit :class:`~corrpriors.mdp.TabularMDP` data.
+
+Conventions (shared by every builder here)
+------------------------------------------
+- Cells are addressed as (row, col) = (y, x); row 0 is the top row of a plot.
+- States are the non-wall cells in row-major order: on a grid without walls,
+  ``state = row * n_cols + col`` (``np.ravel_multi_index((row, col), shape)``).
+- ``coordinates`` are the float (row, col) positions, ndarray of shape (S, 2).
+- Actions: 0 = up/north (row - 1), 1 = right/east (col + 1), 2 = down/south (row + 1),
+  3 = left/west (col - 1); :data:`ACTION_VECTORS` holds these (d_row, d_col) steps.
+- Probability mass that would leave the grid or enter a wall stays in the current cell,
+  so every row sums to one exactly (up to round-off).
+- Rewards are state rewards :math:`R(s)` collected for the current state.
+
+Two motion models:
+
+- ``"gaussian"`` (dense): the next cell is a discretised isotropic Gaussian with standard
+  deviation ``step_spread`` centred one cell away in the chosen direction, truncated to a
+  square window of half-width ``window`` around the current cell and renormalised over the
+  window (the default ``window=None`` uses ``n // 2`` per axis, as the companion code does).
+- ``"cardinal"``: the intended neighbour with probability ``success_prob`` (0.7) and each of
+  the three other neighbours with ``(1 - success_prob) / 3`` (0.1).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .._random import as_generator
+from ..mdp.tabular import TabularMDP
+
+#: Action names in index order.
+ACTION_NAMES = ("up", "right", "down", "left")
+#: Unit moves (d_row, d_col) of the four actions, ndarray of shape (4, 2).
+ACTION_VECTORS = np.array([[-1, 0], [0, 1], [1, 0], [0, -1]], dtype=np.int64)
+ACTION_VECTORS.setflags(write=False)
+
+
+def _check_shape(shape: Any) -> tuple[int, int]:
+    try:
+        r, c = (int(n) for n in shape)
+    except (TypeError, ValueError):
+        raise ValueError(f"shape: expected (n_rows, n_cols), got {shape!r}") from None
+    if r < 1 or c < 1:
+        raise ValueError(f"shape: expected positive sizes, got {shape!r}")
+    return r, c
+
+
+def _cell_of(cell: Any, shape: tuple[int, int], name: str) -> tuple[int, int]:
+    try:
+        r, c = (int(v) for v in cell)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}: expected a (row, col) cell, got {cell!r}") from None
+    if not (0 <= r < shape[0] and 0 <= c < shape[1]):
+        raise ValueError(f"{name}: cell {cell!r} lies outside the grid {shape}")
+    return r, c
+
+
+def gaussian_kernels(step_spread: float = 1.0, window: int = 5, step_size: float = 1.0) -> np.ndarray:
+    """Dense motion kernels of the four actions.
+
+    Parameters
+    ----------
+    step_spread : float
+        Standard deviation of the Gaussian (in cells).
+    window : int
+        Half-width W of the square window of offsets (|d_row|, |d_col| <= W).
+    step_size : float
+        Distance of the Gaussian's centre from the current cell.
+
+    Returns
+    -------
+    ndarray of shape (4, 2W + 1, 2W + 1)
+        ``kernels[a, W + dr, W + dc]`` = probability of the offset (dr, dc); each kernel sums to one.
+    """
+    if not (np.isfinite(step_spread) and step_spread > 0):
+        raise ValueError(f"step_spread: expected a positive number, got {step_spread!r}")
+    W = int(window)
+    if W < 1 or W != window:
+        raise ValueError(f"window: expected a positive integer, got {window!r}")
+    off = np.arange(-W, W + 1, dtype=np.float64)
+    dr, dc = np.meshgrid(off, off, indexing="ij")
+    kernels = np.empty((4, 2 * W + 1, 2 * W + 1))
+    for a, (vr, vc) in enumerate(ACTION_VECTORS):
+        d2 = (dr - step_size * vr) ** 2 + (dc - step_size * vc) ** 2
+        k = np.exp(-0.5 * d2 / step_spread ** 2)
+        kernels[a] = k / k.sum()
+    return kernels
+
+
+def cardinal_kernels(success_prob: float = 0.7) -> np.ndarray:
+    """Four-neighbour motion kernels: intended move ``success_prob``, others ``(1 - p) / 3``.
+
+    Returns
+    -------
+    ndarray of shape (4, 3, 3)
+    """
+    p = float(success_prob)
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"success_prob: expected a probability in [0, 1], got {success_prob!r}")
+    kernels = np.zeros((4, 3, 3))
+    for a in range(4):
+        for b, (vr, vc) in enumerate(ACTION_VECTORS):
+            kernels[a, 1 + vr, 1 + vc] = p if a == b else (1.0 - p) / 3.0
+    return kernels
+
+
+def transitions_from_kernels(kernels: Any, shape: tuple[int, int],
+                             walls: np.ndarray | None = None) -> np.ndarray:
+    """Transition tensor of a grid from per-action offset kernels.
+
+    Parameters
+    ----------
+    kernels : array_like of shape (A, 2W + 1, 2W + 1)
+        Offset probabilities centred on the current cell.
+    shape : tuple of int
+        Grid (n_rows, n_cols).
+    walls : ndarray of bool of shape ``shape``, optional
+        Wall cells (not states). Mass that would land outside the grid or on a wall stays put.
+
+    Returns
+    -------
+    ndarray of shape (S, A, S)
+        S = number of non-wall cells, in row-major order.
+    """
+    K = np.asarray(kernels, dtype=np.float64)
+    if K.ndim != 3 or K.shape[1] != K.shape[2] or K.shape[1] % 2 == 0:
+        raise ValueError(f"kernels: expected shape (A, 2W+1, 2W+1), got {K.shape}")
+    n_rows, n_cols = shape
+    W = np.zeros(shape, dtype=bool) if walls is None else np.asarray(walls, dtype=bool)
+    free = ~W
+    index = np.full(shape, -1, dtype=np.int64)
+    index[free] = np.arange(int(free.sum()))
+    cells = np.argwhere(free)
+    S, A, half = cells.shape[0], K.shape[0], K.shape[1] // 2
+    P = np.zeros((S, A, S))
+    states = np.arange(S)
+    for i in range(K.shape[1]):
+        for j in range(K.shape[2]):
+            w = K[:, i, j]
+            if not np.any(w):
+                continue
+            r, c = cells[:, 0] + i - half, cells[:, 1] + j - half
+            inside = (r >= 0) & (r < n_rows) & (c >= 0) & (c < n_cols)
+            target = states.copy()
+            ok = inside.copy()
+            ok[inside] = free[r[inside], c[inside]]
+            target[ok] = index[r[ok], c[ok]]
+            np.add.at(P, (states[:, None], np.arange(A)[None, :], target[:, None]), w[None, :])
+    return P
+
+
+def _grid_mdp(P, rewards, discount, shape, walls, name) -> TabularMDP:
+    free = np.ones(shape, dtype=bool) if walls is None else ~np.asarray(walls, dtype=bool)
+    coords = np.argwhere(free).astype(np.float64)
+    return TabularMDP(P, rewards, discount, coordinates=coords, shape=shape, walls=walls, name=name)
+
+
+def _default_window(shape: tuple[int, int], window: int | None) -> int:
+    return max(max(shape) // 2, 1) if window is None else int(window)
+
+
+def dense_gridworld(shape: tuple[int, int] = (10, 10), step_spread: float = 1.0,
+                    window: int | None = None, rewards: Any = None,
+                    discount: float = 0.9) -> TabularMDP:
+    """Grid with dense Gaussian moves in the four cardinal directions.
+
+    Parameters
+    ----------
+    shape : tuple of int
+        (n_rows, n_cols); default the paper's 10 x 10.
+    step_spread : float
+        Standard deviation of the Gaussian move (cells).
+    window : int, optional
+        Half-width of the truncation window around the current cell (default ``max(shape) // 2``).
+    rewards : array_like of shape (S,) or (S, A), optional
+        Default zeros.
+    discount : float
+
+    Returns
+    -------
+    TabularMDP
+        With ``coordinates`` (S, 2) = (row, col), ``shape`` set, S = n_rows * n_cols.
+    """
+    shape = _check_shape(shape)
+    P = transitions_from_kernels(gaussian_kernels(step_spread, _default_window(shape, window)), shape)
+    R = np.zeros(P.shape[0]) if rewards is None else rewards
+    return _grid_mdp(P, R, discount, shape, None, "DenseGridworld")
+
+
+def tunnel_world(shape: tuple[int, int] = (10, 10), goal: Any = None, start: Any = (0, 0),
+                 step_spread: float = 1.0, window: int | None = None,
+                 discount: float = 0.9) -> TabularMDP:
+    """The "Grid10"-like domain of the system-identification and PSRL experiments.
+
+    The dense grid of :func:`dense_gridworld` with state reward :math:`R(s) = 1` at the
+    ``goal`` cell (default the corner ``(n_rows - 1, n_cols - 1)`` = (9, 9)) and 0 elsewhere.
+    From the goal, every action moves the agent deterministically to ``start`` (default (0, 0)),
+    so the reward is paid once per visit, on leaving the goal.
+
+    Parameters
+    ----------
+    shape : tuple of int
+    goal, start : tuple of int, optional
+        (row, col) cells.
+    step_spread : float
+    window : int, optional
+    discount : float
+        Default 0.9.
+
+    Returns
+    -------
+    TabularMDP
+    """
+    shape = _check_shape(shape)
+    g = _cell_of((shape[0] - 1, shape[1] - 1) if goal is None else goal, shape, "goal")
+    s0 = _cell_of(start, shape, "start")
+    if g == s0:
+        raise ValueError("goal, start: must be different cells")
+    P = transitions_from_kernels(gaussian_kernels(step_spread, _default_window(shape, window)), shape)
+    gi, si = np.ravel_multi_index(g, shape), np.ravel_multi_index(s0, shape)
+    P[gi] = 0.0
+    P[gi, :, si] = 1.0
+    R = np.zeros(P.shape[0])
+    R[gi] = 1.0
+    return _grid_mdp(P, R, discount, shape, None, "TunnelWorld")
+
+
+def goal_gridworld(shape: tuple[int, int] = (10, 10), n_goals: int = 3, *, rng: Any,
+                   motion: str = "cardinal", success_prob: float = 0.7, step_spread: float = 1.0,
+                   window: int | None = None, discount: float = 0.9) -> TabularMDP:
+    """Imitation-learning grid: reward 1 at ``n_goals`` random cells.
+
+    Parameters
+    ----------
+    shape : tuple of int
+        Default 10 x 10.
+    n_goals : int
+        Number of reward cells, drawn uniformly without replacement.
+    rng : int, Generator or None
+        Randomness for the reward layout (required; pass a seed for a fixed layout).
+    motion : {"cardinal", "gaussian"}
+        ``"cardinal"``: intended neighbour ``success_prob``, each other neighbour
+        ``(1 - success_prob) / 3``; ``"gaussian"``: the dense moves of :func:`dense_gridworld`.
+    success_prob : float
+        Default 0.7 (others then get 0.1 each).
+    step_spread, window : float, int
+        Dense-motion parameters (``motion="gaussian"``).
+    discount : float
+
+    Returns
+    -------
+    TabularMDP
+    """
+    shape = _check_shape(shape)
+    S = shape[0] * shape[1]
+    n = int(n_goals)
+    if not 0 <= n <= S or n != n_goals:
+        raise ValueError(f"n_goals: expected an integer in [0, {S}], got {n_goals!r}")
+    gen = as_generator(rng)
+    if motion == "cardinal":
+        kernels = cardinal_kernels(success_prob)
+    elif motion == "gaussian":
+        kernels = gaussian_kernels(step_spread, _default_window(shape, window))
+    else:
+        raise ValueError(f"motion: expected 'cardinal' or 'gaussian', got {motion!r}")
+    P = transitions_from_kernels(kernels, shape)
+    R = np.zeros(S)
+    R[gen.choice(S, size=n, replace=False)] = 1.0
+    return _grid_mdp(P, R, discount, shape, None, "GoalGridworld")
+
+
+def default_walls(shape: tuple[int, int] = (11, 11)) -> np.ndarray:
+    """Wall mask of the subgoal domain: wall columns x=3 (open at y=7) and x=7 (open at y=3).
+
+    Returns
+    -------
+    ndarray of bool of shape ``shape``
+        ``walls[y, x]``; for 11 x 11 there are 20 wall cells and 101 states.
+    """
+    shape = _check_shape(shape)
+    if shape[0] < 8 or shape[1] < 8:
+        raise ValueError(f"shape: the default walls need at least 8 x 8 cells, got {shape}")
+    W = np.zeros(shape, dtype=bool)
+    W[:, 3] = True
+    W[7, 3] = False
+    W[:, 7] = True
+    W[3, 7] = False
+    return W
+
+
+def wall_world(shape: tuple[int, int] = (11, 11), walls: Any = None,
+               reward_states: Any = (10, 90), success_prob: float = 0.7,
+               discount: float = 0.9) -> TabularMDP:
+    """Subgoal domain: two wall columns, cardinal 0.7/0.1 moves, two reward states.
+
+    Parameters
+    ----------
+    shape : tuple of int
+        Default 11 x 11.
+    walls : array_like of bool of shape ``shape``, optional
+        Default :func:`default_walls` (columns x=3 and x=7, open at y=7 and y=3).
+    reward_states : sequence of int
+        State indices (row-major over the non-wall cells) with reward 1; the defaults 10 and
+        90 are the cells (1, 1) and (9, 9).
+    success_prob : float
+    discount : float
+
+    Returns
+    -------
+    TabularMDP
+        S = number of non-wall cells (101 for the default); walls are not states.
+    """
+    shape = _check_shape(shape)
+    W = default_walls(shape) if walls is None else np.asarray(walls, dtype=bool)
+    if W.shape != shape:
+        raise ValueError(f"walls: expected shape {shape}, got {W.shape}")
+    P = transitions_from_kernels(cardinal_kernels(success_prob), shape, W)
+    S = P.shape[0]
+    idx = np.asarray(reward_states)
+    if idx.ndim != 1 or not np.issubdtype(idx.dtype, np.integer) or (idx < 0).any() or (idx >= S).any():
+        raise ValueError(f"reward_states: expected state indices in [0, {S - 1}], got {reward_states!r}")
+    R = np.zeros(S)
+    R[idx] = 1.0
+    return _grid_mdp(P, R, discount, shape, W, "WallWorld")
+
+
+__all__ = ["ACTION_NAMES", "ACTION_VECTORS", "gaussian_kernels", "cardinal_kernels",
+           "transitions_from_kernels", "dense_gridworld", "tunnel_world", "goal_gridworld",
+           "default_walls", "wall_world"]

@@ -1,0 +1,166 @@
+"""Gymnasium interface: one generic :class:`TabularEnv` wrapping any :class:`~corrpriors.mdp.TabularMDP`.
+
+The five paper environments are registered (on ``import corrpriors.envs``) as
+
+- ``corrpriors/DenseGridworld-v0``, ``corrpriors/TunnelWorld-v0``,
+  ``corrpriors/GoalGridworld-v0``, ``corrpriors/WallWorld-v0``,
+  ``corrpriors/QueueingNetwork-v0``,
+
+each with ``max_episode_steps=1000`` (the tasks are infinite-horizon, so episodes end by
+truncation only). Builder keyword arguments pass through ``gymnasium.make(id, **kwargs)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium
+import numpy as np
+from gymnasium import spaces
+
+from ..mdp.checks import check_policy
+from ..mdp.tabular import TabularMDP
+from . import gridworld, queueing
+
+#: Steps before truncation for the registered environments.
+MAX_EPISODE_STEPS = 1000
+
+
+class TabularEnv(gymnasium.Env):
+    """A Gymnasium environment that simulates a :class:`~corrpriors.mdp.TabularMDP`.
+
+    Observations and actions are :class:`gymnasium.spaces.Discrete` state and action
+    indices. ``step(a)`` returns the reward :math:`R(s, a)` of the *current* state ``s``
+    (state rewards :math:`R(s)` are broadcast over actions) and a next state drawn from
+    :math:`P(\\cdot \\mid s, a)`. Episodes never terminate (``terminated`` is always False);
+    wrap with a time limit (the registered ids do) to truncate them. The environment owns one
+    :class:`numpy.random.Generator`, ``self.np_random``, re-seeded by ``reset(seed=...)``.
+
+    Parameters
+    ----------
+    mdp : TabularMDP
+        The model; available as ``env.unwrapped.mdp``.
+    initial_distribution : None, int or array_like of shape (S,)
+        Start state: None = uniform over states, an int = that state, an array = a distribution.
+    render_mode : None
+        Rendering is not supported (plot with :mod:`corrpriors.plotting`).
+
+    Attributes
+    ----------
+    state : int
+        Current state index (None before the first reset).
+    """
+
+    metadata: dict[str, Any] = {"render_modes": []}
+
+    def __init__(self, mdp: TabularMDP, initial_distribution: Any = None,
+                 render_mode: str | None = None) -> None:
+        if not isinstance(mdp, TabularMDP):
+            raise TypeError(f"mdp: expected a TabularMDP, got {type(mdp).__name__}")
+        if render_mode is not None:
+            raise ValueError(f"render_mode: rendering is not supported, got {render_mode!r}")
+        self.mdp = mdp
+        S = mdp.n_states
+        if initial_distribution is None:
+            p0 = np.full(S, 1.0 / S)
+        elif np.ndim(initial_distribution) == 0:
+            s0 = int(initial_distribution)
+            if not 0 <= s0 < S:
+                raise ValueError(f"initial_distribution: start state must lie in [0, {S - 1}], "
+                                 f"got {initial_distribution!r}")
+            p0 = np.zeros(S)
+            p0[s0] = 1.0
+        else:
+            p0 = check_policy(np.asarray(initial_distribution, dtype=float)[None], 1, S,
+                              "initial_distribution")[0]
+        self.initial_distribution = p0
+        self.observation_space = spaces.Discrete(S)
+        self.action_space = spaces.Discrete(mdp.n_actions)
+        self.render_mode = render_mode
+        self._cdf = np.cumsum(mdp.transitions, axis=-1)
+        self._cdf0 = np.cumsum(p0)
+        self._rewards = np.asarray(mdp.reward_matrix)
+        self.state: int | None = None
+
+    @staticmethod
+    def _draw(cdf: np.ndarray, u: float) -> int:
+        return int(np.searchsorted(cdf, u * cdf[-1], side="right"))
+
+    def reset(self, *, seed: int | None = None,
+              options: dict[str, Any] | None = None) -> tuple[int, dict[str, Any]]:
+        """Start an episode; ``options={"state": s}`` forces the start state."""
+        super().reset(seed=seed)
+        if options and "state" in options:
+            s = int(options["state"])
+            if not self.observation_space.contains(s):
+                raise ValueError(f"options['state']: expected a state in [0, "
+                                 f"{self.mdp.n_states - 1}], got {options['state']!r}")
+            self.state = s
+        else:
+            self.state = self._draw(self._cdf0, self.np_random.random())
+        return self.state, {}
+
+    def step(self, action: Any) -> tuple[int, float, bool, bool, dict[str, Any]]:
+        """Take ``action``; return (next state, reward of the current state, False, False, {})."""
+        if self.state is None:
+            raise RuntimeError("step: call reset() before step()")
+        a = int(action)
+        if not self.action_space.contains(a):
+            raise ValueError(f"action: expected an integer in [0, {self.mdp.n_actions - 1}], "
+                             f"got {action!r}")
+        s = self.state
+        reward = float(self._rewards[s, a])
+        self.state = self._draw(self._cdf[s, a], self.np_random.random())
+        return self.state, reward, False, False, {}
+
+
+# ----------------------------------------------------------------------------- factories
+def make_dense_gridworld(initial_distribution: Any = None, **kwargs: Any) -> TabularEnv:
+    """Env factory for ``corrpriors/DenseGridworld-v0`` (uniform start by default)."""
+    return TabularEnv(gridworld.dense_gridworld(**kwargs), initial_distribution)
+
+
+def make_tunnel_world(initial_distribution: Any = None, **kwargs: Any) -> TabularEnv:
+    """Env factory for ``corrpriors/TunnelWorld-v0`` (starts in the ``start`` cell, default (0, 0))."""
+    mdp = gridworld.tunnel_world(**kwargs)
+    if initial_distribution is None:
+        start = kwargs.get("start", (0, 0))
+        initial_distribution = int(np.ravel_multi_index(tuple(int(v) for v in start), mdp.shape))
+    return TabularEnv(mdp, initial_distribution)
+
+
+def make_goal_gridworld(initial_distribution: Any = None, layout_seed: int = 0,
+                        **kwargs: Any) -> TabularEnv:
+    """Env factory for ``corrpriors/GoalGridworld-v0``; ``layout_seed`` fixes the reward cells."""
+    return TabularEnv(gridworld.goal_gridworld(rng=layout_seed, **kwargs), initial_distribution)
+
+
+def make_wall_world(initial_distribution: Any = None, **kwargs: Any) -> TabularEnv:
+    """Env factory for ``corrpriors/WallWorld-v0`` (uniform start by default)."""
+    return TabularEnv(gridworld.wall_world(**kwargs), initial_distribution)
+
+
+def make_queueing_network(initial_distribution: Any = 0, **kwargs: Any) -> TabularEnv:
+    """Env factory for ``corrpriors/QueueingNetwork-v0`` (starts with empty queues, state 0)."""
+    return TabularEnv(queueing.queueing_network(**kwargs), initial_distribution)
+
+
+ENV_IDS = {
+    "corrpriors/DenseGridworld-v0": "corrpriors.envs.gym:make_dense_gridworld",
+    "corrpriors/TunnelWorld-v0": "corrpriors.envs.gym:make_tunnel_world",
+    "corrpriors/GoalGridworld-v0": "corrpriors.envs.gym:make_goal_gridworld",
+    "corrpriors/WallWorld-v0": "corrpriors.envs.gym:make_wall_world",
+    "corrpriors/QueueingNetwork-v0": "corrpriors.envs.gym:make_queueing_network",
+}
+
+
+def register_envs() -> None:
+    """Register the five environments with Gymnasium (idempotent)."""
+    for env_id, entry_point in ENV_IDS.items():
+        if env_id not in gymnasium.registry:
+            gymnasium.register(id=env_id, entry_point=entry_point,
+                               max_episode_steps=MAX_EPISODE_STEPS)
+
+
+__all__ = ["TabularEnv", "register_envs", "ENV_IDS", "MAX_EPISODE_STEPS", "make_dense_gridworld",
+           "make_tunnel_world", "make_goal_gridworld", "make_wall_world", "make_queueing_network"]

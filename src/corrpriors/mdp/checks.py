@@ -1,0 +1,156 @@
+"""Validation of tabular MDP ingredients: transition tensors, rewards, policies.
+
+All checks raise :class:`ValueError` with a message that names the argument, the
+expected shape and what arrived; stochasticity errors report the worst row.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+#: Absolute tolerance for "sums to one".
+ROW_ATOL = 1e-8
+
+
+def check_transitions(transitions: Any, name: str = "transitions", batch: bool = False,
+                      atol: float = ROW_ATOL) -> np.ndarray:
+    """Validate a transition tensor ``P[s, a, s']``.
+
+    Parameters
+    ----------
+    transitions : array_like of shape (S, A, S), or (..., S, A, S) when ``batch``
+        Next-state distributions; every row ``P[..., s, a, :]`` must be a probability vector.
+    name : str
+        Argument name used in error messages.
+    batch : bool
+        Accept leading batch axes.
+    atol : float
+        Tolerance on the row sums.
+
+    Returns
+    -------
+    ndarray of shape (S, A, S) or (..., S, A, S)
+        The tensor as float64.
+    """
+    try:
+        P = np.asarray(transitions, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name}: expected a numeric array, got {type(transitions).__name__} "
+                         f"({exc})") from None
+    if P.ndim != 3 and not (batch and P.ndim >= 3):
+        want = "(..., S, A, S)" if batch else "(S, A, S)"
+        raise ValueError(f"{name}: expected shape {want}, got {P.shape}")
+    if P.shape[-1] != P.shape[-3]:
+        raise ValueError(f"{name}: expected shape (S, A, S) with equal first and last axes, "
+                         f"got {P.shape}")
+    if P.shape[-1] < 1 or P.shape[-2] < 1:
+        raise ValueError(f"{name}: needs at least one state and one action, got {P.shape}")
+    if not np.all(np.isfinite(P)):
+        raise ValueError(f"{name}: contains NaN or infinite values")
+    if (P < 0).any():
+        idx = np.unravel_index(np.argmin(P), P.shape)
+        raise ValueError(f"{name}: probabilities must be non-negative, found {P[idx]:g} at index "
+                         f"{tuple(int(i) for i in idx)}")
+    dev = np.abs(P.sum(axis=-1) - 1.0)
+    if (dev > atol).any():
+        idx = np.unravel_index(np.argmax(dev), dev.shape)
+        raise ValueError(f"{name}: every row P[s, a, :] must sum to one; worst row "
+                         f"{tuple(int(i) for i in idx)} (..., s, a) sums to "
+                         f"{P.sum(axis=-1)[idx]:.12g}")
+    return P
+
+
+def check_rewards(rewards: Any, n_states: int, n_actions: int, name: str = "rewards") -> np.ndarray:
+    """Validate state rewards (S,) or state-action rewards (S, A); return float64."""
+    try:
+        R = np.asarray(rewards, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name}: expected a numeric array, got {type(rewards).__name__} "
+                         f"({exc})") from None
+    if R.shape not in ((n_states,), (n_states, n_actions)):
+        raise ValueError(f"{name}: expected shape (S,) = ({n_states},) or (S, A) = "
+                         f"({n_states}, {n_actions}), got {R.shape}")
+    if not np.all(np.isfinite(R)):
+        raise ValueError(f"{name}: contains NaN or infinite values")
+    return R
+
+
+def check_discount(discount: Any, name: str = "discount", allow_one: bool = False) -> float:
+    """Validate a discount factor in [0, 1) (or [0, 1] when ``allow_one``)."""
+    try:
+        g = float(discount)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}: expected a number in [0, 1), got {discount!r}") from None
+    upper_ok = g <= 1.0 if allow_one else g < 1.0
+    if not (np.isfinite(g) and g >= 0.0 and upper_ok):
+        want = "[0, 1]" if allow_one else "[0, 1)"
+        raise ValueError(f"{name}: expected a number in {want}, got {discount!r}")
+    return g
+
+
+def check_policy(policy: Any, n_states: int, n_actions: int, name: str = "policy",
+                 batch: bool = False, atol: float = ROW_ATOL) -> np.ndarray:
+    """Validate a policy and return it as a stochastic matrix.
+
+    Parameters
+    ----------
+    policy : array_like
+        Either a stochastic matrix of shape (S, A) (rows are action distributions) or a
+        deterministic policy of integer actions of shape (S,). With ``batch``, leading axes
+        are allowed: (..., S, A) or integer (..., S).
+    n_states, n_actions : int
+        Expected S and A.
+
+    Returns
+    -------
+    ndarray of shape (S, A) or (..., S, A)
+        Row-stochastic float64 matrix (a deterministic policy becomes one-hot).
+    """
+    arr = np.asarray(policy)
+    if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
+        raise ValueError(f"{name}: expected a numeric array, got dtype {arr.dtype}")
+    if np.issubdtype(arr.dtype, np.integer):
+        if arr.ndim < 1 or arr.shape[-1] != n_states or (arr.ndim > 1 and not batch):
+            raise ValueError(f"{name}: a deterministic policy must have shape (S,) = ({n_states},), "
+                             f"got {arr.shape}")
+        if (arr < 0).any() or (arr >= n_actions).any():
+            raise ValueError(f"{name}: actions must lie in [0, {n_actions - 1}], found "
+                             f"{arr.min()}..{arr.max()}")
+        return np.eye(n_actions)[arr]
+    arr = arr.astype(np.float64)
+    if arr.ndim < 2 or arr.shape[-2:] != (n_states, n_actions) or (arr.ndim > 2 and not batch):
+        raise ValueError(f"{name}: expected shape (S, A) = ({n_states}, {n_actions}) (or integer "
+                         f"actions of shape (S,)), got {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name}: contains NaN or infinite values")
+    if (arr < -atol).any():
+        raise ValueError(f"{name}: probabilities must be non-negative, found {arr.min():g}")
+    dev = np.abs(arr.sum(axis=-1) - 1.0)
+    if (dev > atol).any():
+        idx = np.unravel_index(np.argmax(dev), dev.shape)
+        raise ValueError(f"{name}: rows must sum to one; worst state {tuple(int(i) for i in idx)} "
+                         f"sums to {arr.sum(axis=-1)[idx]:.12g}")
+    return arr
+
+
+def check_mdp(mdp: Any) -> None:
+    """Re-validate a :class:`~corrpriors.mdp.TabularMDP` (stochastic rows, finite rewards, shapes).
+
+    Raises
+    ------
+    ValueError
+        If any ingredient is invalid.
+    """
+    P = check_transitions(mdp.transitions)
+    check_rewards(mdp.rewards, P.shape[0], P.shape[1])
+    check_discount(mdp.discount)
+    if mdp.coordinates is not None:
+        C = np.asarray(mdp.coordinates)
+        if C.ndim != 2 or C.shape[0] != P.shape[0]:
+            raise ValueError(f"coordinates: expected shape (S, D) with S={P.shape[0]}, got {C.shape}")
+
+
+__all__ = ["check_transitions", "check_rewards", "check_discount", "check_policy", "check_mdp",
+           "ROW_ATOL"]

@@ -1,0 +1,178 @@
+"""Evaluation metrics: Hellinger distance, value loss, expected return, earth mover's distance."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from scipy.optimize import linprog
+from scipy.spatial.distance import cdist
+
+from .checks import check_policy
+from .planning import policy_evaluation
+from .tabular import TabularMDP
+
+
+def hellinger(p: Any, q: Any, axis: int = -1) -> np.ndarray:
+    r"""Hellinger distance between probability vectors along ``axis``.
+
+    :math:`H(p, q) = \sqrt{\tfrac12 \sum_k (\sqrt{p_k} - \sqrt{q_k})^2} \in [0, 1]`.
+
+    Parameters
+    ----------
+    p, q : array_like of shape (..., K)
+        Probability vectors (broadcast against each other), e.g. two (S, A) policies or two
+        (S, A, S) transition tensors.
+    axis : int
+        Category axis.
+
+    Returns
+    -------
+    ndarray of shape (...)
+        One distance per row.
+    """
+    P = np.asarray(p, dtype=np.float64)
+    Q = np.asarray(q, dtype=np.float64)
+    if (P < 0).any() or (Q < 0).any():
+        raise ValueError("p, q: probabilities must be non-negative")
+    d2 = 0.5 * np.sum((np.sqrt(P) - np.sqrt(Q)) ** 2, axis=axis)
+    return np.sqrt(np.clip(d2, 0.0, 1.0))
+
+
+def mean_hellinger(p: Any, q: Any, axis: int = -1) -> float:
+    """Average of :func:`hellinger` over all rows (e.g. all states, or all state-action pairs)."""
+    return float(np.mean(hellinger(p, q, axis=axis)))
+
+
+def value_loss(mdp: TabularMDP, expert_policy: Any, estimated_policy: Any) -> float:
+    r"""Normalised value loss :math:`\lVert V^{\pi_E} - V^{\hat\pi}\rVert_2 / \lVert V^{\pi_E}\rVert_2`.
+
+    Both value vectors are computed exactly (linear solve) under the true ``mdp``; the norm is
+    the Euclidean 2-norm over states (as in Šošić et al., 2018 and the paper's companion code).
+
+    Parameters
+    ----------
+    mdp : TabularMDP
+        True model.
+    expert_policy, estimated_policy : array_like of shape (S, A) (or integer (S,))
+
+    Returns
+    -------
+    float
+    """
+    V_e = policy_evaluation(mdp, expert_policy)
+    V_h = policy_evaluation(mdp, estimated_policy)
+    denom = np.linalg.norm(V_e)
+    if denom == 0:
+        raise ValueError("expert_policy: its value vector is zero, the value loss is undefined")
+    return float(np.linalg.norm(V_e - V_h) / denom)
+
+
+def expected_return(mdp: TabularMDP, policy: Any, start: Any = None,
+                    transitions: Any = None) -> np.ndarray | float:
+    r"""Expected discounted return :math:`\sum_s \mu(s) V^\pi(s)` of a policy (exact).
+
+    Parameters
+    ----------
+    mdp : TabularMDP
+    policy : array_like of shape (..., S, A) or integer (..., S)
+    start : None, int or array_like of shape (S,)
+        None: uniform average over all start states; int: that start state; array: a start
+        distribution :math:`\mu`.
+    transitions : array_like of shape (S, A, S) or (M, S, A, S), optional
+        Dynamics to evaluate under instead of ``mdp.transitions``.
+
+    Returns
+    -------
+    float or ndarray of shape (...)
+    """
+    V = policy_evaluation(mdp, policy, transitions=transitions)
+    S = mdp.n_states
+    if start is None:
+        out = V.mean(axis=-1)
+    elif np.ndim(start) == 0:
+        s = int(start)
+        if not 0 <= s < S:
+            raise ValueError(f"start: expected a state in [0, {S - 1}], got {start!r}")
+        out = V[..., s]
+    else:
+        mu = check_policy(np.asarray(start, dtype=float)[None], 1, S, "start")[0]
+        out = V @ mu
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def emd(p: Any, q: Any, ground_distance: Any = None, *, coordinates: Any = None) -> float:
+    r"""Earth mover's (Wasserstein-1) distance between two distributions, by linear programming.
+
+    Solves :math:`\min_{F \ge 0} \sum_{ij} F_{ij} D_{ij}` s.t. :math:`\sum_j F_{ij} = p_i`,
+    :math:`\sum_i F_{ij} = q_j` with :func:`scipy.optimize.linprog` (HiGHS). Intended for
+    small supports (K up to a few hundred).
+
+    Parameters
+    ----------
+    p, q : array_like of shape (K,)
+        Distributions (each is renormalised to sum one).
+    ground_distance : array_like of shape (K, K), optional
+        Cost :math:`D_{ij}` of moving mass from i to j.
+    coordinates : array_like of shape (K, D), optional
+        If ``ground_distance`` is None: Euclidean distances between these points (e.g.
+        ``mdp.coordinates`` for the grid's distances). With neither given, the 0/1 distance
+        is used (the EMD then equals the total-variation distance).
+
+    Returns
+    -------
+    float
+    """
+    a = np.asarray(p, dtype=np.float64).ravel()
+    b = np.asarray(q, dtype=np.float64).ravel()
+    if a.shape != b.shape:
+        raise ValueError(f"p, q: expected equal shapes (K,), got {a.shape} and {b.shape}")
+    if (a < 0).any() or (b < 0).any() or a.sum() <= 0 or b.sum() <= 0:
+        raise ValueError("p, q: expected non-negative weights with positive total")
+    a, b = a / a.sum(), b / b.sum()
+    K = a.size
+    if ground_distance is not None:
+        D = np.asarray(ground_distance, dtype=np.float64)
+        if D.shape != (K, K):
+            raise ValueError(f"ground_distance: expected shape (K, K) = ({K}, {K}), got {D.shape}")
+    elif coordinates is not None:
+        C = np.asarray(coordinates, dtype=np.float64)
+        if C.ndim == 1:
+            C = C[:, None]
+        if C.shape[0] != K:
+            raise ValueError(f"coordinates: expected shape (K, D) with K={K}, got {C.shape}")
+        D = cdist(C, C)
+    else:
+        D = 1.0 - np.eye(K)
+    # only the supports matter: shrink the LP
+    ia, ib = np.flatnonzero(a > 0), np.flatnonzero(b > 0)
+    Dab = D[np.ix_(ia, ib)]
+    m, n = ia.size, ib.size
+    A_eq = np.zeros((m + n, m * n))
+    for i in range(m):
+        A_eq[i, i * n:(i + 1) * n] = 1.0
+    for j in range(n):
+        A_eq[m + j, j::n] = 1.0
+    b_eq = np.concatenate([a[ia], b[ib]])
+    res = linprog(Dab.ravel(), A_eq=A_eq, b_eq=b_eq, bounds=(0, None), method="highs")
+    if not res.success:
+        raise RuntimeError(f"emd: linear program failed ({res.message})")
+    return float(res.fun)
+
+
+def grid_distances(mdp: TabularMDP, metric: str = "euclidean") -> np.ndarray:
+    """Pairwise distances between the states' coordinates, ndarray of shape (S, S).
+
+    Parameters
+    ----------
+    mdp : TabularMDP
+        Must have ``coordinates``.
+    metric : str
+        Any :func:`scipy.spatial.distance.cdist` metric (``"euclidean"``, ``"cityblock"``).
+    """
+    if mdp.coordinates is None:
+        raise ValueError("mdp: has no coordinates")
+    return cdist(mdp.coordinates, mdp.coordinates, metric=metric)
+
+
+__all__ = ["hellinger", "mean_hellinger", "value_loss", "expected_return", "emd", "grid_distances"]

@@ -1,0 +1,474 @@
+r"""Planning in tabular MDPs: value / policy iteration, exact evaluation, goal planning.
+
+All planners are vectorised and accept a *batch* of transition tensors of shape
+(M, S, A, S) (e.g. M posterior samples of the dynamics) in place of the MDP's own
+(S, A, S) tensor; results then carry the same leading batch axis.
+
+Conventions
+-----------
+- Bellman backup: :math:`Q(s, a) = R(s, a) + \gamma \sum_{s'} P(s' \mid s, a) V(s')`,
+  with state rewards :math:`R(s)` broadcast over actions.
+- Greedy policies are returned as (S, A) stochastic matrices. By default ties
+  (Q-values within ``atol`` of the state's maximum) share the probability evenly;
+  ``ties="first"`` puts all mass on the lowest tied action index.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..exceptions import ConvergenceWarning
+from .checks import check_discount, check_policy, check_transitions
+from .tabular import TabularMDP
+
+
+@dataclass(frozen=True)
+class PlanningResult:
+    """Output of an infinite-horizon planner.
+
+    Attributes
+    ----------
+    values : ndarray of shape (..., S)
+        Optimal state values :math:`V^*`.
+    q_values : ndarray of shape (..., S, A)
+        Optimal action values :math:`Q^*`.
+    policy : ndarray of shape (..., S, A)
+        Greedy policy w.r.t. ``q_values`` (ties split evenly).
+    n_iter : int
+        Iterations used (sweeps for value iteration, improvements for policy iteration).
+    converged : bool
+        Whether the stopping criterion was met before ``max_iter``.
+    """
+
+    values: np.ndarray
+    q_values: np.ndarray
+    policy: np.ndarray
+    n_iter: int
+    converged: bool
+
+
+@dataclass(frozen=True)
+class FiniteHorizonResult:
+    """Output of :func:`finite_horizon`.
+
+    Attributes
+    ----------
+    values : ndarray of shape (H + 1, ..., S)
+        ``values[t]`` is the optimal value with ``H - t`` steps to go (``values[H]`` are the
+        terminal values).
+    q_values : ndarray of shape (H, ..., S, A)
+        Optimal action values at step ``t``.
+    policy : ndarray of shape (H, ..., S, A)
+        Greedy (non-stationary) policy at step ``t``.
+    """
+
+    values: np.ndarray
+    q_values: np.ndarray
+    policy: np.ndarray
+
+
+# ----------------------------------------------------------------------------- internals
+def _model(mdp: TabularMDP, transitions: Any) -> tuple[np.ndarray, np.ndarray, float]:
+    if not isinstance(mdp, TabularMDP):
+        raise TypeError(f"mdp: expected a TabularMDP, got {type(mdp).__name__}")
+    if transitions is None:
+        P = mdp.transitions
+    else:
+        P = check_transitions(transitions, "transitions", batch=True)
+        if P.shape[-3:] != mdp.transitions.shape:
+            raise ValueError(f"transitions: expected shape (..., S, A, S) = (..., "
+                             f"{mdp.n_states}, {mdp.n_actions}, {mdp.n_states}), got {P.shape}")
+    return P, np.asarray(mdp.reward_matrix), mdp.discount
+
+
+def _expect(P: np.ndarray, V: np.ndarray) -> np.ndarray:
+    """E[V(s') | s, a]; P (S, A, S) or (..., S, A, S), V (..., S) -> (..., S, A)."""
+    S, A = P.shape[-3], P.shape[-2]
+    if P.ndim == 3:
+        flat = V.reshape(-1, S)
+        out = flat @ P.reshape(S * A, S).T
+        return out.reshape(V.shape[:-1] + (S, A))
+    lead = np.broadcast_shapes(P.shape[:-3], V.shape[:-1])
+    out = np.matmul(P.reshape(P.shape[:-3] + (S * A, S)), V[..., :, None])
+    return out.reshape(lead + (S, A))
+
+
+def _backup(P, R, gamma, V, keep=None):
+    future = _expect(P, V)
+    if keep is not None:
+        future = future * keep[..., None]
+    return R + gamma * future
+
+
+def _evaluate_deterministic(P, R, gamma, actions, keep=None):
+    """Exact values of deterministic policies ``actions`` (..., S) by a batched linear solve."""
+    S = P.shape[-1]
+    lead = actions.shape[:-1]
+    idx = actions[..., :, None, None]
+    Pb = P if P.ndim - 3 == len(lead) else np.broadcast_to(P, lead + P.shape[-3:])
+    P_pi = np.take_along_axis(Pb, idx, axis=-2)[..., 0, :]            # (..., S, S)
+    Rb = np.broadcast_to(R, lead + R.shape[-2:])
+    r_pi = np.take_along_axis(Rb, actions[..., None], axis=-1)[..., 0]  # (..., S)
+    if keep is not None:
+        P_pi = P_pi * keep[..., :, None]
+    M = np.eye(S) - gamma * P_pi
+    return np.linalg.solve(M, r_pi[..., None])[..., 0]
+
+
+def _policy_iteration(P, R, gamma, actions, keep=None, max_iter=1000):
+    n_iter, converged = 0, False
+    V = Q = None
+    for n_iter in range(1, max_iter + 1):
+        V = _evaluate_deterministic(P, R, gamma, actions, keep)
+        Q = _backup(P, R, gamma, V, keep)
+        best = Q.max(axis=-1)
+        current = np.take_along_axis(Q, actions[..., None], axis=-1)[..., 0]
+        # switch only on a strict improvement (avoids cycling between tied actions)
+        improve = current < best - 1e-12 * (1.0 + np.abs(best))
+        if not improve.any():
+            converged = True
+            break
+        actions = np.where(improve, Q.argmax(axis=-1), actions)
+    return V, Q, n_iter, converged
+
+
+def _value_iteration(P, R, gamma, V, tol, max_iter, keep=None):
+    converged = gamma == 0.0
+    n_iter = 0
+    factor = gamma / (1.0 - gamma) if gamma > 0 else 0.0
+    for n_iter in range(1, max_iter + 1):
+        V_new = _backup(P, R, gamma, V, keep).max(axis=-1)
+        delta = float(np.max(np.abs(V_new - V))) if V_new.size else 0.0
+        V = V_new
+        if factor * delta <= tol:
+            converged = True
+            break
+    Q = _backup(P, R, gamma, V, keep)
+    return Q.max(axis=-1), Q, n_iter, converged
+
+
+# ----------------------------------------------------------------------------- public API
+def q_values(mdp: TabularMDP, values: Any, transitions: Any = None) -> np.ndarray:
+    r"""One Bellman backup: :math:`Q(s,a) = R(s,a) + \gamma \sum_{s'} P(s'|s,a) V(s')`.
+
+    Parameters
+    ----------
+    mdp : TabularMDP
+        Rewards and discount (and transitions unless ``transitions`` is given).
+    values : array_like of shape (S,) or (..., S)
+        State values :math:`V`.
+    transitions : array_like of shape (S, A, S) or (M, S, A, S), optional
+        Dynamics to use instead of ``mdp.transitions``.
+
+    Returns
+    -------
+    ndarray of shape (..., S, A)
+    """
+    P, R, gamma = _model(mdp, transitions)
+    V = np.asarray(values, dtype=np.float64)
+    if V.ndim < 1 or V.shape[-1] != mdp.n_states:
+        raise ValueError(f"values: expected shape (..., S) with S={mdp.n_states}, got {V.shape}")
+    return _backup(P, R, gamma, V)
+
+
+def value_iteration(mdp: TabularMDP, transitions: Any = None, *, tol: float = 1e-10,
+                    max_iter: int = 100_000, initial_values: Any = None) -> PlanningResult:
+    r"""Optimal values by value iteration (vectorised over a batch of models).
+
+    Stops when :math:`\frac{\gamma}{1-\gamma}\lVert V_{k+1} - V_k\rVert_\infty \le` ``tol``,
+    which bounds :math:`\lVert V_{k+1} - V^*\rVert_\infty` by ``tol``. For a batch the
+    criterion uses the worst model.
+
+    Parameters
+    ----------
+    mdp : TabularMDP
+    transitions : array_like of shape (S, A, S) or (M, S, A, S), optional
+        Dynamics to plan with instead of ``mdp.transitions`` (e.g. M posterior samples).
+    tol : float
+        Sup-norm accuracy of the returned values.
+    max_iter : int
+        Sweep cap; hitting it issues a :class:`~corrpriors.exceptions.ConvergenceWarning`.
+    initial_values : array_like of shape (S,) or (M, S), optional
+        Warm start (default: zeros).
+
+    Returns
+    -------
+    PlanningResult
+        ``values`` (..., S), ``q_values`` (..., S, A), greedy ``policy`` (..., S, A).
+    """
+    P, R, gamma = _model(mdp, transitions)
+    lead = P.shape[:-3]
+    V0 = np.zeros(lead + (mdp.n_states,)) if initial_values is None else \
+        np.broadcast_to(np.asarray(initial_values, dtype=np.float64), lead + (mdp.n_states,))
+    V, Q, n_iter, conv = _value_iteration(P, R, gamma, V0, float(tol), int(max_iter))
+    if not conv:
+        warnings.warn(f"value_iteration: no convergence to tol={tol} in {max_iter} sweeps",
+                      ConvergenceWarning, stacklevel=2)
+    return PlanningResult(V, Q, greedy_policy(Q), n_iter, conv)
+
+
+def policy_iteration(mdp: TabularMDP, transitions: Any = None, *, initial_policy: Any = None,
+                     max_iter: int = 1000) -> PlanningResult:
+    """Optimal values by Howard's policy iteration with exact (linear-solve) evaluation.
+
+    Parameters
+    ----------
+    mdp : TabularMDP
+    transitions : array_like of shape (S, A, S) or (M, S, A, S), optional
+        Dynamics to plan with instead of ``mdp.transitions``.
+    initial_policy : array_like of int, shape (S,) or (M, S), optional
+        Starting deterministic policy (default: greedy w.r.t. the immediate reward).
+    max_iter : int
+        Cap on policy improvements.
+
+    Returns
+    -------
+    PlanningResult
+        Exact values of the final policy; ``n_iter`` counts evaluations.
+
+    Notes
+    -----
+    An action is switched only if it improves the Q-value by more than 1e-12 (relative),
+    which prevents cycling among tied actions; the loop ends after a finite number of steps.
+    """
+    P, R, gamma = _model(mdp, transitions)
+    lead = P.shape[:-3]
+    if initial_policy is None:
+        actions = np.broadcast_to(R.argmax(axis=-1), lead + (mdp.n_states,)).copy()
+    else:
+        actions = np.asarray(initial_policy)
+        if not np.issubdtype(actions.dtype, np.integer):
+            raise ValueError("initial_policy: expected integer actions of shape (S,)")
+        check_policy(actions, mdp.n_states, mdp.n_actions, "initial_policy", batch=True)
+        actions = np.broadcast_to(actions, lead + (mdp.n_states,)).copy()
+    V, Q, n_iter, conv = _policy_iteration(P, R, gamma, actions, max_iter=int(max_iter))
+    if not conv:
+        warnings.warn(f"policy_iteration: policy still changing after {max_iter} iterations",
+                      ConvergenceWarning, stacklevel=2)
+    return PlanningResult(V, Q, greedy_policy(Q), n_iter, conv)
+
+
+def policy_evaluation(mdp: TabularMDP, policy: Any, transitions: Any = None) -> np.ndarray:
+    r"""Exact values of a (stochastic) policy: solve :math:`(I - \gamma P_\pi) V = r_\pi`.
+
+    Parameters
+    ----------
+    mdp : TabularMDP
+    policy : array_like of shape (S, A) or (..., S, A), or integer actions (S,) / (..., S)
+        Row-stochastic action distributions or deterministic actions.
+    transitions : array_like of shape (S, A, S) or (M, S, A, S), optional
+        Dynamics to use instead of ``mdp.transitions``.
+
+    Returns
+    -------
+    ndarray of shape (..., S)
+        :math:`V^\pi`, with the batch axes of ``policy`` and ``transitions`` broadcast.
+    """
+    P, R, gamma = _model(mdp, transitions)
+    pi = check_policy(policy, mdp.n_states, mdp.n_actions, "policy", batch=True)
+    P_pi = np.einsum("...sa,...sat->...st", pi, P)
+    r_pi = np.sum(pi * R, axis=-1)
+    r_pi = np.broadcast_to(r_pi, P_pi.shape[:-1])
+    M = np.eye(mdp.n_states) - gamma * P_pi
+    return np.linalg.solve(M, r_pi[..., None])[..., 0]
+
+
+def greedy_policy(q: Any, ties: str = "split", atol: float = 1e-10) -> np.ndarray:
+    """Greedy policy as a stochastic matrix.
+
+    Parameters
+    ----------
+    q : array_like of shape (..., S, A)
+        Action values.
+    ties : {"split", "first"}
+        ``"split"``: all actions within ``atol`` of the state's maximum share the mass
+        evenly; ``"first"``: one-hot on the lowest-index maximiser.
+    atol : float
+        Absolute tie tolerance for ``"split"``.
+
+    Returns
+    -------
+    ndarray of shape (..., S, A)
+    """
+    Q = np.asarray(q, dtype=np.float64)
+    if Q.ndim < 2:
+        raise ValueError(f"q: expected shape (..., S, A), got {Q.shape}")
+    if ties == "first":
+        return np.eye(Q.shape[-1])[Q.argmax(axis=-1)]
+    if ties != "split":
+        raise ValueError(f"ties: expected 'split' or 'first', got {ties!r}")
+    best = Q >= Q.max(axis=-1, keepdims=True) - atol
+    return best / best.sum(axis=-1, keepdims=True)
+
+
+def normalize_q(q: Any) -> np.ndarray:
+    r"""Rescale Q-values per state to [0, 1] (the subgoal model of Šošić et al., 2018).
+
+    :math:`\tilde Q(s, a) = (Q(s, a) - \min_b Q(s, b)) / (\max_b Q(s, b) - \min_b Q(s, b))`;
+    states where all actions have equal value get :math:`\tilde Q(s, \cdot) = 1`.
+
+    Parameters
+    ----------
+    q : array_like of shape (..., S, A)
+
+    Returns
+    -------
+    ndarray of shape (..., S, A)
+    """
+    Q = np.asarray(q, dtype=np.float64)
+    lo = Q.min(axis=-1, keepdims=True)
+    hi = Q.max(axis=-1, keepdims=True)
+    span = hi - lo
+    return np.divide(Q - lo, span, out=np.ones_like(Q), where=span > 0)
+
+
+def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    z = x - x.max(axis=axis, keepdims=True)
+    np.exp(z, out=z)
+    z /= z.sum(axis=axis, keepdims=True)
+    return z
+
+
+def boltzmann_policy(q: Any, beta: float, normalize: bool = False,
+                     action_axis: int = 1) -> np.ndarray:
+    r"""Softmax (Boltzmann) policy :math:`\pi(a \mid s) \propto \exp(\beta\, \tilde Q(s, a))`.
+
+    Parameters
+    ----------
+    q : array_like of shape (S, A) or (S, A, G)
+        Action values; (S, A, G) holds one Q-table per goal, as from :func:`goal_q_values`.
+    beta : float
+        Inverse temperature :math:`\beta \ge 0` (``0`` gives the uniform policy).
+    normalize : bool
+        If True, :math:`\tilde Q` is Q rescaled to [0, 1] per state (and goal) over the
+        actions: :math:`(Q - \min_a Q) / (\max_a Q - \min_a Q)`, or 1 where all actions tie
+        (see :func:`normalize_q`); otherwise :math:`\tilde Q = Q`.
+    action_axis : int
+        Axis holding the actions (1 for both layouts above).
+
+    Returns
+    -------
+    ndarray of the shape of ``q``
+        Probabilities summing to one along ``action_axis``.
+    """
+    b = float(beta)
+    if not np.isfinite(b) or b < 0:
+        raise ValueError(f"beta: expected a finite non-negative number, got {beta!r}")
+    Q = np.asarray(q, dtype=np.float64)
+    if Q.ndim < 2:
+        raise ValueError(f"q: expected shape (S, A) or (S, A, G), got {Q.shape}")
+    if normalize:
+        Q = np.moveaxis(normalize_q(np.moveaxis(Q, action_axis, -1)), -1, action_axis)
+    return _softmax(b * Q, axis=action_axis)
+
+
+def goal_q_values(mdp: TabularMDP, goals: Any = None, *, terminal: bool = False,
+                  transitions: Any = None, warm_start_sweeps: int = 50,
+                  max_iter: int = 1000) -> np.ndarray:
+    r"""Optimal Q-values for every goal state at once.
+
+    For goal :math:`g` the reward is :math:`R_g(s) = \mathbb 1[s = g]` (the MDP's own
+    rewards are ignored); the dynamics and discount are the MDP's.
+
+    - ``terminal=False`` (default, as in the public companion code of the paper): the goal is
+      an ordinary state; the agent keeps collecting 1 each time it is in :math:`g`.
+    - ``terminal=True``: the episode ends once :math:`g` is reached; reward 1 is paid on
+      leaving :math:`g` and nothing afterwards (:math:`V_g(g) = 1`).
+
+    All goals are solved together: a few batched value-iteration sweeps (one matrix product
+    (S·A, S) @ (S, G) per sweep) give a warm-start policy for batched policy iteration with
+    exact linear-solve evaluation, so the result is exact (to round-off).
+
+    Parameters
+    ----------
+    mdp : TabularMDP
+    goals : array_like of int, shape (G,), optional
+        Goal states (default: all S states, G = S).
+    terminal : bool
+        Goal handling, see above.
+    transitions : array_like of shape (S, A, S), optional
+        Dynamics instead of ``mdp.transitions``.
+    warm_start_sweeps : int
+        Value-iteration sweeps before policy iteration.
+    max_iter : int
+        Cap on policy-iteration steps.
+
+    Returns
+    -------
+    ndarray of shape (S, A, G)
+        ``Q[s, a, g]``.
+    """
+    P, _, gamma = _model(mdp, transitions)
+    if P.ndim != 3:
+        raise ValueError(f"transitions: expected shape (S, A, S) for goal planning, got {P.shape}")
+    S, A = mdp.n_states, mdp.n_actions
+    g = np.arange(S) if goals is None else np.asarray(goals)
+    if g.ndim != 1 or not np.issubdtype(g.dtype, np.integer) or (g < 0).any() or (g >= S).any():
+        raise ValueError(f"goals: expected a 1-D array of state indices in [0, {S - 1}], got {goals!r}")
+    G = g.size
+    R = np.zeros((G, S, A))
+    R[np.arange(G), g, :] = 1.0
+    keep = None
+    if terminal:
+        keep = np.ones((G, S))
+        keep[np.arange(G), g] = 0.0
+    V = np.zeros((G, S))
+    _, Q, _, _ = _value_iteration(P, R, gamma, V, tol=0.0, max_iter=max(int(warm_start_sweeps), 1),
+                                  keep=keep)
+    _, Q, _, conv = _policy_iteration(P, R, gamma, Q.argmax(axis=-1), keep=keep,
+                                      max_iter=int(max_iter))
+    if not conv:
+        warnings.warn("goal_q_values: policy iteration did not converge", ConvergenceWarning,
+                      stacklevel=2)
+    return np.moveaxis(Q, 0, -1)
+
+
+def finite_horizon(mdp: TabularMDP, horizon: int, *, discount: float | None = None,
+                   terminal_values: Any = None, transitions: Any = None) -> FiniteHorizonResult:
+    r"""Backward induction over ``horizon`` steps.
+
+    :math:`V_H = V_{\text{term}}`, :math:`Q_t = R + \gamma P V_{t+1}`, :math:`V_t = \max_a Q_t`.
+
+    Parameters
+    ----------
+    mdp : TabularMDP
+    horizon : int
+        Number of decisions H >= 1.
+    discount : float, optional
+        Discount in [0, 1] (default: ``mdp.discount``; 1 is allowed here).
+    terminal_values : array_like of shape (S,), optional
+        :math:`V_H` (default zeros).
+    transitions : array_like of shape (S, A, S) or (M, S, A, S), optional
+        Dynamics instead of ``mdp.transitions``.
+
+    Returns
+    -------
+    FiniteHorizonResult
+    """
+    P, R, gamma = _model(mdp, transitions)
+    if discount is not None:
+        gamma = check_discount(discount, "discount", allow_one=True)
+    H = int(horizon)
+    if H < 1 or H != horizon:
+        raise ValueError(f"horizon: expected a positive integer, got {horizon!r}")
+    lead = P.shape[:-3]
+    S = mdp.n_states
+    VT = np.zeros(S) if terminal_values is None else np.asarray(terminal_values, dtype=np.float64)
+    if VT.shape[-1:] != (S,):
+        raise ValueError(f"terminal_values: expected shape (S,) = ({S},), got {VT.shape}")
+    V = np.empty((H + 1,) + lead + (S,))
+    Q = np.empty((H,) + lead + (S, mdp.n_actions))
+    V[H] = VT
+    for t in range(H - 1, -1, -1):
+        Q[t] = _backup(P, R, gamma, V[t + 1])
+        V[t] = Q[t].max(axis=-1)
+    return FiniteHorizonResult(V, Q, greedy_policy(Q))
+
+
+__all__ = ["PlanningResult", "FiniteHorizonResult", "q_values", "value_iteration",
+           "policy_iteration", "policy_evaluation", "greedy_policy", "normalize_q",
+           "boltzmann_policy", "goal_q_values", "finite_horizon"]

@@ -1,0 +1,181 @@
+"""Trajectory sampling and count statistics.
+
+Sampling is vectorised over episodes: each step draws the actions and next states of all
+episodes at once by inverse-CDF lookup with one :class:`numpy.random.Generator`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .._random import as_generator
+from .checks import check_policy
+from .tabular import TabularMDP
+
+
+@dataclass(frozen=True)
+class Trajectories:
+    """Sampled episodes of equal length.
+
+    Attributes
+    ----------
+    states : ndarray of shape (E, T)
+        :math:`s_t` of episode ``e``.
+    actions : ndarray of shape (E, T)
+        :math:`a_t`.
+    next_states : ndarray of shape (E, T)
+        :math:`s_{t+1}`.
+    rewards : ndarray of shape (E, T)
+        :math:`R(s_t, a_t)`.
+    """
+
+    states: np.ndarray
+    actions: np.ndarray
+    next_states: np.ndarray
+    rewards: np.ndarray
+
+    @property
+    def n_episodes(self) -> int:
+        """Number of episodes E."""
+        return int(self.states.shape[0])
+
+    @property
+    def n_steps(self) -> int:
+        """Steps per episode T."""
+        return int(self.states.shape[1])
+
+    def state_sequence(self, episode: int = 0) -> np.ndarray:
+        """The T + 1 visited states :math:`(s_0, \\dots, s_T)` of one episode, ndarray of shape (T + 1,)."""
+        return np.concatenate([self.states[episode], self.next_states[episode, -1:]])
+
+
+def _inverse_cdf(cdf_rows: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Index of the first entry of each CDF row exceeding ``u`` (row-wise, vectorised)."""
+    # scale u by the row total so round-off in the cumulative sum never selects a
+    # zero-probability trailing entry
+    x = u * cdf_rows[:, -1]
+    return (cdf_rows <= x[:, None]).sum(axis=1)
+
+
+def sample_trajectories(mdp: TabularMDP, policy: Any, n_steps: int, *, rng: Any,
+                        n_episodes: int = 1, start: Any = None,
+                        initial_distribution: Any = None) -> Trajectories:
+    """Roll out a stationary policy.
+
+    Parameters
+    ----------
+    mdp : TabularMDP
+    policy : array_like of shape (S, A), or integer actions of shape (S,)
+        Stationary policy.
+    n_steps : int
+        Transitions per episode T.
+    rng : int, Generator or None
+        Randomness source (normalised with :func:`~corrpriors._random.as_generator`).
+    n_episodes : int
+        Number of independent episodes E.
+    start : int or array_like of int, shape (E,), optional
+        Fixed start state(s). Mutually exclusive with ``initial_distribution``.
+    initial_distribution : array_like of shape (S,), optional
+        Start-state distribution (default: uniform over states when ``start`` is None).
+
+    Returns
+    -------
+    Trajectories
+    """
+    gen = as_generator(rng)
+    S, A = mdp.n_states, mdp.n_actions
+    pi = check_policy(policy, S, A, "policy")
+    T, E = int(n_steps), int(n_episodes)
+    if T < 1 or T != n_steps:
+        raise ValueError(f"n_steps: expected a positive integer, got {n_steps!r}")
+    if E < 1 or E != n_episodes:
+        raise ValueError(f"n_episodes: expected a positive integer, got {n_episodes!r}")
+    if start is not None and initial_distribution is not None:
+        raise ValueError("start, initial_distribution: give at most one of them")
+    if start is not None:
+        s = np.broadcast_to(np.asarray(start), (E,)).astype(np.int64)
+        if (s < 0).any() or (s >= S).any():
+            raise ValueError(f"start: states must lie in [0, {S - 1}], got {start!r}")
+    else:
+        p0 = np.full(S, 1.0 / S) if initial_distribution is None else \
+            check_policy(np.asarray(initial_distribution, dtype=float)[None], 1, S,
+                         "initial_distribution")[0]
+        s = _inverse_cdf(np.broadcast_to(np.cumsum(p0), (E, S)), gen.random(E))
+    pi_cdf = np.cumsum(pi, axis=1)
+    P_cdf = np.cumsum(mdp.transitions, axis=2)
+    R = mdp.reward_matrix
+    states = np.empty((E, T), dtype=np.int64)
+    actions = np.empty((E, T), dtype=np.int64)
+    nxt = np.empty((E, T), dtype=np.int64)
+    for t in range(T):
+        a = _inverse_cdf(pi_cdf[s], gen.random(E))
+        s2 = _inverse_cdf(P_cdf[s, a], gen.random(E))
+        states[:, t], actions[:, t], nxt[:, t] = s, a, s2
+        s = s2
+    return Trajectories(states, actions, nxt, R[states, actions])
+
+
+def _as_arrays(data: Any, *names: str) -> list[np.ndarray]:
+    if isinstance(data, Trajectories):
+        return [np.asarray(getattr(data, n)).ravel() for n in names]
+    if len(data) != len(names):
+        raise ValueError(f"data: expected Trajectories or a tuple ({', '.join(names)}), "
+                         f"got {len(data)} items")
+    out = [np.asarray(x).ravel() for x in data]
+    for n, x in zip(names, out):
+        if not np.issubdtype(x.dtype, np.integer):
+            raise ValueError(f"{n}: expected integer indices, got dtype {x.dtype}")
+    if len({x.size for x in out}) != 1:
+        raise ValueError(f"data: {', '.join(names)} must have equal lengths, got "
+                         f"{[x.size for x in out]}")
+    return out
+
+
+def state_action_counts(data: Any, n_states: int, n_actions: int) -> np.ndarray:
+    """Count matrix :math:`X_{sa} = \\#\\{t: s_t = s, a_t = a\\}`.
+
+    Parameters
+    ----------
+    data : Trajectories or tuple (states, actions)
+        Integer arrays of equal size.
+    n_states, n_actions : int
+        S and A.
+
+    Returns
+    -------
+    ndarray of shape (S, A), int64
+    """
+    s, a = _as_arrays(data, "states", "actions")
+    if s.size and ((s < 0).any() or (s >= n_states).any() or (a < 0).any() or (a >= n_actions).any()):
+        raise ValueError(f"data: indices out of range for S={n_states}, A={n_actions}")
+    return np.bincount(s * n_actions + a, minlength=n_states * n_actions).reshape(n_states, n_actions)
+
+
+def transition_counts(data: Any, n_states: int, n_actions: int) -> np.ndarray:
+    """Count tensor :math:`X_{s a s'} = \\#\\{t: s_t = s, a_t = a, s_{t+1} = s'\\}`.
+
+    Parameters
+    ----------
+    data : Trajectories or tuple (states, actions, next_states)
+        Integer arrays of equal size.
+    n_states, n_actions : int
+        S and A.
+
+    Returns
+    -------
+    ndarray of shape (S, A, S), int64
+        ``counts[:, a, :]`` is the paper's :math:`\\mathbf X^{(a)}`.
+    """
+    s, a, s2 = _as_arrays(data, "states", "actions", "next_states")
+    if s.size and ((np.minimum(s, s2) < 0).any() or (np.maximum(s, s2) >= n_states).any()
+                   or (a < 0).any() or (a >= n_actions).any()):
+        raise ValueError(f"data: indices out of range for S={n_states}, A={n_actions}")
+    flat = (s * n_actions + a) * n_states + s2
+    return np.bincount(flat, minlength=n_states * n_actions * n_states).reshape(
+        n_states, n_actions, n_states)
+
+
+__all__ = ["Trajectories", "sample_trajectories", "state_action_counts", "transition_counts"]

@@ -1,0 +1,156 @@
+"""PSRL on the two-server batch queueing network (paper section 4.3.3, Fig. 4).
+
+Per seed and per policy: ``corrpriors.envs.queueing_network()`` (B1 = B2 = 10, S = 121
+queue states (b1, b2), two actions: serve queue 1 / serve queue 2, reward -(b1 + b2), known
+to the agent). 100 learning episodes of 20 transitions, each continuing where the previous
+one ended (the first from the empty network). After every episode the agent folds the
+episode into its belief, replans and then acts greedily. The same eight policies as
+:mod:`corrpriors.experiments.psrl_grid`; the relative encoding (``pg``) uses the changes of
+the two queue lengths within ``|d|_inf <= radius`` plus an "other" category.
+
+Kernel: squared exponential on the Euclidean distances between the queue states (b1, b2)
+normalised to [0, 1] (divided by the buffer sizes), length scale sqrt(0.5).
+
+Metric ``expected_return`` (higher is better): the exact expected discounted return of the
+current greedy policy under the true model, averaged over all start states (the paper
+estimated it with 1,000-step rollouts from every state); the optimal policy's value is
+reported as a reference line. ``x`` = episodes (0 = the prior's policy, ..., 100).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import pathlib
+
+import numpy as np
+
+from .psrl_grid import (
+    METHODS,
+    claims_check,
+    efficiency_summary,
+    run_methods,
+    se_covariance,
+    split_method,
+)
+
+NAME = "psrl-queueing"
+DESCRIPTION = "PSRL on the 2-server batch queueing network: PG vs Dirichlet beliefs (Fig. 4)"
+X_NAME = "episodes"
+METRICS = {"expected_return": "higher"}
+PAPER_SEEDS = 100
+QUICK_SEEDS = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """Settings of the queueing PSRL experiment (defaults: the paper's).
+
+    Attributes
+    ----------
+    n_episodes : int
+        Learning episodes.
+    episode_length : int
+        Transitions per episode (one posterior update and replan after each).
+    n_samples : int
+        Posterior draws per replan of the ``sampling`` variant.
+    methods : tuple of str
+        Policies to run (subset of ``psrl_grid.METHODS``).
+    alpha_uniform, alpha_sparse : float
+        Concentrations of the two Dirichlet baselines.
+    lengthscale : float
+        Kernel length scale on the normalised queue states.
+    radius : int
+        Window of queue-length changes of the relative encoding (``pg``).
+    learn_scale : bool
+        Learn the kernel scale theta by (MAP-)EM at every refit.
+    max_iter, tol : int, float
+        Variational fit settings per refit (warm-started).
+    discount : float
+        Discount of the return; 0 = the environment's.
+    """
+
+    n_episodes: int = 100
+    episode_length: int = 20
+    n_samples: int = 10
+    methods: tuple = METHODS
+    alpha_uniform: float = 1.0
+    alpha_sparse: float = 1e-3
+    lengthscale: float = math.sqrt(0.5)
+    radius: int = 4
+    learn_scale: bool = True
+    max_iter: int = 50
+    tol: float = 1e-4
+    discount: float = 0.0
+
+    @property
+    def replan_every(self) -> int:
+        """Transitions between replans (= the episode length)."""
+        return self.episode_length
+
+
+def quick_config() -> Config:
+    """Twenty episodes, fewer posterior draws (about a minute for two seeds)."""
+    return Config(n_episodes=20, n_samples=4, max_iter=20)
+
+
+def x_values(config: Config) -> list[float]:
+    """Episodes so far at each evaluation: 0, 1, ..., n_episodes."""
+    return [float(e) for e in range(config.n_episodes + 1)]
+
+
+def _environment():
+    from ..envs import queueing_network
+
+    return queueing_network()
+
+
+def run_seed(config: Config, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Run all configured policies for one seed; curves of shape (n_episodes + 1,)."""
+    from ..applications.transitions import displacement_category_map
+
+    for m in config.methods:
+        split_method(m)
+    mdp = _environment()
+    coords = np.asarray(mdp.coordinates, dtype=float)
+    span = coords.max(axis=0) - coords.min(axis=0)
+    normalised = (coords - coords.min(axis=0)) / np.where(span > 0, span, 1.0)
+    needs_pg = any(split_method(m)[0].startswith("pg") for m in config.methods)
+    cov = se_covariance(normalised, config.lengthscale) if needs_pg else None
+    cmap = displacement_category_map(np.round(coords).astype(int), config.radius)
+    empty = int(np.flatnonzero((coords == coords.min(axis=0)).all(axis=1))[0])
+    return run_methods(mdp, config, rng, empty, cov, cmap, "expected_return",
+                       config.n_episodes * config.episode_length, normalise=False)
+
+
+def summarise_extra(config: Config, seed_results: dict, metrics: dict) -> dict:
+    """Optimal value, episodes to close 90% of the gap to it per policy, timings, claims."""
+    x = x_values(config)
+    seeds = sorted(seed_results)
+    optimal = float(np.asarray(seed_results[seeds[0]]["extra__optimal_return"])[0])
+    start = min(float(np.mean([seed_results[s][f"expected_return__{m}"][0] for s in seeds]))
+                for m in config.methods)
+    eff = efficiency_summary(x, seed_results, "expected_return", config.methods,
+                             level_fraction=0.9, low=start, high=optimal, x_name="episodes")
+    timing = {m: float(np.mean([seed_results[s][f"extra__seconds__{m}"][0] for s in seeds]))
+              for m in config.methods}
+    fits = {m: float(np.mean([seed_results[s][f"extra__n_fits__{m}"][0] for s in seeds]))
+            for m in config.methods}
+    return {
+        "optimal_return": optimal,
+        "efficiency_90pct": eff,
+        "seconds_per_seed_per_method": timing,
+        "seconds_per_seed": float(sum(timing.values())),
+        "n_fits_per_seed": fits,
+        "claims": claims_check(eff, config.methods, "episodes", "queueing network",
+                               float(config.n_episodes)),
+    }
+
+
+def plot(config: Config, seed_results: dict, summary: dict, out_dir: pathlib.Path) -> list[pathlib.Path]:
+    """Fig. 4: expected return against episodes, one panel per PSRL variant, optimum marked."""
+    from ..plotting._psrl import plot_psrl_curves
+
+    optimal = summary.get("extra", {}).get("optimal_return")
+    return plot_psrl_curves(summary, "expected_return", pathlib.Path(out_dir) / "psrl_queueing",
+                            reference=optimal, reference_label="optimal policy")

@@ -1,0 +1,86 @@
+"""The two PSRL experiments end to end through the runner (tiny configs; quick configs are slow)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from corrpriors.experiments import psrl_grid, psrl_queueing
+from corrpriors.experiments._runner import run_experiment
+
+
+def tiny(module):
+    if module is psrl_grid:
+        return dataclasses.replace(psrl_grid.quick_config(), n_transitions=100, n_samples=2,
+                                   max_iter=10)
+    return dataclasses.replace(psrl_queueing.quick_config(), n_episodes=4, n_samples=2,
+                               max_iter=10)
+
+
+def check_run(module, config, tmp_path, seeds):
+    report = run_experiment(module, config=config, seeds=seeds, jobs=1, out=tmp_path,
+                            progress=False, echo=None)
+    summary = json.loads(report.metrics_path.read_text())
+    assert summary["experiment"] == module.NAME
+    assert summary["x"]["values"] == module.x_values(config)
+    metric = next(iter(module.METRICS))
+    block = summary["metrics"][metric]
+    assert block["better"] == "higher"
+    assert set(block["methods"]) == set(config.methods)
+    for m in config.methods:
+        assert len(block["methods"][m]["mean"]) == len(module.x_values(config))
+        assert np.all(np.isfinite(block["methods"][m]["mean"]))
+    extra = summary["extra"]
+    assert isinstance(extra["claims"], list) and extra["claims"]
+    for c in extra["claims"]:
+        assert set(c) == {"claim", "holds", "detail"}
+    pngs = [p for p in report.figures if p.suffix == ".png"]
+    assert pngs and all(p.exists() and p.stat().st_size > 0 for p in report.figures)
+    return summary
+
+
+def test_psrl_grid_tiny_end_to_end(tmp_path):
+    config = tiny(psrl_grid)
+    summary = check_run(psrl_grid, config, tmp_path, [0])
+    block = summary["metrics"]["normalized_return"]["methods"]
+    for m in config.methods:                    # normalised by the optimum: within (0, 1]
+        mean = np.asarray(block[m]["mean"])
+        assert np.all(mean > 0) and np.all(mean <= 1 + 1e-9)
+    assert summary["extra"]["optimal_return"] > 0
+
+
+def test_psrl_queueing_tiny_end_to_end(tmp_path):
+    config = tiny(psrl_queueing)
+    summary = check_run(psrl_queueing, config, tmp_path, [0])
+    optimal = summary["extra"]["optimal_return"]
+    for m in config.methods:                    # no policy beats the optimal one
+        assert np.all(np.asarray(summary["metrics"]["expected_return"]["methods"][m]["mean"])
+                      <= optimal + 1e-9)
+
+
+def test_seed_is_reproducible():
+    config = dataclasses.replace(tiny(psrl_grid), methods=("pg_sampling", "dirichlet_sparse_sampling"))
+    a = psrl_grid.run_seed(config, np.random.default_rng(3))
+    b = psrl_grid.run_seed(config, np.random.default_rng(3))
+    for k in a:
+        if "seconds" not in k:
+            np.testing.assert_array_equal(a[k], b[k])
+
+
+def test_method_names_and_validation():
+    assert psrl_grid.split_method("pg_absolute_sampling") == ("pg_absolute", "sampling")
+    assert psrl_grid.split_method("dirichlet_sparse_mean") == ("dirichlet_sparse", "mean")
+    assert len(psrl_grid.METHODS) == 8
+    with pytest.raises(ValueError, match="method"):
+        psrl_grid.split_method("pg_greedy")
+    assert psrl_grid.first_reach([0, 1, 2, 3], np.array([0.1, 0.95, 0.8, 0.92]), 0.9) == 3.0
+    assert psrl_grid.first_reach([0, 1, 2], np.array([0.1, 0.5, 0.8]), 0.9) is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("module", [psrl_grid, psrl_queueing])
+def test_quick_configs_end_to_end(module, tmp_path):
+    check_run(module, module.quick_config(), tmp_path, list(range(module.QUICK_SEEDS)))

@@ -1,0 +1,204 @@
+"""Planners against brute force: linear solves, policy enumeration, per-goal loops."""
+
+import itertools
+import warnings
+
+import numpy as np
+import pytest
+
+from corrpriors.envs import wall_world
+from corrpriors.exceptions import ConvergenceWarning
+from corrpriors.mdp import (
+    TabularMDP,
+    boltzmann_policy,
+    finite_horizon,
+    goal_q_values,
+    greedy_policy,
+    normalize_q,
+    policy_evaluation,
+    policy_iteration,
+    q_values,
+    value_iteration,
+)
+
+
+def random_mdp(rng, S, A, state_rewards=False, gamma=0.9):
+    P = rng.dirichlet(np.ones(S) * 0.5, size=(S, A))
+    R = rng.normal(size=S) if state_rewards else rng.normal(size=(S, A))
+    return TabularMDP(P, R, gamma)
+
+
+def loop_policy_value(mdp, pi):
+    """Reference: build the linear system entry by entry and solve it."""
+    S, A = mdp.n_states, mdp.n_actions
+    M = np.eye(S)
+    r = np.zeros(S)
+    for s in range(S):
+        for a in range(A):
+            r[s] += pi[s, a] * mdp.reward_matrix[s, a]
+            for t in range(S):
+                M[s, t] -= mdp.discount * pi[s, a] * mdp.transitions[s, a, t]
+    return np.linalg.solve(M, r)
+
+
+def enumerate_optimum(mdp):
+    """Best deterministic policy by enumeration of all A**S policies."""
+    S, A = mdp.n_states, mdp.n_actions
+    best = None
+    for acts in itertools.product(range(A), repeat=S):
+        V = loop_policy_value(mdp, np.eye(A)[list(acts)])
+        best = V if best is None else np.maximum(best, V)
+    return best
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_policy_evaluation_matches_loop_solve(seed):
+    rng = np.random.default_rng(seed)
+    mdp = random_mdp(rng, 6, 3, state_rewards=bool(seed % 2))
+    pi = rng.dirichlet(np.ones(3), size=6)
+    np.testing.assert_allclose(policy_evaluation(mdp, pi), loop_policy_value(mdp, pi), atol=1e-12)
+    # and the value satisfies the Bellman equation for pi
+    V = policy_evaluation(mdp, pi)
+    np.testing.assert_allclose(V, np.sum(pi * q_values(mdp, V), axis=1), atol=1e-12)
+
+
+def test_policy_evaluation_deterministic_equals_one_hot():
+    rng = np.random.default_rng(1)
+    mdp = random_mdp(rng, 5, 3)
+    acts = rng.integers(0, 3, size=5)
+    np.testing.assert_allclose(policy_evaluation(mdp, acts), policy_evaluation(mdp, np.eye(3)[acts]))
+
+
+@pytest.mark.parametrize("S,A,seed", [(2, 2, 0), (2, 3, 1), (3, 2, 2), (3, 3, 3), (3, 2, 4), (2, 2, 5)])
+def test_vi_pi_and_enumeration_agree(S, A, seed):
+    rng = np.random.default_rng(seed)
+    mdp = random_mdp(rng, S, A, state_rewards=seed % 2 == 0, gamma=0.5 + 0.45 * rng.random())
+    V_enum = enumerate_optimum(mdp)
+    vi = value_iteration(mdp, tol=1e-11)
+    pi = policy_iteration(mdp)
+    assert vi.converged and pi.converged
+    np.testing.assert_allclose(vi.values, V_enum, atol=1e-9)
+    np.testing.assert_allclose(pi.values, V_enum, atol=1e-11)
+    # the greedy policy of the optimum is optimal
+    np.testing.assert_allclose(policy_evaluation(mdp, pi.policy), V_enum, atol=1e-10)
+
+
+def test_batched_planning_equals_individual_calls():
+    rng = np.random.default_rng(3)
+    mdp = random_mdp(rng, 7, 3)
+    batch = rng.dirichlet(np.ones(7), size=(10, 7, 3))
+    vi = value_iteration(mdp, batch)
+    pi = policy_iteration(mdp, batch)
+    assert vi.values.shape == (10, 7) and vi.q_values.shape == (10, 7, 3)
+    assert vi.policy.shape == (10, 7, 3)
+    for m in range(10):
+        single = value_iteration(mdp, batch[m])
+        np.testing.assert_allclose(vi.values[m], single.values, atol=1e-9)
+        np.testing.assert_allclose(pi.values[m], policy_iteration(mdp.with_transitions(batch[m])).values,
+                                   atol=1e-11)
+    # batched exact evaluation
+    pol = rng.dirichlet(np.ones(3), size=7)
+    Vb = policy_evaluation(mdp, pol, transitions=batch)
+    np.testing.assert_allclose(Vb[4], policy_evaluation(mdp.with_transitions(batch[4]), pol))
+
+
+def test_goal_q_values_match_per_goal_loop():
+    mdp = wall_world()
+    goals = np.array([0, 10, 50, 90, 100])
+    for terminal in (False, True):
+        Qg = goal_q_values(mdp, goals, terminal=terminal)
+        assert Qg.shape == (mdp.n_states, 4, goals.size)
+        for j, g in enumerate(goals):
+            R = np.zeros(mdp.n_states)
+            R[g] = 1.0
+            P = mdp.transitions.copy()
+            if terminal:  # the episode ends after leaving g: Q(g, .) = 1, no future term
+                Q = np.zeros((mdp.n_states, 4))
+                for _ in range(600):
+                    Q = R[:, None] + mdp.discount * P @ Q.max(axis=1)
+                    Q[g] = 1.0
+            else:
+                Q = value_iteration(TabularMDP(P, R, mdp.discount), tol=1e-12).q_values
+            np.testing.assert_allclose(Qg[..., j], Q, atol=1e-10)
+
+
+def test_goal_q_values_all_goals_is_fast_and_consistent():
+    import time
+
+    mdp = wall_world()
+    t0 = time.perf_counter()
+    Q = goal_q_values(mdp)
+    elapsed = time.perf_counter() - t0
+    assert Q.shape == (101, 4, 101)
+    assert elapsed < 5.0
+    # the goal state is the most valuable state for its own goal
+    V = Q.max(axis=1)
+    assert np.all(V.argmax(axis=0) == np.arange(101))
+
+
+def test_greedy_policy_ties():
+    Q = np.array([[1.0, 1.0, 0.0], [0.0, 2.0, 1.0]])
+    np.testing.assert_allclose(greedy_policy(Q), [[0.5, 0.5, 0.0], [0.0, 1.0, 0.0]])
+    np.testing.assert_allclose(greedy_policy(Q, ties="first"), [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+    with pytest.raises(ValueError, match="ties"):
+        greedy_policy(Q, ties="random")
+
+
+def test_boltzmann_and_normalisation():
+    Q = np.array([[1.0, 2.0, 4.0], [3.0, 3.0, 3.0]])
+    Qn = normalize_q(Q)
+    np.testing.assert_allclose(Qn, [[0.0, 1 / 3, 1.0], [1.0, 1.0, 1.0]])
+    p = boltzmann_policy(Q, beta=2.0)
+    ref = np.exp(2 * Q) / np.exp(2 * Q).sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(p, ref)
+    pn = boltzmann_policy(Q, beta=2.0, normalize=True)
+    np.testing.assert_allclose(pn, np.exp(2 * Qn) / np.exp(2 * Qn).sum(axis=1, keepdims=True))
+    # goal layout (S, A, G): softmax over axis 1
+    QG = np.stack([Q, 2 * Q], axis=-1)
+    pg = boltzmann_policy(QG, beta=1.0)
+    np.testing.assert_allclose(pg.sum(axis=1), 1.0)
+    np.testing.assert_allclose(pg[..., 1], boltzmann_policy(2 * Q, 1.0))
+    # huge beta stays finite and tends to greedy
+    np.testing.assert_allclose(boltzmann_policy(Q, 1e6)[0], [0, 0, 1])
+    with pytest.raises(ValueError, match="beta"):
+        boltzmann_policy(Q, -1.0)
+
+
+def test_finite_horizon_matches_brute_force_and_converges():
+    rng = np.random.default_rng(5)
+    mdp = random_mdp(rng, 3, 2)
+    # brute force the 2-step optimum by enumerating (a0, a1-per-state) plans
+    fh = finite_horizon(mdp, 2)
+    R, P, g = mdp.reward_matrix, mdp.transitions, mdp.discount
+    V1 = R.max(axis=1)
+    V0 = np.max(R + g * P @ V1, axis=1)
+    np.testing.assert_allclose(fh.values[0], V0)
+    np.testing.assert_allclose(fh.values[1], V1)
+    np.testing.assert_allclose(fh.values[2], 0.0)
+    long = finite_horizon(mdp, 400)
+    np.testing.assert_allclose(long.values[0], value_iteration(mdp).values, atol=1e-9)
+    assert finite_horizon(mdp, 3, discount=1.0).values.shape == (4, 3)
+
+
+def test_value_iteration_warns_without_convergence():
+    rng = np.random.default_rng(0)
+    mdp = random_mdp(rng, 4, 2, gamma=0.99)
+    with pytest.warns(ConvergenceWarning):
+        res = value_iteration(mdp, max_iter=3)
+    assert not res.converged
+
+
+def test_planners_reject_bad_input():
+    rng = np.random.default_rng(0)
+    mdp = random_mdp(rng, 4, 2)
+    with pytest.raises(ValueError, match="transitions"):
+        value_iteration(mdp, np.ones((4, 2, 3)) / 3)
+    with pytest.raises(ValueError, match="policy"):
+        policy_evaluation(mdp, np.ones((4, 3)) / 3)
+    with pytest.raises(ValueError, match="goals"):
+        goal_q_values(mdp, [7])
+    with pytest.raises(ValueError, match="horizon"):
+        finite_horizon(mdp, 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        value_iteration(mdp)

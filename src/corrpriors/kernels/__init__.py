@@ -1,0 +1,39 @@
+"""Covariance functions for the correlated multinomial prior.
+
+Kernels are immutable; their free hyper-parameters form one log-space vector ``theta``
+with ``bounds`` (scikit-learn convention). Evaluate on coordinates (``k(X)``) or on a
+distance matrix (``k.from_distances(D)``), combine with ``+`` and ``*``, and freeze on the
+model's covariates with ``k.bind(coords=X)`` / ``k.bind(distances=D)``.
+
+Examples
+--------
+>>> import numpy as np
+>>> from corrpriors.kernels import SquaredExponential, Matern32, euclidean_distances
+>>> X = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 2.0]])
+>>> k = SquaredExponential(lengthscale=2.0) + 0.5 * Matern32(lengthscale=1.0)
+>>> k.hyperparameter_names
+['k1__lengthscale', 'k2__kernel__lengthscale']
+>>> bound = k.bind(coords=X)
+>>> bound.gram().shape, bound.gram_gradient().shape
+((3, 3), (3, 3, 2))
+"""
+
+from .base import BoundKernel, Hyperparameter, Kernel
+from .combination import Product, Scaled, Sum
+from .distances import euclidean_distances, graph_distances
+from .stationary import Exponential, Matern32, Matern52, SquaredExponential
+
+__all__ = [
+    "Kernel",
+    "BoundKernel",
+    "Hyperparameter",
+    "SquaredExponential",
+    "Exponential",
+    "Matern32",
+    "Matern52",
+    "Sum",
+    "Product",
+    "Scaled",
+    "euclidean_distances",
+    "graph_distances",
+]

@@ -1,0 +1,381 @@
+r"""Kernel base class, hyper-parameter metadata and kernels bound to covariates.
+
+Conventions (as in scikit-learn's ``gaussian_process.kernels``):
+
+* The hyper-parameters a kernel may learn form one flat vector ``theta`` holding the
+  **logarithms** of the free (not fixed) parameters, in a fixed order given by
+  ``hyperparameter_names``; ``bounds`` (P, 2) are in log space too.
+* ``gradient`` returns the derivative of the Gram matrix with respect to ``theta``
+  (i.e. with respect to the log parameters) with a trailing hyper-parameter axis,
+  shape (N, N, P).
+* Kernels are immutable: ``with_theta`` returns a new kernel.
+* ``k1 + k2``, ``k1 * k2`` and ``2.0 * k`` build :class:`~corrpriors.kernels.Sum`,
+  :class:`~corrpriors.kernels.Product` and :class:`~corrpriors.kernels.Scaled` kernels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .._typing import FloatArray
+from .distances import check_coords, check_distances, euclidean_distances
+
+#: Tolerance (in log space) for ``theta`` slightly outside its bounds after round-off.
+_BOUNDS_TOL = 1e-8
+
+
+@dataclass(frozen=True)
+class Hyperparameter:
+    """Metadata of one kernel hyper-parameter.
+
+    Attributes
+    ----------
+    name : str
+        Name, prefixed by the path inside combined kernels (``"k1__lengthscale"``).
+    value : float
+        Current (positive) value.
+    bounds : tuple of float or None
+        ``(low, high)`` on the natural scale, or ``None`` when the parameter is fixed.
+    """
+
+    name: str
+    value: float
+    bounds: tuple[float, float] | None
+
+    @property
+    def fixed(self) -> bool:
+        """Whether the parameter is excluded from ``theta``."""
+        return self.bounds is None
+
+
+def parse_bounds(bounds: Any, name: str, value: float) -> tuple[float, float] | None:
+    """Validate a bounds specification: ``"fixed"`` or ``(low, high)`` with ``0 < low <= value <= high``."""
+    if isinstance(bounds, str):
+        if bounds != "fixed":
+            raise ValueError(f"{name}_bounds: expected 'fixed' or a pair (low, high), got {bounds!r}")
+        return None
+    try:
+        lo, hi = (float(v) for v in bounds)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}_bounds: expected 'fixed' or a pair (low, high), got {bounds!r}") from None
+    if not (np.isfinite(lo) and lo > 0 and hi >= lo) or np.isnan(hi):
+        raise ValueError(f"{name}_bounds: expected 0 < low <= high, got ({lo:g}, {hi:g})")
+    if not lo <= value <= hi:
+        raise ValueError(f"{name}: value {value:g} lies outside its bounds ({lo:g}, {hi:g}); "
+                         f"pass {name}_bounds to widen them or {name}_bounds='fixed'")
+    return (lo, hi)
+
+
+def parse_positive(value: Any, name: str) -> float:
+    """Validate a strictly positive, finite scalar hyper-parameter."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}: expected a positive number, got {value!r}") from None
+    if not (np.isfinite(v) and v > 0):
+        raise ValueError(f"{name}: expected a finite positive number, got {value!r}")
+    return v
+
+
+class Kernel:
+    """Base class of covariance functions ``k(x, x')`` on covariates.
+
+    Subclasses implement ``hyperparameters``, ``_with_free_values``, ``is_stationary``,
+    ``_k_dist`` and ``_grad_dist`` (stationary kernels work on distance matrices; a
+    non-stationary kernel would override ``__call__`` and ``gradient``).
+    """
+
+    # ------------------------------------------------------------------ metadata
+    @property
+    def hyperparameters(self) -> tuple[Hyperparameter, ...]:
+        """All hyper-parameters, fixed ones included, in ``theta`` order."""
+        raise NotImplementedError
+
+    @property
+    def is_stationary(self) -> bool:
+        """Whether the kernel depends on the covariates only through their distance."""
+        raise NotImplementedError
+
+    @property
+    def _free(self) -> tuple[Hyperparameter, ...]:
+        return tuple(h for h in self.hyperparameters if not h.fixed)
+
+    @property
+    def n_params(self) -> int:
+        """Number P of free hyper-parameters (the length of ``theta``)."""
+        return len(self._free)
+
+    @property
+    def hyperparameter_names(self) -> list[str]:
+        """Names of the free hyper-parameters, in ``theta`` order."""
+        return [h.name for h in self._free]
+
+    @property
+    def theta(self) -> FloatArray:
+        """ndarray of shape (P,): log values of the free hyper-parameters."""
+        return np.log(np.array([h.value for h in self._free], dtype=np.float64))
+
+    @property
+    def bounds(self) -> FloatArray:
+        """ndarray of shape (P, 2): log-space bounds of the free hyper-parameters."""
+        if not self._free:
+            return np.zeros((0, 2))
+        with np.errstate(divide="ignore"):
+            return np.log(np.array([h.bounds for h in self._free], dtype=np.float64))
+
+    def _with_free_values(self, values: FloatArray) -> Kernel:
+        raise NotImplementedError
+
+    def with_theta(self, theta) -> Kernel:
+        """Return a copy with the free hyper-parameters set to ``exp(theta)``.
+
+        Parameters
+        ----------
+        theta : array_like of shape (P,)
+            Log values, within ``bounds`` (up to round-off, which is clipped).
+
+        Returns
+        -------
+        kernel : Kernel
+        """
+        try:
+            t = np.asarray(theta, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError):
+            raise ValueError(f"theta: expected a real array of shape ({self.n_params},)") from None
+        if t.shape != (self.n_params,):
+            raise ValueError(f"theta: expected shape (P,) = ({self.n_params},) for "
+                             f"{self.hyperparameter_names}, got {np.shape(theta)}")
+        if not np.all(np.isfinite(t)):
+            raise ValueError("theta: contains NaN or infinite values")
+        b = self.bounds
+        out = (t < b[:, 0] - _BOUNDS_TOL) | (t > b[:, 1] + _BOUNDS_TOL)
+        if out.any():
+            i = int(np.flatnonzero(out)[0])
+            raise ValueError(f"theta: {self.hyperparameter_names[i]} = {np.exp(t[i]):g} "
+                             f"lies outside its bounds ({np.exp(b[i, 0]):g}, {np.exp(b[i, 1]):g})")
+        t = np.clip(t, b[:, 0], b[:, 1])
+        return self._with_free_values(np.exp(t))
+
+    # ---------------------------------------------------------------- evaluation
+    def _k_dist(self, D: FloatArray) -> FloatArray:
+        raise NotImplementedError
+
+    def _grad_dist(self, D: FloatArray) -> FloatArray:
+        raise NotImplementedError
+
+    def _require_stationary(self, what: str) -> None:
+        if not self.is_stationary:
+            raise TypeError(f"{type(self).__name__} is not stationary: {what} needs coordinates")
+
+    def __call__(self, X, Y=None) -> FloatArray:
+        """Gram matrix between coordinates.
+
+        Parameters
+        ----------
+        X : array_like of shape (N, D)
+        Y : array_like of shape (M, D), optional
+            ``X`` when omitted.
+
+        Returns
+        -------
+        K : ndarray of shape (N, M)
+        """
+        return self._k_dist(euclidean_distances(X, Y))
+
+    def diag(self, X) -> FloatArray:
+        """Diagonal of ``self(X)`` without building the matrix.
+
+        Parameters
+        ----------
+        X : array_like of shape (N, D)
+
+        Returns
+        -------
+        diag : ndarray of shape (N,)
+        """
+        X = check_coords(X, "X")
+        return np.diag(self._k_dist(np.zeros((1, 1))))[0] * np.ones(X.shape[0])
+
+    def from_distances(self, distances) -> FloatArray:
+        """Gram matrix of a stationary kernel from a distance matrix.
+
+        Parameters
+        ----------
+        distances : array_like of shape (N, M)
+            Non-negative distances; ``+inf`` gives zero covariance.
+
+        Returns
+        -------
+        K : ndarray of shape (N, M)
+        """
+        self._require_stationary("from_distances")
+        return self._k_dist(check_distances(distances, square=False))
+
+    def gradient(self, X=None, distances=None) -> FloatArray:
+        """Derivative of the Gram matrix with respect to ``theta`` (log parameters).
+
+        Exactly one of ``X`` and ``distances`` must be given.
+
+        Parameters
+        ----------
+        X : array_like of shape (N, D), optional
+        distances : array_like of shape (N, M), optional
+
+        Returns
+        -------
+        grad : ndarray of shape (N, M, P)
+            ``grad[..., p] = dK / dtheta_p``.
+        """
+        if (X is None) == (distances is None):
+            raise ValueError("gradient: pass exactly one of X and distances")
+        if X is not None:
+            D = euclidean_distances(X)
+        else:
+            self._require_stationary("gradient(distances=...)")
+            D = check_distances(distances, square=False)
+        return self._grad_dist(D)
+
+    def bind(self, coords=None, distances=None) -> BoundKernel:
+        """Freeze the kernel on a set of covariates.
+
+        Parameters
+        ----------
+        coords : array_like of shape (C, D), optional
+            Covariate coordinates.
+        distances : array_like of shape (C, C), optional
+            Square, symmetric, non-negative distances with a zero diagonal (``+inf``
+            allowed off the diagonal).
+
+        Returns
+        -------
+        bound : BoundKernel
+        """
+        if (coords is None) == (distances is None):
+            raise ValueError("bind: pass exactly one of coords and distances")
+        if coords is not None:
+            X = check_coords(coords, "coords")
+            D = euclidean_distances(X)
+            return BoundKernel(self, D, X)
+        self._require_stationary("bind(distances=...)")
+        return BoundKernel(self, check_distances(distances, "distances"), None)
+
+    # ---------------------------------------------------------------- algebra
+    def __add__(self, other):
+        from .combination import Sum
+
+        if isinstance(other, Kernel):
+            return Sum(self, other)
+        return NotImplemented
+
+    def __radd__(self, other):
+        if isinstance(other, (int, float)) and other == 0:  # sum([k1, k2])
+            return self
+        return NotImplemented
+
+    def __mul__(self, other):
+        from .combination import Product, Scaled
+
+        if isinstance(other, Kernel):
+            return Product(self, other)
+        if isinstance(other, (int, float, np.floating, np.integer)) and not isinstance(other, bool):
+            return Scaled(self, float(other))
+        return NotImplemented
+
+    __rmul__ = __mul__
+
+
+@dataclass(frozen=True, eq=False)
+class BoundKernel:
+    """A kernel frozen on C covariates (coordinates or a distance matrix).
+
+    Create with :meth:`Kernel.bind`. This is what a model receives as its covariance:
+    ``gram()`` is the (C, C) prior covariance and ``gram_gradient()`` its derivative with
+    respect to ``theta``.
+
+    Attributes
+    ----------
+    kernel : Kernel
+        The underlying kernel.
+    distances : ndarray of shape (C, C)
+        Validated pairwise distances.
+    coords : ndarray of shape (C, D) or None
+        Coordinates, when bound with ``coords=``.
+    """
+
+    kernel: Kernel
+    distances: FloatArray
+    coords: FloatArray | None = None
+
+    @property
+    def n_covariates(self) -> int:
+        """Number C of covariates."""
+        return int(self.distances.shape[0])
+
+    @property
+    def theta(self) -> FloatArray:
+        """ndarray of shape (P,): ``kernel.theta``."""
+        return self.kernel.theta
+
+    @property
+    def bounds(self) -> FloatArray:
+        """ndarray of shape (P, 2): ``kernel.bounds``."""
+        return self.kernel.bounds
+
+    @property
+    def hyperparameter_names(self) -> list[str]:
+        """Names of the free hyper-parameters."""
+        return self.kernel.hyperparameter_names
+
+    @property
+    def n_params(self) -> int:
+        """Number P of free hyper-parameters."""
+        return self.kernel.n_params
+
+    def gram(self) -> FloatArray:
+        """Prior covariance of the bound covariates.
+
+        Returns
+        -------
+        K : ndarray of shape (C, C)
+            A fresh array (safe to modify).
+        """
+        if self.kernel.is_stationary:
+            K = self.kernel._k_dist(self.distances)
+        else:
+            K = self.kernel(self.coords)
+        return 0.5 * (K + K.T)
+
+    def gram_gradient(self) -> FloatArray:
+        """Derivative of ``gram()`` with respect to ``theta``.
+
+        Returns
+        -------
+        grad : ndarray of shape (C, C, P)
+        """
+        if self.kernel.is_stationary:
+            G = self.kernel._grad_dist(self.distances)
+        else:
+            G = self.kernel.gradient(X=self.coords)
+        return 0.5 * (G + G.transpose(1, 0, 2))
+
+    def with_theta(self, theta) -> BoundKernel:
+        """Same covariates, kernel ``kernel.with_theta(theta)``.
+
+        Parameters
+        ----------
+        theta : array_like of shape (P,)
+
+        Returns
+        -------
+        bound : BoundKernel
+        """
+        return BoundKernel(self.kernel.with_theta(theta), self.distances, self.coords)
+
+    def __repr__(self) -> str:
+        return f"BoundKernel({self.kernel!r}, n_covariates={self.n_covariates})"
+
+
+__all__ = ["Kernel", "BoundKernel", "Hyperparameter"]

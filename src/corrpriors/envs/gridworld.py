@@ -228,16 +228,16 @@ def tunnel_world(shape: tuple[int, int] = (10, 10), goal: Any = None, start: Any
     return _grid_mdp(P, R, discount, shape, None, "TunnelWorld")
 
 
-def goal_gridworld(shape: tuple[int, int] = (10, 10), n_goals: int = 3, *, rng: Any,
+def goal_gridworld(shape: tuple[int, int] = (10, 10), n_rewards: int = 3, *, rng: Any,
                    motion: str = "cardinal", success_prob: float = 0.7, step_spread: float = 1.0,
                    window: int | None = None, discount: float = 0.9) -> TabularMDP:
-    """Imitation-learning grid: reward 1 at ``n_goals`` random cells.
+    """Imitation-learning grid: reward 1 at ``n_rewards`` random cells.
 
     Parameters
     ----------
     shape : tuple of int
         Default 10 x 10.
-    n_goals : int
+    n_rewards : int
         Number of reward cells, drawn uniformly without replacement.
     rng : int, Generator or None
         Randomness for the reward layout (required; pass a seed for a fixed layout).
@@ -256,9 +256,9 @@ def goal_gridworld(shape: tuple[int, int] = (10, 10), n_goals: int = 3, *, rng: 
     """
     shape = _check_shape(shape)
     S = shape[0] * shape[1]
-    n = int(n_goals)
-    if not 0 <= n <= S or n != n_goals:
-        raise ValueError(f"n_goals: expected an integer in [0, {S}], got {n_goals!r}")
+    n = int(n_rewards)
+    if not 0 <= n <= S or n != n_rewards:
+        raise ValueError(f"n_rewards: expected an integer in [0, {S}], got {n_rewards!r}")
     gen = as_generator(rng)
     if motion == "cardinal":
         kernels = cardinal_kernels(success_prob)

@@ -1,0 +1,113 @@
+"""The exact queueing transition matrix against simulation and a scalar-loop reference."""
+
+import numpy as np
+import pytest
+from scipy.stats import chi2, poisson
+
+from corrpriors.envs import queueing_network, queueing_transitions, simulate_queueing
+
+
+def loop_reference(B1, B2, lam, beta1, beta2, capped, b1, b2, a, qmax=60):
+    """Sum over (q1, q2, q3) one by one (truncated far in the tail)."""
+    r2 = beta1 if a == 0 else 0.0
+    r3 = beta2 if a == 1 else 0.0
+    row = np.zeros((B1 + 1, B2 + 1))
+    p1 = poisson.pmf(np.arange(qmax), lam)
+    p2 = poisson.pmf(np.arange(qmax), r2)
+    p3 = poisson.pmf(np.arange(qmax), r3)
+    for q1 in range(qmax):
+        for q2 in range(qmax if r2 > 0 else 1):
+            for q3 in range(qmax if r3 > 0 else 1):
+                w = p1[q1] * p2[q2] * p3[q3]
+                if w < 1e-300:
+                    continue
+                served = min(q2, b1 + q1) if capped else q2
+                n1 = min(max(b1 + q1 - q2, 0), B1)
+                n2 = min(max(b2 + served - q3, 0), B2)
+                row[n1, n2] += w
+    return row.ravel()
+
+
+@pytest.mark.parametrize("capped", [False, True])
+@pytest.mark.parametrize("b1,b2,a", [(0, 0, 0), (3, 7, 0), (3, 7, 1), (5, 0, 1), (0, 4, 0)])
+def test_matches_loop_reference(capped, b1, b2, a):
+    B1, B2 = 5, 4
+    b1, b2 = min(b1, B1), min(b2, B2)
+    P = queueing_transitions((B1, B2), 1.3, (2.5, 1.7), capped=capped)
+    s = np.ravel_multi_index((b1, b2), (B1 + 1, B2 + 1))
+    np.testing.assert_allclose(P[s, a], loop_reference(B1, B2, 1.3, 2.5, 1.7, capped, b1, b2, a),
+                               atol=1e-14)
+
+
+@pytest.fixture(scope="module")
+def paper_mdp():
+    return queueing_network()
+
+
+def test_paper_defaults(paper_mdp):
+    mdp = paper_mdp
+    assert mdp.transitions.shape == (121, 2, 121)
+    np.testing.assert_allclose(mdp.transitions.sum(-1), 1.0, atol=1e-13)
+    b = mdp.coordinates.astype(int)
+    np.testing.assert_array_equal(np.ravel_multi_index(b.T, (11, 11)), np.arange(121))
+    np.testing.assert_array_equal(mdp.rewards, -b.sum(1))
+    norm = queueing_network(normalize_coordinates=True)
+    np.testing.assert_allclose(norm.coordinates, b / 10.0)
+    assert mdp.shape == (11, 11)
+
+
+def test_closed_form_cells(paper_mdp):
+    P = paper_mdp.transitions
+    # serving queue 2 from (0, 0): queue 2 stays 0, queue 1 gets Poisson(1) arrivals
+    row = P[0, 1].reshape(11, 11)
+    np.testing.assert_allclose(row[:10, 0], poisson.pmf(np.arange(10), 1.0), rtol=1e-12)
+    assert row[10, 0] == pytest.approx(poisson.sf(9, 1.0), rel=1e-12)
+    assert row[:, 1:].sum() == 0.0
+    # serving queue 1 from (0, 0): P(b' = (0, 0)) = P(q1 <= q2, q2 = 0) = P(q1 = 0) P(q2 = 0)
+    assert P[0, 0, 0] == pytest.approx(np.exp(-1.0) * np.exp(-3.0), rel=1e-12)
+
+
+def test_uncapped_formula_moves_more_than_queue_one_holds(paper_mdp):
+    """Paper's formula: from an empty network the served batch still reaches queue 2."""
+    capped = queueing_network(capped=True)
+    row_u = paper_mdp.transitions[0, 0].reshape(11, 11)
+    row_c = capped.transitions[0, 0].reshape(11, 11)
+    assert row_u[:, 1:].sum() > 0.5
+    # uncapped: b2' = min(q2, 10), so P(b2' = 0) = P(q2 = 0)
+    assert row_u[:, 0].sum() == pytest.approx(np.exp(-3.0), rel=1e-12)
+    # capped: queue 2 receives min(q2, q1), so P(b2' = 0) = 1 - P(q1 >= 1) P(q2 >= 1)
+    assert row_c[:, 0].sum() == pytest.approx(1 - (1 - np.exp(-1.0)) * (1 - np.exp(-3.0)), rel=1e-12)
+    # queue 1 evolves identically in both variants
+    np.testing.assert_allclose(row_c.sum(1), row_u.sum(1), atol=1e-15)
+
+
+@pytest.mark.parametrize("capped", [False, True])
+def test_matches_monte_carlo(paper_mdp, capped):
+    mdp = paper_mdp if not capped else queueing_network(capped=True)
+    rng = np.random.default_rng(12345)
+    n = 100_000
+    pairs = [(0, 0), (0, 1), (60, 0), (60, 1), (120, 0), (120, 1), (13, 0), (107, 1)]
+    for s, a in pairs:
+        ns = simulate_queueing(np.full(n, s), np.full(n, a), rng=rng, capped=capped)
+        emp = np.bincount(ns, minlength=121)
+        p = mdp.transitions[s, a]
+        # chi-square goodness of fit on cells with expected count >= 5 (rest pooled)
+        exp_counts = n * p
+        big = exp_counts >= 5
+        obs = np.append(emp[big], emp[~big].sum())
+        exp = np.append(exp_counts[big], exp_counts[~big].sum())
+        keep = exp > 0
+        stat = np.sum((obs[keep] - exp[keep]) ** 2 / exp[keep])
+        dof = keep.sum() - 1
+        assert chi2.sf(stat, dof) > 1e-4, (s, a, stat, dof)
+        # and never a sampled state with zero exact probability
+        assert np.all(p[emp > 0] > 0)
+
+
+def test_input_validation():
+    with pytest.raises(ValueError, match="buffers"):
+        queueing_network(buffers=(10,))
+    with pytest.raises(ValueError, match="arrival_rate"):
+        queueing_network(arrival_rate=-1.0)
+    with pytest.raises(ValueError, match="service_rates"):
+        queueing_network(service_rates=(3.0, np.nan))

@@ -98,7 +98,8 @@ def omega_step(b: np.ndarray, psi_mean: np.ndarray, psi_var: np.ndarray,
 
 
 def jittered_covariance(cov: np.ndarray, min_eigenvalue: float | None = None,
-                        name: str = "covariance") -> tuple[FloatArray, float]:
+                        name: str = "covariance",
+                        stacklevel: int = 2) -> tuple[FloatArray, float]:
     """Add the smallest escalating diagonal jitter that makes ``cov`` Cholesky-factorisable.
 
     ``eps`` starts at ``1e-10 * mean(diag)`` and grows by x10. A :class:`JitterWarning` is
@@ -136,7 +137,7 @@ def jittered_covariance(cov: np.ndarray, min_eigenvalue: float | None = None,
         warnings.warn(
             f"{name} is (numerically) rank deficient; added diagonal jitter {eps:.3g} "
             f"({eps / mean_diag:.3g} x mean diagonal). The fit uses the jittered matrix.",
-            JitterWarning, stacklevel=3)
+            JitterWarning, stacklevel=stacklevel + 1)
     return cov + eps * eye, eps
 
 
@@ -462,11 +463,66 @@ def run_cavi(counts: np.ndarray, base_covariance: np.ndarray, mean: np.ndarray, 
     kernel_theta = None if bound_kernel is None else np.asarray(bound_kernel.theta, dtype=float)
     return VIResult(
         psi_mean=step.psi_mean, psi_var=step.psi_var, w=w_full, omega_mean=omega_final,
+        site_precision=omega_used,
         mean=mu, covariance=base, scale=theta, kernel_theta=kernel_theta,
         elbo=float(elbos[-1]), objective=float(objectives[-1]),
         elbo_trace=np.asarray(elbos), objective_trace=np.asarray(objectives),
         n_iter=len(elbos), converged=converged, jitter=float(jitter))
 
 
-__all__ = ["pg_expectation", "omega_step", "jittered_covariance", "StickGroup", "StickLayout",
+# ----------------------------------------------------------------------------------------------
+# Joint draws from q(psi)
+# ----------------------------------------------------------------------------------------------
+
+
+def sample_q_psi(sigma: np.ndarray, psi_mean: np.ndarray, site_precision: np.ndarray,
+                 n_samples: int, *, rng: np.random.Generator) -> FloatArray:
+    r"""Joint draws of every stick :math:`\psi_{\cdot k} \sim N(\lambda_k, V_k)` across covariates.
+
+    Matheron's rule (pathwise conditioning) on the pseudo-observation form of :math:`q`:
+    with :math:`f \sim N(0, \Sigma)` and :math:`\varepsilon \sim N(0, I_{|O|})`,
+
+    .. math::
+
+        \psi_{\cdot k} = \lambda_k + f - \Sigma_{\cdot O}D^{1/2}B^{-1}(D^{1/2}f_O + \varepsilon)
+
+    has covariance exactly :math:`V_k = (\Sigma^{-1} + D)^{-1}`. Cost: one Cholesky of
+    :math:`\Sigma` (:math:`C^3/3`), then per stick :math:`O(|O_k|^3 + C|O_k|M + C^2 M)` for
+    ``M = n_samples``; :math:`V_k` itself is never formed.
+
+    Parameters
+    ----------
+    sigma : ndarray of shape (C, C)
+        Prior covariance (jittered, scaled), positive definite.
+    psi_mean : ndarray of shape (C, K - 1)
+    site_precision : ndarray of shape (C, K - 1)
+        :math:`E[\omega]` defining :math:`V_k` (zero off the observed sets).
+    n_samples : int
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    ndarray of shape (M, C, K - 1)
+    """
+    c, km1 = psi_mean.shape
+    chol_s = np.linalg.cholesky(sigma)
+    out = np.empty((n_samples, c, km1))
+    observed = site_precision > 0
+    for k in range(km1):
+        f = chol_s @ rng.standard_normal((c, n_samples))  # (C, M)
+        obs = np.flatnonzero(observed[:, k])
+        if obs.size:
+            d = np.sqrt(site_precision[obs, k])
+            bmat = d[:, None] * sigma[np.ix_(obs, obs)] * d[None, :]
+            bmat[np.diag_indices_from(bmat)] += 1.0
+            lb = np.linalg.cholesky(bmat)
+            rhs = d[:, None] * f[obs] + rng.standard_normal((obs.size, n_samples))
+            z = solve_triangular(lb, rhs, lower=True, check_finite=False)
+            z = solve_triangular(lb, z, lower=True, trans="T", check_finite=False)
+            f = f - sigma[:, obs] @ (d[:, None] * z)
+        out[:, :, k] = (psi_mean[:, k][:, None] + f).T
+    return out
+
+
+__all__ = ["sample_q_psi", "pg_expectation", "omega_step", "jittered_covariance", "StickGroup", "StickLayout",
            "build_layout", "PsiStep", "psi_step", "run_cavi"]

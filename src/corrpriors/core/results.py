@@ -22,7 +22,12 @@ class VIResult:
     w : ndarray of shape (C, K - 1)
         Tilts of :math:`q(\omega_{ck}) = PG(b_{ck}, w_{ck})`, ``w = sqrt(psi_var + psi_mean**2)``.
     omega_mean : ndarray of shape (C, K - 1)
-        :math:`E_q[\omega_{ck}]` (zero where :math:`b_{ck} = 0`).
+        :math:`E_q[\omega_{ck}]` under the returned :math:`q(\omega)` (zero where
+        :math:`b_{ck} = 0`).
+    site_precision : ndarray of shape (C, K - 1)
+        The :math:`E[\omega]` that defines the returned :math:`q(\psi)`:
+        :math:`V_k = (\Sigma^{-1} + diag(site\_precision_{\cdot k}))^{-1}` (the previous omega
+        step's value; equal to ``omega_mean`` at convergence).
     mean : ndarray of shape (C, K - 1)
         Prior means :math:`\mu_k` at the returned parameters.
     covariance : ndarray of shape (C, C)
@@ -53,6 +58,7 @@ class VIResult:
     psi_var: np.ndarray
     w: np.ndarray
     omega_mean: np.ndarray
+    site_precision: np.ndarray
     mean: np.ndarray
     covariance: np.ndarray
     scale: float

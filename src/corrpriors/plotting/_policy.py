@@ -1,0 +1,128 @@
+"""Policy arrow maps on grid worlds (the paper's figures 1 and 2)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..envs.gridworld import ACTION_VECTORS
+from ..mdp.checks import check_policy
+from ._common import decorate_grid, grid_of, new_axes, per_state
+
+#: Colours of the background layers.
+DATA_GREY = (0.8, 0.8, 0.8)
+REWARD_GREEN = (0.33, 0.66, 0.41)
+WALL_BLACK = (0.0, 0.0, 0.0)
+
+
+def policy_arrows(policy: Any, action_vectors: Any = None) -> np.ndarray:
+    r"""Arrow of every state: the probability-weighted sum of the unit action moves.
+
+    :math:`\mathbf v_s = \sum_a \pi(a \mid s)\, \mathbf u_a`, with :math:`\mathbf u_a` the
+    (d_row, d_col) step of action ``a``. A uniform policy over the four cardinal moves gives
+    a zero arrow; a deterministic one a unit arrow.
+
+    Parameters
+    ----------
+    policy : array_like of shape (S, A)
+    action_vectors : array_like of shape (A, 2), optional
+        Default :data:`corrpriors.envs.ACTION_VECTORS` (up, right, down, left).
+
+    Returns
+    -------
+    ndarray of shape (S, 2)
+        (d_row, d_col) per state.
+    """
+    pi = np.asarray(policy, dtype=np.float64)
+    U = ACTION_VECTORS if action_vectors is None else np.asarray(action_vectors, dtype=np.float64)
+    if pi.ndim != 2 or pi.shape[1] != U.shape[0]:
+        raise ValueError(f"policy: expected shape (S, A) with A={U.shape[0]}, got {pi.shape}")
+    return pi @ U
+
+
+def plot_policy(mdp: Any, policy: Any, ax: Any = None, *, data_states: Any = None,
+                reward_states: Any = None, errors: Any = None, error_max: float | None = None,
+                error_cmap: str = "Reds", arrow_length: float = 0.8, colorbar: bool = False,
+                title: str | None = None, arrow_color: str = "k"):
+    """Policy arrow map on a grid, with background shading.
+
+    Layers, bottom to top: white cells; grey cells for states with data (``data_states``) or,
+    if ``errors`` is given, a red colour map of the per-cell error instead; green reward
+    cells; black walls; one arrow per state (see :func:`policy_arrows`), drawn at
+    ``arrow_length`` cells for a unit vector and centred on the cell.
+
+    Parameters
+    ----------
+    mdp : TabularMDP
+        A grid-shaped MDP (``shape`` set; walls are drawn black).
+    policy : array_like of shape (S, A)
+        Action distributions (A = 4, the actions of :mod:`corrpriors.envs.gridworld`).
+    ax : matplotlib.axes.Axes, optional
+        Draw into this axes (default: a new figure).
+    data_states : array_like of shape (S,), optional
+        Boolean mask (or counts; > 0 counts as True) of states with demonstration data.
+    reward_states : array_like of shape (S,), optional
+        Boolean mask of reward cells (default: ``mdp.rewards > 0`` for state rewards).
+        Pass ``False``-filled to disable.
+    errors : array_like of shape (S,), optional
+        Per-state error (e.g. Hellinger distance to the expert), drawn with ``error_cmap``.
+    error_max : float, optional
+        Upper end of the error colour scale (default: the largest error, at least 1e-12).
+    error_cmap : str
+        Colour map name for ``errors``.
+    arrow_length : float
+        Drawn length (in cells) of a unit arrow.
+    colorbar : bool
+        Add a colour bar for ``errors``.
+    title : str, optional
+    arrow_color : str
+
+    Returns
+    -------
+    (fig, ax) : matplotlib Figure and Axes
+    """
+    import matplotlib as mpl
+
+    shape, walls, cells = grid_of(mdp)
+    S = mdp.n_states
+    pi = check_policy(policy, S, mdp.n_actions, "policy")
+    vec = policy_arrows(pi)
+    fig, ax = new_axes(ax)
+
+    rgb = np.ones(shape + (3,))
+    if data_states is not None:
+        mask = per_state(data_states, S, "data_states") > 0
+        rgb[cells[mask, 0], cells[mask, 1]] = DATA_GREY
+    mappable = None
+    if errors is not None:
+        err = per_state(errors, S, "errors")
+        top = float(error_max) if error_max is not None else max(float(np.max(err)), 1e-12)
+        norm = mpl.colors.Normalize(vmin=0.0, vmax=top)
+        cmap = mpl.colormaps[error_cmap]
+        rgb[cells[:, 0], cells[:, 1]] = cmap(norm(err))[:, :3]
+        mappable = mpl.cm.ScalarMappable(norm=norm, cmap=cmap)
+    if reward_states is None:
+        rew = mdp.rewards > 0 if mdp.rewards.ndim == 1 else np.zeros(S, dtype=bool)
+    else:
+        rew = per_state(reward_states, S, "reward_states") > 0
+    rgb[cells[rew, 0], cells[rew, 1]] = REWARD_GREEN
+    rgb[walls] = WALL_BLACK
+    ax.imshow(rgb, origin="upper", interpolation="nearest")
+
+    # quiver: x = column, y = row; the y axis points down (origin upper), so a step of
+    # -1 row is drawn upwards with V = -d_row in 'uv' (screen) angles
+    show = np.linalg.norm(vec, axis=1) > 1e-9
+    if show.any():
+        ax.quiver(cells[show, 1], cells[show, 0], vec[show, 1], -vec[show, 0], angles="uv",
+                  scale_units="xy", scale=1.0 / arrow_length, pivot="middle", color=arrow_color,
+                  width=0.006, headwidth=4.0, headlength=4.0, headaxislength=3.5)
+    decorate_grid(ax, shape)
+    if mappable is not None and colorbar:
+        fig.colorbar(mappable, ax=ax, fraction=0.046, pad=0.04)
+    if title:
+        ax.set_title(title)
+    return fig, ax
+
+
+__all__ = ["policy_arrows", "plot_policy"]

@@ -218,3 +218,34 @@ def test_env_rejects_bad_input():
 def test_make_with_module_prefix():
     env = gymnasium.make("corrpriors.envs:corrpriors/WallWorld-v0")
     assert env.unwrapped.mdp.n_states == 101
+
+
+def test_make_forwards_builder_kwargs():
+    a = gymnasium.make("corrpriors/GoalGridworld-v0", layout_seed=3).unwrapped.mdp
+    np.testing.assert_array_equal(a.rewards, goal_gridworld(rng=3).rewards)
+    q = gymnasium.make("corrpriors/QueueingNetwork-v0", buffers=(4, 3)).unwrapped.mdp
+    assert q.n_states == 20
+
+
+try:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+except ImportError:  # pragma: no cover
+    given = None
+
+if given is not None:
+
+    @settings(max_examples=25, deadline=None)
+    @given(rows=st.integers(1, 9), cols=st.integers(1, 9), spread=st.floats(0.2, 3.0),
+           window=st.integers(1, 4), p=st.floats(0.0, 1.0), seed=st.integers(0, 10))
+    def test_builders_always_stochastic(rows, cols, spread, window, p, seed):
+        mdps = [dense_gridworld((rows, cols), spread, window),
+                goal_gridworld((rows, cols), min(2, rows * cols), rng=seed, success_prob=p)]
+        if rows * cols >= 2:
+            mdps.append(tunnel_world((rows, cols), step_spread=spread, window=window))
+        if rows >= 8 and cols >= 8:
+            mdps.append(wall_world((rows, cols), success_prob=p, reward_states=[0]))
+        for mdp in mdps:
+            check_mdp(mdp)
+            np.testing.assert_allclose(mdp.transitions.sum(-1), 1.0, atol=1e-12)
+            assert mdp.coordinates.shape == (rows * cols - (mdp.walls.sum()), 2)

@@ -111,3 +111,25 @@ def test_input_validation():
         queueing_network(arrival_rate=-1.0)
     with pytest.raises(ValueError, match="service_rates"):
         queueing_network(service_rates=(3.0, np.nan))
+
+
+try:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+except ImportError:  # pragma: no cover
+    given = None
+
+if given is not None:
+
+    @settings(max_examples=15, deadline=None)
+    @given(B1=st.integers(0, 4), B2=st.integers(0, 4), lam=st.floats(0.0, 3.0),
+           beta1=st.floats(0.0, 4.0), beta2=st.floats(0.0, 4.0), capped=st.booleans(),
+           a=st.integers(0, 1), data=st.data())
+    def test_random_networks_match_loop_reference(B1, B2, lam, beta1, beta2, capped, a, data):
+        P = queueing_transitions((B1, B2), lam, (beta1, beta2), capped=capped)
+        np.testing.assert_allclose(P.sum(-1), 1.0, atol=1e-13)
+        b1 = data.draw(st.integers(0, B1))
+        b2 = data.draw(st.integers(0, B2))
+        s = np.ravel_multi_index((b1, b2), (B1 + 1, B2 + 1))
+        ref = loop_reference(B1, B2, lam, beta1, beta2, capped, b1, b2, a, qmax=40)
+        np.testing.assert_allclose(P[s, a], ref, atol=1e-13)

@@ -193,7 +193,7 @@ def dense_gridworld(shape: tuple[int, int] = (10, 10), step_spread: float = 1.0,
 def tunnel_world(shape: tuple[int, int] = (10, 10), goal: Any = None, start: Any = (0, 0),
                  step_spread: float = 1.0, window: int | None = None,
                  discount: float = 0.9) -> TabularMDP:
-    """The "Grid10"-like domain of the system-identification and PSRL experiments.
+    """Build the "Grid10"-like domain of the system-identification and PSRL experiments.
 
     The dense grid of :func:`dense_gridworld` with state reward :math:`R(s) = 1` at the
     ``goal`` cell (default the corner ``(n_rows - 1, n_cols - 1)`` = (9, 9)) and 0 elsewhere.

@@ -27,12 +27,12 @@ MAX_EPISODE_STEPS = 1000
 
 
 class TabularEnv(gymnasium.Env):
-    """A Gymnasium environment that simulates a :class:`~corrpriors.mdp.TabularMDP`.
+    r"""A Gymnasium environment that simulates a :class:`~corrpriors.mdp.TabularMDP`.
 
     Observations and actions are :class:`gymnasium.spaces.Discrete` state and action
     indices. ``step(a)`` returns the reward :math:`R(s, a)` of the *current* state ``s``
     (state rewards :math:`R(s)` are broadcast over actions) and a next state drawn from
-    :math:`P(\\cdot \\mid s, a)`. Episodes never terminate (``terminated`` is always False);
+    :math:`P(\cdot \mid s, a)`. Episodes never terminate (``terminated`` is always False);
     wrap with a time limit (the registered ids do) to truncate them. The environment owns one
     :class:`numpy.random.Generator`, ``self.np_random``, re-seeded by ``reset(seed=...)``.
 

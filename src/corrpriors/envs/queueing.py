@@ -79,29 +79,30 @@ def _truncated_pmf(rate: float, tail_mass: float) -> np.ndarray:
 
 def _clip_out_pmf(y: np.ndarray, rate: float, upper: int) -> np.ndarray:
     """P((y - q)_0^upper = m) for q ~ Poisson(rate); y (...,) integers -> (..., upper + 1)."""
+    if upper == 0:
+        return np.ones(y.shape + (1,))
     m = np.arange(upper + 1)
     k = y[..., None] - m                                   # q needed to land on m
     out = np.where(k >= 0, poisson.pmf(np.maximum(k, 0), rate), 0.0)
     # m = 0 collects q >= y ; m = upper collects q <= y - upper
     out[..., 0] = np.where(y > 0, poisson.sf(y - 1, rate), 1.0)
-    if upper > 0:
-        out[..., upper] = np.where(y >= upper, poisson.cdf(y - upper, rate), 0.0)
+    out[..., upper] = np.where(y >= upper, poisson.cdf(y - upper, rate), 0.0)
     return out
 
 
 def queueing_transitions(buffers: tuple[int, int] = (10, 10), arrival_rate: float = 1.0,
                          service_rates: tuple[float, float] = (3.0, 2.0), capped: bool = False,
                          tail_mass: float = 1e-30) -> np.ndarray:
-    """Exact transition tensor of the queueing network (see the module docstring).
+    r"""Exact transition tensor of the queueing network (see the module docstring).
 
     Parameters
     ----------
     buffers : tuple of int
         (B1, B2).
     arrival_rate : float
-        :math:`\\vartheta_1`.
+        :math:`\vartheta_1`.
     service_rates : tuple of float
-        (:math:`\\beta_1`, :math:`\\beta_2`): mean batch served from queue 1 (action 0) and
+        (:math:`\beta_1`, :math:`\beta_2`): mean batch served from queue 1 (action 0) and
         from queue 2 (action 1).
     capped : bool
         Cap the batch moved to queue 2 at :math:`b_1 + q_1`.
@@ -144,7 +145,7 @@ def queueing_transitions(buffers: tuple[int, int] = (10, 10), arrival_rate: floa
 def queueing_network(buffers: tuple[int, int] = (10, 10), arrival_rate: float = 1.0,
                      service_rates: tuple[float, float] = (3.0, 2.0), discount: float = 0.9,
                      capped: bool = False, normalize_coordinates: bool = False) -> TabularMDP:
-    """The paper's two-queue batch network as a :class:`~corrpriors.mdp.TabularMDP`.
+    """Build the paper's two-queue batch network as a :class:`~corrpriors.mdp.TabularMDP`.
 
     Parameters
     ----------

@@ -70,7 +70,7 @@ def value_loss(mdp: TabularMDP, expert_policy: Any, estimated_policy: Any) -> fl
 
 def expected_return(mdp: TabularMDP, policy: Any, start: Any = None,
                     transitions: Any = None) -> np.ndarray | float:
-    r"""Expected discounted return :math:`\sum_s \mu(s) V^\pi(s)` of a policy (exact).
+    r"""Compute the expected discounted return :math:`\sum_s \mu(s) V^\pi(s)` of a policy (exact).
 
     Parameters
     ----------

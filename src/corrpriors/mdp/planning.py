@@ -122,7 +122,8 @@ def _evaluate_deterministic(P, R, gamma, actions, keep=None):
 def _policy_iteration(P, R, gamma, actions, keep=None, max_iter=1000):
     n_iter, converged = 0, False
     V = Q = None
-    for n_iter in range(1, max_iter + 1):
+    for _ in range(max_iter):
+        n_iter += 1
         V = _evaluate_deterministic(P, R, gamma, actions, keep)
         Q = _backup(P, R, gamma, V, keep)
         best = Q.max(axis=-1)
@@ -140,7 +141,8 @@ def _value_iteration(P, R, gamma, V, tol, max_iter, keep=None):
     converged = gamma == 0.0
     n_iter = 0
     factor = gamma / (1.0 - gamma) if gamma > 0 else 0.0
-    for n_iter in range(1, max_iter + 1):
+    for _ in range(max_iter):
+        n_iter += 1
         V_new = _backup(P, R, gamma, V, keep).max(axis=-1)
         delta = float(np.max(np.abs(V_new - V))) if V_new.size else 0.0
         V = V_new

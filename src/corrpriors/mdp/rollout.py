@@ -48,7 +48,7 @@ class Trajectories:
         return int(self.states.shape[1])
 
     def state_sequence(self, episode: int = 0) -> np.ndarray:
-        """The T + 1 visited states :math:`(s_0, \\dots, s_T)` of one episode, ndarray of shape (T + 1,)."""
+        r"""Return the T + 1 visited states :math:`(s_0, \dots, s_T)` of one episode, shape (T + 1,)."""
         return np.concatenate([self.states[episode], self.next_states[episode, -1:]])
 
 
@@ -135,7 +135,7 @@ def _as_arrays(data: Any, *names: str) -> list[np.ndarray]:
 
 
 def state_action_counts(data: Any, n_states: int, n_actions: int) -> np.ndarray:
-    """Count matrix :math:`X_{sa} = \\#\\{t: s_t = s, a_t = a\\}`.
+    r"""Count matrix :math:`X_{sa} = \#\{t: s_t = s, a_t = a\}`.
 
     Parameters
     ----------
@@ -155,7 +155,7 @@ def state_action_counts(data: Any, n_states: int, n_actions: int) -> np.ndarray:
 
 
 def transition_counts(data: Any, n_states: int, n_actions: int) -> np.ndarray:
-    """Count tensor :math:`X_{s a s'} = \\#\\{t: s_t = s, a_t = a, s_{t+1} = s'\\}`.
+    r"""Count tensor :math:`X_{s a s'} = \#\{t: s_t = s, a_t = a, s_{t+1} = s'\}`.
 
     Parameters
     ----------
@@ -167,7 +167,7 @@ def transition_counts(data: Any, n_states: int, n_actions: int) -> np.ndarray:
     Returns
     -------
     ndarray of shape (S, A, S), int64
-        ``counts[:, a, :]`` is the paper's :math:`\\mathbf X^{(a)}`.
+        ``counts[:, a, :]`` is the paper's :math:`\mathbf X^{(a)}`.
     """
     s, a, s2 = _as_arrays(data, "states", "actions", "next_states")
     if s.size and ((np.minimum(s, s2) < 0).any() or (np.maximum(s, s2) >= n_states).any()

@@ -81,7 +81,7 @@ class TabularMDP:
     name: str = "mdp"
     _cells: np.ndarray | None = field(init=False, repr=False, default=None)
 
-    def __post_init__(self) -> None:
+    def __post_init__(self) -> None:  # noqa: D105
         P = check_transitions(self.transitions, "transitions")
         S, A = P.shape[0], P.shape[1]
         R = check_rewards(self.rewards, S, A, "rewards")
@@ -172,7 +172,7 @@ class TabularMDP:
         """Return a copy with other (validated) transition probabilities, e.g. a posterior sample."""
         return replace(self, transitions=transitions)
 
-    def __repr__(self) -> str:
+    def __repr__(self) -> str:  # noqa: D105
         return (f"TabularMDP(name={self.name!r}, n_states={self.n_states}, "
                 f"n_actions={self.n_actions}, discount={self.discount})")
 

@@ -87,7 +87,7 @@ def plot_queueing_states(mdp: Any, values: Any, ax: Any = None, *, cmap: str = "
                          label: str | None = None, title: str | None = None,
                          vmin: float | None = None, vmax: float | None = None,
                          colorbar: bool = True):
-    """The queueing network's state space as a (B1 + 1) x (B2 + 1) image.
+    """Draw the queueing network's state space as a (B1 + 1) x (B2 + 1) image.
 
     Rows are :math:`b_1` (queue 1, increasing upwards), columns :math:`b_2` (queue 2), so the
     empty network sits in the lower-left corner.

@@ -125,7 +125,8 @@ def make_tunnel_world(initial_distribution: Any = None, **kwargs: Any) -> Tabula
     mdp = gridworld.tunnel_world(**kwargs)
     if initial_distribution is None:
         start = kwargs.get("start", (0, 0))
-        initial_distribution = int(np.ravel_multi_index(tuple(int(v) for v in start), mdp.shape))
+        shape = mdp.shape if mdp.shape is not None else (mdp.n_states, 1)
+        initial_distribution = int(np.ravel_multi_index(tuple(int(v) for v in start), shape))
     return TabularEnv(mdp, initial_distribution)
 
 

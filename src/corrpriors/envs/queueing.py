@@ -121,8 +121,8 @@ def queueing_transitions(buffers: tuple[int, int] = (10, 10), arrival_rate: floa
     except TypeError:
         raise ValueError(f"service_rates: expected two rates, got {service_rates!r}") from None
     S = (B1 + 1) * (B2 + 1)
-    b1, b2 = np.meshgrid(np.arange(B1 + 1), np.arange(B2 + 1), indexing="ij")
-    b1, b2 = b1.ravel(), b2.ravel()                        # (S,), row-major like ravel_multi_index
+    # (S,) each, row-major like ravel_multi_index
+    b1, b2 = np.unravel_index(np.arange(S), (B1 + 1, B2 + 1))
     p1 = _truncated_pmf(lam1, tail_mass)
     P = np.zeros((S, 2, S))
     for a, (r2, r3) in enumerate(((beta1, 0.0), (0.0, beta2))):

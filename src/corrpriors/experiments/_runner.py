@@ -9,6 +9,11 @@ Seed ``k`` of experiment ``NAME`` always gets the generator
 ``numpy.random.default_rng([k, zlib.crc32(NAME.encode())])``, whatever the backend, the
 number of workers or the order in which seeds finish, so every backend gives the same
 numbers.
+
+Seeds are the unit of parallelism: inside a seed, BLAS runs single-threaded (through
+threadpoolctl in-process and on Dask/Ray workers; joblib's loky does the same for its
+workers), because the experiments' small matrices gain nothing from BLAS threads and a
+busy machine loses a lot to oversubscription.
 """
 
 from __future__ import annotations
@@ -77,10 +82,28 @@ def seed_generator(name: str, seed: int) -> np.random.Generator:
     return np.random.default_rng([int(seed), zlib.crc32(name.encode())])
 
 
-def _execute_seed(run_seed: Callable, config: Any, name: str, seed: int) -> tuple[int, dict, float]:
-    """Run one seed (on whatever worker); return ``(seed, arrays, seconds)``."""
+def _execute_seed(
+    run_seed: Callable, config: Any, name: str, seed: int, blas_threads: int | None = None
+) -> tuple[int, dict, float]:
+    """Run one seed (on whatever worker); return ``(seed, arrays, seconds)``.
+
+    ``blas_threads`` caps the BLAS/OpenMP threads of the worker (through threadpoolctl,
+    when installed) so that parallel seeds do not oversubscribe the cores.
+    """
     start = time.perf_counter()
-    result = run_seed(config, seed_generator(name, seed))
+    limiter = None
+    if blas_threads is not None:
+        try:
+            from threadpoolctl import threadpool_limits
+
+            limiter = threadpool_limits(limits=int(blas_threads))
+        except ImportError:  # pragma: no cover - threadpoolctl ships with most installs
+            limiter = None
+    try:
+        result = run_seed(config, seed_generator(name, seed))
+    finally:
+        if limiter is not None:
+            limiter.restore_original_limits()
     if not isinstance(result, dict):
         raise TypeError(f"{name}.run_seed must return a dict of arrays, got {type(result).__name__}")
     arrays = {str(k): np.asarray(v) for k, v in result.items()}
@@ -113,7 +136,7 @@ def _check_seed_result(module: types.ModuleType, n_x: int, seed: int, result: di
 def _iter_loky(tasks: list, jobs: int) -> Iterator[tuple[int, dict, float]]:
     if jobs == 1 or len(tasks) == 1:
         for task in tasks:
-            yield _execute_seed(*task)
+            yield _execute_seed(*task, 1)
         return
     from joblib import Parallel, delayed
 
@@ -137,7 +160,7 @@ def _iter_dask(
         )
         client = Client(cluster)
     try:
-        futures = [client.submit(_execute_seed, *task, pure=False) for task in tasks]
+        futures = [client.submit(_execute_seed, *task, 1, pure=False) for task in tasks]
         for future in as_completed(futures):
             yield future.result()
     finally:
@@ -159,7 +182,7 @@ def _iter_ray(tasks: list, jobs: int, scheduler: str | None) -> Iterator[tuple[i
             ray.init(num_cpus=jobs)
     try:
         remote = ray.remote(num_cpus=1)(_execute_seed)
-        pending = [remote.remote(*task) for task in tasks]
+        pending = [remote.remote(*task, 1) for task in tasks]
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
             yield ray.get(done[0])

@@ -1,0 +1,142 @@
+"""Benchmark: fast CAVI vs the naive dense transcription on grid transition learning.
+
+Problem: an n x n gridworld (C = K = n^2 states), four actions (up, down, left, right) that
+succeed with probability 0.8 and otherwise slip to one of the other three directions; walls
+keep the agent in place. A uniformly random policy walks ``20 * n^2`` steps (2,000 on the
+10 x 10 grid); the model is fitted to the next-state count matrix of the action "right"
+(C x K = n^2 x n^2), with the squared exponential kernel ``exp(-d^2 / l^2)`` (l = 1) on grid
+distances and the uniform prior mean. Both implementations start from the same
+initialisation, use the same jittered covariance, the same tolerance (relative ELBO
+change 1e-8) and the same BLAS threading policy (single-threaded below C = 400), and are
+timed in the same process.
+
+Run from the repository root::
+
+    python benchmarks/bench_core.py            # 10x10 (with naive), 20x20, 30x30
+    python benchmarks/bench_core.py --quick    # 10x10 only
+
+Writes ``benchmarks/out/bench_core.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))  # the naive reference lives with the tests
+
+from reference import naive_cavi  # noqa: E402
+
+from corrpriors.core.cavi import blas_threads_for, jittered_covariance, run_cavi  # noqa: E402
+from corrpriors.core.stick_breaking import uniform_psi  # noqa: E402
+
+MOVES = np.array([(-1, 0), (1, 0), (0, -1), (0, 1)])  # up, down, left, right (row, col)
+
+
+def random_walk_counts(side: int, n_steps: int, action: int = 3, slip: float = 0.2,
+                       seed: int = 0) -> np.ndarray:
+    """Next-state counts (S, S) of ``action`` along a random-policy walk on a side x side grid."""
+    rng = np.random.default_rng(seed)
+    s_count = side * side
+    counts = np.zeros((s_count, s_count), dtype=np.int64)
+    r, c = side // 2, side // 2
+    actions = rng.integers(0, 4, size=n_steps)
+    slips = rng.random(n_steps) < slip
+    others = rng.integers(0, 3, size=n_steps)
+    for t in range(n_steps):
+        a = int(actions[t])
+        move = a if not slips[t] else [m for m in range(4) if m != a][others[t]]
+        nr, nc = r + MOVES[move, 0], c + MOVES[move, 1]
+        if not (0 <= nr < side and 0 <= nc < side):
+            nr, nc = r, c
+        if a == action:
+            counts[r * side + c, nr * side + nc] += 1
+        r, c = nr, nc
+    return counts
+
+
+def grid_se_covariance(side: int, lengthscale: float = 1.0) -> np.ndarray:
+    """Squared exponential kernel exp(-d^2 / l^2) on the grid's Euclidean distances."""
+    g = np.stack(np.meshgrid(np.arange(side), np.arange(side), indexing="ij"), -1)
+    g = g.reshape(-1, 2).astype(float)
+    d2 = ((g[:, None, :] - g[None, :, :]) ** 2).sum(-1)
+    return np.exp(-d2 / lengthscale ** 2)
+
+
+def bench(side: int, run_naive: str, tol: float = 1e-8, naive_iters: int = 2) -> dict:
+    """Time one grid size; ``run_naive`` is "full", "per-iter" or "no"."""
+    s = side * side
+    counts = random_walk_counts(side, 20 * s)
+    cov = grid_se_covariance(side)
+    base, eps = jittered_covariance(cov)
+    mean = np.repeat(uniform_psi(s)[None, :], s, axis=0)
+    t0 = time.perf_counter()
+    fast = run_cavi(counts, base, mean, jitter=eps, tol=tol, max_iter=1000)
+    t_fast = time.perf_counter() - t0
+    row = {"grid": f"{side}x{side}", "C": s, "K": s, "steps": 20 * s,
+           "transitions_fitted": int(counts.sum()), "fast_seconds": t_fast,
+           "fast_iterations": fast.n_iter, "fast_seconds_per_iter": t_fast / fast.n_iter,
+           "converged": fast.converged, "elbo": fast.elbo, "jitter": eps}
+    if run_naive == "full":
+        t0 = time.perf_counter()
+        with blas_threads_for(s):  # the same BLAS threading policy as the fast path
+            naive = naive_cavi(counts, base, mean, tol=tol, max_iter=1000)
+        t_naive = time.perf_counter() - t0
+        row.update({
+            "naive_seconds": t_naive, "naive_iterations": naive["n_iter"],
+            "speedup": t_naive / t_fast,
+            "max_abs_diff_psi_mean": float(np.abs(naive["psi_mean"] - fast.psi_mean).max()),
+            "max_abs_diff_psi_var": float(np.abs(naive["psi_var"] - fast.psi_var).max()),
+            "abs_diff_elbo": float(abs(naive["elbo_trace"][-1] - fast.elbo)),
+        })
+    elif run_naive == "per-iter":
+        t0 = time.perf_counter()
+        with blas_threads_for(s):
+            naive = naive_cavi(counts, base, mean, tol=-1.0, max_iter=naive_iters)
+        per_iter = (time.perf_counter() - t0) / naive_iters
+        row.update({
+            "naive_seconds_per_iter": per_iter,
+            "naive_seconds_extrapolated": per_iter * fast.n_iter,
+            "speedup_per_iter": per_iter / row["fast_seconds_per_iter"],
+        })
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark, print a table and write JSON."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="10x10 only")
+    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out" / "bench_core.json")
+    args = p.parse_args(argv)
+    plan = [(10, "full")] if args.quick else [(10, "full"), (20, "per-iter"), (30, "no")]
+    rows = []
+    for side, naive in plan:
+        row = bench(side, naive)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    print()
+    print(f"{'grid':>6} {'C=K':>5} {'iters':>6} {'fast [s]':>9} {'fast/iter':>10} "
+          f"{'naive [s]':>10} {'speedup':>8} {'max|dpsi|':>10} {'|dELBO|':>9}")
+    for r in rows:
+        naive_s = r.get("naive_seconds", r.get("naive_seconds_extrapolated", float("nan")))
+        speed = r.get("speedup", r.get("speedup_per_iter", float("nan")))
+        mark = "" if "naive_seconds" in r else ("*" if "naive_seconds_extrapolated" in r else "")
+        print(f"{r['grid']:>6} {r['C']:>5} {r['fast_iterations']:>6} {r['fast_seconds']:>9.3f} "
+              f"{r['fast_seconds_per_iter']:>10.4f} {naive_s:>9.2f}{mark:1} {speed:>8.1f} "
+              f"{r.get('max_abs_diff_psi_mean', float('nan')):>10.2e} "
+              f"{r.get('abs_diff_elbo', float('nan')):>9.2e}")
+    print("* naive time extrapolated from its per-iteration time x the fast path's iterations")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"rows": rows}, indent=2) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -11,8 +11,13 @@ import warnings
 import numpy as np
 import pytest
 
-from corrpriors.core.gibbs import (GibbsResult, gibbs_sweep, run_gibbs, sample_omega,
-                                   sample_psi)
+from corrpriors.core.gibbs import (
+    GibbsResult,
+    gibbs_sweep,
+    run_gibbs,
+    sample_omega,
+    sample_psi,
+)
 from corrpriors.core.stick_breaking import count_statistics, psi_to_pi
 from corrpriors.exceptions import JitterWarning
 
@@ -30,7 +35,7 @@ def _draw_x(psi, rng):
 
 def _stats(psi, x):
     """Test functions g(psi, x) per chain: psi, psi^2, psi_1k * psi_2k, x; shape (R, n_stats)."""
-    C, R, Km1 = psi.shape
+    _C, R, _Km1 = psi.shape
     cols = [psi.transpose(1, 0, 2).reshape(R, -1), (psi**2).transpose(1, 0, 2).reshape(R, -1),
             psi[0] * psi[1], x.transpose(1, 0, 2).reshape(R, -1).astype(float),
             (psi[:, :, 0] * x[:, :, 0]).T]
@@ -122,7 +127,7 @@ def test_psi_given_omega_matches_dense_formula_with_unobserved_covariate():
 # ----------------------------------------------------------------------------- posterior means
 def _log_lik(psi, counts):
     """log prod_ck Bin(x_ck | b_ck, sigma(psi_ck)) up to a constant; psi (..., C, K-1)."""
-    b, kappa = count_statistics(counts)
+    b, _kappa = count_statistics(counts)
     x = counts[:, :-1]
     ls = -np.logaddexp(0, -psi)
     l1s = -np.logaddexp(0, psi)
@@ -239,21 +244,21 @@ def test_rank_deficient_covariance_jitters_and_large_counts_are_finite():
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    (dict(counts=[[1, -1]]), "counts: counts must be non-negative"),
-    (dict(counts=[[1.5, 1]]), "counts: counts must be integers"),
-    (dict(covariance=np.eye(3)), r"covariance: expected shape \(2, 2\)"),
-    (dict(covariance=np.array([[1.0, 2.0], [0.0, 1.0]])), "covariance: must be symmetric"),
-    (dict(covariance=np.array([[1.0, 2.0], [2.0, 1.0]])), "covariance: must be positive semi-definite"),
-    (dict(mean=np.zeros((3, 2))), r"mean: expected shape \(C, K-1\) = \(2, 2\)"),
-    (dict(mean=np.array([0.0, np.nan])), "mean: contains NaN"),
-    (dict(n_samples=0), "n_samples: expected an integer >= 1"),
-    (dict(thin=0), "thin: expected an integer >= 1"),
-    (dict(burn_in=-1), "burn_in: expected an integer >= 0"),
-    (dict(init_psi=np.full((2, 2), np.inf)), "init_psi: contains NaN or infinite"),
+    ({"counts": [[1, -1]]}, "counts: counts must be non-negative"),
+    ({"counts": [[1.5, 1]]}, "counts: counts must be integers"),
+    ({"covariance": np.eye(3)}, r"covariance: expected shape \(2, 2\)"),
+    ({"covariance": np.array([[1.0, 2.0], [0.0, 1.0]])}, "covariance: must be symmetric"),
+    ({"covariance": np.array([[1.0, 2.0], [2.0, 1.0]])}, "covariance: must be positive semi-definite"),
+    ({"mean": np.zeros((3, 2))}, r"mean: expected shape \(C, K-1\) = \(2, 2\)"),
+    ({"mean": np.array([0.0, np.nan])}, "mean: contains NaN"),
+    ({"n_samples": 0}, "n_samples: expected an integer >= 1"),
+    ({"thin": 0}, "thin: expected an integer >= 1"),
+    ({"burn_in": -1}, "burn_in: expected an integer >= 0"),
+    ({"init_psi": np.full((2, 2), np.inf)}, "init_psi: contains NaN or infinite"),
 ])
 def test_bad_input_raises(kwargs, match):
-    args = dict(counts=[[1, 2, 0], [0, 1, 1]], mean=np.zeros(2), covariance=np.eye(2), n_samples=2,
-                burn_in=1, rng=0)
+    args = {"counts": [[1, 2, 0], [0, 1, 1]], "mean": np.zeros(2), "covariance": np.eye(2), "n_samples": 2,
+                "burn_in": 1, "rng": 0}
     args.update(kwargs)
     with pytest.raises(ValueError, match=match):
         run_gibbs(**args)

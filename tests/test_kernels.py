@@ -6,8 +6,18 @@ import scipy.sparse as sp
 from scipy.special import gamma as gamma_fn
 from scipy.special import kv
 
-from corrpriors.kernels import (BoundKernel, Exponential, Matern32, Matern52, Product, Scaled,
-                                SquaredExponential, Sum, euclidean_distances, graph_distances)
+from corrpriors.kernels import (
+    BoundKernel,
+    Exponential,
+    Matern32,
+    Matern52,
+    Product,
+    Scaled,
+    SquaredExponential,
+    Sum,
+    euclidean_distances,
+    graph_distances,
+)
 
 BASE = [SquaredExponential, Exponential, Matern32, Matern52]
 
@@ -148,13 +158,13 @@ def test_fixed_and_bounds_respected():
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    (dict(lengthscale=-1.0), "lengthscale: expected a finite positive number"),
-    (dict(lengthscale=np.nan), "lengthscale: expected a finite positive number"),
-    (dict(variance=0.0), "variance: expected a finite positive number"),
-    (dict(lengthscale=1e4), "lengthscale: value 10000 lies outside its bounds"),
-    (dict(lengthscale_bounds=(2.0, 1.0)), r"lengthscale_bounds: expected 0 < low <= high"),
-    (dict(lengthscale_bounds="free"), "lengthscale_bounds: expected 'fixed' or a pair"),
-    (dict(variance_bounds=(0.0, 1.0)), "variance_bounds: expected 0 < low <= high"),
+    ({"lengthscale": -1.0}, "lengthscale: expected a finite positive number"),
+    ({"lengthscale": np.nan}, "lengthscale: expected a finite positive number"),
+    ({"variance": 0.0}, "variance: expected a finite positive number"),
+    ({"lengthscale": 1e4}, "lengthscale: value 10000 lies outside its bounds"),
+    ({"lengthscale_bounds": (2.0, 1.0)}, r"lengthscale_bounds: expected 0 < low <= high"),
+    ({"lengthscale_bounds": "free"}, "lengthscale_bounds: expected 'fixed' or a pair"),
+    ({"variance_bounds": (0.0, 1.0)}, "variance_bounds: expected 0 < low <= high"),
 ])
 def test_bad_hyperparameters_raise(kwargs, match):
     with pytest.raises(ValueError, match=match):

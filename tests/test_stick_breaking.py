@@ -10,8 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from corrpriors.core.stick_breaking import (count_statistics, log_det_jacobian, log_probs, pi_to_psi,
-                                            psi_to_pi, uniform_psi)
+from corrpriors.core.stick_breaking import (
+    count_statistics,
+    log_det_jacobian,
+    log_probs,
+    pi_to_psi,
+    psi_to_pi,
+    uniform_psi,
+)
 
 
 def psi_arrays(bound, max_k=8, max_batch=4):

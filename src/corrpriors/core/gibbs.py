@@ -101,7 +101,7 @@ class GibbsResult:
 
 # --------------------------------------------------------------------------- helpers
 def cholesky_with_jitter(covariance: FloatArray, name: str = "covariance",
-                         max_tries: int = 8) -> tuple[FloatArray, float]:
+                         max_tries: int = 8) -> tuple[np.ndarray, float]:
     """Lower Cholesky factor of ``covariance``, adding escalating diagonal jitter if needed.
 
     Jitter starts at ``1e-10`` times the mean diagonal and grows tenfold per attempt; a
@@ -358,5 +358,11 @@ def run_gibbs(counts, mean, covariance, n_samples: int, burn_in: int = 200, thin
                        burn_in=burn_in, thin=thin, jitter=jitter, elapsed=elapsed)
 
 
-__all__ = ["GibbsResult", "run_gibbs", "gibbs_sweep", "sample_omega", "sample_psi",
-           "cholesky_with_jitter"]
+__all__ = [
+    "GibbsResult",
+    "cholesky_with_jitter",
+    "gibbs_sweep",
+    "run_gibbs",
+    "sample_omega",
+    "sample_psi",
+]

@@ -24,16 +24,16 @@ from .distances import euclidean_distances, graph_distances
 from .stationary import Exponential, Matern32, Matern52, SquaredExponential
 
 __all__ = [
-    "Kernel",
     "BoundKernel",
-    "Hyperparameter",
-    "SquaredExponential",
     "Exponential",
+    "Hyperparameter",
+    "Kernel",
     "Matern32",
     "Matern52",
-    "Sum",
     "Product",
     "Scaled",
+    "SquaredExponential",
+    "Sum",
     "euclidean_distances",
     "graph_distances",
 ]

@@ -378,4 +378,4 @@ class BoundKernel:
         return f"BoundKernel({self.kernel!r}, n_covariates={self.n_covariates})"
 
 
-__all__ = ["Kernel", "BoundKernel", "Hyperparameter"]
+__all__ = ["BoundKernel", "Hyperparameter", "Kernel"]

@@ -161,4 +161,4 @@ class Scaled(Kernel):
         return self.scale * self.kernel.diag(X)
 
 
-__all__ = ["Sum", "Product", "Scaled"]
+__all__ = ["Product", "Scaled", "Sum"]

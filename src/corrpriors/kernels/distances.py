@@ -155,4 +155,4 @@ def graph_distances(adjacency, *, weighted: bool = True, directed: bool = False,
     return dist
 
 
-__all__ = ["euclidean_distances", "graph_distances", "check_coords", "check_distances"]
+__all__ = ["check_coords", "check_distances", "euclidean_distances", "graph_distances"]

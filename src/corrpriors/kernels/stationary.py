@@ -195,4 +195,4 @@ class Matern52(_Stationary):
         return s * s * (1.0 + s) / 3.0 * np.exp(-s)
 
 
-__all__ = ["SquaredExponential", "Exponential", "Matern32", "Matern52"]
+__all__ = ["Exponential", "Matern32", "Matern52", "SquaredExponential"]

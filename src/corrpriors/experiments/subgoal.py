@@ -116,6 +116,16 @@ def draw_trajectories(mdp, policy: np.ndarray, n: int, length: int, rng: np.rand
 
 def run_seed(config: Config, rng: np.random.Generator) -> dict[str, np.ndarray]:
     """One seed: data, the three estimates, their errors; see the module docstring."""
+    import warnings
+
+    from ..exceptions import JitterWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", JitterWarning)  # rank-deficient SE kernel: tiny jitter
+        return _run_seed(config, rng)
+
+
+def _run_seed(config: Config, rng: np.random.Generator) -> dict[str, np.ndarray]:
     from ..applications.imitation import PolicyEstimator, demonstration_counts
     from ..applications.subgoals import SubgoalPolicyEstimator, goal_action_probs
     from ..mdp import hellinger

@@ -55,6 +55,9 @@ try:  # performance only: multi-threaded BLAS on many small matrices is slow (an
 except ImportError:  # pragma: no cover
     _threadpool_limits = None
 
+_potrf = lapack.dpotrf
+_trtri = lapack.dtrtri
+
 #: Factorisations below this size run with single-threaded BLAS.
 SINGLE_THREAD_BELOW = 400
 
@@ -276,9 +279,32 @@ class PsiStep:
     reduction: np.ndarray | None
 
 
+def gather_blocks(layout: StickLayout, base: np.ndarray,
+                  max_bytes: float = 256e6) -> list[np.ndarray] | None:
+    """Pre-gather every group's :math:`\tilde\Sigma_{OO}` blocks (reused while the base is fixed).
+
+    Parameters
+    ----------
+    layout : StickLayout
+    base : ndarray of shape (C, C)
+    max_bytes : float
+        Return ``None`` (gather on the fly) when the blocks would need more memory.
+
+    Returns
+    -------
+    list of ndarray of shape (G, n, n), or None
+    """
+    total = sum(grp.index.size * grp.index.shape[1] for grp in layout.groups) * 8
+    if total > max_bytes:
+        return None
+    return [base[grp.index[:, :, None], grp.index[:, None, :]] for grp in layout.groups]
+
+
 def psi_step(layout: StickLayout, sigma: np.ndarray, mu: np.ndarray, kappa: np.ndarray,
-             omega_mean: np.ndarray, full: bool = False) -> PsiStep:
-    """Update of :math:`q(\\psi)` given :math:`q(\\omega)`, in the fast form.
+             omega_mean: np.ndarray, full: bool = False, need_reduction: bool = False,
+             blocks: list[np.ndarray] | None = None, block_scale: float = 1.0,
+             workspace: list[np.ndarray] | None = None) -> PsiStep:
+    """Update of :math:`q(\psi)` given :math:`q(\omega)`, in the fast form.
 
     Parameters
     ----------
@@ -289,10 +315,18 @@ def psi_step(layout: StickLayout, sigma: np.ndarray, mu: np.ndarray, kappa: np.n
         Prior means.
     kappa : ndarray of shape (C, K - 1)
     omega_mean : ndarray of shape (C, K - 1)
-        :math:`E[\\omega]`, positive on the observed entries.
+        :math:`E[\omega]`, positive on the observed entries.
     full : bool
-        Also compute the full marginal variances and :math:`\\sum_k(\\Sigma - V_k)`
-        (cost :math:`O(|O_k|^2 C + |O_k| C^2)` per stick).
+        Also compute the marginal variances of every covariate (not only the observed ones);
+        cost :math:`O(|O_k|^2 C)` per stick.
+    need_reduction : bool
+        With ``full``: also accumulate :math:`\sum_k(\Sigma - V_k)` (:math:`O(|O_k| C^2)`
+        per stick), needed by the kernel M-step.
+    blocks : list of ndarray or None
+        :func:`gather_blocks` of the base covariance, with ``sigma = block_scale * base``.
+    block_scale : float
+    workspace : list of ndarray or None
+        Scratch arrays shaped like ``blocks`` (reused across iterations to avoid allocations).
 
     Returns
     -------
@@ -304,26 +338,52 @@ def psi_step(layout: StickLayout, sigma: np.ndarray, mu: np.ndarray, kappa: np.n
     var = np.repeat(diag_sigma[:, None], km1, axis=1)
     trace_dv = np.zeros(km1)
     logdet_b = np.zeros(km1)
-    reduction = np.zeros((c, c)) if full else None
-    for grp in layout.groups:
+    reduction = np.zeros((c, c)) if (full and need_reduction) else None
+    for j, grp in enumerate(layout.groups):
         sticks, index, mask = grp.sticks, grp.index, grp.mask
         g, n = index.shape
         cols = np.broadcast_to(sticks[:, None], index.shape)
         e = np.where(mask, omega_mean[index, cols], 0.0)
         d = np.sqrt(e)
-        s_oo = sigma[index[:, :, None], index[:, None, :]]
-        bmat = d[:, :, None] * s_oo * d[:, None, :]
-        ar = np.arange(n)
-        bmat[:, ar, ar] += 1.0
-        chol = np.linalg.cholesky(bmat)
+        if full:
+            if blocks is not None:
+                ds = d * np.sqrt(block_scale)
+                bmat = blocks[j] * ds[:, :, None]
+            else:
+                ds = d
+                bmat = sigma[index[:, :, None], index[:, None, :]] * ds[:, :, None]
+            bmat *= ds[:, None, :]
+            bmat.reshape(g, -1)[:, ::n + 1] += 1.0
+            chol = np.linalg.cholesky(bmat)
+            logdet_b[sticks] = 2.0 * np.sum(np.log(np.diagonal(chol, axis1=1, axis2=2)), axis=1)
+        else:
+            if blocks is not None:
+                work = workspace[j] if workspace is not None else np.empty_like(blocks[j])
+                np.multiply(blocks[j], (d * np.sqrt(block_scale))[:, :, None], out=work)
+                work *= (d * np.sqrt(block_scale))[:, None, :]
+            else:
+                work = sigma[index[:, :, None], index[:, None, :]]
+                work *= d[:, :, None]
+                work *= d[:, None, :]
+            work.reshape(g, -1)[:, ::n + 1] += 1.0
+            # B is symmetric, so work[i].T (F-contiguous) is B_i for LAPACK: potrf leaves the
+            # upper factor U = L^T (other triangle zeroed), trtri overwrites it with
+            # U^-1 = L^-T; afterwards work[i] (C order) holds L^-1. No allocations.
+            wt = work.transpose(0, 2, 1)
+            for i in range(g):
+                _, info = _potrf(wt[i], lower=0, clean=1, overwrite_a=1)
+                if info != 0:  # pragma: no cover - B has eigenvalues >= 1
+                    raise np.linalg.LinAlgError(f"Cholesky of B failed (info={info})")
+                _trtri(wt[i], lower=0, overwrite_c=1)
+            linv = work
+            logdet_b[sticks] = -2.0 * np.sum(np.log(np.diagonal(linv, axis1=1, axis2=2)), axis=1)
         d_safe = np.where(mask, d, 1.0)
         rhs = np.where(mask, kappa[index, cols] / d_safe - d * mu[index, cols], 0.0)
-        u = np.empty((g, n))
-        v_obs = np.empty((g, n))
-        one_minus = np.empty((g, n))  # 1 - diag(B^-1) = E[omega_c] (V_k)_cc on O
-        for i in range(g):
-            li = chol[i]
-            if full:
+        if full:
+            u = np.empty((g, n))
+            v_obs = np.empty((g, n))
+            for i in range(g):
+                li = chol[i]
                 z = solve_triangular(li, rhs[i], lower=True, check_finite=False)
                 u[i] = solve_triangular(li, z, lower=True, trans="T", check_finite=False)
                 h = solve_triangular(li, d[i][:, None] * sigma[index[i], :], lower=True,
@@ -331,18 +391,17 @@ def psi_step(layout: StickLayout, sigma: np.ndarray, mu: np.ndarray, kappa: np.n
                 vfull = diag_sigma - np.einsum("ij,ij->j", h, h)
                 var[:, sticks[i]] = vfull
                 v_obs[i] = vfull[index[i]]
-                one_minus[i] = e[i] * v_obs[i]
-                reduction += h.T @ h
-            else:
-                # diag(B^-1) = colsumsq(L^-1) (n^3/3 flops), then
-                # V_OO = D^-1/2 (I - B^-1) D^-1/2, so (V_k)_cc = (1 - diag(B^-1)_c) / E[omega_c].
-                # Absolute error ~1e-14 / E[omega_c]; the final psi_var uses the full form.
-                linv, _ = lapack.dtrtri(li, lower=1)
-                u[i] = linv.T @ (linv @ rhs[i])
-                one_minus[i] = 1.0 - np.einsum("ij,ij->j", linv, linv)
-                v_obs[i] = np.maximum(one_minus[i], 0.0) / np.where(mask[i], e[i], 1.0)
+                if reduction is not None:
+                    reduction += h.T @ h
+            one_minus = e * v_obs
+        else:
+            # diag(B^-1) = colsumsq(L^-1) and V_OO = D^-1/2 (I - B^-1) D^-1/2 give the
+            # observed entries of diag V_k (absolute error ~1e-14 / E[omega]); the final
+            # psi_var is recomputed with the full form.
+            u = np.einsum("gji,gj->gi", linv, np.einsum("gij,gj->gi", linv, rhs))
+            one_minus = 1.0 - np.einsum("gij,gij->gj", linv, linv)
+            v_obs = np.maximum(one_minus, 0.0) / np.where(mask, e, 1.0)
         a = d * u
-        logdet_b[sticks] = 2.0 * np.sum(np.log(np.diagonal(chol, axis1=1, axis2=2)), axis=1)
         trace_dv[sticks] = np.sum(np.where(mask, one_minus, 0.0), axis=1)
         rows, cc = index[mask], cols[mask]
         alpha[rows, cc] = a[mask]
@@ -455,6 +514,8 @@ def _run_cavi(counts: np.ndarray, base_covariance: np.ndarray, mean: np.ndarray,
             out += hyper_em.log_normal_density(mu_[0], mean_prior_mean, mean_prior_std)
         return out
 
+    blocks = None if learn_kernel else gather_blocks(layout, base)
+    workspace = None if blocks is None else [np.empty_like(x) for x in blocks]
     elbos, objectives = [], []
     converged = False
     step = None
@@ -463,7 +524,9 @@ def _run_cavi(counts: np.ndarray, base_covariance: np.ndarray, mean: np.ndarray,
     for it in range(max_iter):
         sigma = theta * base
         omega_used = omega_mean
-        step = psi_step(layout, sigma, mu, kappa, omega_used, full=learn_kernel)
+        step = psi_step(layout, sigma, mu, kappa, omega_used, full=learn_kernel,
+                        need_reduction=learn_kernel, blocks=blocks, block_scale=theta,
+                        workspace=workspace)
         w, omega_mean = omega_step(b, step.psi_mean, step.psi_var, observed)
         elbo = elbo_value(b, kappa, step.psi_mean, w, log_binom, step.trace_dv, step.quad,
                           step.logdet_b)
@@ -574,4 +637,4 @@ def _sample_q_psi(sigma, psi_mean, site_precision, n_samples, rng):
 
 
 __all__ = ["sample_q_psi", "pg_expectation", "omega_step", "jittered_covariance", "StickGroup", "StickLayout",
-           "build_layout", "PsiStep", "psi_step", "run_cavi"]
+           "build_layout", "gather_blocks", "PsiStep", "psi_step", "run_cavi"]

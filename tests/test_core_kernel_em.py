@@ -20,7 +20,8 @@ def _coords(n_side):
 @pytest.mark.parametrize("make", [
     lambda: kernels.SquaredExponential(lengthscale=1.3),
     lambda: kernels.Matern32(lengthscale=0.8),
-    lambda: kernels.SquaredExponential(lengthscale=2.0) + 0.5 * kernels.Exponential(lengthscale=1.0),
+    lambda: (kernels.SquaredExponential(lengthscale=2.0)
+             + 0.5 * kernels.Exponential(lengthscale=1.0)),
 ])
 def test_kernel_objective_gradient_matches_finite_differences(make):
     rng = np.random.default_rng(0)
@@ -46,7 +47,8 @@ def test_lengthscale_learning_is_monotone_and_moves_towards_truth():
     coords = _coords(6)
     c, k = len(coords), 4
     true = kernels.Exponential(lengthscale=3.0).bind(coords=coords).gram()
-    psi = uniform_psi(k) + 1.5 * np.linalg.cholesky(true + 1e-9 * np.eye(c)) @ rng.standard_normal((c, k - 1))
+    chol = np.linalg.cholesky(true + 1e-9 * np.eye(c))
+    psi = uniform_psi(k) + 1.5 * chol @ rng.standard_normal((c, k - 1))
     counts = np.stack([rng.multinomial(60, p) for p in np.exp(log_probs(psi))])
     start = kernels.Exponential(lengthscale=0.5).bind(coords=coords)
     m = CorrelatedMultinomial(covariance=start, learn_kernel=True, learn_scale=True,

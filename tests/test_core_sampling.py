@@ -66,7 +66,8 @@ def test_gibbs_and_vi_agree_on_a_data_rich_problem():
     c, k = 5, 3
     x = np.linspace(0, 2, c)
     cov = np.exp(-np.subtract.outer(x, x) ** 2)
-    psi = uniform_psi(k) + np.linalg.cholesky(cov + 1e-8 * np.eye(c)) @ rng.standard_normal((c, k - 1))
+    chol = np.linalg.cholesky(cov + 1e-8 * np.eye(c))
+    psi = uniform_psi(k) + chol @ rng.standard_normal((c, k - 1))
     counts = np.stack([rng.multinomial(300, p) for p in np.exp(log_probs(psi))])
     m = CorrelatedMultinomial(covariance=cov).fit(counts)
     g = m.fit_gibbs(counts, n_samples=1500, burn_in=200, rng=8)
@@ -84,7 +85,8 @@ def test_select_kernel_ranks_by_elbo():
     c, k = 20, 3
     x = np.linspace(0, 6, c)
     smooth = np.exp(-np.subtract.outer(x, x) ** 2 / 4.0)
-    psi = uniform_psi(k) + 2.0 * np.linalg.cholesky(smooth + 1e-8 * np.eye(c)) @ rng.standard_normal((c, k - 1))
+    chol = np.linalg.cholesky(smooth + 1e-8 * np.eye(c))
+    psi = uniform_psi(k) + 2.0 * chol @ rng.standard_normal((c, k - 1))
     counts = np.stack([rng.multinomial(30, p) for p in np.exp(log_probs(psi))])
     from corrpriors.core import select_kernel
     ranked = select_kernel(counts, {"independent": np.eye(c), "smooth": smooth},

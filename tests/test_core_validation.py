@@ -39,7 +39,8 @@ def test_integer_valued_floats_are_accepted():
 @pytest.mark.parametrize("cov,match", [
     (np.eye(4), r"covariance: expected shape \(3, 3\)"),
     (np.ones((3, 2)), "covariance: expected a square 2-D array"),
-    (np.array([[1.0, 0.5, 0.0], [0.1, 1.0, 0.0], [0.0, 0.0, 1.0]]), "covariance: must be symmetric"),
+    (np.array([[1.0, 0.5, 0.0], [0.1, 1.0, 0.0], [0.0, 0.0, 1.0]]),
+     "covariance: must be symmetric"),
     (np.array([[1.0, 2.0, 0.0], [2.0, 1.0, 0.0], [0.0, 0.0, 1.0]]),
      "covariance: must be positive semi-definite"),
     (np.where(np.eye(3) > 0, np.nan, 0.1), "covariance: contains NaN"),

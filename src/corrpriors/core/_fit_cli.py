@@ -141,7 +141,8 @@ def _run(args: argparse.Namespace) -> int:
     np.savetxt(out / "probs.csv", probs, delimiter=",", fmt="%.10g", header=",".join(names),
                comments="")
     np.savez(out / "psi.npz", psi_mean=model.psi_mean_, psi_var=model.psi_var_)
-    hp = dict(zip(model.kernel_.hyperparameter_names, np.exp(model.kernel_.theta).tolist()))
+    hp = dict(zip(model.kernel_.hyperparameter_names, np.exp(model.kernel_.theta).tolist(),
+                  strict=True))
     summary = {
         "counts": str(counts_path),
         "n_covariates": int(c),

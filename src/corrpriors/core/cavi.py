@@ -8,8 +8,9 @@ family :math:`q(\psi_{\cdot k}) = N(\lambda_k, V_k)`, :math:`q(\omega_{ck}) = PG
 :math:`E[\omega_{ck}] = b_{ck}\tanh(w_{ck}/2)/(2w_{ck})`.
 
 **psi step (fast form).** The paper's update
-:math:`V_k = (\Sigma^{-1} + diag E[\omega_k])^{-1}`, :math:`\lambda_k = V_k(\kappa_k + \Sigma^{-1}\mu_k)`
-costs :math:`O(C^3)` per stick with explicit inverses. Here only the observed set
+:math:`V_k = (\Sigma^{-1} + diag E[\omega_k])^{-1}`,
+:math:`\lambda_k = V_k(\kappa_k + \Sigma^{-1}\mu_k)` costs :math:`O(C^3)` per stick with
+explicit inverses. Here only the observed set
 :math:`O_k = \{c: b_{ck} > 0\}` enters (elsewhere :math:`E[\omega_{ck}] = 0`). With
 :math:`D = diag E[\omega_k]_O` and :math:`B = I + D^{1/2}\Sigma_{OO}D^{1/2} = LL^\top`
 (eigenvalues :math:`\ge 1`, always well conditioned),
@@ -281,7 +282,7 @@ class PsiStep:
 
 def gather_blocks(layout: StickLayout, base: np.ndarray,
                   max_bytes: float = 256e6) -> list[np.ndarray] | None:
-    """Pre-gather every group's :math:`\tilde\Sigma_{OO}` blocks (reused while the base is fixed).
+    r"""Pre-gather every group's :math:`\tilde\Sigma_{OO}` blocks (reused while the base is fixed).
 
     Parameters
     ----------
@@ -304,7 +305,7 @@ def psi_step(layout: StickLayout, sigma: np.ndarray, mu: np.ndarray, kappa: np.n
              omega_mean: np.ndarray, full: bool = False, need_reduction: bool = False,
              blocks: list[np.ndarray] | None = None, block_scale: float = 1.0,
              workspace: list[np.ndarray] | None = None) -> PsiStep:
-    """Update of :math:`q(\psi)` given :math:`q(\omega)`, in the fast form.
+    r"""Update of :math:`q(\psi)` given :math:`q(\omega)`, in the fast form.
 
     Parameters
     ----------
@@ -417,7 +418,8 @@ def psi_step(layout: StickLayout, sigma: np.ndarray, mu: np.ndarray, kappa: np.n
 # ----------------------------------------------------------------------------------------------
 
 
-def run_cavi(counts: np.ndarray, base_covariance: np.ndarray, mean: np.ndarray, **kwargs) -> VIResult:
+def run_cavi(counts: np.ndarray, base_covariance: np.ndarray, mean: np.ndarray,
+             **kwargs) -> VIResult:
     """Run CAVI with optional (MAP-)EM; see :func:`_run_cavi` for the parameters.
 
     Uses single-threaded BLAS while the observed sets are small (many small factorisations
@@ -636,5 +638,5 @@ def _sample_q_psi(sigma, psi_mean, site_precision, n_samples, rng):
     return out
 
 
-__all__ = ["sample_q_psi", "pg_expectation", "omega_step", "jittered_covariance", "StickGroup", "StickLayout",
-           "build_layout", "gather_blocks", "PsiStep", "psi_step", "run_cavi"]
+__all__ = ["sample_q_psi", "pg_expectation", "omega_step", "jittered_covariance", "StickGroup",
+           "StickLayout", "build_layout", "gather_blocks", "PsiStep", "psi_step", "run_cavi"]

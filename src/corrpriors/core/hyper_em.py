@@ -4,8 +4,8 @@ With :math:`q` fixed, the ELBO depends on the prior through
 
 .. math::
 
-    f(\mu, \Sigma) = -\frac12\sum_{k=1}^{K-1}\Big[\log|\Sigma| + tr\big(\Sigma^{-1}(V_k + d_k d_k^\top)\big)
-    \Big], \qquad d_k = \mu_k - \lambda_k .
+    f(\mu, \Sigma) = -\frac12\sum_{k=1}^{K-1}\Big[\log|\Sigma|
+        + tr\big(\Sigma^{-1}(V_k + d_k d_k^\top)\big)\Big], \qquad d_k = \mu_k - \lambda_k .
 
 * **Scale** (:math:`\Sigma = \theta\tilde\Sigma`):
   :math:`\theta^\ast = S / ((K-1)C)` with

@@ -30,7 +30,8 @@ class CorrelatedMultinomial:
 
     .. math::
 
-        \psi_{\cdot k} &\sim N(\mu_k, \Sigma), \qquad \Sigma = \theta\,(\tilde\Sigma + \epsilon I),\\
+        \psi_{\cdot k} &\sim N(\mu_k, \Sigma), \qquad
+        \Sigma = \theta\,(\tilde\Sigma + \epsilon I),\\
         \pi_c &= \Pi_{SB}(\psi_{c\cdot}), \qquad
         \pi_{ck} = \sigma(\psi_{ck})\prod_{j<k}(1-\sigma(\psi_{cj})),\\
         x_{c\cdot} &\sim Mult(N_c, \pi_c)
@@ -352,8 +353,8 @@ class CorrelatedMultinomial:
         """
         return psi_to_pi(self.sample_psi(n, rng=rng))
 
-    def fit_gibbs(self, counts: Any, n_samples: int, burn_in: int = 100, *, rng: SeedLike,
-                  thin: int = 1):
+    def fit_gibbs(self, counts: Any, n_samples: int, burn_in: int = 200, rng: SeedLike = None,
+                  *, thin: int = 1):
         """Exact posterior samples by the Polya-Gamma Gibbs sampler under the same prior.
 
         Uses the jittered, scaled covariance and the prior mean of the last VI fit when there is
@@ -365,10 +366,12 @@ class CorrelatedMultinomial:
         counts : array_like of shape (C, K)
         n_samples, burn_in, thin : int
         rng : None, int or numpy.random.Generator
+            Source of randomness (``None``: fresh OS entropy; pass a seed to reproduce).
 
         Returns
         -------
         GibbsResult
+            ``psi`` (n_samples, C, K - 1) and ``pi`` (n_samples, C, K) draws.
         """
         from .gibbs import run_gibbs
 
@@ -388,7 +391,8 @@ class CorrelatedMultinomial:
                          rng=as_generator(rng), init_psi=init_psi)
 
 
-def select_kernel(counts: Any, candidates: Any, **kwargs: Any) -> list[tuple[Any, CorrelatedMultinomial]]:
+def select_kernel(counts: Any, candidates: Any,
+                  **kwargs: Any) -> list[tuple[Any, CorrelatedMultinomial]]:
     """Fit one model per candidate covariance and rank them by ELBO (best first).
 
     The ELBO bounds the log evidence :math:`\\log p(X)` of each prior, so it is comparable

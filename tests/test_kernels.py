@@ -192,6 +192,10 @@ def test_bind_coords_and_distances():
     G = bc.gram()
     G[0, 0] = 99.0  # a fresh array each call
     assert bc.gram()[0, 0] != 99.0
+    X[0, 0] = 1e3  # the bound kernel holds its own read-only copy
+    np.testing.assert_allclose(bc.gram(), bd.gram())
+    with pytest.raises(ValueError, match="read-only"):
+        bc.distances[0, 1] = 0.0
 
 
 @pytest.mark.parametrize("D, match", [

@@ -309,6 +309,16 @@ class BoundKernel:
     distances: FloatArray
     coords: FloatArray | None = None
 
+    def __post_init__(self) -> None:
+        # private read-only copies: a frozen object must not change under its user's feet
+        D = np.array(self.distances, dtype=np.float64)
+        D.setflags(write=False)
+        object.__setattr__(self, "distances", D)
+        if self.coords is not None:
+            X = np.array(self.coords, dtype=np.float64)
+            X.setflags(write=False)
+            object.__setattr__(self, "coords", X)
+
     @property
     def n_covariates(self) -> int:
         """Number C of covariates."""

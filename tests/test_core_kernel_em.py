@@ -62,3 +62,24 @@ def test_lengthscale_learning_is_monotone_and_moves_towards_truth():
     assert m.elbo_ > fixed.elbo_
     # the bound kernel's gram, jittered, is the covariance the fit reports
     np.testing.assert_allclose(m.covariance_, m.kernel_.gram() + m.jitter_ * np.eye(c))
+
+
+def test_kernel_learning_with_map_scale_and_constant_mean_is_monotone():
+    rng = np.random.default_rng(2)
+    coords = _coords(4)
+    counts = rng.poisson(2.0, size=(len(coords), 4))
+    start = kernels.Matern52(lengthscale=1.0).bind(coords=coords)
+    m = CorrelatedMultinomial(covariance=start, learn_kernel=True, learn_scale=True,
+                              scale_prior=(2.0, 1.0), learn_mean="constant",
+                              mean_prior_std=2.0, max_iter=200, tol=1e-10)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m.fit(counts)
+    obj = m.objective_trace_
+    assert np.all(np.diff(obj) >= -1e-9 * np.abs(obj[1:]))
+    from scipy.stats import gamma, norm
+    hyper = (gamma.logpdf(m.scale_, a=2.0, scale=1.0)
+             + norm.logpdf(m.mean_[0], loc=uniform_psi(4), scale=2.0).sum())
+    assert m.objective_ - m.elbo_ == pytest.approx(hyper, rel=1e-10)
+    assert np.ptp(m.mean_, axis=0).max() == 0.0  # constant means

@@ -80,6 +80,7 @@ def test_gibbs_and_vi_agree_on_a_data_rich_problem():
     np.testing.assert_allclose(np.sqrt(m.psi_var_), gsd, rtol=0.35)
 
 
+@pytest.mark.filterwarnings("ignore::corrpriors.exceptions.JitterWarning")
 def test_select_kernel_ranks_by_elbo():
     rng = np.random.default_rng(9)
     c, k = 20, 3

@@ -12,7 +12,7 @@ from corrpriors.experiments._runner import run_experiment
 
 
 def tiny_config():
-    return system_id.Config(transitions=(0, 50, 400), lengthscales=(0.0,), max_iter=30, tol=1e-4)
+    return system_id.Config(transitions=(0, 50, 400), lengthscales=(0.0,), max_iter=10)
 
 
 def test_random_walk_starts_in_the_corner_and_follows_the_model():
@@ -61,3 +61,27 @@ def test_quick_end_to_end_through_the_runner(tmp_path):
     assert {"claims", "data_efficiency"} <= set(summary["extra"]) or "claims" in summary["extra"]
     assert {p.suffix for p in report.figures} == {".png", ".pdf"}
     assert all(p.stat().st_size > 0 for p in report.figures)
+
+
+def test_summarise_extra_data_efficiency_and_claims_on_known_curves():
+    config = system_id.Config(transitions=(0, 500, 1000, 2000, 4000))
+    curves = {
+        "pg": [0.8, 0.7, 0.6, 0.5, 0.4],
+        "pg_offset": [0.5, 0.3, 0.2, 0.15, 0.1],
+        "dirichlet_uniform": [0.8, 0.75, 0.7, 0.6, 0.5],      # never reaches 0.2
+        "dirichlet_sparse": [0.8, 0.6, 0.4, 0.25, 0.15],      # reaches 0.2 half-way from 2000 to 4000
+    }
+    metrics = {"hellinger": {"better": "lower", "methods": {
+        m: {"mean": c, "std": [0.01] * 5} for m, c in curves.items()}}}
+    extra = system_id.summarise_extra(config, {0: {}}, metrics)
+    eff = extra["data_efficiency"]
+    assert eff["level"] == pytest.approx(0.2)
+    assert eff["dirichlet_sparse"]["T"] == pytest.approx(3000.0)
+    assert eff["dirichlet_sparse"]["ratio"] == pytest.approx(3.0)
+    assert eff["dirichlet_uniform"]["T"] is None and "not reached" in eff["dirichlet_uniform"]["note"]
+    claims = {c["claim"]: c["holds"] for c in extra["claims"]}
+    assert claims["pg_offset error clearly below both Dirichlet models (mean gap > the sum of the stds at every T > 0)"]
+    assert claims["pg_offset's advantage is largest for small T"]
+    # pg is not below the sparse Dirichlet at T = 4000 (0.4 vs 0.15)
+    assert not claims["pg error clearly below both Dirichlet models (mean gap > the sum of the stds at every T > 0)"]
+    assert any("data efficiency" in n for n in extra["notes"])

@@ -255,7 +255,8 @@ def _format_x(x: float) -> str:
 
 
 def format_table(summary: dict, max_columns: int = 6) -> str:
-    """A short plain-text table: mean ± std of every method at a few x values, and the claims."""
+    """A short plain-text table: mean ± std of every method at a few x values, then the
+    experiment's ``extra["notes"]`` (strings) and ``extra["claims"]``."""
     xs = summary["x"]["values"]
     if len(xs) <= max_columns:
         cols = list(range(len(xs)))
@@ -276,8 +277,10 @@ def format_table(summary: dict, max_columns: int = 6) -> str:
                 m, s = stats["mean"][c], stats["std"][c]
                 cells.append(("nan" if m is None else f"{m:.3f}±{0.0 if s is None else s:.3f}").rjust(16))
             lines.append("    " + method.ljust(width) + "".join(cells))
-    claims = summary.get("extra", {}).get("claims", []) if isinstance(summary.get("extra"), dict) else []
-    for claim in claims:
+    extra = summary.get("extra") if isinstance(summary.get("extra"), dict) else {}
+    for note in extra.get("notes", []):
+        lines.append(f"  {note}")
+    for claim in extra.get("claims", []):
         mark = "holds" if claim.get("holds") else "DOES NOT HOLD"
         lines.append(f"  [{mark}] {claim.get('claim', '')}: {claim.get('detail', '')}")
     return "\n".join(lines)

@@ -73,11 +73,11 @@ def test_gibbs_and_vi_agree_on_a_data_rich_problem():
     g = m.fit_gibbs(counts, n_samples=1500, burn_in=200, rng=8)
     gm = g.psi.mean(0)
     gsd = g.psi.std(0)
-    # Monte Carlo error (with a generous autocorrelation allowance) plus a small VI bias
-    tol = 0.05 * gsd + 6 * gsd / np.sqrt(1500 / 10)
-    assert np.all(np.abs(gm - m.psi_mean_) < tol + 0.01)
-    # mean-field VI is not wildly off on marginal spread either
-    np.testing.assert_allclose(np.sqrt(m.psi_var_), gsd, rtol=0.35)
+    # 4 Monte Carlo standard errors (effective sample size taken as n/5) plus a small VI bias
+    tol = 4 * gsd / np.sqrt(1500 / 5) + 0.02 * gsd
+    assert np.all(np.abs(gm - m.psi_mean_) < tol)
+    # mean-field VI slightly under-estimates the marginal spread, but not by much here
+    np.testing.assert_allclose(np.sqrt(m.psi_var_), gsd, rtol=0.15)
 
 
 @pytest.mark.filterwarnings("ignore::corrpriors.exceptions.JitterWarning")

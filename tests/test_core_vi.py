@@ -172,7 +172,7 @@ def test_elbo_below_quadrature_evidence_k2():
     dx = grid[1] - grid[0]
     log_evidence = logsumexp(loglik + logprior) + 2 * np.log(dx)
     assert np.all(m.elbo_trace_ <= log_evidence + 1e-9)
-    assert m.elbo_ > log_evidence - 0.3
+    assert m.elbo_ > log_evidence - 0.1
 
 
 @pytest.mark.parametrize("c,k,seed", [(3, 3, 0), (5, 4, 1)])
@@ -207,7 +207,7 @@ def test_elbo_below_importance_sampling_evidence(c, k, seed):
     assert ess > 1000
     se = np.sqrt(np.var(ww) / n_draw) / np.mean(ww)  # relative s.e. ~ s.e. of the log
     assert np.all(m.elbo_trace_ <= log_evidence + 4 * se + 1e-9)
-    assert m.elbo_ > log_evidence - 1.0
+    assert m.elbo_ > log_evidence - 1.0  # measured gaps: 0.33 (C=3, K=3), 0.53 (C=5, K=4)
     del b, w
 
 

@@ -188,3 +188,117 @@ def test_known_model():
     np.testing.assert_array_equal(m.sample_many(3, rng=rng), np.stack([P] * 3))
     with pytest.raises(ValueError, match="P"):
         KnownTransitionModel(np.ones((3, 2, 3)))
+
+
+# ---------------------------------------------------------------- correlated belief
+def se_cov(coords, ell):
+    d2 = ((coords[:, None, :] - coords[None, :, :]) ** 2).sum(-1)
+    return np.exp(-0.5 * d2 / ell ** 2)
+
+
+def right_mover(n):
+    """n x n grid, both actions move one cell right (stay at the right edge)."""
+    coords = grid_coords(n)
+    S = n * n
+    P = np.zeros((S, 2, S))
+    for s, (r, c) in enumerate(coords):
+        P[s, :, r * n + min(c + 1, n - 1)] = 1.0
+    return coords, P
+
+
+@pytest.fixture(scope="module")
+def fitted_relative():
+    from corrpriors.applications.transitions import CorrelatedTransitionModel
+
+    coords, P = right_mover(4)
+    cmap = displacement_category_map(coords, radius=1)
+    m = CorrelatedTransitionModel(16, 2, se_cov(coords.astype(float), 3.0), category_map=cmap,
+                                  max_iter=200, tol=1e-6)
+    counts = np.zeros((16, 2, 16))
+    observed = [0, 1, 4, 5]                                  # a 2x2 block in the top-left corner
+    counts[observed] = 20 * P[observed]
+    m.set_counts(counts)
+    return m, P, observed
+
+
+def test_correlated_generalises_shared_moves_to_unvisited_states(fitted_relative):
+    m, P, observed = fitted_relative
+    mean = m.mean()
+    assert mean.shape == (16, 2, 16)
+    np.testing.assert_allclose(mean.sum(-1), 1.0, atol=1e-10)
+    unvisited_interior = [9, 10, 13, 14]
+    # the shared move "one cell right" is predicted for states never visited
+    assert np.all(mean[unvisited_interior, 0, np.array(unvisited_interior) + 1] > 0.5)
+    dirichlet = DirichletTransitionModel(16, 2, alpha=1.0).set_counts(m.counts).mean()
+    np.testing.assert_allclose(dirichlet[unvisited_interior, 0], 1 / 16)
+
+
+def test_correlated_lazy_refit_counts_fits(fitted_relative):
+    from corrpriors.applications.transitions import CorrelatedTransitionModel
+
+    _, P, _ = fitted_relative
+    coords = grid_coords(4)
+    m = CorrelatedTransitionModel(16, 2, se_cov(coords.astype(float), 3.0),
+                                  category_map=displacement_category_map(coords, 1), max_iter=30)
+    m.update([0, 1], [0, 1], [1, 2])
+    m.mean()
+    assert m.n_fits_ == 2                                    # one fit per action
+    m.mean(), m.sample(rng=0), m.sample_many(3, rng=1), m.category_probs()
+    assert m.n_fits_ == 2                                    # no new data: no refit
+    m.update([5], [1], [6])
+    m.mean()
+    assert m.n_fits_ == 3                                    # only action 1 changed
+    m.set_counts(m.counts)                                   # same data: nothing to refit
+    m.sample_many(2, rng=2)
+    assert m.n_fits_ == 3
+    m.update([], [], [])                                     # no transitions: no refit
+    m.mean()
+    assert m.n_fits_ == 3
+
+
+def test_correlated_warm_refit_matches_cold_fit():
+    from corrpriors.applications.transitions import CorrelatedTransitionModel
+
+    coords, P = right_mover(3)
+    rng = np.random.default_rng(10)
+    Pn = 0.7 * P + 0.3 / 9
+    counts1 = np.stack([rng.multinomial(5, Pn[s, a]) for s in range(9) for a in range(2)]).reshape(9, 2, 9)
+    counts2 = counts1 + np.stack([rng.multinomial(3, Pn[s, a]) for s in range(9)
+                                  for a in range(2)]).reshape(9, 2, 9)
+    kw = dict(covariance=se_cov(coords.astype(float), 2.0), max_iter=2000, tol=1e-10)
+    warm = CorrelatedTransitionModel(9, 2, **kw).set_counts(counts1)
+    warm.mean()
+    warm.set_counts(counts2)
+    cold = CorrelatedTransitionModel(9, 2, **kw).set_counts(counts2)
+    np.testing.assert_allclose(warm.mean(), cold.mean(), atol=2e-4)
+    np.testing.assert_allclose(warm.scale_, cold.scale_, rtol=1e-3)
+
+
+def test_correlated_samples_valid_reproducible_and_centred(fitted_relative):
+    m, P, observed = fitted_relative
+    d1 = m.sample_many(400, rng=np.random.default_rng(11))
+    d2 = m.sample_many(400, rng=np.random.default_rng(11))
+    assert d1.shape == (400, 16, 2, 16)
+    np.testing.assert_array_equal(d1, d2)
+    assert (d1 >= 0).all()
+    np.testing.assert_allclose(d1.sum(-1), 1.0, atol=1e-10)
+    # well-observed states: draws concentrate near the (plug-in) mean
+    mean = m.mean()
+    np.testing.assert_allclose(d1.mean(0)[observed], mean[observed], atol=0.05)
+
+
+def test_correlated_identity_map_with_plenty_of_data_matches_frequencies():
+    from corrpriors.applications.transitions import CorrelatedTransitionModel
+
+    rng = np.random.default_rng(12)
+    P = random_P(rng, 5, 2)
+    counts = np.stack([rng.multinomial(3000, P[s, a]) for s in range(5)
+                       for a in range(2)]).reshape(5, 2, 5)
+    coords = np.arange(5.0)[:, None]
+    m = CorrelatedTransitionModel(5, 2, se_cov(coords, 1.0), max_iter=500, tol=1e-8)
+    m.set_counts(counts)
+    np.testing.assert_allclose(m.mean(), counts / counts.sum(-1, keepdims=True), atol=0.01)
+    with pytest.raises(ValueError, match="covariance"):
+        CorrelatedTransitionModel(5, 2, np.eye(4))
+    with pytest.raises(ValueError, match="probs_method"):
+        CorrelatedTransitionModel(5, 2, np.eye(5), probs_method="median")

@@ -411,6 +411,9 @@ def _dirichlet_draws(shape_param: FloatArray, n: int, rng: np.random.Generator) 
     1e-3 (whose Gamma draws underflow to zero) still give valid simplex points.
     """
     a = np.broadcast_to(shape_param, (n,) + shape_param.shape)
+    if shape_param.min() >= 1.0:      # no underflow risk: plain Gamma draws
+        g = rng.gamma(a)
+        return g / g.sum(axis=-1, keepdims=True)
     log_g = np.log(rng.gamma(a + 1.0)) + np.log(rng.random(a.shape)) / a
     log_g -= log_g.max(axis=-1, keepdims=True)
     g = np.exp(log_g)
@@ -474,5 +477,172 @@ class KnownTransitionModel(_TransitionBelief):
         return np.broadcast_to(self._P, (_check_n(n),) + self._P.shape).copy()
 
 
-class CorrelatedTransitionModel(_TransitionBelief):  # filled in below once the core lands
-    """Placeholder, replaced below."""
+class CorrelatedTransitionModel(_TransitionBelief):
+    r"""The paper's correlated belief: one correlated multinomial per action over the states.
+
+    For every action ``a`` the category counts ``X^{(a)}[s, k]`` (next states of ``s`` under
+    ``a``, mapped to categories by ``category_map``) follow
+    :class:`corrpriors.core.model.CorrelatedMultinomial` with the states as covariates:
+
+    .. math:: \psi^{(a)}_{\cdot k} \sim N(\mu_k, \theta_a \tilde\Sigma), \qquad
+              q^{(a)}_s = \Pi_{SB}(\psi^{(a)}_{s \cdot}), \qquad
+              X^{(a)}_{s \cdot} \sim Mult(N_{sa}, q^{(a)}_s),
+
+    and next-state probabilities follow from ``q`` through the category map (see the
+    module docstring). Refits are *lazy* -- an action's model is refitted only when its
+    counts changed since its last fit -- and *warm-started* from that fit.
+
+    Parameters
+    ----------
+    n_states : int
+        S.
+    n_actions : int
+        A.
+    covariance : ndarray of shape (S, S) or BoundKernel
+        :math:`\tilde\Sigma` over the states (e.g. a squared-exponential kernel on the
+        state coordinates), shared by all actions.
+    category_map : CategoryMap, optional
+        Default :func:`identity_category_map` (absolute encoding).
+    learn_scale : bool, default=True
+        Learn :math:`\theta_a` by (MAP-)EM at every fit.
+    learn_mean : {None, "constant"}, default="constant"
+        Learn one prior mean per stick (and action).
+    scale_prior : (shape, rate) or None, default=(2.0, 1.0)
+        Gamma hyper-prior on :math:`\theta_a` (MAP-EM); keeps the scale from collapsing to
+        zero while the data are scarce.
+    probs_method : {"plugin", "mc"}, default="plugin"
+        How :meth:`mean` turns :math:`q(\psi)` into probabilities: ``"plugin"``
+        :math:`\Pi_{SB}(\lambda)` (the paper's) or a Monte-Carlo posterior mean.
+    max_iter : int, default=100
+        CAVI iteration cap per refit (warm starts need few).
+    tol : float, default=1e-6
+        Relative objective change that stops a refit.
+    **model_kwargs
+        Passed on to :class:`~corrpriors.core.model.CorrelatedMultinomial` (for example
+        ``mean_prior_std`` -- default 3.0 here, a weak normal hyper-prior on the constant
+        means -- ``learn_kernel``, ``scale``).
+
+    Attributes
+    ----------
+    models_ : list of CorrelatedMultinomial
+        One per action (fitted lazily).
+    n_fits_ : int
+        Number of per-action model fits performed so far.
+    fit_seconds_ : float
+        Wall-clock seconds spent in those fits.
+    n_unconverged_ : int
+        Fits that stopped at ``max_iter`` (expected with small caps; their
+        :class:`~corrpriors.exceptions.ConvergenceWarning` is suppressed and counted here).
+    """
+
+    def __init__(self, n_states: int, n_actions: int, covariance: Any,
+                 category_map: CategoryMap | None = None, learn_scale: bool = True,
+                 learn_mean: str | None = "constant",
+                 scale_prior: tuple[float, float] | None = (2.0, 1.0),
+                 probs_method: str = "plugin", max_iter: int = 100, tol: float = 1e-6,
+                 **model_kwargs: Any) -> None:
+        super().__init__(n_states, n_actions)
+        from ..core.model import CorrelatedMultinomial
+
+        cmap = identity_category_map(self.n_states) if category_map is None else category_map
+        if not isinstance(cmap, CategoryMap):
+            raise TypeError(f"category_map: expected a CategoryMap, got {type(cmap).__name__}")
+        if cmap.n_states != self.n_states:
+            raise ValueError(f"category_map: expected a map over S = {self.n_states} states, "
+                             f"got {cmap.n_states}")
+        if probs_method not in ("plugin", "mc"):
+            raise ValueError(f"probs_method: expected 'plugin' or 'mc', got {probs_method!r}")
+        if learn_mean not in (None, "constant"):
+            raise ValueError(f"learn_mean: expected None or 'constant', got {learn_mean!r}")
+        if hasattr(covariance, "gram"):
+            cov = covariance
+        else:
+            cov = check_array(covariance, "covariance", ndim=2)
+            check_shape(cov, (self.n_states, self.n_states), "covariance")
+        self.covariance = cov
+        self.category_map = cmap
+        self.probs_method = probs_method
+        kwargs = {"mean_prior_std": 3.0}
+        kwargs.update(model_kwargs)
+        self.models_ = [
+            CorrelatedMultinomial(cov, learn_mean=learn_mean, learn_scale=learn_scale,
+                                  max_iter=max_iter, tol=tol, scale_prior=scale_prior,
+                                  warm_start=True, **kwargs)
+            for _ in range(self.n_actions)
+        ]
+        self.n_fits_ = 0
+        self.fit_seconds_ = 0.0
+        self.n_unconverged_ = 0
+        self._fitted_counts: list[np.ndarray | None] = [None] * self.n_actions
+        self._cache: dict[str, Any] = {}
+
+    @property
+    def n_categories(self) -> int:
+        """K, the number of categories per state."""
+        return self.category_map.n_categories
+
+    @property
+    def scale_(self) -> FloatArray:
+        r"""Learned scales :math:`\theta_a`, ndarray of shape (A,)."""
+        self.refit()
+        return np.array([m.scale_ for m in self.models_])
+
+    def refit(self) -> "CorrelatedTransitionModel":
+        """Fit every action's model whose counts changed since its last fit (lazy, warm).
+
+        Returns
+        -------
+        self
+        """
+        import time
+        import warnings
+
+        from ..exceptions import ConvergenceWarning
+
+        if self._cache.get("version") == self._version:
+            return self
+        cat_counts = self.category_map.aggregate(self._counts.transpose(1, 0, 2))   # (A, S, K)
+        for a, model in enumerate(self.models_):
+            prev = self._fitted_counts[a]
+            if prev is not None and np.array_equal(prev, cat_counts[a]):
+                continue
+            tic = time.perf_counter()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                model.fit(cat_counts[a], warm_start=True)
+            self.fit_seconds_ += time.perf_counter() - tic
+            self.n_fits_ += 1
+            self.n_unconverged_ += int(not model.converged_)
+            self._fitted_counts[a] = cat_counts[a].copy()
+        self._cache = {"version": self._version}
+        return self
+
+    def _to_next_states(self, q: FloatArray, a: int) -> FloatArray:
+        cmap = self.category_map
+        if cmap.is_identity:
+            return q
+        return cmap.next_state_probs(q, cmap.other_weights(self._counts[:, a, :]))
+
+    def category_probs(self) -> FloatArray:
+        """Posterior category probabilities per action, ndarray of shape (A, S, K)."""
+        self.refit()
+        return np.stack([m.probs(method=self.probs_method, rng=0) for m in self.models_])
+
+    def mean(self) -> FloatArray:
+        """Posterior-mean (``probs_method``) transition model, ndarray of shape (S, A, S)."""
+        self.refit()
+        if "mean" not in self._cache:
+            q = self.category_probs()
+            self._cache["mean"] = np.stack([self._to_next_states(q[a], a)
+                                            for a in range(self.n_actions)], axis=1)
+        return self._cache["mean"].copy()
+
+    def sample_many(self, n: int, *, rng: SeedLike) -> FloatArray:
+        r"""``n`` joint draws from :math:`q(\psi)` mapped to models, shape (n, S, A, S)."""
+        n = _check_n(n)
+        gen = as_generator(rng)
+        self.refit()
+        out = np.empty((n, self.n_states, self.n_actions, self.n_states))
+        for a, model in enumerate(self.models_):
+            out[:, :, a, :] = self._to_next_states(model.sample_probs(n, rng=gen), a)
+        return out

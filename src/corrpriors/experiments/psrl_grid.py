@@ -82,7 +82,7 @@ class Config:
     alpha_uniform: float = 1.0
     alpha_sparse: float = 1e-3
     lengthscale: float = 0.0
-    radius: int = 1
+    radius: int = 3
     learn_scale: bool = True
     max_iter: int = 50
     tol: float = 1e-4

@@ -301,3 +301,15 @@ def test_out_defaults_to_results(tmp_path, monkeypatch):
     assert sorted(p.name for p in (tmp_path / "results" / NAME / "seeds").glob("*.npz")) == [
         "seed-0.npz", "seed-1.npz"
     ]
+
+
+def test_cli_reports_a_failing_experiment(tmp_path, monkeypatch, capsys):
+    main = _cli_main()
+
+    def boom(config, rng):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(THIS, "run_seed", boom)
+    code = main(["reproduce", NAME, "--quick", "--jobs", "1", "--out", str(tmp_path), "--no-progress"])
+    assert code == 1
+    assert "boom" in capsys.readouterr().err

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import traceback
 
 from ._registry import ExperimentUnavailable, available_experiments, experiment_names, get_experiment
 from ._runner import BACKENDS, parse_seeds, run_experiment
@@ -93,6 +94,10 @@ def run(args: argparse.Namespace) -> int:
             return 1
         except ValueError as exc:
             print(f"corrpriors reproduce: error: {name}: {exc}", file=sys.stderr)
+            status = 1
+        except Exception:  # one broken experiment must not stop `reproduce all`
+            print(f"corrpriors reproduce: {name} failed (finished seeds are kept on disk):", file=sys.stderr)
+            traceback.print_exc()
             status = 1
     if ran == 0 and status == 0:
         print("corrpriors reproduce: no experiment is available yet", file=sys.stderr)

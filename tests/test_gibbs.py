@@ -22,19 +22,20 @@ from corrpriors.core.stick_breaking import count_statistics, psi_to_pi
 from corrpriors.exceptions import JitterWarning
 
 # ----------------------------------------------------------------------------- Geweke
-GEW_MU = np.array([[0.5, -0.7], [0.9, 0.2]])          # (C, K-1) = (2, 2), K = 3
-GEW_SIGMA = np.array([[1.0, 0.6], [0.6, 1.3]])
-GEW_N = np.array([4, 2])
+# (mu (C, K-1), Sigma (C, C), N (C,)): a small K = 3 problem, and one with a covariate that
+# is never observed (N = 0, so b = 0 and it moves only through the prior correlation).
+SMALL = (np.array([[0.5, -0.7], [0.9, 0.2]]), np.array([[1.0, 0.6], [0.6, 1.3]]), np.array([4, 2]))
+WITH_EMPTY = (np.array([[0.3, -0.2, 0.1], [-0.5, 0.4, 0.0], [0.2, 0.2, -0.6]]),
+              np.array([[1.0, 0.7, 0.3], [0.7, 1.2, 0.5], [0.3, 0.5, 0.8]]), np.array([3, 0, 1]))
 
 
-def _draw_x(psi, rng):
+def _draw_x(psi, N, rng):
     """x | psi for stacked problems: psi (C, R, K-1) -> x (C, R, K)."""
-    pi = psi_to_pi(psi)
-    return rng.multinomial(GEW_N[:, None], pi)
+    return rng.multinomial(N[:, None], psi_to_pi(psi))
 
 
 def _stats(psi, x):
-    """Test functions g(psi, x) per chain: psi, psi^2, psi_1k * psi_2k, x; shape (R, n_stats)."""
+    """Test functions g(psi, x) per chain: psi, psi^2, psi_1k * psi_2k, x, psi_c1 x_c1."""
     _C, R, _Km1 = psi.shape
     cols = [psi.transpose(1, 0, 2).reshape(R, -1), (psi**2).transpose(1, 0, 2).reshape(R, -1),
             psi[0] * psi[1], x.transpose(1, 0, 2).reshape(R, -1).astype(float),
@@ -51,34 +52,43 @@ def halved_omega_step(psi_cols, b, kappa, mean, cov, rng):
     return sample_psi(0.5 * omega, kappa, mean, cov, rng, observed=b > 0)
 
 
+def slightly_shrunk_omega_step(psi_cols, b, kappa, mean, cov, rng):
+    omega = sample_omega(psi_cols, b, rng)
+    return sample_psi(0.8 * omega, kappa, mean, cov, rng, observed=b > 0)
+
+
 def dropped_mean_step(psi_cols, b, kappa, mean, cov, rng):
     omega = sample_omega(psi_cols, b, rng)
     return sample_psi(omega, kappa, np.zeros_like(mean), cov, rng, observed=b > 0)
 
 
-def geweke_z(step, n_chains=300, n_iter=60, n_marginal=100_000, seed=0):
+def geweke_z(step, problem=SMALL, n_chains=300, n_iter=60, n_marginal=100_000, seed=0):
     """z-scores of successive-conditional vs marginal-conditional means of the test functions."""
+    mu, Sigma, N = problem
     rng = np.random.default_rng(seed)
-    C, Km1 = GEW_MU.shape
-    L = np.linalg.cholesky(GEW_SIGMA)
+    C, Km1 = mu.shape
+    L = np.linalg.cholesky(Sigma)
     # marginal-conditional: i.i.d. (psi, x) from the joint
-    psi_m = GEW_MU[:, None, :] + np.einsum("ij,jrk->irk", L, rng.standard_normal((C, n_marginal, Km1)))
-    g_m = _stats(psi_m, _draw_x(psi_m, rng))
+    psi_m = mu[:, None, :] + np.einsum("ij,jrk->irk", L, rng.standard_normal((C, n_marginal, Km1)))
+    g_m = _stats(psi_m, _draw_x(psi_m, N, rng))
     mean_m, se_m = g_m.mean(0), g_m.std(0) / np.sqrt(n_marginal)
     # successive-conditional: R chains, each started from the joint (so stationary from t = 0)
-    psi = GEW_MU[:, None, :] + np.einsum("ij,jrk->irk", L, rng.standard_normal((C, n_chains, Km1)))
-    x = _draw_x(psi, rng)
-    mean_cols = np.tile(GEW_MU, (1, n_chains))                  # columns ordered (chain, stick)
+    psi = mu[:, None, :] + np.einsum("ij,jrk->irk", L, rng.standard_normal((C, n_chains, Km1)))
+    x = _draw_x(psi, N, rng)
+    mean_cols = np.tile(mu, (1, n_chains))                      # columns ordered (chain, stick)
     acc = np.zeros((n_chains, g_m.shape[1]))
     for _ in range(n_iter):
         b, kappa = count_statistics(x)                           # (C, R, K-1)
-        new = step(psi.reshape(C, -1), b.reshape(C, -1), kappa.reshape(C, -1), mean_cols, GEW_SIGMA, rng)
+        new = step(psi.reshape(C, -1), b.reshape(C, -1), kappa.reshape(C, -1), mean_cols, Sigma, rng)
         psi = new.reshape(C, n_chains, Km1)
-        x = _draw_x(psi, rng)
+        x = _draw_x(psi, N, rng)
         acc += _stats(psi, x)
     chain_means = acc / n_iter                                   # independent across chains
     mean_s, se_s = chain_means.mean(0), chain_means.std(0, ddof=1) / np.sqrt(n_chains)
-    return (mean_s - mean_m) / np.sqrt(se_s**2 + se_m**2)
+    se = np.sqrt(se_s**2 + se_m**2)
+    diff = mean_s - mean_m
+    assert np.all(diff[se == 0] == 0)  # constant statistics (x of an unobserved covariate)
+    return np.divide(diff, se, out=np.zeros_like(diff), where=se > 0)
 
 
 def test_geweke_joint_distribution_passes_for_the_sampler():
@@ -90,6 +100,14 @@ def test_geweke_joint_distribution_passes_for_the_sampler():
 def test_geweke_detects_a_broken_step(step):
     z = geweke_z(step)
     assert np.max(np.abs(z)) > 8.0, np.round(z, 2)
+
+
+@pytest.mark.slow
+def test_geweke_with_unobserved_covariate_long():
+    kw = {"problem": WITH_EMPTY, "n_chains": 1000, "n_iter": 200, "n_marginal": 400_000, "seed": 1}
+    z = geweke_z(correct_step, **kw)
+    assert np.max(np.abs(z)) < 4.5, np.round(z, 2)
+    assert np.max(np.abs(geweke_z(slightly_shrunk_omega_step, **kw))) > 6.0
 
 
 # ----------------------------------------------------------------------------- psi | omega

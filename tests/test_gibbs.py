@@ -13,6 +13,7 @@ import pytest
 
 from corrpriors.core.gibbs import (
     GibbsResult,
+    effective_sample_size,
     gibbs_sweep,
     run_gibbs,
     sample_omega,
@@ -303,3 +304,22 @@ def test_gibbs_agrees_with_variational_posterior_on_data_rich_problem():
     assert np.all(err < 4.5 * _batch_se(res.psi) + 0.15 * sd), err.max()
     np.testing.assert_allclose(np.sqrt(vi.psi_var_), sd, rtol=0.25)
     assert np.abs(res.probs() - vi.probs(method="mc", n_samples=4000, rng=0)).max() < 0.01
+
+
+def test_effective_sample_size_on_ar1():
+    """AR(1) with coefficient rho: ESS / M -> (1 - rho) / (1 + rho); i.i.d. draws: ESS ~ M."""
+    rng = np.random.default_rng(9)
+    M, rho = 40_000, 0.8
+    e = rng.standard_normal((M, 3))
+    x = np.empty_like(e)
+    x[0] = e[0] / np.sqrt(1 - rho**2)
+    for t in range(1, M):
+        x[t] = rho * x[t - 1] + e[t]
+    ess = effective_sample_size(x)
+    assert ess.shape == (3,)
+    np.testing.assert_allclose(ess / M, (1 - rho) / (1 + rho), rtol=0.3)
+    assert np.all(effective_sample_size(e) > 0.6 * M)
+    with pytest.raises(ValueError, match="samples: need at least 4 draws"):
+        effective_sample_size(np.zeros((3, 2)))
+    res = run_gibbs([[5, 1], [0, 3]], np.zeros(1), np.eye(2), n_samples=400, burn_in=20, rng=0)
+    assert res.effective_sample_size().shape == (2, 1)

@@ -116,8 +116,44 @@ class GibbsResult:
         """Monte Carlo posterior mean of the probabilities, ndarray of shape (C, K)."""
         return self.pi.mean(axis=0)
 
+    def effective_sample_size(self) -> FloatArray:
+        """Batch-means effective sample size of every psi entry, ndarray of shape (C, K - 1).
+
+        PG Gibbs mixes slowly for entries whose data are very imbalanced (e.g. thousands of
+        counts in one category and a handful elsewhere); check this before trusting a mean.
+        """
+        return effective_sample_size(self.psi)
+
 
 # --------------------------------------------------------------------------- helpers
+def effective_sample_size(samples) -> FloatArray:
+    """Batch-means estimate of the effective sample size along the first axis.
+
+    With ``M`` draws split into ``a = floor(sqrt(M))`` batches of length ``L``,
+    ``ESS = M * var(draws) / (L * var(batch means))`` (capped at ``M``).
+
+    Parameters
+    ----------
+    samples : array_like of shape (M, ...)
+
+    Returns
+    -------
+    ess : ndarray of shape (...)
+    """
+    x = np.asarray(samples, dtype=np.float64)
+    M = x.shape[0]
+    n_batches = int(np.floor(np.sqrt(M)))
+    if n_batches < 2:
+        raise ValueError(f"samples: need at least 4 draws for a batch-means estimate, got {M}")
+    L = M // n_batches
+    batch_means = x[: n_batches * L].reshape((n_batches, L) + x.shape[1:]).mean(axis=1)
+    var = x.var(axis=0, ddof=1)
+    bvar = batch_means.var(axis=0, ddof=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ess = np.where(bvar > 0, M * var / (L * bvar), float(M))
+    return np.minimum(ess, float(M))
+
+
 def cholesky_with_jitter(covariance: FloatArray, name: str = "covariance",
                          max_tries: int = 8) -> tuple[np.ndarray, float]:
     """Lower Cholesky factor of ``covariance``, adding escalating diagonal jitter if needed.
@@ -381,6 +417,7 @@ def run_gibbs(counts, mean, covariance, n_samples: int, burn_in: int = 200, thin
 __all__ = [
     "GibbsResult",
     "cholesky_with_jitter",
+    "effective_sample_size",
     "gibbs_sweep",
     "run_gibbs",
     "sample_omega",

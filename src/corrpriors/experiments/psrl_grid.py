@@ -29,9 +29,12 @@ import dataclasses
 import math
 import pathlib
 import time
+import warnings
 from typing import Any
 
 import numpy as np
+
+from ..exceptions import JitterWarning
 
 NAME = "psrl-grid"
 DESCRIPTION = "PSRL on the 10x10 tunnel world: PG vs Dirichlet transition beliefs (Fig. 3b)"
@@ -152,8 +155,12 @@ def run_methods(mdp: Any, config: Any, rng: np.random.Generator, start_state: in
         agent = PSRLAgent(belief, mdp.reward_matrix, discount, variant=variant,
                           n_samples=config.n_samples, replan_every=config.replan_every)
         tic = time.perf_counter()
-        res = run_psrl(mdp.transitions, agent, n_steps, start_state, rng=stream,
-                       eval_every=config.replan_every)
+        with warnings.catch_warnings():
+            # a smooth kernel's Gram matrix is numerically singular; the model adds (and
+            # records) a tiny jitter -- expected here, so not repeated for every action's model
+            warnings.simplefilter("ignore", JitterWarning)
+            res = run_psrl(mdp.transitions, agent, n_steps, start_state, rng=stream,
+                           eval_every=config.replan_every)
         seconds = time.perf_counter() - tic
         optimal = float(res["optimal_return"])
         values = res["expected_return"]
@@ -163,8 +170,10 @@ def run_methods(mdp: Any, config: Any, rng: np.random.Generator, start_state: in
         out[f"extra__fit_seconds__{method}"] = np.array([getattr(belief, "fit_seconds_", 0.0)])
         out[f"extra__n_fits__{method}"] = np.array([getattr(belief, "n_fits_", 0)], dtype=float)
         out["extra__optimal_return"] = np.array([optimal])
-        if hasattr(belief, "scale_"):
-            out[f"extra__scale__{method}"] = np.atleast_1d(np.asarray(belief.scale_, float))
+        if hasattr(belief, "models_"):
+            out[f"extra__scale__{method}"] = np.array([m.scale_ for m in belief.models_])
+            out[f"extra__jitter__{method}"] = np.array([max(m.jitter_ for m in belief.models_)])
+            out[f"extra__n_unconverged__{method}"] = np.array([float(belief.n_unconverged_)])
     return out
 
 

@@ -193,6 +193,11 @@ class StickGroup:
     index: np.ndarray
     mask: np.ndarray
 
+    @property
+    def sizes(self) -> np.ndarray:
+        """ndarray of shape (G,): ``|O_k|`` of each stick."""
+        return self.mask.sum(axis=1)
+
 
 @dataclass(frozen=True)
 class StickLayout:
@@ -370,12 +375,20 @@ def psi_step(layout: StickLayout, sigma: np.ndarray, mu: np.ndarray, kappa: np.n
             # B is symmetric, so work[i].T (F-contiguous) is B_i for LAPACK: potrf leaves the
             # upper factor U = L^T (other triangle zeroed), trtri overwrites it with
             # U^-1 = L^-T; afterwards work[i] (C order) holds L^-1. No allocations.
+            # Padded rows/columns are already the identity, so only the leading
+            # |O_k| x |O_k| block is factorised (no flops wasted on padding).
             wt = work.transpose(0, 2, 1)
+            sizes = grp.sizes
             for i in range(g):
-                _, info = _potrf(wt[i], lower=0, clean=1, overwrite_a=1)
+                m = int(sizes[i])
+                if m == n:
+                    _, info = _potrf(wt[i], lower=0, clean=1, overwrite_a=1)
+                    _trtri(wt[i], lower=0, overwrite_c=1)
+                else:
+                    fac, info = _potrf(wt[i][:m, :m], lower=0, clean=1)
+                    wt[i][:m, :m] = _trtri(fac, lower=0, overwrite_c=1)[0]
                 if info != 0:  # pragma: no cover - B has eigenvalues >= 1
                     raise np.linalg.LinAlgError(f"Cholesky of B failed (info={info})")
-                _trtri(wt[i], lower=0, overwrite_c=1)
             linv = work
             logdet_b[sticks] = -2.0 * np.sum(np.log(np.diagonal(linv, axis1=1, axis2=2)), axis=1)
         d_safe = np.where(mask, d, 1.0)

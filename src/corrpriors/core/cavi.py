@@ -510,7 +510,7 @@ def _run_cavi(counts: np.ndarray, base_covariance: np.ndarray, mean: np.ndarray,
         w0 = np.sqrt(theta * np.diag(base)[:, None] + mu ** 2)
     omega_mean = np.where(observed, pg_expectation(b, w0), 0.0)
 
-    ones_solve = None  # Sigma_tilde^-1 1, for the constant-mean update
+    ones_solve = np.zeros(c)  # Sigma_tilde^-1 1, for the constant-mean update
 
     def _ones_solve(base_mat):
         ch = np.linalg.cholesky(base_mat)
@@ -533,8 +533,7 @@ def _run_cavi(counts: np.ndarray, base_covariance: np.ndarray, mean: np.ndarray,
     workspace = None if blocks is None else [np.empty_like(x) for x in blocks]
     elbos, objectives = [], []
     converged = False
-    step = None
-    w = None
+    step: PsiStep | None = None
     omega_used = omega_mean
     for it in range(max_iter):
         sigma = theta * base
@@ -575,6 +574,8 @@ def _run_cavi(counts: np.ndarray, base_covariance: np.ndarray, mean: np.ndarray,
         elif learn_mean == "full":
             mu = step.psi_mean.copy()
 
+    if step is None:
+        raise ValueError(f"max_iter: expected a positive integer, got {max_iter!r}")
     # Final full marginal variances (same inputs as the last psi step, so the same q).
     sigma = theta * base
     if not learn_kernel:

@@ -57,7 +57,7 @@ def plot_metric_curves(
     -------
     (fig, ax) : matplotlib Figure and Axes
     """
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     if metric not in summary["metrics"]:
         raise ValueError(f"metric: {metric!r} not in the summary (have {', '.join(summary['metrics'])})")
@@ -73,7 +73,8 @@ def plot_metric_curves(
     names.update(labels or {})
 
     if ax is None:
-        fig, ax = plt.subplots(figsize=(5.0, 3.6), layout="constrained")
+        fig = Figure(figsize=(5.0, 3.6), layout="constrained")
+        ax = fig.add_subplot()
     else:
         fig = ax.figure
     x = _as_float(summary["x"]["values"])
@@ -103,16 +104,10 @@ def plot_metric_curves(
 
 
 def save_png_pdf(fig, path_without_suffix: str | pathlib.Path, dpi: int = 150) -> list[pathlib.Path]:
-    """Save ``fig`` as ``<path>.png`` and ``<path>.pdf``, close it, return both paths."""
-    import matplotlib.pyplot as plt
+    """Save ``fig`` as ``<path>.png`` and ``<path>.pdf``; return both paths."""
+    from ._common import save_figure
 
-    base = pathlib.Path(path_without_suffix)
-    base.parent.mkdir(parents=True, exist_ok=True)
-    paths = [base.with_name(base.name + ".png"), base.with_name(base.name + ".pdf")]
-    for p in paths:
-        fig.savefig(p, dpi=dpi)
-    plt.close(fig)
-    return paths
+    return save_figure(fig, path_without_suffix, dpi=dpi, formats=("png", "pdf"))
 
 
 def plot_metric_figure(
@@ -142,10 +137,11 @@ def plot_metric_figure(
     list of pathlib.Path
         The ``.png`` and ``.pdf`` written.
     """
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     if log_panel:
-        fig, axes = plt.subplots(1, 2, figsize=(10.0, 3.8), layout="constrained")
+        fig = Figure(figsize=(10.0, 3.8), layout="constrained")
+        axes = fig.subplots(1, 2)
         plot_metric_curves(summary, metric, ax=axes[0], **kwargs)
         plot_metric_curves(summary, metric, ax=axes[1], logx=True, **kwargs)
     else:

@@ -309,7 +309,7 @@ def gather_blocks(layout: StickLayout, base: np.ndarray,
 def psi_step(layout: StickLayout, sigma: np.ndarray, mu: np.ndarray, kappa: np.ndarray,
              omega_mean: np.ndarray, full: bool = False, need_reduction: bool = False,
              blocks: list[np.ndarray] | None = None, block_scale: float = 1.0,
-             workspace: list[np.ndarray] | None = None) -> PsiStep:
+             workspace: list[np.ndarray] | None = None, all_var: bool = False) -> PsiStep:
     r"""Update of :math:`q(\psi)` given :math:`q(\omega)`, in the fast form.
 
     Parameters
@@ -333,6 +333,9 @@ def psi_step(layout: StickLayout, sigma: np.ndarray, mu: np.ndarray, kappa: np.n
     block_scale : float
     workspace : list of ndarray or None
         Scratch arrays shaped like ``blocks`` (reused across iterations to avoid allocations).
+    all_var : bool
+        Without ``full``: also compute the marginal variances of the unobserved covariates
+        (:math:`O(|O_k|^2 (C - |O_k|))` per stick).
 
     Returns
     -------
@@ -415,6 +418,15 @@ def psi_step(layout: StickLayout, sigma: np.ndarray, mu: np.ndarray, kappa: np.n
             u = np.einsum("gji,gj->gi", linv, np.einsum("gij,gj->gi", linv, rhs))
             one_minus = 1.0 - np.einsum("gij,gij->gj", linv, linv)
             v_obs = np.maximum(one_minus, 0.0) / np.where(mask, e, 1.0)
+            if all_var:
+                # unobserved covariates: diag Sigma - colsumsq(L^-1 D^1/2 Sigma_{O, not O})
+                for i in range(g):
+                    m = int(grp.sizes[i])
+                    rows_i = index[i, :m]
+                    rest = np.setdiff1d(np.arange(c), rows_i, assume_unique=True)
+                    if rest.size:
+                        h = linv[i, :m, :m] @ (d[i, :m, None] * sigma[np.ix_(rows_i, rest)])
+                        var[rest, sticks[i]] = diag_sigma[rest] - np.einsum("ij,ij->j", h, h)
         a = d * u
         trace_dv[sticks] = np.sum(np.where(mask, one_minus, 0.0), axis=1)
         rows, cc = index[mask], cols[mask]
@@ -579,7 +591,8 @@ def _run_cavi(counts: np.ndarray, base_covariance: np.ndarray, mean: np.ndarray,
     # Final full marginal variances (same inputs as the last psi step, so the same q).
     sigma = theta * base
     if not learn_kernel:
-        step = psi_step(layout, sigma, mu, kappa, omega_used, full=True)
+        step = psi_step(layout, sigma, mu, kappa, omega_used, blocks=blocks, block_scale=theta,
+                        workspace=workspace, all_var=True)
     w_full = np.sqrt(step.psi_var + step.psi_mean ** 2)
     omega_final = np.where(observed, pg_expectation(b, w_full), 0.0)
     kernel_theta = None if bound_kernel is None else np.asarray(bound_kernel.theta, dtype=float)

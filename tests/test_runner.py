@@ -313,3 +313,28 @@ def test_cli_reports_a_failing_experiment(tmp_path, monkeypatch, capsys):
     code = main(["reproduce", NAME, "--quick", "--jobs", "1", "--out", str(tmp_path), "--no-progress"])
     assert code == 1
     assert "boom" in capsys.readouterr().err
+
+
+def test_metric_curves_draw_means_and_std_bands():
+    from corrpriors.plotting._curves import plot_metric_curves
+
+    summary = {
+        "experiment": "t", "x": {"name": "x", "values": [0.0, 10.0, 100.0]}, "seeds": [0, 1],
+        "metrics": {"m": {"better": "lower", "methods": {
+            "a": {"mean": [1.0, 0.5, 0.25], "std": [0.1, 0.2, 0.0]},
+            "b": {"mean": [2.0, 1.0, None], "std": [0.0, 0.0, None]},
+        }}},
+    }
+    fig, ax = plot_metric_curves(summary, "m", methods=["a"], labels={"a": "method A"})
+    (line,) = ax.get_lines()
+    np.testing.assert_array_equal(line.get_ydata(), [1.0, 0.5, 0.25])
+    (band,) = ax.collections
+    ys = band.get_paths()[0].vertices[:, 1]
+    assert ys.max() == pytest.approx(1.1) and ys.min() == pytest.approx(0.25)
+    assert ax.get_legend().get_texts()[0].get_text() == "method A"
+    _, ax = plot_metric_curves(summary, "m", logx=True)
+    assert ax.get_xscale() == "log" and len(ax.get_lines()[0].get_xdata()) == 2  # x = 0 left out
+    with pytest.raises(ValueError, match="metric"):
+        plot_metric_curves(summary, "nope")
+    with pytest.raises(ValueError, match="methods"):
+        plot_metric_curves(summary, "m", methods=["zzz"])

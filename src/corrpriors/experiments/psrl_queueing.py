@@ -77,7 +77,7 @@ class Config:
     alpha_uniform: float = 1.0
     alpha_sparse: float = 1e-3
     lengthscale: float = math.sqrt(0.5)
-    radius: int = 4
+    radius: int = 5
     learn_scale: bool = True
     max_iter: int = 50
     tol: float = 1e-4

@@ -190,9 +190,14 @@ class SubgoalPolicyEstimator:
         between two states (the paper's choice).
     alpha : float, default 1e-3
         Dirichlet concentration (``model="dirichlet"``), the paper's value.
-    learn_scale : bool, default True
-        Learn the kernel scale :math:`\theta` by (MAP-)EM inside every fit, with the core's
-        default scale hyper-prior.
+    scale : float, default 1.0
+        The kernel scale :math:`\theta` (prior covariance :math:`\theta\Sigma`); fixed unless
+        ``learn_scale``. 1.0 is what the paper's public companion code uses.
+    learn_scale : bool, default False
+        Learn :math:`\theta` by EM inside every fit. Off by default: on the one-hot subgoal
+        counts, whose unvisited states carry random subgoals early in the chain, EM drives
+        :math:`\theta` towards 0 (measured on the wall world: about 0.04 after 200 sweeps, also
+        with a Gamma(2, 1) hyper-prior), which turns the coupled model into the uniform-prior one.
     prior_source : {"plugin", "sample"}, default "plugin"
         Which subgoal distribution enters step (2). ``"plugin"``: the variational plug-in
         :math:`\Pi_{SB}(\lambda_s)` (Dirichlet: the posterior mean) -- what the paper and its
@@ -233,8 +238,8 @@ class SubgoalPolicyEstimator:
     """
 
     def __init__(self, action_probs, *, model: str = "pg", coordinates=None, covariance=None,
-                 lengthscale: float | None = None, alpha: float = 1e-3, learn_scale: bool = True,
-                 prior_source: str = "plugin", estimate: str = "samples", n_burnin: int = 100,
+                 lengthscale: float | None = None, alpha: float = 1e-3, scale: float = 1.0,
+                 learn_scale: bool = False, prior_source: str = "plugin", estimate: str = "samples", n_burnin: int = 100,
                  n_samples: int = 100, max_iter: int = 10, init: str = "likelihood",
                  model_options: dict | None = None, random_state: SeedLike = None):
         self.action_probs = action_probs
@@ -243,6 +248,7 @@ class SubgoalPolicyEstimator:
         self.covariance = covariance
         self.lengthscale = lengthscale
         self.alpha = alpha
+        self.scale = scale
         self.learn_scale = learn_scale
         self.prior_source = prior_source
         self.estimate = estimate
@@ -286,6 +292,7 @@ class SubgoalPolicyEstimator:
         opts = dict(self.model_options or {})
         opts.setdefault("max_iter", self.max_iter)
         opts.setdefault("learn_scale", self.learn_scale)
+        opts.setdefault("scale", check_positive(self.scale, "scale"))
         return CorrelatedMultinomial(covariance=cov, **opts)
 
     # ---------------------------------------------------------------------- fit

@@ -161,3 +161,34 @@ def test_estimator_rejects_bad_input():
     bad[0, 0] = [0.2, 0.2]
     with pytest.raises(ValueError, match="action_probs"):
         SubgoalPolicyEstimator(bad, model="dirichlet").fit(np.zeros((5, 2)))
+
+
+def test_pg_subgoal_prior_propagates_goals_to_unvisited_states():
+    """Data at states 0-2 say 'move right'; the coupled prior carries that to states 3-4."""
+    n = 10
+    probs = _chain_world(n)
+    coords = np.arange(n, dtype=float)[:, None]
+    counts = np.zeros((n, 2))
+    counts[[0, 1, 2], 1] = 4
+    pg = SubgoalPolicyEstimator(probs, model="pg", coordinates=coords, lengthscale=3.0, scale=10.0,
+                                max_iter=5, n_burnin=30, n_samples=150, estimate="rao_blackwell",
+                                random_state=1).fit(counts)
+    assert np.all(pg.policy_[[0, 1, 2], 1] > 0.9)
+    # independent subgoals: an unvisited state's exact posterior averages over all goals
+    uniform_goal_average = probs[:, :, 1].mean(axis=1)
+    assert pg.policy_[3, 1] > uniform_goal_average[3] + 0.05
+    assert pg.policy_[4, 1] > uniform_goal_average[4]
+    assert np.all(pg.scale_trace_ == 10.0)
+
+
+def test_sample_prior_source_runs_and_is_reproducible():
+    probs = _chain_world(6)
+    coords = np.arange(6, dtype=float)[:, None]
+    counts = np.zeros((6, 2))
+    counts[1, 1] = 3
+    kw = dict(model="pg", coordinates=coords, prior_source="sample", n_burnin=3, n_samples=5,
+              max_iter=3, random_state=7)
+    a = SubgoalPolicyEstimator(probs, **kw).fit(counts)
+    b = SubgoalPolicyEstimator(probs, **kw).fit(counts)
+    np.testing.assert_array_equal(a.subgoal_samples_, b.subgoal_samples_)
+    np.testing.assert_allclose(a.policy_.sum(1), 1.0)

@@ -115,3 +115,19 @@ def test_estimator_errors():
         PolicyEstimator("dirichlet").policy()
     with pytest.raises(ValueError, match="counts"):
         PolicyEstimator("dirichlet").fit(-np.ones((3, 2)))
+
+
+def test_candidate_lengthscales_pick_the_best_elbo():
+    from corrpriors.core.model import CorrelatedMultinomial
+
+    rng = np.random.default_rng(4)
+    coords = _grid(4)
+    s, a = _demos(_smooth_policy(coords), 80, rng)
+    counts = demonstration_counts(s, a, 16, 4)
+    est = PolicyEstimator("pg", coordinates=coords, lengthscale=(1.0, 0.0), max_iter=300).fit(counts)
+    np.testing.assert_allclose(sorted(est.elbo_by_lengthscale_), [1.0, np.sqrt(18)])
+    best = max(est.elbo_by_lengthscale_, key=est.elbo_by_lengthscale_.get)
+    assert est.lengthscale_ == best
+    ref = CorrelatedMultinomial(covariance=state_kernel(coordinates=coords, lengthscale=best),
+                                learn_scale=True, max_iter=300).fit(counts)
+    np.testing.assert_allclose(est.policy_, ref.probs(), atol=1e-10)

@@ -105,8 +105,11 @@ class PolicyEstimator:
         Distances between states (instead of ``coordinates``).
     covariance : ndarray of shape (S, S) or BoundKernel, optional
         A ready prior covariance (overrides coordinates / distances).
-    lengthscale : float, optional
-        Kernel length scale :math:`l`; default: the largest distance (the paper's choice).
+    lengthscale : float or sequence of float, optional
+        Kernel length scale :math:`l`; default: the largest distance (the paper's choice). A
+        sequence gives candidates: one model is fitted per value and the one with the highest
+        ELBO is kept (:func:`corrpriors.core.model.select_kernel`; the ELBO bounds the evidence,
+        so it is comparable across kernels). A candidate of 0 stands for the largest distance.
     alpha : float, default 1e-3
         Dirichlet concentration (``model="dirichlet"``).
     learn_scale : bool, default True
@@ -129,6 +132,8 @@ class PolicyEstimator:
         The learned kernel scale (NaN for the Dirichlet model).
     lengthscale_ : float
         The kernel length scale used (NaN for the Dirichlet model or a user covariance array).
+    elbo_by_lengthscale_ : dict of float to float
+        With candidate length scales: the ELBO of each (empty otherwise).
 
     Examples
     --------
@@ -152,6 +157,13 @@ class PolicyEstimator:
         self.tol = tol
         self.model_options = model_options
 
+    def _model_options(self) -> dict:
+        opts = dict(self.model_options or {})
+        opts.setdefault("max_iter", self.max_iter)
+        opts.setdefault("tol", self.tol)
+        opts.setdefault("learn_scale", self.learn_scale)
+        return opts
+
     def _make_model(self):
         if self.model == "dirichlet":
             from ..baselines import DirichletMultinomial
@@ -168,11 +180,21 @@ class PolicyEstimator:
                                lengthscale=self.lengthscale)
         ls = getattr(getattr(cov, "kernel", None), "lengthscale", None)
         self.lengthscale_ = float(ls) if ls is not None else float("nan")
-        opts = dict(self.model_options or {})
-        opts.setdefault("max_iter", self.max_iter)
-        opts.setdefault("tol", self.tol)
-        opts.setdefault("learn_scale", self.learn_scale)
-        return CorrelatedMultinomial(covariance=cov, **opts)
+        return CorrelatedMultinomial(covariance=cov, **self._model_options())
+
+    def _fit_candidates(self, counts):
+        """Fit one model per candidate length scale; keep the best by ELBO."""
+        from ..core.model import select_kernel
+
+        cands = {}
+        for value in self.lengthscale:
+            kern = state_kernel(coordinates=self.coordinates, distances=self.distances,
+                                lengthscale=float(value) if value else None)
+            cands[float(kern.kernel.lengthscale)] = kern
+        ranked = select_kernel(counts, cands, **self._model_options())
+        self.elbo_by_lengthscale_ = {name: float(m.elbo_) for name, m in ranked}
+        self.lengthscale_ = float(ranked[0][0])
+        return ranked[0][1]
 
     def fit(self, counts, warm_start: bool = False) -> "PolicyEstimator":
         """Fit on a state-action count matrix.
@@ -189,7 +211,12 @@ class PolicyEstimator:
         self : PolicyEstimator
         """
         counts = check_counts(counts, "counts")
-        if warm_start and getattr(self, "model_", None) is not None and self.model == "pg" \
+        self.elbo_by_lengthscale_ = {}
+        candidates = self.model == "pg" and self.covariance is None and \
+            np.ndim(self.lengthscale) == 1
+        if candidates:
+            self.model_ = self._fit_candidates(counts)
+        elif warm_start and getattr(self, "model_", None) is not None and self.model == "pg" \
                 and self.counts_.shape == counts.shape:
             self.model_.fit(counts, warm_start=True)
         else:

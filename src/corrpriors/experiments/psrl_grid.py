@@ -72,7 +72,9 @@ class Config:
     learn_scale : bool
         Learn the kernel scale theta by (MAP-)EM at every refit.
     max_iter, tol : int, float
-        Variational fit settings per refit (warm-started, so few iterations are needed).
+        Variational fit settings per refit. Refits are warm-started, so the cap makes the
+        variational EM an anytime optimisation that continues across refits (cold fits
+        would need hundreds of iterations; see ``benchmarks/bench_psrl.py``).
     discount : float
         Discount of the return the agent plans for and is scored on; 0 = the environment's.
     """
@@ -87,14 +89,14 @@ class Config:
     lengthscale: float = 0.0
     radius: int = 3
     learn_scale: bool = True
-    max_iter: int = 50
+    max_iter: int = 20
     tol: float = 1e-4
     discount: float = 0.0
 
 
 def quick_config() -> Config:
     """A few hundred transitions, fewer posterior draws (about a minute for two seeds)."""
-    return Config(n_transitions=400, n_samples=4, max_iter=20)
+    return Config(n_transitions=400, n_samples=4)
 
 
 def x_values(config: Config) -> list[float]:
@@ -147,6 +149,7 @@ def run_methods(mdp: Any, config: Any, rng: np.random.Generator, start_state: in
     from ..applications.psrl import PSRLAgent, run_psrl
 
     discount = config.discount if config.discount > 0 else mdp.discount
+    cpu0 = time.process_time()
     out: dict[str, np.ndarray] = {}
     streams = rng.spawn(len(config.methods))
     for method, stream in zip(config.methods, streams):
@@ -174,6 +177,7 @@ def run_methods(mdp: Any, config: Any, rng: np.random.Generator, start_state: in
             out[f"extra__scale__{method}"] = np.array([m.scale_ for m in belief.models_])
             out[f"extra__jitter__{method}"] = np.array([max(m.jitter_ for m in belief.models_)])
             out[f"extra__n_unconverged__{method}"] = np.array([float(belief.n_unconverged_)])
+    out["extra__cpu_seconds"] = np.array([time.process_time() - cpu0])
     return out
 
 
@@ -301,6 +305,8 @@ def summarise_extra(config: Config, seed_results: dict, metrics: dict) -> dict:
         "efficiency_90pct": eff,
         "seconds_per_seed_per_method": timing,
         "seconds_per_seed": float(sum(timing.values())),
+        "cpu_seconds_per_seed": float(np.mean([seed_results[s]["extra__cpu_seconds"][0]
+                                               for s in seeds])),
         "n_fits_per_seed": fits,
         "claims": claims_check(eff, config.methods, "transitions", "tunnel world",
                                float(config.n_transitions)),

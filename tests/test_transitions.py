@@ -222,7 +222,7 @@ def fitted_relative():
 
 
 def test_correlated_generalises_shared_moves_to_unvisited_states(fitted_relative):
-    m, P, observed = fitted_relative
+    m, _, _ = fitted_relative
     mean = m.mean()
     assert mean.shape == (16, 2, 16)
     np.testing.assert_allclose(mean.sum(-1), 1.0, atol=1e-10)
@@ -233,10 +233,9 @@ def test_correlated_generalises_shared_moves_to_unvisited_states(fitted_relative
     np.testing.assert_allclose(dirichlet[unvisited_interior, 0], 1 / 16)
 
 
-def test_correlated_lazy_refit_counts_fits(fitted_relative):
+def test_correlated_lazy_refit_counts_fits():
     from corrpriors.applications.transitions import CorrelatedTransitionModel
 
-    _, P, _ = fitted_relative
     coords = grid_coords(4)
     m = CorrelatedTransitionModel(16, 2, se_cov(coords.astype(float), 3.0),
                                   category_map=displacement_category_map(coords, 1), max_iter=30)
@@ -265,7 +264,7 @@ def test_correlated_warm_refit_matches_cold_fit():
     counts1 = np.stack([rng.multinomial(5, Pn[s, a]) for s in range(9) for a in range(2)]).reshape(9, 2, 9)
     counts2 = counts1 + np.stack([rng.multinomial(3, Pn[s, a]) for s in range(9)
                                   for a in range(2)]).reshape(9, 2, 9)
-    kw = dict(covariance=se_cov(coords.astype(float), 2.0), max_iter=2000, tol=1e-10)
+    kw = {"covariance": se_cov(coords.astype(float), 2.0), "max_iter": 2000, "tol": 1e-10}
     warm = CorrelatedTransitionModel(9, 2, **kw).set_counts(counts1)
     warm.mean()
     warm.set_counts(counts2)
@@ -275,7 +274,7 @@ def test_correlated_warm_refit_matches_cold_fit():
 
 
 def test_correlated_samples_valid_reproducible_and_centred(fitted_relative):
-    m, P, observed = fitted_relative
+    m, _, observed = fitted_relative
     d1 = m.sample_many(400, rng=np.random.default_rng(11))
     d2 = m.sample_many(400, rng=np.random.default_rng(11))
     assert d1.shape == (400, 16, 2, 16)

@@ -55,12 +55,12 @@ from .._validation import check_array, check_positive, check_shape, check_simple
 
 __all__ = [
     "CategoryMap",
-    "identity_category_map",
-    "displacement_category_map",
-    "window_displacements",
-    "DirichletTransitionModel",
     "CorrelatedTransitionModel",
+    "DirichletTransitionModel",
     "KnownTransitionModel",
+    "displacement_category_map",
+    "identity_category_map",
+    "window_displacements",
 ]
 
 
@@ -101,14 +101,22 @@ class CategoryMap:
     category: IntArray
     n_window: int | None = None
     other_prior: float = 0.01
+    # derived in __post_init__
+    has_other: bool = dataclasses.field(init=False, repr=False)
+    valid: np.ndarray = dataclasses.field(init=False, repr=False)
+    outside: np.ndarray = dataclasses.field(init=False, repr=False)
+    index: np.ndarray = dataclasses.field(init=False, repr=False)
+    _rows: np.ndarray = dataclasses.field(init=False, repr=False)
+    _cols: np.ndarray = dataclasses.field(init=False, repr=False)
+    _cats: np.ndarray = dataclasses.field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         cat = np.asarray(self.category)
         if cat.ndim != 2 or cat.shape[0] != cat.shape[1]:
             raise ValueError(f"category: expected shape (S, S), got {cat.shape}")
-        if not np.issubdtype(cat.dtype, np.integer):
-            if not np.all(np.isfinite(cat)) or not np.all(cat == np.round(cat)):
-                raise ValueError("category: expected integer entries")
+        if not np.issubdtype(cat.dtype, np.integer) and (
+                not np.all(np.isfinite(cat)) or not np.all(cat == np.round(cat))):
+            raise ValueError("category: expected integer entries")
         cat = cat.astype(np.int64)
         if (cat < -1).any():
             raise ValueError(f"category: entries must be >= -1 (-1 = outside the window), "
@@ -151,7 +159,7 @@ class CategoryMap:
     @property
     def n_categories(self) -> int:
         """Number of categories K (window categories plus "other" if present)."""
-        return int(self.n_window) + int(self.has_other)
+        return int(self.valid.shape[1])
 
     @property
     def is_identity(self) -> bool:
@@ -338,7 +346,7 @@ class _TransitionBelief:
         """Observed transition counts, ndarray of shape (S, A, S) (a copy)."""
         return self._counts.copy()
 
-    def update(self, states: Any, actions: Any, next_states: Any) -> "_TransitionBelief":
+    def update(self, states: Any, actions: Any, next_states: Any) -> _TransitionBelief:
         """Accumulate observed transitions ``(states[t], actions[t]) -> next_states[t]``.
 
         Parameters
@@ -367,7 +375,7 @@ class _TransitionBelief:
         self._version += 1
         return self
 
-    def set_counts(self, counts: Any) -> "_TransitionBelief":
+    def set_counts(self, counts: Any) -> _TransitionBelief:
         """Replace the data by a count array.
 
         Parameters
@@ -562,7 +570,7 @@ class CorrelatedTransitionModel(_TransitionBelief):
         self.covariance = cov
         self.category_map = cmap
         self.probs_method = probs_method
-        kwargs = {"mean_prior_std": 3.0}
+        kwargs: dict[str, Any] = {"mean_prior_std": 3.0}
         kwargs.update(model_kwargs)
         self.models_ = [
             CorrelatedMultinomial(cov, learn_mean=learn_mean, learn_scale=learn_scale,
@@ -587,7 +595,7 @@ class CorrelatedTransitionModel(_TransitionBelief):
         self.refit()
         return np.array([m.scale_ for m in self.models_])
 
-    def refit(self) -> "CorrelatedTransitionModel":
+    def refit(self) -> CorrelatedTransitionModel:
         """Fit every action's model whose counts changed since its last fit (lazy, warm).
 
         Returns

@@ -122,7 +122,7 @@ def se_covariance(coords: np.ndarray, lengthscale: float) -> np.ndarray:
     return SquaredExponential(lengthscale).bind(coords=np.asarray(coords, float)).gram()
 
 
-def make_belief(model: str, mdp: Any, covariance: np.ndarray, category_map: Any,
+def make_belief(model: str, mdp: Any, covariance: np.ndarray | None, category_map: Any,
                 config: Any) -> Any:
     """The transition belief of ``model`` for the environment ``mdp``."""
     from ..applications.transitions import (
@@ -143,7 +143,7 @@ def make_belief(model: str, mdp: Any, covariance: np.ndarray, category_map: Any,
 
 
 def run_methods(mdp: Any, config: Any, rng: np.random.Generator, start_state: int,
-                covariance: np.ndarray, category_map: Any, metric: str,
+                covariance: np.ndarray | None, category_map: Any, metric: str,
                 n_steps: int, normalise: bool) -> dict[str, np.ndarray]:
     """Run every configured policy on ``mdp`` (one independent stream per policy)."""
     from ..applications.psrl import PSRLAgent, run_psrl
@@ -236,7 +236,7 @@ def claims_check(eff: dict, methods: tuple, x_name: str, domain: str, x_max: flo
     dir_m, dir_x = best(lambda m: m.startswith("dirichlet"))
 
     def fmt(v):
-        return "never (within %g)" % x_max if math.isinf(v) else f"{v:g}"
+        return f"never (within {x_max:g})" if math.isinf(v) else f"{v:g}"
 
     claims = []
     for label, m, v in (("PG (relative)", pg_m, pg_x), ("PG (absolute, the paper's)", pga_m, pga_x)):

@@ -8,7 +8,10 @@ import numpy as np
 import pytest
 
 from corrpriors.applications.psrl import PSRLAgent, run_psrl
-from corrpriors.applications.transitions import DirichletTransitionModel, KnownTransitionModel
+from corrpriors.applications.transitions import (
+    DirichletTransitionModel,
+    KnownTransitionModel,
+)
 
 
 def random_mdp(rng, S, A):
@@ -112,3 +115,13 @@ def test_run_is_reproducible_and_validates():
         run_psrl(P, agent, 10, 5, rng=0)
     with pytest.raises(RuntimeError, match="plan"):
         PSRLAgent(DirichletTransitionModel(5, 2), R, 0.9).act(0)
+
+
+def test_ties_are_broken_at_random():
+    S, A = 30, 4
+    agent = PSRLAgent(DirichletTransitionModel(S, A), np.zeros(S), 0.9, variant="mean")
+    pi = agent.plan(rng=np.random.default_rng(0))        # all actions tie everywhere
+    counts = np.bincount(pi, minlength=A)
+    assert (counts > 0).all()                            # not always action 0
+    np.testing.assert_array_equal(pi, PSRLAgent(DirichletTransitionModel(S, A), np.zeros(S), 0.9,
+                                                variant="mean").plan(rng=np.random.default_rng(0)))

@@ -67,7 +67,8 @@ class PSRLAgent:
     Attributes
     ----------
     policy_ : ndarray of shape (S,)
-        The current greedy policy.
+        The current greedy policy (actions whose Q-values tie within 1e-10 -- e.g. every
+        action of a state the belief knows nothing about -- are chosen uniformly at random).
     q_values_ : ndarray of shape (S, A)
         The Q-values it is greedy on.
     n_plans_ : int
@@ -106,7 +107,7 @@ class PSRLAgent:
         Parameters
         ----------
         rng : numpy.random.Generator or seed
-            Used for the posterior draws of the ``"sampling"`` variant.
+            Used for the posterior draws of the ``"sampling"`` variant and to break ties.
 
         Returns
         -------
@@ -114,14 +115,20 @@ class PSRLAgent:
             The new policy (also stored in ``policy_``).
         """
         self._flush()
+        rng = as_generator(rng)
         warm = self.policy_
         if self.variant == "mean":
             Q = policy_iteration(self.planning_mdp, self.belief.mean(), initial_policy=warm).q_values
         else:
-            models = self.belief.sample_many(self.n_samples, rng=as_generator(rng))
+            models = self.belief.sample_many(self.n_samples, rng=rng)
             Q = policy_iteration(self.planning_mdp, models, initial_policy=warm).q_values.mean(axis=0)
         self.q_values_ = Q
-        self.policy_ = np.argmax(Q, axis=1)
+        best = Q.max(axis=1, keepdims=True)
+        tied = Q >= best - 1e-10 * (1.0 + np.abs(best))
+        if (tied.sum(axis=1) > 1).any():   # break ties uniformly at random, not towards action 0
+            self.policy_ = np.argmax(np.where(tied, rng.random(Q.shape), -1.0), axis=1)
+        else:
+            self.policy_ = np.argmax(Q, axis=1)
         self.n_plans_ += 1
         return self.policy_
 

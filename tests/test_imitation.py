@@ -5,7 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from corrpriors.applications.imitation import PolicyEstimator, demonstration_counts, state_kernel
+from corrpriors.applications.imitation import (
+    PolicyEstimator,
+    demonstration_counts,
+    state_kernel,
+)
 
 
 def _grid(n):

@@ -186,8 +186,8 @@ def test_sample_prior_source_runs_and_is_reproducible():
     coords = np.arange(6, dtype=float)[:, None]
     counts = np.zeros((6, 2))
     counts[1, 1] = 3
-    kw = dict(model="pg", coordinates=coords, prior_source="sample", n_burnin=3, n_samples=5,
-              max_iter=3, random_state=7)
+    kw = {"model": "pg", "coordinates": coords, "prior_source": "sample", "n_burnin": 3, "n_samples": 5,
+              "max_iter": 3, "random_state": 7}
     a = SubgoalPolicyEstimator(probs, **kw).fit(counts)
     b = SubgoalPolicyEstimator(probs, **kw).fit(counts)
     np.testing.assert_array_equal(a.subgoal_samples_, b.subgoal_samples_)

@@ -16,12 +16,15 @@ or independently, :math:`\boldsymbol\pi_s \sim \mathrm{Dir}(\alpha)` (``model="d
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 
 from .._typing import FloatArray, IntArray, SeedLike
 from .._validation import check_array, check_counts, check_positive
 
-__all__ = ["demonstration_counts", "state_kernel", "PolicyEstimator"]
+__all__ = ["PolicyEstimator", "demonstration_counts", "state_kernel"]
 
 
 def demonstration_counts(states, actions, n_states: int, n_actions: int) -> IntArray:
@@ -144,13 +147,13 @@ class PolicyEstimator:
     """
 
     def __init__(self, model: str = "pg", *, coordinates=None, distances=None, covariance=None,
-                 lengthscale: float | None = None, alpha: float = 1e-3, learn_scale: bool = True,
+                 lengthscale: float | Sequence[float] | None = None, alpha: float = 1e-3, learn_scale: bool = True,
                  max_iter: int = 1000, tol: float = 1e-8, model_options: dict | None = None):
         self.model = model
         self.coordinates = coordinates
         self.distances = distances
         self.covariance = covariance
-        self.lengthscale = lengthscale
+        self.lengthscale: Any = lengthscale
         self.alpha = alpha
         self.learn_scale = learn_scale
         self.max_iter = max_iter
@@ -196,7 +199,7 @@ class PolicyEstimator:
         self.lengthscale_ = float(ranked[0][0])
         return ranked[0][1]
 
-    def fit(self, counts, warm_start: bool = False) -> "PolicyEstimator":
+    def fit(self, counts, warm_start: bool = False) -> PolicyEstimator:
         """Fit on a state-action count matrix.
 
         Parameters
@@ -217,7 +220,7 @@ class PolicyEstimator:
         if candidates:
             self.model_ = self._fit_candidates(counts)
         elif warm_start and getattr(self, "model_", None) is not None and self.model == "pg" \
-                and self.counts_.shape == counts.shape:
+                and getattr(self, "counts_", counts[:0]).shape == counts.shape:
             self.model_.fit(counts, warm_start=True)
         else:
             self.model_ = self._make_model()
@@ -227,7 +230,7 @@ class PolicyEstimator:
         self.policy_ = self.model_.probs(method="plugin")
         return self
 
-    def fit_demonstrations(self, states, actions, n_states: int, n_actions: int) -> "PolicyEstimator":
+    def fit_demonstrations(self, states, actions, n_states: int, n_actions: int) -> PolicyEstimator:
         """Fit on a demonstration set :math:`\\{(s_d, a_d)\\}`.
 
         Parameters

@@ -38,11 +38,11 @@ from .._typing import FloatArray, IntArray, SeedLike
 from .._validation import check_array, check_counts, check_positive
 
 __all__ = [
-    "subgoal_log_likelihoods",
-    "subgoal_conditionals",
-    "sample_categorical",
-    "goal_action_probs",
     "SubgoalPolicyEstimator",
+    "goal_action_probs",
+    "sample_categorical",
+    "subgoal_conditionals",
+    "subgoal_log_likelihoods",
 ]
 
 # log of the smallest positive double: keeps 0 * log(0) finite (= 0) in the einsum
@@ -129,8 +129,8 @@ def sample_categorical(probs, *, rng: np.random.Generator) -> IntArray:
     p = np.asarray(probs, dtype=np.float64)
     cdf = np.cumsum(p, axis=-1)
     u = rng.random(p.shape[:-1])[..., None] * cdf[..., -1:]
-    idx = (cdf <= u).sum(axis=-1)
-    return np.minimum(idx, p.shape[-1] - 1).astype(np.int64)
+    idx = np.asarray((cdf <= u).sum(axis=-1))
+    return np.asarray(np.minimum(idx, p.shape[-1] - 1), dtype=np.int64)
 
 
 def goal_action_probs(mdp, beta: float, *, normalize: bool = True, goals=None) -> FloatArray:
@@ -300,7 +300,7 @@ class SubgoalPolicyEstimator:
         return CorrelatedMultinomial(covariance=cov, **opts)
 
     # ---------------------------------------------------------------------- fit
-    def fit(self, counts) -> "SubgoalPolicyEstimator":
+    def fit(self, counts) -> SubgoalPolicyEstimator:
         """Run the sampler on demonstration counts.
 
         Parameters
@@ -327,10 +327,11 @@ class SubgoalPolicyEstimator:
         log_lik = subgoal_log_likelihoods(counts, _safe_log(probs_sga))
         self.log_likelihoods_ = log_lik
 
+        goals: np.ndarray
         if self.init == "likelihood":
             goals = sample_categorical(subgoal_conditionals(np.zeros_like(log_lik), log_lik), rng=rng)
         else:
-            goals = rng.integers(0, n_goals, size=n_states)
+            goals = np.asarray(rng.integers(0, n_goals, size=n_states), dtype=np.int64)
 
         model = self._make_model(n_states)
         n_total = self.n_burnin + self.n_samples

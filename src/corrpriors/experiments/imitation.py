@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import pathlib
+from typing import Any
 
 import numpy as np
 
@@ -242,11 +243,11 @@ def summarise_extra(config: Config, seed_results: dict, metrics: dict) -> dict:
     xs = x_values(config)
     seeds = sorted(seed_results)
     extra: dict = {"seeds_used": len(seeds)}
-    efficiency = {}
+    efficiency: dict[str, list[dict[str, Any]]] = {}
     for metric in METRICS:
         pg_mean = np.asarray(metrics[metric]["methods"]["pg"]["mean"], dtype=float)
         dir_mean = np.asarray(metrics[metric]["methods"]["dirichlet"]["mean"], dtype=float)
-        rows = []
+        rows: list[dict[str, Any]] = []
         for d, target in zip(xs, pg_mean):
             dp = matching_data_size(xs, target, dir_mean)
             rows.append({"D": d, "pg_error": float(target),
@@ -294,8 +295,8 @@ def summarise_extra(config: Config, seed_results: dict, metrics: dict) -> dict:
                   f"D={xs[int(np.argmax(rel))]:g}; mean gap over the {half} smallest D "
                   f"{np.mean(gap[:half]):.3f} vs the {half} largest {np.mean(gap[-half:]):.3f}",
     })
-    ratios = [r["ratio"] for r in efficiency["hellinger"] if r["ratio"] is not None]
-    unreached = [r["D"] for r in efficiency["hellinger"] if r["ratio"] is None]
+    ratios = [float(r["ratio"]) for r in efficiency["hellinger"] if r["ratio"] is not None]
+    unreached = [float(r["D"]) for r in efficiency["hellinger"] if r["ratio"] is None]
     # an unreached D gives only a lower bound D' > max(D): ratio > max(D) / D
     bounds = ratios + [xs[-1] / d for d in unreached]
     best = max(bounds) if bounds else float("nan")

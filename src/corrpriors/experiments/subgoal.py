@@ -27,6 +27,7 @@ import dataclasses
 import math
 import pathlib
 import time
+from typing import Any
 
 import numpy as np
 
@@ -67,7 +68,7 @@ class Config:
     scale : float
         Fixed kernel scale :math:`\theta` of ``pg_subgoal``. The paper does not state it (its
         companion code uses 1). Default 10: a prior standard deviation of about 3 on the
-        stick logits, the size of the shift from the uniform prior mean (:math:`-\log(K-k)`,
+        stick logits, the size of the shift from the uniform prior mean (:math:`-\\log(K-k)`,
         about -4.6 for the first sticks with K = 101) to a subgoal distribution that commits to
         one goal; with 1 the prior keeps every state close to the uniform subgoal distribution.
         This default was set after measuring 1, 10 and EM on three data sets (see the report):
@@ -117,8 +118,8 @@ def make_world():
 
 def expert_policy(mdp, beta: float, normalize: bool) -> np.ndarray:
     """``softmax(beta * Q~*)``; ndarray of shape (S, A)."""
-    from .imitation import _optimal_q
     from ..mdp import boltzmann_policy
+    from .imitation import _optimal_q
 
     return np.asarray(boltzmann_policy(_optimal_q(mdp), beta, normalize=normalize), dtype=float)
 
@@ -159,8 +160,8 @@ def _run_seed(config: Config, rng: np.random.Generator) -> dict[str, np.ndarray]
     coords = np.asarray(mdp.coordinates, dtype=float)
     lengthscale = config.lengthscale if config.lengthscale > 0 else None
     goal_probs = goal_action_probs(mdp, config.beta, normalize=config.normalize_q)
-    common = dict(n_burnin=config.n_burnin, n_samples=config.n_samples,
-                  prior_source=config.prior_source, estimate=config.estimate)
+    common: dict[str, Any] = {"n_burnin": config.n_burnin, "n_samples": config.n_samples,
+                  "prior_source": config.prior_source, "estimate": config.estimate}
 
     policies, seconds = {}, {}
     t = time.perf_counter()

@@ -8,7 +8,8 @@ Both work on saved per-seed arrays (the ``extra__*`` keys written by
 from __future__ import annotations
 
 import pathlib
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -107,7 +108,7 @@ def plot_imitation_figures(config, seed_results: Mapping[int, Mapping[str, np.nd
 
     out_dir = pathlib.Path(out_dir)
     paths: list[pathlib.Path] = []
-    seed = sorted(seed_results)[0]
+    seed = min(seed_results)
     res = seed_results[seed]
     mdp = _imitation_world(config)
     rewards = np.asarray(res["extra__rewards"]) > 0
@@ -159,7 +160,7 @@ def plot_subgoal_figures(config, seed_results: Mapping[int, Mapping[str, np.ndar
 
     out_dir = pathlib.Path(out_dir)
     paths: list[pathlib.Path] = []
-    seed = sorted(seed_results)[0]
+    seed = min(seed_results)
     res = seed_results[seed]
     mdp = wall_world()
     expert = np.asarray(res["extra__expert"])
@@ -188,4 +189,4 @@ def plot_subgoal_figures(config, seed_results: Mapping[int, Mapping[str, np.ndar
     return paths
 
 
-__all__ = ["plot_imitation_figures", "plot_subgoal_figures", "plot_normalized_metrics"]
+__all__ = ["plot_imitation_figures", "plot_normalized_metrics", "plot_subgoal_figures"]

@@ -104,6 +104,7 @@ def save_seed(
     experiment: str,
     config_json: dict,
     elapsed: float | None = None,
+    cpu: float | None = None,
 ) -> tuple[pathlib.Path, pathlib.Path]:
     """Write one finished seed: the arrays as ``.npz``, then its description as ``.json``.
 
@@ -121,6 +122,8 @@ def save_seed(
         The config as returned by :func:`config_to_json`.
     elapsed : float, optional
         Wall-clock seconds the seed took (recorded for information).
+    cpu : float, optional
+        CPU seconds of the worker process for the seed (recorded for information).
 
     Returns
     -------
@@ -139,6 +142,7 @@ def save_seed(
         "keys": list(result),
         "sha256": hashlib.sha256(data).hexdigest(),
         "elapsed_seconds": elapsed,
+        "cpu_seconds": cpu,
     }
     write_json(json_path, meta)
     return npz_path, json_path

@@ -84,13 +84,13 @@ def seed_generator(name: str, seed: int) -> np.random.Generator:
 
 def _execute_seed(
     run_seed: Callable, config: Any, name: str, seed: int, blas_threads: int | None = None
-) -> tuple[int, dict, float]:
-    """Run one seed (on whatever worker); return ``(seed, arrays, seconds)``.
+) -> tuple[int, dict, tuple[float, float]]:
+    """Run one seed (on whatever worker); return ``(seed, arrays, (wall seconds, CPU seconds))``.
 
     ``blas_threads`` caps the BLAS/OpenMP threads of the worker (through threadpoolctl,
     when installed) so that parallel seeds do not oversubscribe the cores.
     """
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     limiter = None
     if blas_threads is not None:
         try:
@@ -107,7 +107,7 @@ def _execute_seed(
     if not isinstance(result, dict):
         raise TypeError(f"{name}.run_seed must return a dict of arrays, got {type(result).__name__}")
     arrays = {str(k): np.asarray(v) for k, v in result.items()}
-    return int(seed), arrays, time.perf_counter() - start
+    return int(seed), arrays, (time.perf_counter() - start, time.process_time() - cpu_start)
 
 
 def _check_seed_result(module: types.ModuleType, n_x: int, seed: int, result: dict) -> None:
@@ -133,7 +133,7 @@ def _check_seed_result(module: types.ModuleType, n_x: int, seed: int, result: di
 # ----------------------------------------------------------------------------- backends
 
 
-def _iter_loky(tasks: list, jobs: int) -> Iterator[tuple[int, dict, float]]:
+def _iter_loky(tasks: list, jobs: int) -> Iterator[tuple[int, dict, tuple[float, float]]]:
     if jobs == 1 or len(tasks) == 1:
         for task in tasks:
             yield _execute_seed(*task, 1)
@@ -146,7 +146,7 @@ def _iter_loky(tasks: list, jobs: int) -> Iterator[tuple[int, dict, float]]:
 
 def _iter_dask(
     tasks: list, jobs: int, scheduler: str | None, processes: bool
-) -> Iterator[tuple[int, dict, float]]:
+) -> Iterator[tuple[int, dict, tuple[float, float]]]:
     try:
         from dask.distributed import Client, LocalCluster, as_completed
     except ImportError as exc:
@@ -169,7 +169,7 @@ def _iter_dask(
             cluster.close()
 
 
-def _iter_ray(tasks: list, jobs: int, scheduler: str | None) -> Iterator[tuple[int, dict, float]]:
+def _iter_ray(tasks: list, jobs: int, scheduler: str | None) -> Iterator[tuple[int, dict, tuple[float, float]]]:
     try:
         import ray  # type: ignore[import-not-found]
     except ImportError:
@@ -193,7 +193,7 @@ def _iter_ray(tasks: list, jobs: int, scheduler: str | None) -> Iterator[tuple[i
 
 def _iter_results(
     tasks: list, backend: str, jobs: int, scheduler: str | None, processes: bool
-) -> Iterator[tuple[int, dict, float]]:
+) -> Iterator[tuple[int, dict, tuple[float, float]]]:
     if backend == "loky":
         return _iter_loky(tasks, jobs)
     if backend == "dask":
@@ -419,9 +419,11 @@ def run_experiment(
             total=len(seed_list), initial=len(skipped), desc=name, unit="seed",
             disable=not progress, file=sys.stderr, dynamic_ncols=True,
         ) as bar:
-            for seed, arrays, elapsed in _iter_results(tasks, backend, jobs, scheduler, processes):
+            for seed, arrays, (elapsed, cpu) in _iter_results(tasks, backend, jobs, scheduler, processes):
                 _check_seed_result(module, n_x, seed, arrays)
-                _io.save_seed(seed_dir, seed, arrays, experiment=name, config_json=config_json, elapsed=elapsed)
+                _io.save_seed(
+                    seed_dir, seed, arrays, experiment=name, config_json=config_json, elapsed=elapsed, cpu=cpu
+                )
                 computed.append(seed)
                 bar.set_postfix_str(f"seed {seed}: {elapsed:.1f}s")
                 bar.update(1)

@@ -223,32 +223,48 @@ def efficiency_summary(x: list[float], seed_results: dict, metric: str, methods:
 
 
 def claims_check(eff: dict, methods: tuple, x_name: str, domain: str, x_max: float) -> list[dict]:
-    """The paper's claim: PG policies reach good returns with markedly fewer data than Dirichlet."""
-    key = f"{x_name}_to_level_mean_curve"
+    """The paper's claim: PG policies reach good returns with markedly fewer data than Dirichlet.
 
-    def best(prefix_ok):
-        cand = [(m, eff["methods"][m][key]) for m in methods if prefix_ok(m)]
-        cand = [(m, v if v is not None else math.inf) for m, v in cand]
+    Holds when the best policy of a PG model reaches the level of ``eff`` on the mean curve
+    at most half as late as the best Dirichlet policy (or the Dirichlet ones never do).
+    The detail also gives the curves' means over the x range.
+    """
+    key = f"{x_name}_to_level_mean_curve"
+    groups = {
+        "PG (relative)": lambda m: m.startswith("pg_") and not m.startswith("pg_absolute"),
+        "PG (absolute, the paper's)": lambda m: m.startswith("pg_absolute"),
+        "Dirichlet": lambda m: m.startswith("dirichlet"),
+    }
+
+    def first(group):
+        cand = [(m, eff["methods"][m][key]) for m in methods if groups[group](m)]
+        cand = [(m, math.inf if v is None else v) for m, v in cand]
         return min(cand, key=lambda t: t[1]) if cand else (None, math.inf)
 
-    pg_m, pg_x = best(lambda m: m.startswith("pg_") and not m.startswith("pg_absolute"))
-    pga_m, pga_x = best(lambda m: m.startswith("pg_absolute"))
-    dir_m, dir_x = best(lambda m: m.startswith("dirichlet"))
+    def best_auc(group):
+        cand = [(m, eff["methods"][m]["area_under_curve"]) for m in methods if groups[group](m)]
+        return max(cand, key=lambda t: t[1]) if cand else (None, math.nan)
 
     def fmt(v):
         return f"never (within {x_max:g})" if math.isinf(v) else f"{v:g}"
 
+    dir_m, dir_x = first("Dirichlet")
+    dir_auc = best_auc("Dirichlet")
     claims = []
-    for label, m, v in (("PG (relative)", pg_m, pg_x), ("PG (absolute, the paper's)", pga_m, pga_x)):
+    for label in ("PG (relative)", "PG (absolute, the paper's)"):
+        m, v = first(label)
         if m is None or dir_m is None:
             continue
+        pg_auc = best_auc(label)
         holds = v < math.inf and (math.isinf(dir_x) or v <= 0.5 * dir_x)
         claims.append({
             "claim": f"{domain}: {label} needs markedly fewer {x_name} than Dirichlet to reach "
                      f"{eff['level_fraction']:.0%} of the way to the optimum",
             "holds": bool(holds),
             "detail": f"level {eff['level']:.4g}: best {label} {m} at {fmt(v)}, best Dirichlet "
-                      f"{dir_m} at {fmt(dir_x)} {x_name} (mean curves; 'markedly' = at most half)",
+                      f"{dir_m} at {fmt(dir_x)} {x_name} (mean curves; 'markedly' = at most half); "
+                      f"curve mean over the x range: {label} {pg_auc[1]:.4g} ({pg_auc[0]}), "
+                      f"Dirichlet {dir_auc[1]:.4g} ({dir_auc[0]})",
         })
     return claims
 
@@ -289,12 +305,14 @@ def run_seed(config: Config, rng: np.random.Generator) -> dict[str, np.ndarray]:
 
 
 def summarise_extra(config: Config, seed_results: dict, metrics: dict) -> dict:
-    """Transitions to reach 90% of the optimal return per policy, timings and the claims."""
+    """Transitions to reach 90% (and 50%) of the optimal return per policy, timings, claims."""
     x = x_values(config)
     seeds = sorted(seed_results)
     first = seed_results[seeds[0]]
     eff = efficiency_summary(x, seed_results, "normalized_return", config.methods,
                              level_fraction=0.9, low=0.0, high=1.0, x_name="transitions")
+    eff50 = efficiency_summary(x, seed_results, "normalized_return", config.methods,
+                               level_fraction=0.5, low=0.0, high=1.0, x_name="transitions")
     timing = {m: float(np.mean([seed_results[s][f"extra__seconds__{m}"][0] for s in seeds]))
               for m in config.methods}
     fits = {m: float(np.mean([seed_results[s][f"extra__n_fits__{m}"][0] for s in seeds]))
@@ -303,13 +321,16 @@ def summarise_extra(config: Config, seed_results: dict, metrics: dict) -> dict:
         "optimal_return": float(np.asarray(first["extra__optimal_return"])[0]),
         "lengthscale": float(np.asarray(first["extra__lengthscale"])[0]),
         "efficiency_90pct": eff,
+        "efficiency_50pct": eff50,
         "seconds_per_seed_per_method": timing,
         "seconds_per_seed": float(sum(timing.values())),
         "cpu_seconds_per_seed": float(np.mean([seed_results[s]["extra__cpu_seconds"][0]
                                                for s in seeds])),
         "n_fits_per_seed": fits,
-        "claims": claims_check(eff, config.methods, "transitions", "tunnel world",
-                               float(config.n_transitions)),
+        "claims": (claims_check(eff, config.methods, "transitions", "tunnel world",
+                                float(config.n_transitions))
+                   + claims_check(eff50, config.methods, "transitions", "tunnel world",
+                                  float(config.n_transitions))),
     }
 
 

@@ -218,7 +218,9 @@ class SubgoalPolicyEstimator:
     n_samples : int, default 100
         Kept sweeps :math:`M`.
     max_iter : int, default 10
-        Variational iterations per sweep (warm-started, so a few suffice).
+        Variational iterations per sweep (warm-started, so a few suffice). Measured on the wall
+        world (S = G = 101, one BLAS thread): about 13 s of CPU for 200 sweeps with 10
+        iterations, 7 s with 3.
     init : {"likelihood", "uniform"}, default "likelihood"
         Initial subgoals: drawn from the likelihood alone (uniform :math:`\mathbf p_s`) or uniformly.
     model_options : dict, optional

@@ -49,3 +49,11 @@ def test_dask_scheduler_address(tmp_path):
         )
     ref = toy.run_seed(toy.Config(), __import__("corrpriors.experiments", fromlist=["x"]).seed_generator(toy.NAME, 2))
     np.testing.assert_allclose(report.summary["metrics"]["error"]["methods"]["a"]["mean"], ref["error__a"])
+
+
+@pytest.mark.slow
+def test_dask_worker_processes_give_the_same_numbers(tmp_path):
+    kwargs = dict(config=toy.Config(), seeds=[0, 1], progress=False, echo=None, plot=False)
+    loky = run_experiment(toy.NAME, backend="loky", jobs=1, out=tmp_path / "loky", **kwargs)
+    dask = run_experiment(toy.NAME, backend="dask", jobs=2, processes=True, out=tmp_path / "dask", **kwargs)
+    assert dask.summary == loky.summary

@@ -143,26 +143,26 @@ def test_resume_recomputes_only_the_missing_seed(tmp_path):
     log = tmp_path / "log"
     log.mkdir()
     config = Config(log_dir=str(log))
-    first = run_experiment(NAME, config=config, n_seeds=3, jobs=1, out=tmp_path, progress=False, echo=None)
+    first = run_experiment(NAME, config=config, n_seeds=3, jobs=1, out=tmp_path, progress=False, echo=None, plot=False)
     assert calls(log) == [0, 1, 2] and first.computed_seeds == (0, 1, 2)
     (tmp_path / NAME / "seeds" / "seed-1.npz").unlink()
-    second = run_experiment(NAME, config=config, n_seeds=3, jobs=1, out=tmp_path, progress=False, echo=None)
+    second = run_experiment(NAME, config=config, n_seeds=3, jobs=1, out=tmp_path, progress=False, echo=None, plot=False)
     assert calls(log) == [0, 1, 1, 2]
     assert second.computed_seeds == (1,) and second.skipped_seeds == (0, 2)
     assert second.summary["metrics"] == first.summary["metrics"]
     # a third run computes nothing; --no-resume recomputes everything
-    run_experiment(NAME, config=config, n_seeds=3, jobs=1, out=tmp_path, progress=False, echo=None)
+    run_experiment(NAME, config=config, n_seeds=3, jobs=1, out=tmp_path, progress=False, echo=None, plot=False)
     assert calls(log) == [0, 1, 1, 2]
-    run_experiment(NAME, config=config, n_seeds=3, jobs=1, out=tmp_path, progress=False, echo=None, resume=False)
+    run_experiment(NAME, config=config, n_seeds=3, jobs=1, out=tmp_path, progress=False, echo=None, resume=False, plot=False)
     assert calls(log) == [0, 0, 1, 1, 1, 2, 2]
 
 
 def test_changed_config_is_recomputed(tmp_path):
     log = tmp_path / "log"
     log.mkdir()
-    run_experiment(NAME, config=Config(log_dir=str(log)), n_seeds=2, jobs=1, out=tmp_path, progress=False, echo=None)
+    run_experiment(NAME, config=Config(log_dir=str(log)), n_seeds=2, jobs=1, out=tmp_path, progress=False, echo=None, plot=False)
     run_experiment(NAME, config=Config(log_dir=str(log), noise=0.2), n_seeds=2, jobs=1, out=tmp_path,
-                   progress=False, echo=None)
+                   progress=False, echo=None, plot=False)
     assert calls(log) == [0, 0, 1, 1]
 
 
@@ -171,7 +171,7 @@ def test_corrupt_or_partial_seed_file_is_recomputed(tmp_path, damage):
     log = tmp_path / "log"
     log.mkdir()
     config = Config(log_dir=str(log))
-    first = run_experiment(NAME, config=config, n_seeds=2, jobs=1, out=tmp_path, progress=False, echo=None)
+    first = run_experiment(NAME, config=config, n_seeds=2, jobs=1, out=tmp_path, progress=False, echo=None, plot=False)
     npz, js = _io.seed_paths(tmp_path / NAME / "seeds", 0)
     if damage == "truncate_npz":
         data = npz.read_bytes()
@@ -186,7 +186,7 @@ def test_corrupt_or_partial_seed_file_is_recomputed(tmp_path, damage):
         js.unlink()
     else:  # a killed writer leaves a temporary file and no final file
         npz.rename(npz.with_name(".seed-0.npz.abc.tmp"))
-    second = run_experiment(NAME, config=config, n_seeds=2, jobs=1, out=tmp_path, progress=False, echo=None)
+    second = run_experiment(NAME, config=config, n_seeds=2, jobs=1, out=tmp_path, progress=False, echo=None, plot=False)
     assert second.computed_seeds == (0,) and second.skipped_seeds == (1,)
     assert calls(log) == [0, 0, 1]
     assert second.summary["metrics"] == first.summary["metrics"]
@@ -225,7 +225,7 @@ def test_ray_missing_gives_install_hint(tmp_path):
     except ImportError:
         pass
     with pytest.raises(ImportError, match=r"corrpriors\[dist\]"):
-        run_experiment(NAME, n_seeds=1, backend="ray", out=tmp_path, progress=False, echo=None)
+        run_experiment(NAME, n_seeds=1, backend="ray", out=tmp_path, progress=False, echo=None, plot=False)
 
 
 def test_missing_experiment_module_is_unavailable_not_a_crash():
@@ -240,7 +240,7 @@ def test_missing_experiment_module_is_unavailable_not_a_crash():
 def test_bad_seed_result_is_rejected(tmp_path, monkeypatch):
     monkeypatch.setattr(THIS, "run_seed", lambda config, rng: {"error__a": np.zeros(2)})
     with pytest.raises(ValueError, match=r"shape \(len\(x_values\),\)"):
-        run_experiment(NAME, config=Config(), n_seeds=1, jobs=1, out=tmp_path, progress=False, echo=None)
+        run_experiment(NAME, config=Config(), n_seeds=1, jobs=1, out=tmp_path, progress=False, echo=None, plot=False)
     assert not (tmp_path / NAME / "seeds" / "seed-0.json").exists()
 
 

@@ -264,21 +264,26 @@ def summarise_extra(config: Config, seed_results: dict[int, dict[str, np.ndarray
     std = {m: np.asarray(methods[m]["std"], dtype=float) for m in methods}
     extra: dict[str, Any] = {}
 
-    # length scales / scales / prior means chosen along T, per correlated method
-    for key_prefix, label in (("extra__lengthscale__", "lengthscale"), ("extra__scale__", "scale")):
-        per_method = {}
-        for method in ("pg", "pg_offset"):
-            key = key_prefix + method
-            rows = [r[key] for r in seed_results.values() if key in r]
-            if rows:
-                arr = np.stack(rows)
-                per_method[method] = {
-                    "median": np.median(arr, axis=0).tolist(),
-                    "min": arr.min(axis=0).tolist(),
-                    "max": arr.max(axis=0).tolist(),
-                }
-        if per_method:
-            extra[f"chosen_{label}"] = per_method
+    # length scales chosen by the ELBO and learned scales along T, per correlated method
+    chosen: dict[str, Any] = {}
+    scales: dict[str, Any] = {}
+    for method in ("pg", "pg_offset"):
+        rows = [r[f"extra__lengthscale__{method}"] for r in seed_results.values() if f"extra__lengthscale__{method}" in r]
+        if rows:
+            arr = np.round(np.stack(rows), 6)
+            cands = sorted(set(arr.ravel().tolist()))
+            frac = {f"{c:g}": np.mean(arr == c, axis=0).tolist() for c in cands}
+            mode = [cands[int(np.argmax([np.sum(arr[:, j] == c) for c in cands]))] for j in range(arr.shape[1])]
+            chosen[method] = {"mode": mode, "fraction": frac}
+        rows = [r[f"extra__scale__{method}"] for r in seed_results.values() if f"extra__scale__{method}" in r]
+        if rows:
+            arr = np.stack(rows)
+            scales[method] = {"median": np.median(arr, axis=0).tolist(), "min": arr.min(axis=0).tolist(),
+                              "max": arr.max(axis=0).tolist()}
+    if chosen:
+        extra["chosen_lengthscale"] = chosen
+    if scales:
+        extra["learned_scale"] = scales
 
     # data efficiency: the T at which each Dirichlet model first reaches pg_offset's error at T_ref
     claims = []
@@ -342,12 +347,17 @@ def summarise_extra(config: Config, seed_results: dict[int, dict[str, np.ndarray
         for d in ("dirichlet_uniform", "dirichlet_sparse"):
             if d in eff:
                 e = eff[d]
-                parts.append(f"{d} T={e['T']:.0f} ({e['ratio']:.1f}x)" if e["T"] is not None else f"{d} {e['note']}")
-        notes.append(f"data efficiency: {eff['reference']} = {eff['level']:.3f} is reached by " + ", ".join(parts))
+                parts.append(f"{d} at T={e['T']:.0f} ({e['ratio']:.1f}x)" if e["T"] is not None else f"{d} {e['note']}")
+        notes.append(f"data efficiency ({eff['reference']} = {eff['level']:.3f}): " + "; ".join(parts))
+    if "pg" in mean and "dirichlet_sparse" in mean:
+        below = np.flatnonzero(pos & (mean["pg"] < mean["dirichlet_sparse"]))
+        notes.append(
+            "pg is below dirichlet_sparse from T=" + (f"{ts[below[0]]:g}" if below.size else "never (on this grid)")
+        )
     for method, stats in extra.get("chosen_lengthscale", {}).items():
         notes.append(
-            f"{method}: ELBO-selected length scale (median over seeds) along T: "
-            + ", ".join(f"{v:.3g}" for v in stats["median"])
+            f"{method}: ELBO-selected length scale (most frequent over seeds) along T: "
+            + ", ".join(f"{v:.3g}" for v in stats["mode"])
         )
     extra["notes"] = notes
     return extra

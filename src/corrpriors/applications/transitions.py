@@ -513,8 +513,9 @@ class CorrelatedTransitionModel(_TransitionBelief):
         Default :func:`identity_category_map` (absolute encoding).
     learn_scale : bool, default=True
         Learn :math:`\theta_a` by (MAP-)EM at every fit.
-    learn_mean : {None, "constant"}, default="constant"
-        Learn one prior mean per stick (and action).
+    learn_mean : {None, "constant", "full"}, default="constant"
+        Learn one prior mean per stick (and action); ``None`` keeps the uniform logits;
+        ``"full"`` is the paper's (coupling-destroying) choice, see the core model.
     scale_prior : (shape, rate) or None, default=(2.0, 1.0)
         Gamma hyper-prior on :math:`\theta_a` (MAP-EM); keeps the scale from collapsing to
         zero while the data are scarce.
@@ -560,8 +561,8 @@ class CorrelatedTransitionModel(_TransitionBelief):
                              f"got {cmap.n_states}")
         if probs_method not in ("plugin", "mc"):
             raise ValueError(f"probs_method: expected 'plugin' or 'mc', got {probs_method!r}")
-        if learn_mean not in (None, "constant"):
-            raise ValueError(f"learn_mean: expected None or 'constant', got {learn_mean!r}")
+        if learn_mean not in (None, "constant", "full"):
+            raise ValueError(f"learn_mean: expected None, 'constant' or 'full', got {learn_mean!r}")
         if hasattr(covariance, "gram"):
             cov = covariance
         else:

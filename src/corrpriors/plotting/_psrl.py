@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pathlib
-from typing import Mapping
+from collections.abc import Mapping
 
 from ._curves import plot_metric_curves, save_png_pdf
 
@@ -60,4 +60,4 @@ def plot_psrl_curves(summary: Mapping, metric: str, path_without_suffix: str | p
     return save_png_pdf(fig, path_without_suffix)
 
 
-__all__ = ["plot_psrl_curves", "MODEL_LABELS"]
+__all__ = ["MODEL_LABELS", "plot_psrl_curves"]

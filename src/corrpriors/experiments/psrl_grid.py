@@ -191,6 +191,13 @@ def run_methods(mdp: Any, config: Any, rng: np.random.Generator, start_state: in
     return out
 
 
+def _mean_or_none(values: list) -> float | None:
+    """Mean of the finite values (None if there is none; older seed files lack some keys)."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    return float(v.mean()) if v.size else None
+
+
 def _mean_over_x(x: list[float], curve: np.ndarray) -> float:
     """Trapezoidal average of ``curve`` over the x range."""
     xs = np.asarray(x, dtype=float)
@@ -325,8 +332,8 @@ def summarise_extra(config: Config, seed_results: dict, metrics: dict) -> dict:
                                level_fraction=0.5, low=0.0, high=1.0, x_name="transitions")
     timing = {m: float(np.mean([seed_results[s][f"extra__seconds__{m}"][0] for s in seeds]))
               for m in config.methods}
-    cpu = {m: float(np.mean([seed_results[s].get(f"extra__cpu_seconds__{m}", [np.nan])[0]
-                             for s in seeds])) for m in config.methods}
+    cpu = {m: _mean_or_none([seed_results[s].get(f"extra__cpu_seconds__{m}", [np.nan])[0]
+                             for s in seeds]) for m in config.methods}
     fits = {m: float(np.mean([seed_results[s][f"extra__n_fits__{m}"][0] for s in seeds]))
             for m in config.methods}
     return {

@@ -34,6 +34,7 @@ import numpy as np
 
 from .psrl_grid import (
     METHODS,
+    _mean_or_none,
     claims_check,
     efficiency_summary,
     run_methods,
@@ -147,8 +148,8 @@ def summarise_extra(config: Config, seed_results: dict, metrics: dict) -> dict:
                                level_fraction=0.5, low=start, high=optimal, x_name="episodes")
     timing = {m: float(np.mean([seed_results[s][f"extra__seconds__{m}"][0] for s in seeds]))
               for m in config.methods}
-    cpu = {m: float(np.mean([seed_results[s].get(f"extra__cpu_seconds__{m}", [np.nan])[0]
-                             for s in seeds])) for m in config.methods}
+    cpu = {m: _mean_or_none([seed_results[s].get(f"extra__cpu_seconds__{m}", [np.nan])[0]
+                             for s in seeds]) for m in config.methods}
     fits = {m: float(np.mean([seed_results[s][f"extra__n_fits__{m}"][0] for s in seeds]))
             for m in config.methods}
     return {

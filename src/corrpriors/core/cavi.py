@@ -37,6 +37,7 @@ call). BLAS runs single-threaded during the fit (:func:`blas_threads_for`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import warnings
 from dataclasses import dataclass
 
@@ -202,6 +203,24 @@ class StickGroup:
         """ndarray of shape (G,): ``|O_k|`` of each stick."""
         return self.mask.sum(axis=1)
 
+    # Index arrays used by every psi step, computed once per layout (cached_property writes
+    # to the instance dict, which a frozen dataclass allows).
+    @functools.cached_property
+    def size_list(self) -> tuple:
+        """tuple of int: ``|O_k|`` of each stick."""
+        return tuple(int(m) for m in self.sizes)
+
+    @functools.cached_property
+    def cols(self) -> np.ndarray:
+        """ndarray of shape (G, n): the stick index of every entry."""
+        return np.ascontiguousarray(np.broadcast_to(self.sticks[:, None], self.index.shape))
+
+    @functools.cached_property
+    def real(self) -> tuple:
+        """(rows, cols, positions) of the real entries: covariate and stick indices, and flat
+        positions in the padded (G, n) arrays."""
+        return self.index[self.mask], self.cols[self.mask], np.flatnonzero(self.mask)
+
 
 @dataclass(frozen=True)
 class StickLayout:
@@ -355,8 +374,9 @@ def psi_step(layout: StickLayout, sigma: np.ndarray, mu: np.ndarray, kappa: np.n
     for j, grp in enumerate(layout.groups):
         sticks, index, mask = grp.sticks, grp.index, grp.mask
         g, n = index.shape
-        cols = np.broadcast_to(sticks[:, None], index.shape)
-        e = np.where(mask, omega_mean[index, cols], 0.0)
+        cols = grp.cols
+        e = omega_mean[index, cols]
+        e[~mask] = 0.0
         d = np.sqrt(e)
         if full:
             if blocks is not None:
@@ -372,8 +392,9 @@ def psi_step(layout: StickLayout, sigma: np.ndarray, mu: np.ndarray, kappa: np.n
         else:
             if blocks is not None:
                 work = workspace[j] if workspace is not None else np.empty_like(blocks[j])
-                np.multiply(blocks[j], (d * np.sqrt(block_scale))[:, :, None], out=work)
-                work *= (d * np.sqrt(block_scale))[:, None, :]
+                ds = d * np.sqrt(block_scale)
+                np.multiply(blocks[j], ds[:, :, None], out=work)
+                work *= ds[:, None, :]
             else:
                 work = sigma[index[:, :, None], index[:, None, :]]
                 work *= d[:, :, None]
@@ -385,9 +406,7 @@ def psi_step(layout: StickLayout, sigma: np.ndarray, mu: np.ndarray, kappa: np.n
             # Padded rows/columns are already the identity, so only the leading
             # |O_k| x |O_k| block is factorised (no flops wasted on padding).
             wt = work.transpose(0, 2, 1)
-            sizes = grp.sizes
-            for i in range(g):
-                m = int(sizes[i])
+            for i, m in enumerate(grp.size_list):
                 if m == n:
                     _, info = _potrf(wt[i], lower=0, clean=1, overwrite_a=1)
                     _trtri(wt[i], lower=0, overwrite_c=1)
@@ -433,9 +452,9 @@ def psi_step(layout: StickLayout, sigma: np.ndarray, mu: np.ndarray, kappa: np.n
                                   - np.einsum("gic,gic->cg", h, h))
         a = d * u
         trace_dv[sticks] = np.sum(np.where(mask, one_minus, 0.0), axis=1)
-        rows, cc = index[mask], cols[mask]
-        alpha[rows, cc] = a[mask]
-        var[rows, cc] = v_obs[mask]
+        rows, cc, pos = grp.real
+        alpha[rows, cc] = a.ravel()[pos]
+        var[rows, cc] = v_obs.ravel()[pos]
     delta = sigma @ alpha
     psi_mean = mu + delta
     quad = np.sum(alpha * delta, axis=0)

@@ -461,6 +461,26 @@ def psi_step(layout: StickLayout, sigma: np.ndarray, mu: np.ndarray, kappa: np.n
     return PsiStep(psi_mean, np.maximum(var, 0.0), alpha, trace_dv, quad, logdet_b, reduction)
 
 
+def _fill_unobserved_var(layout: StickLayout, sigma: np.ndarray, omega_mean: np.ndarray,
+                         linvs: list[np.ndarray], psi_var: np.ndarray) -> FloatArray:
+    """Marginal variances off the observed sets from the factors of the last psi step.
+
+    ``linvs`` are the per-group :math:`L^{-1}` that :func:`psi_step` leaves in its workspace
+    (for the same ``layout``, ``sigma`` and ``omega_mean``); the observed entries of ``psi_var``
+    are kept. Same formula as ``psi_step(..., all_var=True)``.
+    """
+    var = psi_var.copy()
+    diag_sigma = np.diag(sigma)
+    for grp, linv in zip(layout.groups, linvs):
+        e = omega_mean[grp.index, grp.cols]
+        e[~grp.mask] = 0.0
+        h = np.matmul(linv, np.sqrt(e)[:, :, None] * sigma[grp.index, :])
+        full = np.maximum(diag_sigma[:, None] - np.einsum("gic,gic->cg", h, h), 0.0)
+        obs = layout.observed[:, grp.sticks]
+        var[:, grp.sticks] = np.where(obs, var[:, grp.sticks], full)
+    return var
+
+
 class _ActiveSet:
     """Layout, pre-gathered blocks and workspace restricted to the active (unfrozen) sticks."""
 
@@ -693,7 +713,12 @@ def _run_cavi(counts: np.ndarray, base_covariance: np.ndarray, mean: np.ndarray,
         raise ValueError(f"max_iter: expected a positive integer, got {max_iter!r}")
     # Final full marginal variances (same inputs as the last psi step, so the same q).
     sigma = theta * base
-    if not learn_kernel:
+    if not learn_kernel and workspace is not None and not freeze:
+        # the workspace still holds every group's L^-1 from the last psi step
+        step = PsiStep(step.psi_mean, _fill_unobserved_var(layout, sigma, omega_used, workspace,
+                                                           step.psi_var),
+                       step.alpha, step.trace_dv, step.quad, step.logdet_b, None)
+    elif not learn_kernel:
         step = psi_step(layout, sigma, mu, kappa, omega_used, blocks=blocks, block_scale=theta,
                         workspace=workspace, all_var=True)
     w_full = np.sqrt(step.psi_var + step.psi_mean ** 2)

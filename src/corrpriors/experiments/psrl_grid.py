@@ -239,6 +239,25 @@ def efficiency_summary(x: list[float], seed_results: dict, metric: str, methods:
     return {"level": level, "level_fraction": level_fraction, "methods": table}
 
 
+def cost_summary(seed_results: dict, methods: tuple) -> dict:
+    """Mean wall / CPU seconds and belief refits per seed and method (from the seed files)."""
+    seeds = sorted(seed_results)
+    timing = {m: float(np.mean([seed_results[s][f"extra__seconds__{m}"][0] for s in seeds]))
+              for m in methods}
+    cpu = {m: _mean_or_none([seed_results[s].get(f"extra__cpu_seconds__{m}", [np.nan])[0]
+                             for s in seeds]) for m in methods}
+    fits = {m: float(np.mean([seed_results[s][f"extra__n_fits__{m}"][0] for s in seeds]))
+            for m in methods}
+    return {
+        "seconds_per_seed_per_method": timing,
+        "cpu_seconds_per_seed_per_method": cpu,
+        "seconds_per_seed": float(sum(timing.values())),
+        "cpu_seconds_per_seed": float(np.mean([seed_results[s]["extra__cpu_seconds"][0]
+                                               for s in seeds])),
+        "n_fits_per_seed": fits,
+    }
+
+
 def claims_check(eff: dict, methods: tuple, x_name: str, domain: str, x_max: float) -> list[dict]:
     """The paper's claim: PG policies reach good returns with markedly fewer data than Dirichlet.
 
@@ -330,23 +349,12 @@ def summarise_extra(config: Config, seed_results: dict, metrics: dict) -> dict:
                              level_fraction=0.9, low=0.0, high=1.0, x_name="transitions")
     eff50 = efficiency_summary(x, seed_results, "normalized_return", config.methods,
                                level_fraction=0.5, low=0.0, high=1.0, x_name="transitions")
-    timing = {m: float(np.mean([seed_results[s][f"extra__seconds__{m}"][0] for s in seeds]))
-              for m in config.methods}
-    cpu = {m: _mean_or_none([seed_results[s].get(f"extra__cpu_seconds__{m}", [np.nan])[0]
-                             for s in seeds]) for m in config.methods}
-    fits = {m: float(np.mean([seed_results[s][f"extra__n_fits__{m}"][0] for s in seeds]))
-            for m in config.methods}
     return {
         "optimal_return": float(np.asarray(first["extra__optimal_return"])[0]),
         "lengthscale": float(np.asarray(first["extra__lengthscale"])[0]),
         "efficiency_90pct": eff,
         "efficiency_50pct": eff50,
-        "seconds_per_seed_per_method": timing,
-        "cpu_seconds_per_seed_per_method": cpu,
-        "seconds_per_seed": float(sum(timing.values())),
-        "cpu_seconds_per_seed": float(np.mean([seed_results[s]["extra__cpu_seconds"][0]
-                                               for s in seeds])),
-        "n_fits_per_seed": fits,
+        **cost_summary(seed_results, config.methods),
         "claims": (claims_check(eff, config.methods, "transitions", "tunnel world",
                                 float(config.n_transitions))
                    + claims_check(eff50, config.methods, "transitions", "tunnel world",

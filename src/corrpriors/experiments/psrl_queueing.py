@@ -34,8 +34,8 @@ import numpy as np
 
 from .psrl_grid import (
     METHODS,
-    _mean_or_none,
     claims_check,
+    cost_summary,
     efficiency_summary,
     run_methods,
     se_covariance,
@@ -146,22 +146,11 @@ def summarise_extra(config: Config, seed_results: dict, metrics: dict) -> dict:
                              level_fraction=0.9, low=start, high=optimal, x_name="episodes")
     eff50 = efficiency_summary(x, seed_results, "expected_return", config.methods,
                                level_fraction=0.5, low=start, high=optimal, x_name="episodes")
-    timing = {m: float(np.mean([seed_results[s][f"extra__seconds__{m}"][0] for s in seeds]))
-              for m in config.methods}
-    cpu = {m: _mean_or_none([seed_results[s].get(f"extra__cpu_seconds__{m}", [np.nan])[0]
-                             for s in seeds]) for m in config.methods}
-    fits = {m: float(np.mean([seed_results[s][f"extra__n_fits__{m}"][0] for s in seeds]))
-            for m in config.methods}
     return {
         "optimal_return": optimal,
         "efficiency_90pct": eff,
         "efficiency_50pct": eff50,
-        "seconds_per_seed_per_method": timing,
-        "cpu_seconds_per_seed_per_method": cpu,
-        "seconds_per_seed": float(sum(timing.values())),
-        "cpu_seconds_per_seed": float(np.mean([seed_results[s]["extra__cpu_seconds"][0]
-                                               for s in seeds])),
-        "n_fits_per_seed": fits,
+        **cost_summary(seed_results, config.methods),
         "claims": (claims_check(eff, config.methods, "episodes", "queueing network",
                                 float(config.n_episodes))
                    + claims_check(eff50, config.methods, "episodes", "queueing network",

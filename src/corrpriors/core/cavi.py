@@ -48,6 +48,7 @@ from .._typing import FloatArray
 from ..exceptions import JitterWarning
 from . import hyper_em
 from .elbo import elbo_value, kl_terms, log_binomial_coefficients, log_cosh_half
+from .polya_gamma import _tanh_over_x
 from .results import VIResult
 from .stick_breaking import count_statistics
 
@@ -83,8 +84,8 @@ def blas_threads_for(size: int):
 def pg_expectation(b: np.ndarray, w: np.ndarray) -> FloatArray:
     r""":math:`E[\omega]` for :math:`\omega \sim PG(b, w)`: ``b tanh(w/2) / (2 w)``.
 
-    Stable for all ``w``: a series ``b/4 (1 - x^2/3 + 2x^4/15)`` (``x = w/2``) below
-    ``|x| < 1e-3``; for huge ``w`` ``tanh`` saturates at 1 and the ratio stays finite.
+    The unvalidated hot-path twin of :func:`corrpriors.core.polya_gamma.pg_mean` (same stable
+    ``tanh(x)/x``, a series near 0; finite for huge ``w``).
 
     Parameters
     ----------
@@ -95,12 +96,7 @@ def pg_expectation(b: np.ndarray, w: np.ndarray) -> FloatArray:
     -------
     ndarray of shape (...)
     """
-    b = np.asarray(b, dtype=float)
-    x = np.abs(np.asarray(w, dtype=float)) * 0.5
-    small = x < 1e-3
-    xs = np.where(small, 1.0, x)
-    ratio = np.where(small, 1.0 - x * x / 3.0 + 2.0 * x ** 4 / 15.0, np.tanh(xs) / xs)
-    return 0.25 * b * ratio
+    return 0.25 * np.asarray(b, dtype=float) * _tanh_over_x(0.5 * np.asarray(w, dtype=float))
 
 
 def omega_step(b: np.ndarray, psi_mean: np.ndarray, psi_var: np.ndarray,

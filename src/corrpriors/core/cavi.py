@@ -47,7 +47,7 @@ from scipy.linalg import lapack, solve_triangular
 from .._typing import FloatArray
 from ..exceptions import JitterWarning
 from . import hyper_em
-from .elbo import elbo_value, kl_terms, log_binomial_coefficients, log_cosh_half
+from .elbo import elbo_value, log_binomial_coefficients
 from .polya_gamma import _tanh_over_x
 from .results import VIResult
 from .stick_breaking import count_statistics
@@ -463,47 +463,23 @@ def _fill_unobserved_var(layout: StickLayout, sigma: np.ndarray, omega_mean: np.
 
     ``linvs`` are the per-group :math:`L^{-1}` that :func:`psi_step` leaves in its workspace
     (for the same ``layout``, ``sigma`` and ``omega_mean``); the observed entries of ``psi_var``
-    are kept. Same formula as ``psi_step(..., all_var=True)``.
+    are kept. Same formula as ``psi_step(..., all_var=True)``, evaluated only on each stick's
+    unobserved covariates :math:`U_k` (:math:`O(|O_k|^2 |U_k|)` per stick; the observed sets
+    of grid data are large, so :math:`U_k` is small).
     """
     var = psi_var.copy()
     diag_sigma = np.diag(sigma)
+    observed = layout.observed
     for grp, linv in zip(layout.groups, linvs):
-        e = omega_mean[grp.index, grp.cols]
-        e[~grp.mask] = 0.0
-        h = np.matmul(linv, np.sqrt(e)[:, :, None] * sigma[grp.index, :])
-        full = np.maximum(diag_sigma[:, None] - np.einsum("gic,gic->cg", h, h), 0.0)
-        obs = layout.observed[:, grp.sticks]
-        var[:, grp.sticks] = np.where(obs, var[:, grp.sticks], full)
+        for i, (k, m) in enumerate(zip(grp.sticks, grp.size_list)):
+            unobs = np.flatnonzero(~observed[:, k])
+            if unobs.size == 0:
+                continue
+            rows = grp.index[i, :m]
+            d = np.sqrt(omega_mean[rows, k])
+            h = linv[i, :m, :m] @ (d[:, None] * sigma[np.ix_(rows, unobs)])
+            var[unobs, k] = np.maximum(diag_sigma[unobs] - np.einsum("ij,ij->j", h, h), 0.0)
     return var
-
-
-class _ActiveSet:
-    """Layout, pre-gathered blocks and workspace restricted to the active (unfrozen) sticks."""
-
-    def __init__(self, layout: StickLayout, blocks, workspace, active: np.ndarray):
-        self.columns = np.flatnonzero(active)
-        if self.columns.size == active.size:
-            self.layout, self.blocks, self.workspace = layout, blocks, workspace
-            return
-        self.layout = build_layout(layout.observed[:, self.columns])
-        if blocks is None:
-            self.blocks = self.workspace = None
-            return
-        # cut the full layout's pre-gathered blocks down instead of gathering from Sigma again
-        where = {}
-        for j, grp in enumerate(layout.groups):
-            for i, k in enumerate(grp.sticks):
-                where[int(k)] = (j, i)
-        self.blocks = []
-        for grp in self.layout.groups:
-            n = grp.index.shape[1]
-            out = np.zeros((len(grp.sticks), n, n))
-            for g, k in enumerate(grp.sticks):
-                j, i = where[int(self.columns[k])]
-                m = int(grp.mask[g].sum())
-                out[g, :m, :m] = blocks[j][i, :m, :m]
-            self.blocks.append(out)
-        self.workspace = [np.empty_like(x) for x in self.blocks]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -524,14 +500,78 @@ def run_cavi(counts: np.ndarray, base_covariance: np.ndarray, mean: np.ndarray,
         return _run_cavi(counts, base_covariance, mean, **kwargs)
 
 
+@dataclass
+class _Evaluation:
+    """One CAVI sweep from a point (tilts, scale, means): the psi step, the omega step and the
+    objective at the resulting :math:`q`."""
+
+    step: PsiStep
+    site_precision: np.ndarray  # E[omega] that defined q(psi), (C, K - 1)
+    theta: float
+    mu: np.ndarray  # (C, K - 1)
+    w: np.ndarray  # optimal tilts for q(psi), (C, K - 1)
+    elbo: float
+    objective: float
+
+
+class _Anderson:
+    """Anderson acceleration (type II, memory ``m``) of a fixed-point map :math:`x \\mapsto F(x)`.
+
+    ``propose(x, fx)`` returns :math:`x + g - (\\Delta X + \\Delta G)\\gamma` with
+    :math:`g = F(x) - x` and :math:`\\gamma` the least-squares fit of :math:`g` by the recent
+    residual differences :math:`\\Delta G` (Walker & Ni 2011); with no history it is ``fx``.
+    """
+
+    def __init__(self, memory: int):
+        self.memory = int(memory)
+        self.xs: list[np.ndarray] = []
+        self.gs: list[np.ndarray] = []
+
+    def reset(self) -> None:
+        self.xs.clear()
+        self.gs.clear()
+
+    def propose(self, x: np.ndarray, fx: np.ndarray) -> np.ndarray:
+        g = fx - x
+        self.xs.append(x)
+        self.gs.append(g)
+        if len(self.xs) > self.memory + 1:
+            self.xs.pop(0)
+            self.gs.pop(0)
+        if len(self.xs) < 2:
+            return fx
+        dx = np.diff(np.asarray(self.xs), axis=0).T  # (n, m)
+        dg = np.diff(np.asarray(self.gs), axis=0).T
+        gamma = np.linalg.lstsq(dg, g, rcond=1e-10)[0]
+        out = x + g - (dx + dg) @ gamma
+        return out if np.all(np.isfinite(out)) else fx
+
+
 def _run_cavi(counts: np.ndarray, base_covariance: np.ndarray, mean: np.ndarray, *,
-             jitter: float = 0.0, scale: float = 1.0, learn_scale: bool = False,
-             learn_mean: str | None = None, scale_prior: tuple[float, float] | None = None,
-             mean_prior_mean: np.ndarray | None = None, mean_prior_std: float | None = None,
-             bound_kernel=None, learn_kernel: bool = False, max_iter: int = 1000,
-             tol: float = 1e-8, init: VIResult | None = None, verbose: bool = False,
-             callback=None, freeze_converged: bool = False) -> VIResult:
-    """Run CAVI (psi step, omega step, ELBO, M-step) until the objective stalls.
+              jitter: float = 0.0, scale: float = 1.0, learn_scale: bool = False,
+              learn_mean: str | None = None, scale_prior: tuple[float, float] | None = None,
+              mean_prior_mean: np.ndarray | None = None, mean_prior_std: float | None = None,
+              bound_kernel=None, learn_kernel: bool = False, max_iter: int = 1000,
+              tol: float = 1e-8, init: VIResult | None = None, verbose: bool = False,
+              callback=None, acceleration: str | None = "anderson",
+              anderson_memory: int = 5) -> VIResult:
+    """Run CAVI (psi step, omega step, objective, M-step) until the objective stalls.
+
+    One plain iteration is the map :math:`F`: from tilts :math:`w` (equivalently
+    :math:`E[\\omega]`), scale :math:`\\theta` and prior means :math:`\\mu`, the psi step
+    gives :math:`q(\\psi)`, the omega step the optimal tilts for it, then the M-step the new
+    hyper-parameters. Every quantity is a coordinate-wise maximiser, so the objective (ELBO
+    plus log hyper-prior) never decreases along the plain iteration, and its fixed points are
+    the stationary points of the paper's updates.
+
+    With ``acceleration="anderson"`` the same map is iterated with Anderson acceleration on
+    :math:`x = (w_{observed}, \\log\\theta, \\mu_{constant})` (the learned parts only). An
+    accelerated point is a legitimate variational point too (any tilts define a
+    :math:`q(\\omega)`, any :math:`\\theta > 0` a prior), so its objective is exact; a point
+    whose objective is below the last accepted one is rejected and the plain step taken
+    instead (which cannot decrease it). So the recorded trace stays monotone and the fit
+    converges to the same fixed point in fewer psi steps (about half on grid transition data).
+    Kernel learning (``learn_kernel``) and ``learn_mean="full"`` always use the plain map.
 
     Parameters
     ----------
@@ -555,28 +595,27 @@ def _run_cavi(counts: np.ndarray, base_covariance: np.ndarray, mean: np.ndarray,
         Needed with ``learn_kernel``.
     learn_kernel : bool
     max_iter : int
+        Maximum number of psi steps (rejected accelerated steps included).
     tol : float
-        Stop when the relative change of the objective is at most ``tol``.
+        Stop when the relative change of the objective between accepted iterations is at
+        most ``tol``.
     init : VIResult or None
         Warm start: the previous tilts ``w``, scale and means.
     verbose : bool
     callback : callable or None
-        Called as ``callback(iteration, objective)`` after every iteration.
-    freeze_converged : bool
-        Only when no hyper-parameter is learned (``learn_scale`` False, ``learn_mean`` None,
-        ``learn_kernel`` False): the sticks are then independent and the ELBO is a sum of
-        per-stick terms :math:`L_k`. A stick is frozen (no longer updated: its
-        :math:`\\lambda_k, V_k, w_{\\cdot k}` stay as they are) once
-        :math:`|L_k^{(t)} - L_k^{(t-1)}| \\le tol\\,|L^{(t)}| / n_{active}`; the psi step then
-        runs over the active sticks only. Every frozen stick's term stays consistent, so the
-        ELBO of the returned :math:`q` is exact and the trace stays monotone. The fit stops
-        when every stick is frozen or the total relative change is at most ``tol`` (each
-        frozen stick's last change was within its share of ``tol``). ``tol < 0`` never freezes.
+        Called as ``callback(iteration, objective)`` after every accepted iteration.
+    acceleration : {"anderson", None}
+    anderson_memory : int
+        Number of past differences used by Anderson acceleration.
 
     Returns
     -------
     VIResult
     """
+    if acceleration not in (None, "anderson"):
+        raise ValueError(f"acceleration: expected 'anderson' or None, got {acceleration!r}")
+    if not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
+        raise ValueError(f"max_iter: expected a positive integer, got {max_iter!r}")
     counts = np.asarray(counts, dtype=float)
     c, k = counts.shape
     km1 = k - 1
@@ -595,10 +634,9 @@ def _run_cavi(counts: np.ndarray, base_covariance: np.ndarray, mean: np.ndarray,
         if learn_kernel and init.kernel_theta is not None and bound_kernel is not None:
             bound_kernel = bound_kernel.with_theta(np.asarray(init.kernel_theta))
             base = bound_kernel.gram() + jitter * np.eye(c)
-        w0 = init.w
+        w = np.where(observed, init.w, 0.0)
     else:
-        w0 = np.sqrt(theta * np.diag(base)[:, None] + mu ** 2)
-    omega_mean = np.where(observed, pg_expectation(b, w0), 0.0)
+        w = np.where(observed, np.sqrt(theta * np.diag(base)[:, None] + mu ** 2), 0.0)
 
     ones_solve = np.zeros(c)  # Sigma_tilde^-1 1, for the constant-mean update
 
@@ -621,112 +659,129 @@ def _run_cavi(counts: np.ndarray, base_covariance: np.ndarray, mean: np.ndarray,
 
     blocks = None if learn_kernel else gather_blocks(layout, base)
     workspace = None if blocks is None else [np.empty_like(x) for x in blocks]
-    elbos, objectives = [], []
-    converged = False
-    step: PsiStep | None = None
-    omega_used = omega_mean
-    freeze = (freeze_converged and not learn_scale and learn_mean is None
-              and not learn_kernel)
-    if freeze:
-        # per-stick state; frozen columns keep the values of their last update
-        active = np.ones(km1, dtype=bool)
-        omega_used = omega_mean.copy()
-        sub = _ActiveSet(layout, blocks, workspace, active)
-        lik_const = -np.log(2.0) * b.sum(axis=0)
-        prev_terms = None
-        st_mean = st_var = st_trace = st_quad = st_logdet = None
-    for it in range(max_iter):
-        sigma = theta * base
-        if freeze:
-            act = sub.columns
-            sstep = psi_step(sub.layout, sigma, mu[:, act], kappa[:, act], omega_mean[:, act],
-                             blocks=sub.blocks, block_scale=theta, workspace=sub.workspace)
-            if st_mean is None:
-                st_mean, st_var = sstep.psi_mean, sstep.psi_var
-                st_trace, st_quad, st_logdet = sstep.trace_dv, sstep.quad, sstep.logdet_b
-                omega_used = omega_mean.copy()
-            else:
-                st_mean[:, act] = sstep.psi_mean
-                st_var[:, act] = sstep.psi_var
-                st_trace[act] = sstep.trace_dv
-                st_quad[act] = sstep.quad
-                st_logdet[act] = sstep.logdet_b
-                omega_used[:, act] = omega_mean[:, act]
-            step = PsiStep(st_mean, st_var, None, st_trace, st_quad, st_logdet, None)
-        else:
-            omega_used = omega_mean
-            step = psi_step(layout, sigma, mu, kappa, omega_used, full=learn_kernel,
-                            need_reduction=learn_kernel, blocks=blocks, block_scale=theta,
-                            workspace=workspace)
-        w, omega_mean = omega_step(b, step.psi_mean, step.psi_var, observed)
-        elbo = elbo_value(b, kappa, step.psi_mean, w, log_binom, step.trace_dv, step.quad,
-                          step.logdet_b)
-        obj = elbo + _log_hyper(theta, mu)
-        elbos.append(elbo)
-        objectives.append(obj)
-        if verbose:
-            print(f"iter {it + 1:5d}  elbo {elbo:.10g}  objective {obj:.10g}  scale {theta:.4g}")
-        if callback is not None:
-            callback(it, obj)
-        if freeze:
-            terms = (lik_const + np.sum(kappa * step.psi_mean - b * log_cosh_half(w), axis=0)
-                     - kl_terms(step.trace_dv, step.quad, step.logdet_b))
-            if prev_terms is not None:
-                share = tol * abs(obj) / max(int(active.sum()), 1)
-                done = active & (np.abs(terms - prev_terms) <= share)
-                if done.any():
-                    active &= ~done
-                    if active.any():
-                        sub = _ActiveSet(layout, blocks, workspace, active)
-                    else:
-                        converged = True
-                        break
-            prev_terms = terms
-        if it > 0 and abs(obj - objectives[-2]) <= tol * abs(obj):
-            converged = True
-            break
-        if it == max_iter - 1:
-            break
-        # ---------------- M-step (q fixed) ----------------
+
+    def evaluate(w_in, theta_in, mu_in) -> _Evaluation:
+        site = np.where(observed, pg_expectation(b, w_in), 0.0)
+        st = psi_step(layout, theta_in * base, mu_in, kappa, site, full=learn_kernel,
+                      need_reduction=learn_kernel, blocks=blocks, block_scale=theta_in,
+                      workspace=workspace)
+        w_out, _ = omega_step(b, st.psi_mean, st.psi_var, observed)
+        elbo = elbo_value(b, kappa, st.psi_mean, w_out, log_binom, st.trace_dv, st.quad,
+                          st.logdet_b)
+        return _Evaluation(st, site, theta_in, mu_in, w_out, elbo,
+                           elbo + _log_hyper(theta_in, mu_in))
+
+    def m_step(ev: _Evaluation):
+        """Hyper-parameters maximising the objective for the q of ``ev``."""
+        nonlocal bound_kernel, base, ones_solve
+        th, mu_ = ev.theta, ev.mu
+        st = ev.step
         if learn_scale:
-            stat = hyper_em.scale_statistic(theta, c, step.trace_dv, step.quad)
-            theta = hyper_em.update_scale(stat, c, km1, scale_prior)
+            stat = hyper_em.scale_statistic(th, c, st.trace_dv, st.quad)
+            th = hyper_em.update_scale(stat, c, km1, scale_prior)
         if learn_kernel and bound_kernel is not None:
-            dmu = mu - step.psi_mean
-            m_stat = km1 * sigma - step.reduction + dmu @ dmu.T
-            bound_kernel, _, _ = hyper_em.optimise_kernel(bound_kernel, theta, jitter, m_stat, km1)
+            dmu = mu_ - st.psi_mean
+            m_stat = km1 * ev.theta * base - st.reduction + dmu @ dmu.T
+            bound_kernel, _, _ = hyper_em.optimise_kernel(bound_kernel, th, jitter, m_stat, km1)
             base = bound_kernel.gram() + jitter * np.eye(c)
             if learn_mean == "constant":
                 ones_solve = _ones_solve(base)
         if learn_mean == "constant":
-            m_new = hyper_em.update_constant_mean(ones_solve / theta, step.psi_mean,
+            m_new = hyper_em.update_constant_mean(ones_solve / th, st.psi_mean,
                                                   mean_prior_mean, mean_prior_std)
-            mu = np.repeat(m_new[None, :], c, axis=0)
+            mu_ = np.repeat(m_new[None, :], c, axis=0)
         elif learn_mean == "full":
-            mu = step.psi_mean.copy()
+            mu_ = st.psi_mean.copy()
+        return th, mu_
 
-    if step is None:
-        raise ValueError(f"max_iter: expected a positive integer, got {max_iter!r}")
-    # Final full marginal variances (same inputs as the last psi step, so the same q).
+    accelerate = (acceleration == "anderson" and not learn_kernel and learn_mean != "full")
+
+    def pack(w_, th, mu_):
+        parts = [w_[observed]]
+        if learn_scale:
+            parts.append([np.log(th)])
+        if learn_mean == "constant":
+            parts.append(mu_[0])
+        return np.concatenate(parts)
+
+    def unpack(x):
+        n_obs = int(observed.sum())
+        w_ = np.zeros((c, km1))
+        w_[observed] = x[:n_obs]
+        pos = n_obs
+        th = theta
+        if learn_scale:
+            th = float(np.exp(np.clip(x[pos], -700.0, 700.0)))
+            pos += 1
+        mu_ = mu
+        if learn_mean == "constant":
+            mu_ = np.repeat(x[pos:pos + km1][None, :], c, axis=0)
+        return w_, th, mu_
+
+    anderson = _Anderson(anderson_memory) if accelerate else None
+    elbos, objectives = [], []
+    converged = False
+    n_steps = 0
+    cur = evaluate(w, theta, mu)
+    n_steps += 1
+    last_eval = cur  # the evaluation whose factors sit in the workspace
+    while True:
+        elbos.append(cur.elbo)
+        objectives.append(cur.objective)
+        it = len(objectives) - 1
+        if verbose:
+            print(f"iter {it + 1:5d}  elbo {cur.elbo:.10g}  objective {cur.objective:.10g}  "
+                  f"scale {cur.theta:.4g}")
+        if callback is not None:
+            callback(it, cur.objective)
+        if it > 0 and abs(cur.objective - objectives[-2]) <= tol * abs(cur.objective):
+            converged = True
+            break
+        if n_steps >= max_iter:
+            break
+        th_next, mu_next = m_step(cur)
+        if anderson is None:
+            cur = last_eval = evaluate(cur.w, th_next, mu_next)
+            n_steps += 1
+            continue
+        x = pack(np.where(observed, w, 0.0), cur.theta, cur.mu)
+        fx = pack(cur.w, th_next, mu_next)
+        prop = anderson.propose(x, fx)
+        trial = last_eval = evaluate(*unpack(prop))
+        n_steps += 1
+        if trial.objective >= cur.objective or n_steps >= max_iter:
+            if trial.objective >= cur.objective:
+                w, cur = unpack(prop)[0], trial
+                continue
+            # out of budget on a rejected step: keep cur (its factors are recomputed below)
+            break
+        anderson.reset()
+        w = cur.w
+        cur = last_eval = evaluate(cur.w, th_next, mu_next)
+        n_steps += 1
+
+    theta, mu = cur.theta, cur.mu
+    step = cur.step
+    # Final full marginal variances (same inputs as the accepted psi step, so the same q).
     sigma = theta * base
-    if not learn_kernel and workspace is not None and not freeze:
+    if not learn_kernel and workspace is not None and last_eval is cur:
         # the workspace still holds every group's L^-1 from the last psi step
-        step = PsiStep(step.psi_mean, _fill_unobserved_var(layout, sigma, omega_used, workspace,
-                                                           step.psi_var),
+        step = PsiStep(step.psi_mean, _fill_unobserved_var(layout, sigma, cur.site_precision,
+                                                           workspace, step.psi_var),
                        step.alpha, step.trace_dv, step.quad, step.logdet_b, None)
     elif not learn_kernel:
-        step = psi_step(layout, sigma, mu, kappa, omega_used, blocks=blocks, block_scale=theta,
-                        workspace=workspace, all_var=True)
+        step = psi_step(layout, sigma, mu, kappa, cur.site_precision, blocks=blocks,
+                        block_scale=theta, workspace=workspace, all_var=True)
     w_full = np.sqrt(step.psi_var + step.psi_mean ** 2)
     omega_final = np.where(observed, pg_expectation(b, w_full), 0.0)
     kernel_theta = None if bound_kernel is None else np.asarray(bound_kernel.theta, dtype=float)
     return VIResult(
         psi_mean=step.psi_mean, psi_var=step.psi_var, w=w_full, omega_mean=omega_final,
-        site_precision=omega_used,
+        site_precision=cur.site_precision,
         mean=mu, covariance=base, scale=theta, kernel_theta=kernel_theta,
         elbo=float(elbos[-1]), objective=float(objectives[-1]),
         elbo_trace=np.asarray(elbos), objective_trace=np.asarray(objectives),
-        n_iter=len(elbos), converged=converged, jitter=float(jitter))
+        n_iter=len(elbos), converged=converged, jitter=float(jitter), n_psi_steps=n_steps)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -47,11 +47,13 @@ class VIResult:
     objective_trace : ndarray of shape (n_iter,)
         Objective after every iteration; never decreases.
     n_iter : int
-        Number of CAVI iterations run.
+        Number of accepted CAVI iterations (the length of the traces).
     converged : bool
         Whether the relative change of the objective fell below ``tol``.
     jitter : float
         The diagonal jitter :math:`\epsilon` added to the base covariance.
+    n_psi_steps : int
+        Number of psi steps computed (``n_iter`` plus rejected accelerated steps); the cost.
     """
 
     psi_mean: np.ndarray
@@ -70,6 +72,7 @@ class VIResult:
     n_iter: int
     converged: bool
     jitter: float
+    n_psi_steps: int = 0
 
 
 __all__ = ["VIResult"]

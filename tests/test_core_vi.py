@@ -265,6 +265,8 @@ def test_elbo_below_importance_sampling_evidence(c, k, seed):
     se = np.sqrt(np.var(ww) / n_draw) / np.mean(ww)  # relative s.e. ~ s.e. of the log
     assert np.all(m.elbo_trace_ <= log_evidence + 4 * se + 1e-9)
     assert m.elbo_ > log_evidence - 1.0  # measured gaps: 0.33 (C=3, K=3), 0.53 (C=5, K=4)
+    # the collapsed bound sits between the ELBO and log p(X)
+    assert m.elbo_ <= m.collapsed_bound() <= log_evidence + 4 * se + 1e-9
     del b, w
 
 

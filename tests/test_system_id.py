@@ -12,7 +12,7 @@ from corrpriors.experiments._runner import run_experiment
 
 
 def tiny_config():
-    return system_id.Config(transitions=(0, 50, 400), lengthscales=(0.0,), max_iter=10)
+    return system_id.Config(transitions=(0, 50, 400), lengthscales=(0.0,), scales=(0.3, 3.0), max_iter=10)
 
 
 def test_random_walk_starts_in_the_corner_and_follows_the_model():
@@ -35,6 +35,39 @@ def test_cumulative_counts_are_prefix_counts():
         ref = np.zeros((5, 2, 5), dtype=int)
         np.add.at(ref, (s[:T], a[:T], s2[:T]), 1)
         np.testing.assert_array_equal(X, ref)
+
+
+def test_per_action_selection_takes_the_best_collapsed_bound_of_each_action():
+    from corrpriors.envs import tunnel_world
+
+    mdp = tunnel_world()
+    config = system_id.Config(transitions=(300,), lengthscales=(2.0,), scales=(0.01, 3.0))
+    models = system_id._correlated_models(config, mdp, "pg", [2.0])
+    assert [m.models_[0].scale for m in models] == [0.01, 3.0]
+    s, a, s2 = system_id.random_walk(mdp, 300, np.random.default_rng(3))
+    X = system_id._cumulative_counts(mdp.n_states, mdp.n_actions, s, a, s2, [300])[0]
+    est, ls, scale, elbo, bound = system_id._select_per_action(models, X)
+    bounds = np.array([[m.collapsed_bound() for m in model.models_] for model in models])
+    best = bounds.argmax(axis=0)
+    for act in range(mdp.n_actions):
+        np.testing.assert_array_equal(est[:, act, :], models[best[act]].mean()[:, act, :])
+    assert bound == pytest.approx(bounds.max(axis=0).sum())
+    assert bound >= bounds.sum(axis=1).max()
+    assert ls == 2.0 and 0.01 <= scale <= 3.0
+
+
+def test_config_validation():
+    with pytest.raises(ValueError, match="selection"):
+        system_id._check_config(system_id.Config(selection="evidence"))
+    with pytest.raises(ValueError, match="scales"):
+        system_id._check_config(system_id.Config(scales=(0.0, 1.0)))
+
+
+def test_elbo_em_selection_still_runs():
+    config = system_id.Config(transitions=(0, 200), lengthscales=(2.0,), selection="elbo-em", max_iter=30)
+    out = system_id.run_seed(config, np.random.default_rng(0))
+    assert np.all(out["extra__bound__pg"] >= out["extra__elbo__pg"] - 1e-8)
+    assert out["hellinger__pg"].shape == (2,)
 
 
 def test_crossing_interpolation():

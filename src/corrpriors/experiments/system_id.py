@@ -13,15 +13,23 @@ Methods (names are part of the ``metrics.json`` contract):
 ``pg``
     The paper's model: one correlated multinomial per action, covariates = states,
     categories = next states in index order (absolute encoding), squared-exponential
-    kernel on the Euclidean distances between the grid cells. Scale learned by
-    variational EM. The length scale is chosen by the ELBO among
-    ``Config.lengthscales`` (0 stands for the paper's choice, the largest distance
-    between two cells), and the choice is reported.
+    kernel on the Euclidean distances between the grid cells. The hyper-parameters are
+    chosen per action and per T from the grid ``Config.scales`` x ``Config.lengthscales``
+    (0 stands for the paper's length scale, the largest distance between two cells) by
+    the collapsed bound :math:`E_q[\log p(X \mid \psi)] - KL(q \| p)`
+    (:meth:`~corrpriors.core.model.CorrelatedMultinomial.collapsed_bound`), and the
+    choices are reported. ``Config.selection = "elbo-em"`` instead learns the scale by
+    variational (MAP-)EM on the ELBO and picks the length scale by the ELBO: with
+    absolute categories and scarce data that drives the scale towards 0 (the ELBO's
+    mean-field gap grows with the scale; measured at T = 526: ELBO -515 at
+    :math:`\theta \to 0` vs -638 at :math:`\theta = 1`, while an importance-sampled
+    :math:`\log p(X)` is -515 vs -472), so the fit returns its prior.
 ``pg_offset``
     The same with relative categories: a next state is encoded by its displacement
     from the current cell within a window of half-width ``Config.offset_radius``
     (:func:`corrpriors.applications.transitions.displacement_category_map`), plus an
-    "other" category for the tunnel's jump; a constant prior mean per stick is learned.
+    "other" category for the tunnel's jump; a constant prior mean per stick is learned
+    (MAP-EM), the scale and length scale are chosen as for ``pg``.
 ``dirichlet_uniform``, ``dirichlet_sparse``
     Independent Dirichlet models with :math:`\alpha = 1` and :math:`\alpha = 10^{-3}`.
 
@@ -67,9 +75,15 @@ class Config:
     alpha_uniform, alpha_sparse : float
         Concentrations of the two Dirichlet baselines.
     lengthscales : tuple of float
-        Candidate length scales (in cells) of the squared-exponential kernel; at every
-        T each correlated model keeps the candidate with the highest ELBO. ``0`` means
-        the paper's choice, the largest distance between two cells.
+        Candidate length scales (in cells) of the squared-exponential kernel. ``0``
+        means the paper's choice, the largest distance between two cells.
+    scales : tuple of float
+        Candidate prior scales :math:`\theta` (with ``selection="collapsed"``): a
+        half-decade grid fixed a priori, not tuned to the results.
+    selection : {"collapsed", "elbo-em"}
+        ``"collapsed"``: for every action and T the (scale, length scale) pair with the
+        largest collapsed bound. ``"elbo-em"``: the scale by (MAP-)EM on the ELBO, the
+        length scale by the ELBO (the paper's calibration; collapses, see above).
     learn_lengthscale : bool
         Also learn the length scale of every candidate by the kernel M-step
         (L-BFGS-B on the ELBO), starting from the candidate.
@@ -77,8 +91,9 @@ class Config:
         Prior mean of ``pg``: the fixed uniform logits (the paper's) or a learned constant
         per stick. ``pg_offset`` always learns a constant mean per stick.
     scale_prior_shape, scale_prior_rate : float
-        Gamma(shape, rate) hyper-prior on the scale :math:`\theta` (MAP-EM), which keeps
-        plain EM from collapsing :math:`\theta` to 0 at small T; shape 0 disables it.
+        With ``selection="elbo-em"``: Gamma(shape, rate) hyper-prior on the scale
+        :math:`\theta` (MAP-EM); shape 0 disables it. It does not stop the collapse of
+        the absolute encoding (its log density is swamped by the (K-1)C prior terms).
     offset_radius : int
         Half-width of the displacement window of ``pg_offset`` (in cells). The tunnel
         world's moves (a Gaussian with std 1 centred one cell away) put about 3 % of
@@ -96,18 +111,21 @@ class Config:
     alpha_uniform: float = 1.0
     alpha_sparse: float = 1e-3
     lengthscales: tuple = (2.0, 0.0)
+    scales: tuple = (0.1, 0.3, 1.0, 3.0, 10.0, 30.0)
+    selection: str = "collapsed"
     learn_lengthscale: bool = False
     pg_learn_mean: str = "none"
     scale_prior_shape: float = 2.0
     scale_prior_rate: float = 1.0
     offset_radius: int = 3
-    max_iter: int = 100
+    max_iter: int = 300
     tol: float = 1e-6
 
 
 def quick_config() -> Config:
     """About a minute on 2 cores for :data:`QUICK_SEEDS` seeds."""
-    return Config(transitions=(0, 100, 300, 1000, 3000), max_iter=40)
+    return Config(transitions=(0, 100, 300, 1000, 3000), scales=(0.3, 3.0), lengthscales=(2.0,),
+                  max_iter=100)
 
 
 def x_values(config: Config) -> list[float]:
@@ -121,6 +139,10 @@ def _check_config(config: Config) -> None:
         raise ValueError(f"transitions: expected increasing non-negative integers, got {config.transitions}")
     if not config.lengthscales or any(float(l) < 0 for l in config.lengthscales):
         raise ValueError(f"lengthscales: expected non-negative numbers, got {config.lengthscales}")
+    if config.selection not in ("collapsed", "elbo-em"):
+        raise ValueError(f"selection: expected 'collapsed' or 'elbo-em', got {config.selection!r}")
+    if config.selection == "collapsed" and (not config.scales or any(float(t) <= 0 for t in config.scales)):
+        raise ValueError(f"scales: expected positive numbers, got {config.scales}")
     if int(config.offset_radius) != config.offset_radius or config.offset_radius < 1:
         raise ValueError(f"offset_radius: expected an int >= 1, got {config.offset_radius}")
     if config.alpha_uniform <= 0 or config.alpha_sparse <= 0:
@@ -163,7 +185,8 @@ def _lengthscale_candidates(config: Config, coords: np.ndarray) -> list[float]:
 
 
 def _correlated_models(config: Config, mdp, method: str, lengthscales: list[float]) -> list:
-    """One :class:`CorrelatedTransitionModel` per candidate length scale."""
+    """One :class:`CorrelatedTransitionModel` per candidate length scale (and, with
+    ``selection="collapsed"``, per candidate scale: length scale outer, scale inner)."""
     from ..applications.transitions import CorrelatedTransitionModel, displacement_category_map
     from ..kernels import SquaredExponential
 
@@ -172,6 +195,16 @@ def _correlated_models(config: Config, mdp, method: str, lengthscales: list[floa
         cmap, learn_mean = None, (None if config.pg_learn_mean == "none" else config.pg_learn_mean)
     else:
         cmap, learn_mean = displacement_category_map(coords, config.offset_radius), "constant"
+    if config.selection == "collapsed":
+        return [
+            CorrelatedTransitionModel(
+                mdp.n_states, mdp.n_actions, covariance=SquaredExponential(lengthscale=l).bind(coords=coords),
+                category_map=cmap, learn_scale=False, scale=float(t), scale_prior=None, learn_mean=learn_mean,
+                max_iter=config.max_iter, tol=config.tol, learn_kernel=config.learn_lengthscale,
+            )
+            for l in lengthscales
+            for t in config.scales
+        ]
     return [
         CorrelatedTransitionModel(
             mdp.n_states, mdp.n_actions, covariance=SquaredExponential(lengthscale=l).bind(coords=coords),
@@ -194,9 +227,11 @@ def run_seed(config: Config, rng: np.random.Generator) -> dict[str, np.ndarray]:
     """Hellinger error of every method at every T for one random walk.
 
     Returns the arrays ``hellinger__<method>`` of shape (len(transitions),) and, for the
-    correlated methods, ``extra__lengthscale__<method>`` (the ELBO-selected length
-    scale), ``extra__scale__<method>`` (its learned scale, averaged over actions) and
-    ``extra__elbo__<method>`` (its ELBO, summed over actions) at every T.
+    correlated methods, ``extra__lengthscale__<method>`` (the selected length scale,
+    averaged over actions), ``extra__scale__<method>`` (the selected or learned scale,
+    geometric mean over actions), ``extra__elbo__<method>`` (the ELBO, summed over
+    actions) and ``extra__bound__<method>`` (the collapsed bound, summed over actions)
+    at every T.
     """
     from ..exceptions import JitterWarning
 
@@ -222,26 +257,56 @@ def _run_seed(config: Config, rng: np.random.Generator) -> dict[str, np.ndarray]
     lengthscales = _lengthscale_candidates(config, np.asarray(mdp.coordinates, dtype=float))
     for method in ("pg", "pg_offset"):
         models = _correlated_models(config, mdp, method, lengthscales)
-        chosen, scale, elbo = (np.empty(len(ts)) for _ in range(3))
+        chosen, scale, elbo, bound = (np.empty(len(ts)) for _ in range(4))
         for i, X in enumerate(counts):
-            best = None
-            for model in models:
-                model.set_counts(X)
-                mean = model.mean()  # lazy refit, warm-started from the previous T
-                value = float(sum(m.elbo_ for m in model.models_))
-                if best is None or value > best[0]:
-                    ls = float(np.mean([_lengthscale_of(m) for m in model.models_]))
-                    best = (value, ls, mean, float(np.mean(model.scale_)))
-            elbo[i], chosen[i], est, scale[i] = best
+            if config.selection == "collapsed":
+                est, chosen[i], scale[i], elbo[i], bound[i] = _select_per_action(models, X)
+            else:
+                best = None
+                for model in models:
+                    model.set_counts(X)
+                    mean = model.mean()  # lazy refit, warm-started from the previous T
+                    value = float(sum(m.elbo_ for m in model.models_))
+                    if best is None or value > best[0]:
+                        ls = float(np.mean([_lengthscale_of(m) for m in model.models_]))
+                        bnd = float(sum(m.collapsed_bound() for m in model.models_))
+                        best = (value, ls, mean, float(np.exp(np.mean(np.log(model.scale_)))), bnd)
+                elbo[i], chosen[i], est, scale[i], bound[i] = best
             out[f"hellinger__{method}"][i] = mean_hellinger(P, est)
         out[f"extra__lengthscale__{method}"] = chosen
         out[f"extra__scale__{method}"] = scale
         out[f"extra__elbo__{method}"] = elbo
+        out[f"extra__bound__{method}"] = bound
     for method, alpha in (("dirichlet_uniform", config.alpha_uniform), ("dirichlet_sparse", config.alpha_sparse)):
         model = DirichletTransitionModel(S, A, alpha=alpha)
         for i, X in enumerate(counts):
             out[f"hellinger__{method}"][i] = mean_hellinger(P, model.set_counts(X).mean())
     return out
+
+
+def _select_per_action(models: list, X: np.ndarray):
+    """For every action, the candidate model with the largest collapsed bound.
+
+    Returns the combined estimate (S, A, S) and the chosen length scale (mean over
+    actions), scale (geometric mean), ELBO and bound (sums over actions).
+    """
+    n_actions = X.shape[1]
+    for model in models:
+        model.set_counts(X)
+        model.refit()  # lazy, warm-started from the previous T
+    bounds = np.array([[m.collapsed_bound() for m in model.models_] for model in models])  # (M, A)
+    best = np.argmax(bounds, axis=0)
+    est = np.empty(X.shape)
+    ls, log_scale, elbo = [], [], 0.0
+    for a in range(n_actions):
+        model = models[int(best[a])]
+        est[:, a, :] = model.mean()[:, a, :]
+        fit = model.models_[a]
+        ls.append(_lengthscale_of(fit))
+        log_scale.append(np.log(fit.scale_))
+        elbo += float(fit.elbo_)
+    return (est, float(np.mean(ls)), float(np.exp(np.mean(log_scale))), elbo,
+            float(bounds[best, np.arange(n_actions)].sum()))
 
 
 def _interp_crossing(ts: np.ndarray, curve: np.ndarray, level: float) -> float | None:
@@ -356,8 +421,12 @@ def summarise_extra(config: Config, seed_results: dict[int, dict[str, np.ndarray
         )
     for method, stats in extra.get("chosen_lengthscale", {}).items():
         notes.append(
-            f"{method}: ELBO-selected length scale (most frequent over seeds) along T: "
+            f"{method}: selected length scale (most frequent over seeds) along T: "
             + ", ".join(f"{v:.3g}" for v in stats["mode"])
+        )
+    for method, stats in extra.get("learned_scale", {}).items():
+        notes.append(
+            f"{method}: scale (median over seeds) along T: " + ", ".join(f"{v:.3g}" for v in stats["median"])
         )
     extra["notes"] = notes
     return extra

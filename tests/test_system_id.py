@@ -12,7 +12,7 @@ from corrpriors.experiments._runner import run_experiment
 
 
 def tiny_config():
-    return system_id.Config(transitions=(0, 50, 400), lengthscales=(0.0,), scales=(0.3, 3.0), max_iter=10)
+    return system_id.Config(transitions=(0, 50, 400), lengthscales=(0.0,), scale_step=1.0, max_iter=10)
 
 
 def test_random_walk_starts_in_the_corner_and_follows_the_model():
@@ -37,30 +37,43 @@ def test_cumulative_counts_are_prefix_counts():
         np.testing.assert_array_equal(X, ref)
 
 
-def test_per_action_selection_takes_the_best_collapsed_bound_of_each_action():
+def test_scale_search_climbs_to_the_lattice_maximum_of_the_collapsed_bound():
     from corrpriors.envs import tunnel_world
 
     mdp = tunnel_world()
-    config = system_id.Config(transitions=(300,), lengthscales=(2.0,), scales=(0.01, 3.0))
-    models = system_id._correlated_models(config, mdp, "pg", [2.0])
-    assert [m.models_[0].scale for m in models] == [0.01, 3.0]
-    s, a, s2 = system_id.random_walk(mdp, 300, np.random.default_rng(3))
-    X = system_id._cumulative_counts(mdp.n_states, mdp.n_actions, s, a, s2, [300])[0]
-    est, ls, scale, elbo, bound = system_id._select_per_action(models, X)
-    bounds = np.array([[m.collapsed_bound() for m in model.models_] for model in models])
-    best = bounds.argmax(axis=0)
+    config = system_id.Config(transitions=(400,), lengthscales=(2.0,), scale_step=0.5)
+    s, a, s2 = system_id.random_walk(mdp, 400, np.random.default_rng(3))
+    X = system_id._cumulative_counts(mdp.n_states, mdp.n_actions, s, a, s2, [400])[0]
+    search = system_id._ScaleSearch(config, mdp, "pg", [2.0])
+    assert (search.j_min, search.j_max) == (-4, 4)  # 0.01 .. 100 in half decades (300 is off-lattice)
+    est, ls, scale, elbo, bound = search.select(X)
+    # brute force: every lattice scale for every action, same models
+    grid = {}
+    for j in range(search.j_min, search.j_max + 1):
+        m = system_id._correlated_models(config, mdp, "pg", [2.0], scale=10.0 ** (0.5 * j))[0]
+        m.set_counts(X)
+        grid[j] = [fit.collapsed_bound() for fit in m.refit().models_]
+    profile = np.array([grid[j] for j in sorted(grid)])  # (J, A)
+    best = profile.argmax(axis=0) + search.j_min
+    chosen = [search.start[(0, act)] for act in range(mdp.n_actions)]
+    # the bound profile is unimodal here, so the climb finds the global lattice maximum
+    np.testing.assert_array_equal(chosen, best)
+    assert bound == pytest.approx(profile.max(axis=0).sum(), rel=1e-6)
+    assert scale == pytest.approx(np.exp(np.mean(np.log(10.0 ** (0.5 * best)))))
+    assert ls == 2.0 and bound >= elbo
     for act in range(mdp.n_actions):
-        np.testing.assert_array_equal(est[:, act, :], models[best[act]].mean()[:, act, :])
-    assert bound == pytest.approx(bounds.max(axis=0).sum())
-    assert bound >= bounds.sum(axis=1).max()
-    assert ls == 2.0 and 0.01 <= scale <= 3.0
+        np.testing.assert_array_equal(est[:, act, :], search.models[(0, best[act])].action_mean(act))
+    # it evaluated fewer (action, scale) pairs than the brute force
+    assert search.n_evaluations < profile.size
 
 
 def test_config_validation():
     with pytest.raises(ValueError, match="selection"):
         system_id._check_config(system_id.Config(selection="evidence"))
-    with pytest.raises(ValueError, match="scales"):
-        system_id._check_config(system_id.Config(scales=(0.0, 1.0)))
+    with pytest.raises(ValueError, match="scale_range"):
+        system_id._check_config(system_id.Config(scale_range=(0.0, 1.0)))
+    with pytest.raises(ValueError, match="scale_step"):
+        system_id._check_config(system_id.Config(scale_step=0.0))
 
 
 def test_elbo_em_selection_still_runs():

@@ -255,6 +255,27 @@ def test_correlated_lazy_refit_counts_fits():
     assert m.n_fits_ == 3
 
 
+def test_correlated_per_action_refit_and_action_mean():
+    from corrpriors.applications.transitions import CorrelatedTransitionModel
+
+    coords = grid_coords(4)
+    m = CorrelatedTransitionModel(16, 2, se_cov(coords.astype(float), 3.0),
+                                  category_map=displacement_category_map(coords, 1), max_iter=30)
+    m.update([0, 1, 4], [0, 1, 1], [1, 2, 8])
+    first = m.action_mean(1)
+    assert m.n_fits_ == 1                                    # only action 1 fitted
+    assert first.shape == (16, 16)
+    np.testing.assert_allclose(first.sum(axis=1), 1.0)
+    m.action_mean(1)
+    assert m.n_fits_ == 1                                    # unchanged data: no refit
+    full = m.mean()
+    assert m.n_fits_ == 2                                    # action 0 fitted now, 1 skipped
+    np.testing.assert_array_equal(full[:, 1, :], first)
+    np.testing.assert_array_equal(full[:, 0, :], m.action_mean(0))
+    with pytest.raises(ValueError, match="action"):
+        m.action_mean(2)
+
+
 def test_correlated_warm_refit_matches_cold_fit():
     from corrpriors.applications.transitions import CorrelatedTransitionModel
 

@@ -596,8 +596,13 @@ class CorrelatedTransitionModel(_TransitionBelief):
         self.refit()
         return np.array([m.scale_ for m in self.models_])
 
-    def refit(self) -> CorrelatedTransitionModel:
+    def refit(self, actions: Any = None) -> CorrelatedTransitionModel:
         """Fit every action's model whose counts changed since its last fit (lazy, warm).
+
+        Parameters
+        ----------
+        actions : sequence of int, optional
+            Only these actions (default: all).
 
         Returns
         -------
@@ -610,8 +615,10 @@ class CorrelatedTransitionModel(_TransitionBelief):
 
         if self._cache.get("version") == self._version:
             return self
+        which = range(self.n_actions) if actions is None else [int(a) for a in actions]
         cat_counts = self.category_map.aggregate(self._counts.transpose(1, 0, 2))   # (A, S, K)
-        for a, model in enumerate(self.models_):
+        for a in which:
+            model = self.models_[a]
             prev = self._fitted_counts[a]
             if prev is not None and np.array_equal(prev, cat_counts[a]):
                 continue
@@ -623,8 +630,21 @@ class CorrelatedTransitionModel(_TransitionBelief):
             self.n_fits_ += 1
             self.n_unconverged_ += int(not model.converged_)
             self._fitted_counts[a] = cat_counts[a].copy()
-        self._cache = {"version": self._version}
+        if actions is None:
+            self._cache = {"version": self._version}
         return self
+
+    def action_mean(self, action: int) -> FloatArray:
+        """Posterior-mean next-state probabilities of one action, ndarray of shape (S, S).
+
+        Refits only that action's model (if its counts changed).
+        """
+        a = int(action)
+        if not 0 <= a < self.n_actions:
+            raise ValueError(f"action: expected 0 <= action < {self.n_actions}, got {action!r}")
+        self.refit([a])
+        q = self.models_[a].probs(method=self.probs_method, rng=0)
+        return self._to_next_states(q, a)
 
     def _to_next_states(self, q: FloatArray, a: int) -> FloatArray:
         cmap = self.category_map

@@ -14,11 +14,14 @@ Methods (names are part of the ``metrics.json`` contract):
     The paper's model: one correlated multinomial per action, covariates = states,
     categories = next states in index order (absolute encoding), squared-exponential
     kernel on the Euclidean distances between the grid cells. The hyper-parameters are
-    chosen per action and per T from the grid ``Config.scales`` x ``Config.lengthscales``
-    (0 stands for the paper's length scale, the largest distance between two cells) by
-    the collapsed bound :math:`E_q[\log p(X \mid \psi)] - KL(q \| p)`
-    (:meth:`~corrpriors.core.model.CorrelatedMultinomial.collapsed_bound`), and the
-    choices are reported. ``Config.selection = "elbo-em"`` instead learns the scale by
+    chosen per action and per T by the collapsed bound
+    :math:`E_q[\log p(X \mid \psi)] - KL(q \| p)`
+    (:meth:`~corrpriors.core.model.CorrelatedMultinomial.collapsed_bound`): for every
+    candidate length scale in ``Config.lengthscales`` (0 stands for the paper's choice, the
+    largest distance between two cells) the scale :math:`\theta` climbs a log lattice
+    (``Config.scale_step`` decades, within ``Config.scale_range``) from the previous T's
+    choice to a local maximum of the bound; the best (length scale, scale) pair is kept
+    and reported. ``Config.selection = "elbo-em"`` instead learns the scale by
     variational (MAP-)EM on the ELBO and picks the length scale by the ELBO: with
     absolute categories and scarce data that drives the scale towards 0 (the ELBO's
     mean-field gap grows with the scale; measured at T = 526: ELBO -515 at
@@ -77,13 +80,15 @@ class Config:
     lengthscales : tuple of float
         Candidate length scales (in cells) of the squared-exponential kernel. ``0``
         means the paper's choice, the largest distance between two cells.
-    scales : tuple of float
-        Candidate prior scales :math:`\theta` (with ``selection="collapsed"``): a
-        half-decade grid fixed a priori, not tuned to the results.
+    scale_range : (float, float)
+        Smallest and largest scale :math:`\theta` considered (``selection="collapsed"``).
+    scale_step : float
+        Lattice step of the scale search, in decades (0.25: factors of 1.78); the search
+        starts at :math:`\theta = 1` at the first T.
     selection : {"collapsed", "elbo-em"}
-        ``"collapsed"``: for every action and T the (scale, length scale) pair with the
-        largest collapsed bound. ``"elbo-em"``: the scale by (MAP-)EM on the ELBO, the
-        length scale by the ELBO (the paper's calibration; collapses, see above).
+        ``"collapsed"``: for every action and T the (length scale, scale) pair at a local
+        maximum of the collapsed bound. ``"elbo-em"``: the scale by (MAP-)EM on the ELBO,
+        the length scale by the ELBO (the paper's calibration; collapses, see above).
     learn_lengthscale : bool
         Also learn the length scale of every candidate by the kernel M-step
         (L-BFGS-B on the ELBO), starting from the candidate.
@@ -111,7 +116,8 @@ class Config:
     alpha_uniform: float = 1.0
     alpha_sparse: float = 1e-3
     lengthscales: tuple = (2.0, 0.0)
-    scales: tuple = (0.1, 0.3, 1.0, 3.0, 10.0, 30.0)
+    scale_range: tuple = (0.01, 300.0)
+    scale_step: float = 0.25
     selection: str = "collapsed"
     learn_lengthscale: bool = False
     pg_learn_mean: str = "none"
@@ -124,7 +130,7 @@ class Config:
 
 def quick_config() -> Config:
     """About a minute on 2 cores for :data:`QUICK_SEEDS` seeds."""
-    return Config(transitions=(0, 100, 300, 1000, 3000), scales=(0.3, 3.0), lengthscales=(2.0,),
+    return Config(transitions=(0, 100, 300, 1000, 3000), lengthscales=(2.0,), scale_step=0.5,
                   max_iter=100)
 
 
@@ -141,8 +147,11 @@ def _check_config(config: Config) -> None:
         raise ValueError(f"lengthscales: expected non-negative numbers, got {config.lengthscales}")
     if config.selection not in ("collapsed", "elbo-em"):
         raise ValueError(f"selection: expected 'collapsed' or 'elbo-em', got {config.selection!r}")
-    if config.selection == "collapsed" and (not config.scales or any(float(t) <= 0 for t in config.scales)):
-        raise ValueError(f"scales: expected positive numbers, got {config.scales}")
+    lo, hi = (float(v) for v in config.scale_range)
+    if config.selection == "collapsed" and not 0 < lo <= 1.0 <= hi:
+        raise ValueError(f"scale_range: expected 0 < low <= 1 <= high, got {config.scale_range}")
+    if config.selection == "collapsed" and not float(config.scale_step) > 0:
+        raise ValueError(f"scale_step: expected a positive number of decades, got {config.scale_step}")
     if int(config.offset_radius) != config.offset_radius or config.offset_radius < 1:
         raise ValueError(f"offset_radius: expected an int >= 1, got {config.offset_radius}")
     if config.alpha_uniform <= 0 or config.alpha_sparse <= 0:
@@ -184,9 +193,9 @@ def _lengthscale_candidates(config: Config, coords: np.ndarray) -> list[float]:
     return sorted({float(l) if l > 0 else d_max for l in config.lengthscales})
 
 
-def _correlated_models(config: Config, mdp, method: str, lengthscales: list[float]) -> list:
-    """One :class:`CorrelatedTransitionModel` per candidate length scale (and, with
-    ``selection="collapsed"``, per candidate scale: length scale outer, scale inner)."""
+def _correlated_models(config: Config, mdp, method: str, lengthscales: list[float], scale: float | None = None) -> list:
+    """One :class:`CorrelatedTransitionModel` per candidate length scale; with
+    ``selection="collapsed"`` each at the fixed ``scale``."""
     from ..applications.transitions import CorrelatedTransitionModel, displacement_category_map
     from ..kernels import SquaredExponential
 
@@ -199,11 +208,10 @@ def _correlated_models(config: Config, mdp, method: str, lengthscales: list[floa
         return [
             CorrelatedTransitionModel(
                 mdp.n_states, mdp.n_actions, covariance=SquaredExponential(lengthscale=l).bind(coords=coords),
-                category_map=cmap, learn_scale=False, scale=float(t), scale_prior=None, learn_mean=learn_mean,
+                category_map=cmap, learn_scale=False, scale=float(scale), scale_prior=None, learn_mean=learn_mean,
                 max_iter=config.max_iter, tol=config.tol, learn_kernel=config.learn_lengthscale,
             )
             for l in lengthscales
-            for t in config.scales
         ]
     return [
         CorrelatedTransitionModel(
@@ -256,11 +264,14 @@ def _run_seed(config: Config, rng: np.random.Generator) -> dict[str, np.ndarray]
     out: dict[str, np.ndarray] = {f"hellinger__{m}": np.empty(len(ts)) for m in METHODS}
     lengthscales = _lengthscale_candidates(config, np.asarray(mdp.coordinates, dtype=float))
     for method in ("pg", "pg_offset"):
-        models = _correlated_models(config, mdp, method, lengthscales)
+        if config.selection == "collapsed":
+            search = _ScaleSearch(config, mdp, method, lengthscales)
+        else:
+            models = _correlated_models(config, mdp, method, lengthscales)
         chosen, scale, elbo, bound = (np.empty(len(ts)) for _ in range(4))
         for i, X in enumerate(counts):
             if config.selection == "collapsed":
-                est, chosen[i], scale[i], elbo[i], bound[i] = _select_per_action(models, X)
+                est, chosen[i], scale[i], elbo[i], bound[i] = search.select(X)
             else:
                 best = None
                 for model in models:
@@ -284,29 +295,83 @@ def _run_seed(config: Config, rng: np.random.Generator) -> dict[str, np.ndarray]
     return out
 
 
-def _select_per_action(models: list, X: np.ndarray):
-    """For every action, the candidate model with the largest collapsed bound.
+class _ScaleSearch:
+    """Per action and length scale, a hill climb of the collapsed bound over a log lattice
+    of scales, :math:`\theta_j = 10^{j\,\mathrm{step}}`, started at the previous T's choice.
 
-    Returns the combined estimate (S, A, S) and the chosen length scale (mean over
-    actions), scale (geometric mean), ELBO and bound (sums over actions).
+    One fixed-scale :class:`CorrelatedTransitionModel` per visited (length scale, j),
+    created on first use and warm-started from its own previous fit afterwards; only the
+    climbing action is refitted. Attribute ``n_evaluations`` counts (action, model) fits.
     """
-    n_actions = X.shape[1]
-    for model in models:
-        model.set_counts(X)
-        model.refit()  # lazy, warm-started from the previous T
-    bounds = np.array([[m.collapsed_bound() for m in model.models_] for model in models])  # (M, A)
-    best = np.argmax(bounds, axis=0)
-    est = np.empty(X.shape)
-    ls, log_scale, elbo = [], [], 0.0
-    for a in range(n_actions):
-        model = models[int(best[a])]
-        est[:, a, :] = model.mean()[:, a, :]
-        fit = model.models_[a]
-        ls.append(_lengthscale_of(fit))
-        log_scale.append(np.log(fit.scale_))
-        elbo += float(fit.elbo_)
-    return (est, float(np.mean(ls)), float(np.exp(np.mean(log_scale))), elbo,
-            float(bounds[best, np.arange(n_actions)].sum()))
+
+    def __init__(self, config: Config, mdp, method: str, lengthscales: list[float]):
+        self.config, self.mdp, self.method = config, mdp, method
+        self.lengthscales = list(lengthscales)
+        step = float(config.scale_step)
+        lo, hi = (float(v) for v in config.scale_range)
+        self.step = step
+        self.j_min = int(np.ceil(np.log10(lo) / step - 1e-9))
+        self.j_max = int(np.floor(np.log10(hi) / step + 1e-9))
+        self.models: dict[tuple[int, int], Any] = {}
+        self.start = {(li, a): 0 for li in range(len(self.lengthscales)) for a in range(mdp.n_actions)}
+        self.n_evaluations = 0
+        self._X = None
+
+    def _model(self, li: int, j: int):
+        key = (li, j)
+        if key not in self.models:
+            self.models[key] = _correlated_models(
+                self.config, self.mdp, self.method, [self.lengthscales[li]], scale=10.0 ** (j * self.step)
+            )[0]
+        model = self.models[key]
+        model.set_counts(self._X)  # cheap; the refit is lazy and per action
+        return model
+
+    def _bound(self, li: int, j: int, a: int) -> float:
+        model = self._model(li, j)
+        model.refit([a])
+        self.n_evaluations += 1
+        return float(model.models_[a].collapsed_bound())
+
+    def _climb(self, li: int, a: int) -> tuple[int, float]:
+        j = self.start[(li, a)]
+        values = {j: self._bound(li, j, a)}
+        for nb in (j - 1, j + 1):
+            if self.j_min <= nb <= self.j_max:
+                values[nb] = self._bound(li, nb, a)
+        while True:
+            best = max(values, key=values.get)
+            if best == j:
+                return j, values[j]
+            direction = 1 if best > j else -1
+            j = best
+            nxt = j + direction
+            if not self.j_min <= nxt <= self.j_max:
+                return j, values[j]
+            if nxt not in values:
+                values[nxt] = self._bound(li, nxt, a)
+
+    def select(self, X: np.ndarray):
+        """The combined estimate (S, A, S) and the chosen length scale (mean over actions),
+        scale (geometric mean), ELBO and collapsed bound (sums over actions)."""
+        self._X = X
+        est = np.empty(X.shape)
+        ls, log_scale, elbo, bound = [], [], 0.0, 0.0
+        for a in range(X.shape[1]):
+            best = None
+            for li in range(len(self.lengthscales)):
+                j, value = self._climb(li, a)
+                self.start[(li, a)] = j
+                if best is None or value > best[0]:
+                    best = (value, li, j)
+            value, li, j = best
+            model = self._model(li, j)
+            est[:, a, :] = model.action_mean(a)
+            ls.append(_lengthscale_of(model.models_[a]))
+            log_scale.append(np.log(model.models_[a].scale_))
+            elbo += float(model.models_[a].elbo_)
+            bound += value
+        return est, float(np.mean(ls)), float(np.exp(np.mean(log_scale))), elbo, bound
 
 
 def _interp_crossing(ts: np.ndarray, curve: np.ndarray, level: float) -> float | None:

@@ -54,9 +54,9 @@ from .stick_breaking import count_statistics
 
 try:  # performance only: multi-threaded BLAS on many small matrices is slow (and pathological
     # under CPU contention, measured 30x); fall back silently if threadpoolctl is missing.
-    from threadpoolctl import threadpool_limits as _threadpool_limits
+    from threadpoolctl import ThreadpoolController as _ThreadpoolController
 except ImportError:  # pragma: no cover
-    _threadpool_limits = None
+    _ThreadpoolController = None
 
 _potrf = lapack.dpotrf
 _trtri = lapack.dtrtri
@@ -68,12 +68,19 @@ _trtri = lapack.dtrtri
 SINGLE_THREAD_BELOW = 2 ** 62
 
 
+@functools.lru_cache(maxsize=1)
+def _controller():
+    """One ThreadpoolController per process: discovering the BLAS libraries costs ~1.5 ms, more
+    than a small fit's psi step, so it is done once and reused."""
+    return _ThreadpoolController()
+
+
 def blas_threads_for(size: int):
     """Context manager limiting BLAS to one thread for matrices smaller than
     :data:`SINGLE_THREAD_BELOW` (by default: always)."""
-    if _threadpool_limits is None or size >= SINGLE_THREAD_BELOW:
+    if _ThreadpoolController is None or size >= SINGLE_THREAD_BELOW:
         return contextlib.nullcontext()
-    return _threadpool_limits(limits=1, user_api="blas")
+    return _controller().limit(limits=1, user_api="blas")
 
 
 # ----------------------------------------------------------------------------------------------

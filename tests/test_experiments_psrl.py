@@ -84,3 +84,21 @@ def test_method_names_and_validation():
 @pytest.mark.parametrize("module", [psrl_grid, psrl_queueing])
 def test_quick_configs_end_to_end(module, tmp_path):
     check_run(module, module.quick_config(), tmp_path, list(range(module.QUICK_SEEDS)))
+
+
+def test_claims_check_names_no_method_when_none_reaches_the_level():
+    from corrpriors.experiments.psrl_grid import claims_check
+
+    def entry(x):
+        return {"transitions_to_level_mean_curve": x, "area_under_curve": 0.5}
+
+    eff = {"level": 0.9, "level_fraction": 0.9,
+           "methods": {"pg_mean": entry(200.0), "pg_absolute_mean": entry(None),
+                       "dirichlet_sparse_mean": entry(None), "dirichlet_uniform_mean": entry(None)}}
+    claims = claims_check(eff, tuple(eff["methods"]), "transitions", "grid", 2000.0)
+    rel, absolute = claims
+    assert rel["holds"] and not absolute["holds"]
+    assert "best PG (relative) pg_mean at 200 transitions" in rel["detail"]
+    assert "no Dirichlet policy within 2000 transitions" in rel["detail"]
+    assert "dirichlet_sparse_mean at" not in rel["detail"]
+    assert "no PG (absolute, the paper's) policy within 2000" in absolute["detail"]

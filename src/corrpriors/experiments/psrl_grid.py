@@ -281,8 +281,10 @@ def claims_check(eff: dict, methods: tuple, x_name: str, domain: str, x_max: flo
         cand = [(m, eff["methods"][m]["area_under_curve"]) for m in methods if groups[group](m)]
         return max(cand, key=lambda t: t[1]) if cand else (None, math.nan)
 
-    def fmt(v):
-        return f"never (within {x_max:g})" if math.isinf(v) else f"{v:g}"
+    def where(label, method, v):
+        if math.isinf(v):
+            return f"no {label} policy within {x_max:g} {x_name}"
+        return f"best {label} {method} at {v:g} {x_name}"
 
     dir_m, dir_x = first("Dirichlet")
     dir_auc = best_auc("Dirichlet")
@@ -297,8 +299,8 @@ def claims_check(eff: dict, methods: tuple, x_name: str, domain: str, x_max: flo
             "claim": f"{domain}: {label} needs markedly fewer {x_name} than Dirichlet to reach "
                      f"{eff['level_fraction']:.0%} of the way to the optimum",
             "holds": bool(holds),
-            "detail": f"level {eff['level']:.4g}: best {label} {m} at {fmt(v)}, best Dirichlet "
-                      f"{dir_m} at {fmt(dir_x)} {x_name} (mean curves; 'markedly' = at most half); "
+            "detail": f"level {eff['level']:.4g}: {where(label, m, v)}, {where('Dirichlet', dir_m, dir_x)} "
+                      f"(mean curves; 'markedly' = at most half); "
                       f"curve mean over the x range: {label} {pg_auc[1]:.4g} ({pg_auc[0]}), "
                       f"Dirichlet {dir_auc[1]:.4g} ({dir_auc[0]})",
         })

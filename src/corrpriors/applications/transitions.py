@@ -517,8 +517,11 @@ class CorrelatedTransitionModel(_TransitionBelief):
         Learn one prior mean per stick (and action); ``None`` keeps the uniform logits;
         ``"full"`` is the paper's (coupling-destroying) choice, see the core model.
     scale_prior : (shape, rate) or None, default=(2.0, 1.0)
-        Gamma hyper-prior on :math:`\theta_a` (MAP-EM); keeps the scale from collapsing to
-        zero while the data are scarce.
+        Gamma hyper-prior on :math:`\theta_a` (MAP-EM); keeps the scale positive while the
+        data are scarce, but cannot stop EM from shrinking it (see
+        :class:`~corrpriors.core.model.CorrelatedMultinomial`); with ``learn_scale=False``
+        and a fixed ``scale`` the scale can instead be chosen by the models'
+        ``collapsed_bound()``, as the system-identification experiment does.
     probs_method : {"plugin", "mc"}, default="plugin"
         How :meth:`mean` turns :math:`q(\psi)` into probabilities: ``"plugin"``
         :math:`\Pi_{SB}(\lambda)` (the paper's) or a Monte-Carlo posterior mean.

@@ -41,7 +41,7 @@ def test_scale_search_climbs_to_the_lattice_maximum_of_the_collapsed_bound():
     from corrpriors.envs import tunnel_world
 
     mdp = tunnel_world()
-    config = system_id.Config(transitions=(400,), lengthscales=(2.0,), scale_step=0.5)
+    config = system_id.Config(transitions=(400,), lengthscales=(2.0,), scale_step=0.5, scale_range=(0.01, 300.0))
     s, a, s2 = system_id.random_walk(mdp, 400, np.random.default_rng(3))
     X = system_id._cumulative_counts(mdp.n_states, mdp.n_actions, s, a, s2, [400])[0]
     search = system_id._ScaleSearch(config, mdp, "pg", [2.0])

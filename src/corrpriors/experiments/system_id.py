@@ -116,7 +116,7 @@ class Config:
     alpha_uniform: float = 1.0
     alpha_sparse: float = 1e-3
     lengthscales: tuple = (2.0, 0.0)
-    scale_range: tuple = (0.01, 300.0)
+    scale_range: tuple = (0.01, 10_000.0)
     scale_step: float = 0.25
     selection: str = "collapsed"
     learn_lengthscale: bool = False

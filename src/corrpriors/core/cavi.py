@@ -39,7 +39,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.linalg import lapack, solve_triangular
@@ -300,6 +300,10 @@ class PsiStep:
         :math:`\\log|B_k| = \\log|\\Sigma| - \\log|V_k|`.
     reduction : ndarray of shape (C, C) or None
         With ``full=True``: :math:`\\sum_k (\\Sigma - V_k)`.
+    linvs : list of ndarray of shape (G, n, n), or None
+        Without ``full``: every group's :math:`L^{-1}` (padded), for
+        :func:`_fill_unobserved_var`. They may live in the caller's workspace, so they are
+        valid only until the next psi step with that workspace.
     """
 
     psi_mean: np.ndarray
@@ -309,6 +313,7 @@ class PsiStep:
     quad: np.ndarray
     logdet_b: np.ndarray
     reduction: np.ndarray | None
+    linvs: list | None = None
 
 
 def gather_blocks(layout: StickLayout, base: np.ndarray,
@@ -335,7 +340,7 @@ def gather_blocks(layout: StickLayout, base: np.ndarray,
 def psi_step(layout: StickLayout, sigma: np.ndarray, mu: np.ndarray, kappa: np.ndarray,
              omega_mean: np.ndarray, full: bool = False, need_reduction: bool = False,
              blocks: list[np.ndarray] | None = None, block_scale: float = 1.0,
-             workspace: list[np.ndarray] | None = None, all_var: bool = False) -> PsiStep:
+             workspace: list[np.ndarray] | None = None) -> PsiStep:
     r"""Update of :math:`q(\psi)` given :math:`q(\omega)`, in the fast form.
 
     Parameters
@@ -359,9 +364,6 @@ def psi_step(layout: StickLayout, sigma: np.ndarray, mu: np.ndarray, kappa: np.n
     block_scale : float
     workspace : list of ndarray or None
         Scratch arrays shaped like ``blocks`` (reused across iterations to avoid allocations).
-    all_var : bool
-        Without ``full``: also compute the marginal variances of the unobserved covariates
-        (:math:`O(|O_k|^2 (C - |O_k|))` per stick).
 
     Returns
     -------
@@ -374,6 +376,7 @@ def psi_step(layout: StickLayout, sigma: np.ndarray, mu: np.ndarray, kappa: np.n
     trace_dv = np.zeros(km1)
     logdet_b = np.zeros(km1)
     reduction = np.zeros((c, c)) if (full and need_reduction) else None
+    linvs = None if full else []
     for j, grp in enumerate(layout.groups):
         sticks, index, mask = grp.sticks, grp.index, grp.mask
         g, n = index.shape
@@ -439,20 +442,14 @@ def psi_step(layout: StickLayout, sigma: np.ndarray, mu: np.ndarray, kappa: np.n
             one_minus = e * v_obs
         else:
             # diag(B^-1) = colsumsq(L^-1) and V_OO = D^-1/2 (I - B^-1) D^-1/2 give the
-            # observed entries of diag V_k (absolute error ~1e-14 / E[omega]); the final
-            # psi_var is recomputed with the full form.
+            # observed entries of diag V_k (absolute error ~1e-14 / E[omega]); the others
+            # come from _fill_unobserved_var with the same factors.
             # batched gemv (BLAS) instead of einsum: u = L^-T (L^-1 rhs)
             z = np.matmul(linv, rhs[:, :, None])
             u = np.matmul(linv.transpose(0, 2, 1), z)[:, :, 0]
             one_minus = 1.0 - np.einsum("gij,gij->gj", linv, linv)
             v_obs = np.maximum(one_minus, 0.0) / np.where(mask, e, 1.0)
-            if all_var:
-                # every covariate: diag Sigma - colsumsq(L^-1 D^1/2 Sigma_{O, .}), one batched
-                # gemm per group (padded rows of D^1/2 Sigma_{O, .} are zero); the observed
-                # entries are overwritten below with the V_OO form used inside the loop
-                h = np.matmul(linv, d[:, :, None] * sigma[index, :])
-                var[:, sticks] = (diag_sigma[:, None]
-                                  - np.einsum("gic,gic->cg", h, h))
+            linvs.append(linv)
         a = d * u
         trace_dv[sticks] = np.sum(np.where(mask, one_minus, 0.0), axis=1)
         rows, cc, pos = grp.real
@@ -461,18 +458,19 @@ def psi_step(layout: StickLayout, sigma: np.ndarray, mu: np.ndarray, kappa: np.n
     delta = sigma @ alpha
     psi_mean = mu + delta
     quad = np.sum(alpha * delta, axis=0)
-    return PsiStep(psi_mean, np.maximum(var, 0.0), alpha, trace_dv, quad, logdet_b, reduction)
+    return PsiStep(psi_mean, np.maximum(var, 0.0), alpha, trace_dv, quad, logdet_b, reduction,
+                   linvs)
 
 
 def _fill_unobserved_var(layout: StickLayout, sigma: np.ndarray, omega_mean: np.ndarray,
                          linvs: list[np.ndarray], psi_var: np.ndarray) -> FloatArray:
     """Marginal variances off the observed sets from the factors of the last psi step.
 
-    ``linvs`` are the per-group :math:`L^{-1}` that :func:`psi_step` leaves in its workspace
-    (for the same ``layout``, ``sigma`` and ``omega_mean``); the observed entries of ``psi_var``
-    are kept. Same formula as ``psi_step(..., all_var=True)``, evaluated only on each stick's
-    unobserved covariates :math:`U_k` (:math:`O(|O_k|^2 |U_k|)` per stick; the observed sets
-    of grid data are large, so :math:`U_k` is small).
+    ``linvs`` are the per-group :math:`L^{-1}` of that psi step (:attr:`PsiStep.linvs`, for the
+    same ``layout``, ``sigma`` and ``omega_mean``); the observed entries of ``psi_var`` are
+    kept. :math:`diag\\,V_k = diag\\,\\Sigma - colsumsq(L^{-1}D^{1/2}\\Sigma_{O U})` on each
+    stick's unobserved covariates :math:`U_k` only (:math:`O(|O_k|^2 |U_k|)` per stick; the
+    observed sets of grid data are large, so :math:`U_k` is small).
     """
     var = psi_var.copy()
     diag_sigma = np.diag(sigma)
@@ -711,8 +709,9 @@ def _run_cavi(counts: np.ndarray, base_covariance: np.ndarray, mean: np.ndarray,
             parts.append(mu_[0])
         return np.concatenate(parts)
 
+    n_obs = int(observed.sum())
+
     def unpack(x):
-        n_obs = int(observed.sum())
         w_ = np.zeros((c, km1))
         w_[observed] = x[:n_obs]
         pos = n_obs
@@ -728,9 +727,8 @@ def _run_cavi(counts: np.ndarray, base_covariance: np.ndarray, mean: np.ndarray,
     anderson = _Anderson(anderson_memory) if accelerate else None
     elbos, objectives = [], []
     converged = False
-    n_steps = 0
     cur = evaluate(w, theta, mu)
-    n_steps += 1
+    n_steps = 1
     last_eval = cur  # the evaluation whose factors sit in the workspace
     while True:
         elbos.append(cur.elbo)
@@ -751,16 +749,14 @@ def _run_cavi(counts: np.ndarray, base_covariance: np.ndarray, mean: np.ndarray,
             cur = last_eval = evaluate(cur.w, th_next, mu_next)
             n_steps += 1
             continue
-        x = pack(np.where(observed, w, 0.0), cur.theta, cur.mu)
-        fx = pack(cur.w, th_next, mu_next)
-        prop = anderson.propose(x, fx)
-        trial = last_eval = evaluate(*unpack(prop))
+        prop = anderson.propose(pack(w, cur.theta, cur.mu), pack(cur.w, th_next, mu_next))
+        w_prop, th_prop, mu_prop = unpack(prop)
+        trial = last_eval = evaluate(w_prop, th_prop, mu_prop)
         n_steps += 1
-        if trial.objective >= cur.objective or n_steps >= max_iter:
-            if trial.objective >= cur.objective:
-                w, cur = unpack(prop)[0], trial
-                continue
-            # out of budget on a rejected step: keep cur (its factors are recomputed below)
+        if trial.objective >= cur.objective:
+            w, cur = w_prop, trial
+            continue
+        if n_steps >= max_iter:  # out of budget on a rejected step: keep cur
             break
         anderson.reset()
         w = cur.w
@@ -771,14 +767,13 @@ def _run_cavi(counts: np.ndarray, base_covariance: np.ndarray, mean: np.ndarray,
     step = cur.step
     # Final full marginal variances (same inputs as the accepted psi step, so the same q).
     sigma = theta * base
-    if not learn_kernel and workspace is not None and last_eval is cur:
-        # the workspace still holds every group's L^-1 from the last psi step
-        step = PsiStep(step.psi_mean, _fill_unobserved_var(layout, sigma, cur.site_precision,
-                                                           workspace, step.psi_var),
-                       step.alpha, step.trace_dv, step.quad, step.logdet_b, None)
-    elif not learn_kernel:
-        step = psi_step(layout, sigma, mu, kappa, cur.site_precision, blocks=blocks,
-                        block_scale=theta, workspace=workspace, all_var=True)
+    if not learn_kernel:  # (with learn_kernel the full psi step already has every variance)
+        if last_eval is not cur:  # a rejected step has overwritten the workspace: redo it
+            step = psi_step(layout, sigma, mu, kappa, cur.site_precision, blocks=blocks,
+                            block_scale=theta, workspace=workspace)
+        step = replace(
+            step, psi_var=_fill_unobserved_var(layout, sigma, cur.site_precision, step.linvs,
+                                               step.psi_var))
     w_full = np.sqrt(step.psi_var + step.psi_mean ** 2)
     omega_final = np.where(observed, pg_expectation(b, w_full), 0.0)
     kernel_theta = None if bound_kernel is None else np.asarray(bound_kernel.theta, dtype=float)

@@ -131,6 +131,7 @@ _GL_X, _GL_W = np.polynomial.legendre.leggauss(10)
 _PANEL_EDGES = np.arange(-36.0, 36.0)
 _PANEL_NODES = (_PANEL_EDGES[:, None] + 0.5 * (_GL_X[None, :] + 1.0)).ravel()
 _PANEL_WEIGHTS = np.tile(0.5 * _GL_W, _PANEL_EDGES.size)
+_PANEL_TAIL = np.log1p(np.exp(-np.abs(_PANEL_NODES)))  # log(1 + e^-|psi|) at the nodes
 
 
 def expected_softplus(mean: np.ndarray, var: np.ndarray) -> FloatArray:
@@ -166,8 +167,7 @@ def expected_softplus(mean: np.ndarray, var: np.ndarray) -> FloatArray:
         e_max = mw * ndtr(a) + sw * np.exp(-0.5 * a * a) / np.sqrt(2.0 * np.pi)
         z = (_PANEL_NODES[None, :] - mw[:, None]) / sw[:, None]
         dens = np.exp(-0.5 * z * z) / (np.sqrt(2.0 * np.pi) * sw[:, None])
-        g = np.log1p(np.exp(-np.abs(_PANEL_NODES)))
-        out[wide] = e_max + (dens * g) @ _PANEL_WEIGHTS
+        out[wide] = e_max + (dens * _PANEL_TAIL) @ _PANEL_WEIGHTS
     return out.reshape(np.shape(mean))
 
 

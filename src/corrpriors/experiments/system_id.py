@@ -394,7 +394,7 @@ def summarise_extra(config: Config, seed_results: dict[int, dict[str, np.ndarray
     std = {m: np.asarray(methods[m]["std"], dtype=float) for m in methods}
     extra: dict[str, Any] = {}
 
-    # length scales chosen by the ELBO and learned scales along T, per correlated method
+    # length scales and scales chosen along T (by the collapsed bound, or EM and the ELBO)
     chosen: dict[str, Any] = {}
     scales: dict[str, Any] = {}
     for method in ("pg", "pg_offset"):

@@ -145,7 +145,8 @@ def bench_accuracy(side: int = 10, tols=(1e-8, 1e-10, 1e-12, 1e-13, 1e-14), targ
     Both stop on the relative change of the ELBO, but the accelerated fast path and the plain
     naive iteration follow different paths, so at equal ``tol`` they stop at different
     distances from the fixed point. Here the fixed point :math:`\lambda^*` is computed once
-    (plain iteration, tol 1e-15, untimed); every tolerance in ``tols`` is timed for both, with
+    by the naive transcription (60 plain iterations, untimed; the plain map contracts by about
+    0.4 per iteration, so that is converged to rounding); every tolerance in ``tols`` is timed for both, with
     the distance ``max |lambda - lambda*|``; the "same answer" ratio compares the cheapest run
     of each that lands within ``target`` of the fixed point.
     """
@@ -153,7 +154,9 @@ def bench_accuracy(side: int = 10, tols=(1e-8, 1e-10, 1e-12, 1e-13, 1e-14), targ
     counts = random_walk_counts(side, 20 * s)
     base, eps = jittered_covariance(grid_se_covariance(side))
     mean = np.repeat(uniform_psi(s)[None, :], s, axis=0)
-    ref = run_cavi(counts, base, mean, jitter=eps, tol=1e-15, max_iter=5000, acceleration=None)
+    with blas_threads_for(s):
+        ref = naive_cavi(counts, base, mean, tol=-1.0, max_iter=60)
+    ref_mean = ref["psi_mean"]
     rows = []
     for tol in tols:
         fast, t_fast, c_fast = _timed(
@@ -167,10 +170,10 @@ def bench_accuracy(side: int = 10, tols=(1e-8, 1e-10, 1e-12, 1e-13, 1e-14), targ
         rows.append({
             "tol": tol, "fast_seconds": t_fast, "fast_cpu_seconds": c_fast,
             "fast_psi_steps": fast.n_psi_steps,
-            "fast_error": float(np.abs(fast.psi_mean - ref.psi_mean).max()),
+            "fast_error": float(np.abs(fast.psi_mean - ref_mean).max()),
             "naive_seconds": t_naive, "naive_cpu_seconds": c_naive,
             "naive_iterations": naive["n_iter"],
-            "naive_error": float(np.abs(naive["psi_mean"] - ref.psi_mean).max()),
+            "naive_error": float(np.abs(naive["psi_mean"] - ref_mean).max()),
         })
         print(json.dumps(rows[-1]), flush=True)
     out = {"grid": f"{side}x{side}", "target": target, "rows": rows}

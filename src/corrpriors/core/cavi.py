@@ -11,27 +11,34 @@ family :math:`q(\psi_{\cdot k}) = N(\lambda_k, V_k)`, :math:`q(\omega_{ck}) = PG
 :math:`V_k = (\Sigma^{-1} + diag E[\omega_k])^{-1}`,
 :math:`\lambda_k = V_k(\kappa_k + \Sigma^{-1}\mu_k)` costs :math:`O(C^3)` per stick with
 explicit inverses. Here only the observed set
-:math:`O_k = \{c: b_{ck} > 0\}` enters (elsewhere :math:`E[\omega_{ck}] = 0`). With
-:math:`D = diag E[\omega_k]_O` and :math:`B = I + D^{1/2}\Sigma_{OO}D^{1/2} = LL^\top`
-(eigenvalues :math:`\ge 1`, always well conditioned),
+:math:`O_k = \{c: b_{ck} > 0\}` enters (elsewhere :math:`E[\omega_{ck}] = 0`): with
+:math:`D = diag E[\omega_k]_O`, the update is GP regression of the pseudo-observations
+:math:`y = D^{-1}\kappa_O - \mu_O` with noise variances :math:`D^{-1}`. With
+:math:`B' = \Sigma_{OO} + D^{-1} = LL^\top`,
 
 .. math::
 
-    \alpha = D^{1/2}B^{-1}(D^{-1/2}\kappa_O - D^{1/2}\mu_O), \qquad
+    \alpha = B'^{-1}y, \qquad
     \lambda_k = \mu_k + \Sigma_{\cdot O}\alpha, \qquad
-    diag\,V_k = diag\,\Sigma - colsumsq(L^{-1}D^{1/2}\Sigma_{O\cdot}).
+    diag\,V_k = diag\,\Sigma - colsumsq(L^{-1}\Sigma_{O\cdot}).
 
 Inside the loop only the observed entries of :math:`diag\,V_k` are needed (for :math:`w`), and
-:math:`V_{OO} = D^{-1/2}(I - B^{-1})D^{-1/2}` gives them from :math:`diag(B^{-1}) =
-colsumsq(L^{-1})` at :math:`|O|^3/3` flops; the ELBO's :math:`tr(DV_k) = |O| - tr(B^{-1})`
-comes from the same numbers. The full diagonal (all C covariates) is computed once at the end
-with the :math:`colsumsq` form.
+:math:`V_{OO} = D^{-1} - D^{-1}B'^{-1}D^{-1}` gives them from :math:`diag(B'^{-1}) =
+colsumsq(L^{-1})` at :math:`|O|^3/3` flops; the ELBO's :math:`tr(DV_k)` and
+:math:`\log|B_k| = \log|I + D^{1/2}\Sigma_{OO}D^{1/2}| = \log|B'| + \sum\log E[\omega]` come
+from the same numbers. The full diagonal (all C covariates) is computed once at the end with
+the :math:`colsumsq` form. :math:`B'` is the diagonal scaling :math:`D^{-1/2}BD^{-1/2}` of
+:math:`B = I + D^{1/2}\Sigma_{OO}D^{1/2}` (eigenvalues :math:`\ge 1`); Cholesky factorisation
+and triangular inversion are invariant under diagonal scaling up to rounding (their error
+bounds are componentwise, van der Sluis), so :math:`B'` is as accurate to factorise as
+:math:`B` and needs no scaling pass.
 
-A stick with empty :math:`O_k` is exactly the prior. Sticks are grouped by :math:`|O_k|` and
-padded (padded rows have :math:`D = 0`, so their rows of :math:`B` are the identity); each group
-is factorised with one batched Cholesky; the triangular inverses/solves loop over the group's
-matrices (scipy's batched ``solve_triangular`` is an order of magnitude slower than the 2-D
-call). BLAS runs single-threaded during the fit (:func:`blas_threads_for`).
+A stick with empty :math:`O_k` is exactly the prior. The non-empty sticks' blocks are packed
+column-major into one flat buffer (:class:`StickLayout`, :class:`FactorWorkspace`), so every
+LAPACK call (``potrf``, ``potrs``, ``trtri``) works in place on its exact
+:math:`|O_k| \times |O_k|` block, and everything per entry (gathers, column sums of squares,
+per-stick sums) is one vectorised call over all sticks. BLAS runs single-threaded during the fit
+(:func:`blas_threads_for`).
 """
 
 from __future__ import annotations
@@ -60,6 +67,7 @@ except ImportError:  # pragma: no cover
 
 _potrf = lapack.dpotrf
 _trtri = lapack.dtrtri
+_potrs = lapack.dpotrs
 
 #: Factorisations below this size run with single-threaded BLAS. Measured on 2 cores with
 #: OpenBLAS 0.3.31: potrf + trtri of a 900 x 900 matrix took 0.036 s with one thread and
@@ -183,100 +191,143 @@ def jittered_covariance(cov: np.ndarray, min_eigenvalue: float | None = None,
 # ----------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class StickGroup:
-    """Sticks factorised together in one batch.
-
-    Attributes
-    ----------
-    sticks : ndarray of shape (G,)
-        Stick indices (0-based, into the K - 1 sticks).
-    index : ndarray of shape (G, n)
-        Covariates of each stick's observed set, padded with 0.
-    mask : ndarray of shape (G, n), bool
-        True on real (non-padded) entries.
-    """
-
-    sticks: np.ndarray
-    index: np.ndarray
-    mask: np.ndarray
-
-    @property
-    def sizes(self) -> np.ndarray:
-        """ndarray of shape (G,): ``|O_k|`` of each stick."""
-        return self.mask.sum(axis=1)
-
-    # Index arrays used by every psi step, computed once per layout (cached_property writes
-    # to the instance dict, which a frozen dataclass allows).
-    @functools.cached_property
-    def size_list(self) -> tuple:
-        """tuple of int: ``|O_k|`` of each stick."""
-        return tuple(int(m) for m in self.sizes)
-
-    @functools.cached_property
-    def cols(self) -> np.ndarray:
-        """ndarray of shape (G, n): the stick index of every entry."""
-        return np.ascontiguousarray(np.broadcast_to(self.sticks[:, None], self.index.shape))
-
-    @functools.cached_property
-    def real(self) -> tuple:
-        """(rows, cols, positions) of the real entries: covariate and stick indices, and flat
-        positions in the padded (G, n) arrays."""
-        return self.index[self.mask], self.cols[self.mask], np.flatnonzero(self.mask)
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class StickLayout:
-    """Grouping of the non-empty sticks by the size of their observed sets.
+    """The observed sets of the non-empty sticks, packed stick after stick.
+
+    Every non-empty stick ``k = sticks[s]`` owns the entries
+    ``entry_start[s]:entry_start[s + 1]`` (its observed covariates, ascending) and the
+    ``|O_k| x |O_k|`` column-major block ``block_start[s]:block_start[s + 1]`` of a flat buffer
+    (:class:`FactorWorkspace`).
 
     Attributes
     ----------
     observed : ndarray of shape (C, K - 1), bool
         ``b > 0``.
-    groups : tuple of StickGroup
+    sticks : ndarray of shape (S,)
+        The non-empty sticks, ascending.
+    sizes : ndarray of shape (S,)
+        ``|O_k|`` of each of them.
+    entry_rows, entry_cols : ndarray of shape (E,)
+        Covariate and stick of every observed entry (``E = sizes.sum()``).
+    entry_start : ndarray of shape (S + 1,)
+    block_start : ndarray of shape (S + 1,)
+    diag_pos : ndarray of shape (E,)
+        Position of each entry's diagonal element in the flat buffer.
+    col_start : ndarray of shape (E,)
+        Position where each entry's column of its block starts in the flat buffer.
+    entry_flat : ndarray of shape (E,)
+        ``entry_rows * (K - 1) + entry_cols``: positions in a C-ordered (C, K - 1) array.
     """
 
     observed: np.ndarray
-    groups: tuple
+    sticks: np.ndarray
+    sizes: np.ndarray
+    entry_rows: np.ndarray
+    entry_cols: np.ndarray
+    entry_start: np.ndarray
+    block_start: np.ndarray
+    diag_pos: np.ndarray
+    col_start: np.ndarray
+    entry_flat: np.ndarray
+
+    @functools.cached_property
+    def entry_bounds(self) -> list:
+        """list of int: ``entry_start`` as Python integers (cheap slicing in loops)."""
+        return [int(i) for i in self.entry_start]
+
+    def rows(self, s: int) -> np.ndarray:
+        """ndarray of shape (sizes[s],): the observed covariates of the ``s``-th stick."""
+        return self.entry_rows[self.entry_start[s]:self.entry_start[s + 1]]
 
 
-def build_layout(observed: np.ndarray, max_waste: float = 0.8,
-                 max_elements: int = 2 ** 21) -> StickLayout:
-    """Group sticks with similar ``|O_k|`` (sizes within ``max_waste`` of the group's largest).
+def build_layout(observed: np.ndarray) -> StickLayout:
+    """Pack the observed sets :math:`O_k = \\{c: b_{ck} > 0\\}` of the non-empty sticks.
 
     Parameters
     ----------
     observed : ndarray of shape (C, K - 1), bool
-    max_waste : float
-        A stick joins a group if its size is at least ``max_waste`` times the group's size.
-    max_elements : int
-        Cap on ``G * n * n`` per group (memory of one batched array).
 
     Returns
     -------
     StickLayout
     """
     observed = np.asarray(observed, dtype=bool)
-    sizes = observed.sum(axis=0)
-    order = [int(k) for k in np.argsort(-sizes, kind="stable") if sizes[k] > 0]
-    groups = []
-    i = 0
-    while i < len(order):
-        n = int(sizes[order[i]])
-        j = i + 1
-        while (j < len(order) and sizes[order[j]] >= max_waste * n
-               and (j - i + 1) * n * n <= max_elements):
-            j += 1
-        sticks = np.array(order[i:j], dtype=np.intp)
-        index = np.zeros((len(sticks), n), dtype=np.intp)
-        mask = np.zeros((len(sticks), n), dtype=bool)
-        for g, k in enumerate(sticks):
-            rows = np.flatnonzero(observed[:, k])
-            index[g, :len(rows)] = rows
-            mask[g, :len(rows)] = True
-        groups.append(StickGroup(sticks, index, mask))
-        i = j
-    return StickLayout(observed, tuple(groups))
+    sticks = np.flatnonzero(observed.any(axis=0))
+    which, entry_rows = np.nonzero(observed[:, sticks].T)  # stick after stick
+    sizes = np.bincount(which, minlength=sticks.size).astype(np.intp)
+    entry_start = np.concatenate(([0], np.cumsum(sizes))).astype(np.intp)
+    block_start = np.concatenate(([0], np.cumsum(sizes * sizes))).astype(np.intp)
+    local = np.arange(entry_rows.size, dtype=np.intp) - entry_start[which]
+    col_start = block_start[which] + local * sizes[which]
+    entry_rows = entry_rows.astype(np.intp)
+    entry_cols = sticks[which]
+    return StickLayout(observed, sticks, sizes, entry_rows, entry_cols, entry_start, block_start,
+                       col_start + local, col_start,
+                       entry_rows * observed.shape[1] + entry_cols)
+
+
+class FactorWorkspace:
+    """Flat buffer for every stick's :math:`|O_k| \\times |O_k|` matrix, reused across psi steps.
+
+    After :func:`psi_step` the block of stick ``s`` (``views[s]``, column-major) holds the
+    lower-triangular :math:`L_k^{-1}` with :math:`L_k L_k^\\top = \\Sigma_{OO} + D_k^{-1}`, valid
+    until the next psi step with this workspace.
+
+    Parameters
+    ----------
+    layout : StickLayout
+    base : ndarray of shape (C, C) or None
+        Covariance whose blocks :math:`\\tilde\\Sigma_{O_kO_k}` are gathered once and rescaled
+        in every psi step (``sigma = scale * base``); ``None`` gathers from ``sigma`` every time.
+    max_bytes : float
+        Skip the pre-gathered copy of ``base`` when it would need more memory.
+    """
+
+    def __init__(self, layout: StickLayout, base: np.ndarray | None = None,
+                 max_bytes: float = 256e6):
+        n = int(layout.block_start[-1])
+        self.flat = np.empty(n)
+        bs = layout.block_start
+        self.views = [self.flat[bs[s]:bs[s + 1]].reshape((m, m), order="F")
+                      for s, m in enumerate(layout.sizes)]
+        self.base_blocks = None
+        if base is not None and n * 8 <= max_bytes:
+            self.base_blocks = np.empty(n)
+            self._gather(layout, base, self.base_blocks)
+        # Column sums of squares are taken over runs of whole blocks of at most `chunk`
+        # numbers (one scratch buffer, two numpy calls per run instead of one per stick).
+        chunk = max(2 ** 18, int(np.max(layout.sizes, initial=0)) ** 2)
+        self._scratch = np.empty(min(chunk, n))
+        self._runs = []
+        s0 = 0
+        for s1 in range(1, layout.sticks.size + 1):
+            if s1 == layout.sticks.size or bs[s1 + 1] - bs[s0] > chunk:
+                self._runs.append((s0, s1))
+                s0 = s1
+
+    def colsumsq(self, layout: StickLayout, out: np.ndarray) -> np.ndarray:
+        """Column sums of squares of every block, stick after stick (ndarray of shape (E,))."""
+        bs, es = layout.block_start, layout.entry_start
+        for s0, s1 in self._runs:
+            lo, hi = bs[s0], bs[s1]
+            sq = np.multiply(self.flat[lo:hi], self.flat[lo:hi], out=self._scratch[:hi - lo])
+            np.add.reduceat(sq, layout.col_start[es[s0]:es[s1]] - lo, out=out[es[s0]:es[s1]])
+        return out
+
+    @staticmethod
+    def _gather(layout: StickLayout, sigma: np.ndarray, out: np.ndarray) -> None:
+        bs = layout.block_start
+        for s in range(layout.sticks.size):
+            r = layout.rows(s)
+            out[bs[s]:bs[s + 1]] = sigma.take(r, 0).take(r, 1).ravel(order="F")
+
+    def load(self, layout: StickLayout, sigma: np.ndarray, scale: float) -> None:
+        """Write :math:`\\Sigma_{O_kO_k}` (``= scale * base`` blocks) into the buffer."""
+        if self.base_blocks is not None:
+            np.multiply(self.base_blocks, scale, out=self.flat)
+        else:
+            self._gather(layout, sigma, self.flat)
 
 
 @dataclass(frozen=True)
@@ -299,11 +350,10 @@ class PsiStep:
     logdet_b : ndarray of shape (K - 1,)
         :math:`\\log|B_k| = \\log|\\Sigma| - \\log|V_k|`.
     reduction : ndarray of shape (C, C) or None
-        With ``full=True``: :math:`\\sum_k (\\Sigma - V_k)`.
-    linvs : list of ndarray of shape (G, n, n), or None
-        Without ``full``: every group's :math:`L^{-1}` (padded), for
-        :func:`_fill_unobserved_var`. They may live in the caller's workspace, so they are
-        valid only until the next psi step with that workspace.
+        With ``need_reduction``: :math:`\\sum_k (\\Sigma - V_k)`.
+    workspace : FactorWorkspace
+        Holds this step's :math:`L_k^{-1}` (for :func:`_fill_unobserved_var`) until the next
+        psi step with the same workspace.
     """
 
     psi_mean: np.ndarray
@@ -313,34 +363,12 @@ class PsiStep:
     quad: np.ndarray
     logdet_b: np.ndarray
     reduction: np.ndarray | None
-    linvs: list | None = None
-
-
-def gather_blocks(layout: StickLayout, base: np.ndarray,
-                  max_bytes: float = 256e6) -> list[np.ndarray] | None:
-    r"""Pre-gather every group's :math:`\tilde\Sigma_{OO}` blocks (reused while the base is fixed).
-
-    Parameters
-    ----------
-    layout : StickLayout
-    base : ndarray of shape (C, C)
-    max_bytes : float
-        Return ``None`` (gather on the fly) when the blocks would need more memory.
-
-    Returns
-    -------
-    list of ndarray of shape (G, n, n), or None
-    """
-    total = sum(grp.index.size * grp.index.shape[1] for grp in layout.groups) * 8
-    if total > max_bytes:
-        return None
-    return [base[grp.index[:, :, None], grp.index[:, None, :]] for grp in layout.groups]
+    workspace: FactorWorkspace | None = None
 
 
 def psi_step(layout: StickLayout, sigma: np.ndarray, mu: np.ndarray, kappa: np.ndarray,
              omega_mean: np.ndarray, full: bool = False, need_reduction: bool = False,
-             blocks: list[np.ndarray] | None = None, block_scale: float = 1.0,
-             workspace: list[np.ndarray] | None = None) -> PsiStep:
+             workspace: FactorWorkspace | None = None, scale: float = 1.0) -> PsiStep:
     r"""Update of :math:`q(\psi)` given :math:`q(\omega)`, in the fast form.
 
     Parameters
@@ -359,132 +387,105 @@ def psi_step(layout: StickLayout, sigma: np.ndarray, mu: np.ndarray, kappa: np.n
     need_reduction : bool
         With ``full``: also accumulate :math:`\sum_k(\Sigma - V_k)` (:math:`O(|O_k| C^2)`
         per stick), needed by the kernel M-step.
-    blocks : list of ndarray or None
-        :func:`gather_blocks` of the base covariance, with ``sigma = block_scale * base``.
-    block_scale : float
-    workspace : list of ndarray or None
-        Scratch arrays shaped like ``blocks`` (reused across iterations to avoid allocations).
+    workspace : FactorWorkspace or None
+        Reused buffer; its pre-gathered blocks must be those of ``sigma / scale``.
+    scale : float
+        ``sigma = scale * base`` for the workspace's ``base``.
 
     Returns
     -------
     PsiStep
     """
     c, km1 = mu.shape
+    if workspace is None:
+        workspace = FactorWorkspace(layout)
     diag_sigma = np.diag(sigma).copy()
     alpha = np.zeros((c, km1))
     var = np.repeat(diag_sigma[:, None], km1, axis=1)
     trace_dv = np.zeros(km1)
     logdet_b = np.zeros(km1)
-    reduction = np.zeros((c, c)) if (full and need_reduction) else None
-    linvs = None if full else []
-    for j, grp in enumerate(layout.groups):
-        sticks, index, mask = grp.sticks, grp.index, grp.mask
-        g, n = index.shape
-        cols = grp.cols
-        e = omega_mean[index, cols]
-        e[~mask] = 0.0
-        d = np.sqrt(e)
-        if full:
-            if blocks is not None:
-                ds = d * np.sqrt(block_scale)
-                bmat = blocks[j] * ds[:, :, None]
-            else:
-                ds = d
-                bmat = sigma[index[:, :, None], index[:, None, :]] * ds[:, :, None]
-            bmat *= ds[:, None, :]
-            bmat.reshape(g, -1)[:, ::n + 1] += 1.0
-            chol = np.linalg.cholesky(bmat)
-            logdet_b[sticks] = 2.0 * np.sum(np.log(np.diagonal(chol, axis1=1, axis2=2)), axis=1)
-        else:
-            if blocks is not None:
-                work = workspace[j] if workspace is not None else np.empty_like(blocks[j])
-                ds = d * np.sqrt(block_scale)
-                np.multiply(blocks[j], ds[:, :, None], out=work)
-                work *= ds[:, None, :]
-            else:
-                work = sigma[index[:, :, None], index[:, None, :]]
-                work *= d[:, :, None]
-                work *= d[:, None, :]
-            work.reshape(g, -1)[:, ::n + 1] += 1.0
-            # B is symmetric, so work[i].T (F-contiguous) is B_i for LAPACK: potrf leaves the
-            # upper factor U = L^T (other triangle zeroed), trtri overwrites it with
-            # U^-1 = L^-T; afterwards work[i] (C order) holds L^-1. No allocations.
-            # Padded rows/columns are already the identity, so only the leading
-            # |O_k| x |O_k| block is factorised (no flops wasted on padding).
-            wt = work.transpose(0, 2, 1)
-            for i, m in enumerate(grp.size_list):
-                if m == n:
-                    _, info = _potrf(wt[i], lower=0, clean=1, overwrite_a=1)
-                    _trtri(wt[i], lower=0, overwrite_c=1)
-                else:
-                    fac, info = _potrf(wt[i][:m, :m], lower=0, clean=1)
-                    wt[i][:m, :m] = _trtri(fac, lower=0, overwrite_c=1)[0]
-                if info != 0:  # pragma: no cover - B has eigenvalues >= 1
-                    raise np.linalg.LinAlgError(f"Cholesky of B failed (info={info})")
-            linv = work
-            logdet_b[sticks] = -2.0 * np.sum(np.log(np.diagonal(linv, axis1=1, axis2=2)), axis=1)
-        d_safe = np.where(mask, d, 1.0)
-        rhs = np.where(mask, kappa[index, cols] / d_safe - d * mu[index, cols], 0.0)
-        if full:
-            u = np.empty((g, n))
-            v_obs = np.empty((g, n))
-            for i in range(g):
-                li = chol[i]
-                z = solve_triangular(li, rhs[i], lower=True, check_finite=False)
-                u[i] = solve_triangular(li, z, lower=True, trans="T", check_finite=False)
-                h = solve_triangular(li, d[i][:, None] * sigma[index[i], :], lower=True,
-                                     check_finite=False)
-                vfull = diag_sigma - np.einsum("ij,ij->j", h, h)
-                var[:, sticks[i]] = vfull
-                v_obs[i] = vfull[index[i]]
-                if reduction is not None:
-                    reduction += h.T @ h
-            one_minus = e * v_obs
-        else:
-            # diag(B^-1) = colsumsq(L^-1) and V_OO = D^-1/2 (I - B^-1) D^-1/2 give the
-            # observed entries of diag V_k (absolute error ~1e-14 / E[omega]); the others
-            # come from _fill_unobserved_var with the same factors.
-            # batched gemv (BLAS) instead of einsum: u = L^-T (L^-1 rhs)
-            z = np.matmul(linv, rhs[:, :, None])
-            u = np.matmul(linv.transpose(0, 2, 1), z)[:, :, 0]
-            one_minus = 1.0 - np.einsum("gij,gij->gj", linv, linv)
-            v_obs = np.maximum(one_minus, 0.0) / np.where(mask, e, 1.0)
-            linvs.append(linv)
-        a = d * u
-        trace_dv[sticks] = np.sum(np.where(mask, one_minus, 0.0), axis=1)
-        rows, cc, pos = grp.real
-        alpha[rows, cc] = a.ravel()[pos]
-        var[rows, cc] = v_obs.ravel()[pos]
+    if layout.sticks.size:
+        idx = layout.entry_flat
+        e = np.take(omega_mean, idx)
+        # alpha_O = B'^-1 y, y = kappa / e - mu: GP regression on pseudo-observations
+        a = np.take(kappa, idx) / e - np.take(mu, idx)
+        workspace.load(layout, sigma, scale)
+        workspace.flat[layout.diag_pos] += 1.0 / e
+        es = layout.entry_bounds
+        for s, w in enumerate(workspace.views):
+            # w is the column-major block of B' = Sigma_OO + D^-1: potrf leaves L (upper
+            # triangle zeroed), potrs solves with it, trtri overwrites it with L^-1; all in
+            # place on views of the flat buffers (no copies).
+            _, info = _potrf(w, lower=1, clean=1, overwrite_a=1)
+            if info != 0:  # pragma: no cover - B' = Sigma_OO + D^-1 is positive definite
+                raise np.linalg.LinAlgError(f"Cholesky of Sigma_OO + D^-1 failed (info={info})")
+            _potrs(w, a[es[s]:es[s + 1]], lower=1, overwrite_b=1)
+            _trtri(w, lower=1, overwrite_c=1)
+        # diag(B'^-1) = colsumsq(L^-1); e_c (V_k)_cc = 1 - e_c diag(B'^-1)_c, from
+        # V_OO = D^-1 - D^-1 B'^-1 D^-1 (absolute error ~1e-16 / e_c)
+        one_minus = 1.0 - workspace.colsumsq(layout, np.empty_like(e)) / e
+        starts = layout.entry_start[:-1]
+        trace_dv[layout.sticks] = np.add.reduceat(one_minus, starts)
+        # log|B| = log|B'| + sum log e, and diag(L^-1) = 1 / diag(L)
+        logdet_b[layout.sticks] = np.add.reduceat(
+            np.log(e) - 2.0 * np.log(workspace.flat[layout.diag_pos]), starts)
+        np.put(alpha, idx, a)
+        np.put(var, idx, np.maximum(one_minus, 0.0) / e)
     delta = sigma @ alpha
     psi_mean = mu + delta
     quad = np.sum(alpha * delta, axis=0)
+    reduction = None
+    if full:
+        reduction = np.zeros((c, c)) if need_reduction else None
+        var = _marginal_variances(layout, sigma, workspace, var, everywhere=True,
+                                  reduction=reduction)
     return PsiStep(psi_mean, np.maximum(var, 0.0), alpha, trace_dv, quad, logdet_b, reduction,
-                   linvs)
+                   workspace)
 
 
-def _fill_unobserved_var(layout: StickLayout, sigma: np.ndarray, omega_mean: np.ndarray,
-                         linvs: list[np.ndarray], psi_var: np.ndarray) -> FloatArray:
+def _marginal_variances(layout: StickLayout, sigma: np.ndarray, workspace: FactorWorkspace,
+                        psi_var: np.ndarray, everywhere: bool = False,
+                        reduction: np.ndarray | None = None) -> FloatArray:
     """Marginal variances off the observed sets from the factors of the last psi step.
 
-    ``linvs`` are the per-group :math:`L^{-1}` of that psi step (:attr:`PsiStep.linvs`, for the
-    same ``layout``, ``sigma`` and ``omega_mean``); the observed entries of ``psi_var`` are
-    kept. :math:`diag\\,V_k = diag\\,\\Sigma - colsumsq(L^{-1}D^{1/2}\\Sigma_{O U})` on each
-    stick's unobserved covariates :math:`U_k` only (:math:`O(|O_k|^2 |U_k|)` per stick; the
-    observed sets of grid data are large, so :math:`U_k` is small).
+    ``workspace`` holds that psi step's :math:`L_k^{-1}` (same ``layout`` and ``sigma``); the
+    observed entries of ``psi_var`` are kept unless ``everywhere``.
+    :math:`diag\\,V_k = diag\\,\\Sigma - colsumsq(L_k^{-1}\\Sigma_{O U})` on each stick's
+    unobserved covariates :math:`U_k` (:math:`O(|O_k|^2 |U_k|)` per stick; the observed sets of
+    grid data are large, so :math:`U_k` is small), or on all covariates with ``everywhere``,
+    which also adds :math:`\\Sigma - V_k = h^\\top h` to ``reduction``.
+
+    Returns
+    -------
+    ndarray of shape (C, K - 1)
     """
     var = psi_var.copy()
     diag_sigma = np.diag(sigma)
-    observed = layout.observed
-    for grp, linv in zip(layout.groups, linvs):
-        for i, (k, m) in enumerate(zip(grp.sticks, grp.size_list)):
-            unobs = np.flatnonzero(~observed[:, k])
-            if unobs.size == 0:
-                continue
-            rows = grp.index[i, :m]
-            d = np.sqrt(omega_mean[rows, k])
-            h = linv[i, :m, :m] @ (d[:, None] * sigma[np.ix_(rows, unobs)])
-            var[unobs, k] = np.maximum(diag_sigma[unobs] - np.einsum("ij,ij->j", h, h), 0.0)
+    if everywhere:
+        targets = [np.arange(sigma.shape[0])] * layout.sticks.size
+    else:
+        which, unobs = np.nonzero(~layout.observed[:, layout.sticks].T)
+        targets = np.split(unobs, np.searchsorted(which, np.arange(1, layout.sticks.size)))
+    cols, reduced = [], []
+    for s, (k, w, target) in enumerate(zip(layout.sticks, workspace.views, targets)):
+        if target.size == 0:
+            continue
+        h = w @ sigma.take(layout.rows(s), 0).take(target, 1)
+        cols.append(np.full(target.size, k))
+        reduced.append(np.einsum("ij,ij->j", h, h))
+        if reduction is not None:
+            reduction += h.T @ h
+    if cols:
+        rows = np.concatenate([t for t in targets if t.size])
+        var[rows, np.concatenate(cols)] = np.maximum(diag_sigma[rows] - np.concatenate(reduced),
+                                                     0.0)
     return var
+
+
+def _fill_unobserved_var(layout: StickLayout, sigma: np.ndarray, workspace: FactorWorkspace,
+                         psi_var: np.ndarray) -> FloatArray:
+    """:func:`_marginal_variances` on the unobserved covariates only."""
+    return _marginal_variances(layout, sigma, workspace, psi_var)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -529,26 +530,36 @@ class _Anderson:
 
     def __init__(self, memory: int):
         self.memory = int(memory)
-        self.xs: list[np.ndarray] = []
-        self.gs: list[np.ndarray] = []
+        self.last: tuple | None = None  # previous (x, g)
+        self.dxs: list[np.ndarray] = []  # recent differences of x and of g
+        self.dgs: list[np.ndarray] = []
 
     def reset(self) -> None:
-        self.xs.clear()
-        self.gs.clear()
+        self.last = None
+        self.dxs.clear()
+        self.dgs.clear()
 
     def propose(self, x: np.ndarray, fx: np.ndarray) -> np.ndarray:
         g = fx - x
-        self.xs.append(x)
-        self.gs.append(g)
-        if len(self.xs) > self.memory + 1:
-            self.xs.pop(0)
-            self.gs.pop(0)
-        if len(self.xs) < 2:
+        if self.last is not None:
+            self.dxs.append(x - self.last[0])
+            self.dgs.append(g - self.last[1])
+            if len(self.dxs) > self.memory:
+                self.dxs.pop(0)
+                self.dgs.pop(0)
+        self.last = (x, g)
+        if not self.dxs:
             return fx
-        dx = np.diff(np.asarray(self.xs), axis=0).T  # (n, m)
-        dg = np.diff(np.asarray(self.gs), axis=0).T
-        gamma = np.linalg.lstsq(dg, g, rcond=1e-10)[0]
-        out = x + g - (dx + dg) @ gamma
+        dx, dg = np.stack(self.dxs), np.stack(self.dgs)  # (m, n)
+        # least squares min ||g - dg^T gamma|| by the (m x m) normal equations, pseudo-inverted
+        # by eigenvalues (directions below 1e-14 of the largest are dropped): a tall lstsq
+        # costs more than a psi step's bookkeeping, and a poor gamma is rejected anyway.
+        evals, evecs = np.linalg.eigh(dg @ dg.T)
+        keep = evals > 1e-14 * max(evals[-1], 0.0)
+        if not keep.any():
+            return fx
+        gamma = evecs[:, keep] @ ((evecs[:, keep].T @ (dg @ g)) / evals[keep])
+        out = x + g - gamma @ (dx + dg)
         return out if np.all(np.isfinite(out)) else fx
 
 
@@ -662,16 +673,24 @@ def _run_cavi(counts: np.ndarray, base_covariance: np.ndarray, mean: np.ndarray,
             out += hyper_em.log_normal_density(mu_[0], mean_prior_mean, mean_prior_std)
         return out
 
-    blocks = None if learn_kernel else gather_blocks(layout, base)
-    workspace = None if blocks is None else [np.empty_like(x) for x in blocks]
+    # The kernel M-step changes the base covariance, so its blocks are gathered every step.
+    workspace = FactorWorkspace(layout, None if learn_kernel else base)
+
+    # Per-entry work touches the observed entries only (b = kappa = w = 0 elsewhere).
+    idx = layout.entry_flat
+    b_obs, kappa_obs = np.take(b, idx), np.take(kappa, idx)
 
     def evaluate(w_in, theta_in, mu_in) -> _Evaluation:
-        site = np.where(observed, pg_expectation(b, w_in), 0.0)
+        site = np.zeros((c, km1))
+        np.put(site, idx, pg_expectation(b_obs, np.take(w_in, idx)))
         st = psi_step(layout, theta_in * base, mu_in, kappa, site, full=learn_kernel,
-                      need_reduction=learn_kernel, blocks=blocks, block_scale=theta_in,
-                      workspace=workspace)
-        w_out, _ = omega_step(b, st.psi_mean, st.psi_var, observed)
-        elbo = elbo_value(b, kappa, st.psi_mean, w_out, log_binom, st.trace_dv, st.quad,
+                      need_reduction=learn_kernel, workspace=workspace, scale=theta_in)
+        # the omega step: optimal tilts w^2 = E[psi^2]
+        mean_obs = np.take(st.psi_mean, idx)
+        w_obs = np.sqrt(np.take(st.psi_var, idx) + mean_obs ** 2)
+        w_out = np.zeros((c, km1))
+        np.put(w_out, idx, w_obs)
+        elbo = elbo_value(b_obs, kappa_obs, mean_obs, w_obs, log_binom, st.trace_dv, st.quad,
                           st.logdet_b)
         return _Evaluation(st, site, theta_in, mu_in, w_out, elbo,
                            elbo + _log_hyper(theta_in, mu_in))
@@ -702,18 +721,18 @@ def _run_cavi(counts: np.ndarray, base_covariance: np.ndarray, mean: np.ndarray,
     accelerate = (acceleration == "anderson" and not learn_kernel and learn_mean != "full")
 
     def pack(w_, th, mu_):
-        parts = [w_[observed]]
+        parts = [np.take(w_, idx)]
         if learn_scale:
             parts.append([np.log(th)])
         if learn_mean == "constant":
             parts.append(mu_[0])
         return np.concatenate(parts)
 
-    n_obs = int(observed.sum())
+    n_obs = idx.size
 
     def unpack(x):
         w_ = np.zeros((c, km1))
-        w_[observed] = x[:n_obs]
+        np.put(w_, idx, x[:n_obs])
         pos = n_obs
         th = theta
         if learn_scale:
@@ -769,10 +788,10 @@ def _run_cavi(counts: np.ndarray, base_covariance: np.ndarray, mean: np.ndarray,
     sigma = theta * base
     if not learn_kernel:  # (with learn_kernel the full psi step already has every variance)
         if last_eval is not cur:  # a rejected step has overwritten the workspace: redo it
-            step = psi_step(layout, sigma, mu, kappa, cur.site_precision, blocks=blocks,
-                            block_scale=theta, workspace=workspace)
+            step = psi_step(layout, sigma, mu, kappa, cur.site_precision,
+                            workspace=workspace, scale=theta)
         step = replace(
-            step, psi_var=_fill_unobserved_var(layout, sigma, cur.site_precision, step.linvs,
+            step, psi_var=_fill_unobserved_var(layout, sigma, step.workspace,
                                                step.psi_var))
     w_full = np.sqrt(step.psi_var + step.psi_mean ** 2)
     omega_final = np.where(observed, pg_expectation(b, w_full), 0.0)
@@ -846,5 +865,5 @@ def _sample_q_psi(sigma, psi_mean, site_precision, n_samples, rng):
     return out
 
 
-__all__ = ["sample_q_psi", "pg_expectation", "omega_step", "jittered_covariance", "StickGroup",
-           "StickLayout", "build_layout", "gather_blocks", "PsiStep", "psi_step", "run_cavi"]
+__all__ = ["sample_q_psi", "pg_expectation", "omega_step", "jittered_covariance",
+           "StickLayout", "build_layout", "FactorWorkspace", "PsiStep", "psi_step", "run_cavi"]

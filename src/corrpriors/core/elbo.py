@@ -110,7 +110,9 @@ def elbo_value(b: np.ndarray, kappa: np.ndarray, psi_mean: np.ndarray, w: np.nda
 
     Parameters
     ----------
-    b, kappa, psi_mean, w : ndarray of shape (C, K - 1)
+    b, kappa, psi_mean, w : ndarray of shape (C, K - 1), or of shape (E,)
+        The full arrays, or only the observed entries (``b > 0``; elsewhere ``b`` and
+        ``kappa`` are zero, so those entries add nothing).
     log_binom : float
     trace_dv, quad, logdet_b : ndarray of shape (K - 1,)
 

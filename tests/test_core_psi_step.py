@@ -8,8 +8,8 @@ Sigma_OO + D^-1 form), per stick and over all C covariates.
 import numpy as np
 import pytest
 
-from corrpriors.core.cavi import (FactorWorkspace, build_layout, jittered_covariance,
-                                  psi_step, _fill_unobserved_var)
+from corrpriors.core.cavi import (FactorWorkspace, _chol_inv_blocked, _fill_unobserved_var,
+                                  build_layout, jittered_covariance, psi_step)
 
 
 def _se_cov(c, lengthscale, rng):
@@ -116,3 +116,37 @@ def test_layout_packs_observed_sets_stick_after_stick():
     assert empty.sticks.size == 0
     st = psi_step(empty, np.eye(3), np.ones((3, 2)), np.zeros((3, 2)), np.zeros((3, 2)))
     assert np.all(st.psi_mean == 1.0) and np.all(st.psi_var == 1.0)
+
+
+@pytest.mark.parametrize("n", [96, 131, 200])
+def test_blocked_cholesky_inverse_matches_dense(n):
+    rng = np.random.default_rng(n)
+    r = rng.normal(size=(n, n))
+    a = r @ r.T / n + 0.1 * np.eye(n)
+    w = np.asfortranarray(a.copy())
+    assert _chol_inv_blocked(w) == 0
+    expected = np.linalg.inv(np.linalg.cholesky(a))
+    np.testing.assert_allclose(w, expected, rtol=1e-10, atol=1e-10 * np.abs(expected).max())
+    assert np.all(np.triu(w, 1) == 0.0)
+
+
+def test_psi_step_with_blocked_sticks_matches_dense_solves():
+    # C = 120 with some sticks observed almost everywhere, so |O_k| >= 96 takes the block step
+    rng = np.random.default_rng(11)
+    c, km1 = 120, 4
+    sigma, _ = jittered_covariance(_se_cov(c, 3.0, rng))
+    observed = rng.random((c, km1)) < np.array([0.95, 0.9, 0.5, 0.85])
+    assert np.any(observed.sum(axis=0) >= 96) and np.any(observed.sum(axis=0) < 96)
+    omega = np.where(observed, 10.0 ** rng.uniform(-3.0, 3.0, size=(c, km1)), 0.0)
+    kappa = np.where(observed, rng.normal(size=(c, km1)), 0.0)
+    mu = rng.normal(size=(c, km1))
+    layout = build_layout(observed)
+    st = psi_step(layout, sigma, mu, kappa, omega, workspace=FactorWorkspace(layout, sigma))
+    lam, var, trace_dv, logdet, quad, _ = _dense_step(sigma, mu, kappa, omega)
+    np.testing.assert_allclose(st.psi_mean, lam, rtol=1e-8, atol=1e-8)
+    np.testing.assert_allclose(st.psi_var[observed], var[observed], rtol=1e-7, atol=1e-11)
+    np.testing.assert_allclose(st.logdet_b, logdet, rtol=1e-9)
+    np.testing.assert_allclose(st.trace_dv, trace_dv, rtol=1e-8)
+    np.testing.assert_allclose(st.quad, quad, rtol=1e-8)
+    filled = _fill_unobserved_var(layout, sigma, st.workspace, st.psi_var)
+    np.testing.assert_allclose(filled, var, rtol=1e-7, atol=1e-11)

@@ -69,6 +69,14 @@ _potrf = lapack.dpotrf
 _trtri = lapack.dtrtri
 _potrs = lapack.dpotrs
 
+#: Blocks with ``_BLOCKED_FROM <= |O_k| < _BLOCKED_BELOW`` rows are factorised and inverted by
+#: one 2 x 2 block step (:func:`_chol_inv_blocked`: half-size potrf/trtri plus three matrix
+#: products, which run at level-3 BLAS speed). Measured with OpenBLAS 0.3.31 on one core
+#: (potrf + solve + trtri vs the block step): 1.12x faster at 96 rows, 1.15x at 99, 1.3x at
+#: 200, 1.2x at 400, slower from about 500 rows on (LAPACK's own blocking takes over) and below
+#: 96 (call overhead). The answer is the same to rounding (tested).
+_BLOCKED_FROM, _BLOCKED_BELOW = 96, 512
+
 #: Factorisations below this size run with single-threaded BLAS. Measured on 2 cores with
 #: OpenBLAS 0.3.31: potrf + trtri of a 900 x 900 matrix took 0.036 s with one thread and
 #: 0.07-1.8 s with two under CPU contention (busy-waiting threads), and multi-threading never
@@ -415,12 +423,22 @@ def psi_step(layout: StickLayout, sigma: np.ndarray, mu: np.ndarray, kappa: np.n
         for s, w in enumerate(workspace.views):
             # w is the column-major block of B' = Sigma_OO + D^-1: potrf leaves L (upper
             # triangle zeroed), potrs solves with it, trtri overwrites it with L^-1; all in
-            # place on views of the flat buffers (no copies).
-            _, info = _potrf(w, lower=1, clean=1, overwrite_a=1)
+            # place on views of the flat buffers (no copies). Positional flags (keyword
+            # parsing costs more than a small block's flops):
+            # potrf(a, lower, clean, overwrite_a), potrs(c, b, lower, overwrite_b),
+            # trtri(c, lower, unitdiag, overwrite_c).
+            lo, hi = es[s], es[s + 1]
+            if _BLOCKED_FROM <= hi - lo < _BLOCKED_BELOW:
+                info = _chol_inv_blocked(w)
+                seg = a[lo:hi]
+                seg[:] = w.T @ (w @ seg)  # B'^-1 y = L^-T L^-1 y
+            else:
+                _, info = _potrf(w, 1, 1, 1)
+                if info == 0:
+                    _potrs(w, a[lo:hi], 1, 1)
+                    _trtri(w, 1, 0, 1)
             if info != 0:  # pragma: no cover - B' = Sigma_OO + D^-1 is positive definite
                 raise np.linalg.LinAlgError(f"Cholesky of Sigma_OO + D^-1 failed (info={info})")
-            _potrs(w, a[es[s]:es[s + 1]], lower=1, overwrite_b=1)
-            _trtri(w, lower=1, overwrite_c=1)
         # diag(B'^-1) = colsumsq(L^-1); e_c (V_k)_cc = 1 - e_c diag(B'^-1)_c, from
         # V_OO = D^-1 - D^-1 B'^-1 D^-1 (absolute error ~1e-16 / e_c)
         one_minus = 1.0 - workspace.colsumsq(layout, np.empty_like(e)) / e
@@ -441,6 +459,42 @@ def psi_step(layout: StickLayout, sigma: np.ndarray, mu: np.ndarray, kappa: np.n
                                   reduction=reduction)
     return PsiStep(psi_mean, np.maximum(var, 0.0), alpha, trace_dv, quad, logdet_b, reduction,
                    workspace)
+
+
+def _chol_inv_blocked(w: np.ndarray) -> int:
+    """Overwrite the column-major SPD block ``w`` with :math:`L^{-1}` (lower, upper triangle
+    zeroed; :math:`LL^\top` = ``w``) by one 2 x 2 block step.
+
+    With ``w = [[A11, A21^T], [A21, A22]]``: :math:`L_{11}^{-1}` from potrf/trtri of
+    ``A11``, :math:`L_{21} = A_{21}L_{11}^{-\top}`, :math:`L_{22}^{-1}` from potrf/trtri of
+    the Schur complement :math:`A_{22} - L_{21}L_{21}^\top`, and
+    :math:`(L^{-1})_{21} = -L_{22}^{-1}L_{21}L_{11}^{-1}`.
+
+    Parameters
+    ----------
+    w : ndarray of shape (n, n), Fortran-ordered
+
+    Returns
+    -------
+    int
+        LAPACK's ``info`` (0 on success).
+    """
+    h = w.shape[0] // 2
+    x11, info = _potrf(w[:h, :h], 1, 1, 0)  # a copy: the view is not contiguous
+    if info != 0:  # pragma: no cover - positive definite input
+        return info
+    _trtri(x11, 1, 0, 1)
+    l21 = w[h:, :h] @ x11.T
+    schur = (w[h:, h:] - l21 @ l21.T).T  # column-major (symmetric up to rounding)
+    _, info = _potrf(schur, 1, 1, 1)
+    if info != 0:  # pragma: no cover
+        return h + info
+    _trtri(schur, 1, 0, 1)
+    w[h:, :h] = -(schur @ (l21 @ x11))
+    w[:h, :h] = x11
+    w[h:, h:] = schur
+    w[:h, h:] = 0.0
+    return 0
 
 
 def _marginal_variances(layout: StickLayout, sigma: np.ndarray, workspace: FactorWorkspace,

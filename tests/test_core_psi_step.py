@@ -96,6 +96,12 @@ def test_workspace_without_pregathered_blocks_gives_the_same_step():
     assert b.workspace.base_blocks is None
     np.testing.assert_allclose(a.psi_mean, b.psi_mean, rtol=1e-13, atol=1e-13)
     np.testing.assert_allclose(a.psi_var, b.psi_var, rtol=1e-12, atol=1e-14)
+    # column sums taken stick by stick (one run per block) give the same numbers
+    one_by_one = FactorWorkspace(layout, sigma, chunk=1)
+    assert len(one_by_one._runs) == layout.sticks.size > 1 == len(a.workspace._runs)
+    c = psi_step(layout, 2.0 * sigma, mu, kappa, omega, workspace=one_by_one, scale=2.0)
+    np.testing.assert_array_equal(a.psi_var, c.psi_var)
+    np.testing.assert_array_equal(a.trace_dv, c.trace_dv)
 
 
 def test_layout_packs_observed_sets_stick_after_stick():

@@ -290,10 +290,14 @@ class FactorWorkspace:
         in every psi step (``sigma = scale * base``); ``None`` gathers from ``sigma`` every time.
     max_bytes : float
         Skip the pre-gathered copy of ``base`` when it would need more memory.
+    chunk : int
+        Column sums of squares are taken over runs of whole blocks of at most
+        ``max(chunk, max |O_k|^2)`` numbers (one scratch buffer of that size, two numpy calls
+        per run instead of one per stick).
     """
 
     def __init__(self, layout: StickLayout, base: np.ndarray | None = None,
-                 max_bytes: float = 256e6):
+                 max_bytes: float = 256e6, chunk: int = 2 ** 18):
         n = int(layout.block_start[-1])
         self.flat = np.empty(n)
         bs = layout.block_start
@@ -303,9 +307,7 @@ class FactorWorkspace:
         if base is not None and n * 8 <= max_bytes:
             self.base_blocks = np.empty(n)
             self._gather(layout, base, self.base_blocks)
-        # Column sums of squares are taken over runs of whole blocks of at most `chunk`
-        # numbers (one scratch buffer, two numpy calls per run instead of one per stick).
-        chunk = max(2 ** 18, int(np.max(layout.sizes, initial=0)) ** 2)
+        chunk = max(int(chunk), int(np.max(layout.sizes, initial=0)) ** 2)
         self._scratch = np.empty(min(chunk, n))
         self._runs = []
         s0 = 0
@@ -515,24 +517,24 @@ def _marginal_variances(layout: StickLayout, sigma: np.ndarray, workspace: Facto
     """
     var = psi_var.copy()
     diag_sigma = np.diag(sigma)
+    n_sticks = layout.sticks.size
     if everywhere:
-        targets = [np.arange(sigma.shape[0])] * layout.sticks.size
+        which = np.repeat(np.arange(n_sticks), sigma.shape[0])
+        targets = np.tile(np.arange(sigma.shape[0]), n_sticks)
     else:
-        which, unobs = np.nonzero(~layout.observed[:, layout.sticks].T)
-        targets = np.split(unobs, np.searchsorted(which, np.arange(1, layout.sticks.size)))
-    cols, reduced = [], []
-    for s, (k, w, target) in enumerate(zip(layout.sticks, workspace.views, targets)):
-        if target.size == 0:
+        which, targets = np.nonzero(~layout.observed[:, layout.sticks].T)
+    tb = np.searchsorted(which, np.arange(n_sticks + 1)).tolist()
+    eb = layout.entry_bounds
+    reduced = np.empty(targets.size)  # colsumsq(L^-1 Sigma_OU), stick after stick
+    for s, w in enumerate(workspace.views):
+        if tb[s] == tb[s + 1]:
             continue
-        h = w @ sigma.take(layout.rows(s), 0).take(target, 1)
-        cols.append(np.full(target.size, k))
-        reduced.append(np.einsum("ij,ij->j", h, h))
+        target = targets[tb[s]:tb[s + 1]]
+        h = w @ sigma.take(layout.entry_rows[eb[s]:eb[s + 1]], 0).take(target, 1)
+        np.einsum("ij,ij->j", h, h, out=reduced[tb[s]:tb[s + 1]])
         if reduction is not None:
             reduction += h.T @ h
-    if cols:
-        rows = np.concatenate([t for t in targets if t.size])
-        var[rows, np.concatenate(cols)] = np.maximum(diag_sigma[rows] - np.concatenate(reduced),
-                                                     0.0)
+    var[targets, layout.sticks[which]] = np.maximum(diag_sigma[targets] - reduced, 0.0)
     return var
 
 
@@ -692,7 +694,10 @@ def _run_cavi(counts: np.ndarray, base_covariance: np.ndarray, mean: np.ndarray,
     b, kappa = count_statistics(counts)
     observed = b > 0
     layout = build_layout(observed)
-    log_binom = log_binomial_coefficients(b, counts[:, :-1])
+    # Per-entry work touches the observed entries only (b = kappa = w = 0 elsewhere).
+    idx = layout.entry_flat
+    b_obs, kappa_obs = np.take(b, idx), np.take(kappa, idx)
+    log_binom = log_binomial_coefficients(b_obs, np.take(counts[:, :-1], idx))
     base = np.asarray(base_covariance, dtype=float)
     mu = np.array(mean, dtype=float, copy=True)
     theta = float(scale)
@@ -729,10 +734,6 @@ def _run_cavi(counts: np.ndarray, base_covariance: np.ndarray, mean: np.ndarray,
 
     # The kernel M-step changes the base covariance, so its blocks are gathered every step.
     workspace = FactorWorkspace(layout, None if learn_kernel else base)
-
-    # Per-entry work touches the observed entries only (b = kappa = w = 0 elsewhere).
-    idx = layout.entry_flat
-    b_obs, kappa_obs = np.take(b, idx), np.take(kappa, idx)
 
     def evaluate(w_in, theta_in, mu_in) -> _Evaluation:
         site = np.zeros((c, km1))

@@ -53,9 +53,10 @@ def log_binomial_coefficients(b: np.ndarray, x: np.ndarray) -> float:
 
     Parameters
     ----------
-    b : ndarray of shape (C, K - 1)
-    x : ndarray of shape (C, K - 1)
-        Counts of the first ``K - 1`` categories.
+    b : ndarray of shape (C, K - 1), or of shape (E,)
+    x : ndarray of shape (C, K - 1), or of shape (E,)
+        Counts of the first ``K - 1`` categories (entries with ``b = 0`` add nothing, so the
+        observed entries alone suffice).
 
     Returns
     -------

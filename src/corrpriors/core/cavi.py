@@ -423,22 +423,18 @@ def psi_step(layout: StickLayout, sigma: np.ndarray, mu: np.ndarray, kappa: np.n
         workspace.flat[layout.diag_pos] += 1.0 / e
         es = layout.entry_bounds
         for s, w in enumerate(workspace.views):
-            # w is the column-major block of B' = Sigma_OO + D^-1: potrf leaves L (upper
-            # triangle zeroed), potrs solves with it, trtri overwrites it with L^-1; all in
-            # place on views of the flat buffers (no copies). Positional flags (keyword
-            # parsing costs more than a small block's flops):
-            # potrf(a, lower, clean, overwrite_a), potrs(c, b, lower, overwrite_b),
-            # trtri(c, lower, unitdiag, overwrite_c).
+            # w, the column-major block of B' = Sigma_OO + D^-1, is overwritten in place (no
+            # copies) by L^-1 (upper triangle zeroed), and a[lo:hi] by B'^-1 y.
             lo, hi = es[s], es[s + 1]
             if _BLOCKED_FROM <= hi - lo < _BLOCKED_BELOW:
                 info = _chol_inv_blocked(w)
                 seg = a[lo:hi]
-                seg[:] = w.T @ (w @ seg)  # B'^-1 y = L^-T L^-1 y
-            else:
-                _, info = _potrf(w, 1, 1, 1)
+                seg[:] = w.T @ (w @ seg)  # L^-T L^-1 y
+            else:  # positional flags: keyword parsing costs more than a small block's flops
+                _, info = _potrf(w, 1, 1, 1)  # (a, lower, clean, overwrite_a): L
                 if info == 0:
-                    _potrs(w, a[lo:hi], 1, 1)
-                    _trtri(w, 1, 0, 1)
+                    _potrs(w, a[lo:hi], 1, 1)  # (c, b, lower, overwrite_b)
+                    _trtri(w, 1, 0, 1)  # (c, lower, unitdiag, overwrite_c): L^-1
             if info != 0:  # pragma: no cover - B' = Sigma_OO + D^-1 is positive definite
                 raise np.linalg.LinAlgError(f"Cholesky of Sigma_OO + D^-1 failed (info={info})")
         # diag(B'^-1) = colsumsq(L^-1); e_c (V_k)_cc = 1 - e_c diag(B'^-1)_c, from

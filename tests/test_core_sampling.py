@@ -96,3 +96,31 @@ def test_select_kernel_ranks_by_elbo():
     assert ranked[0][1].elbo_ >= ranked[1][1].elbo_
     with pytest.raises(ValueError, match="candidates"):
         select_kernel(counts, {})
+
+
+def test_joint_draws_equal_dense_matheron_with_the_same_random_numbers():
+    # the packed sampler against a dense transcription of Matheron's rule that draws the
+    # random numbers in the documented order (per stick: prior draw, then the noise of O_k)
+    from corrpriors.core.cavi import sample_q_psi
+
+    rng = np.random.default_rng(5)
+    c, km1, n = 9, 5, 4
+    x = np.linspace(0, 4, c)
+    sigma = 1.3 * np.exp(-np.subtract.outer(x, x) ** 2) + 1e-8 * np.eye(c)
+    site = np.where(rng.random((c, km1)) < 0.6, 10.0 ** rng.uniform(-2, 2, (c, km1)), 0.0)
+    site[:, 1] = 0.0  # an unobserved stick: prior draws only
+    mean = rng.normal(size=(c, km1))
+    got = sample_q_psi(sigma, mean, site, n, rng=np.random.default_rng(9))
+
+    gen = np.random.default_rng(9)
+    chol = np.linalg.cholesky(sigma)
+    want = np.empty((n, c, km1))
+    for k in range(km1):
+        f = chol @ gen.standard_normal((c, n))
+        obs = np.flatnonzero(site[:, k] > 0)
+        if obs.size:
+            eps = gen.standard_normal((obs.size, n))
+            b = sigma[np.ix_(obs, obs)] + np.diag(1.0 / site[obs, k])
+            f = f - sigma[:, obs] @ np.linalg.solve(b, f[obs] + eps / np.sqrt(site[obs, k])[:, None])
+        want[:, :, k] = (mean[:, k][:, None] + f).T
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)

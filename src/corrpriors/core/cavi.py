@@ -870,11 +870,15 @@ def sample_q_psi(sigma: np.ndarray, psi_mean: np.ndarray, site_precision: np.nda
 
     .. math::
 
-        \psi_{\cdot k} = \lambda_k + f - \Sigma_{\cdot O}D^{1/2}B^{-1}(D^{1/2}f_O + \varepsilon)
+        \psi_{\cdot k} = \lambda_k + f - \Sigma_{\cdot O}(\Sigma_{OO} + D^{-1})^{-1}
+        (f_O + D^{-1/2}\varepsilon)
 
     has covariance exactly :math:`V_k = (\Sigma^{-1} + D)^{-1}`. Cost: one Cholesky of
-    :math:`\Sigma` (:math:`C^3/3`), then per stick :math:`O(|O_k|^3 + C|O_k|M + C^2 M)` for
-    ``M = n_samples``; :math:`V_k` itself is never formed.
+    :math:`\Sigma` (:math:`C^3/3`) and one product for the prior draws of all sticks
+    (:math:`C^2(K-1)M` for ``M = n_samples``), then per stick
+    :math:`O(|O_k|^3 + C|O_k|M)` with the packed blocks of :func:`psi_step`; :math:`V_k` itself
+    is never formed. The random numbers are drawn stick after stick (the prior draw, then the
+    noise of the observed entries), so a seed gives the same draws whatever the batching.
 
     Parameters
     ----------
@@ -897,23 +901,36 @@ def sample_q_psi(sigma: np.ndarray, psi_mean: np.ndarray, site_precision: np.nda
 
 def _sample_q_psi(sigma, psi_mean, site_precision, n_samples, rng):
     c, km1 = psi_mean.shape
+    m = int(n_samples)
     chol_s = np.linalg.cholesky(sigma)
-    out = np.empty((n_samples, c, km1))
-    observed = site_precision > 0
+    layout = build_layout(site_precision > 0)
+    eb = layout.entry_bounds
+    slot = dict(zip(layout.sticks.tolist(), range(layout.sticks.size)))
+    z = np.empty((c, km1, m))
+    noise = np.empty((layout.entry_rows.size, m))
     for k in range(km1):
-        f = chol_s @ rng.standard_normal((c, n_samples))  # (C, M)
-        obs = np.flatnonzero(observed[:, k])
-        if obs.size:
-            d = np.sqrt(site_precision[obs, k])
-            bmat = d[:, None] * sigma[np.ix_(obs, obs)] * d[None, :]
-            bmat[np.diag_indices_from(bmat)] += 1.0
-            lb = np.linalg.cholesky(bmat)
-            rhs = d[:, None] * f[obs] + rng.standard_normal((obs.size, n_samples))
-            z = solve_triangular(lb, rhs, lower=True, check_finite=False)
-            z = solve_triangular(lb, z, lower=True, trans="T", check_finite=False)
-            f = f - sigma[:, obs] @ (d[:, None] * z)
-        out[:, :, k] = (psi_mean[:, k][:, None] + f).T
-    return out
+        z[:, k, :] = rng.standard_normal((c, m))
+        s = slot.get(k)
+        if s is not None:
+            noise[eb[s]:eb[s + 1]] = rng.standard_normal((eb[s + 1] - eb[s], m))
+    f = (chol_s @ z.reshape(c, km1 * m)).reshape(c, km1, m)  # prior draws, every stick
+    if layout.sticks.size:
+        rows, cols = layout.entry_rows, layout.entry_cols
+        e = site_precision[rows, cols]
+        rhs = f[rows, cols, :] + noise / np.sqrt(e)[:, None]  # f_O + D^-1/2 eps, (E, M)
+        ws = FactorWorkspace(layout)
+        ws.load(layout, sigma, 1.0)
+        ws.flat[layout.diag_pos] += 1.0 / e
+        for s, w in enumerate(ws.views):
+            _, info = _potrf(w, 1, 1, 1)  # L L^T = Sigma_OO + D^-1, in place
+            if info != 0:  # pragma: no cover - positive definite
+                raise np.linalg.LinAlgError(f"Cholesky of Sigma_OO + D^-1 failed (info={info})")
+            rhs[eb[s]:eb[s + 1]] = _potrs(w, rhs[eb[s]:eb[s + 1]], 1, 0)[0]
+        # f_k -= Sigma_.O x_k for every stick at once: x scattered into a (C, K - 1, M) array
+        x = np.zeros((c, km1, m))
+        x[rows, cols, :] = rhs
+        f -= (sigma @ x.reshape(c, km1 * m)).reshape(c, km1, m)
+    return (psi_mean[:, :, None] + f).transpose(2, 0, 1)
 
 
 __all__ = ["sample_q_psi", "pg_expectation", "omega_step", "jittered_covariance",

@@ -23,8 +23,8 @@ warm-started, at most ``max_iter`` CAVI iterations per refit. The relative windo
 tunnel's jump from the goal). Q-value ties (e.g. the prior's policy) are broken at random.
 The environment's discount (0.9) is used.
 
-Timing: about 10 CPU seconds per seed for all eight policies; the paper's 50 seeds took
-4.4 minutes on two idle cores (``benchmarks/bench_psrl.py`` shows where the time goes).
+Timing: about 9 CPU seconds per seed for all eight policies; the paper's 50 seeds took
+4.0 minutes on two idle cores (``benchmarks/bench_psrl.py`` shows where the time goes).
 
 Metric ``normalized_return`` (higher is better): the exact expected discounted return of the
 agent's current greedy policy under the true model, averaged uniformly over all start states,

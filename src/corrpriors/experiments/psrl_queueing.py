@@ -15,8 +15,8 @@ The window ``radius`` = 5 leaves 2.9% of the true next-state mass outside on ave
 (radius 4: 7.9%; in a 3-seed check radius 4 gave clearly worse PG policies). The other
 model settings are those of :mod:`corrpriors.experiments.psrl_grid`.
 
-Timing: about 19 CPU seconds per seed for all eight policies; the paper's 100 seeds took
-16 minutes on two idle cores.
+Timing: about 16 CPU seconds per seed for all eight policies; the paper's 100 seeds took
+14 minutes on two idle cores.
 
 Metric ``expected_return`` (higher is better): the exact expected discounted return of the
 current greedy policy under the true model, averaged over all start states (the paper

@@ -8,7 +8,7 @@ Sigma_OO + D^-1 form), per stick and over all C covariates.
 import numpy as np
 import pytest
 
-from corrpriors.core.cavi import (FactorWorkspace, _chol_inv_blocked, _fill_unobserved_var,
+from corrpriors.core.cavi import (FactorWorkspace, _chol_inv_blocked, _marginal_variances,
                                   build_layout, jittered_covariance, psi_step)
 
 
@@ -73,7 +73,7 @@ def test_psi_step_matches_dense_solves(lengthscale, log_omega_range):
     assert np.all(st.psi_var[:, 2] == np.diag(sigma)) and np.all(st.psi_mean[:, 2] == mu[:, 2])
 
     # the unobserved variances from the factors left in the workspace, and the full step
-    filled = _fill_unobserved_var(layout, sigma, st.workspace, st.psi_var)
+    filled = _marginal_variances(layout, sigma, st.workspace, st.psi_var)
     np.testing.assert_allclose(filled, var, rtol=1e-7, atol=1e-12)
     full = psi_step(layout, sigma, mu, kappa, omega, full=True, need_reduction=True)
     np.testing.assert_allclose(full.psi_var, var, rtol=1e-7, atol=1e-12)
@@ -154,5 +154,5 @@ def test_psi_step_with_blocked_sticks_matches_dense_solves():
     np.testing.assert_allclose(st.logdet_b, logdet, rtol=1e-9)
     np.testing.assert_allclose(st.trace_dv, trace_dv, rtol=1e-8)
     np.testing.assert_allclose(st.quad, quad, rtol=1e-8)
-    filled = _fill_unobserved_var(layout, sigma, st.workspace, st.psi_var)
+    filled = _marginal_variances(layout, sigma, st.workspace, st.psi_var)
     np.testing.assert_allclose(filled, var, rtol=1e-7, atol=1e-11)

@@ -121,6 +121,7 @@ def test_joint_draws_equal_dense_matheron_with_the_same_random_numbers():
         if obs.size:
             eps = gen.standard_normal((obs.size, n))
             b = sigma[np.ix_(obs, obs)] + np.diag(1.0 / site[obs, k])
-            f = f - sigma[:, obs] @ np.linalg.solve(b, f[obs] + eps / np.sqrt(site[obs, k])[:, None])
+            y = f[obs] + eps / np.sqrt(site[obs, k])[:, None]
+            f = f - sigma[:, obs] @ np.linalg.solve(b, y)
         want[:, :, k] = (mean[:, k][:, None] + f).T
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)

@@ -122,27 +122,21 @@ def pg_expectation(b: np.ndarray, w: np.ndarray) -> FloatArray:
     return 0.25 * np.asarray(b, dtype=float) * _tanh_over_x(0.5 * np.asarray(w, dtype=float))
 
 
-def omega_step(b: np.ndarray, psi_mean: np.ndarray, psi_var: np.ndarray,
-               observed: np.ndarray) -> tuple[FloatArray, FloatArray]:
-    """Update of :math:`q(\\omega)` given :math:`q(\\psi)`.
+def optimal_tilts(psi_mean: np.ndarray, psi_var: np.ndarray) -> FloatArray:
+    """The omega step: tilts :math:`w = \sqrt{V_{cc} + \lambda_c^2}` that maximise the ELBO
+    for :math:`q(\psi)` (:math:`E[\omega] = ` :func:`pg_expectation` ``(b, w)``).
 
     Parameters
     ----------
-    b : ndarray of shape (C, K - 1)
-    psi_mean, psi_var : ndarray of shape (C, K - 1)
-        Valid at least on ``observed``.
-    observed : ndarray of shape (C, K - 1), bool
-        ``b > 0``.
+    psi_mean, psi_var : ndarray of shape (...)
+        Marginal means and variances of :math:`q(\psi)` (the full (C, K - 1) arrays, or the
+        observed entries only).
 
     Returns
     -------
-    w : ndarray of shape (C, K - 1)
-        Tilts (zero outside ``observed``).
-    omega_mean : ndarray of shape (C, K - 1)
-        :math:`E[\\omega]` (zero outside ``observed``).
+    ndarray of shape (...)
     """
-    w = np.where(observed, np.sqrt(np.maximum(psi_var, 0.0) + psi_mean ** 2), 0.0)
-    return w, np.where(observed, pg_expectation(b, w), 0.0)
+    return np.sqrt(np.maximum(psi_var, 0.0) + psi_mean ** 2)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -332,12 +326,19 @@ class FactorWorkspace:
             r = layout.rows(s)
             out[bs[s]:bs[s + 1]] = sigma.take(r, 0).take(r, 1).ravel(order="F")
 
-    def load(self, layout: StickLayout, sigma: np.ndarray, scale: float) -> None:
-        """Write :math:`\\Sigma_{O_kO_k}` (``= scale * base`` blocks) into the buffer."""
+    def load(self, layout: StickLayout, sigma: np.ndarray, scale: float,
+             site_precision: np.ndarray) -> None:
+        """Write every block of :math:`B' = \\Sigma_{O_kO_k} + D_k^{-1}` into the buffer.
+
+        ``sigma = scale * base`` (the pre-gathered blocks are rescaled, or gathered from
+        ``sigma``); ``site_precision`` (shape (E,)) is :math:`E[\\omega]` on the observed
+        entries, stick after stick.
+        """
         if self.base_blocks is not None:
             np.multiply(self.base_blocks, scale, out=self.flat)
         else:
             self._gather(layout, sigma, self.flat)
+        self.flat[layout.diag_pos] += 1.0 / site_precision
 
 
 @dataclass(frozen=True)
@@ -362,7 +363,7 @@ class PsiStep:
     reduction : ndarray of shape (C, C) or None
         With ``need_reduction``: :math:`\\sum_k (\\Sigma - V_k)`.
     workspace : FactorWorkspace
-        Holds this step's :math:`L_k^{-1}` (for :func:`_fill_unobserved_var`) until the next
+        Holds this step's :math:`L_k^{-1}` (for :func:`_marginal_variances`) until the next
         psi step with the same workspace.
     """
 
@@ -419,8 +420,7 @@ def psi_step(layout: StickLayout, sigma: np.ndarray, mu: np.ndarray, kappa: np.n
         e = np.take(omega_mean, idx)
         # alpha_O = B'^-1 y, y = kappa / e - mu: GP regression on pseudo-observations
         a = np.take(kappa, idx) / e - np.take(mu, idx)
-        workspace.load(layout, sigma, scale)
-        workspace.flat[layout.diag_pos] += 1.0 / e
+        workspace.load(layout, sigma, scale, e)
         es = layout.entry_bounds
         for s, w in enumerate(workspace.views):
             # w, the column-major block of B' = Sigma_OO + D^-1, is overwritten in place (no
@@ -532,12 +532,6 @@ def _marginal_variances(layout: StickLayout, sigma: np.ndarray, workspace: Facto
             reduction += h.T @ h
     var[targets, layout.sticks[which]] = np.maximum(diag_sigma[targets] - reduced, 0.0)
     return var
-
-
-def _fill_unobserved_var(layout: StickLayout, sigma: np.ndarray, workspace: FactorWorkspace,
-                         psi_var: np.ndarray) -> FloatArray:
-    """:func:`_marginal_variances` on the unobserved covariates only."""
-    return _marginal_variances(layout, sigma, workspace, psi_var)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -736,9 +730,8 @@ def _run_cavi(counts: np.ndarray, base_covariance: np.ndarray, mean: np.ndarray,
         np.put(site, idx, pg_expectation(b_obs, np.take(w_in, idx)))
         st = psi_step(layout, theta_in * base, mu_in, kappa, site, full=learn_kernel,
                       need_reduction=learn_kernel, workspace=workspace, scale=theta_in)
-        # the omega step: optimal tilts w^2 = E[psi^2]
         mean_obs = np.take(st.psi_mean, idx)
-        w_obs = np.sqrt(np.take(st.psi_var, idx) + mean_obs ** 2)
+        w_obs = optimal_tilts(mean_obs, np.take(st.psi_var, idx))
         w_out = np.zeros((c, km1))
         np.put(w_out, idx, w_obs)
         elbo = elbo_value(b_obs, kappa_obs, mean_obs, w_obs, log_binom, st.trace_dv, st.quad,
@@ -842,9 +835,8 @@ def _run_cavi(counts: np.ndarray, base_covariance: np.ndarray, mean: np.ndarray,
             step = psi_step(layout, sigma, mu, kappa, cur.site_precision,
                             workspace=workspace, scale=theta)
         step = replace(
-            step, psi_var=_fill_unobserved_var(layout, sigma, step.workspace,
-                                               step.psi_var))
-    w_full = np.sqrt(step.psi_var + step.psi_mean ** 2)
+            step, psi_var=_marginal_variances(layout, sigma, step.workspace, step.psi_var))
+    w_full = optimal_tilts(step.psi_mean, step.psi_var)
     omega_final = np.where(observed, pg_expectation(b, w_full), 0.0)
     kernel_theta = None if bound_kernel is None else np.asarray(bound_kernel.theta, dtype=float)
     return VIResult(
@@ -919,8 +911,7 @@ def _sample_q_psi(sigma, psi_mean, site_precision, n_samples, rng):
         e = site_precision[rows, cols]
         rhs = f[rows, cols, :] + noise / np.sqrt(e)[:, None]  # f_O + D^-1/2 eps, (E, M)
         ws = FactorWorkspace(layout)
-        ws.load(layout, sigma, 1.0)
-        ws.flat[layout.diag_pos] += 1.0 / e
+        ws.load(layout, sigma, 1.0, e)
         for s, w in enumerate(ws.views):
             _, info = _potrf(w, 1, 1, 1)  # L L^T = Sigma_OO + D^-1, in place
             if info != 0:  # pragma: no cover - positive definite
@@ -933,5 +924,5 @@ def _sample_q_psi(sigma, psi_mean, site_precision, n_samples, rng):
     return (psi_mean[:, :, None] + f).transpose(2, 0, 1)
 
 
-__all__ = ["sample_q_psi", "pg_expectation", "omega_step", "jittered_covariance",
+__all__ = ["sample_q_psi", "pg_expectation", "optimal_tilts", "jittered_covariance",
            "StickLayout", "build_layout", "FactorWorkspace", "PsiStep", "psi_step", "run_cavi"]

@@ -54,7 +54,7 @@ from scipy.linalg import lapack, solve_triangular
 from .._typing import FloatArray
 from ..exceptions import JitterWarning
 from . import hyper_em
-from .elbo import elbo_value, log_binomial_coefficients
+from .elbo import elbo_value, log_binomial_coefficients, optimal_tilts
 from .polya_gamma import _tanh_over_x
 from .results import VIResult
 from .stick_breaking import count_statistics
@@ -120,23 +120,6 @@ def pg_expectation(b: np.ndarray, w: np.ndarray) -> FloatArray:
     ndarray of shape (...)
     """
     return 0.25 * np.asarray(b, dtype=float) * _tanh_over_x(0.5 * np.asarray(w, dtype=float))
-
-
-def optimal_tilts(psi_mean: np.ndarray, psi_var: np.ndarray) -> FloatArray:
-    """The omega step: tilts :math:`w = \sqrt{V_{cc} + \lambda_c^2}` that maximise the ELBO
-    for :math:`q(\psi)` (:math:`E[\omega] = ` :func:`pg_expectation` ``(b, w)``).
-
-    Parameters
-    ----------
-    psi_mean, psi_var : ndarray of shape (...)
-        Marginal means and variances of :math:`q(\psi)` (the full (C, K - 1) arrays, or the
-        observed entries only).
-
-    Returns
-    -------
-    ndarray of shape (...)
-    """
-    return np.sqrt(np.maximum(psi_var, 0.0) + psi_mean ** 2)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -924,5 +907,5 @@ def _sample_q_psi(sigma, psi_mean, site_precision, n_samples, rng):
     return (psi_mean[:, :, None] + f).transpose(2, 0, 1)
 
 
-__all__ = ["sample_q_psi", "pg_expectation", "optimal_tilts", "jittered_covariance",
+__all__ = ["sample_q_psi", "pg_expectation", "jittered_covariance",
            "StickLayout", "build_layout", "FactorWorkspace", "PsiStep", "psi_step", "run_cavi"]

@@ -48,6 +48,23 @@ def log_cosh_half(w: np.ndarray) -> FloatArray:
     return a + np.log1p(np.exp(-2.0 * a)) - np.log(2.0)
 
 
+def optimal_tilts(psi_mean: np.ndarray, psi_var: np.ndarray) -> FloatArray:
+    r"""The omega step: tilts :math:`w = \sqrt{V_{cc} + \lambda_c^2}` that maximise the ELBO
+    for :math:`q(\psi)` (then :math:`E[\omega] = b\tanh(w/2)/(2w)`).
+
+    Parameters
+    ----------
+    psi_mean, psi_var : ndarray of shape (...)
+        Marginal means and variances of :math:`q(\psi)` (the full (C, K - 1) arrays, or the
+        observed entries only).
+
+    Returns
+    -------
+    ndarray of shape (...)
+    """
+    return np.sqrt(np.maximum(psi_var, 0.0) + psi_mean ** 2)
+
+
 def log_binomial_coefficients(b: np.ndarray, x: np.ndarray) -> float:
     """``sum_{c,k} log C(b_ck, x_ck)`` (equals the log multinomial coefficients of the rows).
 
@@ -220,10 +237,11 @@ def collapsed_bound(b: np.ndarray, x: np.ndarray, kappa: np.ndarray, psi_mean: n
     float
     """
     log_binom = log_binomial_coefficients(b, x)
-    w = np.sqrt(np.maximum(psi_var, 0.0) + psi_mean ** 2)
+    w = optimal_tilts(psi_mean, psi_var)
     kl = likelihood_term(b, kappa, psi_mean, w, log_binom) - elbo
     return expected_log_likelihood(b, x, psi_mean, psi_var, log_binom) - kl
 
 
-__all__ = ["log_cosh_half", "log_binomial_coefficients", "likelihood_term", "kl_terms",
-           "elbo_value", "expected_softplus", "expected_log_likelihood", "collapsed_bound"]
+__all__ = ["optimal_tilts", "log_cosh_half", "log_binomial_coefficients", "likelihood_term",
+           "kl_terms", "elbo_value", "expected_softplus", "expected_log_likelihood",
+           "collapsed_bound"]

@@ -205,20 +205,15 @@ def _correlated_models(config: Config, mdp, method: str, lengthscales: list[floa
     else:
         cmap, learn_mean = displacement_category_map(coords, config.offset_radius), "constant"
     if config.selection == "collapsed":
-        return [
-            CorrelatedTransitionModel(
-                mdp.n_states, mdp.n_actions, covariance=SquaredExponential(lengthscale=l).bind(coords=coords),
-                category_map=cmap, learn_scale=False, scale=float(scale), scale_prior=None, learn_mean=learn_mean,
-                max_iter=config.max_iter, tol=config.tol, learn_kernel=config.learn_lengthscale,
-            )
-            for l in lengthscales
-        ]
+        scaling = dict(learn_scale=False, scale=float(scale), scale_prior=None)
+    else:
+        shape, rate = config.scale_prior_shape, config.scale_prior_rate
+        scaling = dict(learn_scale=True, scale_prior=(shape, rate) if shape > 0 else None)
     return [
         CorrelatedTransitionModel(
             mdp.n_states, mdp.n_actions, covariance=SquaredExponential(lengthscale=l).bind(coords=coords),
-            category_map=cmap, learn_scale=True, learn_mean=learn_mean, max_iter=config.max_iter, tol=config.tol,
-            scale_prior=(config.scale_prior_shape, config.scale_prior_rate) if config.scale_prior_shape > 0 else None,
-            learn_kernel=config.learn_lengthscale,
+            category_map=cmap, learn_mean=learn_mean, max_iter=config.max_iter, tol=config.tol,
+            learn_kernel=config.learn_lengthscale, **scaling,
         )
         for l in lengthscales
     ]
@@ -296,7 +291,7 @@ def _run_seed(config: Config, rng: np.random.Generator) -> dict[str, np.ndarray]
 
 
 class _ScaleSearch:
-    """Per action and length scale, a hill climb of the collapsed bound over a log lattice
+    r"""Per action and length scale, a hill climb of the collapsed bound over a log lattice
     of scales, :math:`\theta_j = 10^{j\,\mathrm{step}}`, started at the previous T's choice.
 
     One fixed-scale :class:`CorrelatedTransitionModel` per visited (length scale, j),

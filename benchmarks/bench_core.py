@@ -140,7 +140,7 @@ def bench(side: int, run_naive: str, tol: float = 1e-8, naive_iters: int = 2,
 
 def bench_accuracy(side: int = 10, tols=(1e-8, 1e-10, 1e-12, 1e-13, 1e-14), target: float = 1e-6,
                    repeat: int = 1) -> dict:
-    """Time fast and naive CAVI to the same *accuracy* rather than the same tolerance.
+    r"""Time fast and naive CAVI to the same *accuracy* rather than the same tolerance.
 
     Both stop on the relative change of the ELBO, but the accelerated fast path and the plain
     naive iteration follow different paths, so at equal ``tol`` they stop at different

@@ -21,10 +21,11 @@ import json
 import math
 import os
 import pathlib
-import tempfile
 from typing import Any
 
 import numpy as np
+
+from .._fileio import atomic_write_bytes
 
 #: Bumped when the seed-file layout changes; older files are recomputed.
 SEED_FORMAT = 1
@@ -63,25 +64,6 @@ def config_to_json(config: Any) -> dict:
     if not (dataclasses.is_dataclass(config) and not isinstance(config, type)):
         raise TypeError(f"config: expected a dataclass instance, got {type(config).__name__}")
     return json.loads(json.dumps(to_jsonable(config)))
-
-
-def atomic_write_bytes(path: pathlib.Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (temporary file in the same directory + rename)."""
-    path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
 
 
 def write_json(path: pathlib.Path, obj: Any) -> None:

@@ -226,7 +226,8 @@ class CorrelatedMultinomial:
 
     # ------------------------------------------------------------------ fitting
     def fit(self, counts: Any, warm_start: bool | None = None,
-            init: VIResult | CorrelatedMultinomial | None = None) -> CorrelatedMultinomial:
+            init: VIResult | CorrelatedMultinomial | None = None, *,
+            callback: Any = None) -> CorrelatedMultinomial:
         """Fit :math:`q` (and the learned hyper-parameters) to a count matrix.
 
         Parameters
@@ -237,6 +238,9 @@ class CorrelatedMultinomial:
             Overrides the ``warm_start`` parameter for this call.
         init : VIResult or CorrelatedMultinomial, optional
             Start from this solution (tilts, scale, means) if its shapes match.
+        callback : callable, optional
+            Called as ``callback(iteration, objective)`` after every accepted iteration
+            (progress reports).
 
         Returns
         -------
@@ -274,7 +278,8 @@ class CorrelatedMultinomial:
                        mean_prior_mean=m0, mean_prior_std=self.mean_prior_std,
                        bound_kernel=kernel, learn_kernel=bool(self.learn_kernel),
                        max_iter=int(self.max_iter), tol=float(self.tol), init=start,
-                       verbose=bool(self.verbose), acceleration=self.acceleration)
+                       verbose=bool(self.verbose), callback=callback,
+                       acceleration=self.acceleration)
         if not res.converged:
             warnings.warn(f"CAVI did not converge in max_iter={self.max_iter} iterations "
                           f"(tol={self.tol:g}); the result is recorded with converged_=False.",
@@ -329,7 +334,7 @@ class CorrelatedMultinomial:
                                self.elbo_)
 
     def probs(self, method: str = "plugin", n_samples: int = 2000,
-              rng: SeedLike = None) -> FloatArray:
+              rng: SeedLike = None, *, return_std: bool = False) -> Any:
         """Posterior probability vectors.
 
         Parameters
@@ -340,29 +345,44 @@ class CorrelatedMultinomial:
             (V_k)_{cc})` (sticks are independent under q, so marginals suffice per covariate).
         n_samples : int
         rng : None, int or numpy.random.Generator
+        return_std : bool, default=False
+            Also return the posterior standard deviations of the probabilities under q, by
+            Monte Carlo over the same marginals (``n_samples`` draws from ``rng``, also with
+            ``method="plugin"``, whose mean uses no draws).
 
         Returns
         -------
-        ndarray of shape (C, K)
+        probs : ndarray of shape (C, K)
+        std : ndarray of shape (C, K)
+            Only with ``return_std=True``.
         """
         self._check_fitted()
-        if method == "plugin":
-            return psi_to_pi(self.psi_mean_)
-        if method != "mc":
+        if method not in ("plugin", "mc"):
             raise ValueError(f"method: expected 'plugin' or 'mc', got {method!r}")
+        if method == "plugin" and not return_std:
+            return psi_to_pi(self.psi_mean_)
         if not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
             raise ValueError(f"n_samples: expected a positive integer, got {n_samples!r}")
         gen = as_generator(rng)
         total = np.zeros((self.psi_mean_.shape[0], self.psi_mean_.shape[1] + 1))
+        m2 = np.zeros_like(total)  # sum of squared deviations, merged chunk by chunk (Chan)
         sd = np.sqrt(self.psi_var_)
         chunk = max(1, int(2 ** 22 // max(1, self.psi_mean_.size)))
         done = 0
         while done < n_samples:
             m = min(chunk, n_samples - done)
             psi = self.psi_mean_ + sd * gen.standard_normal((m,) + self.psi_mean_.shape)
-            total += psi_to_pi(psi).sum(axis=0)
+            pi = psi_to_pi(psi)
+            part = pi.sum(axis=0)
+            if return_std:
+                dev = part / m - (total / done if done else 0.0)
+                m2 += ((pi - part / m) ** 2).sum(axis=0) + dev ** 2 * (done * m / (done + m))
+            total += part
             done += m
-        return total / n_samples
+        mean = total / n_samples if method == "mc" else psi_to_pi(self.psi_mean_)
+        if not return_std:
+            return mean
+        return mean, np.sqrt(m2 / max(1, n_samples - 1))
 
     def sample_psi(self, n: int, *, rng: SeedLike) -> FloatArray:
         """Joint draws from :math:`q(\\psi)` (each stick jointly across covariates).

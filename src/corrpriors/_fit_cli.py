@@ -74,7 +74,7 @@ def _read_csv(path: Path, name: str) -> tuple[np.ndarray, list[str] | None]:
 
 
 def _make_kernel(name: str, lengthscale: float):
-    from .. import kernels
+    from . import kernels
 
     cls = {"se": kernels.SquaredExponential, "exp": kernels.Exponential,
            "matern32": kernels.Matern32, "matern52": kernels.Matern52}[name]
@@ -91,8 +91,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..data import example_path
-    from .model import CorrelatedMultinomial
+    from .data import example_path
+    from .core.model import CorrelatedMultinomial
 
     counts_path = args.counts
     coords_path, dist_path = args.coords, args.distances

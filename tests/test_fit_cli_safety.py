@@ -289,3 +289,23 @@ def test_every_input_error_is_one_line_and_exit_2(tmp_path, capsys, args, needle
     rc, out, err = fit(args, capsys)
     one_line_error(rc, err, *(n.format(d=tmp_path) for n in needles))
     assert out == "" and not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("exc, status, message", [
+    (KeyboardInterrupt(), 130, "corrpriors fit: interrupted; nothing written"),
+    (FloatingPointError("CAVI: the objective is not finite at iteration 3"), 1,
+     "corrpriors fit: error: CAVI: the objective is not finite at iteration 3"),
+])
+def test_interrupted_or_failed_fit_writes_nothing(tmp_path, capsys, monkeypatch, exc, status,
+                                                  message):
+    from corrpriors.core.model import CorrelatedMultinomial
+
+    def failing(self, *args, callback=None, **kwargs):
+        callback(0, -1.0)
+        raise exc
+
+    monkeypatch.setattr(CorrelatedMultinomial, "fit", failing)
+    rc, out, err = fit(["--out", tmp_path / "o", "--verbose"], capsys)
+    assert rc == status and out == ""
+    assert err.splitlines()[-1] == message and "Traceback" not in err
+    assert not (tmp_path / "o").exists()

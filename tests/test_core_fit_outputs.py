@@ -46,7 +46,8 @@ def test_std_matches_quadrature():
 
 
 def test_std_over_chunks_equals_one_pass():
-    """Several chunks (n * C * (K-1) > 2**22): the merged deviations equal np.std of the same draws."""
+    """Several chunks (n * C * (K-1) > 2**22): the merged deviations equal np.std of the same
+    draws."""
     m = _fit(12, 3, seed=2)
     n = 200_000
     assert n > 2 ** 22 // m.psi_mean_.size  # several chunks

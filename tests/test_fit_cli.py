@@ -108,7 +108,8 @@ def test_uncertainty_columns_are_reproducible_posterior_sds(tmp_path, capsys):
         assert fit([*common, "--seed", seed, "--out", tmp_path / name], capsys)[0] == 0
     header, table = read_probs(tmp_path / "a" / "probs.csv")
     assert header == ["row", *names, *(f"{n}_sd" for n in names)]
-    assert (tmp_path / "a" / "probs.csv").read_bytes() == (tmp_path / "b" / "probs.csv").read_bytes()
+    a, b = (tmp_path / name / "probs.csv" for name in "ab")
+    assert a.read_bytes() == b.read_bytes()
     other = read_probs(tmp_path / "c" / "probs.csv")[1]
     assert not np.array_equal(other[:, 6:], table[:, 6:])
     np.testing.assert_array_equal(other[:, 1:6], table[:, 1:6])  # plug-in means need no draws

@@ -269,8 +269,8 @@ class CorrelatedMultinomial:
         init : VIResult or CorrelatedMultinomial, optional
             Start from this solution (tilts, scale, means) if its shapes match.
         callback : callable, optional
-            Called as ``callback(iteration, elbo, objective)`` after every accepted iteration
-            (for progress displays).
+            Called as ``callback(iteration, objective)`` after every accepted iteration
+            (progress reports).
 
         Returns
         -------
@@ -288,7 +288,7 @@ class CorrelatedMultinomial:
         prior = self._prior(c)
         mean = self._prepare_mean(c, k)
         report = None if callback is None else (
-            lambda it, ev: callback(it, ev.elbo, ev.objective))
+            lambda it, ev: callback(it, ev.objective))
         res = run_cavi(x, prior, mean, options, scale=float(self.scale),
                        init=self._start(init, warm_start, (c, k - 1)), callback=report,
                        verbose=bool(self.verbose))
@@ -349,7 +349,7 @@ class CorrelatedMultinomial:
                                self.elbo_)
 
     def probs(self, method: str = "plugin", n_samples: int = 2000,
-              rng: SeedLike = None) -> FloatArray:
+              rng: SeedLike = None, *, return_std: bool = False) -> Any:
         """Posterior probability vectors.
 
         Parameters
@@ -360,29 +360,44 @@ class CorrelatedMultinomial:
             (V_k)_{cc})` (sticks are independent under q, so marginals suffice per covariate).
         n_samples : int
         rng : None, int or numpy.random.Generator
+        return_std : bool, default=False
+            Also return the posterior standard deviations of the probabilities under q, by
+            Monte Carlo over the same marginals (``n_samples`` draws from ``rng``, also with
+            ``method="plugin"``, whose mean uses no draws).
 
         Returns
         -------
-        ndarray of shape (C, K)
+        probs : ndarray of shape (C, K)
+        std : ndarray of shape (C, K)
+            Only with ``return_std=True``.
         """
         self._check_fitted()
-        if method == "plugin":
-            return psi_to_pi(self.psi_mean_)
-        if method != "mc":
+        if method not in ("plugin", "mc"):
             raise ValueError(f"method: expected 'plugin' or 'mc', got {method!r}")
+        if method == "plugin" and not return_std:
+            return psi_to_pi(self.psi_mean_)
         if not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
             raise ValueError(f"n_samples: expected a positive integer, got {n_samples!r}")
         gen = as_generator(rng)
         total = np.zeros((self.psi_mean_.shape[0], self.psi_mean_.shape[1] + 1))
+        m2 = np.zeros_like(total)  # sum of squared deviations, merged chunk by chunk (Chan)
         sd = np.sqrt(self.psi_var_)
         chunk = max(1, int(2 ** 22 // max(1, self.psi_mean_.size)))
         done = 0
         while done < n_samples:
             m = min(chunk, n_samples - done)
             psi = self.psi_mean_ + sd * gen.standard_normal((m,) + self.psi_mean_.shape)
-            total += psi_to_pi(psi).sum(axis=0)
+            pi = psi_to_pi(psi)
+            part = pi.sum(axis=0)
+            if return_std:
+                dev = part / m - (total / done if done else 0.0)
+                m2 += ((pi - part / m) ** 2).sum(axis=0) + dev ** 2 * (done * m / (done + m))
+            total += part
             done += m
-        return total / n_samples
+        mean = total / n_samples if method == "mc" else psi_to_pi(self.psi_mean_)
+        if not return_std:
+            return mean
+        return mean, np.sqrt(m2 / max(1, n_samples - 1))
 
     def sample_psi(self, n: int, *, rng: SeedLike) -> FloatArray:
         """Joint draws from :math:`q(\\psi)` (each stick jointly across covariates).

@@ -33,7 +33,7 @@ from . import hyper_em
 from .elbo import elbo_value, log_binomial_coefficients, optimal_tilts
 from .fixed_point import FixedPointOptions, maximise
 from .polya_gamma import pg_mean_unchecked
-from .prior import GaussianPrior, PsiStep, StickLayout, build_layout
+from .prior import GaussianPrior, PsiStep, StickLayout, build_layout, check_prior_scale
 from .results import VIResult
 from .stick_breaking import count_statistics
 
@@ -256,6 +256,7 @@ def run_cavi(counts: np.ndarray, prior: GaussianPrior, mean: np.ndarray,
     if options.learn_kernel and not hasattr(prior, "kernel_m_step"):
         raise ValueError(f"learn_kernel: {type(prior).__name__} does not support kernel "
                          "learning; compare kernels with select_kernel instead")
+    check_prior_scale(float(scale), prior)
     tilts0, hyper0 = initial_state(data, Hyper(float(scale), np.asarray(mean, float), prior),
                                    options, init)
     n_obs = tilts0.size

@@ -25,6 +25,19 @@ def _is_bound_kernel(obj: Any) -> bool:
     return hasattr(obj, "gram") and callable(obj.gram)
 
 
+#: Largest magnitude of a prior mean on the logit scale: squares of larger numbers overflow
+#: (and the stick probabilities are exactly 0 or 1 from about 750 on).
+MAX_LOGIT = 1e150
+
+
+def _check_logits(x: np.ndarray, name: str) -> np.ndarray:
+    worst = float(np.max(np.abs(x), initial=0.0))
+    if worst > MAX_LOGIT:
+        raise ValueError(f"{name}: prior means of the stick logits must lie within "
+                         f"+-{MAX_LOGIT:g} (their squares overflow beyond), got {worst:.3g}")
+    return x
+
+
 class CorrelatedMultinomial:
     r"""Multinomial counts at C covariates, tied by a Gaussian prior on stick-breaking logits.
 
@@ -177,14 +190,15 @@ class CorrelatedMultinomial:
         tau = None
         if self.mean_prior_std is not None:
             tau = check_positive(self.mean_prior_std, "mean_prior_std")
-            if not np.isfinite(1.0 / tau ** 2) or tau ** 2 == 0.0:
+            if tau ** 2 == 0.0 or not np.isfinite(1.0 / tau ** 2):
                 raise ValueError(f"mean_prior_std: expected a positive number whose square is "
-                                 f"representable (1e-150 <= mean_prior_std <= 1e150), got {tau!r}")
+                                 f"representable (mean_prior_std >= 1e-150), got {tau!r}")
         if self.mean_prior_mean is None:
             m0 = uniform_psi(n_categories)
         else:
             m0 = check_array(self.mean_prior_mean, "mean_prior_mean", ndim=1)
             check_shape(m0, (n_categories - 1,), "mean_prior_mean")
+            _check_logits(m0, "mean_prior_mean")
         if self.learn_kernel and not _is_bound_kernel(self.covariance):
             raise ValueError("learn_kernel: needs covariance to be a bound kernel "
                              "(kernel.bind(coords=...)), got an array")
@@ -241,7 +255,7 @@ class CorrelatedMultinomial:
                              f"({c}, {k - 1}), got {mean.shape}")
         if not np.all(np.isfinite(mean)):
             raise ValueError("mean: contains NaN or infinite values")
-        return mean
+        return _check_logits(mean, "mean")
 
     def _start(self, init: Any, warm_start: bool | None, shape: tuple[int, int]
                ) -> VIResult | None:

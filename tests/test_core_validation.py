@@ -174,3 +174,13 @@ def test_bad_rng_names_the_argument(rng, exc, match):
     m = _fit()
     with pytest.raises(exc, match=match):
         m.sample_probs(2, rng=rng)
+
+
+def test_repr_shows_the_parameters_that_differ_from_the_defaults():
+    from corrpriors import DirichletMultinomial
+
+    assert repr(CorrelatedMultinomial(COV)) == "CorrelatedMultinomial(covariance=array(shape=(3, 3)))"
+    text = repr(CorrelatedMultinomial(COV, learn_scale=True, scale=0.5))
+    assert text == ("CorrelatedMultinomial(covariance=array(shape=(3, 3)), learn_scale=True, "
+                    "scale=0.5)")
+    assert repr(DirichletMultinomial(alpha=1e-3)) == "DirichletMultinomial(alpha=0.001)"

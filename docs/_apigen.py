@@ -6,7 +6,8 @@ Run by ``conf.py`` at the start of every build, so the reference always follows 
   ``__all__`` (classes, functions, then other objects), each with an autosummary stub
   generated from its docstring. A name re-exported by several modules is documented once,
   under the first module of :data:`MODULES`.
-* ``docs/_generated/cli-<command>.txt`` holds ``corrpriors <command> --help``.
+* ``docs/_generated/cli-<command>.txt`` holds ``corrpriors <command> --help``, and
+  ``cli-commands.rst`` one section per sub-command for :doc:`cli`.
 
 To document a new public module, add it to :data:`MODULES`.
 """
@@ -158,8 +159,14 @@ def write_cli_help(out_dir: Path, width: int = 88) -> None:
     try:
         parser = build_parser()
         _write_if_changed(Path(out_dir) / "cli-corrpriors.txt", parser.format_help())
+        sections = ["``corrpriors``", "-" * 14, "",
+                    ".. literalinclude:: /_generated/cli-corrpriors.txt", "   :language: none", ""]
         for name, sub in _subcommand_parsers(parser).items():
             _write_if_changed(Path(out_dir) / f"cli-{name}.txt", sub.format_help())
+            title = f"``corrpriors {name}``"
+            sections += [f".. _cli-{name}:", "", title, "-" * len(title), "",
+                         f".. literalinclude:: /_generated/cli-{name}.txt", "   :language: none", ""]
+        _write_if_changed(Path(out_dir) / "cli-commands.rst", "\n".join(sections))
     finally:
         if old is None:
             del os.environ["COLUMNS"]

@@ -41,7 +41,7 @@ extensions = [
 ]
 
 templates_path = ["_templates"]
-exclude_patterns = ["_build", "_generated/*.txt", "**.ipynb_checkpoints"]
+exclude_patterns = ["_build", "_generated", "**.ipynb_checkpoints"]
 root_doc = "index"
 default_role = "py:obj"  # `name` links to the API
 nitpicky = False

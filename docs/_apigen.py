@@ -79,7 +79,7 @@ def _attribute_doc(module_name: str, name: str) -> list[str]:
 
 
 def _data_entry(module_name: str, name: str, obj: object) -> list[str]:
-    value = repr(obj).replace("\n", " ")
+    value = " ".join(repr(obj).split())
     if len(value) > 70:
         value = f"<{type(obj).__name__}>"
     doc = _attribute_doc(module_name, name) or [f"A ``{type(obj).__name__}``."]

@@ -82,7 +82,8 @@ sphinx_gallery_conf = {
 # -- HTML ----------------------------------------------------------------------------
 html_theme = "pydata_sphinx_theme"
 html_title = f"corrpriors {release}"
-html_static_path: list[str] = []
+html_static_path = ["_static"]
+html_css_files = ["custom.css"]
 html_theme_options = {
     "navigation_with_keys": False,
     "show_toc_level": 2,

@@ -43,9 +43,10 @@ states, actions, next_states = walk.states[0], walk.actions[0], walk.next_states
 # Beliefs
 # -------
 # A squared-exponential kernel with a length scale of two cells. ``selection="collapsed"``
-# chooses every action's prior scale by the collapsed bound, climbing a quarter-decade
-# lattice from the previous choice each time the counts change (a warm-started
-# :class:`~corrpriors.ScaleSearch`), instead of learning it by EM on the ELBO.
+# chooses every action's prior scale by the collapsed bound, climbing a half-decade lattice
+# (``scale_step=0.5``; the experiment uses quarter decades) from the previous choice each
+# time the counts change (a warm-started :class:`~corrpriors.ScaleSearch`), instead of
+# learning it by EM on the ELBO.
 kernel = SquaredExponential(lengthscale=2.0).bind(coords=coords)
 beliefs = {
     "PG, relative": CorrelatedTransitionModel(

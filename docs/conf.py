@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import os
 import sys
-import warnings
 from pathlib import Path
 
 DOCS = Path(__file__).resolve().parent
-ROOT = DOCS.parent
 sys.path.insert(0, str(DOCS))
 
 import corrpriors  # noqa: E402  (the installed package, or src/ on PYTHONPATH)
@@ -49,13 +47,11 @@ nitpicky = False
 
 # autodoc / autosummary / numpydoc
 autosummary_generate = True
-autosummary_imported_members = True
 autodoc_typehints = "none"  # the numpydoc sections state the types
 numpydoc_show_class_members = False  # the class template lists members itself
 numpydoc_class_members_toctree = False
 numpydoc_attributes_as_param_list = True
 numpydoc_xref_param_type = False
-
 
 # -- sphinx-gallery ------------------------------------------------------------------
 sphinx_gallery_conf = {
@@ -93,11 +89,8 @@ html_theme_options = {
 }
 html_show_sourcelink = False
 
-# Examples draw with matplotlib's non-interactive backend.
+# Examples draw with matplotlib's non-interactive backend (sphinx-gallery collects the figures).
 os.environ.setdefault("MPLBACKEND", "Agg")
-warnings.filterwarnings("ignore", message="Matplotlib is currently using agg",
-                        category=UserWarning)
-
 
 
 def setup(app):

@@ -119,9 +119,8 @@ def _module_page(module_name: str, title: str, seen: dict[int, str]) -> str:
             for n in names:
                 lines += _data_entry(module_name, n, getattr(module, n))
             continue
-        template = {"classes": "class.rst", "functions": "function.rst"}[kind]
         lines += [headings[kind], "-" * len(headings[kind]), "",
-                  ".. autosummary::", "   :toctree: generated/", f"   :template: {template}", "",
+                  ".. autosummary::", "   :toctree: generated/", "",
                   *[f"   {n}" for n in names], ""]
     if elsewhere:
         lines += ["Also exported here: " + ", ".join(elsewhere) + ".", ""]

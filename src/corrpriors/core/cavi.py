@@ -713,12 +713,12 @@ def _run_cavi(counts: np.ndarray, base_covariance: np.ndarray, mean: np.ndarray,
         np.put(site, idx, pg_expectation(b_obs, np.take(w_in, idx)))
         st = psi_step(layout, theta_in * base, mu_in, kappa, site, full=learn_kernel,
                       need_reduction=learn_kernel, workspace=workspace, scale=theta_in)
-        mean_obs = np.take(st.psi_mean, idx)
-        w_obs = optimal_tilts(mean_obs, np.take(st.psi_var, idx))
+        mean_obs, var_obs = np.take(st.psi_mean, idx), np.take(st.psi_var, idx)
+        w_obs = optimal_tilts(mean_obs, var_obs)
         w_out = np.zeros((c, km1))
         np.put(w_out, idx, w_obs)
         elbo = elbo_value(b_obs, kappa_obs, mean_obs, w_obs, log_binom, st.trace_dv, st.quad,
-                          st.logdet_b)
+                          st.logdet_b, psi_var=var_obs)
         return _Evaluation(st, site, theta_in, mu_in, w_out, elbo,
                            elbo + _log_hyper(theta_in, mu_in))
 

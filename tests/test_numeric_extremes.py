@@ -75,7 +75,7 @@ def test_log_binomial_coefficient_and_mle_form_match_mpmath(b):
 def test_binomial_deviance_matches_mpmath(b):
     for x in [0.0, np.floor(0.3 * b), b]:
         p_hat = min(max(x / b, 1e-3), 1 - 1e-3)
-        for lam in [np.log(p_hat / (1 - p_hat)) + 1e-9, 0.3, -2.0, 36.0, -40.0]:
+        for lam in [np.log(p_hat / (1 - p_hat)) + 1e-9, 0.3, -2.0, 36.0, -40.0, -800.0]:
             with mp.workdps(60):
                 p = 1 / (1 + mp.exp(-_mpf(lam)))
                 log_bin = _logc(b, x) + _mpf(x) * mp.log(p) + (_mpf(b) - x) * mp.log(1 - p)

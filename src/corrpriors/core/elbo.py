@@ -23,6 +23,12 @@ and :math:`(\mu_k-\lambda_k)^\top\Sigma^{-1}(\mu_k-\lambda_k) = \alpha_k^\top\Si
 The sum of :math:`\log\binom{b_{ck}}{x_{ck}}` over sticks is the multinomial coefficient, so
 :math:`L \le \log p(X)` for the multinomial likelihood. (The paper's printed ELBO has
 :math:`|\Sigma|` for :math:`\log|\Sigma|` and :math:`C(K-1)` for :math:`C(K-1)/2`.)
+
+The likelihood sum has terms of size :math:`b` and a total of order :math:`\log b` per entry;
+with large counts it is evaluated in a cancellation-free form (:func:`likelihood_term`,
+:mod:`corrpriors.core.special`), so the ELBO and the collapsed bound are accurate to about
+1e-10 relative for counts up to :math:`2^{53}` (larger counts are refused by
+:func:`corrpriors._validation.check_counts`).
 """
 
 from __future__ import annotations

@@ -125,7 +125,7 @@ def bd0(x: np.ndarray, m: np.ndarray, delta: np.ndarray) -> FloatArray:
     with np.errstate(divide="ignore", invalid="ignore"):
         # x = 0 < m: delta / m = -1, kept just above so that 0 * log1p(.) = 0; x = m = 0: nan,
         # dropped by fmax, likewise; m = 0 < x: inf (probability 0)
-        out = x * np.log1p(np.fmax(delta / m, _ABOVE_MINUS_ONE)) - delta
+        out = np.asarray(x * np.log1p(np.fmax(delta / m, _ABOVE_MINUS_ONE)) - delta)
     fix = np.abs(delta) > _BD0_FAST_DELTA
     if fix.any():
         out[fix] = _bd0_careful(x[fix], m[fix], delta[fix])
@@ -218,7 +218,7 @@ def binomial_deviance(b: np.ndarray, x: np.ndarray, logit: np.ndarray) -> FloatA
     m_small = m_big * e  # b sigma(-|lambda|), the smaller of bp and bq
     c_small = 0.5 * b - (x - 0.5 * b) * np.copysign(1.0, lam)  # the count on that side (exact)
     delta = c_small - m_small
-    dev = bd0(c_small, m_small, delta) + bd0(b - c_small, m_big, -delta)
+    dev = np.asarray(bd0(c_small, m_small, delta) + bd0(b - c_small, m_big, -delta))
     under = a > _UNDERFLOW_LOGIT
     if under.any():  # sigma(-|lambda|) underflows: the small side's term in log space
         bu, cu, au = b[under], c_small[under], a[under]

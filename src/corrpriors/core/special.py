@@ -74,8 +74,8 @@ def stirlerr(z: np.ndarray) -> FloatArray:
 # 1 / (2j + 3), j = 0..8: the tail of bd0's series sum_j 2 x v^(2j+1) / (2j+1) beyond j = 0,
 # for |v| < 0.1 (the next term is below 1e-19 relative).
 _BD0_SERIES = 1.0 / (2.0 * np.arange(9) + 3.0)
-# Up to this |x - m| the one-line form x log1p((x - m)/m) - (x - m) is accurate to
-# 3 eps |x - m| < 2e-13 absolute; beyond it the careful form is used.
+# Up to this |x - m| the one-line form x log1p((x - m)/m) - (x - m), whose cancellation costs
+# about 3 eps |x - m| absolute, is used; beyond it the careful form.
 _BD0_FAST_DELTA = 256.0
 _ABOVE_MINUS_ONE = -1.0 + 2.0 ** -53
 _UNDERFLOW_LOGIT = 700.0  # exp(-700) ~ 1e-304, still a normal float
@@ -102,8 +102,9 @@ def bd0(x: np.ndarray, m: np.ndarray, delta: np.ndarray) -> FloatArray:
 
     The caller passes both :math:`m` and :math:`\delta = x - m`, each computed accurately
     (:math:`\delta` is the quantity that must not be formed by subtracting two large numbers).
-    For :math:`|\delta| \le 256`: :math:`x\,\mathrm{log1p}(\delta/m) - \delta`, accurate to
-    :math:`3\epsilon|\delta|` absolute. Beyond: Loader's series
+    For :math:`|\delta| \le 256`: :math:`x\,\mathrm{log1p}(\delta/m) - \delta`, accurate to a
+    few ulps of :math:`x|\log(x/m)| + |\delta|` (below 2e-13 absolute when the result is
+    small). Beyond: Loader's series
     :math:`\delta v + 2x\sum_{j\ge1} v^{2j+1}/(2j+1)`, :math:`v = \delta/(x + m)`, where
     :math:`|v| < 0.1` (no cancellation), and the log1p form otherwise (its cancellation is
     then at most a factor 10). ``bd0(0, m, -m) = m``; ``m = 0 < x`` gives ``inf``.

@@ -15,7 +15,7 @@ import pytest
 from corrpriors.baselines import DirichletMultinomial
 from corrpriors.core import CorrelatedMultinomial
 from corrpriors.core import special
-from corrpriors.core.elbo import (collapsed_bound, expected_log_likelihood, likelihood_term,
+from corrpriors.core.elbo import (expected_log_likelihood, likelihood_term,
                                   log_binomial_coefficients, optimal_tilts)
 
 TOP = 2.0 ** 53 - 1  # the largest count accepted below 2**53 that is odd

@@ -25,11 +25,15 @@ def _fit(counts=GOOD, cov=COV, **kw):
     (np.array([1, 2, 3]), "counts: expected a 2-D array"),
     (np.ones((3, 2, 2)), "counts: expected a 2-D array"),
     (np.array([[1], [2], [3]]), "counts: expected at least K=2"),
-    ([["a", "b"], ["c", "d"], ["e", "f"]], "counts: expected a numeric array"),
 ])
 def test_bad_counts(counts, match):
     with pytest.raises(ValueError, match=match):
         _fit(counts=counts)
+
+
+def test_string_counts_are_a_type_error():
+    with pytest.raises(TypeError, match="counts: expected a numeric array"):
+        _fit(counts=[["a", "b"], ["c", "d"], ["e", "f"]])
 
 
 def test_integer_valued_floats_are_accepted():

@@ -176,7 +176,7 @@ def sweep(data: CountData, hyper: Hyper, tilts: np.ndarray, options: CAVIOptions
     var_obs = data.layout.gather(step.psi_var)
     tilts_out = optimal_tilts(mean_obs, var_obs)
     elbo = elbo_value(data.b_obs, data.kappa_obs, mean_obs, tilts_out, data.log_binom,
-                      step.trace_dv, step.quad, step.logdet_b)
+                      step.trace_dv, step.quad, step.logdet_b, psi_var=var_obs)
     return Evaluation(step, site, hyper, tilts_out, elbo, elbo + log_hyper_prior(hyper, options))
 
 

@@ -292,8 +292,10 @@ def run_cavi(counts: np.ndarray, prior: GaussianPrior, mean: np.ndarray,
     if not options.accelerated and iteration.acceleration is not None:
         iteration = FixedPointOptions(iteration.max_iter, iteration.tol, None, iteration.memory)
     with blas_threads(1):  # many small factorisations: threads only cost (see corrpriors._threads)
-        trace = maximise(evaluate, update, pack(tilts0, hyper0, options), iteration,
-                         advance=advance, callback=report)
+        x0 = pack(tilts0, hyper0, options)
+        start = replace(sweep(data, hyper0, tilts0, options), point=x0)
+        trace = maximise(evaluate, update, x0, iteration, advance=advance, initial=start,
+                         callback=report)
         best = trace.best
         var = best.hyper.prior.complete_variances(data.layout, best.hyper.scale, best.site,
                                                   best.step)

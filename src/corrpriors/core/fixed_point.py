@@ -160,6 +160,7 @@ def _point(ev: Any, x: np.ndarray) -> np.ndarray:
 def maximise(evaluate: Callable[[np.ndarray], Any], update: Callable[[Any], np.ndarray],
              x0: np.ndarray, options: FixedPointOptions, *,
              advance: Callable[[Any], tuple[np.ndarray, Any]] | None = None,
+             initial: Any = None,
              callback: Callable[[int, Any], None] | None = None,
              keep_history: bool = False) -> FixedPointTrace:
     """Iterate ``x <- update(evaluate(x))`` (optionally accelerated) until the objective stalls.
@@ -173,6 +174,9 @@ def maximise(evaluate: Callable[[np.ndarray], Any], update: Callable[[Any], np.n
     advance : callable, optional
         ``advance(ev) -> (x', ev')``, the plain step and its evaluation in one (default
         ``x' = update(ev)``, ``ev' = evaluate(x')``).
+    initial : evaluation, optional
+        The evaluation at ``x0``, when the model has it in its own representation (default
+        ``evaluate(x0)``).
     x0 : ndarray of shape (n,)
         Starting point.
     options : FixedPointOptions
@@ -208,7 +212,8 @@ def maximise(evaluate: Callable[[np.ndarray], Any], update: Callable[[Any], np.n
 
     trace = FixedPointTrace(best=None, last=None)
     x = np.asarray(x0, dtype=float)
-    cur = trace.last = checked(evaluate(x), "the starting point")
+    cur = trace.last = checked(evaluate(x) if initial is None else initial,
+                               "the starting point")
     anderson = Anderson(options.memory) if options.acceleration == "anderson" else None
     while True:
         trace.objectives.append(_objective(cur))

@@ -9,6 +9,8 @@ import math
 import numpy as np
 import pytest
 
+from figure_checks import check_experiment_figures
+
 from corrpriors.experiments import imitation, subgoal
 from corrpriors.experiments._runner import run_experiment, seed_generator
 
@@ -89,6 +91,9 @@ def test_end_to_end_through_runner(tmp_path, name, config):
     assert claims and all(isinstance(c["holds"], bool) and c["detail"] for c in claims)
     pngs = [p for p in report.figures if str(p).endswith(".png")]
     assert pngs and all(p.exists() and p.stat().st_size > 1000 for p in pngs)
+    names = check_experiment_figures(mod, report)
+    assert sorted(names) == ([f"{name}-curves", f"{name}-policies"] if name == "imitation"
+                             else [f"{name}-metrics", f"{name}-policies"])
     if name == "imitation":
         eff = summary["extra"]["data_efficiency"]["hellinger"]
         assert [r["D"] for r in eff] == list(config.n_demonstrations)

@@ -8,6 +8,8 @@ import json
 import numpy as np
 import pytest
 
+from figure_checks import check_experiment_figures
+
 from corrpriors.experiments import psrl_grid, psrl_queueing
 from corrpriors.experiments._runner import run_experiment
 
@@ -43,6 +45,7 @@ def check_run(module, config, tmp_path, seeds):
         assert set(c) == {"claim", "holds", "detail"}
     pngs = [p for p in report.figures if p.suffix == ".png"]
     assert pngs and all(p.exists() and p.stat().st_size > 0 for p in report.figures)
+    assert check_experiment_figures(module, report) == [f"{module.NAME}-return"]
     return summary
 
 

@@ -7,6 +7,8 @@ import json
 import numpy as np
 import pytest
 
+from figure_checks import check_experiment_figures
+
 from corrpriors.experiments import system_id
 from corrpriors.experiments._runner import run_experiment
 
@@ -117,6 +119,7 @@ def test_quick_end_to_end_through_the_runner(tmp_path):
     assert {"claims", "data_efficiency"} <= set(summary["extra"]) or "claims" in summary["extra"]
     assert {p.suffix for p in report.figures} == {".png", ".pdf"}
     assert all(p.stat().st_size > 0 for p in report.figures)
+    assert check_experiment_figures(system_id, report) == ["system-id-hellinger"]
 
 
 def test_summarise_extra_data_efficiency_and_claims_on_known_curves():

@@ -44,7 +44,7 @@ ENVIRONMENT = "Imitation learning, 10x10 goal grid world"
 X_LABEL = "demonstrations (state-action pairs, D)"
 METRIC_LABELS = {
     "hellinger": "Hellinger distance to the expert policy\n(mean over states)",
-    "value_loss": "value loss ||V_expert - V_estimate|| / ||V_expert||",
+    "value_loss": "value loss\n(||V_expert - V|| / ||V_expert||)",
 }
 METHOD_LABELS = {"pg": "PG", "dirichlet": "Dirichlet", "pg_elbo": "PG, length scale by ELBO"}
 #: 20 seeds: the paper does not state its number of repetitions; 20 is the protocol's default.

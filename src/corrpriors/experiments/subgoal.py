@@ -43,7 +43,7 @@ ENVIRONMENT = "Subgoal modelling, 11x11 wall world"
 X_LABEL = "demonstrated state-action pairs"
 METRIC_LABELS = {
     "hellinger": "Hellinger distance to the expert policy (mean over states)",
-    "value_loss": "value loss ||V_expert - V_estimate|| / ||V_expert||",
+    "value_loss": "value loss\n(||V_expert - V|| / ||V_expert||)",
 }
 METHOD_LABELS = {"pg_subgoal": "PG subgoal", "pg_imitation": "PG imitation",
                  "dirichlet_subgoal": "Dirichlet subgoal", "pg_subgoal_em": "PG subgoal, scale by EM"}

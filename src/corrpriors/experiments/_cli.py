@@ -65,6 +65,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="skip seeds already on disk with the same configuration (default: on)")
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True,
                         help="show a progress bar (default: on)")
+    parser.add_argument("--plot", action=argparse.BooleanOptionalAction, default=True,
+                        help="draw the figures (default: on; --no-plot writes metrics.json only)")
     parser.add_argument("--list", action="store_true", help="list the experiments and whether they are available")
 
 
@@ -159,7 +161,7 @@ def _run_plans(plans: list, args: argparse.Namespace, status: int) -> tuple[list
     for plan in plans:
         try:
             reports.append(run_plan(plan, jobs=args.jobs, backend=args.backend, scheduler=args.scheduler,
-                                    resume=args.resume, progress=args.progress, lock=False))
+                                    resume=args.resume, progress=args.progress, plot=args.plot, lock=False))
         except RunInterrupted as exc:
             print(str(exc), file=sys.stderr)
             return reports, 130

@@ -736,8 +736,6 @@ def _finish(plan: _Plan, seed_dir: pathlib.Path, computed: list[int], skipped: l
     _io.write_json(metrics_path, summary)
     _write_warnings_log(log_path, plan, all_warnings)
     saved = _save_figures(specs, plan.run_dir)
-    for spec in specs:
-        _close_figure(spec.figure)
     figure_paths = tuple(p for sf in saved for p in sf.paths)
     say(format_table(summary))
     elapsed = time.perf_counter() - t_start
@@ -747,16 +745,6 @@ def _finish(plan: _Plan, seed_dir: pathlib.Path, computed: list[int], skipped: l
         computed_seeds=tuple(sorted(computed)), skipped_seeds=tuple(skipped), elapsed=elapsed,
         summary=summary, saved_figures=tuple(saved), warnings=by_category, warnings_log=log_path,
     )
-
-
-def _close_figure(fig: Any) -> None:
-    """Drop a figure from pyplot's registry if it is there (figures made without pyplot are not)."""
-    try:
-        import matplotlib.pyplot as plt
-
-        plt.close(fig)
-    except Exception:  # pragma: no cover
-        pass
 
 
 def _resolved(requested: dict, used: dict) -> dict:

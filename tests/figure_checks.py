@@ -92,7 +92,8 @@ def figure_problems(fig, environment: str | None = None, min_color_distance: flo
             for color in _handle_colors(handle):
                 for bg in backgrounds:
                     if np.linalg.norm(color - bg) < min_color_distance:
-                        problems.append(f"legend entry {text.get_text()!r}: colour {[round(float(c), 2) for c in color]} "
+                        problems.append(f"legend entry {text.get_text()!r}: "
+                                        f"colour {[round(float(c), 2) for c in color]} "
                                         f"is invisible on the patch behind it {[round(float(c), 2) for c in bg]}")
     texts = []
     if fig._suptitle is not None and fig._suptitle.get_text():

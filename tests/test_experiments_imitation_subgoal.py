@@ -8,7 +8,6 @@ import math
 
 import numpy as np
 import pytest
-
 from figure_checks import check_experiment_figures
 
 from corrpriors.experiments import imitation, subgoal

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import html.parser
-import pathlib
 import re
 import xml.etree.ElementTree as ET
 
@@ -102,7 +101,8 @@ def test_report_is_valid_self_contained_and_complete(tmp_path, capsys):
     assert "Claim checks (4 seed(s); indicative (4 seeds, custom settings;" in page
     assert "met (indicative)" in page and "a beats b" in page
     assert '<td class="text">noise</td><td class="text">0.2</td><td class="text">set with --set</td>' in page
-    assert '<td class="text">lengthscale</td><td class="text">3.0</td><td class="text">given as 0.0, resolved</td>' in page
+    assert ('<td class="text">lengthscale</td><td class="text">3.0</td>'
+            '<td class="text">given as 0.0, resolved</td>') in page
 
 
 def test_report_of_a_folder_without_results_is_an_error(tmp_path, capsys):

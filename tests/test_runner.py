@@ -74,7 +74,8 @@ def test_end_to_end_files_schema_statistics(tmp_path, capsys):
     np.testing.assert_allclose(summary["metrics"]["error"]["methods"]["b"]["mean"], rows.mean(0), rtol=1e-12)
     np.testing.assert_allclose(summary["metrics"]["error"]["methods"]["b"]["std"], rows.std(0, ddof=1), rtol=1e-12)
     assert summary["extra"]["n_seed_results"] == 3
-    assert summary["extra"]["claims"] == [{"claim": "a beats b", "holds": True, "detail": summary["extra"]["claims"][0]["detail"]}]
+    [claim] = summary["extra"]["claims"]
+    assert claim["claim"] == "a beats b" and claim["holds"] is True and " vs " in claim["detail"]
     # default figures (no figures() in the toy): one per metric, png and pdf, non-empty
     assert {p.name for p in report.figures} == {
         f"{NAME}-error.png", f"{NAME}-error.pdf", f"{NAME}-score.png", f"{NAME}-score.pdf"

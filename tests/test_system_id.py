@@ -6,7 +6,6 @@ import json
 
 import numpy as np
 import pytest
-
 from figure_checks import check_experiment_figures
 
 from corrpriors.experiments import system_id

@@ -18,7 +18,7 @@ from ._protocol import ExperimentUnavailable
 from ._registry import available_experiments, experiment_names, get_experiment
 from ._runner import (
     BACKENDS,
-    EXPECTED_WARNINGS,
+    WARNING_NOTES,
     RunFailed,
     RunInterrupted,
     RunReport,
@@ -217,7 +217,7 @@ def closing_summary(reports: list[RunReport], out: str | pathlib.Path, elapsed: 
         for cat, n in r.warnings.items():
             total[cat] = total.get(cat, 0) + n
     if total:
-        parts = [f"{n:,} {cat}" + (f" (expected: {EXPECTED_WARNINGS[cat]})" if cat in EXPECTED_WARNINGS else "")
+        parts = [f"{n:,} {cat}" + (f" ({WARNING_NOTES[cat]})" if cat in WARNING_NOTES else "")
                  for cat, n in sorted(total.items(), key=lambda kv: -kv[1])]
         lines.append(f"  warnings: {_plural(sum(total.values()), 'warning')} collected, not shown: " + "; ".join(parts))
         lines.append("    full text: warnings.log in each results folder")

@@ -218,7 +218,8 @@ def check_config_record(run_dir: pathlib.Path, experiment: str, config_json: dic
     if existing is None:
         write_json(path, record)
         return
-    if not isinstance(existing, dict) or existing.get("experiment") != experiment or existing.get("config") != config_json:
+    same = isinstance(existing, dict) and existing.get("experiment") == experiment
+    if not same or existing.get("config") != config_json:
         raise ConfigMismatch(
             f"{path} records another configuration ({_differences(existing, config_json)}); "
             "its results are neither reused nor overwritten: use another --out or move that folder"
@@ -320,7 +321,7 @@ def save_seed(
     npz_path, json_path = seed_paths(seed_dir, seed)
     arrays, layout = _pack(result)
     buf = io.BytesIO()
-    np.savez(buf, **arrays)
+    np.savez(buf, **arrays)  # type: ignore[arg-type]  # (numpy's stub types the first keyword)
     data = buf.getvalue()
     atomic_write_bytes(npz_path, data)
     meta = {

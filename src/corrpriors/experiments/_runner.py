@@ -55,12 +55,12 @@ MAX_SEEDS = 100_000
 
 _DIST_HINT = "install the optional extra: pip install 'corrpriors[dist]'"
 
-#: Why the experiments raise these warnings (shown next to their counts).
-EXPECTED_WARNINGS = {
-    "JitterWarning": "a smooth kernel's Gram matrix is numerically singular; a relative diagonal "
-                     "jitter of about 1e-10 is added and the jittered matrix is fitted exactly",
-    "ConvergenceWarning": "a variational fit stopped at its iteration cap (warm-started refits "
-                          "continue from there at the next refit)",
+#: What the experiments' warnings mean (shown next to their counts).
+WARNING_NOTES = {
+    "JitterWarning": "expected: a smooth kernel's Gram matrix is numerically singular; a relative "
+                     "diagonal jitter of about 1e-10 is added and the jittered matrix is fitted exactly",
+    "ConvergenceWarning": "a variational fit stopped at its iteration cap; its result is kept and "
+                          "marked converged_=False",
 }
 
 
@@ -224,7 +224,11 @@ def _execute_seed(
 # ----------------------------------------------------------------------------- backends
 
 
-def _iter_loky(tasks: list, jobs: int) -> Iterator[tuple]:
+#: One seed's task: (run_seed, config, experiment name, seed).
+Task = tuple[Callable, Any, str, int]
+
+
+def _iter_loky(tasks: list[Task], jobs: int) -> Iterator[tuple]:
     if jobs == 1 or len(tasks) == 1:
         for task in tasks:
             yield _execute_seed(*task, 1)
@@ -239,7 +243,7 @@ def _iter_loky(tasks: list, jobs: int) -> Iterator[tuple]:
         gen.close()
 
 
-def _iter_dask(tasks: list, jobs: int, scheduler: str | None, processes: bool) -> Iterator[tuple]:
+def _iter_dask(tasks: list[Task], jobs: int, scheduler: str | None, processes: bool) -> Iterator[tuple]:
     try:
         from dask.distributed import Client, LocalCluster, as_completed
     except ImportError as exc:
@@ -262,7 +266,7 @@ def _iter_dask(tasks: list, jobs: int, scheduler: str | None, processes: bool) -
             cluster.close()
 
 
-def _iter_ray(tasks: list, jobs: int, scheduler: str | None) -> Iterator[tuple]:
+def _iter_ray(tasks: list[Task], jobs: int, scheduler: str | None) -> Iterator[tuple]:
     try:
         import ray  # type: ignore[import-not-found]
     except ImportError:
@@ -284,7 +288,8 @@ def _iter_ray(tasks: list, jobs: int, scheduler: str | None) -> Iterator[tuple]:
             ray.shutdown()
 
 
-def _iter_results(tasks: list, backend: str, jobs: int, scheduler: str | None, processes: bool) -> Iterator[tuple]:
+def _iter_results(tasks: list[Task], backend: str, jobs: int, scheduler: str | None,
+                  processes: bool) -> Iterator[tuple]:
     if backend == "loky":
         return _iter_loky(tasks, jobs)
     if backend == "dask":
@@ -372,7 +377,7 @@ def format_table(summary: dict, max_columns: int = 6) -> str:
                 m, s = stats["mean"][c], stats["std"][c]
                 cells.append(("nan" if m is None else f"{m:.3f}±{0.0 if s is None else s:.3f}").rjust(16))
             lines.append("    " + method.ljust(width) + "".join(cells))
-    extra = summary.get("extra") if isinstance(summary.get("extra"), dict) else {}
+    extra: dict = summary["extra"] if isinstance(summary.get("extra"), dict) else {}
     for note in extra.get("notes", []):
         lines.append(f"  {note}")
     claims = extra.get("claims", [])
@@ -681,7 +686,7 @@ def _compute(plan: _Plan, seed_dir: pathlib.Path, pending: list[int], done: int,
              backend: str, scheduler, processes: bool, progress: bool, computed: list[int]) -> None:
     from tqdm.auto import tqdm
 
-    tasks = [(plan.experiment.run_seed, plan.config, plan.name, s) for s in pending]
+    tasks: list[Task] = [(plan.experiment.run_seed, plan.config, plan.name, s) for s in pending]
     results = _iter_results(tasks, backend, jobs, scheduler, processes)
     with tqdm(total=len(plan.seeds), initial=done, desc=plan.name, unit="seed", disable=not progress,
               file=sys.stderr, dynamic_ncols=True, leave=False) as bar:
@@ -716,7 +721,8 @@ def _finish(plan: _Plan, seed_dir: pathlib.Path, computed: list[int], skipped: l
         specs: list[FigureSpec] = []
         if plot:
             figures_fn = getattr(exp, "figures", None)
-            specs = figures_fn(plan.config, results, summary) if figures_fn is not None else default_figures(exp, summary)
+            specs = (figures_fn(plan.config, results, summary) if figures_fn is not None
+                     else default_figures(exp, summary))
     all_warnings = [w for st in stored.values() for w in st.meta.get("warnings", [])] + _collect(caught)
     by_category: dict[str, int] = {}
     for w in all_warnings:
@@ -765,14 +771,14 @@ def _write_warnings_log(path: pathlib.Path, plan: _Plan, entries: list[dict]) ->
     for (category, message, where), count in sorted(merged.items(), key=lambda kv: (kv[0][0], -kv[1])):
         lines.append(f"{count:6d} x {category} at {where}:")
         lines += [f"         {line}" for line in message.splitlines() or [""]]
-        if category in EXPECTED_WARNINGS:
-            lines.append(f"         (expected: {EXPECTED_WARNINGS[category]})")
+        if category in WARNING_NOTES:
+            lines.append(f"         ({WARNING_NOTES[category]})")
     atomic_write_bytes(path, ("\n".join(lines) + "\n").encode())
 
 
 __all__ = [
     "BACKENDS",
-    "EXPECTED_WARNINGS",
+    "WARNING_NOTES",
     "MAX_SEEDS",
     "RunFailed",
     "RunInterrupted",

@@ -5,11 +5,12 @@ discount 0.9) with the paper's motion model: "each action triggers a noisy trans
 the four cardinal directions such that the pattern of the resulting next-state distribution
 resembles a discretized Gaussian distribution centered around the targeted adjacent state"
 (``motion="gaussian"``; ``Config.motion="cardinal"`` gives the 0.7/0.1 moves instead, under which
-the PG advantage largely disappears -- see the project report). The expert plays ``softmax(beta * Q)`` with ``beta = 20`` on the optimal
-Q-values (not normalised). One sequence of ``max(n_demonstrations)`` demonstrations is drawn
-(each state uniform, the action from the expert) and every point ``D`` of the sweep uses its
-first ``D`` pairs (nested data sets: the curves over ``D`` are less noisy than with fresh draws,
-which matters for the data-efficiency ratio). Methods:
+the PG advantage largely disappears -- see the project report). The expert plays
+``softmax(beta * Q)`` with ``beta = 20`` on the optimal Q-values (not normalised). One sequence
+of ``max(n_demonstrations)`` demonstrations is drawn (each state uniform, the action from the
+expert) and every point ``D`` of the sweep uses its first ``D`` pairs (nested data sets: the
+curves over ``D`` are less noisy than with fresh draws, which matters for the data-efficiency
+ratio). Methods:
 
 - ``pg``: :class:`~corrpriors.applications.imitation.PolicyEstimator` with a
   squared-exponential kernel on the Euclidean grid distances, length scale = the largest

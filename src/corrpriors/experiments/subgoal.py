@@ -8,8 +8,8 @@ couple of dozen state-action pairs). Methods:
 
 - ``pg_subgoal``: :class:`~corrpriors.applications.subgoals.SubgoalPolicyEstimator` with a
   PG subgoal prior (squared-exponential kernel on the Euclidean state coordinates, length
-  scale = the largest distance, scale fixed at ``Config.scale`` = 1, the companion code's value), normalised-softmax subgoal policies with the
-  expert's ``beta``, 100 burn-in sweeps and M = 100 kept samples;
+  scale = the largest distance, scale fixed at ``Config.scale`` = 1, the companion code's value),
+  normalised-softmax subgoal policies with the expert's ``beta``, 100 burn-in sweeps and M = 100 kept samples;
 - ``pg_imitation``: the imitation model (:class:`~corrpriors.applications.imitation.PolicyEstimator`)
   on the same data;
 - ``dirichlet_subgoal``: the subgoal model with independent ``Dir(1e-3)`` subgoal priors;

@@ -155,7 +155,7 @@ def check_config(config: Config) -> None:
     ts = np.asarray(config.transitions)
     if ts.ndim != 1 or ts.size < 1 or np.any(ts < 0) or np.any(np.diff(ts) <= 0) or np.any(ts != np.round(ts)):
         raise ValueError(f"transitions: expected increasing non-negative integers, got {config.transitions}")
-    if not config.lengthscales or any(float(l) < 0 for l in config.lengthscales):
+    if not config.lengthscales or any(float(ell) < 0 for ell in config.lengthscales):
         raise ValueError(f"lengthscales: expected non-negative numbers, got {config.lengthscales}")
     if config.selection not in ("collapsed", "elbo-em"):
         raise ValueError(f"selection: expected 'collapsed' or 'elbo-em', got {config.selection!r}")
@@ -201,17 +201,18 @@ def _cumulative_counts(S: int, A: int, states, actions, next_states, ts) -> list
 
 def _lengthscale_candidates(config: Config, coords: np.ndarray) -> list[float]:
     d_max = largest_distance(coords)
-    return sorted({float(l) if l > 0 else d_max for l in config.lengthscales})
+    return sorted({float(ell) if ell > 0 else d_max for ell in config.lengthscales})
 
 
 def resolve_config(config: Config) -> Config:
     """``config`` with a length scale of 0 replaced by the largest distance between two cells."""
     from ..envs import tunnel_world
 
-    if not any(float(l) == 0 for l in config.lengthscales):
+    if not any(float(ell) == 0 for ell in config.lengthscales):
         return config
     d_max = largest_distance(np.asarray(tunnel_world().coordinates, dtype=float))
-    return dataclasses.replace(config, lengthscales=tuple(float(l) if l > 0 else d_max for l in config.lengthscales))
+    lengthscales = tuple(float(ell) if ell > 0 else d_max for ell in config.lengthscales)
+    return dataclasses.replace(config, lengthscales=lengthscales)
 
 
 def _belief_options(config: Config, mdp, method: str) -> dict:
@@ -230,7 +231,7 @@ def _kernels(mdp, lengthscales: list[float]) -> list:
     from ..kernels import SquaredExponential
 
     coords = np.asarray(mdp.coordinates, dtype=float)
-    return [SquaredExponential(lengthscale=l).bind(coords=coords) for l in lengthscales]
+    return [SquaredExponential(lengthscale=ell).bind(coords=coords) for ell in lengthscales]
 
 
 def _correlated_models(config: Config, mdp, method: str, lengthscales: list[float]) -> list:
@@ -318,6 +319,7 @@ def run_seed(config: Config, rng: np.random.Generator) -> SeedResult:
                         ls = float(np.mean([_lengthscale_of(m) for m in model.models_]))
                         bnd = float(sum(m.collapsed_bound() for m in model.models_))
                         best = (value, ls, mean, float(np.exp(np.mean(np.log(model.scale_)))), bnd)
+                assert best is not None  # at least one length scale candidate (check_config)
                 elbo[i], chosen[i], est, scale[i], bound[i] = best
             hell[method][i] = mean_hellinger(P, est)
         per_method["lengthscale"][method] = chosen

@@ -197,7 +197,7 @@ def curves_figure(
     n_seeds = max(len(summary.get("seeds", [])), 1)
     fig = new_figure((11.0, 3.8) if log_panel else (7.0, 3.8))
     axes = fig.subplots(1, 2) if log_panel else [fig.add_subplot()]
-    kw = dict(labels=labels, band=band, reference=reference, reference_label=reference_label,
+    kw: dict[str, Any] = dict(labels=labels, band=band, reference=reference, reference_label=reference_label,
               x_label=x_label, y_label=y_label, legend=False, integer_x=integer_x)
     plot_metric_curves(summary, metric, ax=axes[0], title="linear x axis" if log_panel else "", **kw)
     if log_panel:

@@ -88,6 +88,12 @@ def test_method_names_and_validation():
         psrl_grid.split_method("pg_greedy")
     assert psrl_grid.first_reach([0, 1, 2, 3], np.array([0.1, 0.95, 0.8, 0.92]), 0.9) == 3.0
     assert psrl_grid.first_reach([0, 1, 2], np.array([0.1, 0.5, 0.8]), 0.9) is None
+    bad = [(psrl_grid, {"methods": ("pg_greedy",)}, "method"), (psrl_grid, {"n_transitions": 120}, "multiple"),
+           (psrl_grid, {"discount": 1.5}, "discount"), (psrl_queueing, {"n_episodes": 0}, "n_episodes"),
+           (psrl_queueing, {"max_iter": 2.5}, "max_iter"), (psrl_queueing, {"methods": ()}, "methods")]
+    for module, change, message in bad:
+        with pytest.raises(ValueError, match=message):
+            module.check_config(dataclasses.replace(module.quick_config(), **change))
 
 
 @pytest.mark.slow

@@ -47,6 +47,18 @@ def check_methods(methods: Any) -> None:
         split_method(m)
 
 
+def check_psrl_config(config: Any, counts: tuple[str, ...]) -> None:
+    """Raise ``ValueError`` naming the field: unknown methods, a field of ``counts`` that is not a
+    positive integer, or a discount outside [0, 1) (0 = the environment's)."""
+    check_methods(config.methods)
+    for field in counts:
+        value = getattr(config, field)
+        if isinstance(value, bool) or int(value) != value or value < 1:
+            raise ValueError(f"{field}: expected a positive integer, got {value!r}")
+    if not 0 <= config.discount < 1:
+        raise ValueError(f"discount: expected 0 (the environment's) or a value in (0, 1), got {config.discount}")
+
+
 def make_belief(model: str, mdp: Any, covariance: np.ndarray | None, category_map: Any,
                 config: Any) -> Any:
     """The transition belief of ``model`` for the environment ``mdp``."""
@@ -234,6 +246,7 @@ __all__ = [
     "MODELS",
     "VARIANTS",
     "check_methods",
+    "check_psrl_config",
     "claims_check",
     "cost_summary",
     "efficiency_summary",

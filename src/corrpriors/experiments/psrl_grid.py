@@ -46,6 +46,7 @@ from ._psrl import (  # noqa: F401  (re-exported: the PSRL names of this experim
     MODELS,
     VARIANTS,
     check_methods,
+    check_psrl_config,
     claims_check,
     cost_summary,
     efficiency_summary,
@@ -142,16 +143,10 @@ def _start_state(mdp: Any, start: tuple) -> int:
 
 def check_config(config: Config) -> None:
     """Raise ``ValueError`` naming the field of an invalid ``config``."""
-    check_methods(config.methods)
-    for field in ("n_transitions", "replan_every", "n_samples", "radius", "max_iter"):
-        value = getattr(config, field)
-        if isinstance(value, bool) or int(value) != value or value < 1:
-            raise ValueError(f"{field}: expected a positive integer, got {value!r}")
+    check_psrl_config(config, ("n_transitions", "replan_every", "n_samples", "radius", "max_iter"))
     if config.n_transitions % config.replan_every:
         raise ValueError(f"n_transitions: expected a multiple of replan_every = {config.replan_every}, "
                          f"got {config.n_transitions}")
-    if not 0 <= config.discount < 1:
-        raise ValueError(f"discount: expected 0 (the environment's) or a value in (0, 1), got {config.discount}")
 
 
 def resolve_config(config: Config) -> Config:

@@ -33,7 +33,15 @@ from collections.abc import Mapping
 import numpy as np
 
 from ._protocol import FigureSpec, SeedResult
-from ._psrl import METHOD_LABELS, METHODS, check_methods, psrl_extra, run_methods, split_method  # noqa: F401
+from ._psrl import (  # noqa: F401  (re-exported: the PSRL names of this experiment)
+    METHOD_LABELS,
+    METHODS,
+    check_methods,
+    check_psrl_config,
+    psrl_extra,
+    run_methods,
+    split_method,
+)
 from ._shared import se_covariance
 
 NAME = "psrl-queueing"
@@ -113,13 +121,7 @@ def _environment():
 
 def check_config(config: Config) -> None:
     """Raise ``ValueError`` naming the field of an invalid ``config``."""
-    check_methods(config.methods)
-    for field in ("n_episodes", "episode_length", "n_samples", "radius", "max_iter"):
-        value = getattr(config, field)
-        if isinstance(value, bool) or int(value) != value or value < 1:
-            raise ValueError(f"{field}: expected a positive integer, got {value!r}")
-    if not 0 <= config.discount < 1:
-        raise ValueError(f"discount: expected 0 (the environment's) or a value in (0, 1), got {config.discount}")
+    check_psrl_config(config, ("n_episodes", "episode_length", "n_samples", "radius", "max_iter"))
 
 
 def resolve_config(config: Config) -> Config:

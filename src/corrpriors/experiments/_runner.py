@@ -18,8 +18,10 @@ workers), because the experiments' small matrices gain nothing from BLAS threads
 busy machine loses a lot to oversubscription. Loky workers watch the runner and exit
 within a second when it dies (even by SIGKILL).
 
-Warnings raised inside a seed (in whatever worker) are collected with the seed, counted and
-written in full to ``warnings.log``; none reaches the terminal.
+Warnings raised inside a seed are collected with the seed, counted and written in full to
+``warnings.log``; none reaches the terminal. (Seeds that run in a worker thread rather than a
+process's main thread -- Dask workers -- are not captured: Python's warning filters are
+process-wide, so those warnings appear in the workers' logs.)
 """
 
 from __future__ import annotations
@@ -211,9 +213,13 @@ def _execute_seed(
             limiter = threadpool_limits(limits=int(blas_threads))
         except ImportError:  # pragma: no cover - threadpoolctl ships with most installs
             limiter = None
+    caught: list = []
     try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
+        if threading.current_thread() is threading.main_thread():
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                result = run_seed(config, seed_generator(name, seed))
+        else:  # catch_warnings is process-global: threads (Dask workers) leave warnings alone
             result = run_seed(config, seed_generator(name, seed))
     finally:
         if limiter is not None:

@@ -71,6 +71,7 @@ def test_report_is_valid_self_contained_and_complete(tmp_path, capsys):
     page_path = out / "report.html"
     assert f"{page_path}: 2 result folder(s)" in capsys.readouterr().out
     page = page_path.read_text(encoding="utf-8")
+    assert "http://" not in page and "https://" not in page
 
     checker = StrictChecker()
     checker.feed(page)

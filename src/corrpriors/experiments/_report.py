@@ -118,7 +118,7 @@ def build_report(root: pathlib.Path, results: Iterable[pathlib.Path], base: path
     from .. import __version__
 
     results = list(results)
-    parts = ["<!DOCTYPE html>", '<html lang="en" xmlns="http://www.w3.org/1999/xhtml">', "<head>",
+    parts = ["<!DOCTYPE html>", '<html lang="en">', "<head>",
              '<meta charset="utf-8" />', f"<title>corrpriors results: {_e(root)}</title>",
              f"<style>{_CSS}</style>", "</head>", "<body>",
              "<h1>corrpriors results</h1>",
@@ -153,7 +153,7 @@ def _section(path: pathlib.Path, summary: dict, root: pathlib.Path, base: pathli
     if warn:
         counts = ", ".join(f"{n} {c}" for c, n in warn.get("by_category", {}).items()) or "none"
         link = f' (<a href="{_e(_rel(log, base))}">full text</a>)' if log.is_file() else ""
-        out.append(f"<p>Warnings collected: {int(warn.get('count', 0))}: {_e(counts)}{link}.</p>")
+        out.append(f"<p>Warnings collected: {_e(counts)}{link}.</p>")
     out += _figures(folder, run, base)
     out += _metric_tables(summary)
     out += _claims(summary, status, len(seeds))

@@ -8,7 +8,6 @@ import pytest
 pytest.importorskip("dask.distributed")
 
 import toy_experiment as toy  # noqa: E402  (the toy experiment of the runner tests)
-
 from corrpriors.experiments import _registry  # noqa: E402
 from corrpriors.experiments._runner import run_experiment  # noqa: E402
 

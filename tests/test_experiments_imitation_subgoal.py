@@ -8,10 +8,10 @@ import math
 
 import numpy as np
 import pytest
-from figure_checks import check_experiment_figures
 
 from corrpriors.experiments import imitation, subgoal
 from corrpriors.experiments._runner import run_experiment, seed_generator
+from figure_checks import check_experiment_figures
 
 # run_seed called directly: the expected tiny-jitter warnings of smooth kernels (the runner counts them)
 pytestmark = pytest.mark.filterwarnings("ignore::corrpriors.exceptions.JitterWarning")

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from figure_checks import figure_problems
 from matplotlib.figure import Figure
 
 from corrpriors.plotting._curves import curves_figure, legend_outside
+from figure_checks import figure_problems
 
 
 def summary(n_seeds=2):

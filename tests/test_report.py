@@ -7,8 +7,8 @@ import re
 import xml.etree.ElementTree as ET
 
 import pytest
-import toy_experiment as toy
 
+import toy_experiment as toy
 from corrpriors.cli import main
 from corrpriors.experiments import _registry, run_experiment
 

@@ -9,8 +9,8 @@ import zlib
 
 import numpy as np
 import pytest
-import toy_experiment as toy
 
+import toy_experiment as toy
 from corrpriors.experiments import SeedResult, _io, _registry
 from corrpriors.experiments._config import config_hash
 from corrpriors.experiments._runner import format_table, parse_seeds, run_experiment, seed_generator

@@ -14,8 +14,8 @@ import sys
 import time
 
 import pytest
-import toy_experiment as toy
 
+import toy_experiment as toy
 from corrpriors.cli import main
 from corrpriors.experiments import ConfigMismatch, RunLocked, _io, _registry
 from corrpriors.experiments._runner import MAX_SEEDS, parse_seeds, plan_run, run_experiment

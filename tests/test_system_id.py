@@ -6,10 +6,10 @@ import json
 
 import numpy as np
 import pytest
-from figure_checks import check_experiment_figures
 
 from corrpriors.experiments import system_id
 from corrpriors.experiments._runner import run_experiment
+from figure_checks import check_experiment_figures
 
 # run_seed called directly: the expected tiny-jitter warnings of smooth kernels (the runner counts them)
 pytestmark = pytest.mark.filterwarnings("ignore::corrpriors.exceptions.JitterWarning")

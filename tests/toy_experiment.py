@@ -74,7 +74,7 @@ def run_seed(config: Config, rng: np.random.Generator) -> SeedResult:
     while time.monotonic() < end:
         time.sleep(0.02)
     for k in range(config.n_warnings):
-        warnings.warn(f"toy warning number {k % 2}", UserWarning)
+        warnings.warn(f"toy warning number {k % 2}", UserWarning, stacklevel=1)
     x = np.asarray(x_values(config))
     noise = config.noise * rng.standard_normal((2, x.size))
     return SeedResult(
@@ -98,7 +98,6 @@ def summarise_extra(config, results, metrics):
 if __name__ == "__main__":  # a `corrpriors` command line that knows the toy experiment
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import toy_experiment
-
     from corrpriors.cli import main
     from corrpriors.experiments import register
 

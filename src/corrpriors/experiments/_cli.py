@@ -196,7 +196,7 @@ def _plural(n: int, word: str) -> str:
 
 
 def closing_summary(reports: list[RunReport], out: str | pathlib.Path, elapsed: float) -> str:
-    """What ran, where its results and figures are, what each figure shows, and the warnings."""
+    """Say what ran, where its results and figures are, what each figure shows, and the warnings."""
     lines = ["", f"Summary: {_plural(len(reports), 'experiment')} in {elapsed:.1f} s; results under {out}"]
     for r in reports:
         run = r.summary.get("run", {})

@@ -30,8 +30,7 @@ def config_hash(name: str, config_json: Mapping) -> str:
 
 
 def settings_label(experiment: Any, config: Any) -> str:
-    """``"paper"`` if ``config`` equals ``Config()``, ``"quick"`` if it equals ``quick_config()``,
-    else ``"custom"``."""
+    """Label a configuration ``"paper"`` (``Config()``), ``"quick"`` (``quick_config()``) or ``"custom"``."""
     if config == experiment.Config():
         return "paper"
     if config == experiment.quick_config():
@@ -99,7 +98,7 @@ def _parse_scalar(kind: type, value: Any, where: str) -> Any:
 
 
 def _element_kind(*defaults: Any) -> type | None:
-    """The element type of a tuple field, from its default values (None if they are all empty)."""
+    """Return the element type of a tuple field, from its default values (None if they are all empty)."""
     items = [v for d in defaults if isinstance(d, tuple) for v in d]
     if not items:
         return None

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from .._fileio import atomic_write_bytes
+from .._fileio import atomic_write_bytes, check_output_dir
 from ._protocol import SeedResult
 
 #: Bumped when the seed-file layout changes; files of another format are recomputed.
@@ -112,22 +112,12 @@ def prepare_run_dir(run_dir: pathlib.Path) -> pathlib.Path:
         A path on the way exists and is not a directory, cannot be created, or the folder
         is not writable. The message names the path and the reason.
     """
-    run_dir = pathlib.Path(run_dir)
-    seed_dir = run_dir / "seeds"
-    for p in [*reversed(seed_dir.parents), seed_dir]:
-        if p.exists() and not p.is_dir():
-            raise OutputError(p, "it exists and is not a directory")
+    seed_dir = pathlib.Path(run_dir) / "seeds"
     try:
+        check_output_dir(seed_dir)  # the package's one check: a directory, creatable, writable
         seed_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise OutputError(exc.filename or seed_dir, _reason(exc)) from None
-    for folder in (run_dir, seed_dir):
-        probe = folder / f".write-test-{os.getpid()}"
-        try:
-            probe.touch()
-            probe.unlink()
-        except OSError as exc:
-            raise OutputError(folder, _reason(exc)) from None
+        raise OutputError(seed_dir, str(exc) if not exc.filename else _reason(exc)) from None
     return seed_dir
 
 

@@ -165,7 +165,7 @@ class SeedResult:
         object.__setattr__(self, "method_extras", method_extras)
 
     def methods(self, metric: str) -> list[str]:
-        """The methods of ``metric``, in the order the experiment gave them."""
+        """Return the methods of ``metric``, in the order the experiment gave them."""
         return list(self.curves[metric])
 
 
@@ -191,8 +191,11 @@ class Claim:
 
 @dataclasses.dataclass(frozen=True)
 class FigureSpec:
-    """A figure to save: ``name`` (file stem, ``<experiment>-<what>``), the matplotlib figure,
-    and a one-line caption saying what it shows (printed in the closing summary and the report)."""
+    """A figure to save, with its file stem and a caption.
+
+    ``name`` is the file stem (``<experiment>-<what>``), ``figure`` the matplotlib figure and
+    ``caption`` one line saying what it shows (printed in the closing summary and the report).
+    """
 
     name: str
     figure: Any
@@ -282,7 +285,7 @@ def check_seed_result(experiment: Any, n_x: int, seed: int, result: Any) -> Seed
 
 
 def label_of(experiment: Any, attribute: str, key: str | None = None, default: str | None = None) -> str:
-    """An optional label of the protocol (``X_LABEL``, ``METRIC_LABELS[key]``, ...) or ``default``."""
+    """Return an optional label of the protocol (``X_LABEL``, ``METRIC_LABELS[key]``, ...) or ``default``."""
     value = getattr(experiment, attribute, None)
     if key is not None:
         value = value.get(key) if isinstance(value, Mapping) else None

@@ -48,8 +48,11 @@ def check_methods(methods: Any) -> None:
 
 
 def check_psrl_config(config: Any, counts: tuple[str, ...]) -> None:
-    """Raise ``ValueError`` naming the field: unknown methods, a field of ``counts`` that is not a
-    positive integer, or a discount outside [0, 1) (0 = the environment's)."""
+    """Raise ``ValueError`` naming the field of an invalid PSRL config.
+
+    Unknown methods, a field of ``counts`` that is not a positive integer, or a discount outside
+    [0, 1) (0 = the environment's).
+    """
     check_methods(config.methods)
     for field in counts:
         value = getattr(config, field)
@@ -61,7 +64,7 @@ def check_psrl_config(config: Any, counts: tuple[str, ...]) -> None:
 
 def make_belief(model: str, mdp: Any, covariance: np.ndarray | None, category_map: Any,
                 config: Any) -> Any:
-    """The transition belief of ``model`` for the environment ``mdp``."""
+    """Build the transition belief of ``model`` for the environment ``mdp``."""
     from ..applications.transitions import (
         CorrelatedTransitionModel,
         DirichletTransitionModel,
@@ -179,7 +182,7 @@ def cost_summary(results: Mapping[int, SeedResult], methods: tuple) -> dict:
 
 
 def claims_check(eff: dict, methods: tuple, x_name: str, domain: str, x_max: float) -> list[Claim]:
-    """The paper's claim: PG policies reach good returns with markedly fewer data than Dirichlet.
+    """Check the paper's claim: PG policies reach good returns with markedly fewer data than Dirichlet.
 
     Holds when the best policy of a PG model reaches the level of ``eff`` on the mean curve
     at most half as late as the best Dirichlet policy (or the Dirichlet ones never do).

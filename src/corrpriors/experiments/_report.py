@@ -114,7 +114,7 @@ def _anchor(path: pathlib.Path, root: pathlib.Path) -> str:
 
 
 def build_report(root: pathlib.Path, results: Iterable[pathlib.Path], base: pathlib.Path) -> str:
-    """The HTML text; links are relative to ``base`` (the folder of the page)."""
+    """Return the HTML text; links are relative to ``base`` (the folder of the page)."""
     from .. import __version__
 
     results = list(results)

@@ -13,8 +13,8 @@ number of workers or the order in which seeds finish, so every backend gives the
 numbers.
 
 Seeds are the unit of parallelism: inside a seed, BLAS runs single-threaded (through
-threadpoolctl in-process and on Dask/Ray workers; joblib's loky does the same for its
-workers), because the experiments' small matrices gain nothing from BLAS threads and a
+:func:`corrpriors._threads.blas_threads` in-process and on Dask/Ray workers; joblib's loky
+does the same for its workers), because the experiments' small matrices gain nothing from BLAS threads and a
 busy machine loses a lot to oversubscription. Loky workers watch the runner and exit
 within a second when it dies (even by SIGKILL).
 
@@ -26,6 +26,7 @@ process-wide, so those warnings appear in the workers' logs.)
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import pathlib
@@ -192,38 +193,29 @@ def _collect(caught: list) -> list[dict]:
 
 
 def _execute_seed(
-    run_seed: Callable, config: Any, name: str, seed: int, blas_threads: int | None = None,
+    run_seed: Callable, config: Any, name: str, seed: int, n_blas_threads: int | None = None,
     parent_pid: int | None = None,
 ) -> tuple[int, SeedResult, tuple[float, float], list[dict]]:
     """Run one seed (on whatever worker).
 
-    Returns ``(seed, result, (wall seconds, CPU seconds), warnings)``. ``blas_threads`` caps
-    the BLAS/OpenMP threads of the worker (through threadpoolctl, when installed) so that
-    parallel seeds do not oversubscribe the cores; ``parent_pid`` starts the watchdog that
-    ends the worker with the runner.
+    Returns ``(seed, result, (wall seconds, CPU seconds), warnings)``. ``n_blas_threads`` caps
+    the BLAS threads of the worker (:func:`corrpriors._threads.blas_threads`) so that parallel
+    seeds do not oversubscribe the cores (loky limits its workers itself); ``parent_pid``
+    starts the watchdog that ends the worker with the runner.
     """
+    from .._threads import blas_threads
+
     if parent_pid is not None:
         _watch_parent(parent_pid)
     start, cpu_start = time.perf_counter(), time.process_time()
-    limiter = None
-    if blas_threads is not None:
-        try:
-            from threadpoolctl import threadpool_limits
-
-            limiter = threadpool_limits(limits=int(blas_threads))
-        except ImportError:  # pragma: no cover - threadpoolctl ships with most installs
-            limiter = None
     caught: list = []
-    try:
+    with blas_threads(n_blas_threads) if n_blas_threads is not None else contextlib.nullcontext():
         if threading.current_thread() is threading.main_thread():
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 result = run_seed(config, seed_generator(name, seed))
         else:  # catch_warnings is process-global: threads (Dask workers) leave warnings alone
             result = run_seed(config, seed_generator(name, seed))
-    finally:
-        if limiter is not None:
-            limiter.restore_original_limits()
     return int(seed), result, (time.perf_counter() - start, time.process_time() - cpu_start), _collect(caught)
 
 
@@ -274,7 +266,7 @@ def _iter_dask(tasks: list[Task], jobs: int, scheduler: str | None, processes: b
 
 def _iter_ray(tasks: list[Task], jobs: int, scheduler: str | None) -> Iterator[tuple]:
     try:
-        import ray  # type: ignore[import-not-found]
+        import ray
     except ImportError:
         raise ImportError(f"--backend ray needs the 'ray' package, which is not installed; {_DIST_HINT}") from None
     started = not ray.is_initialized()
@@ -347,8 +339,11 @@ def summarise(experiment: Any, config: Any, seed_results: Mapping[int, SeedResul
 
 
 def claims_status(experiment: Any, settings: str, n_seeds: int) -> str:
-    """``"paper-scale"`` for the paper's settings with at least its seed count, else
-    ``"indicative (N seeds, quick settings; see README for the paper-scale verdict)"``."""
+    """Say how far the claim checks of a run can be trusted.
+
+    ``"paper-scale"`` for the paper's settings with at least its seed count, else
+    ``"indicative (N seeds, quick settings; see README for the paper-scale verdict)"``.
+    """
     if settings == "paper" and n_seeds >= int(experiment.PAPER_SEEDS):
         return "paper-scale"
     what = {"paper": f"the paper's settings, {experiment.PAPER_SEEDS} seeds in the paper-scale run"}.get(
@@ -361,9 +356,11 @@ def _format_x(x: float) -> str:
 
 
 def format_table(summary: dict, max_columns: int = 6) -> str:
-    """A short plain-text table: mean ± std of every method at a few x values, then the
-    experiment's ``extra["notes"]`` and the claim checks (labelled indicative unless the run
-    is at paper scale)."""
+    """Format a short plain-text table of a ``metrics.json`` record.
+
+    Mean ± std of every method at a few x values, then the experiment's ``extra["notes"]`` and
+    the claim checks (labelled indicative unless the run is at paper scale).
+    """
     xs = summary["x"]["values"]
     if len(xs) <= max_columns:
         cols = list(range(len(xs)))
@@ -632,8 +629,11 @@ def check_backend(backend: str, jobs: int | None) -> int:
 def run_plan(plan: _Plan, *, jobs: int | None = None, backend: str = "loky", scheduler: str | None = None,
              processes: bool = True, resume: bool = True, progress: bool = True, plot: bool = True,
              echo: Callable[[str], None] | None = print, lock: bool = True) -> RunReport:
-    """Run a planned experiment (see :func:`run_experiment`; ``lock=False`` when the caller
-    already holds the folder's :class:`~corrpriors.experiments._io.RunLock`)."""
+    """Run a planned experiment (see :func:`run_experiment`).
+
+    ``lock=False`` when the caller already holds the folder's
+    :class:`~corrpriors.experiments._io.RunLock`.
+    """
     t_start = time.perf_counter()
     n_jobs = check_backend(backend, jobs)
     seed_dir = _io.prepare_run_dir(plan.run_dir)

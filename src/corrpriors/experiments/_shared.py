@@ -23,8 +23,10 @@ def optimal_q(mdp: Any) -> np.ndarray:
 
 
 def boltzmann_expert(mdp: Any, beta: float, normalize: bool) -> np.ndarray:
-    """``softmax(beta * Q*)`` on the optimal Q-values of ``mdp`` (normalised per state if
-    ``normalize``); ndarray of shape (S, A)."""
+    """Return ``softmax(beta * Q*)``; ndarray of shape (S, A).
+
+    Q* are the optimal Q-values of ``mdp``, normalised per state if ``normalize``.
+    """
     from ..mdp import boltzmann_policy
 
     return np.asarray(boltzmann_policy(optimal_q(mdp), beta, normalize=normalize), dtype=float)
@@ -57,13 +59,13 @@ def se_covariance(coords: np.ndarray, lengthscale: float) -> np.ndarray:
 
 
 def grid_extras(mdp: Any) -> dict[str, np.ndarray]:
-    """The grid layout of a grid-shaped MDP as seed extras (``grid_walls``, ``grid_cells``)."""
+    """Return the grid layout of a grid-shaped MDP as seed extras (``grid_walls``, ``grid_cells``)."""
     walls = np.zeros(mdp.shape, dtype=bool) if mdp.walls is None else np.asarray(mdp.walls, dtype=bool)
     return {"grid_walls": walls, "grid_cells": np.asarray(mdp.cells, dtype=np.int64)}
 
 
 def grid_layout(result: SeedResult) -> Any:
-    """The :class:`~corrpriors.plotting.GridLayout` saved by :func:`grid_extras`."""
+    """Return the :class:`~corrpriors.plotting.GridLayout` saved by :func:`grid_extras`."""
     from ..plotting import GridLayout
 
     return GridLayout(walls=result.extras["grid_walls"], cells=result.extras["grid_cells"])
@@ -75,7 +77,7 @@ def curve_stack(results: Mapping[int, SeedResult], metric: str, method: str) -> 
 
 
 def extra_stack(results: Mapping[int, SeedResult], name: str, method: str | None = None) -> np.ndarray:
-    """An extra (``method`` given: a per-method extra) of every seed; ndarray of shape (n_seeds, ...)."""
+    """Stack an extra (a per-method one if ``method``) of every seed; ndarray of shape (n_seeds, ...)."""
     rows = []
     for s in sorted(results):
         r = results[s]

@@ -104,13 +104,13 @@ class Config:
 
 
 def quick_config() -> Config:
-    """A smaller sweep (same world) that runs in seconds."""
+    """Return a smaller sweep (same world) that runs in seconds."""
     return Config(n_demonstrations=(10, 50, 200), max_iter=300, tol=1e-6, mc_samples=200,
                   elbo_lengthscales=())
 
 
 def x_values(config: Config) -> list[float]:
-    """The numbers of demonstrations."""
+    """Return the numbers of demonstrations."""
     return [float(d) for d in config.n_demonstrations]
 
 
@@ -118,7 +118,7 @@ def x_values(config: Config) -> list[float]:
 
 
 def make_world(config: Config, rng: np.random.Generator):
-    """The seed's goal grid world (reward cells drawn from ``rng``)."""
+    """Build the seed's goal grid world (reward cells drawn from ``rng``)."""
     from ..envs import goal_gridworld
 
     return goal_gridworld(shape=tuple(config.shape), n_rewards=config.n_rewards,
@@ -305,8 +305,10 @@ def summarise_extra(config: Config, results: Mapping[int, SeedResult], metrics: 
 
 
 def figures(config: Config, results: Mapping[int, SeedResult], summary: dict) -> list[FigureSpec]:
-    """Fig. 1 (expert, Dirichlet and PG arrow maps of the first seed, metric bars over seeds) and
-    the metric curves over D."""
+    """Draw Fig. 1 and the metric curves over D.
+
+    Fig. 1: expert, Dirichlet and PG arrow maps of the first seed, metric bars over seeds.
+    """
     from ..mdp import hellinger
     from ..plotting._imitation import imitation_curves_figure, imitation_policies_figure
     from ._shared import grid_layout

@@ -117,7 +117,7 @@ class Config:
 
 
 def quick_config() -> Config:
-    """A few hundred transitions, fewer posterior draws (about a minute for two seeds)."""
+    """Return a few hundred transitions, fewer posterior draws (about a minute for two seeds)."""
     return Config(n_transitions=400, n_samples=4)
 
 
@@ -150,8 +150,10 @@ def check_config(config: Config) -> None:
 
 
 def resolve_config(config: Config) -> Config:
-    """``config`` with the sentinels replaced: length scale 0 -> the largest distance between
-    two cells, discount 0 -> the environment's."""
+    """Replace the sentinels of ``config`` by the values used.
+
+    Length scale 0 -> the largest distance between two cells, discount 0 -> the environment's.
+    """
     mdp = _environment()
     lengthscale = config.lengthscale
     if lengthscale <= 0:

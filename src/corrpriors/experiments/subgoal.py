@@ -55,7 +55,7 @@ QUICK_SEEDS = 2
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-    """Settings of the subgoal experiment (defaults: the paper's where it states them).
+    r"""Settings of the subgoal experiment (defaults: the paper's where it states them).
 
     Attributes
     ----------
@@ -120,7 +120,7 @@ def x_values(config: Config) -> list[float]:
 
 
 def make_world():
-    """The wall world of the paper."""
+    """Build the wall world of the paper."""
     from ..envs import wall_world
 
     return wall_world()
@@ -240,7 +240,7 @@ def summarise_extra(config: Config, results: Mapping[int, SeedResult], metrics: 
 
 
 def figures(config: Config, results: Mapping[int, SeedResult], summary: dict) -> list[FigureSpec]:
-    """The five panels of Fig. 2 for the first seed, and a bar chart over seeds."""
+    """Draw the five panels of Fig. 2 for the first seed, and a bar chart over seeds."""
     from ..plotting._imitation import subgoal_metrics_figure, subgoal_policies_figure
     from ._shared import grid_layout
 

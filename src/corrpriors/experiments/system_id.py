@@ -80,7 +80,7 @@ def _paper_grid() -> tuple[int, ...]:
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-    """Settings of the system-identification experiment (defaults: the paper's).
+    r"""Settings of the system-identification experiment (defaults: the paper's).
 
     Attributes
     ----------
@@ -146,7 +146,7 @@ def quick_config() -> Config:
 
 
 def x_values(config: Config) -> list[float]:
-    """The T grid."""
+    """Return the T grid."""
     return [float(t) for t in config.transitions]
 
 
@@ -171,7 +171,7 @@ def check_config(config: Config) -> None:
 
 
 def random_walk(mdp, n_steps: int, rng: np.random.Generator):
-    """The first ``n_steps`` transitions of a uniformly random walk from cell (0, 0).
+    """Walk ``n_steps`` transitions uniformly at random from cell (0, 0).
 
     Returns
     -------
@@ -187,7 +187,7 @@ def random_walk(mdp, n_steps: int, rng: np.random.Generator):
 
 
 def _cumulative_counts(S: int, A: int, states, actions, next_states, ts) -> list[np.ndarray]:
-    """The (S, A, S) count tensors of the first T transitions, for every T in ``ts``."""
+    """Count the first T transitions into (S, A, S) tensors, for every T in ``ts``."""
     from ..mdp import transition_counts
 
     out, counts, done = [], np.zeros((S, A, S), dtype=np.int64), 0
@@ -235,8 +235,10 @@ def _kernels(mdp, lengthscales: list[float]) -> list:
 
 
 def _correlated_models(config: Config, mdp, method: str, lengthscales: list[float]) -> list:
-    """``selection="elbo-em"``: one :class:`CorrelatedTransitionModel` per candidate length
-    scale, the scale learned by MAP-EM on the ELBO."""
+    """Build one :class:`CorrelatedTransitionModel` per candidate length scale (``selection="elbo-em"``).
+
+    The scale is learned by MAP-EM on the ELBO.
+    """
     from ..applications.transitions import CorrelatedTransitionModel
 
     shape, rate = config.scale_prior_shape, config.scale_prior_rate
@@ -251,10 +253,12 @@ def _correlated_models(config: Config, mdp, method: str, lengthscales: list[floa
 
 
 def _selecting_model(config: Config, mdp, method: str, lengthscales: list[float]):
-    """``selection="collapsed"``: a :class:`CorrelatedTransitionModel` choosing, per action
-    and at every T, the length scale and the scale that maximise the collapsed bound (a
-    warm-started climb over a log lattice of scales from the previous T's choice,
-    :class:`corrpriors.core.ScaleSearch`)."""
+    """Build the selecting :class:`CorrelatedTransitionModel` of ``selection="collapsed"``.
+
+    Per action and at every T it chooses the length scale and the scale that maximise the
+    collapsed bound (a warm-started climb over a log lattice of scales from the previous T's
+    choice, :class:`corrpriors.core.ScaleSearch`).
+    """
     from ..applications.transitions import CorrelatedTransitionModel
 
     return CorrelatedTransitionModel(
@@ -265,7 +269,7 @@ def _selecting_model(config: Config, mdp, method: str, lengthscales: list[float]
 
 
 def _lengthscale_of(model) -> float:
-    """The (possibly learned) length scale of a fitted CorrelatedMultinomial."""
+    """Return the (possibly learned) length scale of a fitted CorrelatedMultinomial."""
     kernel = getattr(model, "kernel_", None)
     kernel = getattr(kernel, "kernel", kernel)
     return float(getattr(kernel, "lengthscale", np.nan))

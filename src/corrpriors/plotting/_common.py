@@ -70,7 +70,7 @@ class GridLayout:
 
 
 def as_layout(grid: Any) -> GridLayout:
-    """A :class:`GridLayout` from a layout or a grid-shaped MDP (its ``walls`` and ``cells``)."""
+    """Return a :class:`GridLayout` from a layout or a grid-shaped MDP (its ``walls`` and ``cells``)."""
     if isinstance(grid, GridLayout):
         return grid
     if getattr(grid, "shape", None) is None or getattr(grid, "cells", None) is None:
@@ -93,7 +93,7 @@ def new_axes(ax: Any = None, size: tuple[float, float] = (4.0, 4.0)):
 
 
 def new_figure(size: tuple[float, float]) -> Any:
-    """A constrained-layout :class:`matplotlib.figure.Figure` (no pyplot)."""
+    """Make a constrained-layout :class:`matplotlib.figure.Figure` (no pyplot)."""
     from matplotlib.figure import Figure
 
     return Figure(figsize=size, layout="constrained")
@@ -130,7 +130,7 @@ def save_figure(fig: Any, path_without_suffix: str | pathlib.Path, dpi: int = 15
 
 
 def _metadata(fmt: str) -> dict | None:
-    """Fixed metadata, so the same figure gives the same file (no creation date)."""
+    """Return fixed metadata, so the same figure gives the same file (no creation date)."""
     if fmt == "pdf":
         return {"CreationDate": None}
     if fmt == "png":

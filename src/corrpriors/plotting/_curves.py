@@ -26,7 +26,7 @@ def _as_float(values: Sequence) -> np.ndarray:
 
 
 def legend_outside(owner: Any, handles: list | None = None, labels: list | None = None, **kwargs: Any) -> Any:
-    """A framed legend outside the data: to the right of an axes, or at the right of a figure.
+    """Draw a framed legend outside the data: right of an axes, or at the right of a figure.
 
     A legend placed this way never covers a curve, a bar or a reference line.
     """
@@ -164,8 +164,9 @@ def curves_figure(
     reference_label: str = "reference",
     integer_x: bool = False,
 ):
-    """A figure of :func:`plot_metric_curves` (plus a log-x panel), titled with the environment
-    and the seed count, one framed legend at the right.
+    """Draw :func:`plot_metric_curves` in a figure (plus a log-x panel) with one legend.
+
+    The title names the environment and the seed count; the framed legend sits at the right.
 
     Parameters
     ----------

@@ -81,7 +81,7 @@ def plot_normalized_metrics(summary: Mapping, methods: Sequence[str], x_index: i
 
 
 def _shading_legend(fig: Any, entries: Sequence[tuple[Any, str]]) -> None:
-    """A legend of the cell colours under the map panels."""
+    """Draw a legend of the cell colours under the map panels."""
     from matplotlib.patches import Patch
 
     handles = [Patch(facecolor=color, edgecolor="0.3", label=label) for color, label in entries]
@@ -205,7 +205,7 @@ def subgoal_policies_figure(layout: GridLayout, expert: np.ndarray, counts: np.n
 
 def subgoal_metrics_figure(summary: Mapping, methods: Sequence[str], *, environment: str,
                            metric_labels: Mapping[str, str] | None = None):
-    """The metrics of every method relative to the worst one, mean ± s.e. over seeds."""
+    """Draw the metrics of every method relative to the worst one, mean ± s.e. over seeds."""
     fig, ax = plot_normalized_metrics(summary, methods, x_index=0, metric_labels=metric_labels)
     ax.set_title(f"{environment}: {seeds_text(len(summary['seeds']))}, mean ± standard error",
                  fontsize="medium")

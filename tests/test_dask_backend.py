@@ -7,8 +7,7 @@ import pytest
 
 pytest.importorskip("dask.distributed")
 
-import test_runner as toy  # noqa: E402  (the toy experiment module of the runner tests)
-
+import toy_experiment as toy  # noqa: E402  (the toy experiment of the runner tests)
 from corrpriors.experiments import _registry  # noqa: E402
 from corrpriors.experiments._runner import run_experiment  # noqa: E402
 
@@ -29,8 +28,8 @@ def test_dask_local_cluster_gives_the_same_numbers_as_joblib(tmp_path):
     assert dask.computed_seeds == (0, 1, 3)
     assert dask.summary == loky.summary
     for k in (0, 1, 3):
-        a = np.load(tmp_path / "loky" / toy.NAME / "seeds" / f"seed-{k}.npz")
-        b = np.load(tmp_path / "dask" / toy.NAME / "seeds" / f"seed-{k}.npz")
+        a = np.load(loky.out_dir / "seeds" / f"seed-{k}.npz")
+        b = np.load(dask.out_dir / "seeds" / f"seed-{k}.npz")
         assert a.files == b.files
         for key in a.files:
             np.testing.assert_array_equal(a[key], b[key])
@@ -48,7 +47,7 @@ def test_dask_scheduler_address(tmp_path):
             out=tmp_path, progress=False, echo=None, plot=False,
         )
     ref = toy.run_seed(toy.Config(), __import__("corrpriors.experiments", fromlist=["x"]).seed_generator(toy.NAME, 2))
-    np.testing.assert_allclose(report.summary["metrics"]["error"]["methods"]["a"]["mean"], ref["error__a"])
+    np.testing.assert_allclose(report.summary["metrics"]["error"]["methods"]["a"]["mean"], ref.curves["error"]["a"])
 
 
 @pytest.mark.slow

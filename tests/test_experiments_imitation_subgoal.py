@@ -11,6 +11,10 @@ import pytest
 
 from corrpriors.experiments import imitation, subgoal
 from corrpriors.experiments._runner import run_experiment, seed_generator
+from figure_checks import check_experiment_figures
+
+# run_seed called directly: the expected tiny-jitter warnings of smooth kernels (the runner counts them)
+pytestmark = pytest.mark.filterwarnings("ignore::corrpriors.exceptions.JitterWarning")
 
 TINY_IMITATION = dataclasses.replace(imitation.quick_config(), n_demonstrations=(10, 50),
                                      max_iter=100, tol=1e-5, mc_samples=50)
@@ -43,36 +47,37 @@ def test_imitation_seed_shapes_and_reproducible():
     c = imitation.run_seed(TINY_IMITATION, seed_generator("imitation", 1))
     for metric in imitation.METRICS:
         for meth in imitation.METHODS:
-            v = a[f"{metric}__{meth}"]
+            v = a.curves[metric][meth]
             assert v.shape == (2,) and np.all(np.isfinite(v)) and np.all(v >= 0)
-            np.testing.assert_array_equal(v, b[f"{metric}__{meth}"])
+            np.testing.assert_array_equal(v, b.curves[metric][meth])
     # the reward cells (hence the expert) come from the seed's generator
-    assert not np.array_equal(a["extra__rewards"], c["extra__rewards"])
-    assert np.sum(a["extra__rewards"] > 0) == 3
+    assert not np.array_equal(a.extras["rewards"], c.extras["rewards"])
+    assert np.sum(a.extras["rewards"] > 0) == 3
     # Dirichlet error falls with data; PG better than Dirichlet at D = 10 on this seed
-    assert a["hellinger__dirichlet"][1] < a["hellinger__dirichlet"][0]
-    assert a["hellinger__pg"][0] < a["hellinger__dirichlet"][0]
+    hel = a.curves["hellinger"]
+    assert hel["dirichlet"][1] < hel["dirichlet"][0]
+    assert hel["pg"][0] < hel["dirichlet"][0]
 
 
 def test_subgoal_seed_shapes_and_reproducible():
     a = subgoal.run_seed(TINY_SUBGOAL, seed_generator("subgoal", 0))
     b = subgoal.run_seed(TINY_SUBGOAL, seed_generator("subgoal", 0))
     n_pairs = TINY_SUBGOAL.n_trajectories * TINY_SUBGOAL.trajectory_length
-    assert a["extra__counts"].sum() == n_pairs
+    assert a.extras["counts"].sum() == n_pairs
     for metric in subgoal.METRICS:
         for meth in subgoal.METHODS:
-            v = a[f"{metric}__{meth}"]
+            v = a.curves[metric][meth]
             assert v.shape == (1,) and np.isfinite(v[0])
-            np.testing.assert_array_equal(v, b[f"{metric}__{meth}"])
+            np.testing.assert_array_equal(v, b.curves[metric][meth])
     for meth in subgoal.METHODS:
-        np.testing.assert_allclose(a[f"extra__policy__{meth}"].sum(1), 1.0)
+        np.testing.assert_allclose(a.method_extras["policy"][meth].sum(1), 1.0)
 
 
 @pytest.mark.parametrize("name,config", [("imitation", TINY_IMITATION), ("subgoal", TINY_SUBGOAL)])
 def test_end_to_end_through_runner(tmp_path, name, config):
     report = run_experiment(name, config=config, n_seeds=2, jobs=1, out=tmp_path,
                             progress=False, echo=None)
-    summary = json.loads((tmp_path / name / "metrics.json").read_text())
+    summary = json.loads((report.out_dir / "metrics.json").read_text())
     assert summary["experiment"] == name
     assert summary["seeds"] == [0, 1]
     assert set(summary["metrics"]) == {"hellinger", "value_loss"}
@@ -85,6 +90,12 @@ def test_end_to_end_through_runner(tmp_path, name, config):
     assert claims and all(isinstance(c["holds"], bool) and c["detail"] for c in claims)
     pngs = [p for p in report.figures if str(p).endswith(".png")]
     assert pngs and all(p.exists() and p.stat().st_size > 1000 for p in pngs)
+    names = check_experiment_figures(mod, report)
+    assert sorted(names) == ([f"{name}-curves", f"{name}-policies"] if name == "imitation"
+                             else [f"{name}-metrics", f"{name}-policies"])
     if name == "imitation":
         eff = summary["extra"]["data_efficiency"]["hellinger"]
         assert [r["D"] for r in eff] == list(config.n_demonstrations)
+        # the recorded length scale is the one the estimator used (sentinel 0 resolved)
+        assert summary["config"]["lengthscale"] == pytest.approx(summary["extra"]["pg_lengthscale"], rel=1e-15)
+        assert summary["run"]["resolved"]["lengthscale"]["given"] == 0.0

@@ -10,6 +10,10 @@ import pytest
 
 from corrpriors.experiments import psrl_grid, psrl_queueing
 from corrpriors.experiments._runner import run_experiment
+from figure_checks import check_experiment_figures
+
+# run_seed called directly: the expected tiny-jitter warnings of smooth kernels (the runner counts them)
+pytestmark = pytest.mark.filterwarnings("ignore::corrpriors.exceptions.JitterWarning")
 
 
 def tiny(module):
@@ -35,10 +39,12 @@ def check_run(module, config, tmp_path, seeds):
         assert np.all(np.isfinite(block["methods"][m]["mean"]))
     extra = summary["extra"]
     assert isinstance(extra["claims"], list) and extra["claims"]
+    assert summary["config"]["discount"] == 0.9 and summary["run"]["resolved"]["discount"]["given"] == 0.0
     for c in extra["claims"]:
         assert set(c) == {"claim", "holds", "detail"}
     pngs = [p for p in report.figures if p.suffix == ".png"]
     assert pngs and all(p.exists() and p.stat().st_size > 0 for p in report.figures)
+    assert check_experiment_figures(module, report) == [f"{module.NAME}-return"]
     return summary
 
 
@@ -50,6 +56,7 @@ def test_psrl_grid_tiny_end_to_end(tmp_path):
         mean = np.asarray(block[m]["mean"])
         assert np.all(mean > 0) and np.all(mean <= 1 + 1e-9)
     assert summary["extra"]["optimal_return"] > 0
+    assert summary["config"]["lengthscale"] == summary["extra"]["lengthscale"]  # sentinel 0 resolved
 
 
 def test_psrl_queueing_tiny_end_to_end(tmp_path):
@@ -65,9 +72,12 @@ def test_seed_is_reproducible():
     config = dataclasses.replace(tiny(psrl_grid), methods=("pg_sampling", "dirichlet_sparse_sampling"))
     a = psrl_grid.run_seed(config, np.random.default_rng(3))
     b = psrl_grid.run_seed(config, np.random.default_rng(3))
-    for k in a:
-        if "seconds" not in k:
-            np.testing.assert_array_equal(a[k], b[k])
+    for m in config.methods:
+        np.testing.assert_array_equal(a.curves["normalized_return"][m], b.curves["normalized_return"][m])
+    for name, block in a.method_extras.items():
+        if "seconds" not in name:
+            for m in block:
+                np.testing.assert_array_equal(block[m], b.method_extras[name][m])
 
 
 def test_method_names_and_validation():
@@ -78,6 +88,12 @@ def test_method_names_and_validation():
         psrl_grid.split_method("pg_greedy")
     assert psrl_grid.first_reach([0, 1, 2, 3], np.array([0.1, 0.95, 0.8, 0.92]), 0.9) == 3.0
     assert psrl_grid.first_reach([0, 1, 2], np.array([0.1, 0.5, 0.8]), 0.9) is None
+    bad = [(psrl_grid, {"methods": ("pg_greedy",)}, "method"), (psrl_grid, {"n_transitions": 120}, "multiple"),
+           (psrl_grid, {"discount": 1.5}, "discount"), (psrl_queueing, {"n_episodes": 0}, "n_episodes"),
+           (psrl_queueing, {"max_iter": 2.5}, "max_iter"), (psrl_queueing, {"methods": ()}, "methods")]
+    for module, change, message in bad:
+        with pytest.raises(ValueError, match=message):
+            module.check_config(dataclasses.replace(module.quick_config(), **change))
 
 
 @pytest.mark.slow
@@ -87,7 +103,7 @@ def test_quick_configs_end_to_end(module, tmp_path):
 
 
 def test_claims_check_names_no_method_when_none_reaches_the_level():
-    from corrpriors.experiments.psrl_grid import claims_check
+    from corrpriors.experiments._psrl import claims_check
 
     def entry(x):
         return {"transitions_to_level_mean_curve": x, "area_under_curve": 0.5}
@@ -97,8 +113,8 @@ def test_claims_check_names_no_method_when_none_reaches_the_level():
                        "dirichlet_sparse_mean": entry(None), "dirichlet_uniform_mean": entry(None)}}
     claims = claims_check(eff, tuple(eff["methods"]), "transitions", "grid", 2000.0)
     rel, absolute = claims
-    assert rel["holds"] and not absolute["holds"]
-    assert "best PG (relative) pg_mean at 200 transitions" in rel["detail"]
-    assert "no Dirichlet policy within 2000 transitions" in rel["detail"]
-    assert "dirichlet_sparse_mean at" not in rel["detail"]
-    assert "no PG (absolute, the paper's) policy within 2000" in absolute["detail"]
+    assert rel.holds and not absolute.holds
+    assert "best PG (relative) pg_mean at 200 transitions" in rel.detail
+    assert "no Dirichlet policy within 2000 transitions" in rel.detail
+    assert "dirichlet_sparse_mean at" not in rel.detail
+    assert "no PG (absolute, the paper's) policy within 2000" in absolute.detail

@@ -117,3 +117,38 @@ def test_draws_into_given_axes():
     m = dense_gridworld(shape=(4, 5))
     f, a = plot_policy(m, np.full((20, 4), 0.25), axs[1])
     assert f is fig and a is axs[1]
+
+
+def test_grid_layout_matches_the_mdp_and_draws_the_same(wall):
+    from corrpriors.plotting import GridLayout
+
+    layout = GridLayout.from_walls(wall.walls)
+    np.testing.assert_array_equal(layout.cells, wall.cells)
+    assert layout.shape == wall.shape and layout.n_states == wall.n_states
+    values = np.arange(wall.n_states, dtype=float)
+    np.testing.assert_array_equal(layout.state_grid(values), wall.state_grid(values))
+    pi = np.full((wall.n_states, 4), 0.25)
+    pi[:, 2] = 0.7
+    pi /= pi.sum(1, keepdims=True)
+    rewards = wall.rewards > 0
+    _, a = plot_policy(wall, pi, reward_states=rewards)
+    _, b = plot_policy(layout, pi, reward_states=rewards)
+    np.testing.assert_array_equal(a.images[0].get_array(), b.images[0].get_array())
+    np.testing.assert_array_equal(a.collections[0].U, b.collections[0].U)
+    with pytest.raises(ValueError, match="cells"):
+        GridLayout(walls=np.zeros((2, 2), bool), cells=np.array([[0, 0], [2, 0]]))
+
+
+def test_plotting_builds_no_environment_and_draws_no_random_numbers():
+    """Plotting takes data: no environment builders, no generators, no fixed seeds."""
+    import pathlib
+    import re
+
+    import corrpriors.plotting
+
+    for path in pathlib.Path(corrpriors.plotting.__file__).parent.glob("*.py"):
+        text = path.read_text()
+        assert not re.search(r"rng\s*=|default_rng|np\.random|random_state", text), path.name
+        assert not re.search(r"\b(wall_world|goal_gridworld|tunnel_world|queueing_network|dense_gridworld)\(",
+                             text), path.name
+        assert "import matplotlib.pyplot" not in text, path.name   # plain Figures, no global pyplot state

@@ -1,82 +1,27 @@
-"""The experiment runner (`corrpriors reproduce`) on a tiny toy experiment.
-
-This test module *is* the toy experiment: it defines the protocol's attributes at module
-level and registers itself under the name ``toy-runner``. ``run_seed`` leaves one marker
-file per call in ``Config.log_dir`` so the tests can count which seeds were computed,
-even in worker processes.
-"""
+"""The experiment runner (`corrpriors reproduce`) on a tiny toy experiment (tests/toy_experiment.py)."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 import pathlib
-import sys
-import uuid
+import zlib
 
 import numpy as np
 import pytest
 
-from corrpriors.experiments import _io, _registry
+import toy_experiment as toy
+from corrpriors.experiments import SeedResult, _io, _registry
+from corrpriors.experiments._config import config_hash
 from corrpriors.experiments._runner import format_table, parse_seeds, run_experiment, seed_generator
 
-# ----------------------------------------------------------------------------- the toy experiment
-
-NAME = "toy-runner"
-DESCRIPTION = "toy experiment for the runner tests"
-X_NAME = "steps"
-METRICS = {"error": "lower", "score": "higher"}
-PAPER_SEEDS = 4
-QUICK_SEEDS = 2
-
-
-@dataclasses.dataclass(frozen=True)
-class Config:
-    n_points: int = 5
-    noise: float = 0.1
-    log_dir: str = ""
-    grid: tuple = (1, 2)
-
-
-def quick_config() -> Config:
-    return Config(n_points=3)
-
-
-def x_values(config: Config) -> list[float]:
-    return [float(10 * i) for i in range(config.n_points)]
-
-
-def run_seed(config: Config, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    seed = int(rng.bit_generator.seed_seq.entropy[0])
-    if config.log_dir:
-        (pathlib.Path(config.log_dir) / f"call-{seed}-{uuid.uuid4().hex}").touch()
-    x = np.asarray(x_values(config))
-    noise = config.noise * rng.standard_normal((2, x.size))
-    return {
-        "error__a": 1.0 / (1.0 + x) + noise[0],
-        "error__b": 2.0 / (1.0 + x) + noise[1],
-        "score__a": x + noise[0],
-        "extra__seed": np.array([seed]),
-    }
-
-
-def summarise_extra(config, seed_results, metrics):
-    a = np.mean(metrics["error"]["methods"]["a"]["mean"])
-    b = np.mean(metrics["error"]["methods"]["b"]["mean"])
-    return {
-        "n_seed_results": len(seed_results),
-        "claims": [{"claim": "a beats b", "holds": bool(a < b), "detail": f"{a:.3f} vs {b:.3f}"}],
-    }
-
-
-# ----------------------------------------------------------------------------- helpers
-
-THIS = sys.modules[__name__]
+NAME = toy.NAME
+Config = toy.Config
 
 
 @pytest.fixture(autouse=True)
 def _toy_registered():
-    _registry.register(NAME, THIS)
+    _registry.register(NAME, toy)
     yield
     _registry.unregister(NAME)
 
@@ -85,15 +30,21 @@ def calls(log_dir: pathlib.Path) -> list[int]:
     return sorted(int(p.name.split("-")[1]) for p in log_dir.glob("call-*"))
 
 
+def run_dir(out: pathlib.Path, config: Config) -> pathlib.Path:
+    label = "paper" if config == Config() else "quick" if config == toy.quick_config() else "custom"
+    return out / NAME / f"{label}-{config_hash(NAME, _io.config_to_json(config))}"
+
+
 def check_schema(summary: dict, seeds: list[int], config: Config) -> None:
-    assert set(summary) == {"experiment", "x", "seeds", "config", "metrics", "extra"}
+    assert set(summary) == {"experiment", "x", "seeds", "config", "metrics", "extra", "run"}
     assert summary["experiment"] == NAME
-    assert summary["x"] == {"name": X_NAME, "values": x_values(config)}
+    assert summary["x"] == {"name": toy.X_NAME, "values": toy.x_values(config)}
     assert summary["seeds"] == seeds
-    assert summary["config"] == json.loads(json.dumps(dataclasses.asdict(config)))
-    assert set(summary["metrics"]) == set(METRICS)
+    resolved = toy.resolve_config(config)
+    assert summary["config"] == json.loads(json.dumps(dataclasses.asdict(resolved)))
+    assert set(summary["metrics"]) == set(toy.METRICS)
     for metric, block in summary["metrics"].items():
-        assert block["better"] == METRICS[metric]
+        assert block["better"] == toy.METRICS[metric]
         for stats in block["methods"].values():
             assert set(stats) == {"mean", "std"}
             assert len(stats["mean"]) == len(stats["std"]) == config.n_points
@@ -109,32 +60,63 @@ def test_end_to_end_files_schema_statistics(tmp_path, capsys):
     log.mkdir()
     config = Config(log_dir=str(log))
     report = run_experiment(NAME, config=config, n_seeds=3, jobs=1, out=tmp_path / "res", progress=False)
-    out_dir = tmp_path / "res" / NAME
+    folder = run_dir(tmp_path / "res", config)
+    assert report.out_dir == folder
     for k in range(3):
-        assert (out_dir / "seeds" / f"seed-{k}.npz").is_file()
-        meta = json.loads((out_dir / "seeds" / f"seed-{k}.json").read_text())
+        assert (folder / "seeds" / f"seed-{k}.npz").is_file()
+        meta = json.loads((folder / "seeds" / f"seed-{k}.json").read_text())
         assert meta["seed"] == k and meta["config"]["log_dir"] == str(log)
-    summary = json.loads((out_dir / "metrics.json").read_text())
+    summary = json.loads((folder / "metrics.json").read_text())
     assert summary == report.summary
     check_schema(summary, [0, 1, 2], config)
     # mean/std against an independent recomputation of the three seeds
-    rows = np.stack([run_seed(config, seed_generator(NAME, k))["error__b"] for k in range(3)])
+    rows = np.stack([toy.run_seed(config, seed_generator(NAME, k)).curves["error"]["b"] for k in range(3)])
     np.testing.assert_allclose(summary["metrics"]["error"]["methods"]["b"]["mean"], rows.mean(0), rtol=1e-12)
     np.testing.assert_allclose(summary["metrics"]["error"]["methods"]["b"]["std"], rows.std(0, ddof=1), rtol=1e-12)
     assert summary["extra"]["n_seed_results"] == 3
-    assert summary["extra"]["claims"][0]["holds"] is True
-    # default figures (no plot() in the toy): one per metric, png and pdf, non-empty
+    [claim] = summary["extra"]["claims"]
+    assert claim["claim"] == "a beats b" and claim["holds"] is True and " vs " in claim["detail"]
+    # default figures (no figures() in the toy): one per metric, png and pdf, non-empty
     assert {p.name for p in report.figures} == {
         f"{NAME}-error.png", f"{NAME}-error.pdf", f"{NAME}-score.png", f"{NAME}-score.pdf"
     }
-    assert all(p.stat().st_size > 0 for p in report.figures)
+    assert all(p.stat().st_size > 0 and p.parent == folder for p in report.figures)
+    assert [f["files"] for f in summary["run"]["figures"]] == [
+        [f"{NAME}-error.png", f"{NAME}-error.pdf"], [f"{NAME}-score.png", f"{NAME}-score.pdf"]]
     printed = capsys.readouterr().out
-    assert "error (lower is better)" in printed and "[holds] a beats b" in printed
+    assert "error (lower is better)" in printed and "a beats b" in printed
+
+
+def test_seed_result_round_trips_through_the_seed_files(tmp_path):
+    result = toy.run_seed(Config(), seed_generator(NAME, 0))
+    result = dataclasses.replace(result, extras={**result.extras, "ints": np.arange(6).reshape(2, 3),
+                                                 "flags": np.array([True, False])})
+    _io.save_seed(tmp_path, 0, result, experiment=NAME, config_json={"a": 1})
+    loaded = _io.load_seed(tmp_path, 0, experiment=NAME, config_json={"a": 1}).result
+    for metric in result.curves:
+        assert list(loaded.curves[metric]) == list(result.curves[metric])
+        for m in result.curves[metric]:
+            np.testing.assert_array_equal(loaded.curves[metric][m], result.curves[metric][m])
+    for k, v in result.extras.items():
+        assert loaded.extras[k].dtype == v.dtype
+        np.testing.assert_array_equal(loaded.extras[k], v)
+    np.testing.assert_array_equal(loaded.method_extras["offset"]["b"], result.method_extras["offset"]["b"])
+    with np.load(tmp_path / "seed-0.npz", allow_pickle=False) as npz:  # plain npz, readable names
+        assert "curves/error/a" in npz.files and "extras/ints" in npz.files
+
+
+def test_seed_result_rejects_bad_content():
+    with pytest.raises(ValueError, match="object array"):
+        SeedResult(curves={"m": {"a": np.array([None, 1])}})
+    with pytest.raises(ValueError, match="name"):
+        SeedResult(curves={"m/x": {"a": np.zeros(2)}})
+    with pytest.raises(TypeError, match="curves"):
+        SeedResult(curves={"m": np.zeros(2)})
 
 
 def test_seed_streams_are_fixed_and_distinct():
     a = seed_generator(NAME, 3).standard_normal(4)
-    np.testing.assert_array_equal(a, np.random.default_rng([3, __import__("zlib").crc32(NAME.encode())]).standard_normal(4))
+    np.testing.assert_array_equal(a, np.random.default_rng([3, zlib.crc32(NAME.encode())]).standard_normal(4))
     assert not np.allclose(a, seed_generator(NAME, 4).standard_normal(4))
     assert not np.allclose(a, seed_generator("other", 3).standard_normal(4))
 
@@ -143,27 +125,30 @@ def test_resume_recomputes_only_the_missing_seed(tmp_path):
     log = tmp_path / "log"
     log.mkdir()
     config = Config(log_dir=str(log))
-    first = run_experiment(NAME, config=config, n_seeds=3, jobs=1, out=tmp_path, progress=False, echo=None, plot=False)
+    kw = dict(config=config, n_seeds=3, jobs=1, out=tmp_path, progress=False, echo=None, plot=False)
+    first = run_experiment(NAME, **kw)
     assert calls(log) == [0, 1, 2] and first.computed_seeds == (0, 1, 2)
-    (tmp_path / NAME / "seeds" / "seed-1.npz").unlink()
-    second = run_experiment(NAME, config=config, n_seeds=3, jobs=1, out=tmp_path, progress=False, echo=None, plot=False)
+    (run_dir(tmp_path, config) / "seeds" / "seed-1.npz").unlink()
+    second = run_experiment(NAME, **kw)
     assert calls(log) == [0, 1, 1, 2]
     assert second.computed_seeds == (1,) and second.skipped_seeds == (0, 2)
     assert second.summary["metrics"] == first.summary["metrics"]
     # a third run computes nothing; --no-resume recomputes everything
-    run_experiment(NAME, config=config, n_seeds=3, jobs=1, out=tmp_path, progress=False, echo=None, plot=False)
+    run_experiment(NAME, **kw)
     assert calls(log) == [0, 1, 1, 2]
-    run_experiment(NAME, config=config, n_seeds=3, jobs=1, out=tmp_path, progress=False, echo=None, resume=False, plot=False)
+    run_experiment(NAME, **kw, resume=False)
     assert calls(log) == [0, 0, 1, 1, 1, 2, 2]
 
 
-def test_changed_config_is_recomputed(tmp_path):
+def test_changed_config_is_recomputed_in_its_own_folder(tmp_path):
     log = tmp_path / "log"
     log.mkdir()
-    run_experiment(NAME, config=Config(log_dir=str(log)), n_seeds=2, jobs=1, out=tmp_path, progress=False, echo=None, plot=False)
-    run_experiment(NAME, config=Config(log_dir=str(log), noise=0.2), n_seeds=2, jobs=1, out=tmp_path,
-                   progress=False, echo=None, plot=False)
+    kw = dict(n_seeds=2, jobs=1, out=tmp_path, progress=False, echo=None, plot=False)
+    a = run_experiment(NAME, config=Config(log_dir=str(log)), **kw)
+    b = run_experiment(NAME, config=Config(log_dir=str(log), noise=0.2), **kw)
     assert calls(log) == [0, 0, 1, 1]
+    assert a.out_dir != b.out_dir and a.out_dir.parent == b.out_dir.parent
+    assert a.out_dir.name.startswith("custom-") and (a.out_dir / "metrics.json").is_file()
 
 
 @pytest.mark.parametrize("damage", ["truncate_npz", "garbage_npz", "partial_json", "missing_json", "tmp_leftover"])
@@ -171,8 +156,9 @@ def test_corrupt_or_partial_seed_file_is_recomputed(tmp_path, damage):
     log = tmp_path / "log"
     log.mkdir()
     config = Config(log_dir=str(log))
-    first = run_experiment(NAME, config=config, n_seeds=2, jobs=1, out=tmp_path, progress=False, echo=None, plot=False)
-    npz, js = _io.seed_paths(tmp_path / NAME / "seeds", 0)
+    kw = dict(config=config, n_seeds=2, jobs=1, out=tmp_path, progress=False, echo=None, plot=False)
+    first = run_experiment(NAME, **kw)
+    npz, js = _io.seed_paths(run_dir(tmp_path, config) / "seeds", 0)
     if damage == "truncate_npz":
         data = npz.read_bytes()
         npz.write_bytes(data[: len(data) // 2])
@@ -186,7 +172,7 @@ def test_corrupt_or_partial_seed_file_is_recomputed(tmp_path, damage):
         js.unlink()
     else:  # a killed writer leaves a temporary file and no final file
         npz.rename(npz.with_name(".seed-0.npz.abc.tmp"))
-    second = run_experiment(NAME, config=config, n_seeds=2, jobs=1, out=tmp_path, progress=False, echo=None, plot=False)
+    second = run_experiment(NAME, **kw)
     assert second.computed_seeds == (0,) and second.skipped_seeds == (1,)
     assert calls(log) == [0, 0, 1]
     assert second.summary["metrics"] == first.summary["metrics"]
@@ -194,10 +180,9 @@ def test_corrupt_or_partial_seed_file_is_recomputed(tmp_path, damage):
 
 def test_parallel_loky_matches_sequential(tmp_path):
     config = Config()
-    seq = run_experiment(NAME, config=config, n_seeds=3, jobs=1, out=tmp_path / "seq", progress=False,
-                         echo=None, plot=False)
-    par = run_experiment(NAME, config=config, n_seeds=3, jobs=2, out=tmp_path / "par", progress=False,
-                         echo=None, plot=False)
+    kw = dict(config=config, n_seeds=3, progress=False, echo=None, plot=False)
+    seq = run_experiment(NAME, jobs=1, out=tmp_path / "seq", **kw)
+    par = run_experiment(NAME, jobs=2, out=tmp_path / "par", **kw)
     assert par.computed_seeds == (0, 1, 2)
     assert par.summary == seq.summary
 
@@ -207,17 +192,44 @@ def test_bad_inputs_are_reported(tmp_path):
         run_experiment(NAME, backend="spark", out=tmp_path, echo=None)
     with pytest.raises(ValueError, match="seeds"):
         run_experiment(NAME, seeds=[0, 0], out=tmp_path, echo=None)
+    with pytest.raises(ValueError, match="n_points"):  # the experiment's check_config, before any I/O
+        run_experiment(NAME, config=Config(n_points=0), out=tmp_path / "never", echo=None)
+    assert not (tmp_path / "never").exists()
     with pytest.raises(ValueError, match="unknown experiment"):
         _registry.get_experiment("nope")
     with pytest.raises(ValueError, match="reserved"):
-        _registry.register("system-id", THIS)
-    assert parse_seeds("0-2,5") == [0, 1, 2, 5]
-    with pytest.raises(ValueError, match="seeds"):
-        parse_seeds("a,b")
+        _registry.register("system-id", toy)
+    with pytest.raises(TypeError, match="lacks"):
+        _registry.register("broken", object())
+
+
+def test_an_object_can_be_an_experiment(tmp_path):
+    """The protocol is structural: a class instance (e.g. one per environment) works like a module."""
+
+    class Shifted:
+        NAME, DESCRIPTION, X_NAME = "toy-object", "an object experiment", "steps"
+        METRICS = {"error": "lower"}
+        PAPER_SEEDS = QUICK_SEEDS = 1
+        Config = toy.Config
+
+        def __init__(self, shift):
+            self.shift = shift
+
+        def quick_config(self):
+            return toy.quick_config()
+
+        def x_values(self, config):
+            return toy.x_values(config)
+
+        def run_seed(self, config, rng):
+            return SeedResult(curves={"error": {"a": np.full(config.n_points, self.shift)}})
+
+    report = run_experiment(Shifted(2.5), quick=True, jobs=1, out=tmp_path, progress=False, echo=None)
+    assert report.summary["metrics"]["error"]["methods"]["a"]["mean"] == [2.5, 2.5, 2.5]
+    assert report.out_dir.parent == tmp_path / "toy-object"
 
 
 def test_ray_missing_gives_install_hint(tmp_path):
-    pytest.importorskip("joblib")
     try:
         import ray  # noqa: F401
 
@@ -238,81 +250,40 @@ def test_missing_experiment_module_is_unavailable_not_a_crash():
 
 
 def test_bad_seed_result_is_rejected(tmp_path, monkeypatch):
-    monkeypatch.setattr(THIS, "run_seed", lambda config, rng: {"error__a": np.zeros(2)})
-    with pytest.raises(ValueError, match=r"shape \(len\(x_values\),\)"):
+    from corrpriors.experiments import RunFailed
+
+    monkeypatch.setattr(toy, "run_seed", lambda config, rng: SeedResult(curves={"error": {"a": np.zeros(2)}}))
+    with pytest.raises(RunFailed, match=r"shape \(len\(x_values\),\)"):
         run_experiment(NAME, config=Config(), n_seeds=1, jobs=1, out=tmp_path, progress=False, echo=None, plot=False)
-    assert not (tmp_path / NAME / "seeds" / "seed-0.json").exists()
+    assert not list(tmp_path.rglob("seed-0.json"))
+    monkeypatch.setattr(toy, "run_seed", lambda config, rng: {"error__a": np.zeros(5)})
+    with pytest.raises(RunFailed, match="must return a SeedResult"):
+        run_experiment(NAME, config=Config(), n_seeds=1, jobs=1, out=tmp_path, progress=False, echo=None, plot=False)
 
 
-def test_table_lists_every_method():
+def test_table_lists_every_method_and_labels_claims():
     summary = {
         "experiment": "t", "x": {"name": "x", "values": list(range(10))}, "seeds": [0],
         "metrics": {"m": {"better": "lower", "methods": {"a": {"mean": [0.5] * 10, "std": [0.0] * 10}}}},
-        "extra": {},
+        "extra": {"claims": [{"claim": "c1", "holds": True, "detail": "d"},
+                             {"claim": "c2", "holds": False, "detail": "d"}]},
+        "run": {"claims": "paper-scale"},
     }
     text = format_table(summary)
     assert "m (lower is better)" in text and "0.500±0.000" in text
+    assert "[holds] c1" in text and "[DOES NOT HOLD] c2" in text
+    summary["run"]["claims"] = "indicative (1 seed, quick settings; see README for the paper-scale verdict)"
+    text = format_table(summary)
+    assert "claim checks: indicative (1 seed, quick settings; see README for the paper-scale verdict)" in text
+    assert "[met] c1" in text and "[not met] c2" in text and "DOES NOT HOLD" not in text
 
 
-def _cli_main():
-    """``corrpriors.cli.main``; if another sub-command's module is not written yet, the same
-    ``reproduce`` parser built from ``_cli.configure`` (what cli.py does for it)."""
-    from corrpriors import cli
-
-    try:
-        cli.build_parser()
-        return cli.main
-    except ModuleNotFoundError:
-        import argparse
-
-        from corrpriors.experiments import _cli
-
-        def main(argv):
-            parser = argparse.ArgumentParser(prog="corrpriors")
-            sub = parser.add_subparsers(dest="command")
-            p = sub.add_parser("reproduce")
-            _cli.configure(p)
-            args = parser.parse_args(argv)
-            return _cli.run(args)
-
-        return main
-
-
-def test_cli_end_to_end(tmp_path, capsys):
-    main = _cli_main()
-    log = tmp_path / "log"
-    log.mkdir()
-    out = tmp_path / "res"
-    code = main(["reproduce", NAME, "--quick", "--seeds", "0,2", "--jobs", "1", "--out", str(out), "--no-progress"])
-    assert code == 0
-    summary = json.loads((out / NAME / "metrics.json").read_text())
-    check_schema(summary, [0, 2], quick_config())
-    assert (out / NAME / f"{NAME}-error.pdf").is_file()
-    assert main(["reproduce", "--list"]) == 0
-    assert "system-id" in capsys.readouterr().out
-    assert main(["reproduce", "nope", "--out", str(out)]) == 2
-
-
-def test_out_defaults_to_results(tmp_path, monkeypatch):
-    main = _cli_main()
-    monkeypatch.chdir(tmp_path)
-    assert main(["reproduce", NAME, "--quick", "--jobs", "1", "--no-progress"]) == 0
-    assert (tmp_path / "results" / NAME / "metrics.json").is_file()
-    assert sorted(p.name for p in (tmp_path / "results" / NAME / "seeds").glob("*.npz")) == [
-        "seed-0.npz", "seed-1.npz"
-    ]
-
-
-def test_cli_reports_a_failing_experiment(tmp_path, monkeypatch, capsys):
-    main = _cli_main()
-
-    def boom(config, rng):
-        raise RuntimeError("boom")
-
-    monkeypatch.setattr(THIS, "run_seed", boom)
-    code = main(["reproduce", NAME, "--quick", "--jobs", "1", "--out", str(tmp_path), "--no-progress"])
-    assert code == 1
-    assert "boom" in capsys.readouterr().err
+def test_parse_seeds_accepts_lists_and_ranges():
+    assert parse_seeds("0-2,5") == [0, 1, 2, 5]
+    assert parse_seeds(" 7 ") == [7]
+    assert parse_seeds("3-3") == [3]
+    with pytest.raises(ValueError, match="seeds"):
+        parse_seeds("a,b")
 
 
 def test_metric_curves_draw_means_and_std_bands():

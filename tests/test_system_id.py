@@ -9,6 +9,10 @@ import pytest
 
 from corrpriors.experiments import system_id
 from corrpriors.experiments._runner import run_experiment
+from figure_checks import check_experiment_figures
+
+# run_seed called directly: the expected tiny-jitter warnings of smooth kernels (the runner counts them)
+pytestmark = pytest.mark.filterwarnings("ignore::corrpriors.exceptions.JitterWarning")
 
 
 def tiny_config():
@@ -74,18 +78,18 @@ def test_scale_search_climbs_to_the_lattice_maximum_of_the_collapsed_bound():
 
 def test_config_validation():
     with pytest.raises(ValueError, match="selection"):
-        system_id._check_config(system_id.Config(selection="evidence"))
+        system_id.check_config(system_id.Config(selection="evidence"))
     with pytest.raises(ValueError, match="scale_range"):
-        system_id._check_config(system_id.Config(scale_range=(0.0, 1.0)))
+        system_id.check_config(system_id.Config(scale_range=(0.0, 1.0)))
     with pytest.raises(ValueError, match="scale_step"):
-        system_id._check_config(system_id.Config(scale_step=0.0))
+        system_id.check_config(system_id.Config(scale_step=0.0))
 
 
 def test_elbo_em_selection_still_runs():
     config = system_id.Config(transitions=(0, 200), lengthscales=(2.0,), selection="elbo-em", max_iter=30)
     out = system_id.run_seed(config, np.random.default_rng(0))
-    assert np.all(out["extra__bound__pg"] >= out["extra__elbo__pg"] - 1e-8)
-    assert out["hellinger__pg"].shape == (2,)
+    assert np.all(out.method_extras["bound"]["pg"] >= out.method_extras["elbo"]["pg"] - 1e-8)
+    assert out.curves["hellinger"]["pg"].shape == (2,)
 
 
 def test_crossing_interpolation():
@@ -95,11 +99,13 @@ def test_crossing_interpolation():
 
 
 def test_quick_end_to_end_through_the_runner(tmp_path):
-    pytest.importorskip("corrpriors.kernels")
     config = tiny_config()
     report = run_experiment(system_id, config=config, n_seeds=2, jobs=2, out=tmp_path, progress=False, echo=None)
-    summary = json.loads((tmp_path / "system-id" / "metrics.json").read_text())
+    summary = json.loads((report.out_dir / "metrics.json").read_text())
     assert summary["experiment"] == "system-id"
+    # the sentinel length scale 0 is recorded as the one used: the largest distance, 9 sqrt(2) cells
+    assert summary["config"]["lengthscales"] == [pytest.approx(9 * np.sqrt(2), rel=1e-15)]
+    assert summary["extra"]["chosen_lengthscale"]["pg"]["mode"][1] == pytest.approx(9 * np.sqrt(2), rel=1e-6)
     assert summary["x"] == {"name": "transitions", "values": [0.0, 50.0, 400.0]}
     assert summary["seeds"] == [0, 1]
     assert list(summary["metrics"]["hellinger"]["methods"]) == list(system_id.METHODS)
@@ -112,6 +118,7 @@ def test_quick_end_to_end_through_the_runner(tmp_path):
     assert {"claims", "data_efficiency"} <= set(summary["extra"]) or "claims" in summary["extra"]
     assert {p.suffix for p in report.figures} == {".png", ".pdf"}
     assert all(p.stat().st_size > 0 for p in report.figures)
+    assert check_experiment_figures(system_id, report) == ["system-id-hellinger"]
 
 
 def test_summarise_extra_data_efficiency_and_claims_on_known_curves():
@@ -124,13 +131,16 @@ def test_summarise_extra_data_efficiency_and_claims_on_known_curves():
     }
     metrics = {"hellinger": {"better": "lower", "methods": {
         m: {"mean": c, "std": [0.01] * 5} for m, c in curves.items()}}}
-    extra = system_id.summarise_extra(config, {0: {}}, metrics)
+    from corrpriors.experiments import SeedResult
+
+    seed = SeedResult(curves={"hellinger": {m: np.asarray(c) for m, c in curves.items()}})
+    extra = system_id.summarise_extra(config, {0: seed}, metrics)
     eff = extra["data_efficiency"]
     assert eff["level"] == pytest.approx(0.2)
     assert eff["dirichlet_sparse"]["T"] == pytest.approx(3000.0)
     assert eff["dirichlet_sparse"]["ratio"] == pytest.approx(3.0)
     assert eff["dirichlet_uniform"]["T"] is None and "not reached" in eff["dirichlet_uniform"]["note"]
-    claims = {c["claim"]: c["holds"] for c in extra["claims"]}
+    claims = {c.claim: c.holds for c in extra["claims"]}
     assert claims["pg_offset error clearly below both Dirichlet models (mean gap > the sum of the stds at every T > 0)"]
     assert claims["pg_offset's advantage is largest for small T"]
     # pg is not below the sparse Dirichlet at T = 4000 (0.4 vs 0.15)
@@ -144,13 +154,14 @@ def test_quick_config_through_the_cli(tmp_path):
     from corrpriors.cli import main
 
     assert main(["reproduce", "system-id", "--quick", "--out", str(tmp_path), "--no-progress"]) == 0
-    summary = json.loads((tmp_path / "system-id" / "metrics.json").read_text())
+    [path] = (tmp_path / "system-id").glob("quick-*/metrics.json")
+    summary = json.loads(path.read_text())
     assert summary["seeds"] == list(range(system_id.QUICK_SEEDS))
     assert summary["x"]["values"] == system_id.x_values(system_id.quick_config())
     hel = summary["metrics"]["hellinger"]["methods"]
     assert set(hel) == set(system_id.METHODS)
-    assert (tmp_path / "system-id" / "system-id.png").is_file()
-    assert (tmp_path / "system-id" / "system-id.pdf").is_file()
+    assert (path.parent / "system-id-hellinger.png").is_file()
+    assert (path.parent / "system-id-hellinger.pdf").is_file()
     # the relative encoding beats both Dirichlet models at every T > 0 (measured margins are > 0.3)
     for i in range(1, len(summary["x"]["values"])):
         assert hel["pg_offset"]["mean"][i] < min(hel["dirichlet_uniform"]["mean"][i], hel["dirichlet_sparse"]["mean"][i])

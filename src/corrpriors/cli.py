@@ -14,6 +14,7 @@ import sys
 SUBCOMMANDS = {
     "fit": ("corrpriors._fit_cli", "fit a correlated multinomial model to a count matrix"),
     "reproduce": ("corrpriors.experiments._cli", "reproduce the paper's experiments"),
+    "report": ("corrpriors.experiments._report", "one HTML page of a results folder (figures, tables, claims)"),
 }
 
 

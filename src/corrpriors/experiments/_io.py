@@ -2,19 +2,26 @@
 
 Layout under the output directory ``DIR``::
 
-    DIR/NAME/seeds/seed-<k>.npz    # the arrays returned by run_seed (no pickle)
-    DIR/NAME/seeds/seed-<k>.json   # experiment, seed, config, array keys, sha256 of the .npz
-    DIR/NAME/metrics.json          # the summary (schema in experiment_protocol / issue 4)
+    DIR/NAME/<label>-<hash>/            # one folder per configuration (see _config.py)
+        config.json                     # the configuration every file in the folder belongs to
+        seeds/seed-<k>.npz              # the seed's arrays (no pickle)
+        seeds/seed-<k>.json             # experiment, seed, config, where each array is, sha256
+        metrics.json                    # the summary
+        warnings.log                    # every warning the run collected, in full
+        <NAME>-<what>.png / .pdf        # the figures
+        .lock                           # held (flock) by the run writing the folder
 
-Every file is written atomically (a temporary file in the same directory, then
-:func:`os.replace`), the ``.npz`` before its ``.json``: a seed counts as finished only
-when its ``.json`` exists and the ``.npz`` it describes has the recorded SHA-256, so a
-killed run never leaves a file that is later trusted.
+Every file is written atomically (:func:`corrpriors._fileio.atomic_write_bytes`), the ``.npz``
+before its ``.json``: a seed counts as finished only when its ``.json`` exists and the
+``.npz`` it describes has the recorded SHA-256, so a killed run never leaves a file that is
+later trusted. A seed whose ``.json`` records another configuration is never reused and
+never overwritten (:class:`ConfigMismatch`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import errno
 import hashlib
 import io
 import json
@@ -25,10 +32,31 @@ from typing import Any
 
 import numpy as np
 
-from .._fileio import atomic_write_bytes
+from .._fileio import atomic_write_bytes, check_output_dir
+from ._protocol import SeedResult
 
-#: Bumped when the seed-file layout changes; older files are recomputed.
-SEED_FORMAT = 1
+#: Bumped when the seed-file layout changes; files of another format are recomputed.
+SEED_FORMAT = 2
+
+
+class OutputError(OSError):
+    """An output location that cannot be used (not a directory, not writable, ...).
+
+    ``str(exc)`` is one line naming the path and the reason.
+    """
+
+    def __init__(self, path: os.PathLike | str, reason: str):
+        self.path = pathlib.Path(path)
+        self.reason = reason
+        super().__init__(f"cannot write results to {self.path}: {reason}")
+
+
+class RunLocked(OutputError):
+    """Another run is writing the same configuration's folder."""
+
+
+class ConfigMismatch(ValueError):
+    """A results folder holds files of another configuration; they are neither reused nor overwritten."""
 
 
 def to_jsonable(value: Any) -> Any:
@@ -72,48 +100,218 @@ def write_json(path: pathlib.Path, obj: Any) -> None:
     atomic_write_bytes(pathlib.Path(path), (text + "\n").encode())
 
 
+# ----------------------------------------------------------------------------- the folder
+
+
+def prepare_run_dir(run_dir: pathlib.Path) -> pathlib.Path:
+    """Create ``run_dir/seeds`` and check that ``run_dir`` can be written; return the seeds folder.
+
+    Raises
+    ------
+    OutputError
+        A path on the way exists and is not a directory, cannot be created, or the folder
+        is not writable. The message names the path and the reason.
+    """
+    seed_dir = pathlib.Path(run_dir) / "seeds"
+    try:
+        check_output_dir(seed_dir)  # the package's one check: a directory, creatable, writable
+        seed_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(seed_dir, str(exc) if not exc.filename else _reason(exc)) from None
+    return seed_dir
+
+
+def _reason(exc: OSError) -> str:
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return "permission denied (not writable)"
+    if exc.errno == errno.EROFS:
+        return "read-only file system"
+    if exc.errno == errno.ENOTDIR:
+        return "a parent path exists and is not a directory"
+    if exc.errno == errno.EEXIST:
+        return "it exists and is not a directory"
+    if exc.errno == errno.ENOSPC:
+        return "no space left on the device"
+    return exc.strerror or str(exc)
+
+
+class RunLock:
+    """An exclusive lock on a results folder (``flock`` on ``.lock``), held while a run writes it.
+
+    The operating system releases it when the process ends, however it ends, so a killed run
+    leaves no stale lock. A second run of the same configuration into the same folder gets
+    :class:`RunLocked` up front instead of racing the first.
+    """
+
+    def __init__(self, run_dir: pathlib.Path):
+        self.path = pathlib.Path(run_dir) / ".lock"
+        self._fd: int | None = None
+
+    def acquire(self) -> RunLock:
+        """Take the lock or raise :class:`RunLocked` (naming the holder's pid)."""
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError as exc:
+            raise OutputError(self.path.parent, _reason(exc)) from None
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - no flock (Windows): no protection
+            self._fd = fd
+            return self
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = ""
+            try:
+                holder = os.read(fd, 64).decode(errors="replace").strip()
+            finally:
+                os.close(fd)
+            raise RunLocked(
+                self.path.parent,
+                f"another corrpriors run{f' (pid {holder})' if holder else ''} is writing this "
+                "configuration's results; wait for it to finish or use another --out",
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        """Release the lock (closing the file releases the flock)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> RunLock:
+        return self.acquire()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
+def check_config_record(run_dir: pathlib.Path, experiment: str, config_json: dict, config_hash: str) -> None:
+    """Write ``run_dir/config.json``, or check that the one there records the same configuration.
+
+    Raises
+    ------
+    ConfigMismatch
+        ``config.json`` records another experiment or configuration.
+    """
+    path = pathlib.Path(run_dir) / "config.json"
+    record = {"experiment": experiment, "config_hash": config_hash, "config": config_json}
+    try:
+        existing = json.loads(path.read_text())
+    except FileNotFoundError:
+        existing = None
+    except (OSError, ValueError):
+        existing = "unreadable"
+    if existing is None:
+        write_json(path, record)
+        return
+    same = isinstance(existing, dict) and existing.get("experiment") == experiment
+    if not same or existing.get("config") != config_json:
+        raise ConfigMismatch(
+            f"{path} records another configuration ({_differences(existing, config_json)}); "
+            "its results are neither reused nor overwritten: use another --out or move that folder"
+        )
+
+
+def _differences(existing: Any, config_json: dict) -> str:
+    if not isinstance(existing, dict) or not isinstance(existing.get("config"), dict):
+        return "the file is unreadable"
+    old = existing["config"]
+    keys = sorted(k for k in set(old) | set(config_json) if old.get(k) != config_json.get(k))
+    return "differs in " + ", ".join(f"{k}: {old.get(k)!r} there vs {config_json.get(k)!r} now" for k in keys[:4]) + (
+        f" and {len(keys) - 4} more" if len(keys) > 4 else ""
+    )
+
+
+# ----------------------------------------------------------------------------- seeds
+
+
 def seed_paths(seed_dir: pathlib.Path, seed: int) -> tuple[pathlib.Path, pathlib.Path]:
     """Return the ``(npz, json)`` paths of seed ``seed`` under ``seed_dir``."""
     seed_dir = pathlib.Path(seed_dir)
     return seed_dir / f"seed-{seed}.npz", seed_dir / f"seed-{seed}.json"
 
 
+@dataclasses.dataclass(frozen=True)
+class StoredSeed:
+    """A finished seed read back from disk: its result and its ``.json`` record."""
+
+    result: SeedResult
+    meta: dict
+
+
+def _pack(result: SeedResult) -> tuple[dict[str, np.ndarray], dict]:
+    """Arrays under unique npz keys, and the layout (which key holds which array) for the json."""
+    arrays: dict[str, np.ndarray] = {}
+    layout: dict[str, Any] = {"curves": {}, "extras": {}, "method_extras": {}}
+    for metric, methods in result.curves.items():
+        layout["curves"][metric] = {}
+        for method, arr in methods.items():
+            key = f"curves/{metric}/{method}"
+            arrays[key], layout["curves"][metric][method] = arr, key
+    for name, arr in result.extras.items():
+        key = f"extras/{name}"
+        arrays[key], layout["extras"][name] = arr, key
+    for name, methods in result.method_extras.items():
+        layout["method_extras"][name] = {}
+        for method, arr in methods.items():
+            key = f"method_extras/{name}/{method}"
+            arrays[key], layout["method_extras"][name][method] = arr, key
+    return arrays, layout
+
+
+def _unpack(arrays: dict[str, np.ndarray], layout: dict) -> SeedResult:
+    def nested(block: dict) -> dict[str, dict[str, np.ndarray]]:
+        return {k: {m: arrays[key] for m, key in inner.items()} for k, inner in block.items()}
+
+    return SeedResult(
+        curves=nested(layout["curves"]),
+        extras={k: arrays[key] for k, key in layout["extras"].items()},
+        method_extras=nested(layout["method_extras"]),
+    )
+
+
 def save_seed(
     seed_dir: pathlib.Path,
     seed: int,
-    result: dict[str, np.ndarray],
+    result: SeedResult,
     *,
     experiment: str,
     config_json: dict,
     elapsed: float | None = None,
     cpu: float | None = None,
+    warnings: list[dict] | None = None,
 ) -> tuple[pathlib.Path, pathlib.Path]:
     """Write one finished seed: the arrays as ``.npz``, then its description as ``.json``.
 
     Parameters
     ----------
     seed_dir : path
-        The experiment's ``seeds`` directory (created if missing).
+        The configuration's ``seeds`` folder (created if missing).
     seed : int
         The seed index ``k``.
-    result : dict of str to ndarray
-        The arrays returned by ``run_seed``.
+    result : SeedResult
+        What ``run_seed`` returned.
     experiment : str
         The experiment's name.
     config_json : dict
         The config as returned by :func:`config_to_json`.
-    elapsed : float, optional
-        Wall-clock seconds the seed took (recorded for information).
-    cpu : float, optional
-        CPU seconds of the worker process for the seed (recorded for information).
+    elapsed, cpu : float, optional
+        Wall-clock and CPU seconds the seed took (recorded for information).
+    warnings : list of dict, optional
+        The warnings the seed raised (``category``, ``message``, ``where``, ``count``).
 
     Returns
     -------
     (npz_path, json_path) : tuple of pathlib.Path
     """
     npz_path, json_path = seed_paths(seed_dir, seed)
+    arrays, layout = _pack(result)
     buf = io.BytesIO()
-    np.savez(buf, **{k: np.asarray(v) for k, v in result.items()})
+    np.savez(buf, **arrays)  # type: ignore[arg-type]  # (numpy's stub types the first keyword)
     data = buf.getvalue()
     atomic_write_bytes(npz_path, data)
     meta = {
@@ -121,49 +319,48 @@ def save_seed(
         "experiment": experiment,
         "seed": int(seed),
         "config": config_json,
-        "keys": list(result),
+        "layout": layout,
         "sha256": hashlib.sha256(data).hexdigest(),
         "elapsed_seconds": elapsed,
         "cpu_seconds": cpu,
+        "warnings": list(warnings or []),
     }
     write_json(json_path, meta)
     return npz_path, json_path
 
 
-def load_seed(
-    seed_dir: pathlib.Path,
-    seed: int,
-    *,
-    experiment: str,
-    config_json: dict,
-) -> dict[str, np.ndarray] | None:
+def load_seed(seed_dir: pathlib.Path, seed: int, *, experiment: str, config_json: dict) -> StoredSeed | None:
     """Load a finished seed if it is complete, intact and was run with ``config_json``.
 
-    Returns ``None`` (the seed must be recomputed) when either file is missing, the
-    ``.json`` does not parse, the experiment, seed, format or config differ, the
-    ``.npz`` does not match its recorded SHA-256, or it does not load without pickle.
+    Returns ``None`` (the seed must be computed) when either file is missing, the ``.json``
+    does not parse or is of another format, or the ``.npz`` does not match its recorded
+    SHA-256 or does not load without pickle.
+
+    Raises
+    ------
+    ConfigMismatch
+        The seed's intact ``.json`` records another experiment or configuration: it is
+        another run's result, so it is neither reused nor recomputed over.
     """
     npz_path, json_path = seed_paths(seed_dir, seed)
     try:
         meta = json.loads(json_path.read_text())
-        if not isinstance(meta, dict):
-            return None
-        if (
-            meta.get("format") != SEED_FORMAT
-            or meta.get("experiment") != experiment
-            or meta.get("seed") != int(seed)
-            or meta.get("config") != config_json
-        ):
-            return None
+    except (OSError, ValueError):
+        return None
+    if not isinstance(meta, dict) or meta.get("format") != SEED_FORMAT or meta.get("seed") != int(seed):
+        return None
+    if meta.get("experiment") != experiment or meta.get("config") != config_json:
+        raise ConfigMismatch(
+            f"{json_path} was computed with another configuration ({_differences(meta, config_json)}); "
+            "it is neither reused nor overwritten: use another --out or move that file"
+        )
+    try:
         data = npz_path.read_bytes()
         if hashlib.sha256(data).hexdigest() != meta.get("sha256"):
             return None
         with np.load(io.BytesIO(data), allow_pickle=False) as npz:
             arrays = {k: npz[k] for k in npz.files}
-        keys = meta.get("keys")
-        if not isinstance(keys, list) or set(keys) != set(arrays):
-            return None
-        return {k: arrays[k] for k in keys}
+        return StoredSeed(_unpack(arrays, meta["layout"]), meta)
     except Exception:  # any unreadable / truncated / corrupt file means: recompute
         return None
 
@@ -175,9 +372,16 @@ def read_metrics(path: pathlib.Path) -> dict:
 
 __all__ = [
     "SEED_FORMAT",
+    "ConfigMismatch",
+    "OutputError",
+    "RunLock",
+    "RunLocked",
+    "StoredSeed",
     "atomic_write_bytes",
+    "check_config_record",
     "config_to_json",
     "load_seed",
+    "prepare_run_dir",
     "read_metrics",
     "save_seed",
     "seed_paths",

@@ -1,17 +1,17 @@
-"""Experiment names -> modules, imported lazily.
+"""Experiment names -> experiments (modules or objects), imported lazily.
 
-The five paper experiments live in their own modules (see the experiment protocol:
-``NAME``, ``DESCRIPTION``, ``X_NAME``, ``METRICS``, ``PAPER_SEEDS``, ``QUICK_SEEDS``,
-``Config``, ``quick_config``, ``x_values``, ``run_seed``, optional ``summarise_extra``
-and ``plot``). A name whose module cannot be imported is reported as unavailable, with
-the reason, instead of crashing the command.
+The five paper experiments live in their own modules, each following the experiment protocol
+(:mod:`corrpriors.experiments._protocol`). A name whose module cannot be imported is
+reported as unavailable, with the reason, instead of crashing the command.
 """
 
 from __future__ import annotations
 
 import importlib
 import types
-from typing import Union
+from typing import Any, Union
+
+from ._protocol import REQUIRED_ATTRIBUTES, ExperimentUnavailable, validate_experiment
 
 #: The paper's experiments, in the order ``reproduce all`` runs them.
 EXPERIMENTS: dict[str, str] = {
@@ -22,41 +22,31 @@ EXPERIMENTS: dict[str, str] = {
     "psrl-queueing": "corrpriors.experiments.psrl_queueing",
 }
 
-#: Extra experiments registered at run time (tests, user plug-ins): name -> module or path.
-_EXTRA: dict[str, Union[str, types.ModuleType]] = {}
-
-REQUIRED_ATTRIBUTES = (
-    "NAME",
-    "DESCRIPTION",
-    "X_NAME",
-    "METRICS",
-    "PAPER_SEEDS",
-    "QUICK_SEEDS",
-    "Config",
-    "quick_config",
-    "x_values",
-    "run_seed",
-)
+#: Extra experiments registered at run time (tests, user plug-ins): name -> module, path or object.
+_EXTRA: dict[str, Any] = {}
 
 
-class ExperimentUnavailable(RuntimeError):
-    """The experiment's module is missing, fails to import or breaks the protocol."""
+def register(name: str, experiment: Any) -> None:
+    """Register an extra experiment under ``name``.
 
-
-def register(name: str, module: Union[str, types.ModuleType]) -> None:
-    """Register an extra experiment under ``name`` (a module or its dotted import path).
-
-    Used by the tests (a toy experiment) and by anyone plugging in their own
-    experiment. Registering a name twice replaces the earlier entry; the paper's
-    names cannot be overridden.
+    ``experiment`` is a module, its dotted import path, or any object following the
+    experiment protocol (e.g. one instance per Gymnasium environment). Registering a name
+    twice replaces the earlier entry; the paper's names cannot be overridden.
     """
     if not isinstance(name, str) or not name:
         raise ValueError(f"name: expected a non-empty string, got {name!r}")
     if name in EXPERIMENTS or name == "all":
         raise ValueError(f"name: {name!r} is reserved for a paper experiment")
-    if not isinstance(module, (str, types.ModuleType)):
-        raise TypeError(f"module: expected a module or a dotted path, got {type(module).__name__}")
-    _EXTRA[name] = module
+    if isinstance(experiment, str) or isinstance(experiment, types.ModuleType):
+        _EXTRA[name] = experiment
+        return
+    missing = [a for a in REQUIRED_ATTRIBUTES if not hasattr(experiment, a)]
+    if missing:
+        raise TypeError(
+            f"experiment: expected a module, a dotted path or an object following the experiment "
+            f"protocol; {type(experiment).__name__} lacks {', '.join(missing)}"
+        )
+    _EXTRA[name] = experiment
 
 
 def unregister(name: str) -> None:
@@ -72,29 +62,13 @@ def experiment_names(include_extra: bool = True) -> list[str]:
     return names
 
 
-def validate_module(module: types.ModuleType, name: str | None = None) -> None:
+def validate_module(module: Any, name: str | None = None) -> None:
     """Raise :class:`ExperimentUnavailable` unless ``module`` follows the protocol."""
-    missing = [a for a in REQUIRED_ATTRIBUTES if not hasattr(module, a)]
-    if missing:
-        raise ExperimentUnavailable(
-            f"experiment module {module.__name__} lacks {', '.join(missing)} (see the experiment protocol)"
-        )
-    metrics = module.METRICS
-    if not isinstance(metrics, dict) or not metrics:
-        raise ExperimentUnavailable(f"{module.__name__}.METRICS: expected a non-empty dict")
-    bad = {m: b for m, b in metrics.items() if b not in ("lower", "higher")}
-    if bad:
-        raise ExperimentUnavailable(
-            f"{module.__name__}.METRICS: 'better' must be 'lower' or 'higher', got {bad}"
-        )
-    if name is not None and module.NAME != name:
-        raise ExperimentUnavailable(
-            f"{module.__name__}.NAME is {module.NAME!r} but it is registered as {name!r}"
-        )
+    validate_experiment(module, name)
 
 
-def get_experiment(name: str) -> types.ModuleType:
-    """Import and return the module of experiment ``name``.
+def get_experiment(name: str) -> Any:
+    """Import and return the experiment registered as ``name``.
 
     Raises
     ------
@@ -111,11 +85,11 @@ def get_experiment(name: str) -> types.ModuleType:
         raise ValueError(
             f"name: unknown experiment {name!r}; expected one of {', '.join(experiment_names())} or 'all'"
         )
-    if isinstance(target, types.ModuleType):
-        module = target
+    if not isinstance(target, str):
+        experiment = target
     else:
         try:
-            module = importlib.import_module(target)
+            experiment = importlib.import_module(target)
         except ModuleNotFoundError as exc:
             if exc.name == target:
                 raise ExperimentUnavailable(f"{name}: not implemented (no module {target})") from None
@@ -124,13 +98,13 @@ def get_experiment(name: str) -> types.ModuleType:
             raise ExperimentUnavailable(
                 f"{name}: importing {target} failed: {type(exc).__name__}: {exc}"
             ) from exc
-    validate_module(module, name)
-    return module
+    validate_experiment(experiment, name)
+    return experiment
 
 
-def available_experiments() -> dict[str, Union[types.ModuleType, str]]:
-    """Map every known name to its module, or to the reason it is unavailable."""
-    out: dict[str, Union[types.ModuleType, str]] = {}
+def available_experiments() -> dict[str, Union[Any, str]]:
+    """Map every known name to its experiment, or to the reason it is unavailable."""
+    out: dict[str, Any] = {}
     for name in experiment_names():
         try:
             out[name] = get_experiment(name)

@@ -1,9 +1,11 @@
 """The seed-sweep runner behind ``corrpriors reproduce``.
 
-:func:`run_experiment` runs an experiment module's ``run_seed`` for every requested seed
-(in parallel with joblib/loky, on a Dask cluster or on Ray), writes each finished seed
-to disk at once, skips seeds already on disk with the same config (``resume``), then
-writes ``metrics.json``, draws the figures and prints a short table.
+:func:`run_experiment` runs an experiment's ``run_seed`` for every requested seed (in
+parallel with joblib/loky, on a Dask cluster or on Ray), writes each finished seed to disk at
+once, skips seeds already on disk with the same configuration (``resume``), then writes
+``metrics.json``, the figures and ``warnings.log`` and prints a short table. Results live in
+one folder per configuration, ``DIR/NAME/<label>-<hash>/`` (see :mod:`._config` and
+:mod:`._io`), locked while a run writes it.
 
 Seed ``k`` of experiment ``NAME`` always gets the generator
 ``numpy.random.default_rng([k, zlib.crc32(NAME.encode())])``, whatever the backend, the
@@ -11,30 +13,74 @@ number of workers or the order in which seeds finish, so every backend gives the
 numbers.
 
 Seeds are the unit of parallelism: inside a seed, BLAS runs single-threaded (through
-threadpoolctl in-process and on Dask/Ray workers; joblib's loky does the same for its
-workers), because the experiments' small matrices gain nothing from BLAS threads and a
-busy machine loses a lot to oversubscription.
+:func:`corrpriors._threads.blas_threads` in-process and on Dask/Ray workers; joblib's loky
+does the same for its workers), because the experiments' small matrices gain nothing from BLAS threads and a
+busy machine loses a lot to oversubscription. Loky workers watch the runner and exit
+within a second when it dies (even by SIGKILL).
+
+Warnings raised inside a seed are collected with the seed, counted and written in full to
+``warnings.log``; none reaches the terminal. (Seeds that run in a worker thread rather than a
+process's main thread -- Dask workers -- are not captured: Python's warning filters are
+process-wide, so those warnings appear in the workers' logs.)
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import pathlib
 import sys
+import threading
 import time
-import types
+import warnings
 import zlib
-from typing import Any, Callable, Iterator, Sequence, Union
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
-from . import _io
-from ._registry import get_experiment, validate_module
+from . import _config, _io
+from ._protocol import (
+    FigureSpec,
+    SavedFigure,
+    SeedResult,
+    check_seed_result,
+    label_of,
+    validate_experiment,
+)
+from ._registry import get_experiment
 
 BACKENDS = ("loky", "dask", "ray")
 
+#: Most seeds one run may request (a typo such as ``0-200000000`` must not eat the memory).
+MAX_SEEDS = 100_000
+
 _DIST_HINT = "install the optional extra: pip install 'corrpriors[dist]'"
+
+#: What the experiments' warnings mean (shown next to their counts).
+WARNING_NOTES = {
+    "JitterWarning": "expected: a smooth kernel's Gram matrix is numerically singular; a relative "
+                     "diagonal jitter of about 1e-10 is added and the jittered matrix is fitted exactly",
+    "ConvergenceWarning": "a variational fit stopped at its iteration cap; its result is kept and "
+                          "marked converged_=False",
+}
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a run: ``saved`` of ``total`` seeds are on disk under ``run_dir``."""
+
+    def __init__(self, name: str, saved: int, total: int, run_dir: pathlib.Path):
+        self.name, self.saved, self.total, self.run_dir = name, saved, total, run_dir
+        super().__init__(f"stopped; {saved} of {total} seeds saved under {run_dir}; run again with --resume")
+
+
+class RunFailed(RuntimeError):
+    """A seed or the summary failed; ``saved`` seeds of ``total`` are kept under ``run_dir``."""
+
+    def __init__(self, name: str, saved: int, total: int, run_dir: pathlib.Path, cause: BaseException):
+        self.name, self.saved, self.total, self.run_dir, self.cause = name, saved, total, run_dir, cause
+        super().__init__(f"{type(cause).__name__}: {cause}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,7 +92,7 @@ class RunReport:
     name : str
         The experiment's name.
     out_dir : pathlib.Path
-        ``DIR/NAME``.
+        The configuration's folder ``DIR/NAME/<label>-<hash>``.
     metrics_path : pathlib.Path
         The ``metrics.json`` written.
     figures : tuple of pathlib.Path
@@ -59,6 +105,12 @@ class RunReport:
         Wall-clock seconds of the whole call.
     summary : dict
         The content of ``metrics.json``.
+    saved_figures : tuple of SavedFigure
+        The figures with their captions.
+    warnings : dict of str to int
+        Number of warnings collected per category (all seeds, and the summary and plots).
+    warnings_log : pathlib.Path
+        The file holding every warning in full.
     """
 
     name: str
@@ -69,6 +121,14 @@ class RunReport:
     skipped_seeds: tuple
     elapsed: float
     summary: dict
+    saved_figures: tuple = ()
+    warnings: dict = dataclasses.field(default_factory=dict)
+    warnings_log: pathlib.Path | None = None
+
+    @property
+    def n_warnings(self) -> int:
+        """Total number of warnings collected."""
+        return int(sum(self.warnings.values()))
 
 
 def seed_generator(name: str, seed: int) -> np.random.Generator:
@@ -82,58 +142,91 @@ def seed_generator(name: str, seed: int) -> np.random.Generator:
     return np.random.default_rng([int(seed), zlib.crc32(name.encode())])
 
 
-def _execute_seed(
-    run_seed: Callable, config: Any, name: str, seed: int, blas_threads: int | None = None
-) -> tuple[int, dict, tuple[float, float]]:
-    """Run one seed (on whatever worker); return ``(seed, arrays, (wall seconds, CPU seconds))``.
+# ----------------------------------------------------------------------------- workers
 
-    ``blas_threads`` caps the BLAS/OpenMP threads of the worker (through threadpoolctl,
-    when installed) so that parallel seeds do not oversubscribe the cores.
+_WATCHDOG_LOCK = threading.Lock()
+_WATCHDOG_FOR: int | None = None
+
+
+def _watch_parent(parent_pid: int, interval: float = 0.25) -> None:
+    """In a worker process: exit at once (``os._exit``) when the runner ``parent_pid`` is gone.
+
+    Loky workers are children of the runner; when it dies (SIGKILL included) they are
+    re-parented, which this daemon thread notices within ``interval`` seconds. Without it a
+    worker would finish its seed (minutes) before noticing.
     """
-    start, cpu_start = time.perf_counter(), time.process_time()
-    limiter = None
-    if blas_threads is not None:
+    global _WATCHDOG_FOR
+    if parent_pid == os.getpid():
+        return
+    with _WATCHDOG_LOCK:
+        if _WATCHDOG_FOR == parent_pid:
+            return
+        _WATCHDOG_FOR = parent_pid
+    direct_child = os.getppid() == parent_pid
+
+    def alive() -> bool:
+        if direct_child:
+            return os.getppid() == parent_pid
         try:
-            from threadpoolctl import threadpool_limits
+            os.kill(parent_pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:  # exists, owned by someone else
+            return True
+        return True
 
-            limiter = threadpool_limits(limits=int(blas_threads))
-        except ImportError:  # pragma: no cover - threadpoolctl ships with most installs
-            limiter = None
-    try:
-        result = run_seed(config, seed_generator(name, seed))
-    finally:
-        if limiter is not None:
-            limiter.restore_original_limits()
-    if not isinstance(result, dict):
-        raise TypeError(f"{name}.run_seed must return a dict of arrays, got {type(result).__name__}")
-    arrays = {str(k): np.asarray(v) for k, v in result.items()}
-    return int(seed), arrays, (time.perf_counter() - start, time.process_time() - cpu_start)
+    def watch() -> None:
+        while alive():
+            time.sleep(interval)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="corrpriors-parent-watchdog", daemon=True).start()
 
 
-def _check_seed_result(module: types.ModuleType, n_x: int, seed: int, result: dict) -> None:
-    """Raise ValueError if ``result`` does not have every metric curve with the right shape."""
-    for key, value in result.items():
-        if value.dtype == object:
-            raise ValueError(f"{module.NAME}: seed {seed}: {key!r} is an object array (plain arrays only)")
-    for metric in module.METRICS:
-        keys = [k for k in result if k.startswith(metric + "__")]
-        if not keys:
-            raise ValueError(
-                f"{module.NAME}: seed {seed}: no '{metric}__<method>' arrays in the result "
-                f"(got keys {sorted(result)})"
-            )
-        for key in keys:
-            if result[key].shape != (n_x,):
-                raise ValueError(
-                    f"{module.NAME}: seed {seed}: {key!r} must have shape (len(x_values),) = ({n_x},), "
-                    f"got {result[key].shape}"
-                )
+def _collect(caught: list) -> list[dict]:
+    """Count recorded warnings by (category, message, where)."""
+    counts: dict[tuple[str, str, str], int] = {}
+    for w in caught:
+        key = (w.category.__name__, str(w.message), f"{w.filename}:{w.lineno}")
+        counts[key] = counts.get(key, 0) + 1
+    return [{"category": c, "message": m, "where": where, "count": n} for (c, m, where), n in counts.items()]
+
+
+def _execute_seed(
+    run_seed: Callable, config: Any, name: str, seed: int, n_blas_threads: int | None = None,
+    parent_pid: int | None = None,
+) -> tuple[int, SeedResult, tuple[float, float], list[dict]]:
+    """Run one seed (on whatever worker).
+
+    Returns ``(seed, result, (wall seconds, CPU seconds), warnings)``. ``n_blas_threads`` caps
+    the BLAS threads of the worker (:func:`corrpriors._threads.blas_threads`) so that parallel
+    seeds do not oversubscribe the cores (loky limits its workers itself); ``parent_pid``
+    starts the watchdog that ends the worker with the runner.
+    """
+    from .._threads import blas_threads
+
+    if parent_pid is not None:
+        _watch_parent(parent_pid)
+    start, cpu_start = time.perf_counter(), time.process_time()
+    caught: list = []
+    with blas_threads(n_blas_threads) if n_blas_threads is not None else contextlib.nullcontext():
+        if threading.current_thread() is threading.main_thread():
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                result = run_seed(config, seed_generator(name, seed))
+        else:  # catch_warnings is process-global: threads (Dask workers) leave warnings alone
+            result = run_seed(config, seed_generator(name, seed))
+    return int(seed), result, (time.perf_counter() - start, time.process_time() - cpu_start), _collect(caught)
 
 
 # ----------------------------------------------------------------------------- backends
 
 
-def _iter_loky(tasks: list, jobs: int) -> Iterator[tuple[int, dict, tuple[float, float]]]:
+#: One seed's task: (run_seed, config, experiment name, seed).
+Task = tuple[Callable, Any, str, int]
+
+
+def _iter_loky(tasks: list[Task], jobs: int) -> Iterator[tuple]:
     if jobs == 1 or len(tasks) == 1:
         for task in tasks:
             yield _execute_seed(*task, 1)
@@ -141,12 +234,14 @@ def _iter_loky(tasks: list, jobs: int) -> Iterator[tuple[int, dict, tuple[float,
     from joblib import Parallel, delayed
 
     parallel = Parallel(n_jobs=jobs, backend="loky", return_as="generator_unordered")
-    yield from parallel(delayed(_execute_seed)(*task) for task in tasks)
+    gen = parallel(delayed(_execute_seed)(*task, None, os.getpid()) for task in tasks)
+    try:
+        yield from gen
+    finally:
+        gen.close()
 
 
-def _iter_dask(
-    tasks: list, jobs: int, scheduler: str | None, processes: bool
-) -> Iterator[tuple[int, dict, tuple[float, float]]]:
+def _iter_dask(tasks: list[Task], jobs: int, scheduler: str | None, processes: bool) -> Iterator[tuple]:
     try:
         from dask.distributed import Client, LocalCluster, as_completed
     except ImportError as exc:
@@ -169,9 +264,9 @@ def _iter_dask(
             cluster.close()
 
 
-def _iter_ray(tasks: list, jobs: int, scheduler: str | None) -> Iterator[tuple[int, dict, tuple[float, float]]]:
+def _iter_ray(tasks: list[Task], jobs: int, scheduler: str | None) -> Iterator[tuple]:
     try:
-        import ray  # type: ignore[import-not-found]
+        import ray
     except ImportError:
         raise ImportError(f"--backend ray needs the 'ray' package, which is not installed; {_DIST_HINT}") from None
     started = not ray.is_initialized()
@@ -191,9 +286,8 @@ def _iter_ray(tasks: list, jobs: int, scheduler: str | None) -> Iterator[tuple[i
             ray.shutdown()
 
 
-def _iter_results(
-    tasks: list, backend: str, jobs: int, scheduler: str | None, processes: bool
-) -> Iterator[tuple[int, dict, tuple[float, float]]]:
+def _iter_results(tasks: list[Task], backend: str, jobs: int, scheduler: str | None,
+                  processes: bool) -> Iterator[tuple]:
     if backend == "loky":
         return _iter_loky(tasks, jobs)
     if backend == "dask":
@@ -204,50 +298,57 @@ def _iter_results(
 # ----------------------------------------------------------------------------- summary
 
 
-def _methods(module: types.ModuleType, metric: str, result: dict) -> list[str]:
-    prefix = metric + "__"
-    return [k[len(prefix):] for k in result if k.startswith(prefix)]
-
-
-def summarise(
-    module: types.ModuleType, config: Any, seed_results: dict[int, dict[str, np.ndarray]]
-) -> dict:
-    """Build the ``metrics.json`` record from the per-seed arrays.
+def summarise(experiment: Any, config: Any, seed_results: Mapping[int, SeedResult]) -> dict:
+    """Build the core of the ``metrics.json`` record from the per-seed results.
 
     ``mean`` and ``std`` are taken over seeds for every x value; ``std`` is the sample
     standard deviation (``ddof=1``) and 0 when there is a single seed. Methods keep the
-    order of the first seed's keys; a method missing in some seed is an error.
+    order of the first seed; a method missing in some seed is an error. ``config`` is
+    recorded with its sentinels resolved (the experiment's ``resolve_config``).
     """
     seeds = sorted(seed_results)
     if not seeds:
         raise ValueError("seed_results: expected at least one seed")
     first = seed_results[seeds[0]]
     metrics: dict[str, dict] = {}
-    for metric, better in module.METRICS.items():
+    for metric, better in experiment.METRICS.items():
         methods: dict[str, dict] = {}
-        for method in _methods(module, metric, first):
-            key = f"{metric}__{method}"
-            missing = [s for s in seeds if key not in seed_results[s]]
+        for method in first.methods(metric):
+            missing = [s for s in seeds if method not in seed_results[s].curves.get(metric, {})]
             if missing:
-                raise ValueError(f"{module.NAME}: {key!r} is missing in seeds {missing}")
-            values = np.stack([np.asarray(seed_results[s][key], dtype=float) for s in seeds])
+                raise ValueError(f"{experiment.NAME}: curves[{metric!r}][{method!r}] is missing in seeds {missing}")
+            values = np.stack([seed_results[s].curves[metric][method] for s in seeds])
             mean = values.mean(axis=0)
             std = values.std(axis=0, ddof=1) if len(seeds) > 1 else np.zeros_like(mean)
             methods[method] = {"mean": mean.tolist(), "std": std.tolist()}
         metrics[metric] = {"better": better, "methods": methods}
+    resolve = getattr(experiment, "resolve_config", None)
     summary = {
-        "experiment": module.NAME,
-        "x": {"name": module.X_NAME, "values": [float(x) for x in module.x_values(config)]},
+        "experiment": experiment.NAME,
+        "x": {"name": experiment.X_NAME, "values": [float(x) for x in experiment.x_values(config)]},
         "seeds": [int(s) for s in seeds],
-        "config": _io.config_to_json(config),
+        "config": _io.config_to_json(resolve(config) if resolve is not None else config),
         "metrics": metrics,
         "extra": {},
     }
-    extra_fn = getattr(module, "summarise_extra", None)
+    extra_fn = getattr(experiment, "summarise_extra", None)
     if extra_fn is not None:
         extra = extra_fn(config, seed_results, _io.to_jsonable(metrics))
         summary["extra"] = _io.to_jsonable(extra or {})
     return _io.to_jsonable(summary)
+
+
+def claims_status(experiment: Any, settings: str, n_seeds: int) -> str:
+    """Say how far the claim checks of a run can be trusted.
+
+    ``"paper-scale"`` for the paper's settings with at least its seed count, else
+    ``"indicative (N seeds, quick settings; see README for the paper-scale verdict)"``.
+    """
+    if settings == "paper" and n_seeds >= int(experiment.PAPER_SEEDS):
+        return "paper-scale"
+    what = {"paper": f"the paper's settings, {experiment.PAPER_SEEDS} seeds in the paper-scale run"}.get(
+        settings, f"{settings} settings")
+    return f"indicative ({n_seeds} seed{'s' if n_seeds != 1 else ''}, {what}; see README for the paper-scale verdict)"
 
 
 def _format_x(x: float) -> str:
@@ -255,8 +356,11 @@ def _format_x(x: float) -> str:
 
 
 def format_table(summary: dict, max_columns: int = 6) -> str:
-    """A short plain-text table: mean ± std of every method at a few x values, then the
-    experiment's ``extra["notes"]`` (strings) and ``extra["claims"]``."""
+    """Format a short plain-text table of a ``metrics.json`` record.
+
+    Mean ± std of every method at a few x values, then the experiment's ``extra["notes"]`` and
+    the claim checks (labelled indicative unless the run is at paper scale).
+    """
     xs = summary["x"]["values"]
     if len(xs) <= max_columns:
         cols = list(range(len(xs)))
@@ -266,8 +370,7 @@ def format_table(summary: dict, max_columns: int = 6) -> str:
     for metric, block in summary["metrics"].items():
         methods = block["methods"]
         width = max([len(m) for m in methods] + [len(summary["x"]["name"])])
-        head = f"  {metric} ({block['better']} is better)"
-        lines.append(head)
+        lines.append(f"  {metric} ({block['better']} is better)")
         lines.append(
             "    " + summary["x"]["name"].ljust(width) + "".join(_format_x(xs[c]).rjust(16) for c in cols)
         )
@@ -277,55 +380,173 @@ def format_table(summary: dict, max_columns: int = 6) -> str:
                 m, s = stats["mean"][c], stats["std"][c]
                 cells.append(("nan" if m is None else f"{m:.3f}±{0.0 if s is None else s:.3f}").rjust(16))
             lines.append("    " + method.ljust(width) + "".join(cells))
-    extra = summary.get("extra") if isinstance(summary.get("extra"), dict) else {}
+    extra: dict = summary["extra"] if isinstance(summary.get("extra"), dict) else {}
     for note in extra.get("notes", []):
         lines.append(f"  {note}")
-    for claim in extra.get("claims", []):
-        mark = "holds" if claim.get("holds") else "DOES NOT HOLD"
-        lines.append(f"  [{mark}] {claim.get('claim', '')}: {claim.get('detail', '')}")
+    claims = extra.get("claims", [])
+    if claims:
+        status = summary.get("run", {}).get("claims", "paper-scale")
+        judged = status == "paper-scale"
+        lines.append("  claim checks" + ("" if judged else f": {status}"))
+        for claim in claims:
+            if judged:
+                mark = "holds" if claim.get("holds") else "DOES NOT HOLD"
+            else:
+                mark = "met" if claim.get("holds") else "not met"
+            lines.append(f"    [{mark}] {claim.get('claim', '')}: {claim.get('detail', '')}")
     return "\n".join(lines)
 
 
-def _default_plot(summary: dict, out_dir: pathlib.Path) -> list[pathlib.Path]:
-    from ..plotting._curves import plot_metric_curves, save_png_pdf
+def default_figures(experiment: Any, summary: dict) -> list[FigureSpec]:
+    """One curve figure per metric (mean ± std over seeds), for experiments without ``figures``."""
+    from ..plotting._curves import curves_figure
 
-    paths: list[pathlib.Path] = []
+    specs = []
     for metric in summary["metrics"]:
-        fig, _ = plot_metric_curves(summary, metric)
-        paths += save_png_pdf(fig, out_dir / f"{summary['experiment']}-{metric}")
-    return paths
+        fig = curves_figure(summary, metric, **curve_labels(experiment, metric))
+        specs.append(FigureSpec(
+            f"{experiment.NAME}-{metric.replace('_', '-')}", fig,
+            f"{label_of(experiment, 'METRIC_LABELS', metric)} against "
+            f"{label_of(experiment, 'X_LABEL', default=experiment.X_NAME)}, mean ± std over seeds"))
+    return specs
 
 
-# ----------------------------------------------------------------------------- the runner
+def curve_labels(experiment: Any, metric: str) -> dict:
+    """Axis labels, title and legend labels of a metric's curves, from the protocol's labels."""
+    return {
+        "x_label": label_of(experiment, "X_LABEL", default=experiment.X_NAME),
+        "y_label": label_of(experiment, "METRIC_LABELS", metric, default=metric.replace("_", " ")),
+        "environment": label_of(experiment, "ENVIRONMENT", default=experiment.NAME),
+        "labels": dict(getattr(experiment, "METHOD_LABELS", {}) or {}),
+    }
 
 
-def _resolve_seeds(module: types.ModuleType, quick: bool, seeds, n_seeds) -> list[int]:
+def _save_figures(specs: Sequence[FigureSpec], run_dir: pathlib.Path) -> list[SavedFigure]:
+    from ..plotting._common import save_figure
+
+    saved = []
+    for spec in specs:
+        paths = save_figure(spec.figure, run_dir / spec.name)
+        saved.append(SavedFigure(tuple(paths), spec.caption))
+    return saved
+
+
+# ----------------------------------------------------------------------------- seeds
+
+
+def _resolve_seeds(experiment: Any, quick: bool, seeds, n_seeds) -> list[int]:
     if seeds is not None and n_seeds is not None:
         raise ValueError("seeds, n_seeds: give at most one of them")
     if seeds is not None:
         out = [int(s) for s in seeds]
         if not out or any(s < 0 for s in out) or len(set(out)) != len(out):
-            raise ValueError(f"seeds: expected distinct non-negative integers, got {list(seeds)}")
+            raise ValueError(f"seeds: expected distinct non-negative integers, got {list(seeds)[:20]}")
+        if len(out) > MAX_SEEDS:
+            raise ValueError(f"seeds: {len(out)} seeds requested, at most {MAX_SEEDS:,} per run")
         return out
     if n_seeds is None:
-        n_seeds = module.QUICK_SEEDS if quick else module.PAPER_SEEDS
+        n_seeds = experiment.QUICK_SEEDS if quick else experiment.PAPER_SEEDS
     if isinstance(n_seeds, bool) or int(n_seeds) != n_seeds or n_seeds < 1:
         raise ValueError(f"n_seeds: expected a positive integer, got {n_seeds!r}")
+    if n_seeds > MAX_SEEDS:
+        raise ValueError(f"n_seeds: {n_seeds} seeds requested, at most {MAX_SEEDS:,} per run")
     return list(range(int(n_seeds)))
 
 
+def parse_seeds(text: str) -> list[int]:
+    """Parse ``"0,1,2"`` or ranges ``"0-4,7"`` into a list of distinct seeds.
+
+    Raises
+    ------
+    ValueError
+        An entry that is not a non-negative integer or ``LOW-HIGH`` range, an empty entry, a
+        reversed range (``10-5``), a seed given twice, or more than :data:`MAX_SEEDS` seeds
+        (checked before any list is built).
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"seeds: expected a string such as '0-4,7', got {type(text).__name__}")
+    ranges: list[tuple[int, int]] = []
+    total = 0
+    for raw in text.split(","):
+        part = raw.strip()
+        lo_text, dash, hi_text = part.partition("-")
+        try:
+            lo = int(lo_text.strip())
+            hi = int(hi_text.strip()) if dash else lo
+        except ValueError:
+            raise ValueError(
+                f"seeds: expected comma-separated non-negative integers or ranges like 0-4, "
+                f"got {part!r} in {text!r}") from None
+        if lo < 0 or hi < 0:
+            raise ValueError(f"seeds: expected non-negative integers, got {part!r}")
+        if hi < lo:
+            raise ValueError(f"seeds: range {part!r} is reversed (expected LOW-HIGH with LOW <= HIGH)")
+        total += hi - lo + 1
+        if total > MAX_SEEDS:
+            raise ValueError(f"seeds: {text!r} asks for more than {MAX_SEEDS:,} seeds (the limit per run)")
+        ranges.append((lo, hi))
+    out = [s for lo, hi in ranges for s in range(lo, hi + 1)]
+    if len(set(out)) != len(out):
+        dup = sorted({s for s in out if out.count(s) > 1})[:5]
+        raise ValueError(f"seeds: seed(s) {dup} given more than once in {text!r}")
+    return out
+
+
+# ----------------------------------------------------------------------------- the runner
+
+
+@dataclasses.dataclass
+class _Plan:
+    """Everything decided before any seed runs."""
+
+    experiment: Any
+    config: Any
+    config_json: dict
+    config_hash: str
+    settings: str
+    overrides: dict
+    seeds: list[int]
+    run_dir: pathlib.Path
+
+    @property
+    def name(self) -> str:
+        return self.experiment.NAME
+
+
+def plan_run(
+    experiment: Any, *, quick: bool = False, config: Any = None, overrides: Mapping[str, Any] | None = None,
+    seeds: Sequence[int] | None = None, n_seeds: int | None = None, out: str | os.PathLike = "results",
+) -> _Plan:
+    """Resolve the experiment, its configuration, its seeds and its results folder (no I/O)."""
+    if isinstance(experiment, str):
+        experiment = get_experiment(experiment)
+    validate_experiment(experiment)
+    base = config if config is not None else (experiment.quick_config() if quick else experiment.Config())
+    config, parsed = _config.apply_overrides(experiment, base, overrides)
+    check = getattr(experiment, "check_config", None)
+    if check is not None:
+        check(config)
+    seed_list = _resolve_seeds(experiment, quick, seeds, n_seeds)
+    config_json = _io.config_to_json(config)
+    digest = _config.config_hash(experiment.NAME, config_json)
+    settings = _config.settings_label(experiment, config)
+    run_dir = pathlib.Path(out) / experiment.NAME / f"{settings}-{digest}"
+    return _Plan(experiment, config, config_json, digest, settings, parsed, seed_list, run_dir)
+
+
 def run_experiment(
-    experiment: Union[str, types.ModuleType],
+    experiment: Any,
     *,
     quick: bool = False,
     config: Any = None,
+    overrides: Mapping[str, Any] | None = None,
     seeds: Sequence[int] | None = None,
     n_seeds: int | None = None,
     jobs: int | None = None,
     backend: str = "loky",
     scheduler: str | None = None,
     processes: bool = True,
-    out: Union[str, os.PathLike] = "results",
+    out: str | os.PathLike = "results",
     resume: bool = True,
     progress: bool = True,
     plot: bool = True,
@@ -335,14 +556,18 @@ def run_experiment(
 
     Parameters
     ----------
-    experiment : str or module
-        A registered name (``"system-id"``, ...) or an experiment module.
+    experiment : str or Experiment
+        A registered name (``"system-id"``, ...) or an object following the experiment
+        protocol (see :mod:`corrpriors.experiments._protocol`).
     quick : bool, default False
-        Use ``quick_config()`` and ``QUICK_SEEDS`` instead of ``Config()`` and ``PAPER_SEEDS``.
+        Start from ``quick_config()`` and ``QUICK_SEEDS`` instead of ``Config()`` and ``PAPER_SEEDS``.
     config : Config, optional
-        An explicit config (overrides ``quick`` for the settings, not for the seed count).
+        An explicit starting config (overrides ``quick`` for the settings, not for the seed count).
+    overrides : mapping of str to value, optional
+        Config fields to replace (``reproduce --set key=value``); strings are parsed by the
+        field's type. Recorded in ``metrics.json``.
     seeds : sequence of int, optional
-        The seed indices to run. Default ``range(n_seeds)``.
+        The seed indices to run (at most :data:`MAX_SEEDS`). Default ``range(n_seeds)``.
     n_seeds : int, optional
         Run seeds ``0 .. n_seeds - 1``. Default ``QUICK_SEEDS`` or ``PAPER_SEEDS``.
     jobs : int, optional
@@ -357,10 +582,10 @@ def run_experiment(
     processes : bool, default True
         Dask ``LocalCluster`` only: worker processes (True) or threads in this process.
     out : path, default "results"
-        Output directory ``DIR``; results go to ``DIR/NAME``.
+        Output directory ``DIR``; results go to ``DIR/NAME/<label>-<hash>``.
     resume : bool, default True
-        Skip seeds already on disk with the same config (corrupt or partial files
-        are recomputed). ``False`` recomputes every seed.
+        Skip seeds already on disk with the same config (corrupt or partial files are
+        recomputed). ``False`` recomputes every seed of this configuration.
     progress : bool, default True
         Show a tqdm progress bar (seeds done, time left) on stderr.
     plot : bool, default True
@@ -371,115 +596,206 @@ def run_experiment(
     Returns
     -------
     RunReport
+
+    Raises
+    ------
+    OutputError
+        The results folder cannot be created or written (raised before any seed runs);
+        :class:`~corrpriors.experiments._io.RunLocked` if another run is writing it.
+    ConfigMismatch
+        The folder holds seeds of another configuration (never reused or overwritten).
+    RunInterrupted
+        Ctrl-C; the finished seeds are on disk.
+    RunFailed
+        A seed, the summary or a figure failed; the finished seeds are on disk.
     """
-    t_start = time.perf_counter()
-    module = get_experiment(experiment) if isinstance(experiment, str) else experiment
-    if not isinstance(module, types.ModuleType):
-        raise TypeError(f"experiment: expected a name or a module, got {type(experiment).__name__}")
-    validate_module(module)
-    name = module.NAME
+    plan = plan_run(experiment, quick=quick, config=config, overrides=overrides, seeds=seeds,
+                    n_seeds=n_seeds, out=out)
+    return run_plan(plan, jobs=jobs, backend=backend, scheduler=scheduler, processes=processes,
+                    resume=resume, progress=progress, plot=plot, echo=echo)
+
+
+def check_backend(backend: str, jobs: int | None) -> int:
+    """Validate ``backend`` and ``jobs``; return the number of workers (``-1``/None: all cores)."""
     if backend not in BACKENDS:
         raise ValueError(f"backend: expected one of {', '.join(BACKENDS)}, got {backend!r}")
-    if config is None:
-        config = module.quick_config() if quick else module.Config()
-    seed_list = _resolve_seeds(module, quick, seeds, n_seeds)
-    config_json = _io.config_to_json(config)
-    n_x = len(list(module.x_values(config)))
-    say = echo or (lambda _msg: None)
-
-    out_dir = pathlib.Path(out) / name
-    seed_dir = out_dir / "seeds"
-    seed_dir.mkdir(parents=True, exist_ok=True)
-
-    skipped: list[int] = []
-    pending: list[int] = []
-    for s in seed_list:
-        if resume and _io.load_seed(seed_dir, s, experiment=name, config_json=config_json) is not None:
-            skipped.append(s)
-        else:
-            pending.append(s)
-
     if jobs is None or jobs == -1:
         jobs = os.cpu_count() or 1
     if isinstance(jobs, bool) or int(jobs) != jobs or jobs < 1:
         raise ValueError(f"jobs: expected a positive integer or -1, got {jobs!r}")
-    jobs = max(1, min(int(jobs), len(pending) or 1))
+    return int(jobs)
 
-    say(
-        f"{name}: {module.DESCRIPTION}\n"
-        f"  {len(seed_list)} seed(s), {len(skipped)} already on disk, {len(pending)} to run "
-        f"({backend}, {jobs} worker(s)) -> {out_dir}"
-    )
+
+def run_plan(plan: _Plan, *, jobs: int | None = None, backend: str = "loky", scheduler: str | None = None,
+             processes: bool = True, resume: bool = True, progress: bool = True, plot: bool = True,
+             echo: Callable[[str], None] | None = print, lock: bool = True) -> RunReport:
+    """Run a planned experiment (see :func:`run_experiment`).
+
+    ``lock=False`` when the caller already holds the folder's
+    :class:`~corrpriors.experiments._io.RunLock`.
+    """
+    t_start = time.perf_counter()
+    n_jobs = check_backend(backend, jobs)
+    seed_dir = _io.prepare_run_dir(plan.run_dir)
+    held = _io.RunLock(plan.run_dir).acquire() if lock else None
+    try:
+        _io.check_config_record(plan.run_dir, plan.name, plan.config_json, plan.config_hash)
+        return _run_locked(plan, seed_dir, n_jobs, backend, scheduler, processes, resume, progress,
+                           plot, echo or (lambda _msg: None), t_start)
+    finally:
+        if held is not None:
+            held.release()
+
+
+def _run_locked(plan: _Plan, seed_dir: pathlib.Path, jobs: int, backend: str, scheduler, processes: bool,
+                resume: bool, progress: bool, plot: bool, say: Callable[[str], None], t_start: float) -> RunReport:
+    exp, name = plan.experiment, plan.name
+    stored: dict[int, _io.StoredSeed] = {}
+    for s in plan.seeds:
+        found = _io.load_seed(seed_dir, s, experiment=name, config_json=plan.config_json)
+        if found is not None and resume:
+            stored[s] = found
+    skipped = [s for s in plan.seeds if s in stored]
+    pending = [s for s in plan.seeds if s not in stored]
+    jobs = max(1, min(jobs, len(pending) or 1))
+    say(f"{name}: {exp.DESCRIPTION}\n"
+        f"  {len(plan.seeds)} seed(s), {len(skipped)} already on disk, {len(pending)} to run "
+        f"({backend}, {jobs} worker(s)) -> {plan.run_dir}")
+    n_x = len(list(exp.x_values(plan.config)))
     computed: list[int] = []
-    if pending:
-        from tqdm.auto import tqdm
+    try:
+        if pending:
+            _compute(plan, seed_dir, pending, len(skipped), n_x, jobs, backend, scheduler, processes,
+                     progress, computed)
+    except KeyboardInterrupt:
+        raise RunInterrupted(name, len(skipped) + len(computed), len(plan.seeds), plan.run_dir) from None
+    except (_io.OutputError, _io.ConfigMismatch):
+        raise
+    except OSError as exc:
+        raise _io.OutputError(exc.filename or plan.run_dir, _io._reason(exc)) from None
+    except Exception as exc:
+        raise RunFailed(name, len(skipped) + len(computed), len(plan.seeds), plan.run_dir, exc) from exc
 
-        tasks = [(module.run_seed, config, name, s) for s in pending]
-        with tqdm(
-            total=len(seed_list), initial=len(skipped), desc=name, unit="seed",
-            disable=not progress, file=sys.stderr, dynamic_ncols=True,
-        ) as bar:
-            for seed, arrays, (elapsed, cpu) in _iter_results(tasks, backend, jobs, scheduler, processes):
-                _check_seed_result(module, n_x, seed, arrays)
-                _io.save_seed(
-                    seed_dir, seed, arrays, experiment=name, config_json=config_json, elapsed=elapsed, cpu=cpu
-                )
+    try:
+        return _finish(plan, seed_dir, computed, skipped, plot, say, t_start)
+    except KeyboardInterrupt:
+        raise RunInterrupted(name, len(plan.seeds), len(plan.seeds), plan.run_dir) from None
+    except (_io.OutputError, _io.ConfigMismatch):
+        raise
+    except OSError as exc:
+        raise _io.OutputError(exc.filename or plan.run_dir, _io._reason(exc)) from None
+    except Exception as exc:
+        raise RunFailed(name, len(plan.seeds), len(plan.seeds), plan.run_dir, exc) from exc
+
+
+def _compute(plan: _Plan, seed_dir: pathlib.Path, pending: list[int], done: int, n_x: int, jobs: int,
+             backend: str, scheduler, processes: bool, progress: bool, computed: list[int]) -> None:
+    from tqdm.auto import tqdm
+
+    tasks: list[Task] = [(plan.experiment.run_seed, plan.config, plan.name, s) for s in pending]
+    results = _iter_results(tasks, backend, jobs, scheduler, processes)
+    with tqdm(total=len(plan.seeds), initial=done, desc=plan.name, unit="seed", disable=not progress,
+              file=sys.stderr, dynamic_ncols=True, leave=False) as bar:
+        try:
+            for seed, result, (elapsed, cpu), caught in results:
+                check_seed_result(plan.experiment, n_x, seed, result)
+                _io.save_seed(seed_dir, seed, result, experiment=plan.name, config_json=plan.config_json,
+                              elapsed=elapsed, cpu=cpu, warnings=caught)
                 computed.append(seed)
                 bar.set_postfix_str(f"seed {seed}: {elapsed:.1f}s")
                 bar.update(1)
+        finally:
+            close = getattr(results, "close", None)
+            if close is not None:
+                close()
 
-    seed_results: dict[int, dict[str, np.ndarray]] = {}
-    for s in seed_list:
-        loaded = _io.load_seed(seed_dir, s, experiment=name, config_json=config_json)
+
+def _finish(plan: _Plan, seed_dir: pathlib.Path, computed: list[int], skipped: list[int], plot: bool,
+            say: Callable[[str], None], t_start: float) -> RunReport:
+    exp, name = plan.experiment, plan.name
+    stored: dict[int, _io.StoredSeed] = {}
+    for s in plan.seeds:
+        loaded = _io.load_seed(seed_dir, s, experiment=name, config_json=plan.config_json)
         if loaded is None:  # pragma: no cover - only if the disk changes under our feet
             raise RuntimeError(f"{name}: seed {s} vanished or was corrupted after it was written")
-        seed_results[s] = loaded
-
-    summary = summarise(module, config, seed_results)
-    metrics_path = out_dir / "metrics.json"
+        stored[s] = loaded
+    results = {s: st.result for s, st in stored.items()}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        summary = summarise(exp, plan.config, results)
+        summary["extra"] = _io.to_jsonable(summary.get("extra", {}))
+        specs: list[FigureSpec] = []
+        if plot:
+            figures_fn = getattr(exp, "figures", None)
+            specs = (figures_fn(plan.config, results, summary) if figures_fn is not None
+                     else default_figures(exp, summary))
+    all_warnings = [w for st in stored.values() for w in st.meta.get("warnings", [])] + _collect(caught)
+    by_category: dict[str, int] = {}
+    for w in all_warnings:
+        by_category[w["category"]] = by_category.get(w["category"], 0) + int(w["count"])
+    log_path = plan.run_dir / "warnings.log"
+    summary["run"] = {
+        "settings": plan.settings,
+        "config_hash": plan.config_hash,
+        "folder": plan.run_dir.name,
+        "overrides": _io.to_jsonable(plan.overrides),
+        "resolved": _resolved(plan.config_json, summary["config"]),
+        "claims": claims_status(exp, plan.settings, len(plan.seeds)),
+        "warnings": {"count": int(sum(by_category.values())), "by_category": by_category, "log": log_path.name},
+        "figures": [{"files": [f"{spec.name}.png", f"{spec.name}.pdf"], "caption": spec.caption} for spec in specs],
+    }
+    metrics_path = plan.run_dir / "metrics.json"
     _io.write_json(metrics_path, summary)
-
-    figures: list[pathlib.Path] = []
-    if plot:
-        plot_fn = getattr(module, "plot", None)
-        if plot_fn is None:
-            figures = _default_plot(summary, out_dir)
-        else:
-            figures = [pathlib.Path(p) for p in (plot_fn(config, seed_results, summary, out_dir) or [])]
+    _write_warnings_log(log_path, plan, all_warnings)
+    saved = _save_figures(specs, plan.run_dir)
+    figure_paths = tuple(p for sf in saved for p in sf.paths)
     say(format_table(summary))
     elapsed = time.perf_counter() - t_start
-    say(f"  metrics: {metrics_path}" + (f"; figures: {', '.join(p.name for p in figures)}" if figures else ""))
     say(f"  done in {elapsed:.1f}s")
     return RunReport(
-        name=name,
-        out_dir=out_dir,
-        metrics_path=metrics_path,
-        figures=tuple(figures),
-        computed_seeds=tuple(sorted(computed)),
-        skipped_seeds=tuple(skipped),
-        elapsed=elapsed,
-        summary=summary,
+        name=name, out_dir=plan.run_dir, metrics_path=metrics_path, figures=figure_paths,
+        computed_seeds=tuple(sorted(computed)), skipped_seeds=tuple(skipped), elapsed=elapsed,
+        summary=summary, saved_figures=tuple(saved), warnings=by_category, warnings_log=log_path,
     )
 
 
-def parse_seeds(text: str) -> list[int]:
-    """Parse ``"0,1,2"`` or ranges ``"0-4,7"`` into a list of seeds."""
-    out: list[int] = []
-    try:
-        for part in text.split(","):
-            part = part.strip()
-            if not part:
-                continue
-            if "-" in part:
-                lo, hi = part.split("-", 1)
-                out.extend(range(int(lo), int(hi) + 1))
-            else:
-                out.append(int(part))
-    except ValueError:
-        raise ValueError(f"seeds: expected comma-separated integers or ranges like 0-4, got {text!r}") from None
-    if not out:
-        raise ValueError(f"seeds: no seed given in {text!r}")
-    return out
+def _resolved(requested: dict, used: dict) -> dict:
+    """Fields whose recorded value differs from the requested one (a sentinel replaced)."""
+    return {k: {"given": requested[k], "used": used[k]} for k in requested if k in used and used[k] != requested[k]}
 
 
-__all__ = ["BACKENDS", "RunReport", "format_table", "parse_seeds", "run_experiment", "seed_generator", "summarise"]
+def _write_warnings_log(path: pathlib.Path, plan: _Plan, entries: list[dict]) -> None:
+    from .._fileio import atomic_write_bytes
+
+    total = sum(int(w["count"]) for w in entries)
+    lines = [f"# warnings of {plan.name}, configuration {plan.run_dir.name}, seeds {plan.seeds[:10]}"
+             f"{' ...' if len(plan.seeds) > 10 else ''}: {total} in total", ""]
+    merged: dict[tuple[str, str, str], int] = {}
+    for w in entries:
+        key = (w["category"], w["message"], w["where"])
+        merged[key] = merged.get(key, 0) + int(w["count"])
+    for (category, message, where), count in sorted(merged.items(), key=lambda kv: (kv[0][0], -kv[1])):
+        lines.append(f"{count:6d} x {category} at {where}:")
+        lines += [f"         {line}" for line in message.splitlines() or [""]]
+        if category in WARNING_NOTES:
+            lines.append(f"         ({WARNING_NOTES[category]})")
+    atomic_write_bytes(path, ("\n".join(lines) + "\n").encode())
+
+
+__all__ = [
+    "BACKENDS",
+    "WARNING_NOTES",
+    "MAX_SEEDS",
+    "RunFailed",
+    "RunInterrupted",
+    "RunReport",
+    "claims_status",
+    "format_table",
+    "parse_seeds",
+    "check_backend",
+    "plan_run",
+    "run_experiment",
+    "run_plan",
+    "seed_generator",
+    "summarise",
+]

@@ -5,11 +5,12 @@ discount 0.9) with the paper's motion model: "each action triggers a noisy trans
 the four cardinal directions such that the pattern of the resulting next-state distribution
 resembles a discretized Gaussian distribution centered around the targeted adjacent state"
 (``motion="gaussian"``; ``Config.motion="cardinal"`` gives the 0.7/0.1 moves instead, under which
-the PG advantage largely disappears -- see the project report). The expert plays ``softmax(beta * Q)`` with ``beta = 20`` on the optimal
-Q-values (not normalised). One sequence of ``max(n_demonstrations)`` demonstrations is drawn
-(each state uniform, the action from the expert) and every point ``D`` of the sweep uses its
-first ``D`` pairs (nested data sets: the curves over ``D`` are less noisy than with fresh draws,
-which matters for the data-efficiency ratio). Methods:
+the PG advantage largely disappears -- see the project report). The expert plays
+``softmax(beta * Q)`` with ``beta = 20`` on the optimal Q-values (not normalised). One sequence
+of ``max(n_demonstrations)`` demonstrations is drawn (each state uniform, the action from the
+expert) and every point ``D`` of the sweep uses its first ``D`` pairs (nested data sets: the
+curves over ``D`` are less noisy than with fresh draws, which matters for the data-efficiency
+ratio). Methods:
 
 - ``pg``: :class:`~corrpriors.applications.imitation.PolicyEstimator` with a
   squared-exponential kernel on the Euclidean grid distances, length scale = the largest
@@ -27,16 +28,26 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import pathlib
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+
+from ._protocol import Claim, FigureSpec, SeedResult
+from ._shared import boltzmann_expert, curve_stack, evaluate_policy, extra_stack, grid_extras, largest_distance
 
 NAME = "imitation"
 DESCRIPTION = "Imitation learning on a 10x10 goal grid world: PG vs Dirichlet policy estimates (Fig. 1)"
 X_NAME = "demonstrations"
 METRICS = {"hellinger": "lower", "value_loss": "lower"}
 METHODS = ("pg", "dirichlet")
+ENVIRONMENT = "Imitation learning, 10x10 goal grid world"
+X_LABEL = "demonstrations (state-action pairs, D)"
+METRIC_LABELS = {
+    "hellinger": "Hellinger distance to the expert policy\n(mean over states)",
+    "value_loss": "value loss\n(||V_expert - V|| / ||V_expert||)",
+}
+METHOD_LABELS = {"pg": "PG", "dirichlet": "Dirichlet", "pg_elbo": "PG, length scale by ELBO"}
 #: 20 seeds: the paper does not state its number of repetitions; 20 is the protocol's default.
 PAPER_SEEDS = 20
 QUICK_SEEDS = 2
@@ -93,13 +104,13 @@ class Config:
 
 
 def quick_config() -> Config:
-    """A smaller sweep (same world) that runs in seconds."""
+    """Return a smaller sweep (same world) that runs in seconds."""
     return Config(n_demonstrations=(10, 50, 200), max_iter=300, tol=1e-6, mc_samples=200,
                   elbo_lengthscales=())
 
 
 def x_values(config: Config) -> list[float]:
-    """The numbers of demonstrations."""
+    """Return the numbers of demonstrations."""
     return [float(d) for d in config.n_demonstrations]
 
 
@@ -107,25 +118,16 @@ def x_values(config: Config) -> list[float]:
 
 
 def make_world(config: Config, rng: np.random.Generator):
-    """The seed's goal grid world (reward cells drawn from ``rng``)."""
+    """Build the seed's goal grid world (reward cells drawn from ``rng``)."""
     from ..envs import goal_gridworld
 
     return goal_gridworld(shape=tuple(config.shape), n_rewards=config.n_rewards,
                           discount=config.discount, motion=config.motion, rng=rng)
 
 
-def _optimal_q(mdp) -> np.ndarray:
-    """Optimal Q-values of ``mdp``; ndarray of shape (S, A)."""
-    from ..mdp import value_iteration
-
-    return np.asarray(value_iteration(mdp).q_values, dtype=float)
-
-
 def expert_policy(mdp, beta: float) -> np.ndarray:
     """``softmax(beta * Q*)`` on the optimal Q-values of ``mdp``; ndarray of shape (S, A)."""
-    from ..mdp import boltzmann_policy
-
-    return np.asarray(boltzmann_policy(_optimal_q(mdp), beta, normalize=False), dtype=float)
+    return boltzmann_expert(mdp, beta, normalize=False)
 
 
 def draw_demonstrations(policy: np.ndarray, n: int, rng: np.random.Generator):
@@ -138,28 +140,27 @@ def draw_demonstrations(policy: np.ndarray, n: int, rng: np.random.Generator):
     return states, actions
 
 
-def evaluate(mdp, expert: np.ndarray, estimate: np.ndarray) -> dict[str, float]:
-    """Mean Hellinger distance over states and value loss of ``estimate`` against ``expert``."""
-    from ..mdp import hellinger, value_loss
-
-    return {"hellinger": float(np.mean(hellinger(expert, estimate))),
-            "value_loss": float(value_loss(mdp, expert, estimate))}
+#: Mean Hellinger distance and value loss of an estimate (shared with the subgoal experiment).
+evaluate = evaluate_policy
 
 
-def run_seed(config: Config, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """One seed of the sweep; see the module docstring."""
-    import warnings
-
-    from ..exceptions import JitterWarning
-
-    with warnings.catch_warnings():
-        # the SE kernel with the largest distance as length scale is numerically rank
-        # deficient on a grid; the core adds (and records) a tiny jitter every fit
-        warnings.simplefilter("ignore", JitterWarning)
-        return _run_seed(config, rng)
+def resolve_config(config: Config) -> Config:
+    """``config`` with length scales of 0 replaced by the largest distance between two states."""
+    if config.lengthscale > 0 and all(float(v) > 0 for v in config.elbo_lengthscales):
+        return config
+    rows, cols = (int(n) for n in config.shape)
+    d_max = largest_distance(np.argwhere(np.ones((rows, cols), dtype=bool)))
+    return dataclasses.replace(
+        config, lengthscale=config.lengthscale if config.lengthscale > 0 else d_max,
+        elbo_lengthscales=tuple(float(v) if float(v) > 0 else d_max for v in config.elbo_lengthscales))
 
 
-def _run_seed(config: Config, rng: np.random.Generator) -> dict[str, np.ndarray]:
+def run_seed(config: Config, rng: np.random.Generator) -> SeedResult:
+    """One seed of the sweep; see the module docstring.
+
+    The smooth kernel (the largest distance as length scale) is numerically rank deficient on
+    a grid; the core adds a tiny jitter at every fit and warns (the runner counts it).
+    """
     from ..applications.imitation import PolicyEstimator, demonstration_counts
 
     world_rng, data_rng, mc_rng = rng.spawn(3)
@@ -171,8 +172,8 @@ def _run_seed(config: Config, rng: np.random.Generator) -> dict[str, np.ndarray]
     coords = np.asarray(mdp.coordinates, dtype=float)
 
     methods = list(METHODS) + (["pg_elbo"] if config.elbo_lengthscales else [])
-    out: dict[str, np.ndarray] = {f"{m}__{meth}": np.full(len(ds), np.nan)
-                                  for m in METRICS for meth in methods}
+    curves: dict[str, dict[str, np.ndarray]] = {m: {meth: np.full(len(ds), np.nan) for meth in methods}
+                                                for m in METRICS}
     scales = np.full(len(ds), np.nan)
     mc_hell = np.full(len(ds), np.nan)
     pg = PolicyEstimator("pg", coordinates=coords,
@@ -190,29 +191,26 @@ def _run_seed(config: Config, rng: np.random.Generator) -> dict[str, np.ndarray]
         counts = demonstration_counts(states[:d], actions[:d], n_states, n_actions)
         for meth, est in estimators:
             est.fit(counts)
-            for metric, value in evaluate(mdp, expert, est.policy_).items():
-                out[f"{metric}__{meth}"][i] = value
+            for metric, value in evaluate_policy(mdp, expert, est.policy_).items():
+                curves[metric][meth][i] = value
             if meth == "pg_elbo":
                 chosen[i] = est.lengthscale_
         scales[i] = pg.scale_
         if config.mc_samples > 0:
             mc = pg.policy(method="mc", n_samples=config.mc_samples, rng=mc_rng)
-            mc_hell[i] = evaluate(mdp, expert, mc)["hellinger"]
+            mc_hell[i] = evaluate_policy(mdp, expert, mc)["hellinger"]
         if d == config.figure_demonstrations:
             fig = {"counts": counts, "pg": pg.policy_, "dirichlet": dirichlet.policy_}
-    out["extra__scale__pg"] = scales
-    out["extra__lengthscale__pg"] = np.array([pg.lengthscale_])
+    lengthscales = {"pg": np.array([pg.lengthscale_])}
     if config.elbo_lengthscales:
-        out["extra__lengthscale__pg_elbo"] = chosen
-    out["extra__hellinger_mc__pg"] = mc_hell
-    out["extra__expert"] = expert
-    out["extra__rewards"] = np.asarray(mdp.rewards, dtype=float)
-    out["extra__coordinates"] = coords
+        lengthscales["pg_elbo"] = chosen
+    extras = {"expert": expert, "rewards": np.asarray(mdp.rewards, dtype=float), "coordinates": coords,
+              **grid_extras(mdp)}
+    method_extras = {"scale": {"pg": scales}, "lengthscale": lengthscales, "hellinger_mc": {"pg": mc_hell}}
     if fig:
-        out["extra__figure_counts"] = fig["counts"]
-        out["extra__figure__pg"] = fig["pg"]
-        out["extra__figure__dirichlet"] = fig["dirichlet"]
-    return out
+        extras["figure_counts"] = fig["counts"]
+        method_extras["figure_policy"] = {"pg": fig["pg"], "dirichlet": fig["dirichlet"]}
+    return SeedResult(curves=curves, extras=extras, method_extras=method_extras)
 
 
 # ----------------------------------------------------------------------------- summary
@@ -238,10 +236,11 @@ def matching_data_size(xs, target: float, curve) -> float:
     return float(math.exp(x0 + t * (x1 - x0)))
 
 
-def summarise_extra(config: Config, seed_results: dict, metrics: dict) -> dict:
+def summarise_extra(config: Config, results: Mapping[int, SeedResult], metrics: dict) -> dict:
     """Data-efficiency ratios (D' at which Dirichlet matches PG at D) and the claims check."""
     xs = x_values(config)
-    seeds = sorted(seed_results)
+    seeds = sorted(results)
+    first = results[seeds[0]]
     extra: dict = {"seeds_used": len(seeds)}
     efficiency: dict[str, list[dict[str, Any]]] = {}
     for metric in METRICS:
@@ -256,64 +255,83 @@ def summarise_extra(config: Config, seed_results: dict, metrics: dict) -> dict:
                          "note": "not reached on the grid" if math.isnan(dp) else ""})
         efficiency[metric] = rows
     extra["data_efficiency"] = efficiency
-    scales = np.stack([np.asarray(seed_results[s]["extra__scale__pg"], dtype=float) for s in seeds])
+    scales = extra_stack(results, "scale", "pg")
     extra["pg_scale_mean"] = scales.mean(axis=0).tolist()
-    extra["pg_lengthscale"] = float(np.asarray(seed_results[seeds[0]]["extra__lengthscale__pg"])[0])
-    if "extra__lengthscale__pg_elbo" in seed_results[seeds[0]]:
-        ch = np.stack([np.asarray(seed_results[s]["extra__lengthscale__pg_elbo"], dtype=float)
-                       for s in seeds])
+    extra["pg_lengthscale"] = float(np.asarray(first.method_extras["lengthscale"]["pg"])[0])
+    if "pg_elbo" in first.method_extras.get("lengthscale", {}):
+        ch = extra_stack(results, "lengthscale", "pg_elbo")
         extra["pg_elbo_lengthscale_choices"] = {
             f"{d:g}": {f"{v:g}": int(np.sum(ch[:, i] == v)) for v in np.unique(ch[:, i])}
             for i, d in enumerate(xs)}
-    if "extra__hellinger_mc__pg" in seed_results[seeds[0]]:
-        mc = np.stack([np.asarray(seed_results[s]["extra__hellinger_mc__pg"], dtype=float) for s in seeds])
-        extra["pg_hellinger_mc_mean"] = mc.mean(axis=0).tolist()
+    if "pg" in first.method_extras.get("hellinger_mc", {}):
+        extra["pg_hellinger_mc_mean"] = extra_stack(results, "hellinger_mc", "pg").mean(axis=0).tolist()
 
     claims = []
     for metric in METRICS:
-        diff = np.stack([np.asarray(seed_results[s][f"{metric}__dirichlet"], dtype=float)
-                         - np.asarray(seed_results[s][f"{metric}__pg"], dtype=float) for s in seeds])
+        diff = curve_stack(results, metric, "dirichlet") - curve_stack(results, metric, "pg")
         mean_diff = diff.mean(axis=0)
         se = diff.std(axis=0, ddof=1) / math.sqrt(len(seeds)) if len(seeds) > 1 else np.zeros_like(mean_diff)
         clearly = bool(np.all(mean_diff > 0) and np.all(mean_diff > 2 * se))
-        claims.append({
-            "claim": f"PG is clearly better than Dirichlet ({metric}, every D)",
-            "holds": clearly,
-            "detail": "Dirichlet minus PG per D: " + ", ".join(
+        claims.append(Claim(
+            f"PG is clearly better than Dirichlet ({metric}, every D)", clearly,
+            "Dirichlet minus PG per D: " + ", ".join(
                 f"D={d:g}: {m:+.3f}±{s:.3f}" for d, m, s in zip(xs, mean_diff, se))
-                + " (mean ± s.e. over seeds; 'clearly' = above 2 s.e. at every D)",
-        })
+            + " (mean ± s.e. over seeds; 'clearly' = above 2 s.e. at every D)"))
     pg_h = np.asarray(metrics["hellinger"]["methods"]["pg"]["mean"], dtype=float)
     dir_h = np.asarray(metrics["hellinger"]["methods"]["dirichlet"]["mean"], dtype=float)
     gap = dir_h - pg_h
     rel = gap / dir_h
     half = max(1, len(xs) // 2)
-    claims.append({
-        "claim": "PG's advantage is largest with few demonstrations (hellinger)",
-        "holds": bool(np.mean(gap[:half]) > np.mean(gap[-half:])),
-        "detail": f"absolute gap largest at D={xs[int(np.argmax(gap))]:g}, relative gap largest at "
-                  f"D={xs[int(np.argmax(rel))]:g}; mean gap over the {half} smallest D "
-                  f"{np.mean(gap[:half]):.3f} vs the {half} largest {np.mean(gap[-half:]):.3f}",
-    })
+    claims.append(Claim(
+        "PG's advantage is largest with few demonstrations (hellinger)",
+        bool(np.mean(gap[:half]) > np.mean(gap[-half:])),
+        f"absolute gap largest at D={xs[int(np.argmax(gap))]:g}, relative gap largest at "
+        f"D={xs[int(np.argmax(rel))]:g}; mean gap over the {half} smallest D "
+        f"{np.mean(gap[:half]):.3f} vs the {half} largest {np.mean(gap[-half:]):.3f}"))
     ratios = [float(r["ratio"]) for r in efficiency["hellinger"] if r["ratio"] is not None]
     unreached = [float(r["D"]) for r in efficiency["hellinger"] if r["ratio"] is None]
     # an unreached D gives only a lower bound D' > max(D): ratio > max(D) / D
     bounds = ratios + [xs[-1] / d for d in unreached]
     best = max(bounds) if bounds else float("nan")
-    claims.append({
-        "claim": "the correlated model does as well with an order of magnitude less data (hellinger)",
-        "holds": bool(bounds and best >= 10),
-        "detail": (f"largest D'/D where Dirichlet catches up on the grid: {max(ratios):.1f}"
-                   if ratios else "Dirichlet never catches up on the grid")
-                  + (f"; Dirichlet never reaches PG's error at D={unreached} on the grid (ratio > "
-                     f"{xs[-1]:g}/D)" if unreached else ""),
-    })
+    claims.append(Claim(
+        "the correlated model does as well with an order of magnitude less data (hellinger)",
+        bool(bounds and best >= 10),
+        (f"largest D'/D where Dirichlet catches up on the grid: {max(ratios):.1f}"
+         if ratios else "Dirichlet never catches up on the grid")
+        + (f"; Dirichlet never reaches PG's error at D={unreached} on the grid (ratio > "
+           f"{xs[-1]:g}/D)" if unreached else "")))
     extra["claims"] = claims
     return extra
 
 
-def plot(config: Config, seed_results: dict, summary: dict, out_dir: pathlib.Path) -> list[pathlib.Path]:
-    """Fig. 1 panels (expert, Dirichlet and PG arrow maps, normalised metric bars) and the curves."""
-    from ..plotting._imitation import plot_imitation_figures
+def figures(config: Config, results: Mapping[int, SeedResult], summary: dict) -> list[FigureSpec]:
+    """Draw Fig. 1 and the metric curves over D.
 
-    return plot_imitation_figures(config, seed_results, summary, pathlib.Path(out_dir))
+    Fig. 1: expert, Dirichlet and PG arrow maps of the first seed, metric bars over seeds.
+    """
+    from ..mdp import hellinger
+    from ..plotting._imitation import imitation_curves_figure, imitation_policies_figure
+    from ._shared import grid_layout
+
+    specs = []
+    seed = min(results)
+    res = results[seed]
+    xs = [float(x) for x in summary["x"]["values"]]
+    d_fig = float(config.figure_demonstrations)
+    if "figure_policy" in res.method_extras and d_fig in xs:
+        expert = res.extras["expert"]
+        estimates = {m: res.method_extras["figure_policy"][m] for m in ("dirichlet", "pg")}
+        fig = imitation_policies_figure(
+            grid_layout(res), expert, estimates,
+            {m: float(np.mean(hellinger(expert, p))) for m, p in estimates.items()},
+            data_states=np.asarray(res.extras["figure_counts"]).sum(axis=1),
+            reward_states=np.asarray(res.extras["rewards"]) > 0, summary=summary, x_index=xs.index(d_fig),
+            seed=seed, environment=ENVIRONMENT, metric_labels={"hellinger": "Hellinger", "value_loss": "value loss"})
+        specs.append(FigureSpec(f"{NAME}-policies", fig,
+                                f"paper Fig. 1: expert, Dirichlet and PG policies of seed {seed} at D = {d_fig:g} "
+                                "(arrow maps) and both errors relative to the worse method, over seeds"))
+    fig = imitation_curves_figure(summary, environment=ENVIRONMENT, x_label=X_LABEL, metric_labels=METRIC_LABELS)
+    specs.append(FigureSpec(f"{NAME}-curves", fig,
+                            "Hellinger distance and value loss against the number of demonstrations (log x), "
+                            "mean ± standard error over seeds"))
+    return specs

@@ -28,19 +28,21 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import pathlib
+from collections.abc import Mapping
 
 import numpy as np
 
-from .psrl_grid import (
+from ._protocol import FigureSpec, SeedResult
+from ._psrl import (  # noqa: F401  (re-exported: the PSRL names of this experiment)
+    METHOD_LABELS,
     METHODS,
-    claims_check,
-    cost_summary,
-    efficiency_summary,
+    check_methods,
+    check_psrl_config,
+    psrl_extra,
     run_methods,
-    se_covariance,
     split_method,
 )
+from ._shared import se_covariance
 
 NAME = "psrl-queueing"
 DESCRIPTION = "PSRL on the 2-server batch queueing network: PG vs Dirichlet beliefs (Fig. 4)"
@@ -48,6 +50,9 @@ X_NAME = "episodes"
 METRICS = {"expected_return": "higher"}
 PAPER_SEEDS = 100
 QUICK_SEEDS = 2
+ENVIRONMENT = "PSRL, 2-server batch queueing network"
+X_LABEL = "learning episodes (20 transitions each)"
+METRIC_LABELS = {"expected_return": "expected discounted return\n(mean over start states)"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,12 +119,23 @@ def _environment():
     return queueing_network()
 
 
-def run_seed(config: Config, rng: np.random.Generator) -> dict[str, np.ndarray]:
+def check_config(config: Config) -> None:
+    """Raise ``ValueError`` naming the field of an invalid ``config``."""
+    check_psrl_config(config, ("n_episodes", "episode_length", "n_samples", "radius", "max_iter"))
+
+
+def resolve_config(config: Config) -> Config:
+    """``config`` with a discount of 0 replaced by the environment's."""
+    if config.discount > 0:
+        return config
+    return dataclasses.replace(config, discount=float(_environment().discount))
+
+
+def run_seed(config: Config, rng: np.random.Generator) -> SeedResult:
     """Run all configured policies for one seed; curves of shape (n_episodes + 1,)."""
     from ..applications.transitions import displacement_category_map
 
-    for m in config.methods:
-        split_method(m)
+    check_methods(config.methods)
     mdp = _environment()
     coords = np.asarray(mdp.coordinates, dtype=float)
     span = coords.max(axis=0) - coords.min(axis=0)
@@ -132,36 +148,30 @@ def run_seed(config: Config, rng: np.random.Generator) -> dict[str, np.ndarray]:
                        config.n_episodes * config.episode_length, normalise=False)
 
 
-def summarise_extra(config: Config, seed_results: dict, metrics: dict) -> dict:
+def summarise_extra(config: Config, results: Mapping[int, SeedResult], metrics: dict) -> dict:
     """Optimal value, episodes to close 90% (and 50%) of the gap to it per policy, timings, claims.
 
     The gap is measured from the worst policy's mean return at episode 0 (the prior's policy).
     """
-    x = x_values(config)
-    seeds = sorted(seed_results)
-    optimal = float(np.asarray(seed_results[seeds[0]]["extra__optimal_return"])[0])
-    start = min(float(np.mean([seed_results[s][f"expected_return__{m}"][0] for s in seeds]))
-                for m in config.methods)
-    eff = efficiency_summary(x, seed_results, "expected_return", config.methods,
-                             level_fraction=0.9, low=start, high=optimal, x_name="episodes")
-    eff50 = efficiency_summary(x, seed_results, "expected_return", config.methods,
-                               level_fraction=0.5, low=start, high=optimal, x_name="episodes")
+    optimal = float(np.asarray(results[min(results)].extras["optimal_return"])[0])
+    seeds = sorted(results)
+    start = min(float(np.mean([results[s].curves["expected_return"][m][0] for s in seeds])) for m in config.methods)
     return {
         "optimal_return": optimal,
-        "efficiency_90pct": eff,
-        "efficiency_50pct": eff50,
-        **cost_summary(seed_results, config.methods),
-        "claims": (claims_check(eff, config.methods, "episodes", "queueing network",
-                                float(config.n_episodes))
-                   + claims_check(eff50, config.methods, "episodes", "queueing network",
-                                  float(config.n_episodes))),
+        **psrl_extra(x_values(config), results, "expected_return", tuple(config.methods), low=start,
+                     high=optimal, x_name="episodes", domain="queueing network", x_max=float(config.n_episodes)),
     }
 
 
-def plot(config: Config, seed_results: dict, summary: dict, out_dir: pathlib.Path) -> list[pathlib.Path]:
+def figures(config: Config, results: Mapping[int, SeedResult], summary: dict) -> list[FigureSpec]:
     """Fig. 4: expected return against episodes, one panel per PSRL variant, optimum marked."""
-    from ..plotting._psrl import plot_psrl_curves
+    from ..plotting._psrl import psrl_curves_figure
 
     optimal = summary.get("extra", {}).get("optimal_return")
-    return plot_psrl_curves(summary, "expected_return", pathlib.Path(out_dir) / "psrl_queueing",
-                            reference=optimal, reference_label="optimal policy")
+    fig = psrl_curves_figure(summary, "expected_return", environment=ENVIRONMENT, x_label=X_LABEL,
+                             y_label=METRIC_LABELS["expected_return"], reference=optimal,
+                             reference_label="optimal policy", integer_x=True)
+    return [FigureSpec(f"{NAME}-return", fig,
+                       "paper Fig. 4: expected discounted return (reward = minus the queue lengths) of the greedy "
+                       "policy against learning episodes, four beliefs x two PSRL variants, mean ± std over "
+                       "seeds; dashed: the optimal policy")]

@@ -8,8 +8,8 @@ couple of dozen state-action pairs). Methods:
 
 - ``pg_subgoal``: :class:`~corrpriors.applications.subgoals.SubgoalPolicyEstimator` with a
   PG subgoal prior (squared-exponential kernel on the Euclidean state coordinates, length
-  scale = the largest distance, scale fixed at ``Config.scale`` = 1, the companion code's value), normalised-softmax subgoal policies with the
-  expert's ``beta``, 100 burn-in sweeps and M = 100 kept samples;
+  scale = the largest distance, scale fixed at ``Config.scale`` = 1, the companion code's value),
+  normalised-softmax subgoal policies with the expert's ``beta``, 100 burn-in sweeps and M = 100 kept samples;
 - ``pg_imitation``: the imitation model (:class:`~corrpriors.applications.imitation.PolicyEstimator`)
   on the same data;
 - ``dirichlet_subgoal``: the subgoal model with independent ``Dir(1e-3)`` subgoal priors;
@@ -25,17 +25,28 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import pathlib
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+
+from ._protocol import Claim, FigureSpec, SeedResult
+from ._shared import boltzmann_expert, evaluate_policy, grid_extras, largest_distance
 
 NAME = "subgoal"
 DESCRIPTION = "Subgoal modelling on the wall world: PG subgoal vs PG imitation vs Dirichlet subgoal (Fig. 2)"
 X_NAME = "state-action pairs"
 METRICS = {"hellinger": "lower", "value_loss": "lower"}
 METHODS = ("pg_subgoal", "pg_imitation", "dirichlet_subgoal")
+ENVIRONMENT = "Subgoal modelling, 11x11 wall world"
+X_LABEL = "demonstrated state-action pairs"
+METRIC_LABELS = {
+    "hellinger": "Hellinger distance to the expert policy (mean over states)",
+    "value_loss": "value loss\n(||V_expert - V|| / ||V_expert||)",
+}
+METHOD_LABELS = {"pg_subgoal": "PG subgoal", "pg_imitation": "PG imitation",
+                 "dirichlet_subgoal": "Dirichlet subgoal", "pg_subgoal_em": "PG subgoal, scale by EM"}
 EM_METHOD = "pg_subgoal_em"
 #: 20 seeds: the paper shows one data set; 20 repetitions make the comparison a statement.
 PAPER_SEEDS = 20
@@ -44,7 +55,7 @@ QUICK_SEEDS = 2
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-    """Settings of the subgoal experiment (defaults: the paper's where it states them).
+    r"""Settings of the subgoal experiment (defaults: the paper's where it states them).
 
     Attributes
     ----------
@@ -109,7 +120,7 @@ def x_values(config: Config) -> list[float]:
 
 
 def make_world():
-    """The wall world of the paper."""
+    """Build the wall world of the paper."""
     from ..envs import wall_world
 
     return wall_world()
@@ -117,10 +128,14 @@ def make_world():
 
 def expert_policy(mdp, beta: float, normalize: bool) -> np.ndarray:
     """``softmax(beta * Q~*)``; ndarray of shape (S, A)."""
-    from ..mdp import boltzmann_policy
-    from .imitation import _optimal_q
+    return boltzmann_expert(mdp, beta, normalize)
 
-    return np.asarray(boltzmann_policy(_optimal_q(mdp), beta, normalize=normalize), dtype=float)
+
+def resolve_config(config: Config) -> Config:
+    """``config`` with a length scale of 0 replaced by the largest distance between two states."""
+    if config.lengthscale > 0:
+        return config
+    return dataclasses.replace(config, lengthscale=largest_distance(np.asarray(make_world().coordinates, float)))
 
 
 def draw_trajectories(mdp, policy: np.ndarray, n: int, length: int, rng: np.random.Generator):
@@ -132,22 +147,15 @@ def draw_trajectories(mdp, policy: np.ndarray, n: int, length: int, rng: np.rand
             np.asarray(traj.actions, dtype=np.int64).ravel())
 
 
-def run_seed(config: Config, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """One seed: data, the three estimates, their errors; see the module docstring."""
-    import warnings
+def run_seed(config: Config, rng: np.random.Generator) -> SeedResult:
+    """One seed: data, the three estimates, their errors; see the module docstring.
 
-    from ..exceptions import JitterWarning
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", JitterWarning)  # rank-deficient SE kernel: tiny jitter
-        return _run_seed(config, rng)
-
-
-def _run_seed(config: Config, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    The smooth kernel is numerically rank deficient (a tiny jitter is added, with a warning
+    the runner counts).
+    """
     from ..applications.imitation import PolicyEstimator, demonstration_counts
     from ..applications.subgoals import SubgoalPolicyEstimator, goal_action_probs
     from ..mdp import hellinger
-    from .imitation import evaluate
 
     data_rng, pg_rng, dir_rng, em_rng = rng.spawn(4)
     mdp = make_world()
@@ -188,55 +196,67 @@ def _run_seed(config: Config, rng: np.random.Generator) -> dict[str, np.ndarray]
         policies[EM_METHOD], seconds[EM_METHOD] = em.policy_, time.perf_counter() - t
         methods.append(EM_METHOD)
 
-    out: dict[str, np.ndarray] = {}
+    curves: dict[str, dict[str, np.ndarray]] = {m: {} for m in METRICS}
+    per_method: dict[str, dict[str, np.ndarray]] = {"policy": {}, "cell_hellinger": {}, "seconds": {}}
     if config.em_variant:
-        out["extra__scale_trace__pg_subgoal_em"] = em.scale_trace_
+        per_method["scale_trace"] = {EM_METHOD: em.scale_trace_}
     for meth in methods:
-        for metric, value in evaluate(mdp, expert, policies[meth]).items():
-            out[f"{metric}__{meth}"] = np.array([value])
-        out[f"extra__policy__{meth}"] = policies[meth]
-        out[f"extra__cell_hellinger__{meth}"] = np.asarray(hellinger(expert, policies[meth]), dtype=float)
-        out[f"extra__seconds__{meth}"] = np.array([seconds[meth]])
-    out["extra__expert"] = expert
-    out["extra__counts"] = counts
-    out["extra__states"] = states
-    out["extra__actions"] = actions
-    out["extra__coordinates"] = coords
-    out["extra__rewards"] = np.asarray(mdp.rewards, dtype=float)
-    out["extra__scale__pg_imitation"] = np.array([imit.scale_])
-    return out
+        for metric, value in evaluate_policy(mdp, expert, policies[meth]).items():
+            curves[metric][meth] = np.array([value])
+        per_method["policy"][meth] = policies[meth]
+        per_method["cell_hellinger"][meth] = np.asarray(hellinger(expert, policies[meth]), dtype=float)
+        per_method["seconds"][meth] = np.array([seconds[meth]])
+    per_method["scale"] = {"pg_imitation": np.array([imit.scale_])}
+    extras = {"expert": expert, "counts": counts, "states": states, "actions": actions, "coordinates": coords,
+              "rewards": np.asarray(mdp.rewards, dtype=float), **grid_extras(mdp)}
+    return SeedResult(curves=curves, extras=extras, method_extras=per_method)
 
 
-def summarise_extra(config: Config, seed_results: dict, metrics: dict) -> dict:
+def summarise_extra(config: Config, results: Mapping[int, SeedResult], metrics: dict) -> dict:
     """Run times, learned scales and the claims check (pg_subgoal beats the other two)."""
-    seeds = sorted(seed_results)
+    seeds = sorted(results)
     extra: dict = {"seeds_used": len(seeds)}
-    methods = [m for m in (*METHODS, EM_METHOD) if f"extra__seconds__{m}" in seed_results[seeds[0]]]
-    extra["seconds_mean"] = {m: float(np.mean([seed_results[s][f"extra__seconds__{m}"][0] for s in seeds]))
+    seconds = results[seeds[0]].method_extras["seconds"]
+    methods = [m for m in (*METHODS, EM_METHOD) if m in seconds]
+    extra["seconds_mean"] = {m: float(np.mean([results[s].method_extras["seconds"][m][0] for s in seeds]))
                              for m in methods}
     extra["pg_subgoal_scale"] = float(config.scale)
     if EM_METHOD in methods:
         extra["pg_subgoal_em_final_scale_mean"] = float(np.mean(
-            [seed_results[s]["extra__scale_trace__pg_subgoal_em"][-1] for s in seeds]))
+            [results[s].method_extras["scale_trace"][EM_METHOD][-1] for s in seeds]))
     claims = []
     for other in ("pg_imitation", "dirichlet_subgoal"):
         for metric in METRICS:
-            diff = np.array([seed_results[s][f"{metric}__{other}"][0]
-                             - seed_results[s][f"{metric}__pg_subgoal"][0] for s in seeds])
+            diff = np.array([results[s].curves[metric][other][0]
+                             - results[s].curves[metric]["pg_subgoal"][0] for s in seeds])
             se = diff.std(ddof=1) / math.sqrt(len(seeds)) if len(seeds) > 1 else 0.0
             wins = int(np.sum(diff > 0))
-            claims.append({
-                "claim": f"pg_subgoal beats {other} ({metric})",
-                "holds": bool(diff.mean() > 0 and diff.mean() > 2 * se),
-                "detail": f"{other} minus pg_subgoal: {diff.mean():+.3f} ± {se:.3f} (mean ± s.e.), "
-                          f"pg_subgoal better in {wins}/{len(seeds)} seeds; 'beats' = above 2 s.e.",
-            })
+            claims.append(Claim(
+                f"pg_subgoal beats {other} ({metric})", bool(diff.mean() > 0 and diff.mean() > 2 * se),
+                f"{other} minus pg_subgoal: {diff.mean():+.3f} ± {se:.3f} (mean ± s.e.), "
+                f"pg_subgoal better in {wins}/{len(seeds)} seeds; 'beats' = above 2 s.e."))
     extra["claims"] = claims
     return extra
 
 
-def plot(config: Config, seed_results: dict, summary: dict, out_dir: pathlib.Path) -> list[pathlib.Path]:
-    """The five panels of Fig. 2 for the first seed, and a bar chart over seeds."""
-    from ..plotting._imitation import plot_subgoal_figures
+def figures(config: Config, results: Mapping[int, SeedResult], summary: dict) -> list[FigureSpec]:
+    """Draw the five panels of Fig. 2 for the first seed, and a bar chart over seeds."""
+    from ..plotting._imitation import subgoal_metrics_figure, subgoal_policies_figure
+    from ._shared import grid_layout
 
-    return plot_subgoal_figures(config, seed_results, summary, pathlib.Path(out_dir))
+    seed = min(results)
+    res = results[seed]
+    fig = subgoal_policies_figure(
+        grid_layout(res), res.extras["expert"], res.extras["counts"],
+        {m: res.method_extras["policy"][m] for m in METHODS},
+        {m: res.method_extras["cell_hellinger"][m] for m in METHODS},
+        reward_states=np.asarray(res.extras["rewards"]) > 0, seed=seed, environment=ENVIRONMENT)
+    bars = subgoal_metrics_figure(summary, list(METHODS), environment=ENVIRONMENT,
+                                  metric_labels={"hellinger": "Hellinger", "value_loss": "value loss"})
+    return [
+        FigureSpec(f"{NAME}-policies", fig,
+                   f"paper Fig. 2: expert policy, the {int(np.sum(res.extras['counts']))} demonstrated pairs and "
+                   f"the three estimates of seed {seed}, coloured by their error in every state"),
+        FigureSpec(f"{NAME}-metrics", bars,
+                   "both errors of the three methods relative to the worst one, mean ± standard error over seeds"),
+    ]

@@ -40,18 +40,20 @@ All models are fitted along the T grid in increasing order, each correlated mode
 warm-started from its fit at the previous T. The paper's length scale (the largest
 distance, 9 sqrt(2) cells) makes the squared-exponential Gram matrix numerically
 rank deficient; the core then adds a relative diagonal jitter of about 1e-10 and
-fits the jittered matrix exactly. ``run_seed`` silences that repeated
-:class:`~corrpriors.exceptions.JitterWarning`.
+fits the jittered matrix exactly, with a :class:`~corrpriors.exceptions.JitterWarning`
+that the runner counts in the run's ``warnings.log``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import pathlib
-import warnings
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+
+from ._protocol import Claim, FigureSpec, SeedResult
+from ._shared import largest_distance
 
 NAME = "system-id"
 DESCRIPTION = "system identification on the tunnel world, Hellinger error vs transitions (paper Fig. 3a)"
@@ -59,6 +61,15 @@ X_NAME = "transitions"
 METRICS = {"hellinger": "lower"}
 PAPER_SEEDS = 20
 QUICK_SEEDS = 2
+ENVIRONMENT = "System identification, 10x10 tunnel world"
+X_LABEL = "transitions observed (T, random walk)"
+METRIC_LABELS = {"hellinger": "Hellinger distance to the true P(s' | s, a)\n(mean over states and actions)"}
+METHOD_LABELS = {
+    "pg": "PG, absolute next states",
+    "pg_offset": "PG, relative moves",
+    "dirichlet_uniform": "Dirichlet α=1",
+    "dirichlet_sparse": "Dirichlet α=1e-3",
+}
 
 METHODS = ("pg", "pg_offset", "dirichlet_uniform", "dirichlet_sparse")
 
@@ -69,7 +80,7 @@ def _paper_grid() -> tuple[int, ...]:
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-    """Settings of the system-identification experiment (defaults: the paper's).
+    r"""Settings of the system-identification experiment (defaults: the paper's).
 
     Attributes
     ----------
@@ -135,15 +146,16 @@ def quick_config() -> Config:
 
 
 def x_values(config: Config) -> list[float]:
-    """The T grid."""
+    """Return the T grid."""
     return [float(t) for t in config.transitions]
 
 
-def _check_config(config: Config) -> None:
+def check_config(config: Config) -> None:
+    """Raise ``ValueError`` naming the field of an invalid ``config``."""
     ts = np.asarray(config.transitions)
     if ts.ndim != 1 or ts.size < 1 or np.any(ts < 0) or np.any(np.diff(ts) <= 0) or np.any(ts != np.round(ts)):
         raise ValueError(f"transitions: expected increasing non-negative integers, got {config.transitions}")
-    if not config.lengthscales or any(float(l) < 0 for l in config.lengthscales):
+    if not config.lengthscales or any(float(ell) < 0 for ell in config.lengthscales):
         raise ValueError(f"lengthscales: expected non-negative numbers, got {config.lengthscales}")
     if config.selection not in ("collapsed", "elbo-em"):
         raise ValueError(f"selection: expected 'collapsed' or 'elbo-em', got {config.selection!r}")
@@ -159,7 +171,7 @@ def _check_config(config: Config) -> None:
 
 
 def random_walk(mdp, n_steps: int, rng: np.random.Generator):
-    """The first ``n_steps`` transitions of a uniformly random walk from cell (0, 0).
+    """Walk ``n_steps`` transitions uniformly at random from cell (0, 0).
 
     Returns
     -------
@@ -175,7 +187,7 @@ def random_walk(mdp, n_steps: int, rng: np.random.Generator):
 
 
 def _cumulative_counts(S: int, A: int, states, actions, next_states, ts) -> list[np.ndarray]:
-    """The (S, A, S) count tensors of the first T transitions, for every T in ``ts``."""
+    """Count the first T transitions into (S, A, S) tensors, for every T in ``ts``."""
     from ..mdp import transition_counts
 
     out, counts, done = [], np.zeros((S, A, S), dtype=np.int64), 0
@@ -188,9 +200,19 @@ def _cumulative_counts(S: int, A: int, states, actions, next_states, ts) -> list
 
 
 def _lengthscale_candidates(config: Config, coords: np.ndarray) -> list[float]:
-    diffs = coords[:, None, :] - coords[None, :, :]
-    d_max = float(np.sqrt((diffs**2).sum(-1)).max())
-    return sorted({float(l) if l > 0 else d_max for l in config.lengthscales})
+    d_max = largest_distance(coords)
+    return sorted({float(ell) if ell > 0 else d_max for ell in config.lengthscales})
+
+
+def resolve_config(config: Config) -> Config:
+    """``config`` with a length scale of 0 replaced by the largest distance between two cells."""
+    from ..envs import tunnel_world
+
+    if not any(float(ell) == 0 for ell in config.lengthscales):
+        return config
+    d_max = largest_distance(np.asarray(tunnel_world().coordinates, dtype=float))
+    lengthscales = tuple(float(ell) if ell > 0 else d_max for ell in config.lengthscales)
+    return dataclasses.replace(config, lengthscales=lengthscales)
 
 
 def _belief_options(config: Config, mdp, method: str) -> dict:
@@ -209,12 +231,14 @@ def _kernels(mdp, lengthscales: list[float]) -> list:
     from ..kernels import SquaredExponential
 
     coords = np.asarray(mdp.coordinates, dtype=float)
-    return [SquaredExponential(lengthscale=l).bind(coords=coords) for l in lengthscales]
+    return [SquaredExponential(lengthscale=ell).bind(coords=coords) for ell in lengthscales]
 
 
 def _correlated_models(config: Config, mdp, method: str, lengthscales: list[float]) -> list:
-    """``selection="elbo-em"``: one :class:`CorrelatedTransitionModel` per candidate length
-    scale, the scale learned by MAP-EM on the ELBO."""
+    """Build one :class:`CorrelatedTransitionModel` per candidate length scale (``selection="elbo-em"``).
+
+    The scale is learned by MAP-EM on the ELBO.
+    """
     from ..applications.transitions import CorrelatedTransitionModel
 
     shape, rate = config.scale_prior_shape, config.scale_prior_rate
@@ -229,10 +253,12 @@ def _correlated_models(config: Config, mdp, method: str, lengthscales: list[floa
 
 
 def _selecting_model(config: Config, mdp, method: str, lengthscales: list[float]):
-    """``selection="collapsed"``: a :class:`CorrelatedTransitionModel` choosing, per action
-    and at every T, the length scale and the scale that maximise the collapsed bound (a
-    warm-started climb over a log lattice of scales from the previous T's choice,
-    :class:`corrpriors.core.ScaleSearch`)."""
+    """Build the selecting :class:`CorrelatedTransitionModel` of ``selection="collapsed"``.
+
+    Per action and at every T it chooses the length scale and the scale that maximise the
+    collapsed bound (a warm-started climb over a log lattice of scales from the previous T's
+    choice, :class:`corrpriors.core.ScaleSearch`).
+    """
     from ..applications.transitions import CorrelatedTransitionModel
 
     return CorrelatedTransitionModel(
@@ -243,31 +269,22 @@ def _selecting_model(config: Config, mdp, method: str, lengthscales: list[float]
 
 
 def _lengthscale_of(model) -> float:
-    """The (possibly learned) length scale of a fitted CorrelatedMultinomial."""
+    """Return the (possibly learned) length scale of a fitted CorrelatedMultinomial."""
     kernel = getattr(model, "kernel_", None)
     kernel = getattr(kernel, "kernel", kernel)
     return float(getattr(kernel, "lengthscale", np.nan))
 
 
-def run_seed(config: Config, rng: np.random.Generator) -> dict[str, np.ndarray]:
+def run_seed(config: Config, rng: np.random.Generator) -> SeedResult:
     """Hellinger error of every method at every T for one random walk.
 
-    Returns the arrays ``hellinger__<method>`` of shape (len(transitions),) and, for the
-    correlated methods, ``extra__lengthscale__<method>`` (the selected length scale,
-    averaged over actions), ``extra__scale__<method>`` (the selected or learned scale,
-    geometric mean over actions), ``extra__elbo__<method>`` (the ELBO, summed over
-    actions) and ``extra__bound__<method>`` (the collapsed bound, summed over actions)
-    at every T.
+    Returns the curves ``hellinger[method]`` of shape (len(transitions),) and, for the
+    correlated methods, the per-method extras ``lengthscale`` (the selected length scale,
+    averaged over actions), ``scale`` (the selected or learned scale, geometric mean over
+    actions), ``elbo`` (the ELBO, summed over actions) and ``bound`` (the collapsed bound,
+    summed over actions) at every T.
     """
-    from ..exceptions import JitterWarning
-
-    _check_config(config)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", JitterWarning)  # see the module docstring
-        return _run_seed(config, rng)
-
-
-def _run_seed(config: Config, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    check_config(config)
     from ..applications.transitions import DirichletTransitionModel
     from ..envs import tunnel_world
     from ..mdp import mean_hellinger
@@ -279,7 +296,8 @@ def _run_seed(config: Config, rng: np.random.Generator) -> dict[str, np.ndarray]
     states, actions, next_states = random_walk(mdp, ts[-1], rng)
     counts = _cumulative_counts(S, A, states, actions, next_states, ts)
 
-    out: dict[str, np.ndarray] = {f"hellinger__{m}": np.empty(len(ts)) for m in METHODS}
+    hell: dict[str, np.ndarray] = {m: np.empty(len(ts)) for m in METHODS}
+    per_method: dict[str, dict[str, np.ndarray]] = {"lengthscale": {}, "scale": {}, "elbo": {}, "bound": {}}
     lengthscales = _lengthscale_candidates(config, np.asarray(mdp.coordinates, dtype=float))
     for method in ("pg", "pg_offset"):
         if config.selection == "collapsed":
@@ -305,17 +323,18 @@ def _run_seed(config: Config, rng: np.random.Generator) -> dict[str, np.ndarray]
                         ls = float(np.mean([_lengthscale_of(m) for m in model.models_]))
                         bnd = float(sum(m.collapsed_bound() for m in model.models_))
                         best = (value, ls, mean, float(np.exp(np.mean(np.log(model.scale_)))), bnd)
+                assert best is not None  # at least one length scale candidate (check_config)
                 elbo[i], chosen[i], est, scale[i], bound[i] = best
-            out[f"hellinger__{method}"][i] = mean_hellinger(P, est)
-        out[f"extra__lengthscale__{method}"] = chosen
-        out[f"extra__scale__{method}"] = scale
-        out[f"extra__elbo__{method}"] = elbo
-        out[f"extra__bound__{method}"] = bound
+            hell[method][i] = mean_hellinger(P, est)
+        per_method["lengthscale"][method] = chosen
+        per_method["scale"][method] = scale
+        per_method["elbo"][method] = elbo
+        per_method["bound"][method] = bound
     for method, alpha in (("dirichlet_uniform", config.alpha_uniform), ("dirichlet_sparse", config.alpha_sparse)):
         model = DirichletTransitionModel(S, A, alpha=alpha)
         for i, X in enumerate(counts):
-            out[f"hellinger__{method}"][i] = mean_hellinger(P, model.set_counts(X).mean())
-    return out
+            hell[method][i] = mean_hellinger(P, model.set_counts(X).mean())
+    return SeedResult(curves={"hellinger": hell}, method_extras=per_method)
 
 
 def _interp_crossing(ts: np.ndarray, curve: np.ndarray, level: float) -> float | None:
@@ -330,7 +349,7 @@ def _interp_crossing(ts: np.ndarray, curve: np.ndarray, level: float) -> float |
     return float(t0 + (t1 - t0) * (c0 - level) / (c0 - c1))
 
 
-def summarise_extra(config: Config, seed_results: dict[int, dict[str, np.ndarray]], metrics: dict) -> dict:
+def summarise_extra(config: Config, results: Mapping[int, SeedResult], metrics: dict) -> dict:
     """Chosen length scales, the data-efficiency ratio and the claims check."""
     ts = np.asarray(config.transitions, dtype=float)
     methods = metrics["hellinger"]["methods"]
@@ -342,14 +361,16 @@ def summarise_extra(config: Config, seed_results: dict[int, dict[str, np.ndarray
     chosen: dict[str, Any] = {}
     scales: dict[str, Any] = {}
     for method in ("pg", "pg_offset"):
-        rows = [r[f"extra__lengthscale__{method}"] for r in seed_results.values() if f"extra__lengthscale__{method}" in r]
+        rows = [r.method_extras["lengthscale"][method] for r in results.values()
+                if method in r.method_extras.get("lengthscale", {})]
         if rows:
             arr = np.round(np.stack(rows), 6)
             cands = sorted(set(arr.ravel().tolist()))
             frac = {f"{c:g}": np.mean(arr == c, axis=0).tolist() for c in cands}
             mode = [cands[int(np.argmax([np.sum(arr[:, j] == c) for c in cands]))] for j in range(arr.shape[1])]
             chosen[method] = {"mode": mode, "fraction": frac}
-        rows = [r[f"extra__scale__{method}"] for r in seed_results.values() if f"extra__scale__{method}" in r]
+        rows = [r.method_extras["scale"][method] for r in results.values()
+                if method in r.method_extras.get("scale", {})]
         if rows:
             arr = np.stack(rows)
             scales[method] = {"median": np.median(arr, axis=0).tolist(), "min": arr.min(axis=0).tolist(),
@@ -398,21 +419,17 @@ def summarise_extra(config: Config, seed_results: dict[int, dict[str, np.ndarray
                 f"gap > (std sum) at {int(np.sum(gap[pos] > band[pos]))}/{int(pos.sum())} positive T; "
                 f"error ratio {ratio.min():.2f}..{ratio.max():.2f}"
             )
-            claims.append({
-                "claim": f"{method} error clearly below both Dirichlet models (mean gap > the sum of the stds at every T > 0)",
-                "holds": clearly,
-                "detail": detail,
-            })
+            claims.append(Claim(
+                f"{method} error clearly below both Dirichlet models (mean gap > the sum of the stds at every T > 0)",
+                clearly, detail))
             n = int(pos.sum())
             third = max(1, n // 3)
             g = gap[pos]
             small, large = float(np.mean(g[:third])), float(np.mean(g[-third:]))
-            claims.append({
-                "claim": f"{method}'s advantage is largest for small T",
-                "holds": bool(small > large and small > 0),
-                "detail": f"mean gap to the better Dirichlet over the first third of T>0: {small:.3f}, "
-                          f"over the last third: {large:.3f}",
-            })
+            claims.append(Claim(
+                f"{method}'s advantage is largest for small T", bool(small > large and small > 0),
+                f"mean gap to the better Dirichlet over the first third of T>0: {small:.3f}, "
+                f"over the last third: {large:.3f}"))
     extra["claims"] = claims
     notes = []
     if "data_efficiency" in extra:
@@ -441,8 +458,12 @@ def summarise_extra(config: Config, seed_results: dict[int, dict[str, np.ndarray
     return extra
 
 
-def plot(config: Config, seed_results, summary: dict, out_dir: pathlib.Path) -> list[pathlib.Path]:
+def figures(config: Config, results: Mapping[int, SeedResult], summary: dict) -> list[FigureSpec]:
     """Fig. 3a: Hellinger error against T with ±std bands (linear and log x)."""
-    from ..plotting._curves import plot_metric_figure
+    from ..plotting._curves import curves_figure
 
-    return plot_metric_figure(summary, "hellinger", pathlib.Path(out_dir) / NAME, log_panel=True)
+    fig = curves_figure(summary, "hellinger", x_label=X_LABEL, y_label=METRIC_LABELS["hellinger"],
+                        environment=ENVIRONMENT, labels=METHOD_LABELS, log_panel=True)
+    return [FigureSpec(f"{NAME}-hellinger", fig,
+                       "paper Fig. 3a: error of the estimated transition model against the number of "
+                       "observed transitions, four models, mean ± std over seeds (linear and log x)")]

@@ -1,15 +1,18 @@
 """Figures (matplotlib is imported only inside this package, and only when drawing).
 
-Every function takes an optional ``ax`` and returns ``(fig, ax)``; figures made here are
-plain :class:`matplotlib.figure.Figure` objects (no pyplot state, no window). Save with
-:func:`save_figure`, which writes both ``.png`` and ``.pdf``.
+Plotting takes data only -- arrays, a :class:`GridLayout` (or a grid-shaped MDP) and
+``metrics.json`` records -- never seeds, and builds no environment. Every function takes an
+optional ``ax`` and returns ``(fig, ax)``; figures made here are plain
+:class:`matplotlib.figure.Figure` objects (no pyplot state, no window). Save with
+:func:`save_figure`, which writes ``.png`` and ``.pdf`` atomically.
 """
 
-from ._common import save_figure
+from ._common import GridLayout, save_figure
 from ._maps import plot_error_map, plot_queueing_policy, plot_queueing_states, plot_state_values
 from ._policy import plot_policy, policy_arrows
 
 __all__ = [
+    "GridLayout",
     "plot_policy",
     "policy_arrows",
     "plot_state_values",

@@ -1,11 +1,84 @@
-"""Shared helpers of the grid plots: figure/axes creation, saving, grid decoration."""
+"""Shared helpers of the plots: grid layouts, figure/axes creation, saving, grid decoration.
+
+Plotting takes data only: arrays, a :class:`GridLayout` (or any object with the grid
+attributes ``shape``, ``walls``, ``cells``, such as a grid-shaped
+:class:`~corrpriors.mdp.TabularMDP`) and ``metrics.json`` records. It never builds an
+environment and draws no random numbers.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import io
 import pathlib
 from typing import Any
 
 import numpy as np
+
+from .._fileio import atomic_write_bytes
+
+
+@dataclasses.dataclass(frozen=True)
+class GridLayout:
+    """Where the states of a grid world sit.
+
+    Attributes
+    ----------
+    walls : ndarray of shape (rows, cols)
+        True for wall cells (not states).
+    cells : ndarray of shape (S, 2)
+        (row, col) of every state, in state order.
+    """
+
+    walls: np.ndarray
+    cells: np.ndarray
+
+    def __post_init__(self) -> None:
+        walls = np.asarray(self.walls, dtype=bool)
+        cells = np.asarray(self.cells, dtype=np.int64)
+        if walls.ndim != 2:
+            raise ValueError(f"walls: expected shape (rows, cols), got {walls.shape}")
+        if cells.ndim != 2 or cells.shape[1] != 2:
+            raise ValueError(f"cells: expected shape (S, 2), got {cells.shape}")
+        if cells.size and (cells.min() < 0 or np.any(cells.max(axis=0) >= walls.shape)):
+            raise ValueError(f"cells: every (row, col) must lie on the {walls.shape} grid")
+        object.__setattr__(self, "walls", walls)
+        object.__setattr__(self, "cells", cells)
+
+    @classmethod
+    def from_walls(cls, walls: Any) -> GridLayout:
+        """States = the non-wall cells in row-major order (the convention of ``TabularMDP``)."""
+        walls = np.asarray(walls, dtype=bool)
+        return cls(walls=walls, cells=np.argwhere(~walls))
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """Grid size (rows, cols)."""
+        return (int(self.walls.shape[0]), int(self.walls.shape[1]))
+
+    @property
+    def n_states(self) -> int:
+        """Number of states S."""
+        return int(self.cells.shape[0])
+
+    def state_grid(self, values: Any, fill: float = np.nan) -> np.ndarray:
+        """Scatter per-state ``values`` (ndarray of shape (S,)) onto an ndarray of shape (rows, cols)."""
+        v = per_state(values, self.n_states, "values")
+        grid = np.full(self.shape, fill, dtype=float)
+        grid[self.cells[:, 0], self.cells[:, 1]] = v
+        return grid
+
+
+def as_layout(grid: Any) -> GridLayout:
+    """Return a :class:`GridLayout` from a layout or a grid-shaped MDP (its ``walls`` and ``cells``)."""
+    if isinstance(grid, GridLayout):
+        return grid
+    if getattr(grid, "shape", None) is None or getattr(grid, "cells", None) is None:
+        raise ValueError("grid: expected a GridLayout or a grid-shaped TabularMDP (with `shape`), "
+                         f"got {type(grid).__name__}")
+    walls = getattr(grid, "walls", None)
+    walls = np.zeros(grid.shape, dtype=bool) if walls is None else walls
+    return GridLayout(walls=walls, cells=grid.cells)
 
 
 def new_axes(ax: Any = None, size: tuple[float, float] = (4.0, 4.0)):
@@ -15,15 +88,20 @@ def new_axes(ax: Any = None, size: tuple[float, float] = (4.0, 4.0)):
     """
     if ax is not None:
         return ax.figure, ax
+    fig = new_figure(size)
+    return fig, fig.add_subplot()
+
+
+def new_figure(size: tuple[float, float]) -> Any:
+    """Make a constrained-layout :class:`matplotlib.figure.Figure` (no pyplot)."""
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=size, layout="constrained")
-    return fig, fig.add_subplot()
+    return Figure(figsize=size, layout="constrained")
 
 
 def save_figure(fig: Any, path_without_suffix: str | pathlib.Path, dpi: int = 150,
                 formats: tuple[str, ...] = ("png", "pdf")) -> list[pathlib.Path]:
-    """Write ``fig`` as ``<path>.png`` and ``<path>.pdf`` (creating parent folders).
+    """Write ``fig`` as ``<path>.png`` and ``<path>.pdf`` (atomically, creating parent folders).
 
     Parameters
     ----------
@@ -41,20 +119,23 @@ def save_figure(fig: Any, path_without_suffix: str | pathlib.Path, dpi: int = 15
         The written files.
     """
     base = pathlib.Path(path_without_suffix)
-    base.parent.mkdir(parents=True, exist_ok=True)
     out = []
     for fmt in formats:
         path = base.with_name(base.name + "." + fmt)
-        fig.savefig(path, dpi=dpi, bbox_inches="tight")
+        buf = io.BytesIO()
+        fig.savefig(buf, format=fmt, dpi=dpi, bbox_inches="tight", metadata=_metadata(fmt))
+        atomic_write_bytes(path, buf.getvalue())
         out.append(path)
     return out
 
 
-def grid_of(mdp: Any) -> tuple[tuple[int, int], np.ndarray, np.ndarray]:
-    """(shape, walls, cells) of a grid-shaped :class:`~corrpriors.mdp.TabularMDP`."""
-    if getattr(mdp, "shape", None) is None or getattr(mdp, "cells", None) is None:
-        raise ValueError("mdp: expected a grid-shaped TabularMDP (with `shape`), got one without")
-    return mdp.shape, np.asarray(mdp.walls), np.asarray(mdp.cells)
+def _metadata(fmt: str) -> dict | None:
+    """Return fixed metadata, so the same figure gives the same file (no creation date)."""
+    if fmt == "pdf":
+        return {"CreationDate": None}
+    if fmt == "png":
+        return {"Software": None}
+    return None
 
 
 def per_state(values: Any, n_states: int, name: str) -> np.ndarray:
@@ -65,8 +146,8 @@ def per_state(values: Any, n_states: int, name: str) -> np.ndarray:
     return v
 
 
-def decorate_grid(ax: Any, shape: tuple[int, int], ticks: bool = False) -> None:
-    """Thin cell borders, cell-centred limits, optional ticks."""
+def decorate_grid(ax: Any, shape: tuple[int, int], ticks: bool = False, labels: bool = True) -> None:
+    """Thin cell borders, cell-centred limits, optional ticks, "column"/"row" axis labels."""
     n_rows, n_cols = shape
     ax.set_xticks(np.arange(-0.5, n_cols, 1.0), minor=True)
     ax.set_yticks(np.arange(-0.5, n_rows, 1.0), minor=True)
@@ -78,3 +159,11 @@ def decorate_grid(ax: Any, shape: tuple[int, int], ticks: bool = False) -> None:
     ax.set_xlim(-0.5, n_cols - 0.5)
     ax.set_ylim(n_rows - 0.5, -0.5)
     ax.set_aspect("equal")
+    if labels:
+        ax.set_xlabel("grid column", fontsize="small")
+        ax.set_ylabel("grid row", fontsize="small")
+
+
+def seeds_text(n_seeds: int) -> str:
+    """``"1 seed"`` / ``"5 seeds"``."""
+    return f"{n_seeds} seed{'s' if n_seeds != 1 else ''}"

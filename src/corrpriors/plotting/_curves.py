@@ -1,11 +1,13 @@
-"""Metric-against-x curves with spread bands, drawn from a ``metrics.json`` summary."""
+"""Metric-against-x curves with spread bands, drawn from a ``metrics.json`` record (data only)."""
 
 from __future__ import annotations
 
-import pathlib
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
+
+from ._common import new_figure, seeds_text
 
 #: Default labels for the method names used by the experiments.
 DEFAULT_LABELS = {
@@ -16,22 +18,47 @@ DEFAULT_LABELS = {
     "dirichlet_sparse": "Dirichlet α=1e-3",
 }
 
+_BANDS = {"std": "± std over seeds", "sem": "± standard error over seeds", "none": ""}
+
 
 def _as_float(values: Sequence) -> np.ndarray:
     return np.array([np.nan if v is None else float(v) for v in values], dtype=float)
 
 
+def legend_outside(owner: Any, handles: list | None = None, labels: list | None = None, **kwargs: Any) -> Any:
+    """Draw a framed legend outside the data: right of an axes, or at the right of a figure.
+
+    A legend placed this way never covers a curve, a bar or a reference line.
+    """
+    from matplotlib.figure import Figure
+
+    opts = {"fontsize": "small", "frameon": True, "framealpha": 1.0}
+    opts.update(kwargs)
+    args = [] if handles is None else [handles, labels]
+    if isinstance(owner, Figure):
+        return owner.legend(*args, loc="outside right upper", **opts)
+    return owner.legend(*args, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, **opts)
+
+
 def plot_metric_curves(
     summary: Mapping,
     metric: str,
-    ax=None,
+    ax: Any = None,
     logx: bool = False,
     methods: Sequence[str] | None = None,
     labels: Mapping[str, str] | None = None,
     reference: float | None = None,
     band: str = "std",
+    *,
+    reference_label: str = "reference",
+    colors: Mapping[str, Any] | None = None,
+    x_label: str | None = None,
+    y_label: str | None = None,
+    title: str | None = None,
+    legend: bool = True,
+    integer_x: bool = False,
 ):
-    """Plot the mean curve of every method with a ±std band (the paper's Fig. 3 style).
+    """Plot the mean curve of every method with a spread band (the paper's Fig. 3 style).
 
     Parameters
     ----------
@@ -52,16 +79,26 @@ def plot_metric_curves(
     band : {"std", "sem", "none"}, default "std"
         Band half-width: the standard deviation over seeds, the standard error of the
         mean (std / sqrt(number of seeds)), or no band.
+    reference_label : str
+        Legend label of the reference line.
+    colors : mapping of str to colour, optional
+        Line colour per method (default: the colour cycle).
+    x_label, y_label : str, optional
+        Axis labels in words (default: the x name and the metric name of the record).
+    title : str, optional
+        Axes title (default: the experiment, the seed count and the band).
+    legend : bool, default True
+        Draw a framed legend outside the axes (on the right).
+    integer_x : bool, default False
+        Integer ticks only on the x axis (e.g. episodes).
 
     Returns
     -------
     (fig, ax) : matplotlib Figure and Axes
     """
-    from matplotlib.figure import Figure
-
     if metric not in summary["metrics"]:
         raise ValueError(f"metric: {metric!r} not in the summary (have {', '.join(summary['metrics'])})")
-    if band not in ("std", "sem", "none"):
+    if band not in _BANDS:
         raise ValueError(f"band: expected 'std', 'sem' or 'none', got {band!r}")
     block = summary["metrics"][metric]
     all_methods = list(block["methods"])
@@ -73,7 +110,7 @@ def plot_metric_curves(
     names.update(labels or {})
 
     if ax is None:
-        fig = Figure(figsize=(5.0, 3.6), layout="constrained")
+        fig = new_figure((6.4, 3.6))
         ax = fig.add_subplot()
     else:
         fig = ax.figure
@@ -83,41 +120,53 @@ def plot_metric_curves(
     for method in methods:
         mean = _as_float(block["methods"][method]["mean"])
         std = _as_float(block["methods"][method]["std"])
-        (line,) = ax.plot(x[keep], mean[keep], marker="o", markersize=3, label=names.get(method, method))
+        color = (colors or {}).get(method)
+        (line,) = ax.plot(x[keep], mean[keep], marker="o", markersize=3, label=names.get(method, method),
+                          color=color)
         if band != "none":
             half = std if band == "std" else std / np.sqrt(n_seeds)
             ax.fill_between(
                 x[keep], (mean - half)[keep], (mean + half)[keep], color=line.get_color(), alpha=0.2, linewidth=0
             )
     if reference is not None:
-        ax.axhline(reference, color="k", linestyle="--", linewidth=1, label="reference")
+        ax.axhline(reference, color="k", linestyle="--", linewidth=1, label=reference_label)
     if logx:
         ax.set_xscale("log")
-    ax.set_xlabel(summary["x"]["name"])
+    if integer_x:
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel(x_label or summary["x"]["name"])
     better = block.get("better")
-    ax.set_ylabel(f"{metric} ({better} is better)" if better else metric)
-    ax.set_title(f"{summary.get('experiment', '')} ({n_seeds} seed{'s' if n_seeds != 1 else ''}, ±{band})"
-                 if band != "none" else f"{summary.get('experiment', '')} ({n_seeds} seeds)")
+    default_y = metric.replace("_", " ")
+    ax.set_ylabel(y_label or (f"{default_y} ({better} is better)" if better else default_y))
+    if title is None:
+        extra = _BANDS[band]
+        title = f"{summary.get('experiment', '')} ({seeds_text(n_seeds)}{', mean ' + extra if extra else ''})"
+    ax.set_title(title, fontsize="medium")
     ax.grid(True, alpha=0.3)
-    ax.legend(frameon=False, fontsize="small")
+    if legend:
+        legend_outside(ax)
     return fig, ax
 
 
-def save_png_pdf(fig, path_without_suffix: str | pathlib.Path, dpi: int = 150) -> list[pathlib.Path]:
-    """Save ``fig`` as ``<path>.png`` and ``<path>.pdf``; return both paths."""
-    from ._common import save_figure
-
-    return save_figure(fig, path_without_suffix, dpi=dpi, formats=("png", "pdf"))
-
-
-def plot_metric_figure(
+def curves_figure(
     summary: Mapping,
     metric: str,
-    path_without_suffix: str | pathlib.Path,
+    *,
+    x_label: str,
+    y_label: str,
+    environment: str,
+    labels: Mapping[str, str] | None = None,
     log_panel: bool = False,
-    **kwargs,
-) -> list[pathlib.Path]:
-    """One figure of :func:`plot_metric_curves` (plus a log-x panel), saved as .png and .pdf.
+    band: str = "std",
+    reference: float | None = None,
+    reference_label: str = "reference",
+    integer_x: bool = False,
+):
+    """Draw :func:`plot_metric_curves` in a figure (plus a log-x panel) with one legend.
+
+    The title names the environment and the seed count; the framed legend sits at the right.
 
     Parameters
     ----------
@@ -125,28 +174,41 @@ def plot_metric_figure(
         A ``metrics.json`` record.
     metric : str
         The metric to draw.
-    path_without_suffix : path
-        Output path without suffix.
+    x_label, y_label : str
+        Axis labels in words, with units.
+    environment : str
+        Named in the title.
+    labels : mapping of str to str, optional
+        Legend labels per method.
     log_panel : bool, default False
         Add a second panel with a logarithmic x axis.
-    **kwargs
-        Passed on to :func:`plot_metric_curves`.
+    band : {"std", "sem", "none"}
+        Band half-width.
+    reference : float, optional
+        A dashed reference level (e.g. the optimal value).
+    reference_label : str
+        Its legend label.
+    integer_x : bool
+        Integer x ticks.
 
     Returns
     -------
-    list of pathlib.Path
-        The ``.png`` and ``.pdf`` written.
+    matplotlib.figure.Figure
     """
-    from matplotlib.figure import Figure
-
+    n_seeds = max(len(summary.get("seeds", [])), 1)
+    fig = new_figure((11.0, 3.8) if log_panel else (7.0, 3.8))
+    axes = fig.subplots(1, 2) if log_panel else [fig.add_subplot()]
+    kw: dict[str, Any] = dict(labels=labels, band=band, reference=reference, reference_label=reference_label,
+              x_label=x_label, y_label=y_label, legend=False, integer_x=integer_x)
+    plot_metric_curves(summary, metric, ax=axes[0], title="linear x axis" if log_panel else "", **kw)
     if log_panel:
-        fig = Figure(figsize=(10.0, 3.8), layout="constrained")
-        axes = fig.subplots(1, 2)
-        plot_metric_curves(summary, metric, ax=axes[0], **kwargs)
-        plot_metric_curves(summary, metric, ax=axes[1], logx=True, **kwargs)
-    else:
-        fig, _ = plot_metric_curves(summary, metric, **kwargs)
-    return save_png_pdf(fig, path_without_suffix)
+        plot_metric_curves(summary, metric, ax=axes[1], logx=True, title="logarithmic x axis (x > 0)", **kw)
+    handles, names = axes[0].get_legend_handles_labels()
+    legend_outside(fig, handles, names)
+    spread = _BANDS[band]
+    fig.suptitle(f"{environment}: {seeds_text(n_seeds)}, mean{' ' + spread if spread else ''}",
+                 fontsize="medium")
+    return fig
 
 
-__all__ = ["DEFAULT_LABELS", "plot_metric_curves", "plot_metric_figure", "save_png_pdf"]
+__all__ = ["DEFAULT_LABELS", "curves_figure", "legend_outside", "plot_metric_curves"]

@@ -1,20 +1,20 @@
 """Figures of the imitation (paper Fig. 1) and subgoal (paper Fig. 2) experiments.
 
-Both work on saved per-seed arrays (the ``extra__*`` keys written by
-:mod:`corrpriors.experiments.imitation` / :mod:`corrpriors.experiments.subgoal`) and the
-``metrics.json`` summary; nothing is recomputed except the (seed-independent) grid geometry.
+Everything is drawn from arrays handed in by the experiment (policies, counts, masks, a
+:class:`~corrpriors.plotting.GridLayout`) and from the ``metrics.json`` record; no
+environment is built and nothing is recomputed.
 """
 
 from __future__ import annotations
 
-import pathlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from ._common import save_figure
-from ._policy import plot_policy
+from ._common import GridLayout, new_figure, seeds_text
+from ._curves import legend_outside, plot_metric_curves
+from ._policy import DATA_GREY, REWARD_GREEN, WALL_BLACK, plot_policy
 
 LABELS = {
     "pg": "PG",
@@ -27,15 +27,10 @@ COLORS = {"pg": "C0", "dirichlet": "C1", "pg_subgoal": "C0", "pg_imitation": "C2
           "dirichlet_subgoal": "C1"}
 
 
-def _figure(size):
-    from matplotlib.figure import Figure
-
-    return Figure(figsize=size, layout="constrained")
-
-
-def plot_normalized_metrics(summary: Mapping, methods, x_index: int = 0, ax: Any = None,
-                            reference: str | None = None):
-    """Bar chart of every metric at one x value, normalised by a reference method.
+def plot_normalized_metrics(summary: Mapping, methods: Sequence[str], x_index: int = 0, ax: Any = None,
+                            reference: str | None = None, metric_labels: Mapping[str, str] | None = None,
+                            legend: bool = True):
+    """Bar chart of every metric at one x value, relative to a reference method (± s.e.).
 
     Parameters
     ----------
@@ -49,13 +44,17 @@ def plot_normalized_metrics(summary: Mapping, methods, x_index: int = 0, ax: Any
     reference : str, optional
         Divide each metric by this method's mean (default: the largest mean among ``methods``,
         so the worst method is at 1).
+    metric_labels : mapping of str to str, optional
+        Tick label of every metric (default: the name with spaces).
+    legend : bool
+        A framed legend to the right of the axes.
 
     Returns
     -------
     (fig, ax)
     """
     if ax is None:
-        fig = _figure((4.2, 3.2))
+        fig = new_figure((6.0, 4.0))
         ax = fig.add_subplot()
     fig = ax.figure
     metrics = list(summary["metrics"])
@@ -72,121 +71,153 @@ def plot_normalized_metrics(summary: Mapping, methods, x_index: int = 0, ax: Any
                    yerr=stds[i] / norm / np.sqrt(n_seeds), capsize=3, color=COLORS.get(m),
                    label=LABELS.get(m, m) if j == 0 else None)
     ax.set_xticks(range(len(metrics)))
-    ax.set_xticklabels([m.replace("_", " ") for m in metrics])
-    ax.set_ylabel("normalised metric (± s.e.)")
-    ax.legend(frameon=False, fontsize=8)
+    ax.set_xticklabels([(metric_labels or {}).get(m, m.replace("_", " ")) for m in metrics])
+    ax.set_xlabel("metric")
+    who = f"{LABELS.get(reference, reference)}" if reference else "the worst method"
+    ax.set_ylabel(f"error / error of {who}")
+    if legend:
+        legend_outside(ax)
     return fig, ax
 
 
-def _imitation_world(config):
-    """The grid geometry of the imitation world (the reward cells come from the seed files)."""
-    from ..envs import goal_gridworld
+def _shading_legend(fig: Any, entries: Sequence[tuple[Any, str]]) -> None:
+    """Draw a legend of the cell colours under the map panels."""
+    from matplotlib.patches import Patch
 
-    return goal_gridworld(shape=tuple(config.shape), n_rewards=0, motion=config.motion,
-                          discount=config.discount, rng=0)
-
-
-def plot_imitation_figures(config, seed_results: Mapping[int, Mapping[str, np.ndarray]],
-                           summary: Mapping, out_dir: pathlib.Path) -> list[pathlib.Path]:
-    """Fig. 1 (expert, Dirichlet and PG arrow maps at the figure's D, normalised metrics) and
-    the metric curves over D.
-
-    Parameters
-    ----------
-    config : corrpriors.experiments.imitation.Config
-    seed_results : mapping of int to mapping of str to ndarray
-    summary : mapping
-        The ``metrics.json`` record.
-    out_dir : pathlib.Path
-
-    Returns
-    -------
-    list of pathlib.Path
-        The written ``.png`` and ``.pdf`` files.
-    """
-    from ._curves import plot_metric_curves
-
-    out_dir = pathlib.Path(out_dir)
-    paths: list[pathlib.Path] = []
-    seed = min(seed_results)
-    res = seed_results[seed]
-    mdp = _imitation_world(config)
-    rewards = np.asarray(res["extra__rewards"]) > 0
-    xs = [float(x) for x in summary["x"]["values"]]
-    if "extra__figure__pg" in res:
-        d_fig = float(config.figure_demonstrations)
-        k = xs.index(d_fig)
-        fig = _figure((13.0, 3.3))
-        axes = fig.subplots(1, 4, gridspec_kw={"width_ratios": [1, 1, 1, 1.25]})
-        expert = np.asarray(res["extra__expert"])
-        data = np.asarray(res["extra__figure_counts"]).sum(axis=1)
-        plot_policy(mdp, expert, axes[0], reward_states=rewards, title="(a) expert policy")
-        for ax, meth, tag in ((axes[1], "dirichlet", "(b) Dirichlet"), (axes[2], "pg", "(c) PG")):
-            est = np.asarray(res[f"extra__figure__{meth}"])
-            h = float(np.mean(np.sqrt(0.5 * ((np.sqrt(expert) - np.sqrt(est)) ** 2).sum(1))))
-            plot_policy(mdp, est, ax, data_states=data, reward_states=np.zeros(mdp.n_states, bool),
-                        title=f"{tag} estimate (H = {h:.3f})")
-        plot_normalized_metrics(summary, ["dirichlet", "pg"], x_index=k, ax=axes[3])
-        axes[3].set_title(f"(d) normalised metrics, D = {d_fig:g}\n"
-                          f"({len(summary['seeds'])} seeds; arrow maps: seed {seed})", fontsize=9)
-        paths += save_figure(fig, out_dir / "imitation-fig1")
-    fig = _figure((9.0, 3.4))
-    axes = fig.subplots(1, 2)
-    for ax, metric in zip(axes, summary["metrics"]):
-        plot_metric_curves(summary, metric, ax=ax, logx=True, labels=LABELS, band="sem")
-        ax.set_xlabel("demonstrations D")
-        ax.set_ylabel(metric.replace("_", " "))
-    paths += save_figure(fig, out_dir / "imitation-curves")
-    return paths
+    handles = [Patch(facecolor=color, edgecolor="0.3", label=label) for color, label in entries]
+    fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize="small",
+               frameon=True, framealpha=1.0)
 
 
-def plot_subgoal_figures(config, seed_results: Mapping[int, Mapping[str, np.ndarray]],
-                         summary: Mapping, out_dir: pathlib.Path) -> list[pathlib.Path]:
-    """Fig. 2 (expert, data, the three estimates coloured by Hellinger distance) for the first
-    seed, and the normalised metrics over all seeds.
+def imitation_policies_figure(layout: GridLayout, expert: np.ndarray, estimates: Mapping[str, np.ndarray],
+                              errors: Mapping[str, float], *, data_states: np.ndarray,
+                              reward_states: np.ndarray, summary: Mapping, x_index: int, seed: int,
+                              environment: str, metric_labels: Mapping[str, str] | None = None):
+    """Fig. 1: the expert's and the estimated policies of one seed, and the metrics over seeds.
 
     Parameters
     ----------
-    config : corrpriors.experiments.subgoal.Config
-    seed_results : mapping of int to mapping of str to ndarray
+    layout : GridLayout
+    expert : ndarray of shape (S, A)
+    estimates : mapping of str to ndarray of shape (S, A)
+        ``{"dirichlet": ..., "pg": ...}`` at the figure's number of demonstrations.
+    errors : mapping of str to float
+        Mean Hellinger distance of each estimate to the expert (shown in the panel titles).
+    data_states : ndarray of shape (S,)
+        Demonstrations per state (grey where > 0).
+    reward_states : ndarray of shape (S,)
+        Reward cells (green in the expert panel).
     summary : mapping
-    out_dir : pathlib.Path
+        The ``metrics.json`` record (bars: mean ± s.e. over its seeds).
+    x_index : int
+        Index of the figure's number of demonstrations in ``summary["x"]``.
+    seed : int
+        The seed whose policies are drawn.
+    environment : str
+        Named in the title.
+    metric_labels : mapping of str to str, optional
 
     Returns
     -------
-    list of pathlib.Path
+    matplotlib.figure.Figure
     """
-    from ..envs import wall_world
+    d = float(summary["x"]["values"][x_index])
+    n_seeds = len(summary["seeds"])
+    fig = new_figure((15.0, 4.2))
+    axes = fig.subplots(1, 4, gridspec_kw={"width_ratios": [1, 1, 1, 1.4]})
+    no_reward = np.zeros(layout.n_states, bool)
+    plot_policy(layout, expert, axes[0], reward_states=reward_states, title="(a) expert policy")
+    for ax, meth, tag in ((axes[1], "dirichlet", "(b) Dirichlet"), (axes[2], "pg", "(c) PG")):
+        plot_policy(layout, estimates[meth], ax, data_states=data_states, reward_states=no_reward,
+                    title=f"{tag} estimate (H = {errors[meth]:.3f})")
+    plot_normalized_metrics(summary, ["dirichlet", "pg"], x_index=x_index, ax=axes[3],
+                            metric_labels=metric_labels)
+    axes[3].set_title(f"(d) errors at D = {d:g}, mean ± s.e. over {seeds_text(n_seeds)}", fontsize="medium")
+    _shading_legend(fig, [(REWARD_GREEN, "reward cell (panel a)"),
+                          (DATA_GREY, f"state with demonstrations (panels b, c; D = {d:g})")])
+    fig.suptitle(f"{environment}: policies of seed {seed} at D = {d:g} demonstrations "
+                 f"(arrow = mean move; H = mean Hellinger distance to the expert)", fontsize="medium")
+    return fig
 
-    out_dir = pathlib.Path(out_dir)
-    paths: list[pathlib.Path] = []
-    seed = min(seed_results)
-    res = seed_results[seed]
-    mdp = wall_world()
-    expert = np.asarray(res["extra__expert"])
-    counts = np.asarray(res["extra__counts"], dtype=float)
-    methods = ["pg_subgoal", "pg_imitation", "dirichlet_subgoal"]
-    top = max(float(np.max(res[f"extra__cell_hellinger__{m}"])) for m in methods)
-    fig = _figure((16.0, 3.6))
-    axes = fig.subplots(1, 5)
-    plot_policy(mdp, expert, axes[0], title="(a) expert policy")
-    # data panel: at each visited state the empirical action distribution
+
+def imitation_curves_figure(summary: Mapping, *, environment: str, x_label: str,
+                            metric_labels: Mapping[str, str]):
+    """Every metric against the number of demonstrations (log x), mean ± s.e. over seeds."""
+    metrics = list(summary["metrics"])
+    fig = new_figure((4.6 * len(metrics) + 2.0, 3.6))
+    axes = np.atleast_1d(fig.subplots(1, len(metrics)))
+    for ax, metric in zip(axes, metrics):
+        plot_metric_curves(summary, metric, ax=ax, logx=True, labels=LABELS, band="sem",
+                           colors=COLORS, x_label=x_label, y_label=metric_labels.get(metric, metric),
+                           title="", legend=False)
+    handles, names = axes[0].get_legend_handles_labels()
+    legend_outside(fig, handles, names)
+    fig.suptitle(f"{environment}: {seeds_text(len(summary['seeds']))}, mean ± standard error",
+                 fontsize="medium")
+    return fig
+
+
+def subgoal_policies_figure(layout: GridLayout, expert: np.ndarray, counts: np.ndarray,
+                            estimates: Mapping[str, np.ndarray], errors: Mapping[str, np.ndarray], *,
+                            reward_states: np.ndarray, seed: int, environment: str):
+    """Fig. 2: expert, data and the estimates of one seed coloured by their per-state error.
+
+    Parameters
+    ----------
+    layout : GridLayout
+    expert : ndarray of shape (S, A)
+    counts : ndarray of shape (S, A)
+        The demonstrated state-action pairs.
+    estimates : mapping of str to ndarray of shape (S, A)
+        Policy of every method (keys of :data:`LABELS`).
+    errors : mapping of str to ndarray of shape (S,)
+        Hellinger distance to the expert in every state, per method.
+    reward_states : ndarray of shape (S,)
+    seed : int
+    environment : str
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    counts = np.asarray(counts, dtype=float)
+    methods = list(estimates)
+    top = max(float(np.max(errors[m])) for m in methods)
+    fig = new_figure((17.0, 4.4))
+    axes = fig.subplots(1, 2 + len(methods))
+    plot_policy(layout, expert, axes[0], reward_states=reward_states, title="(a) expert policy")
     seen = counts.sum(axis=1)
     emp = np.where(seen[:, None] > 0, counts / np.maximum(seen[:, None], 1), 1.0 / counts.shape[1])
-    plot_policy(mdp, emp, axes[1], data_states=seen,
+    no_reward = np.zeros(layout.n_states, bool)
+    plot_policy(layout, emp, axes[1], data_states=seen, reward_states=no_reward,
                 title=f"(b) data set ({int(counts.sum())} pairs)")
-    for ax, m, tag in zip(axes[2:], methods, "cde"):
-        err = np.asarray(res[f"extra__cell_hellinger__{m}"])
-        plot_policy(mdp, np.asarray(res[f"extra__policy__{m}"]), ax, errors=err, error_max=top,
-                    reward_states=np.zeros(mdp.n_states, bool), colorbar=(m == methods[-1]),
-                    title=f"({tag}) {LABELS[m]} (H = {err.mean():.3f})")
-    paths += save_figure(fig, out_dir / "subgoal-fig2")
-    fig = _figure((4.4, 3.3))
-    ax = fig.add_subplot()
-    plot_normalized_metrics(summary, methods, x_index=0, ax=ax)
-    ax.set_title(f"{len(summary['seeds'])} seeds, normalised by the worst method", fontsize=9)
-    paths += save_figure(fig, out_dir / "subgoal-metrics")
-    return paths
+    for ax, m, tag in zip(axes[2:], methods, "cdefgh"):
+        err = np.asarray(errors[m], dtype=float)
+        plot_policy(layout, estimates[m], ax, errors=err, error_max=top, reward_states=no_reward,
+                    colorbar=(m == methods[-1]), error_label="Hellinger distance to the expert (per state)",
+                    title=f"({tag}) {LABELS.get(m, m)} (H = {err.mean():.3f})")
+    _shading_legend(fig, [(REWARD_GREEN, "reward cell (a)"), (DATA_GREY, "demonstrated state (b)"),
+                          (WALL_BLACK, "wall")])
+    fig.suptitle(f"{environment}: seed {seed} (arrow = mean move; colour in c-e = error per state; "
+                 "H = its mean)", fontsize="medium")
+    return fig
 
 
-__all__ = ["plot_imitation_figures", "plot_normalized_metrics", "plot_subgoal_figures"]
+def subgoal_metrics_figure(summary: Mapping, methods: Sequence[str], *, environment: str,
+                           metric_labels: Mapping[str, str] | None = None):
+    """Draw the metrics of every method relative to the worst one, mean ± s.e. over seeds."""
+    fig, ax = plot_normalized_metrics(summary, methods, x_index=0, metric_labels=metric_labels)
+    ax.set_title(f"{environment}: {seeds_text(len(summary['seeds']))}, mean ± standard error",
+                 fontsize="medium")
+    return fig
+
+
+__all__ = [
+    "COLORS",
+    "LABELS",
+    "imitation_curves_figure",
+    "imitation_policies_figure",
+    "plot_normalized_metrics",
+    "subgoal_metrics_figure",
+    "subgoal_policies_figure",
+]

@@ -6,10 +6,10 @@ from typing import Any
 
 import numpy as np
 
-from ._common import decorate_grid, grid_of, new_axes, per_state
+from ._common import as_layout, decorate_grid, new_axes, per_state
 
 
-def plot_state_values(mdp: Any, values: Any, ax: Any = None, *, cmap: str = "viridis",
+def plot_state_values(grid: Any, values: Any, ax: Any = None, *, cmap: str = "viridis",
                       vmin: float | None = None, vmax: float | None = None, colorbar: bool = True,
                       label: str | None = None, title: str | None = None,
                       origin: str = "upper", ticks: bool = False):
@@ -17,8 +17,8 @@ def plot_state_values(mdp: Any, values: Any, ax: Any = None, *, cmap: str = "vir
 
     Parameters
     ----------
-    mdp : TabularMDP
-        Grid-shaped (``shape`` set).
+    grid : GridLayout or TabularMDP
+        Where the states sit (a layout or a grid-shaped MDP).
     values : array_like of shape (S,)
         E.g. state values, errors, action probabilities.
     ax : matplotlib.axes.Axes, optional
@@ -41,32 +41,31 @@ def plot_state_values(mdp: Any, values: Any, ax: Any = None, *, cmap: str = "vir
     """
     import matplotlib as mpl
 
-    shape, _, _ = grid_of(mdp)
-    v = per_state(values, mdp.n_states, "values")
-    grid = mdp.state_grid(v)
+    layout = as_layout(grid)
+    shape = layout.shape
+    image = layout.state_grid(per_state(values, layout.n_states, "values"))
     cm = mpl.colormaps[cmap].with_extremes(bad="black")
     fig, ax = new_axes(ax)
-    im = ax.imshow(np.ma.masked_invalid(grid), cmap=cm, vmin=vmin, vmax=vmax, origin=origin,
+    im = ax.imshow(np.ma.masked_invalid(image), cmap=cm, vmin=vmin, vmax=vmax, origin=origin,
                    interpolation="nearest")
-    decorate_grid(ax, shape, ticks=ticks)
+    decorate_grid(ax, shape, ticks=ticks, labels=not ticks)
     if origin == "lower":
         ax.set_ylim(-0.5, shape[0] - 0.5)
     if colorbar:
         cb = fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
-        if label:
-            cb.set_label(label)
+        cb.set_label(label or "value")
     if title:
         ax.set_title(title)
     return fig, ax
 
 
-def plot_error_map(mdp: Any, errors: Any, ax: Any = None, *, vmax: float | None = None,
+def plot_error_map(grid: Any, errors: Any, ax: Any = None, *, vmax: float | None = None,
                    label: str = "Hellinger distance", **kwargs: Any):
     """Per-state error (e.g. Hellinger distance to the expert) in red, from 0 to ``vmax``.
 
     Parameters
     ----------
-    mdp : TabularMDP
+    grid : GridLayout or TabularMDP
     errors : array_like of shape (S,)
     ax : matplotlib.axes.Axes, optional
     vmax : float, optional
@@ -80,10 +79,10 @@ def plot_error_map(mdp: Any, errors: Any, ax: Any = None, *, vmax: float | None 
     (fig, ax) : matplotlib Figure and Axes
     """
     kwargs.setdefault("cmap", "Reds")
-    return plot_state_values(mdp, errors, ax, vmin=0.0, vmax=vmax, label=label, **kwargs)
+    return plot_state_values(grid, errors, ax, vmin=0.0, vmax=vmax, label=label, **kwargs)
 
 
-def plot_queueing_states(mdp: Any, values: Any, ax: Any = None, *, cmap: str = "viridis",
+def plot_queueing_states(grid: Any, values: Any, ax: Any = None, *, cmap: str = "viridis",
                          label: str | None = None, title: str | None = None,
                          vmin: float | None = None, vmax: float | None = None,
                          colorbar: bool = True):
@@ -94,8 +93,9 @@ def plot_queueing_states(mdp: Any, values: Any, ax: Any = None, *, cmap: str = "
 
     Parameters
     ----------
-    mdp : TabularMDP
-        From :func:`corrpriors.envs.queueing_network` (``shape`` = (B1 + 1, B2 + 1)).
+    grid : GridLayout or TabularMDP
+        The network's state grid (:func:`corrpriors.envs.queueing_network` has
+        ``shape`` = (B1 + 1, B2 + 1)).
     values : array_like of shape (S,)
         One value per state, e.g. ``policy[:, 0]`` (probability of serving queue 1) or V.
     ax : matplotlib.axes.Axes, optional
@@ -106,7 +106,7 @@ def plot_queueing_states(mdp: Any, values: Any, ax: Any = None, *, cmap: str = "
     -------
     (fig, ax) : matplotlib Figure and Axes
     """
-    fig, ax = plot_state_values(mdp, values, ax, cmap=cmap, vmin=vmin, vmax=vmax,
+    fig, ax = plot_state_values(grid, values, ax, cmap=cmap, vmin=vmin, vmax=vmax,
                                 colorbar=colorbar, label=label, title=title, origin="lower",
                                 ticks=True)
     ax.set_xlabel("$b_2$ (queue 2)")
@@ -114,12 +114,12 @@ def plot_queueing_states(mdp: Any, values: Any, ax: Any = None, *, cmap: str = "
     return fig, ax
 
 
-def plot_queueing_policy(mdp: Any, policy: Any, ax: Any = None, **kwargs: Any):
+def plot_queueing_policy(grid: Any, policy: Any, ax: Any = None, **kwargs: Any):
     """Probability of serving queue 1 in every queue state (see :func:`plot_queueing_states`).
 
     Parameters
     ----------
-    mdp : TabularMDP
+    grid : GridLayout or TabularMDP
     policy : array_like of shape (S, 2)
     ax : matplotlib.axes.Axes, optional
     **kwargs
@@ -130,11 +130,12 @@ def plot_queueing_policy(mdp: Any, policy: Any, ax: Any = None, **kwargs: Any):
     (fig, ax) : matplotlib Figure and Axes
     """
     pi = np.asarray(policy, dtype=np.float64)
-    if pi.shape != (mdp.n_states, 2):
-        raise ValueError(f"policy: expected shape (S, 2) = ({mdp.n_states}, 2), got {pi.shape}")
+    n_states = as_layout(grid).n_states
+    if pi.shape != (n_states, 2):
+        raise ValueError(f"policy: expected shape (S, 2) = ({n_states}, 2), got {pi.shape}")
     kwargs.setdefault("cmap", "coolwarm")
     kwargs.setdefault("label", "P(serve queue 1)")
-    return plot_queueing_states(mdp, pi[:, 0], ax, vmin=0.0, vmax=1.0, **kwargs)
+    return plot_queueing_states(grid, pi[:, 0], ax, vmin=0.0, vmax=1.0, **kwargs)
 
 
 __all__ = ["plot_state_values", "plot_error_map", "plot_queueing_states", "plot_queueing_policy"]

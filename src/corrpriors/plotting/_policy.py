@@ -8,7 +8,7 @@ import numpy as np
 
 from ..envs.gridworld import ACTION_VECTORS
 from ..mdp.checks import check_policy
-from ._common import decorate_grid, grid_of, new_axes, per_state
+from ._common import as_layout, decorate_grid, new_axes, per_state
 
 #: Colours of the background layers.
 DATA_GREY = (0.8, 0.8, 0.8)
@@ -41,9 +41,10 @@ def policy_arrows(policy: Any, action_vectors: Any = None) -> np.ndarray:
     return pi @ U
 
 
-def plot_policy(mdp: Any, policy: Any, ax: Any = None, *, data_states: Any = None,
+def plot_policy(grid: Any, policy: Any, ax: Any = None, *, data_states: Any = None,
                 reward_states: Any = None, errors: Any = None, error_max: float | None = None,
                 error_cmap: str = "Reds", arrow_length: float = 0.8, colorbar: bool = False,
+                error_label: str = "Hellinger distance to the expert policy",
                 title: str | None = None, arrow_color: str = "k"):
     """Policy arrow map on a grid, with background shading.
 
@@ -54,8 +55,9 @@ def plot_policy(mdp: Any, policy: Any, ax: Any = None, *, data_states: Any = Non
 
     Parameters
     ----------
-    mdp : TabularMDP
-        A grid-shaped MDP (``shape`` set; walls are drawn black).
+    grid : GridLayout or TabularMDP
+        Where the states sit (a :class:`~corrpriors.plotting.GridLayout`, or a grid-shaped
+        MDP); walls are drawn black.
     policy : array_like of shape (S, A)
         Action distributions (A = 4, the actions of :mod:`corrpriors.envs.gridworld`).
     ax : matplotlib.axes.Axes, optional
@@ -63,8 +65,8 @@ def plot_policy(mdp: Any, policy: Any, ax: Any = None, *, data_states: Any = Non
     data_states : array_like of shape (S,), optional
         Boolean mask (or counts; > 0 counts as True) of states with demonstration data.
     reward_states : array_like of shape (S,), optional
-        Boolean mask of reward cells (default: ``mdp.rewards > 0`` for state rewards).
-        Pass ``False``-filled to disable.
+        Boolean mask of reward cells (default: ``grid.rewards > 0`` for an MDP with state
+        rewards, none for a layout). Pass ``False``-filled to disable.
     errors : array_like of shape (S,), optional
         Per-state error (e.g. Hellinger distance to the expert), drawn with ``error_cmap``.
     error_max : float, optional
@@ -75,6 +77,8 @@ def plot_policy(mdp: Any, policy: Any, ax: Any = None, *, data_states: Any = Non
         Drawn length (in cells) of a unit arrow.
     colorbar : bool
         Add a colour bar for ``errors``.
+    error_label : str
+        Label of that colour bar.
     title : str, optional
     arrow_color : str
 
@@ -84,9 +88,10 @@ def plot_policy(mdp: Any, policy: Any, ax: Any = None, *, data_states: Any = Non
     """
     import matplotlib as mpl
 
-    shape, walls, cells = grid_of(mdp)
-    S = mdp.n_states
-    pi = check_policy(policy, S, mdp.n_actions, "policy")
+    layout = as_layout(grid)
+    shape, walls, cells = layout.shape, layout.walls, layout.cells
+    S = layout.n_states
+    pi = check_policy(policy, S, int(getattr(grid, "n_actions", np.shape(policy)[-1])), "policy")
     vec = policy_arrows(pi)
     fig, ax = new_axes(ax)
 
@@ -102,8 +107,9 @@ def plot_policy(mdp: Any, policy: Any, ax: Any = None, *, data_states: Any = Non
         cmap = mpl.colormaps[error_cmap]
         rgb[cells[:, 0], cells[:, 1]] = cmap(norm(err))[:, :3]
         mappable = mpl.cm.ScalarMappable(norm=norm, cmap=cmap)
+    rewards = getattr(grid, "rewards", None)
     if reward_states is None:
-        rew = mdp.rewards > 0 if mdp.rewards.ndim == 1 else np.zeros(S, dtype=bool)
+        rew = rewards > 0 if rewards is not None and np.ndim(rewards) == 1 else np.zeros(S, dtype=bool)
     else:
         rew = per_state(reward_states, S, "reward_states") > 0
     rgb[cells[rew, 0], cells[rew, 1]] = REWARD_GREEN
@@ -119,7 +125,8 @@ def plot_policy(mdp: Any, policy: Any, ax: Any = None, *, data_states: Any = Non
                   width=0.006, headwidth=4.0, headlength=4.0, headaxislength=3.5)
     decorate_grid(ax, shape)
     if mappable is not None and colorbar:
-        fig.colorbar(mappable, ax=ax, fraction=0.046, pad=0.04)
+        cb = fig.colorbar(mappable, ax=ax, fraction=0.046, pad=0.04)
+        cb.set_label(error_label)
     if title:
         ax.set_title(title)
     return fig, ax

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import pathlib
 from collections.abc import Mapping
 
-from ._curves import plot_metric_curves, save_png_pdf
+from ._common import new_figure, seeds_text
+from ._curves import legend_outside, plot_metric_curves
 
 #: Legend labels of the PSRL belief models.
 MODEL_LABELS = {
@@ -17,10 +17,10 @@ MODEL_LABELS = {
 VARIANT_TITLES = {"sampling": "PSRL, averaged Q of posterior samples", "mean": "PSRL, posterior mean"}
 
 
-def plot_psrl_curves(summary: Mapping, metric: str, path_without_suffix: str | pathlib.Path,
-                     reference: float | None = None, reference_label: str = "optimal policy",
-                     band: str = "std") -> list[pathlib.Path]:
-    """Mean learning curves with spread bands, one panel per PSRL variant.
+def psrl_curves_figure(summary: Mapping, metric: str, *, environment: str, x_label: str, y_label: str,
+                       reference: float | None = None, reference_label: str = "optimal policy",
+                       band: str = "std", integer_x: bool = False):
+    """Mean learning curves with spread bands, one panel per PSRL variant, one shared legend.
 
     Parameters
     ----------
@@ -28,36 +28,46 @@ def plot_psrl_curves(summary: Mapping, metric: str, path_without_suffix: str | p
         A ``metrics.json`` record whose methods are named ``<model>_<variant>``.
     metric : str
         The metric to draw.
-    path_without_suffix : str or pathlib.Path
-        Output path; ``.png`` and ``.pdf`` are appended.
+    environment : str
+        Named in the title.
+    x_label, y_label : str
+        Axis labels in words, with units.
     reference : float, optional
         Level of the optimal policy (dashed line).
     reference_label : str
         Legend label of the reference line.
     band : {"std", "sem", "none"}
         Band half-width (see :func:`corrpriors.plotting._curves.plot_metric_curves`).
+    integer_x : bool
+        Integer x ticks (episodes).
 
     Returns
     -------
-    list of pathlib.Path
-        The written ``.png`` and ``.pdf`` files.
+    matplotlib.figure.Figure
     """
-    import matplotlib.pyplot as plt
-
     methods = list(summary["metrics"][metric]["methods"])
     variants = [v for v in ("sampling", "mean") if any(m.endswith("_" + v) for m in methods)]
-    fig, axes = plt.subplots(1, max(len(variants), 1), figsize=(5.2 * max(len(variants), 1), 3.8),
-                             layout="constrained", squeeze=False, sharey=True)
-    for ax, variant in zip(axes[0], variants):
+    models = list(dict.fromkeys(m.rsplit("_", 1)[0] for m in methods))
+    colors = {f"{model}_{v}": f"C{i}" for i, model in enumerate(models) for v in variants}
+    n = max(len(variants), 1)
+    fig = new_figure((4.6 * n + 2.2, 3.8))
+    axes = fig.subplots(1, n, squeeze=False)[0]
+    for ax, variant in zip(axes, variants):
         chosen = [m for m in methods if m.endswith("_" + variant)]
         labels = {m: MODEL_LABELS.get(m[: -len(variant) - 1], m) for m in chosen}
-        plot_metric_curves(summary, metric, ax=ax, methods=chosen, labels=labels, band=band)
-        if reference is not None:
-            ax.axhline(reference, color="k", linestyle="--", linewidth=1, label=reference_label)
-            ax.legend(frameon=False, fontsize="small")
-        n_seeds = len(summary.get("seeds", []))
-        ax.set_title(f"{VARIANT_TITLES[variant]} ({n_seeds} seeds, ±{band})", fontsize="medium")
-    return save_png_pdf(fig, path_without_suffix)
+        plot_metric_curves(summary, metric, ax=ax, methods=chosen, labels=labels, band=band, colors=colors,
+                           reference=reference, reference_label=reference_label, x_label=x_label,
+                           y_label=y_label, title=VARIANT_TITLES[variant], legend=False, integer_x=integer_x)
+    low = min(ax.get_ylim()[0] for ax in axes)
+    high = max(ax.get_ylim()[1] for ax in axes)
+    for ax in axes:  # the same y range in every panel (each keeps its own tick labels)
+        ax.set_ylim(low, high)
+    handles, names = axes[0].get_legend_handles_labels()
+    legend_outside(fig, handles, names)
+    n_seeds = max(len(summary.get("seeds", [])), 1)
+    spread = {"std": " ± std over seeds", "sem": " ± standard error"}.get(band, "")
+    fig.suptitle(f"{environment}: {seeds_text(n_seeds)}, mean{spread}", fontsize="medium")
+    return fig
 
 
-__all__ = ["MODEL_LABELS", "plot_psrl_curves"]
+__all__ = ["MODEL_LABELS", "psrl_curves_figure"]

@@ -1,0 +1,261 @@
+"""What the two PSRL experiments share: the eight policies, running them, summaries and claims.
+
+Policies are ``<model>_<variant>``: models ``pg`` (correlated, relative categories),
+``pg_absolute`` (correlated, absolute next states), ``dirichlet_uniform`` (alpha = 1),
+``dirichlet_sparse`` (alpha = 1e-3); variants ``sampling`` (greedy on the average optimal Q of
+posterior draws) and ``mean`` (greedy on the posterior-mean model).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ._protocol import Claim, SeedResult
+from ._shared import curve_stack
+
+MODELS = ("pg", "pg_absolute", "dirichlet_uniform", "dirichlet_sparse")
+VARIANTS = ("sampling", "mean")
+METHODS = tuple(f"{m}_{v}" for m in MODELS for v in VARIANTS)
+METHOD_LABELS = {
+    f"{m}_{v}": f"{label}, {v}" for m, label in (
+        ("pg", "PG (relative)"), ("pg_absolute", "PG (absolute)"),
+        ("dirichlet_uniform", "Dirichlet α=1"), ("dirichlet_sparse", "Dirichlet α=1e-3"))
+    for v in VARIANTS
+}
+
+
+def split_method(method: str) -> tuple[str, str]:
+    """``"pg_absolute_sampling"`` -> ``("pg_absolute", "sampling")``."""
+    for variant in VARIANTS:
+        if method.endswith("_" + variant):
+            model = method[: -len(variant) - 1]
+            if model in MODELS:
+                return model, variant
+    raise ValueError(f"method: expected one of {', '.join(METHODS)}, got {method!r}")
+
+
+def check_methods(methods: Any) -> None:
+    """Raise ``ValueError`` unless ``methods`` is a non-empty tuple of known policies."""
+    if not isinstance(methods, (tuple, list)) or not methods:
+        raise ValueError(f"methods: expected a non-empty list of {', '.join(METHODS)}, got {methods!r}")
+    for m in methods:
+        split_method(m)
+
+
+def check_psrl_config(config: Any, counts: tuple[str, ...]) -> None:
+    """Raise ``ValueError`` naming the field of an invalid PSRL config.
+
+    Unknown methods, a field of ``counts`` that is not a positive integer, or a discount outside
+    [0, 1) (0 = the environment's).
+    """
+    check_methods(config.methods)
+    for field in counts:
+        value = getattr(config, field)
+        if isinstance(value, bool) or int(value) != value or value < 1:
+            raise ValueError(f"{field}: expected a positive integer, got {value!r}")
+    if not 0 <= config.discount < 1:
+        raise ValueError(f"discount: expected 0 (the environment's) or a value in (0, 1), got {config.discount}")
+
+
+def make_belief(model: str, mdp: Any, covariance: np.ndarray | None, category_map: Any,
+                config: Any) -> Any:
+    """Build the transition belief of ``model`` for the environment ``mdp``."""
+    from ..applications.transitions import (
+        CorrelatedTransitionModel,
+        DirichletTransitionModel,
+        identity_category_map,
+    )
+
+    S, A = mdp.n_states, mdp.n_actions
+    if model == "dirichlet_uniform":
+        return DirichletTransitionModel(S, A, alpha=config.alpha_uniform)
+    if model == "dirichlet_sparse":
+        return DirichletTransitionModel(S, A, alpha=config.alpha_sparse)
+    cmap = category_map if model == "pg" else identity_category_map(S)
+    return CorrelatedTransitionModel(S, A, covariance, category_map=cmap,
+                                     learn_scale=config.learn_scale, learn_mean="constant",
+                                     max_iter=config.max_iter, tol=config.tol)
+
+
+def run_methods(mdp: Any, config: Any, rng: np.random.Generator, start_state: int,
+                covariance: np.ndarray | None, category_map: Any, metric: str,
+                n_steps: int, normalise: bool) -> SeedResult:
+    """Run every configured policy on ``mdp`` (one independent stream per policy).
+
+    The curves ``metric[method]`` are the expected return of the greedy policy after every
+    replan (divided by the optimal one if ``normalise``); per-method extras hold the raw
+    returns, timings, refits and learned scales.
+    """
+    from ..applications.psrl import PSRLAgent, run_psrl
+
+    discount = config.discount if config.discount > 0 else mdp.discount
+    cpu0 = time.process_time()
+    curves: dict[str, np.ndarray] = {}
+    per: dict[str, dict[str, np.ndarray]] = {k: {} for k in (
+        "cpu_seconds", "expected_return", "seconds", "fit_seconds", "n_fits", "scale", "jitter", "n_unconverged")}
+    optimal = math.nan
+    streams = rng.spawn(len(config.methods))
+    for method, stream in zip(config.methods, streams):
+        model, variant = split_method(method)
+        belief = make_belief(model, mdp, covariance, category_map, config)
+        agent = PSRLAgent(belief, mdp.reward_matrix, discount, variant=variant,
+                          n_samples=config.n_samples, replan_every=config.replan_every)
+        tic, cpu = time.perf_counter(), time.process_time()
+        res = run_psrl(mdp.transitions, agent, n_steps, start_state, rng=stream, eval_every=config.replan_every)
+        seconds = time.perf_counter() - tic
+        per["cpu_seconds"][method] = np.array([time.process_time() - cpu])
+        optimal = float(res["optimal_return"])
+        values = res["expected_return"]
+        curves[method] = values / optimal if normalise else values
+        per["expected_return"][method] = values
+        per["seconds"][method] = np.array([seconds])
+        per["fit_seconds"][method] = np.array([getattr(belief, "fit_seconds_", 0.0)])
+        per["n_fits"][method] = np.array([getattr(belief, "n_fits_", 0)], dtype=float)
+        if hasattr(belief, "models_"):
+            per["scale"][method] = np.array([m.scale_ for m in belief.models_])
+            per["jitter"][method] = np.array([max(m.jitter_ for m in belief.models_)])
+            per["n_unconverged"][method] = np.array([float(belief.n_unconverged_)])
+    extras = {"optimal_return": np.array([optimal]), "cpu_seconds": np.array([time.process_time() - cpu0])}
+    return SeedResult(curves={metric: curves}, extras=extras, method_extras={k: v for k, v in per.items() if v})
+
+
+def _mean_over_x(x: list[float], curve: np.ndarray) -> float:
+    """Trapezoidal average of ``curve`` over the x range."""
+    xs = np.asarray(x, dtype=float)
+    c = np.asarray(curve, dtype=float)
+    if len(xs) < 2:
+        return float(c[0])
+    return float(np.sum(0.5 * (c[1:] + c[:-1]) * np.diff(xs)) / (xs[-1] - xs[0]))
+
+
+def first_reach(x: list[float], curve: np.ndarray, level: float) -> float | None:
+    """First x at which ``curve`` reaches ``level`` and stays there (None if never)."""
+    curve = np.asarray(curve, dtype=float)
+    below = np.flatnonzero(curve < level)
+    if below.size == 0:
+        return float(x[0])
+    if below[-1] == len(curve) - 1:
+        return None
+    return float(x[below[-1] + 1])
+
+
+def efficiency_summary(x: list[float], results: Mapping[int, SeedResult], metric: str, methods: tuple,
+                       level_fraction: float, low: float, high: float, x_name: str) -> dict:
+    """Per method: x to reach ``low + level_fraction * (high - low)`` (mean curve and per seed)."""
+    level = low + level_fraction * (high - low)
+    table = {}
+    for method in methods:
+        curves = curve_stack(results, metric, method)
+        per_seed = [first_reach(x, c, level) for c in curves]
+        reached = [v for v in per_seed if v is not None]
+        table[method] = {
+            f"{x_name}_to_level_mean_curve": first_reach(x, curves.mean(0), level),
+            f"{x_name}_to_level_median_seed": (float(np.median(reached))
+                                               if len(reached) > len(per_seed) / 2 else None),
+            "fraction_of_seeds_reaching": len(reached) / len(per_seed),
+            "area_under_curve": _mean_over_x(x, curves.mean(0)),
+            "final_mean": float(curves[:, -1].mean()),
+        }
+    return {"level": level, "level_fraction": level_fraction, "methods": table}
+
+
+def cost_summary(results: Mapping[int, SeedResult], methods: tuple) -> dict:
+    """Mean wall / CPU seconds and belief refits per seed and method (from the seed files)."""
+    seeds = sorted(results)
+
+    def mean_of(name: str, method: str) -> float:
+        return float(np.mean([results[s].method_extras[name][method][0] for s in seeds]))
+
+    timing = {m: mean_of("seconds", m) for m in methods}
+    return {
+        "seconds_per_seed_per_method": timing,
+        "cpu_seconds_per_seed_per_method": {m: mean_of("cpu_seconds", m) for m in methods},
+        "seconds_per_seed": float(sum(timing.values())),
+        "cpu_seconds_per_seed": float(np.mean([results[s].extras["cpu_seconds"][0] for s in seeds])),
+        "n_fits_per_seed": {m: mean_of("n_fits", m) for m in methods},
+    }
+
+
+def claims_check(eff: dict, methods: tuple, x_name: str, domain: str, x_max: float) -> list[Claim]:
+    """Check the paper's claim: PG policies reach good returns with markedly fewer data than Dirichlet.
+
+    Holds when the best policy of a PG model reaches the level of ``eff`` on the mean curve
+    at most half as late as the best Dirichlet policy (or the Dirichlet ones never do).
+    The detail also gives the curves' means over the x range.
+    """
+    key = f"{x_name}_to_level_mean_curve"
+    groups = {
+        "PG (relative)": lambda m: m.startswith("pg_") and not m.startswith("pg_absolute"),
+        "PG (absolute, the paper's)": lambda m: m.startswith("pg_absolute"),
+        "Dirichlet": lambda m: m.startswith("dirichlet"),
+    }
+
+    def first(group):
+        cand = [(m, eff["methods"][m][key]) for m in methods if groups[group](m)]
+        cand = [(m, math.inf if v is None else v) for m, v in cand]
+        return min(cand, key=lambda t: t[1]) if cand else (None, math.inf)
+
+    def best_auc(group):
+        cand = [(m, eff["methods"][m]["area_under_curve"]) for m in methods if groups[group](m)]
+        return max(cand, key=lambda t: t[1]) if cand else (None, math.nan)
+
+    def where(label, method, v):
+        if math.isinf(v):
+            return f"no {label} policy within {x_max:g} {x_name}"
+        return f"best {label} {method} at {v:g} {x_name}"
+
+    dir_m, dir_x = first("Dirichlet")
+    dir_auc = best_auc("Dirichlet")
+    claims = []
+    for label in ("PG (relative)", "PG (absolute, the paper's)"):
+        m, v = first(label)
+        if m is None or dir_m is None:
+            continue
+        pg_auc = best_auc(label)
+        holds = v < math.inf and (math.isinf(dir_x) or v <= 0.5 * dir_x)
+        claims.append(Claim(
+            f"{domain}: {label} needs markedly fewer {x_name} than Dirichlet to reach "
+            f"{eff['level_fraction']:.0%} of the way to the optimum",
+            bool(holds),
+            f"level {eff['level']:.4g}: {where(label, m, v)}, {where('Dirichlet', dir_m, dir_x)} "
+            f"(mean curves; 'markedly' = at most half); "
+            f"curve mean over the x range: {label} {pg_auc[1]:.4g} ({pg_auc[0]}), "
+            f"Dirichlet {dir_auc[1]:.4g} ({dir_auc[0]})"))
+    return claims
+
+
+def psrl_extra(x: list[float], results: Mapping[int, SeedResult], metric: str, methods: tuple, *,
+               low: float, high: float, x_name: str, domain: str, x_max: float) -> dict:
+    """Efficiency to 90% and 50% of the way from ``low`` to ``high``, timings and the claims."""
+    eff = efficiency_summary(x, results, metric, methods, level_fraction=0.9, low=low, high=high, x_name=x_name)
+    eff50 = efficiency_summary(x, results, metric, methods, level_fraction=0.5, low=low, high=high, x_name=x_name)
+    return {
+        "efficiency_90pct": eff,
+        "efficiency_50pct": eff50,
+        **cost_summary(results, methods),
+        "claims": (claims_check(eff, methods, x_name, domain, x_max)
+                   + claims_check(eff50, methods, x_name, domain, x_max)),
+    }
+
+
+__all__ = [
+    "METHODS",
+    "METHOD_LABELS",
+    "MODELS",
+    "VARIANTS",
+    "check_methods",
+    "check_psrl_config",
+    "claims_check",
+    "cost_summary",
+    "efficiency_summary",
+    "first_reach",
+    "make_belief",
+    "psrl_extra",
+    "run_methods",
+    "split_method",
+]

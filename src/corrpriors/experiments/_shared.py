@@ -1,0 +1,98 @@
+"""Helpers shared by several experiments (instead of experiments importing each other).
+
+Policies and their evaluation, the largest distance between states (the paper's default
+length scale), the squared-exponential Gram matrix, the grid layout saved with a seed for
+its figures, and stacking a curve over seeds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ._protocol import SeedResult
+
+
+def optimal_q(mdp: Any) -> np.ndarray:
+    """Optimal Q-values of ``mdp``; ndarray of shape (S, A)."""
+    from ..mdp import value_iteration
+
+    return np.asarray(value_iteration(mdp).q_values, dtype=float)
+
+
+def boltzmann_expert(mdp: Any, beta: float, normalize: bool) -> np.ndarray:
+    """Return ``softmax(beta * Q*)``; ndarray of shape (S, A).
+
+    Q* are the optimal Q-values of ``mdp``, normalised per state if ``normalize``.
+    """
+    from ..mdp import boltzmann_policy
+
+    return np.asarray(boltzmann_policy(optimal_q(mdp), beta, normalize=normalize), dtype=float)
+
+
+def evaluate_policy(mdp: Any, expert: np.ndarray, estimate: np.ndarray) -> dict[str, float]:
+    """Mean Hellinger distance over states and value loss of ``estimate`` against ``expert``."""
+    from ..mdp import hellinger, value_loss
+
+    return {"hellinger": float(np.mean(hellinger(expert, estimate))),
+            "value_loss": float(value_loss(mdp, expert, estimate))}
+
+
+def largest_distance(coords: Any) -> float:
+    """Largest Euclidean distance between two of the points ``coords`` (ndarray of shape (N, D)).
+
+    The paper's default length scale ("the maximum occurring distance value"); the same
+    distances as :func:`corrpriors.applications.imitation.state_kernel` uses.
+    """
+    from ..kernels import euclidean_distances
+
+    return float(euclidean_distances(np.asarray(coords, dtype=float)).max())
+
+
+def se_covariance(coords: np.ndarray, lengthscale: float) -> np.ndarray:
+    """Squared-exponential Gram matrix on Euclidean distances, via ``corrpriors.kernels``."""
+    from ..kernels import SquaredExponential
+
+    return SquaredExponential(lengthscale).bind(coords=np.asarray(coords, float)).gram()
+
+
+def grid_extras(mdp: Any) -> dict[str, np.ndarray]:
+    """Return the grid layout of a grid-shaped MDP as seed extras (``grid_walls``, ``grid_cells``)."""
+    walls = np.zeros(mdp.shape, dtype=bool) if mdp.walls is None else np.asarray(mdp.walls, dtype=bool)
+    return {"grid_walls": walls, "grid_cells": np.asarray(mdp.cells, dtype=np.int64)}
+
+
+def grid_layout(result: SeedResult) -> Any:
+    """Return the :class:`~corrpriors.plotting.GridLayout` saved by :func:`grid_extras`."""
+    from ..plotting import GridLayout
+
+    return GridLayout(walls=result.extras["grid_walls"], cells=result.extras["grid_cells"])
+
+
+def curve_stack(results: Mapping[int, SeedResult], metric: str, method: str) -> np.ndarray:
+    """``curves[metric][method]`` of every seed (in seed order); ndarray of shape (n_seeds, X)."""
+    return np.stack([np.asarray(results[s].curves[metric][method], dtype=float) for s in sorted(results)])
+
+
+def extra_stack(results: Mapping[int, SeedResult], name: str, method: str | None = None) -> np.ndarray:
+    """Stack an extra (a per-method one if ``method``) of every seed; ndarray of shape (n_seeds, ...)."""
+    rows = []
+    for s in sorted(results):
+        r = results[s]
+        rows.append(np.asarray(r.extras[name] if method is None else r.method_extras[name][method], dtype=float))
+    return np.stack(rows)
+
+
+__all__ = [
+    "boltzmann_expert",
+    "curve_stack",
+    "evaluate_policy",
+    "extra_stack",
+    "grid_extras",
+    "grid_layout",
+    "largest_distance",
+    "optimal_q",
+    "se_covariance",
+]

@@ -1,7 +1,16 @@
 """Tabular MDPs: the model record, planners, rollouts and evaluation metrics."""
 
-from .checks import check_mdp, check_policy, check_transitions
-from .metrics import emd, expected_return, grid_distances, hellinger, mean_hellinger, value_loss
+from .checks import check_distribution, check_mdp, check_policy, check_transitions
+from .metrics import (
+    emd,
+    expected_return,
+    grid_distances,
+    hellinger,
+    mean_hellinger,
+    normalized_return,
+    return_range,
+    value_loss,
+)
 from .planning import (
     FiniteHorizonResult,
     PlanningResult,
@@ -22,6 +31,7 @@ __all__ = [
     "TabularMDP",
     "check_mdp",
     "check_policy",
+    "check_distribution",
     "check_transitions",
     "PlanningResult",
     "FiniteHorizonResult",
@@ -42,6 +52,8 @@ __all__ = [
     "mean_hellinger",
     "value_loss",
     "expected_return",
+    "normalized_return",
+    "return_range",
     "emd",
     "grid_distances",
 ]

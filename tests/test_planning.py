@@ -277,3 +277,19 @@ def test_normalized_return_is_one_for_the_optimum_and_zero_for_uniform():
     flat = TabularMDP(mdp.transitions, np.zeros(5), 0.9)
     with pytest.raises(ValueError, match="normalized_return is undefined"):
         normalized_return(flat, uniform)
+
+
+def test_planning_with_a_batch_of_sampled_rewards():
+    rng = np.random.default_rng(11)
+    mdp = random_mdp(rng, 4, 2)
+    models = rng.dirichlet(np.ones(4), size=(3, 4, 2))
+    rewards = rng.normal(size=(3, 4, 2))
+    batch = policy_iteration(mdp, models, rewards=rewards)
+    for m in range(3):
+        twin = TabularMDP(models[m], rewards[m], mdp.discount)
+        np.testing.assert_allclose(batch.values[m], enumerate_optimum(twin), atol=1e-10)
+    one = policy_iteration(mdp, rewards=rewards)          # the MDP's own dynamics, 3 rewards
+    np.testing.assert_allclose(one.values[1], enumerate_optimum(
+        TabularMDP(mdp.transitions, rewards[1], mdp.discount)), atol=1e-10)
+    with pytest.raises(ValueError, match=r"rewards: expected finite values of shape \(\.\.\., S, A\)"):
+        policy_iteration(mdp, rewards=np.zeros((4, 3)))

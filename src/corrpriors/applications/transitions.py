@@ -1,12 +1,17 @@
 r"""Beliefs over the transition model :math:`P(s' \mid s, a)` of a finite MDP.
 
-Three beliefs share one interface, used by system identification and by PSRL:
+Three beliefs share one interface (the :class:`TransitionBelief` protocol: any object with
+these members works with :class:`~corrpriors.applications.PSRLAgent`), used by system
+identification and by PSRL:
 
 * :class:`DirichletTransitionModel` -- an independent conjugate Dirichlet(alpha) per (s, a);
 * :class:`CorrelatedTransitionModel` -- the paper's model: one
   :class:`corrpriors.core.model.CorrelatedMultinomial` per action with the states as
   covariates, so that similar states get similar next-state distributions;
 * :class:`KnownTransitionModel` -- the true model (a point mass), for tests and references.
+
+:meth:`CorrelatedTransitionModel.for_mdp` builds the correlated belief for an MDP (or a
+Gymnasium environment's :func:`~corrpriors.envs.env_info`) in one call.
 
 The interface: ``update(states, actions, next_states)`` accumulates transitions,
 ``set_counts(counts)`` replaces them, ``counts`` is the (S, A, S) count array,
@@ -45,7 +50,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -54,6 +59,7 @@ from .._typing import FloatArray, IntArray, SeedLike
 from .._validation import check_array, check_positive, check_shape, check_simplex
 
 __all__ = [
+    "TransitionBelief",
     "CategoryMap",
     "CorrelatedTransitionModel",
     "DirichletTransitionModel",
@@ -328,6 +334,34 @@ def window_displacements(n_dims: int, radius: int) -> IntArray:
 # --------------------------------------------------------------------------------------
 # Beliefs
 # --------------------------------------------------------------------------------------
+@runtime_checkable
+class TransitionBelief(Protocol):
+    r"""What PSRL and system identification need from a belief over :math:`P(s' \mid s, a)`.
+
+    Any object with these members qualifies (``isinstance(obj, TransitionBelief)`` checks
+    that they exist); the beliefs of this module implement it.
+
+    Attributes
+    ----------
+    n_states : int
+        S.
+    n_actions : int
+        A.
+    """
+
+    n_states: int
+    n_actions: int
+
+    def update(self, states: Any, actions: Any, next_states: Any) -> Any:
+        """Fold in observed transitions ``(states[t], actions[t]) -> next_states[t]``, arrays of shape (T,)."""
+
+    def mean(self) -> FloatArray:
+        """Posterior-mean (or plug-in) model, ndarray of shape (S, A, S)."""
+
+    def sample_many(self, n: int, *, rng: SeedLike) -> FloatArray:
+        """``n`` posterior draws of the model, ndarray of shape (n, S, A, S)."""
+
+
 class _TransitionBelief:
     """Shared count bookkeeping of every transition belief."""
 
@@ -485,6 +519,15 @@ class KnownTransitionModel(_TransitionBelief):
         return np.broadcast_to(self._P, (_check_n(n),) + self._P.shape).copy()
 
 
+def _scale_selection(selection: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Constructor arguments of a scale-selection rule (the one place that knows them)."""
+    if selection == "em":
+        return {"learn_scale": True}
+    if selection == "fixed":
+        return {"learn_scale": False, "scale_prior": None, "scale": kwargs.get("scale", 1.0)}
+    raise ValueError(f"selection: expected 'em' or 'fixed', got {selection!r}")
+
+
 class CorrelatedTransitionModel(_TransitionBelief):
     r"""The paper's correlated belief: one correlated multinomial per action over the states.
 
@@ -587,6 +630,80 @@ class CorrelatedTransitionModel(_TransitionBelief):
         self.n_unconverged_ = 0
         self._fitted_counts: list[np.ndarray | None] = [None] * self.n_actions
         self._cache: dict[str, Any] = {}
+
+    @classmethod
+    def for_mdp(cls, mdp: Any, *, encoding: str | None = None, lengthscale: float = 2.0,
+                radius: int = 1, selection: str = "em", **kwargs: Any) -> CorrelatedTransitionModel:
+        r"""The correlated belief for an MDP's states in one call.
+
+        A squared-exponential kernel on the state coordinates,
+        :math:`\tilde\Sigma_{ij} = \exp(-\lVert x_i - x_j\rVert^2 / \ell^2)` (the paper's
+        form, :class:`~corrpriors.kernels.SquaredExponential`), with
+        either category encoding.
+
+        Parameters
+        ----------
+        mdp : TabularMDP or EnvInfo
+            Anything with ``n_states``, ``n_actions`` and ``coordinates`` (ndarray of shape
+            (S, D)); only these are used (never the transitions).
+        encoding : {"relative", "absolute"}, optional
+            ``"relative"``: category = displacement ``coords[s'] - coords[s]`` within
+            ``radius`` (:func:`displacement_category_map`), so that "the same move" is shared
+            between states -- the default when the coordinates are integers. ``"absolute"``:
+            category = next state (the paper's encoding, ``pg_absolute`` in the experiments)
+            -- the default otherwise.
+        lengthscale : float, default=2.0
+            :math:`\ell`, in coordinate units.
+        radius : int, default=1
+            Window half-width of the relative encoding (moves beyond it share one "other"
+            category per state).
+        selection : {"em", "fixed"}, default="em"
+            How the prior scale :math:`\theta_a` is chosen: ``"em"`` -- MAP-EM at every fit
+            (Gamma(2, 1) hyper-prior); ``"fixed"`` -- kept at ``scale`` (a keyword argument,
+            default 1).
+        **kwargs
+            Passed on to the constructor (``max_iter``, ``tol``, ``learn_mean``, ``scale``,
+            ...).
+
+        Returns
+        -------
+        CorrelatedTransitionModel
+
+        Examples
+        --------
+        >>> import gymnasium
+        >>> from corrpriors.envs import from_gymnasium
+        >>> mdp = from_gymnasium(gymnasium.make("FrozenLake-v1", map_name="4x4"))
+        >>> belief = CorrelatedTransitionModel.for_mdp(mdp)
+        >>> belief.n_categories            # the 3 x 3 window of moves and one "other" (jumps)
+        10
+        """
+        from ..kernels import SquaredExponential
+
+        S, A = int(mdp.n_states), int(mdp.n_actions)
+        coords = getattr(mdp, "coordinates", None)
+        if coords is None:
+            raise ValueError(f"mdp: {getattr(mdp, 'name', 'the MDP')} has no state coordinates; "
+                             "give features (corrpriors.envs.from_gymnasium(env, features=...)) "
+                             "or use a DirichletTransitionModel")
+        coords = check_array(coords, "mdp.coordinates", ndim=2)
+        integral = bool(np.all(coords == np.round(coords)))
+        if encoding is None:
+            encoding = "relative" if integral else "absolute"
+        if encoding == "relative":
+            if not integral:
+                raise ValueError("mdp.coordinates: expected integer coordinates for the relative "
+                                 "encoding (displacements between states); use "
+                                 "encoding='absolute' for real-valued features")
+            cmap = displacement_category_map(coords.astype(np.int64), radius)
+        elif encoding == "absolute":
+            cmap = identity_category_map(S)
+        else:
+            raise ValueError(f"encoding: expected 'relative' or 'absolute', got {encoding!r}")
+        check_positive(lengthscale, "lengthscale")
+        kwargs.update(_scale_selection(selection, kwargs))
+        kernel = SquaredExponential(lengthscale=float(lengthscale)).bind(coords=coords)
+        return cls(S, A, kernel, category_map=cmap, **kwargs)
 
     @property
     def n_categories(self) -> int:

@@ -132,8 +132,7 @@ def return_range(mdp: TabularMDP, start: Any = None) -> tuple[float, float]:
             float(expected_return(mdp, optimal, start)))
 
 
-def normalized_return(mdp: TabularMDP, policy: Any, start: Any = None,
-                      reference: tuple[float, float] | None = None) -> np.ndarray | float:
+def normalized_return(mdp: TabularMDP, policy: Any, start: Any = None) -> np.ndarray | float:
     r"""Expected return rescaled so that the uniformly random policy scores 0 and the optimal 1.
 
     .. math:: \frac{J(\pi) - J(\pi_{\mathrm{unif}})}{J(\pi^*) - J(\pi_{\mathrm{unif}})},
@@ -146,8 +145,27 @@ def normalized_return(mdp: TabularMDP, policy: Any, start: Any = None,
     policy : array_like of shape (..., S, A) or integer (..., S)
     start : None, int or array_like of shape (S,)
         As in :func:`expected_return` (default: the MDP's ``initial_distribution``).
-    reference : (uniform, optimal), optional
-        Precomputed :func:`return_range` (saves two solves when scoring many policies).
+
+    Returns
+    -------
+    float or ndarray of shape (...)
+
+    See Also
+    --------
+    normalize_returns : the same rescaling of precomputed returns (scoring many policies).
+    """
+    return normalize_returns(expected_return(mdp, policy, start), *return_range(mdp, start))
+
+
+def normalize_returns(values: Any, uniform: float, optimal: float) -> np.ndarray | float:
+    r"""Rescale expected returns: ``(values - uniform) / (optimal - uniform)``.
+
+    Parameters
+    ----------
+    values : float or array_like of shape (...)
+        Expected returns :math:`J(\pi)`.
+    uniform, optimal : float
+        The returns of the uniformly random and the optimal policy (:func:`return_range`).
 
     Returns
     -------
@@ -156,14 +174,14 @@ def normalized_return(mdp: TabularMDP, policy: Any, start: Any = None,
     Raises
     ------
     ValueError
-        If the optimal and the uniform policy have the same return (nothing to normalise by).
+        If ``optimal`` does not exceed ``uniform`` (nothing to normalise by).
     """
-    lo, hi = return_range(mdp, start) if reference is None else (float(reference[0]),
-                                                                  float(reference[1]))
+    lo, hi = float(uniform), float(optimal)
     if not hi - lo > 1e-12 * max(1.0, abs(hi)):
         raise ValueError(f"mdp: the optimal policy's return ({hi:.6g}) does not exceed the uniform "
                          f"policy's ({lo:.6g}); normalized_return is undefined")
-    return (expected_return(mdp, policy, start) - lo) / (hi - lo)
+    out = (np.asarray(values, dtype=np.float64) - lo) / (hi - lo)
+    return float(out) if out.ndim == 0 else out
 
 
 def emd(p: Any, q: Any, ground_distance: Any = None, *, coordinates: Any = None) -> float:
@@ -241,4 +259,4 @@ def grid_distances(mdp: TabularMDP, metric: str = "euclidean") -> np.ndarray:
 
 
 __all__ = ["hellinger", "mean_hellinger", "value_loss", "expected_return", "return_range",
-           "normalized_return", "emd", "grid_distances"]
+           "normalized_return", "normalize_returns", "emd", "grid_distances"]

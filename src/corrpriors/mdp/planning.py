@@ -77,10 +77,12 @@ class FiniteHorizonResult:
 
 
 # ----------------------------------------------------------------------------- internals
-def _model(mdp: TabularMDP, transitions: Any) -> tuple[np.ndarray, np.ndarray, float, Any]:
+def _model(mdp: TabularMDP, transitions: Any,
+           rewards: Any = None) -> tuple[np.ndarray, np.ndarray, float, Any]:
     """Dynamics, expected rewards (zero at terminal states), discount and the continuation mask.
 
     The mask ``keep`` (None without terminal states) zeroes the future of terminal states.
+    ``rewards`` (..., S, A) replaces the MDP's expected rewards (e.g. sampled ones).
     """
     if not isinstance(mdp, TabularMDP):
         raise TypeError(f"mdp: expected a TabularMDP, got {type(mdp).__name__}")
@@ -91,7 +93,14 @@ def _model(mdp: TabularMDP, transitions: Any) -> tuple[np.ndarray, np.ndarray, f
         if P.shape[-3:] != mdp.transitions.shape:
             raise ValueError(f"transitions: expected shape (..., S, A, S) = (..., "
                              f"{mdp.n_states}, {mdp.n_actions}, {mdp.n_states}), got {P.shape}")
-    R = mdp.expected_rewards(None if transitions is None else P)
+    if rewards is None:
+        R = mdp.expected_rewards(None if transitions is None else P)
+    else:
+        R = np.asarray(rewards, dtype=np.float64)
+        if R.ndim < 2 or R.shape[-2:] != (mdp.n_states, mdp.n_actions) or \
+                not np.all(np.isfinite(R)):
+            raise ValueError(f"rewards: expected finite values of shape (..., S, A) = (..., "
+                             f"{mdp.n_states}, {mdp.n_actions}), got shape {R.shape}")
     keep = None
     if mdp.terminal is not None and mdp.terminal.any():
         keep = (~mdp.terminal).astype(np.float64)
@@ -234,7 +243,7 @@ def value_iteration(mdp: TabularMDP, transitions: Any = None, *, tol: float = 1e
 
 @blas_single_thread
 def policy_iteration(mdp: TabularMDP, transitions: Any = None, *, initial_policy: Any = None,
-                     max_iter: int = 1000) -> PlanningResult:
+                     max_iter: int = 1000, rewards: Any = None) -> PlanningResult:
     """Optimal values by Howard's policy iteration with exact (linear-solve) evaluation.
 
     Parameters
@@ -246,6 +255,9 @@ def policy_iteration(mdp: TabularMDP, transitions: Any = None, *, initial_policy
         Starting deterministic policy (default: greedy w.r.t. the immediate reward).
     max_iter : int
         Cap on policy improvements.
+    rewards : array_like of shape (S, A) or (M, S, A), optional
+        Expected rewards to plan with instead of the MDP's (e.g. M posterior draws, planned
+        together with M drawn ``transitions``).
 
     Returns
     -------
@@ -257,8 +269,8 @@ def policy_iteration(mdp: TabularMDP, transitions: Any = None, *, initial_policy
     An action is switched only if it improves the Q-value by more than 1e-12 (relative),
     which prevents cycling among tied actions; the loop ends after a finite number of steps.
     """
-    P, R, gamma, keep = _model(mdp, transitions)
-    lead = P.shape[:-3]
+    P, R, gamma, keep = _model(mdp, transitions, rewards)
+    lead = np.broadcast_shapes(P.shape[:-3], R.shape[:-2])
     if initial_policy is None:
         actions = np.broadcast_to(R.argmax(axis=-1), lead + (mdp.n_states,)).copy()
     else:

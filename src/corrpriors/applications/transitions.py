@@ -440,6 +440,25 @@ class _TransitionBelief:
         return self.sample_many(1, rng=rng)[0]
 
 
+def _covariance_candidates(covariance: Any, n_states: int, many: bool) -> list[tuple[Any, Any]]:
+    """``[(name, covariance)]``: one entry, or (with ``many``) a dict / sequence of candidates."""
+    if many and isinstance(covariance, dict):
+        items = list(covariance.items())
+    elif many and isinstance(covariance, (list, tuple)):
+        items = list(enumerate(covariance))
+    else:
+        items = [(0, covariance)]
+    if not items:
+        raise ValueError("covariance: expected at least one candidate covariance")
+    out = []
+    for name, cov in items:
+        if not hasattr(cov, "gram"):
+            cov = check_array(cov, "covariance", ndim=2)
+            check_shape(cov, (n_states, n_states), "covariance")
+        out.append((name, cov))
+    return out
+
+
 def _check_n(n: Any) -> int:
     if int(n) != n or n < 1:
         raise ValueError(f"n: expected a positive int, got {n}")
@@ -572,6 +591,18 @@ class CorrelatedTransitionModel(_TransitionBelief):
         CAVI iteration cap per refit (warm starts need few).
     tol : float, default=1e-6
         Relative objective change that stops a refit.
+    selection : {None, "collapsed", "elbo"}, default=None
+        ``None``: the scale is learned by (MAP-)EM (``learn_scale``) or fixed. Otherwise, at
+        every refit and for every action, the scale :math:`\theta_a` (and, if ``covariance``
+        lists several candidates, the covariance) maximising this criterion is chosen by a
+        warm-started climb over a log lattice of scales
+        (:class:`~corrpriors.core.selection.ScaleSearch`); ``"collapsed"`` (the collapsed
+        bound) does not shrink :math:`\theta` on scarce data the way EM on the ELBO does.
+        ``learn_scale`` and ``scale_prior`` are then ignored.
+    scale_range : (float, float), default=(1e-2, 1e4)
+        Range of the scale lattice (with ``selection``).
+    scale_step : float, default=0.25
+        Lattice spacing in decades (with ``selection``).
     **model_kwargs
         Passed on to :class:`~corrpriors.core.model.CorrelatedMultinomial` (for example
         ``mean_prior_std`` -- default 3.0 here, a weak normal hyper-prior on the constant
@@ -588,6 +619,9 @@ class CorrelatedTransitionModel(_TransitionBelief):
     n_unconverged_ : int
         Fits that stopped at ``max_iter`` (expected with small caps; their
         :class:`~corrpriors.exceptions.ConvergenceWarning` is suppressed and counted here).
+    selected_ : list of dict or None
+        With ``selection``: per action, the chosen ``candidate`` (index or name of the
+        covariance), ``scale`` and criterion ``value`` at the last refit (``None`` before).
     """
 
     def __init__(self, n_states: int, n_actions: int, covariance: Any,
@@ -595,9 +629,11 @@ class CorrelatedTransitionModel(_TransitionBelief):
                  learn_mean: str | None = "constant",
                  scale_prior: tuple[float, float] | None = (2.0, 1.0),
                  probs_method: str = "plugin", max_iter: int = 100, tol: float = 1e-6,
-                 **model_kwargs: Any) -> None:
+                 selection: str | None = None, scale_range: tuple[float, float] = (1e-2, 1e4),
+                 scale_step: float = 0.25, **model_kwargs: Any) -> None:
         super().__init__(n_states, n_actions)
         from ..core.model import CorrelatedMultinomial
+        from ..core.selection import ScaleSearch, check_criterion
 
         cmap = identity_category_map(self.n_states) if category_map is None else category_map
         if not isinstance(cmap, CategoryMap):
@@ -609,22 +645,34 @@ class CorrelatedTransitionModel(_TransitionBelief):
             raise ValueError(f"probs_method: expected 'plugin' or 'mc', got {probs_method!r}")
         if learn_mean not in (None, "constant", "full"):
             raise ValueError(f"learn_mean: expected None, 'constant' or 'full', got {learn_mean!r}")
-        if hasattr(covariance, "gram"):
-            cov = covariance
-        else:
-            cov = check_array(covariance, "covariance", ndim=2)
-            check_shape(cov, (self.n_states, self.n_states), "covariance")
-        self.covariance = cov
+        if selection is not None:
+            check_criterion(selection)
+        candidates = _covariance_candidates(covariance, self.n_states, many=selection is not None)
+        self.covariance = covariance if selection is not None else candidates[0][1]
         self.category_map = cmap
         self.probs_method = probs_method
+        self.selection = selection
         kwargs: dict[str, Any] = {"mean_prior_std": 3.0}
         kwargs.update(model_kwargs)
-        self.models_ = [
-            CorrelatedMultinomial(cov, learn_mean=learn_mean, learn_scale=learn_scale,
-                                  max_iter=max_iter, tol=tol, scale_prior=scale_prior,
-                                  warm_start=True, **kwargs)
-            for _ in range(self.n_actions)
-        ]
+        templates = [
+            (name, CorrelatedMultinomial(cov, learn_mean=learn_mean, learn_scale=learn_scale,
+                                         max_iter=max_iter, tol=tol, scale_prior=scale_prior,
+                                         warm_start=True, **kwargs))
+            for name, cov in candidates]
+        self.models_ = [templates[0][1]] + [
+            CorrelatedMultinomial(candidates[0][1], learn_mean=learn_mean,
+                                  learn_scale=learn_scale, max_iter=max_iter, tol=tol,
+                                  scale_prior=scale_prior, warm_start=True, **kwargs)
+            for _ in range(self.n_actions - 1)]
+        self._searches: list[list[tuple[Any, Any]]] | None = None
+        self.selected_: list[dict | None] | None = None
+        if selection is not None:
+            lo, hi = (float(v) for v in scale_range)
+            self._searches = [
+                [(name, ScaleSearch(t, criterion=selection, low=lo, high=hi, step=scale_step))
+                 for name, t in templates]
+                for _ in range(self.n_actions)]
+            self.selected_ = [None] * self.n_actions
         self.n_fits_ = 0
         self.fit_seconds_ = 0.0
         self.n_unconverged_ = 0
@@ -745,14 +793,32 @@ class CorrelatedTransitionModel(_TransitionBelief):
             tic = time.perf_counter()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ConvergenceWarning)
-                model.fit(cat_counts[a], warm_start=True)
+                if self._searches is None:
+                    model.fit(cat_counts[a], warm_start=True)
+                    self.n_fits_ += 1
+                else:
+                    model = self._select(a, cat_counts[a])
             self.fit_seconds_ += time.perf_counter() - tic
-            self.n_fits_ += 1
             self.n_unconverged_ += int(not model.converged_)
             self._fitted_counts[a] = cat_counts[a].copy()
         if actions is None:
             self._cache = {"version": self._version}
         return self
+
+    def _select(self, a: int, counts: FloatArray) -> Any:
+        """Choose action ``a``'s covariance and scale by the criterion; returns the model."""
+        assert self._searches is not None and self.selected_ is not None
+        best = None
+        for name, search in self._searches[a]:
+            before = search.n_fits_
+            sel = search.select(counts)
+            self.n_fits_ += search.n_fits_ - before
+            if best is None or sel.value > best[0]:
+                best = (sel.value, name, sel)
+        value, name, sel = best
+        self.models_[a] = sel.model
+        self.selected_[a] = {"candidate": name, "scale": sel.scale, "value": value}
+        return sel.model
 
     def action_mean(self, action: int) -> FloatArray:
         """Posterior-mean next-state probabilities of one action, ndarray of shape (S, S).

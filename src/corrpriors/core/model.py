@@ -432,39 +432,4 @@ class CorrelatedMultinomial:
                          rng=as_generator(rng), init_psi=init_psi)
 
 
-def select_kernel(counts: Any, candidates: Any, criterion: str = "elbo",
-                  **kwargs: Any) -> list[tuple[Any, CorrelatedMultinomial]]:
-    """Fit one model per candidate covariance and rank them by a bound on the evidence.
-
-    Both criteria bound the log evidence :math:`\\log p(X)` of each prior, so they are
-    comparable across kernels. ``"collapsed"`` (:meth:`CorrelatedMultinomial.collapsed_bound`)
-    is the tighter one and does not favour small prior scales the way the mean-field ELBO
-    does; ``"elbo"`` is the paper's.
-
-    Parameters
-    ----------
-    counts : array_like of shape (C, K)
-    candidates : dict of name -> covariance, or a sequence of covariances
-        Arrays of shape (C, C) or bound kernels.
-    criterion : {"elbo", "collapsed"}
-    **kwargs
-        Passed to :class:`CorrelatedMultinomial`.
-
-    Returns
-    -------
-    list of (name, fitted model)
-        Sorted by the criterion, best first (names are indices for a sequence).
-    """
-    if criterion not in ("elbo", "collapsed"):
-        raise ValueError(f"criterion: expected 'elbo' or 'collapsed', got {criterion!r}")
-    items = candidates.items() if isinstance(candidates, dict) else enumerate(candidates)
-    fitted = [(name, CorrelatedMultinomial(covariance=cov, **kwargs).fit(counts))
-              for name, cov in items]
-    if not fitted:
-        raise ValueError("candidates: expected at least one covariance")
-    if criterion == "elbo":
-        return sorted(fitted, key=lambda t: -t[1].elbo_)
-    return sorted(fitted, key=lambda t: -t[1].collapsed_bound())
-
-
-__all__ = ["CorrelatedMultinomial", "select_kernel"]
+__all__ = ["CorrelatedMultinomial"]

@@ -201,6 +201,8 @@ def test_random_exploration_is_reproducible():
     a, b = random_exploration(env, 200, rng=5), random_exploration(env, 200, rng=5)
     c = random_exploration(env, 200, rng=6)
     np.testing.assert_array_equal(a.next_states, b.next_states)
+    short = random_exploration(env, 50, rng=5)               # a shorter walk is a prefix
+    np.testing.assert_array_equal(short.next_states, a.next_states[:50])
     assert not np.array_equal(a.next_states, c.next_states)
     freq = np.bincount(a.actions, minlength=4) / 200
     assert np.all(np.abs(freq - 0.25) < 4 * np.sqrt(0.25 * 0.75 / 200))

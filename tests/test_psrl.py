@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import gymnasium
@@ -195,6 +196,9 @@ def test_known_model_scores_normalized_return_one():
                       replan_every=10, terminal=mdp.terminal)
     out = run_psrl(env, agent, 30, rng=1, true_mdp=mdp)
     np.testing.assert_allclose(out["normalized_return"], 1.0, atol=1e-10)
+    assert out["policies"].shape == (4, 16)
+    scored = dataclasses.replace(mdp, discount=0.95)       # scored with the agent's discount
+    np.testing.assert_allclose(normalized_return(scored, out["policies"]), 1.0, atol=1e-10)
     assert out["optimal_return"] > out["uniform_return"]
     assert normalized_return(mdp, np.full((16, 4), 0.25)) == pytest.approx(0.0, abs=1e-12)
 

@@ -335,8 +335,16 @@ def test_for_mdp_relative_by_default_on_integer_coordinates():
     want = displacement_category_map(grid_coords(4), 1)
     np.testing.assert_array_equal(belief.category_map.category, want.category)
     d2 = ((mdp.coordinates[:, None] - mdp.coordinates[None]) ** 2).sum(-1)
-    np.testing.assert_allclose(belief.covariance.gram(), np.exp(-d2 / 1.5**2), atol=1e-12)
-    assert all(m.learn_scale for m in belief.models_)            # selection="em"
+    np.testing.assert_allclose(belief.covariance[1.5].gram(), np.exp(-d2 / 1.5**2), atol=1e-12)
+    assert belief.selection == "collapsed"
+    em = CorrelatedTransitionModel.for_mdp(mdp, selection="em")
+    assert em.selection is None and all(m.learn_scale for m in em.models_)
+    both = CorrelatedTransitionModel.for_mdp(mdp, lengthscale=[1.0, 3.0])
+    both.update([0, 1], [2, 2], [1, 2])
+    both.refit()
+    assert both.selected_[2]["candidate"] in (1.0, 3.0) and both.selected_[0] is not None
+    with pytest.raises(ValueError, match="several candidates need selection"):
+        CorrelatedTransitionModel.for_mdp(mdp, lengthscale=[1.0, 3.0], selection="em")
     wide = CorrelatedTransitionModel.for_mdp(mdp, radius=2, selection="fixed", scale=3.0)
     assert wide.n_categories == 5 * 5 + 1
     assert all(not m.learn_scale and m.scale == 3.0 and m.scale_prior is None

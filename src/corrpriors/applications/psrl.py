@@ -413,7 +413,8 @@ def run_psrl(env: Any, agent: PSRLAgent, n_steps: int, start_state: int | None =
         Evaluation period (default ``agent.replan_every``).
     true_mdp : TabularMDP, optional
         Environment path: the true model to score with (e.g.
-        :func:`corrpriors.envs.from_gymnasium` of ``env``); without it nothing is scored.
+        :func:`corrpriors.envs.from_gymnasium` of ``env``), at the agent's discount; without
+        it nothing is scored.
     env_seed : int, optional
         Seed of the environment's first ``reset`` (default: drawn from ``rng``).
     reset_options : dict, optional
@@ -432,8 +433,8 @@ def run_psrl(env: Any, agent: PSRLAgent, n_steps: int, start_state: int | None =
         returns of the finished episodes); with ``true_mdp`` also ``"steps"``,
         ``"expected_return"`` and ``"normalized_return"`` of shape (E,) (from the model's
         start distribution; 0 = uniformly random policy, 1 = optimal, see
-        :func:`corrpriors.mdp.normalized_return`), ``"optimal_return"`` and
-        ``"uniform_return"`` of shape ().
+        :func:`corrpriors.mdp.normalized_return`), ``"policies"`` of shape (E, S) (the greedy
+        policies scored), ``"optimal_return"`` and ``"uniform_return"`` of shape ().
     """
     if hasattr(env, "reset") and hasattr(env, "step"):
         return _run_env(env, agent, n_steps, rng=rng, eval_every=eval_every, true_mdp=true_mdp,
@@ -529,6 +530,7 @@ def _run_env(env: Any, agent: PSRLAgent, n_steps: int, *, rng: SeedLike, eval_ev
     episode_returns, running = [], 0.0
     agent.plan(rng=gen)
     steps, values = [0], ([score()] if score else [])
+    policies = [agent.policy_.copy()]
     for t in range(n_steps):
         a = agent.act(int(s))
         s2, r, term, trunc, _ = env.step(a)
@@ -545,10 +547,12 @@ def _run_env(env: Any, agent: PSRLAgent, n_steps: int, *, rng: SeedLike, eval_ev
         if score and (t + 1) % eval_every == 0:
             steps.append(t + 1)
             values.append(score())
+            policies.append(agent.policy_.copy())
     result = dict(out, rewards=rewards, **flags, episode_returns=np.asarray(episode_returns))
     if score:
         v = np.asarray(values)
         result.update(steps=np.asarray(steps, dtype=np.int64), expected_return=v,
+                      policies=np.asarray(policies, dtype=np.int64),
                       normalized_return=normalize_returns(v, uniform, optimal),
                       optimal_return=np.asarray(optimal), uniform_return=np.asarray(uniform))
     return result

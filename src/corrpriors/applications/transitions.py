@@ -539,12 +539,15 @@ class KnownTransitionModel(_TransitionBelief):
 
 
 def _scale_selection(selection: str, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Constructor arguments of a scale-selection rule (the one place that knows them)."""
+    """Constructor arguments of a scale-selection rule of :meth:`CorrelatedTransitionModel.for_mdp`."""
+    if selection in ("collapsed", "elbo"):
+        return {"selection": selection}
     if selection == "em":
         return {"learn_scale": True}
     if selection == "fixed":
         return {"learn_scale": False, "scale_prior": None, "scale": kwargs.get("scale", 1.0)}
-    raise ValueError(f"selection: expected 'em' or 'fixed', got {selection!r}")
+    raise ValueError(f"selection: expected 'collapsed', 'elbo', 'em' or 'fixed', got "
+                     f"{selection!r}")
 
 
 class CorrelatedTransitionModel(_TransitionBelief):
@@ -680,8 +683,9 @@ class CorrelatedTransitionModel(_TransitionBelief):
         self._cache: dict[str, Any] = {}
 
     @classmethod
-    def for_mdp(cls, mdp: Any, *, encoding: str | None = None, lengthscale: float = 2.0,
-                radius: int = 1, selection: str = "em", **kwargs: Any) -> CorrelatedTransitionModel:
+    def for_mdp(cls, mdp: Any, *, encoding: str | None = None, lengthscale: Any = 2.0,
+                radius: int = 1, selection: str = "collapsed",
+                **kwargs: Any) -> CorrelatedTransitionModel:
         r"""The correlated belief for an MDP's states in one call.
 
         A squared-exponential kernel on the state coordinates,
@@ -700,15 +704,20 @@ class CorrelatedTransitionModel(_TransitionBelief):
             between states -- the default when the coordinates are integers. ``"absolute"``:
             category = next state (the paper's encoding, ``pg_absolute`` in the experiments)
             -- the default otherwise.
-        lengthscale : float, default=2.0
-            :math:`\ell`, in coordinate units.
+        lengthscale : float or sequence of float, default=2.0
+            :math:`\ell`, in coordinate units; with several values and a criterion
+            ``selection``, every action picks the best one at every refit.
         radius : int, default=1
             Window half-width of the relative encoding (moves beyond it share one "other"
             category per state).
-        selection : {"em", "fixed"}, default="em"
-            How the prior scale :math:`\theta_a` is chosen: ``"em"`` -- MAP-EM at every fit
-            (Gamma(2, 1) hyper-prior); ``"fixed"`` -- kept at ``scale`` (a keyword argument,
-            default 1).
+        selection : {"collapsed", "elbo", "em", "fixed"}, default="collapsed"
+            How the prior scale :math:`\theta_a` (and the length scale, among several) is
+            chosen at every refit: ``"collapsed"`` -- the maximiser of the collapsed bound on
+            a log lattice of scales (:class:`~corrpriors.core.selection.ScaleSearch`, warm
+            started from the previous choice); ``"elbo"`` -- the same with the ELBO;
+            ``"em"`` -- MAP-EM (Gamma(2, 1) hyper-prior; one fit per refit, the cheapest, but
+            EM shrinks the scale on scarce data); ``"fixed"`` -- kept at ``scale`` (a keyword
+            argument, default 1).
         **kwargs
             Passed on to the constructor (``max_iter``, ``tol``, ``learn_mean``, ``scale``,
             ...).
@@ -748,10 +757,14 @@ class CorrelatedTransitionModel(_TransitionBelief):
             cmap = identity_category_map(S)
         else:
             raise ValueError(f"encoding: expected 'relative' or 'absolute', got {encoding!r}")
-        check_positive(lengthscale, "lengthscale")
+        scales = [check_positive(v, "lengthscale") for v in np.atleast_1d(lengthscale)]
         kwargs.update(_scale_selection(selection, kwargs))
-        kernel = SquaredExponential(lengthscale=float(lengthscale)).bind(coords=coords)
-        return cls(S, A, kernel, category_map=cmap, **kwargs)
+        if len(scales) > 1 and "selection" not in kwargs:
+            raise ValueError(f"lengthscale: several candidates need selection='collapsed' or "
+                             f"'elbo', got selection={selection!r}")
+        kernels = {v: SquaredExponential(lengthscale=float(v)).bind(coords=coords) for v in scales}
+        covariance = kernels if "selection" in kwargs else kernels[scales[0]]
+        return cls(S, A, covariance, category_map=cmap, **kwargs)
 
     @property
     def n_categories(self) -> int:

@@ -363,11 +363,11 @@ def random_exploration(env: Any, n_steps: int, *, rng: SeedLike) -> EnvTransitio
     out = {k: np.zeros(T, dtype=np.int64) for k in ("states", "actions", "next_states")}
     rewards = np.zeros(T)
     flags = {k: np.zeros(T, dtype=bool) for k in ("terminated", "truncated")}
-    actions = gen.integers(info.n_actions, size=T)
     s, _ = env.reset(seed=int(gen.integers(2**32)))
     for t in range(T):
-        s2, r, term, trunc, _ = env.step(int(actions[t]))
-        out["states"][t], out["actions"][t], out["next_states"][t] = s, actions[t], s2
+        a = int(gen.integers(info.n_actions))     # one draw per step: a shorter run is a prefix
+        s2, r, term, trunc, _ = env.step(a)
+        out["states"][t], out["actions"][t], out["next_states"][t] = s, a, s2
         rewards[t], flags["terminated"][t], flags["truncated"][t] = r, term, trunc
         s = env.reset()[0] if term or trunc else s2
     return EnvTransitions(out["states"], out["actions"], out["next_states"], rewards,

@@ -129,7 +129,8 @@ def sysid(seeds: int, log: Log) -> dict:
                 row.append(float(hellinger(mdp.transitions[live], belief.mean()[live]).mean()))
             seconds[name].append(time.process_time() - tic)
             curves[name].append(row)
-            log(f"sysid seed {seed} {name}: {np.round(row, 3).tolist()} ({seconds[name][-1]:.1f} s)")
+            log(f"sysid seed {seed} {name}: {np.round(row, 3).tolist()} "
+                f"({seconds[name][-1]:.1f} s)")
     return {name: {"T": list(T_GRID),
                    "hellinger": [summary(np.asarray(c)[:, i]) for i in range(len(T_GRID))],
                    "cpu_seconds": summary(seconds[name])}
@@ -147,7 +148,8 @@ def psrl_run(env, mdp, make_belief, n_steps, seed, goals) -> dict:
     stats = np.array([horizon_stats(mdp, pi, goals) for pi in out["policies"]])
     fits = getattr(belief, "n_fits_", 0)
     return {"steps": out["steps"].tolist(), "success": stats[:, 0].tolist(),
-            "return100": stats[:, 1].tolist(), "normalized_return": out["normalized_return"].tolist(),
+            "return100": stats[:, 1].tolist(),
+            "normalized_return": out["normalized_return"].tolist(),
             "cpu_seconds": cpu, "n_fits": fits,
             "seconds_per_fit": getattr(belief, "fit_seconds_", 0.0) / fits if fits else 0.0}
 

@@ -40,7 +40,8 @@ def test_frozen_lake_2x2_against_a_hand_built_model():
     r = np.zeros((4, 4, 4))
     r[1, [LEFT, DOWN, RIGHT], 3] = 1.0      # reward 1 for reaching the goal, nothing else
     np.testing.assert_array_equal(mdp.rewards, r)
-    np.testing.assert_allclose(mdp.reward_matrix, [[0, 0, 0, 0], [THIRD, THIRD, THIRD, 0], [0] * 4, [0] * 4])
+    np.testing.assert_allclose(mdp.reward_matrix,
+                               [[0, 0, 0, 0], [THIRD, THIRD, THIRD, 0], [0] * 4, [0] * 4])
     np.testing.assert_array_equal(mdp.terminal, [False, False, True, True])
     np.testing.assert_array_equal(mdp.initial_distribution, [1, 0, 0, 0])
     np.testing.assert_array_equal(mdp.coordinates, [[0, 0], [0, 1], [1, 0], [1, 1]])

@@ -291,5 +291,5 @@ def test_planning_with_a_batch_of_sampled_rewards():
     one = policy_iteration(mdp, rewards=rewards)          # the MDP's own dynamics, 3 rewards
     np.testing.assert_allclose(one.values[1], enumerate_optimum(
         TabularMDP(mdp.transitions, rewards[1], mdp.discount)), atol=1e-10)
-    with pytest.raises(ValueError, match=r"rewards: expected finite values of shape \(\.\.\., S, A\)"):
+    with pytest.raises(ValueError, match=r"rewards: expected finite values of shape"):
         policy_iteration(mdp, rewards=np.zeros((4, 3)))

@@ -78,12 +78,14 @@ class NormalGammaRewards:
     For every (s, a) the observed rewards are :math:`r \mid \mu, \tau \sim N(\mu, 1/\tau)` with
     the Normal-Gamma prior
 
-    .. math:: \mu \mid \tau \sim N(m_0, 1/(\kappa_0 \tau)), \qquad \tau \sim \mathrm{Gamma}(\alpha_0, \beta_0),
+    .. math:: \mu \mid \tau \sim N(m_0, 1/(\kappa_0 \tau)), \qquad
+              \tau \sim \mathrm{Gamma}(\alpha_0, \beta_0),
 
     whose posterior after n rewards with mean :math:`\bar r` is Normal-Gamma with
     :math:`\kappa_n = \kappa_0 + n`, :math:`m_n = (\kappa_0 m_0 + n\bar r)/\kappa_n`,
     :math:`\alpha_n = \alpha_0 + n/2`,
-    :math:`\beta_n = \beta_0 + \frac12\sum (r - \bar r)^2 + \frac{\kappa_0 n (\bar r - m_0)^2}{2\kappa_n}`.
+    :math:`\beta_n = \beta_0 + \frac12\sum (r - \bar r)^2
+    + \frac{\kappa_0 n (\bar r - m_0)^2}{2\kappa_n}`.
 
     Parameters
     ----------
@@ -247,8 +249,8 @@ class PSRLAgent:
     def _reward_belief(learn: Any, rewards: Any, S: int, A: int) -> NormalGammaRewards | None:
         if isinstance(learn, NormalGammaRewards):
             if (learn.n_states, learn.n_actions) != (S, A):
-                raise ValueError(f"learn_rewards: expected a reward belief over (S, A) = ({S}, {A}), "
-                                 f"got ({learn.n_states}, {learn.n_actions})")
+                raise ValueError(f"learn_rewards: expected a reward belief over (S, A) = "
+                                 f"({S}, {A}), got ({learn.n_states}, {learn.n_actions})")
             belief = learn
         elif learn is True:
             belief = NormalGammaRewards(S, A)

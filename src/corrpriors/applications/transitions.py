@@ -353,7 +353,7 @@ class TransitionBelief(Protocol):
     n_actions: int
 
     def update(self, states: Any, actions: Any, next_states: Any) -> Any:
-        """Fold in observed transitions ``(states[t], actions[t]) -> next_states[t]``, arrays of shape (T,)."""
+        """Fold in transitions ``(states[t], actions[t]) -> next_states[t]``, arrays of shape (T,)."""
 
     def mean(self) -> FloatArray:
         """Posterior-mean (or plug-in) model, ndarray of shape (S, A, S)."""
@@ -539,7 +539,7 @@ class KnownTransitionModel(_TransitionBelief):
 
 
 def _scale_selection(selection: str, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Constructor arguments of a scale-selection rule of :meth:`CorrelatedTransitionModel.for_mdp`."""
+    """Constructor arguments of a ``selection`` rule of :meth:`CorrelatedTransitionModel.for_mdp`."""
     if selection in ("collapsed", "elbo"):
         return {"selection": selection}
     if selection == "em":

@@ -192,7 +192,8 @@ def env_info(env: Any, *, features: Callable[[int], Any] | Any = None) -> EnvInf
 # --------------------------------------------------------------------------------------
 # The exact model
 # --------------------------------------------------------------------------------------
-def _read_table(table: Any, S: int, A: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _read_table(table: Any, S: int,
+                A: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """P (S, A, S), summed rewards p*r (S, A, S), and which next states end / continue."""
     P = np.zeros((S, A, S))
     PR = np.zeros((S, A, S))
@@ -253,9 +254,9 @@ def _terminal_states(P: np.ndarray, ends: np.ndarray, goes_on: np.ndarray,
         s_live, a, j = np.argwhere(clash)[0]
         s = int(np.flatnonzero(live)[s_live])
         s2 = int(np.flatnonzero(terminal)[j])
-        raise ValueError(f"env.unwrapped.P: state {s2} ends the episode on some transitions but not "
-                         f"on P[{s}][{a}]; the adapter needs termination to depend only on the "
-                         "state reached")
+        raise ValueError(f"env.unwrapped.P: state {s2} ends the episode on some transitions but "
+                         f"not on P[{s}][{a}]; the adapter needs termination to depend only on "
+                         "the state reached")
     return terminal
 
 

@@ -1,4 +1,4 @@
-"""Evaluation metrics: Hellinger distance, value loss, (normalised) expected return, earth mover's distance."""
+"""Evaluation metrics: Hellinger distance, value loss, (normalised) expected return, EMD."""
 
 from __future__ import annotations
 

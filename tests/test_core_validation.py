@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -51,14 +53,27 @@ def test_bad_covariance(cov, match):
         _fit(cov=cov)
 
 
-def test_rank_deficient_covariance_is_accepted_with_jitter_warning():
-    with pytest.warns(JitterWarning, match="rank deficient"):
+def test_rank_deficient_covariance_is_accepted_with_round_off_jitter_silently():
+    # the core's one jitter rule: levels up to 1e-8 x mean diagonal are round-off protection
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitterWarning)
         m = _fit(cov=np.ones((3, 3)))
-    assert m.jitter_ > 0
+    assert 0 < m.jitter_ <= 1e-8
     np.testing.assert_allclose(m.covariance_, np.ones((3, 3)) + m.jitter_ * np.eye(3))
     assert np.all(np.isfinite(m.psi_mean_))
     # all-ones prior: the covariates share psi, so posterior means nearly coincide
     assert np.ptp(m.psi_mean_, axis=0).max() < 1e-3
+
+
+def test_jitter_that_changes_the_prior_warns():
+    # a PSD matrix (within the validation tolerance) with an eigenvalue of -2.7e-8 x largest:
+    # 1e-10 .. 1e-8 fail, 1e-7 x mean diagonal is needed and reported
+    q, _ = np.linalg.qr(np.random.default_rng(0).normal(size=(3, 3)))
+    cov = q @ np.diag([3.0, 1e-3, -2.7e-8]) @ q.T
+    cov = 0.5 * (cov + cov.T)
+    with pytest.warns(JitterWarning, match="rank deficient"):
+        m = _fit(cov=cov)
+    assert m.jitter_ == pytest.approx(1e-7 * np.mean(np.diag(cov)), rel=1e-9)
 
 
 def test_well_conditioned_covariance_does_not_warn(recwarn):

@@ -9,13 +9,16 @@ import numpy as np
 
 from .._random import as_generator
 from .._typing import FloatArray, SeedLike
-from .._validation import check_counts, check_covariance, check_positive
+from .._threads import blas_threads
+from .._validation import (check_array, check_counts, check_covariance, check_positive,
+                           check_shape)
 from ..exceptions import ConvergenceWarning
-from .cavi import jittered_covariance, run_cavi, sample_q_psi
+from .cavi import CAVIOptions, run_cavi
+from .dense_prior import DenseCovariancePrior
+from .fixed_point import FixedPointOptions
+from .prior import GaussianPrior, check_prior
 from .results import VIResult
 from .stick_breaking import count_statistics, psi_to_pi, uniform_psi
-
-_LEARN_MEAN = (None, "constant", "full")
 
 
 def _is_bound_kernel(obj: Any) -> bool:
@@ -159,34 +162,50 @@ class CorrelatedMultinomial:
         self.acceleration = acceleration
 
     # ------------------------------------------------------------------ validation / prior
-    def _check_params(self) -> None:
-        if self.learn_mean not in _LEARN_MEAN:
-            raise ValueError(f"learn_mean: expected one of {_LEARN_MEAN}, got {self.learn_mean!r}")
-        if self.acceleration not in ("anderson", None):
-            raise ValueError(f"acceleration: expected 'anderson' or None, got "
-                             f"{self.acceleration!r}")
-        if not isinstance(self.max_iter, (int, np.integer)) or self.max_iter < 1:
-            raise ValueError(f"max_iter: expected a positive integer, got {self.max_iter!r}")
+    def _options(self, n_categories: int) -> CAVIOptions:
+        """The validated options of a fit (every constructor parameter checked here, once)."""
         check_positive(self.tol, "tol", strict=False)
         check_positive(self.scale, "scale")
+        scale_prior = None
         if self.scale_prior is not None:
-            sp = tuple(self.scale_prior)
-            if len(sp) != 2:
-                raise ValueError(f"scale_prior: expected (shape, rate), got {self.scale_prior!r}")
-            check_positive(sp[0], "scale_prior shape")
-            check_positive(sp[1], "scale_prior rate")
+            sp = self.scale_prior
+            if isinstance(sp, (str, bytes)) or not hasattr(sp, "__len__") or len(sp) != 2:
+                raise ValueError(f"scale_prior: expected (shape, rate), a pair of positive "
+                                 f"numbers, got {sp!r}")
+            scale_prior = (check_positive(sp[0], "scale_prior shape"),
+                           check_positive(sp[1], "scale_prior rate"))
+        tau = None
         if self.mean_prior_std is not None:
-            check_positive(self.mean_prior_std, "mean_prior_std")
+            tau = check_positive(self.mean_prior_std, "mean_prior_std")
+            if not np.isfinite(1.0 / tau ** 2) or tau ** 2 == 0.0:
+                raise ValueError(f"mean_prior_std: expected a positive number whose square is "
+                                 f"representable (1e-150 <= mean_prior_std <= 1e150), got {tau!r}")
+        if self.mean_prior_mean is None:
+            m0 = uniform_psi(n_categories)
+        else:
+            m0 = check_array(self.mean_prior_mean, "mean_prior_mean", ndim=1)
+            check_shape(m0, (n_categories - 1,), "mean_prior_mean")
         if self.learn_kernel and not _is_bound_kernel(self.covariance):
             raise ValueError("learn_kernel: needs covariance to be a bound kernel "
                              "(kernel.bind(coords=...)), got an array")
+        if self.learn_kernel and self.covariance.n_params == 0:
+            raise ValueError("learn_kernel: every hyper-parameter of the kernel is fixed; "
+                             "give one a range (e.g. lengthscale_bounds) or set learn_kernel=False")
+        iteration = FixedPointOptions(max_iter=self.max_iter, tol=float(self.tol),
+                                      acceleration=self.acceleration)
+        return CAVIOptions(learn_scale=bool(self.learn_scale), learn_mean=self.learn_mean,
+                           scale_prior=scale_prior, mean_prior_mean=m0, mean_prior_std=tau,
+                           learn_kernel=bool(self.learn_kernel), iteration=iteration)
 
-    def _prepare_covariance(self, n_covariates: int) -> tuple[np.ndarray, float, Any]:
+    def _build_prior(self, n_covariates: int) -> GaussianPrior:
         cov = self.covariance
-        kernel = None
+        if isinstance(cov, GaussianPrior):
+            return check_prior(cov, n_covariates, "covariance")
         if _is_bound_kernel(cov):
-            kernel = cov
-            cov = np.asarray(kernel.gram(), dtype=float)
+            if cov.n_covariates != n_covariates:
+                raise ValueError(f"covariance: expected a kernel bound to C = {n_covariates} "
+                                 f"covariates (rows of counts), got C = {cov.n_covariates}")
+            return DenseCovariancePrior.from_kernel(cov)
         if cov is None:
             raise ValueError("covariance: required, got None")
         try:
@@ -194,10 +213,22 @@ class CorrelatedMultinomial:
         except (TypeError, ValueError):
             raise ValueError(f"covariance: expected a numeric (C, C) array or a bound kernel, "
                              f"got {type(cov).__name__}") from None
-        arr = check_covariance(arr, "covariance", size=n_covariates)
-        min_eig = float(np.linalg.eigvalsh(arr)[0])
-        base, eps = jittered_covariance(arr, min_eig, "covariance", stacklevel=5)
-        return base, eps, kernel
+        check_covariance(arr, "covariance", size=n_covariates)
+        return DenseCovariancePrior(arr)
+
+    def _prior(self, n_covariates: int) -> GaussianPrior:
+        """The prior structure, cached while ``covariance`` is unchanged (validation, the
+        Cholesky factor and the jitter cost O(C^3); PSRL refits the same prior often)."""
+        prev = getattr(self, "_prior_cache", None)
+        cov = self.covariance
+        if (prev is not None and prev[0] is cov and prev[2].n_covariates == n_covariates
+                and (prev[1] is None or np.array_equal(prev[1], np.asarray(cov)))):
+            return prev[2]
+        prior = self._build_prior(n_covariates)
+        plain = _is_bound_kernel(cov) or isinstance(cov, GaussianPrior)
+        raw = None if plain else np.array(cov, dtype=float, copy=True)
+        self._prior_cache = (cov, raw, prior)
+        return prior
 
     def _prepare_mean(self, c: int, k: int) -> np.ndarray:
         if self.mean is None:
@@ -212,21 +243,21 @@ class CorrelatedMultinomial:
             raise ValueError("mean: contains NaN or infinite values")
         return mean
 
-    def _cached_prior(self, c: int) -> tuple[np.ndarray, float, Any]:
-        # Validation, eigenvalues and jitter cost O(C^3); PSRL refits the same prior often.
-        prev = getattr(self, "_prior_cache", None)
-        cov = self.covariance
-        if (prev is not None and prev[0] is cov and prev[2].shape == (c, c)
-                and (prev[1] is None or np.array_equal(prev[1], np.asarray(cov)))):
-            return prev[2], prev[3], prev[4]
-        base, eps, kernel = self._prepare_covariance(c)
-        raw = None if kernel is not None else np.array(cov, dtype=float, copy=True)
-        self._prior_cache = (cov, raw, base, eps, kernel)
-        return base, eps, kernel
+    def _start(self, init: Any, warm_start: bool | None, shape: tuple[int, int]
+               ) -> VIResult | None:
+        use_warm = self.warm_start if warm_start is None else warm_start
+        if isinstance(init, CorrelatedMultinomial):
+            init = getattr(init, "result_", None)
+        if init is None and use_warm:
+            init = getattr(self, "result_", None)
+        if init is not None and init.psi_mean.shape == shape:
+            return init
+        return None
 
     # ------------------------------------------------------------------ fitting
     def fit(self, counts: Any, warm_start: bool | None = None,
-            init: VIResult | CorrelatedMultinomial | None = None) -> CorrelatedMultinomial:
+            init: VIResult | CorrelatedMultinomial | None = None, *,
+            callback: Any = None) -> CorrelatedMultinomial:
         """Fit :math:`q` (and the learned hyper-parameters) to a count matrix.
 
         Parameters
@@ -237,53 +268,43 @@ class CorrelatedMultinomial:
             Overrides the ``warm_start`` parameter for this call.
         init : VIResult or CorrelatedMultinomial, optional
             Start from this solution (tilts, scale, means) if its shapes match.
+        callback : callable, optional
+            Called as ``callback(iteration, objective)`` after every accepted iteration
+            (progress reports).
 
         Returns
         -------
         self
         """
-        self._check_params()
         x = check_counts(counts, "counts")
         c, k = x.shape
+        options = self._options(k)
         if self.learn_mean == "full":
             warnings.warn(
                 "learn_mean='full' sets the prior mean to the posterior mean (mu_k = lambda_k, as "
                 "in the paper); this removes the prior's coupling between covariates and the "
                 "result depends on max_iter. Prefer learn_mean='constant'.", UserWarning,
                 stacklevel=2)
-        base, eps, kernel = self._cached_prior(c)
+        prior = self._prior(c)
         mean = self._prepare_mean(c, k)
-        if self.mean_prior_mean is None:
-            m0 = uniform_psi(k)
-        else:
-            m0 = np.asarray(self.mean_prior_mean, dtype=float)
-            if m0.shape != (k - 1,):
-                raise ValueError(f"mean_prior_mean: expected shape (K-1,) = ({k - 1},), "
-                                 f"got {m0.shape}")
-        start = None
-        use_warm = self.warm_start if warm_start is None else warm_start
-        if isinstance(init, CorrelatedMultinomial):
-            init = getattr(init, "result_", None)
-        if init is None and use_warm:
-            init = getattr(self, "result_", None)
-        if init is not None and init.psi_mean.shape == (c, k - 1):
-            start = init
-        res = run_cavi(x, base, mean, jitter=eps, scale=float(self.scale),
-                       learn_scale=bool(self.learn_scale), learn_mean=self.learn_mean,
-                       scale_prior=None if self.scale_prior is None else tuple(self.scale_prior),
-                       mean_prior_mean=m0, mean_prior_std=self.mean_prior_std,
-                       bound_kernel=kernel, learn_kernel=bool(self.learn_kernel),
-                       max_iter=int(self.max_iter), tol=float(self.tol), init=start,
-                       verbose=bool(self.verbose), acceleration=self.acceleration)
-        if not res.converged:
+        report = None if callback is None else (
+            lambda it, ev: callback(it, ev.objective))
+        res = run_cavi(x, prior, mean, options, scale=float(self.scale),
+                       init=self._start(init, warm_start, (c, k - 1)), callback=report,
+                       verbose=bool(self.verbose))
+        if not res.monotone:
+            warnings.warn("the objective decreased during the fit: the arithmetic broke down "
+                          "(an extreme prior scale or extreme counts?); the result is recorded "
+                          "with converged_=False.", ConvergenceWarning, stacklevel=2)
+        elif not res.converged:
             warnings.warn(f"CAVI did not converge in max_iter={self.max_iter} iterations "
                           f"(tol={self.tol:g}); the result is recorded with converged_=False.",
                           ConvergenceWarning, stacklevel=2)
-        self._set_result(res, kernel)
+        self._set_result(res)
         self.counts_ = x
         return self
 
-    def _set_result(self, res: VIResult, kernel: Any) -> None:
+    def _set_result(self, res: VIResult) -> None:
         self.result_ = res
         self.psi_mean_ = res.psi_mean
         self.psi_var_ = res.psi_var
@@ -293,14 +314,13 @@ class CorrelatedMultinomial:
         self.objective_trace_ = res.objective_trace
         self.scale_ = res.scale
         self.mean_ = res.mean
-        self.covariance_ = res.covariance
+        self.prior_ = res.prior
+        self.covariance_ = getattr(res.prior, "base", None)
         self.jitter_ = res.jitter
         self.n_iter_ = res.n_iter
         self.n_psi_steps_ = res.n_psi_steps
         self.converged_ = res.converged
-        if kernel is not None and res.kernel_theta is not None:
-            kernel = kernel.with_theta(res.kernel_theta)
-        self.kernel_ = kernel
+        self.kernel_ = getattr(res.prior, "kernel", None)
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "result_"):
@@ -329,7 +349,7 @@ class CorrelatedMultinomial:
                                self.elbo_)
 
     def probs(self, method: str = "plugin", n_samples: int = 2000,
-              rng: SeedLike = None) -> FloatArray:
+              rng: SeedLike = None, *, return_std: bool = False) -> Any:
         """Posterior probability vectors.
 
         Parameters
@@ -340,34 +360,50 @@ class CorrelatedMultinomial:
             (V_k)_{cc})` (sticks are independent under q, so marginals suffice per covariate).
         n_samples : int
         rng : None, int or numpy.random.Generator
+        return_std : bool, default=False
+            Also return the posterior standard deviations of the probabilities under q, by
+            Monte Carlo over the same marginals (``n_samples`` draws from ``rng``, also with
+            ``method="plugin"``, whose mean uses no draws).
 
         Returns
         -------
-        ndarray of shape (C, K)
+        probs : ndarray of shape (C, K)
+        std : ndarray of shape (C, K)
+            Only with ``return_std=True``.
         """
         self._check_fitted()
-        if method == "plugin":
-            return psi_to_pi(self.psi_mean_)
-        if method != "mc":
+        if method not in ("plugin", "mc"):
             raise ValueError(f"method: expected 'plugin' or 'mc', got {method!r}")
+        if method == "plugin" and not return_std:
+            return psi_to_pi(self.psi_mean_)
         if not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
             raise ValueError(f"n_samples: expected a positive integer, got {n_samples!r}")
         gen = as_generator(rng)
         total = np.zeros((self.psi_mean_.shape[0], self.psi_mean_.shape[1] + 1))
+        m2 = np.zeros_like(total)  # sum of squared deviations, merged chunk by chunk (Chan)
         sd = np.sqrt(self.psi_var_)
         chunk = max(1, int(2 ** 22 // max(1, self.psi_mean_.size)))
         done = 0
         while done < n_samples:
             m = min(chunk, n_samples - done)
             psi = self.psi_mean_ + sd * gen.standard_normal((m,) + self.psi_mean_.shape)
-            total += psi_to_pi(psi).sum(axis=0)
+            pi = psi_to_pi(psi)
+            part = pi.sum(axis=0)
+            if return_std:
+                dev = part / m - (total / done if done else 0.0)
+                m2 += ((pi - part / m) ** 2).sum(axis=0) + dev ** 2 * (done * m / (done + m))
+            total += part
             done += m
-        return total / n_samples
+        mean = total / n_samples if method == "mc" else psi_to_pi(self.psi_mean_)
+        if not return_std:
+            return mean
+        return mean, np.sqrt(m2 / max(1, n_samples - 1))
 
     def sample_psi(self, n: int, *, rng: SeedLike) -> FloatArray:
         """Joint draws from :math:`q(\\psi)` (each stick jointly across covariates).
 
-        Uses Matheron's rule, see :func:`corrpriors.core.cavi.sample_q_psi` for the cost.
+        The prior's joint sampler (for a dense prior Matheron's rule, see
+        :meth:`corrpriors.core.dense_prior.DenseCovariancePrior.sample_posterior`).
 
         Returns
         -------
@@ -377,8 +413,9 @@ class CorrelatedMultinomial:
         if not isinstance(n, (int, np.integer)) or n < 1:
             raise ValueError(f"n: expected a positive integer, got {n!r}")
         res = self.result_
-        return sample_q_psi(res.scale * res.covariance, res.psi_mean, res.site_precision, int(n),
-                            rng=as_generator(rng))
+        with blas_threads(1):
+            return res.prior.sample_posterior(res.scale, res.psi_mean, res.site_precision,
+                                              int(n), rng=as_generator(rng))
 
     def sample_probs(self, n: int, *, rng: SeedLike = None) -> FloatArray:
         """Draws of the probability vectors from :math:`q`.
@@ -416,20 +453,16 @@ class CorrelatedMultinomial:
         """
         from .gibbs import run_gibbs
 
-        self._check_params()
         x = check_counts(counts, "counts")
         c, k = x.shape
-        init_psi = None
+        self._options(k)
         if hasattr(self, "result_") and self.result_.psi_mean.shape == (c, k - 1):
-            cov = self.result_.scale * self.result_.covariance
-            mean = self.result_.mean
-            init_psi = self.result_.psi_mean
-        else:
-            base, _, _ = self._cached_prior(c)
-            cov = float(self.scale) * base
-            mean = self._prepare_mean(c, k)
-        return run_gibbs(x, mean, cov, n_samples, burn_in=burn_in, thin=thin,
-                         rng=as_generator(rng), init_psi=init_psi)
+            res = self.result_
+            return run_gibbs(x, res.mean, res.prior, n_samples, burn_in=burn_in, thin=thin,
+                             rng=as_generator(rng), init_psi=res.psi_mean, scale=res.scale)
+        return run_gibbs(x, self._prepare_mean(c, k), self._prior(c), n_samples,
+                         burn_in=burn_in, thin=thin, rng=as_generator(rng),
+                         scale=float(self.scale))
 
 
 __all__ = ["CorrelatedMultinomial"]

@@ -37,12 +37,11 @@ def test_frozen_lake_2x2_against_a_hand_built_model():
     P[1, UP] = [THIRD, 2 * THIRD, 0, 0]         # right (stay), up (stay), left
     P[2, :, 2] = P[3, :, 3] = 1.0               # terminal states are absorbing
     np.testing.assert_allclose(mdp.transitions, P, atol=1e-15)
-    R = np.array([[0, 0, 0, 0], [THIRD, THIRD, THIRD, 0], [0] * 4, [0] * 4])
-    np.testing.assert_allclose(mdp.reward_matrix, R)
     r = np.zeros((4, 4, 4))
     r[1, [LEFT, DOWN, RIGHT], 3] = 1.0      # reward 1 for reaching the goal, nothing else
-    r[1] = np.where(P[1] > 0, r[1], R[1][:, None])   # impossible next states pay R(s, a)
-    np.testing.assert_allclose(mdp.rewards, r, atol=1e-15)
+    np.testing.assert_array_equal(mdp.rewards, r)
+    np.testing.assert_allclose(mdp.reward_matrix,
+                               [[0, 0, 0, 0], [THIRD, THIRD, THIRD, 0], [0] * 4, [0] * 4])
     np.testing.assert_array_equal(mdp.terminal, [False, False, True, True])
     np.testing.assert_array_equal(mdp.initial_distribution, [1, 0, 0, 0])
     np.testing.assert_array_equal(mdp.coordinates, [[0, 0], [0, 1], [1, 0], [1, 1]])
@@ -72,9 +71,6 @@ def test_cliff_walking_rows_against_hand_built_ones():
     assert slip.rewards[start, C_RIGHT, start] == pytest.approx((-100.0 - 1.0) / 2)
     assert slip.rewards[start, C_RIGHT, 24] == -1.0
     assert slip.reward_matrix[start, C_RIGHT] == pytest.approx((-1 - 100 - 1) / 3)
-    # an impossible next state -- the cliff cell itself -- pays R(s, a), not 0
-    assert slip.rewards[start, C_RIGHT, 37] == pytest.approx((-1 - 100 - 1) / 3)
-    assert mdp.rewards[25, C_DOWN, 37] == -100.0
     # the goal row is absorbing (the raw table lets the agent walk on from it)
     np.testing.assert_array_equal(slip.transitions[goal], np.tile(np.eye(48)[goal], (4, 1)))
     np.testing.assert_array_equal(slip.rewards[goal], 0.0)

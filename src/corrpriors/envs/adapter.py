@@ -7,11 +7,7 @@ toy-text convention ``env.unwrapped.P[s][a] = [(prob, next_state, reward, termin
 - transitions :math:`P(s' \mid s, a)` (entries listing the same next state are summed);
 - transition rewards :math:`r(s, a, s')` (the probability-weighted mean of the rewards listed
   for that next state), so that the expected reward :math:`R(s, a)` is derived from whatever
-  model is planned with, never averaged under the true one behind the agent's back. A next
-  state the environment never produces from (s, a) gets :math:`r(s, a, s') = R(s, a)`: a
-  model that wrongly puts mass there (a posterior draw early in learning) neither gains nor
-  loses reward by it. (With 0 instead, a draw that steps into CliffWalking's cliff cells -- which
-  the environment replaces by a jump back to the start -- would walk the cliff for free.);
+  model is planned with, never averaged under the true one behind the agent's back;
 - a terminal mask (a next state reached with ``terminated=True``); terminal rows become
   absorbing self-loops without reward (the environment never steps from them);
 - the initial-state distribution (``initial_state_distrib`` / ``initial_distribution``);
@@ -283,9 +279,8 @@ def from_gymnasium(env: Any, *, features: Callable[[int], Any] | Any = None,
     Returns
     -------
     TabularMDP
-        ``transitions`` (S, A, S); ``rewards`` :math:`r(s, a, s')` of shape (S, A, S), equal to
-        :math:`R(s, a)` where :math:`P(s' \mid s, a) = 0` (the model's own rewards for a
-        TabularEnv); ``terminal`` (S,); ``initial_distribution``
+        ``transitions`` (S, A, S); ``rewards`` :math:`r(s, a, s')` of shape (S, A, S) (the
+        model's own rewards for a TabularEnv); ``terminal`` (S,); ``initial_distribution``
         (S,) if the environment has one; ``coordinates`` (S, D) and, for grids, ``shape``.
 
     Raises
@@ -328,11 +323,8 @@ def from_gymnasium(env: Any, *, features: Callable[[int], Any] | Any = None,
                       "the model returned describes the environment without it", UserWarning,
                       stacklevel=2)
     P, PR, ends, goes_on = _read_table(table, S, A)
-    P /= P.sum(axis=-1, keepdims=True)       # remove the round-off the check allowed
-    # impossible transitions (P = 0) pay the pair's expected reward: mass that a sampled or
-    # estimated model puts on them neither gains nor loses reward
     r = np.divide(PR, P, out=np.zeros_like(PR), where=P > 0)
-    r = np.where(P > 0, r, np.einsum("sat,sat->sa", P, r)[:, :, None])
+    P /= P.sum(axis=-1, keepdims=True)       # remove the round-off the check allowed
     mu = getattr(u, "initial_state_distrib", None)
     if mu is not None:
         mu = check_distribution(mu, S, "env.unwrapped.initial_state_distrib")

@@ -7,7 +7,12 @@ toy-text convention ``env.unwrapped.P[s][a] = [(prob, next_state, reward, termin
 - transitions :math:`P(s' \mid s, a)` (entries listing the same next state are summed);
 - transition rewards :math:`r(s, a, s')` (the probability-weighted mean of the rewards listed
   for that next state), so that the expected reward :math:`R(s, a)` is derived from whatever
-  model is planned with, never averaged under the true one behind the agent's back;
+  model is planned with, never averaged under the true one behind the agent's back. A next
+  state the table does not list for (s, a) gets 0 (no reward is listed). This fill matters
+  only for models that put mass on impossible transitions (early posterior draws) and shapes
+  their exploration: on CliffWalking, where every step costs -1, it makes them optimistic
+  (measured: filling with :math:`R(s, a)` instead left PSRL looping safely without ever
+  finding the goal in some seeds);
 - a terminal mask (a next state reached with ``terminated=True``); terminal rows become
   absorbing self-loops without reward (the environment never steps from them);
 - the initial-state distribution (``initial_state_distrib`` / ``initial_distribution``);

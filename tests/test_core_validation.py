@@ -25,11 +25,15 @@ def _fit(counts=GOOD, cov=COV, **kw):
     (np.array([1, 2, 3]), "counts: expected a 2-D array"),
     (np.ones((3, 2, 2)), "counts: expected a 2-D array"),
     (np.array([[1], [2], [3]]), "counts: expected at least K=2"),
-    ([["a", "b"], ["c", "d"], ["e", "f"]], "counts: expected a numeric array"),
 ])
 def test_bad_counts(counts, match):
     with pytest.raises(ValueError, match=match):
         _fit(counts=counts)
+
+
+def test_string_counts_are_a_type_error():
+    with pytest.raises(TypeError, match="counts: expected a numeric array"):
+        _fit(counts=[["a", "b"], ["c", "d"], ["e", "f"]])
 
 
 def test_integer_valued_floats_are_accepted():
@@ -105,3 +109,82 @@ def test_predictions_before_fit_raise():
     m.fit(GOOD)
     with pytest.raises(ValueError, match="method: expected"):
         m.probs(method="median")
+
+
+# ------------------------------------------------------------------ issue 11: extremes
+
+
+@pytest.mark.parametrize("kw,match", [
+    ({"mean_prior_std": 1e-300, "learn_mean": "constant"}, "mean_prior_std: expected a positive"),
+    ({"scale_prior": 2.0, "learn_scale": True}, r"scale_prior: expected \(shape, rate\)"),
+    ({"scale_prior": "ab", "learn_scale": True}, r"scale_prior: expected \(shape, rate\)"),
+    ({"mean_prior_mean": [np.nan, 0.0]}, "mean_prior_mean: contains NaN"),
+    ({"mean_prior_mean": [np.inf, 0.0], "learn_mean": "constant"},
+     "mean_prior_mean: contains NaN or infinite"),
+    ({"mean_prior_mean": [1e300, 0.0], "learn_mean": "constant", "mean_prior_std": 1.0},
+     "mean_prior_mean: prior means of the stick logits must lie within"),
+    ({"mean": [1e300, 0.0]}, "mean: prior means of the stick logits must lie within"),
+    ({"scale": 1e30}, "scale: the prior variance of the stick logits.*usable range"),
+])
+def test_extreme_hyper_parameters_raise_naming_the_argument(kw, match):
+    with pytest.raises(ValueError, match=match):
+        _fit(**kw)
+
+
+def test_covariance_whose_variance_overflows_the_arithmetic_is_refused():
+    with pytest.raises(ValueError, match=r"usable range.*scale <= 1e-185"):
+        _fit(cov=COV * 1e200)
+    # the same prior at a scale inside the range: fits, monotone
+    m = _fit(cov=COV * 1e200, scale=1e-190)
+    assert m.converged_ and np.all(np.diff(m.objective_trace_) >= 0)
+
+
+def test_largest_usable_scale_gives_the_data_answer_monotonically():
+    counts = np.array([[80, 10, 10], [70, 20, 10], [10, 10, 80]])
+    near = _fit(counts=counts, scale=1e12, max_iter=3000)
+    edge = _fit(counts=counts, scale=1e14, max_iter=3000)
+    assert edge.converged_ and edge.result_.monotone
+    np.testing.assert_allclose(edge.probs(), near.probs(), atol=1e-4)
+
+
+def test_non_finite_objective_raises_instead_of_returning_nan():
+    from corrpriors.core.cavi import CAVIOptions, run_cavi
+    from corrpriors.core.dense_prior import DenseCovariancePrior
+
+    class Broken(DenseCovariancePrior):
+        def psi_step(self, *args, **kwargs):
+            step = super().psi_step(*args, **kwargs)
+            step.psi_mean[0, 0] = np.nan
+            return step
+
+    mean = np.zeros((3, 2))
+    with pytest.raises(FloatingPointError, match="objective is not finite"):
+        run_cavi(GOOD, Broken(COV), mean, CAVIOptions())
+
+
+def test_learning_a_kernel_without_free_parameters_is_refused():
+    from corrpriors.kernels import SquaredExponential
+
+    kernel = SquaredExponential(lengthscale=1.0, lengthscale_bounds="fixed").bind(
+        coords=np.arange(3.0)[:, None])
+    with pytest.raises(ValueError, match="learn_kernel: every hyper-parameter of the kernel"):
+        _fit(cov=kernel, learn_kernel=True)
+
+
+@pytest.mark.parametrize("rng,exc,match", [(-1, ValueError, "rng: an integer seed must be"),
+                                           (True, TypeError, "rng: expected None"),
+                                           ("x", TypeError, "rng: expected None")])
+def test_bad_rng_names_the_argument(rng, exc, match):
+    m = _fit()
+    with pytest.raises(exc, match=match):
+        m.sample_probs(2, rng=rng)
+
+
+def test_repr_shows_the_parameters_that_differ_from_the_defaults():
+    from corrpriors import DirichletMultinomial
+
+    assert repr(CorrelatedMultinomial(COV)) == "CorrelatedMultinomial(covariance=array(shape=(3, 3)))"
+    text = repr(CorrelatedMultinomial(COV, learn_scale=True, scale=0.5))
+    assert text == ("CorrelatedMultinomial(covariance=array(shape=(3, 3)), learn_scale=True, "
+                    "scale=0.5)")
+    assert repr(DirichletMultinomial(alpha=1e-3)) == "DirichletMultinomial(alpha=0.001)"

@@ -221,3 +221,37 @@ def test_routine_jitter_is_recorded_not_printed(tmp_path, capsys):
     assert s["jitter_relative_to_mean_diagonal"] == pytest.approx(1e-10, rel=1e-6)
     rc, _, err = fit([*args, "--out", tmp_path / "b", "--verbose"], capsys)
     assert rc == 0 and "jitter" not in err and "rank deficient" not in err
+
+def test_predict_at_writes_the_library_predictions(tmp_path, capsys):
+    counts, coords, names = load_example()
+    new = np.array([[0.5, 0.5], [2.2, 3.7], [10.0, 10.0]])
+    np.savetxt(tmp_path / "new.csv", new, delimiter=",")
+    out = tmp_path / "fit"
+    rc, _, err = fit(["--out", out, "--predict-at", tmp_path / "new.csv", "--uncertainty",
+                      "--seed", "3"], capsys)
+    assert rc == 0 and err == ""
+    header, table = read_probs(out / "predictions.csv")
+    assert header == ["row", *names, *(f"{n}_sd" for n in names)]
+    m = CorrelatedMultinomial(covariance=SquaredExponential(1.0).bind(coords=coords)).fit(counts)
+    p, sd = m.predict_probs(new, return_std=True, n_samples=4000, rng=3)
+    np.testing.assert_allclose(table[:, 1:1 + len(names)], p, rtol=1e-10)
+    np.testing.assert_allclose(table[:, 1 + len(names):], sd, rtol=1e-10)
+    summary = json.loads((out / "summary.json").read_text())
+    assert "predictions.csv" in summary["outputs"]
+
+
+def test_predict_at_errors(tmp_path, capsys):
+    counts, coords, _ = load_example()
+    np.save(tmp_path / "c.npy", counts)
+    np.save(tmp_path / "d.npy", np.sqrt(((coords[:, None] - coords[None]) ** 2).sum(-1)))
+    np.save(tmp_path / "new3.npy", np.ones((2, 3)))
+    rc, _, err = fit(["--counts", tmp_path / "c.npy", "--distances", tmp_path / "d.npy",
+                      "--predict-at", tmp_path / "new3.npy", "--out", tmp_path / "o"], capsys)
+    assert rc == 2 and "--predict-at: needs --coords" in err
+    rc, _, err = fit(["--out", tmp_path / "o", "--predict-at", tmp_path / "new3.npy"], capsys)
+    assert rc == 2 and re.search(r"--predict-at: .*new3.npy: expected 2 columns", err)
+    (tmp_path / "o2").mkdir()
+    np.savetxt(tmp_path / "o2" / "predictions.csv", np.ones((2, 2)), delimiter=",")
+    rc, _, err = fit(["--out", tmp_path / "o2", "--predict-at", tmp_path / "o2" / "predictions.csv"],
+                     capsys)
+    assert rc == 2 and "would overwrite its own input" in err

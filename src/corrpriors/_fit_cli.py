@@ -36,6 +36,9 @@ OUTPUTS = {
                  "--uncertainty, their posterior standard deviations (<name>_sd)",
     "psi.npz": "psi_mean, psi_var: arrays of shape (C, K-1), posterior means and variances of "
                "the stick-breaking logits psi",
+    "predictions.csv": "with --predict-at: one row per new covariate, 'row' (0-based row of "
+                       "--predict-at) and the K predicted probabilities (the GP conditional of "
+                       "psi given the fit) and, with --uncertainty, their standard deviations",
     "summary.json": "inputs, options, ELBO, iterations, convergence, learned scale and kernel "
                     "hyper-parameters, the diagonal jitter and the warnings",
 }
@@ -122,6 +125,10 @@ def _add_input_arguments(parser: argparse.ArgumentParser) -> None:
     loc.add_argument("--distances", type=Path, default=None, metavar="FILE",
                      help="pairwise covariate distances, C x C (e.g. shortest-path lengths). "
                           "Default: none")
+    parser.add_argument("--predict-at", type=Path, default=None, metavar="FILE",
+                        help="coordinates of new covariates, M rows x D columns (needs "
+                             "--coords): their predicted probabilities go to predictions.csv. "
+                             "Default: none")
 
 
 def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -246,7 +253,11 @@ def _input_files(args: argparse.Namespace) -> dict[str, Path]:
     elif coords is None and distances is None:
         raise UsageError("--coords or --distances is required with --counts (the prior's "
                          "covariance is a kernel of the covariates' locations)")
-    files = {"--counts": counts, "--coords": coords, "--distances": distances}
+    if args.predict_at is not None and coords is None:
+        raise UsageError("--predict-at: needs --coords (prediction uses the kernel between "
+                         "coordinates; a distance matrix says nothing about new covariates)")
+    files = {"--counts": counts, "--coords": coords, "--distances": distances,
+             "--predict-at": args.predict_at}
     return {option: Path(p) for option, p in files.items() if p is not None}
 
 
@@ -374,10 +385,13 @@ def _read_npy(path: Path, where: str) -> np.ndarray:
 
 
 class _Data:
-    """The validated inputs: counts, category names and the bound kernel."""
+    """The validated inputs: counts, category names, the bound kernel and the covariates to
+    predict at (or ``None``)."""
 
-    def __init__(self, counts: np.ndarray, names: list[str], kernel: Any) -> None:
+    def __init__(self, counts: np.ndarray, names: list[str], kernel: Any,
+                 predict_at: np.ndarray | None = None) -> None:
         self.counts, self.names, self.kernel = counts, names, kernel
+        self.predict_at = predict_at
 
 
 def _load_inputs(inputs: dict[str, Path], args: argparse.Namespace) -> _Data:
@@ -401,7 +415,14 @@ def _load_inputs(inputs: dict[str, Path], args: argparse.Namespace) -> _Data:
         bound = kernel.bind(**{option.lstrip("-"): values})
     except ValueError as exc:
         raise UsageError(f"{option}: {path}: {_one_line(exc)}") from None
-    return _Data(counts, [str(n) for n in names], bound)
+    predict_at = None
+    if "--predict-at" in inputs:
+        where = inputs["--predict-at"]
+        predict_at, _ = _read_table(where, "--predict-at")
+        if predict_at.shape[1] != values.shape[1]:
+            raise UsageError(f"--predict-at: {where}: expected {values.shape[1]} columns (like "
+                             f"--coords), got {predict_at.shape[1]}")
+    return _Data(counts, [str(n) for n in names], bound, predict_at)
 
 
 def _make_kernel(args: argparse.Namespace) -> Any:
@@ -512,18 +533,27 @@ def _build_outputs(model: Any, args: argparse.Namespace, data: _Data, inputs: di
     """The bytes of every output file of this run, by file name (``summary.json`` last)."""
     files = {"probs.csv": _probs_csv(model, args, data.names),
              "psi.npz": _npz_bytes(psi_mean=model.psi_mean_, psi_var=model.psi_var_)}
-    # optional outputs go here, e.g. files["predictions.csv"] = ... for --predict-at
+    if data.predict_at is not None:
+        files["predictions.csv"] = _probs_csv(model, args, data.names, data.predict_at)
     files["summary.json"] = _summary_json(model, args, data, inputs, messages,
                                           [*files, "summary.json"], start)
     return files
 
 
-def _probs_csv(model: Any, args: argparse.Namespace, names: list[str]) -> bytes:
-    if args.uncertainty or args.method == "mc":
-        probs, sd = model.probs(method=args.method, n_samples=args.samples, rng=args.seed,
-                                return_std=True)
+def _probs_csv(model: Any, args: argparse.Namespace, names: list[str],
+               new_covariates: np.ndarray | None = None) -> bytes:
+    """``probs.csv`` (fitted covariates) or ``predictions.csv`` (``new_covariates``)."""
+    if new_covariates is None:
+        def probs_fn(**kw: Any) -> Any:
+            return model.probs(**kw)
     else:
-        probs, sd = model.probs(), None
+        def probs_fn(**kw: Any) -> Any:
+            return model.predict_probs(new_covariates, **kw)
+    if args.uncertainty or args.method == "mc":
+        probs, sd = probs_fn(method=args.method, n_samples=args.samples, rng=args.seed,
+                             return_std=True)
+    else:
+        probs, sd = probs_fn(method="plugin"), None
     header = ["row", *names]
     columns = [probs]
     if args.uncertainty:

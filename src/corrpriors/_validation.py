@@ -6,6 +6,7 @@ argument, what was expected and what arrived.
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 import numpy as np
@@ -31,21 +32,105 @@ def check_shape(x: np.ndarray, shape: tuple, name: str) -> None:
         raise ValueError(f"{name}: expected shape {want}, got {x.shape}")
 
 
-def check_counts(counts: Any, name: str = "counts", min_categories: int = 2) -> np.ndarray:
-    """Validate a (C, K) matrix of non-negative integer counts; return it as float64.
+#: The largest count accepted: float64 holds every integer exactly only up to 2**53.
+MAX_EXACT_COUNT = 2 ** 53
 
-    Integer-valued floats are accepted. Returns a float array so that downstream
-    arithmetic never truncates.
+
+def _counts_as_array(counts: Any, name: str) -> np.ndarray:
+    """``np.asarray`` with the argument named in every failure; rejects masks, booleans,
+    complex numbers, strings and other non-numbers with a TypeError."""
+    if isinstance(counts, np.ma.MaskedArray):
+        if np.ma.getmaskarray(counts).any():
+            raise TypeError(f"{name}: masked arrays are not supported (the mask would be "
+                            f"ignored); fill or drop the masked cells first, e.g. "
+                            f"{name}.filled(0) to count them as zero")
+        counts = np.ma.getdata(counts)
+    try:
+        arr = np.asarray(counts)
+    except ValueError as exc:  # ragged nested sequences
+        raise ValueError(f"{name}: expected a rectangular array; the nested sequences have "
+                         f"different lengths ({exc})") from None
+    kind = arr.dtype.kind
+    if kind == "b":
+        raise TypeError(f"{name}: expected integer counts, got a boolean array; convert it "
+                        f"explicitly (e.g. {name}.astype(int)) if True means one count")
+    if kind == "c":
+        raise TypeError(f"{name}: expected real integer counts, got complex dtype {arr.dtype}")
+    if kind == "O":
+        flat = arr.ravel()
+        bad = [v for v in flat if isinstance(v, (bool, np.bool_))
+               or not isinstance(v, numbers.Real)][:1]
+        if bad or flat.size == 0:
+            held = type(bad[0]).__name__ if bad else "nothing"
+            raise TypeError(f"{name}: expected a numeric array, got dtype object holding {held}")
+        if all(isinstance(v, numbers.Integral) for v in flat):
+            big = max((int(v) for v in flat), default=0)
+            if big > MAX_EXACT_COUNT:
+                raise ValueError(_too_large(name, big))
+        return arr.astype(np.float64)
+    if kind not in "iuf":
+        raise TypeError(f"{name}: expected a numeric array, got dtype {arr.dtype}")
+    if kind in "iu" and arr.size and arr.max() > MAX_EXACT_COUNT:
+        raise ValueError(_too_large(name, int(arr.max())))
+    return arr
+
+
+def _too_large(name: str, value: float) -> str:
+    return (f"{name}: counts must be at most 2**53 = {MAX_EXACT_COUNT} (float64 holds integers "
+            f"exactly only up to there), found {value:.17g}")
+
+
+def _check_row_totals(arr: np.ndarray, name: str) -> None:
+    """Every total over the last (category) axis must be at most 2**53, exactly."""
+    k = arr.shape[-1]
+    if arr.size == 0 or float(arr.max()) * k <= MAX_EXACT_COUNT:
+        return
+    if float(arr.max()) * k < 2.0 ** 62:
+        totals = arr.astype(np.int64).sum(axis=-1)
+    else:
+        totals = np.array([sum(int(v) for v in row) for row in arr.reshape(-1, k)],
+                          dtype=object).reshape(arr.shape[:-1])
+    over = np.argwhere(totals > MAX_EXACT_COUNT)
+    if over.size:
+        where = tuple(int(i) for i in over[0])
+        raise ValueError(f"{name}: every row total must be at most 2**53 = {MAX_EXACT_COUNT} "
+                         f"(float64 holds integers exactly only up to there); row "
+                         f"{where[0] if len(where) == 1 else where} sums to {totals[where]}")
+
+
+def check_counts(counts: Any, name: str = "counts", min_categories: int = 2,
+                 ndim: int = 2) -> np.ndarray:
+    """Validate an array of non-negative integer counts, categories on the last axis;
+    return it as float64.
+
+    Integer-valued floats are accepted. Counts and totals over the last axis must be at most
+    ``2**53`` (:data:`MAX_EXACT_COUNT`), where float64 stops holding every integer. A
+    ``numpy.ma.MaskedArray`` is accepted only if nothing is masked (a mask is not silently
+    dropped; fill it first). Booleans, complex numbers, strings and other non-numbers raise
+    :class:`TypeError`; everything else :class:`ValueError`. Returns a float array so that
+    downstream arithmetic never truncates.
+
+    Parameters
+    ----------
+    counts : array_like of shape (C, K), or ``ndim`` axes
+    name : str
+        The argument's name, used in messages.
+    min_categories : int
+        Minimum size of the last axis.
+    ndim : int
+        Required number of axes (2: rows are covariates, columns categories).
+
+    Returns
+    -------
+    ndarray of shape counts.shape, dtype float64
     """
-    arr = np.asarray(counts)
-    if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
-        raise ValueError(f"{name}: expected a numeric array, got dtype {arr.dtype}")
-    arr = arr.astype(np.float64)
-    if arr.ndim != 2:
-        raise ValueError(f"{name}: expected a 2-D array of shape (C, K), got shape {arr.shape}")
-    if arr.shape[1] < min_categories:
+    arr = _counts_as_array(counts, name).astype(np.float64)
+    if arr.ndim != ndim:
+        want = "a 2-D array of shape (C, K)" if ndim == 2 else f"a {ndim}-D array"
+        raise ValueError(f"{name}: expected {want}, got shape {arr.shape}")
+    if arr.shape[-1] < min_categories:
         raise ValueError(
-            f"{name}: expected at least K={min_categories} categories (columns), got K={arr.shape[1]}"
+            f"{name}: expected at least K={min_categories} categories (columns), got K={arr.shape[-1]}"
         )
     if arr.shape[0] < 1:
         raise ValueError(f"{name}: expected at least one covariate (row), got shape {arr.shape}")
@@ -57,6 +142,9 @@ def check_counts(counts: Any, name: str = "counts", min_categories: int = 2) -> 
         raise ValueError(f"{name}: counts must be non-negative, found minimum {arr.min():g}")
     if not np.all(arr == np.round(arr)):
         raise ValueError(f"{name}: counts must be integers, found fractional values")
+    if arr.size and arr.max() > MAX_EXACT_COUNT:
+        raise ValueError(_too_large(name, float(arr.max())))
+    _check_row_totals(arr, name)
     return arr
 
 
@@ -112,5 +200,5 @@ def check_covariance(cov: Any, name: str = "covariance", size: int | None = None
     return arr
 
 
-__all__ = ["check_array", "check_shape", "check_counts", "check_positive", "check_simplex",
-           "check_covariance"]
+__all__ = ["MAX_EXACT_COUNT", "check_array", "check_shape", "check_counts", "check_positive",
+           "check_simplex", "check_covariance"]

@@ -56,7 +56,7 @@ import numpy as np
 
 from .._random import as_generator
 from .._typing import FloatArray, IntArray, SeedLike
-from .._validation import check_array, check_positive, check_shape, check_simplex
+from .._validation import check_array, check_counts, check_positive, check_shape, check_simplex
 
 __all__ = [
     "TransitionBelief",
@@ -421,11 +421,9 @@ class _TransitionBelief:
         -------
         self
         """
-        c = check_array(counts, "counts", ndim=3)
+        c = check_counts(counts, "counts", min_categories=1, ndim=3)
         check_shape(c, (self.n_states, self.n_actions, self.n_states), "counts")
-        if (c < 0).any() or not np.all(c == np.round(c)):
-            raise ValueError("counts: expected non-negative integer counts")
-        self._counts = c.astype(np.float64).copy()
+        self._counts = c.copy()
         self._version += 1
         return self
 

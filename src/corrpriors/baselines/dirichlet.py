@@ -18,7 +18,10 @@ evidence is the Dirichlet-multinomial (Polya) probability
 
 It includes the multinomial coefficient, so it is on the same scale as the correlated
 model's ELBO (which bounds :math:`\log p(\mathbf X)` under the multinomial likelihood) and the
-two can be compared for model selection.
+two can be compared for model selection. It is evaluated in Loader's deviance form
+(:func:`corrpriors.core.special.dirichlet_multinomial_logpmf`), accurate to about 1e-14
+relative for counts up to :math:`2^{53}` and any concentrations: the plain ``gammaln`` sum
+cancels catastrophically for large counts or concentrations.
 """
 
 from __future__ import annotations
@@ -26,11 +29,12 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy.special import gammaln
 
 from .._random import as_generator
+from .._repr import estimator_repr
 from .._typing import FloatArray, SeedLike
 from .._validation import check_counts
+from ..core.special import dirichlet_multinomial_logpmf
 
 
 def _check_alpha(alpha: Any) -> np.ndarray:
@@ -88,6 +92,9 @@ class DirichletMultinomial:
     def __init__(self, alpha: Any = 1.0) -> None:
         self.alpha = alpha
 
+    def __repr__(self) -> str:  # noqa: D105
+        return estimator_repr(self)
+
     def fit(self, counts: Any, warm_start: bool | None = None) -> DirichletMultinomial:
         """Compute the conjugate posterior and the evidence.
 
@@ -112,10 +119,10 @@ class DirichletMultinomial:
             raise ValueError(f"alpha: expected shape (C, K) = ({C}, {K}) to match counts, got {a.shape}")
         prior = np.broadcast_to(a, (C, K)).astype(np.float64)
         post = prior + x
-        n = x.sum(axis=1)
-        per_cov = (gammaln(n + 1.0) - gammaln(x + 1.0).sum(axis=1)
-                   + gammaln(prior.sum(axis=1)) - gammaln(prior.sum(axis=1) + n)
-                   + (gammaln(post) - gammaln(prior)).sum(axis=1))
+        if not np.all(np.isfinite(prior.sum(axis=1))):
+            raise ValueError("alpha: the concentrations of a covariate sum to more than the "
+                             f"largest float ({np.finfo(float).max:.3g}); use smaller values")
+        per_cov = dirichlet_multinomial_logpmf(x, prior)
         self.counts_ = x
         self.prior_alpha_ = prior
         self.posterior_alpha_ = post

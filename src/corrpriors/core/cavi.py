@@ -33,7 +33,7 @@ from . import hyper_em
 from .elbo import elbo_value, log_binomial_coefficients, optimal_tilts
 from .fixed_point import FixedPointOptions, maximise
 from .polya_gamma import pg_mean_unchecked
-from .prior import GaussianPrior, PsiStep, StickLayout, build_layout
+from .prior import GaussianPrior, PsiStep, StickLayout, build_layout, check_prior_scale
 from .results import VIResult
 from .stick_breaking import count_statistics
 
@@ -176,7 +176,7 @@ def sweep(data: CountData, hyper: Hyper, tilts: np.ndarray, options: CAVIOptions
     var_obs = data.layout.gather(step.psi_var)
     tilts_out = optimal_tilts(mean_obs, var_obs)
     elbo = elbo_value(data.b_obs, data.kappa_obs, mean_obs, tilts_out, data.log_binom,
-                      step.trace_dv, step.quad, step.logdet_b)
+                      step.trace_dv, step.quad, step.logdet_b, psi_var=var_obs)
     return Evaluation(step, site, hyper, tilts_out, elbo, elbo + log_hyper_prior(hyper, options))
 
 
@@ -256,6 +256,7 @@ def run_cavi(counts: np.ndarray, prior: GaussianPrior, mean: np.ndarray,
     if options.learn_kernel and not hasattr(prior, "kernel_m_step"):
         raise ValueError(f"learn_kernel: {type(prior).__name__} does not support kernel "
                          "learning; compare kernels with select_kernel instead")
+    check_prior_scale(float(scale), prior)
     tilts0, hyper0 = initial_state(data, Hyper(float(scale), np.asarray(mean, float), prior),
                                    options, init)
     n_obs = tilts0.size

@@ -431,6 +431,41 @@ class DenseCovariancePrior:
             f -= (sigma @ x.reshape(c, km1 * m)).reshape(c, km1, m)
         return (center[:, :, None] + f).transpose(2, 0, 1)
 
+    def conditional(self, layout: StickLayout, scale: float, mean: np.ndarray,
+                    kappa: np.ndarray, site: np.ndarray, cross: np.ndarray,
+                    new_variance: np.ndarray) -> tuple[FloatArray, FloatArray]:
+        r"""The GP conditional of new covariates given :math:`q(\psi)`.
+
+        Parameters
+        ----------
+        layout : StickLayout
+        scale : float
+        mean, kappa : ndarray of shape (C, K - 1)
+        site : ndarray of shape (E,)
+            The fitted :math:`q`'s site precisions.
+        cross : ndarray of shape (C, M)
+            :math:`\tilde\Sigma(X, X_*)`.
+        new_variance : ndarray of shape (M,)
+            :math:`\tilde\Sigma(x_*, x_*)` (with the jitter, as on the training diagonal).
+
+        Returns
+        -------
+        shift : ndarray of shape (M, K - 1)
+            :math:`k_*^\top\Sigma^{-1}(\lambda_k - \mu_k)`.
+        var : ndarray of shape (M, K - 1)
+        """
+        step = self.psi_step(layout, scale, mean, kappa, site)
+        ws = self._workspace_for(layout)
+        k_new = scale * cross
+        shift = k_new.T @ step.alpha
+        var = np.repeat(scale * np.asarray(new_variance, dtype=float)[:, None],
+                        mean.shape[1], axis=1)
+        for s, w in enumerate(ws.views):
+            h = w @ k_new[layout.rows(s)]  # L^-1 k_*O, (|O_k|, M)
+            k = layout.sticks[s]
+            var[:, k] = np.maximum(var[:, k] - np.einsum("ij,ij->j", h, h), 0.0)
+        return shift, var
+
     # ------------------------------------------------------------------ kernel learning
     def with_kernel_theta(self, theta: np.ndarray) -> DenseCovariancePrior:
         """The prior of the same kernel at log-space hyper-parameters ``theta`` (same jitter)."""

@@ -23,29 +23,36 @@ and :math:`(\mu_k-\lambda_k)^\top\Sigma^{-1}(\mu_k-\lambda_k) = \alpha_k^\top\Si
 The sum of :math:`\log\binom{b_{ck}}{x_{ck}}` over sticks is the multinomial coefficient, so
 :math:`L \le \log p(X)` for the multinomial likelihood. (The paper's printed ELBO has
 :math:`|\Sigma|` for :math:`\log|\Sigma|` and :math:`C(K-1)` for :math:`C(K-1)/2`.)
+
+The likelihood sum has terms of size :math:`b` and a total of order :math:`\log b` per entry;
+with large counts it is evaluated in a cancellation-free form (:func:`likelihood_term`,
+:mod:`corrpriors.core.special`), so the ELBO and the collapsed bound are accurate to about
+1e-10 relative for counts up to :math:`2^{53}` (larger counts are refused by
+:func:`corrpriors._validation.check_counts`).
 """
 
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import gammaln, ndtr
 
 from .._typing import FloatArray
+from .special import (binomial_deviance, expected_softplus, log_binomial_at_mle,
+                      log_binomial_coefficient, log_cosh_half, log_cosh_half_gap, softplus_gap)
+
+# A direct sum whose terms add up to ``scale`` in absolute value is off by at most about
+# 64 eps scale (pairwise summation of products of a few correctly rounded factors); it is
+# used when that is below _DIRECT_RTOL of its value, else the cancellation-free form.
+_ROUNDING = 64.0 * np.finfo(float).eps
+_DIRECT_RTOL = 1e-11
+_LOG2 = float(np.log(2.0))
 
 
-def log_cosh_half(w: np.ndarray) -> FloatArray:
-    """Stable ``log(cosh(w / 2))`` for any real ``w``.
-
-    Parameters
-    ----------
-    w : ndarray of shape (...)
-
-    Returns
-    -------
-    ndarray of shape (...)
-    """
-    a = np.abs(np.asarray(w, dtype=float)) * 0.5
-    return a + np.log1p(np.exp(-2.0 * a)) - np.log(2.0)
+def _direct_if_accurate(direct: float, scale: float, accurate) -> float:
+    """``direct`` if its rounding error bound ``_ROUNDING * scale`` is at most
+    ``_DIRECT_RTOL * |direct|``, else ``accurate()``."""
+    if _ROUNDING * scale <= _DIRECT_RTOL * abs(direct):
+        return float(direct)
+    return float(accurate())
 
 
 def optimal_tilts(psi_mean: np.ndarray, psi_var: np.ndarray) -> FloatArray:
@@ -66,7 +73,9 @@ def optimal_tilts(psi_mean: np.ndarray, psi_var: np.ndarray) -> FloatArray:
 
 
 def log_binomial_coefficients(b: np.ndarray, x: np.ndarray) -> float:
-    """``sum_{c,k} log C(b_ck, x_ck)`` (equals the log multinomial coefficients of the rows).
+    """``sum_{c,k} log C(b_ck, x_ck)`` (equals the log multinomial coefficients of the rows),
+    to a few ulps for counts up to ``2**53``
+    (:func:`~corrpriors.core.special.log_binomial_coefficient`).
 
     Parameters
     ----------
@@ -79,27 +88,53 @@ def log_binomial_coefficients(b: np.ndarray, x: np.ndarray) -> float:
     -------
     float
     """
-    return float(np.sum(gammaln(b + 1.0) - gammaln(x + 1.0) - gammaln(b - x + 1.0)))
+    return float(np.sum(log_binomial_coefficient(b, x)))
 
 
 def likelihood_term(b: np.ndarray, kappa: np.ndarray, psi_mean: np.ndarray, w: np.ndarray,
-                    log_binom: float) -> float:
-    r"""Expected augmented log-likelihood minus the PG entropy terms.
-
+                    log_binom: float, *, psi_var: np.ndarray) -> float:
+    r"""Expected augmented log-likelihood minus the PG entropy terms, at the optimal tilts
+    :math:`w = \sqrt{V + \lambda^2}`:
     ``sum_{c,k} [log C(b, x) - b log 2 + kappa lambda - b log cosh(w/2)]``.
+
+    That direct sum has terms of size :math:`b` and a total of order :math:`\log b` per entry,
+    so with large counts it cancels (at :math:`10^{15}` every digit). It is returned when its
+    rounding error bound is below 1e-11 of its value (small and moderate counts: the fast
+    path); otherwise the same quantity is evaluated without cancellation as
+
+    .. math::
+
+        \sum_{c,k}\Big[\log Bin(x; b, \tfrac xb) - b\,KL(\tfrac xb \,\|\, \sigma(\lambda))
+        - b\big(\log\cosh\tfrac w2 - \log\cosh\tfrac\lambda2\big)\Big]
+
+    (:func:`~corrpriors.core.special.log_binomial_at_mle`,
+    :func:`~corrpriors.core.special.binomial_deviance`,
+    :func:`~corrpriors.core.special.log_cosh_half_gap`), with :math:`x = \kappa + b/2`.
 
     Parameters
     ----------
-    b, kappa, psi_mean, w : ndarray of shape (C, K - 1)
+    b, kappa, psi_mean, w : ndarray of shape (C, K - 1), or of shape (E,)
     log_binom : float
         Precomputed :func:`log_binomial_coefficients`.
+    psi_var : ndarray of shape (C, K - 1), or of shape (E,)
+        Marginal variances :math:`V_{cc}` of the same entries.
 
     Returns
     -------
     float
     """
-    return float(log_binom - np.log(2.0) * b.sum() + np.sum(kappa * psi_mean)
-                 - np.sum(b * log_cosh_half(w)))
+    kl = kappa * psi_mean
+    n_total = float(np.sum(b))
+    lch = float(np.vdot(b, log_cosh_half(w)))
+    direct = log_binom - _LOG2 * n_total + float(np.sum(kl)) - lch
+    scale = abs(log_binom) + _LOG2 * n_total + float(np.sum(np.abs(kl))) + lch
+
+    def accurate() -> float:
+        x = kappa + 0.5 * b
+        return float(np.sum(log_binomial_at_mle(b, x)) - np.sum(binomial_deviance(b, x, psi_mean))
+                     - np.vdot(b, log_cosh_half_gap(psi_mean, psi_var, w)))
+
+    return _direct_if_accurate(direct, scale, accurate)
 
 
 def kl_terms(trace_dv: np.ndarray, quad: np.ndarray, logdet_b: np.ndarray) -> FloatArray:
@@ -123,72 +158,27 @@ def kl_terms(trace_dv: np.ndarray, quad: np.ndarray, logdet_b: np.ndarray) -> Fl
 
 def elbo_value(b: np.ndarray, kappa: np.ndarray, psi_mean: np.ndarray, w: np.ndarray,
                log_binom: float, trace_dv: np.ndarray, quad: np.ndarray,
-               logdet_b: np.ndarray) -> float:
+               logdet_b: np.ndarray, *, psi_var: np.ndarray) -> float:
     """Total ELBO: likelihood term minus the KL of every stick.
 
     Parameters
     ----------
     b, kappa, psi_mean, w : ndarray of shape (C, K - 1), or of shape (E,)
         The full arrays, or only the observed entries (``b > 0``; elsewhere ``b`` and
-        ``kappa`` are zero, so those entries add nothing).
+        ``kappa`` are zero, so those entries add nothing). ``w`` the optimal tilts
+        (:func:`optimal_tilts`).
     log_binom : float
+        Precomputed :func:`log_binomial_coefficients`.
     trace_dv, quad, logdet_b : ndarray of shape (K - 1,)
+    psi_var : ndarray of shape (C, K - 1), or of shape (E,)
+        Marginal variances of ``q(psi)`` at the same entries as ``psi_mean``.
 
     Returns
     -------
     float
     """
-    return likelihood_term(b, kappa, psi_mean, w, log_binom) - float(
+    return likelihood_term(b, kappa, psi_mean, w, log_binom, psi_var=psi_var) - float(
         np.sum(kl_terms(trace_dv, quad, logdet_b)))
-
-
-# Gauss-Hermite rule (probabilists', weights summing to 1) for narrow Gaussians and a
-# panel Gauss-Legendre rule on psi in [-36, 36] (unit panels, split at the kink at 0) for wide
-# ones; see expected_softplus.
-_GH_NODES, _GH_WEIGHTS = np.polynomial.hermite_e.hermegauss(64)
-_GH_WEIGHTS = _GH_WEIGHTS / _GH_WEIGHTS.sum()
-_GL_X, _GL_W = np.polynomial.legendre.leggauss(10)
-_PANEL_EDGES = np.arange(-36.0, 36.0)
-_PANEL_NODES = (_PANEL_EDGES[:, None] + 0.5 * (_GL_X[None, :] + 1.0)).ravel()
-_PANEL_WEIGHTS = np.tile(0.5 * _GL_W, _PANEL_EDGES.size)
-_PANEL_TAIL = np.log1p(np.exp(-np.abs(_PANEL_NODES)))  # log(1 + e^-|psi|) at the nodes
-
-
-def expected_softplus(mean: np.ndarray, var: np.ndarray) -> FloatArray:
-    r""":math:`E[\log(1 + e^{\psi})]` for :math:`\psi \sim N(m, v)`, to about 1e-12.
-
-    For :math:`v < 1`: 64-point Gauss-Hermite. For wider Gaussians (where Gauss-Hermite
-    converges slowly, because the integrand bends on a unit scale):
-    :math:`\log(1+e^\psi) = \max(\psi, 0) + \log(1 + e^{-|\psi|})`, the first part in
-    closed form (:math:`m\Phi(m/s) + s\varphi(m/s)`), the second -- bounded by
-    :math:`\log 2`, decaying like :math:`e^{-|\psi|}` -- by Gauss-Legendre on unit panels of
-    :math:`[-36, 36]` split at its kink at 0 (the Gaussian density is smooth on that scale).
-
-    Parameters
-    ----------
-    mean, var : ndarray of shape (n,)
-
-    Returns
-    -------
-    ndarray of shape (n,)
-    """
-    m = np.asarray(mean, dtype=float).ravel()
-    v = np.maximum(np.asarray(var, dtype=float).ravel(), 0.0)
-    sd = np.sqrt(v)
-    out = np.empty_like(m)
-    narrow = v < 1.0
-    if narrow.any():
-        psi = m[narrow, None] + sd[narrow, None] * _GH_NODES
-        out[narrow] = np.logaddexp(0.0, psi) @ _GH_WEIGHTS
-    wide = ~narrow
-    if wide.any():
-        mw, sw = m[wide], sd[wide]
-        a = mw / sw
-        e_max = mw * ndtr(a) + sw * np.exp(-0.5 * a * a) / np.sqrt(2.0 * np.pi)
-        z = (_PANEL_NODES[None, :] - mw[:, None]) / sw[:, None]
-        dens = np.exp(-0.5 * z * z) / (np.sqrt(2.0 * np.pi) * sw[:, None])
-        out[wide] = e_max + (dens * _PANEL_TAIL) @ _PANEL_WEIGHTS
-    return out.reshape(np.shape(mean))
 
 
 def expected_log_likelihood(b: np.ndarray, x: np.ndarray, psi_mean: np.ndarray,
@@ -197,18 +187,33 @@ def expected_log_likelihood(b: np.ndarray, x: np.ndarray, psi_mean: np.ndarray,
     Polya-Gamma bound): :math:`\sum_{c,k} \log\binom{b}{x} + x\lambda - b\,E[\log(1 +
     e^{\psi})]` under the marginals :math:`N(\lambda_{ck}, (V_k)_{cc})`.
 
+    The direct sum when its rounding error bound is below 1e-11 of its value, otherwise the
+    cancellation-free :math:`\sum_{c,k} \log Bin(x; b, \tfrac xb) - b\,KL(\tfrac xb \,\|\,
+    \sigma(\lambda)) - b\,(E[\log(1 + e^{\psi})] - \log(1 + e^{\lambda}))`
+    (:func:`~corrpriors.core.special.softplus_gap`), as in :func:`likelihood_term`.
+
     Parameters
     ----------
     b, x, psi_mean, psi_var : ndarray of shape (C, K - 1)
     log_binom : float
+        Precomputed :func:`log_binomial_coefficients`.
 
     Returns
     -------
     float
     """
     obs = b > 0
-    return float(log_binom + np.sum(x[obs] * psi_mean[obs])
-                 - np.sum(b[obs] * expected_softplus(psi_mean[obs], psi_var[obs])))
+    bo, xo, mo, vo = b[obs], x[obs], psi_mean[obs], psi_var[obs]
+    xl = xo * mo
+    esp = float(np.vdot(bo, expected_softplus(mo, vo)))
+    direct = log_binom + float(np.sum(xl)) - esp
+    scale = abs(log_binom) + float(np.sum(np.abs(xl))) + esp
+
+    def accurate() -> float:
+        return float(np.sum(log_binomial_at_mle(bo, xo)) - np.sum(binomial_deviance(bo, xo, mo))
+                     - np.vdot(bo, softplus_gap(mo, vo)))
+
+    return _direct_if_accurate(direct, scale, accurate)
 
 
 def collapsed_bound(b: np.ndarray, x: np.ndarray, kappa: np.ndarray, psi_mean: np.ndarray,
@@ -225,10 +230,21 @@ def collapsed_bound(b: np.ndarray, x: np.ndarray, kappa: np.ndarray, psi_mean: n
     :math:`L_\psi` stays close to an importance-sampled :math:`\log p(X)`, which is why
     hyper-parameters are better compared by :math:`L_\psi`.
 
+    :func:`expected_log_likelihood` and :func:`likelihood_term` share
+    :math:`\sum\log Bin(x; b, \sigma(\lambda))`, so
+
+    .. math:: L_\psi = L + \sum_{c,k} b_{ck}\big[\big(\log\cosh\tfrac{w}{2}
+              - \log\cosh\tfrac{\lambda}{2}\big) - \big(E\log(1 + e^{\psi})
+              - \log(1 + e^{\lambda})\big)\big],
+
+    two small non-negative gaps per entry (the first is never below the second), which is
+    how it is computed.
+
     Parameters
     ----------
     b, x, kappa, psi_mean, psi_var : ndarray of shape (C, K - 1)
-        ``psi_var`` the marginal variances of the fitted :math:`q(\psi)`.
+        ``psi_var`` the marginal variances of the fitted :math:`q(\psi)`. Only the observed
+        set ``b > 0`` of ``x`` and ``kappa`` matters (the binomial parts cancel).
     elbo : float
         The ELBO of the fit (tilts optimal for :math:`q(\psi)`).
 
@@ -236,10 +252,9 @@ def collapsed_bound(b: np.ndarray, x: np.ndarray, kappa: np.ndarray, psi_mean: n
     -------
     float
     """
-    log_binom = log_binomial_coefficients(b, x)
-    w = optimal_tilts(psi_mean, psi_var)
-    kl = likelihood_term(b, kappa, psi_mean, w, log_binom) - elbo
-    return expected_log_likelihood(b, x, psi_mean, psi_var, log_binom) - kl
+    obs = b > 0
+    mean, var = psi_mean[obs], psi_var[obs]
+    return float(elbo + np.sum(b[obs] * (log_cosh_half_gap(mean, var) - softplus_gap(mean, var))))
 
 
 __all__ = ["optimal_tilts", "log_cosh_half", "log_binomial_coefficients", "likelihood_term",

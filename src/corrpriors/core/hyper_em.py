@@ -36,6 +36,7 @@ from scipy.optimize import minimize
 from scipy.special import gammaln
 
 from .._typing import FloatArray
+from .prior import prior_scale_range
 
 
 def scale_statistic(theta_old: float, n_covariates: int, trace_dv: np.ndarray,
@@ -229,7 +230,9 @@ def m_step(step: Any, hyper: Any, options: Any) -> Any:
     scale, mean, prior = hyper.scale, hyper.mean, hyper.prior
     if options.learn_scale:
         stat = scale_statistic(scale, c, step.trace_dv, step.quad)
-        scale = update_scale(stat, c, km1, options.scale_prior)
+        # the maximiser within the usable range (the objective is unimodal in the scale)
+        scale = float(np.clip(update_scale(stat, c, km1, options.scale_prior),
+                              *prior_scale_range(prior)))
     if options.learn_kernel:
         prior = prior.kernel_m_step(hyper.scale, scale, step, mean)
     if options.learn_mean == "constant":

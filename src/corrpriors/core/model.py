@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from .._random import as_generator
+from .._repr import estimator_repr
 from .._typing import FloatArray, SeedLike
 from .._threads import blas_threads
 from .._validation import (check_array, check_counts, check_covariance, check_positive,
@@ -16,13 +17,76 @@ from ..exceptions import ConvergenceWarning
 from .cavi import CAVIOptions, run_cavi
 from .dense_prior import DenseCovariancePrior
 from .fixed_point import FixedPointOptions
-from .prior import GaussianPrior, check_prior
+from .prior import GaussianPrior, build_layout, check_prior
 from .results import VIResult
 from .stick_breaking import count_statistics, psi_to_pi, uniform_psi
 
 
+def marginal_probs(psi_mean: np.ndarray, psi_var: np.ndarray, *, method: str = "plugin",
+                   n_samples: int = 2000, rng: SeedLike = None,
+                   return_std: bool = False) -> Any:
+    """Category probabilities from independent Gaussian marginals of the stick logits.
+
+    Parameters
+    ----------
+    psi_mean, psi_var : ndarray of shape (N, K - 1)
+    method : {"plugin", "mc"}
+        ``"plugin"``: :math:`\\pi(E[\\psi])`; ``"mc"``: :math:`E[\\pi(\\psi)]` by Monte Carlo.
+    n_samples : int
+    rng : None, int or numpy.random.Generator
+    return_std : bool
+        Also return the standard deviations of the probabilities (Monte Carlo; deviations
+        merged chunk by chunk, Chan et al.).
+
+    Returns
+    -------
+    probs : ndarray of shape (N, K)
+    std : ndarray of shape (N, K)
+        Only with ``return_std=True``.
+    """
+    if method not in ("plugin", "mc"):
+        raise ValueError(f"method: expected 'plugin' or 'mc', got {method!r}")
+    if method == "plugin" and not return_std:
+        return psi_to_pi(psi_mean)
+    if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) \
+            or n_samples < 1:
+        raise ValueError(f"n_samples: expected a positive integer, got {n_samples!r}")
+    gen = as_generator(rng)
+    total = np.zeros((psi_mean.shape[0], psi_mean.shape[1] + 1))
+    m2 = np.zeros_like(total)
+    sd = np.sqrt(psi_var)
+    chunk = max(1, int(2 ** 22 // max(1, psi_mean.size)))
+    done = 0
+    while done < n_samples:
+        m = min(chunk, n_samples - done)
+        pi = psi_to_pi(psi_mean + sd * gen.standard_normal((m,) + psi_mean.shape))
+        part = pi.sum(axis=0)
+        if return_std:
+            dev = part / m - (total / done if done else 0.0)
+            m2 += ((pi - part / m) ** 2).sum(axis=0) + dev ** 2 * (done * m / (done + m))
+        total += part
+        done += m
+    mean = total / n_samples if method == "mc" else psi_to_pi(psi_mean)
+    if not return_std:
+        return mean
+    return mean, np.sqrt(m2 / max(1, n_samples - 1))
+
+
 def _is_bound_kernel(obj: Any) -> bool:
     return hasattr(obj, "gram") and callable(obj.gram)
+
+
+#: Largest magnitude of a prior mean on the logit scale: squares of larger numbers overflow
+#: (and the stick probabilities are exactly 0 or 1 from about 750 on).
+MAX_LOGIT = 1e150
+
+
+def _check_logits(x: np.ndarray, name: str) -> np.ndarray:
+    worst = float(np.max(np.abs(x), initial=0.0))
+    if worst > MAX_LOGIT:
+        raise ValueError(f"{name}: prior means of the stick logits must lie within "
+                         f"+-{MAX_LOGIT:g} (their squares overflow beyond), got {worst:.3g}")
+    return x
 
 
 class CorrelatedMultinomial:
@@ -161,6 +225,9 @@ class CorrelatedMultinomial:
         self.verbose = verbose
         self.acceleration = acceleration
 
+    def __repr__(self) -> str:  # noqa: D105
+        return estimator_repr(self)
+
     # ------------------------------------------------------------------ validation / prior
     def _options(self, n_categories: int) -> CAVIOptions:
         """The validated options of a fit (every constructor parameter checked here, once)."""
@@ -177,14 +244,15 @@ class CorrelatedMultinomial:
         tau = None
         if self.mean_prior_std is not None:
             tau = check_positive(self.mean_prior_std, "mean_prior_std")
-            if not np.isfinite(1.0 / tau ** 2) or tau ** 2 == 0.0:
+            if tau ** 2 == 0.0 or not np.isfinite(1.0 / tau ** 2):
                 raise ValueError(f"mean_prior_std: expected a positive number whose square is "
-                                 f"representable (1e-150 <= mean_prior_std <= 1e150), got {tau!r}")
+                                 f"representable (mean_prior_std >= 1e-150), got {tau!r}")
         if self.mean_prior_mean is None:
             m0 = uniform_psi(n_categories)
         else:
             m0 = check_array(self.mean_prior_mean, "mean_prior_mean", ndim=1)
             check_shape(m0, (n_categories - 1,), "mean_prior_mean")
+            _check_logits(m0, "mean_prior_mean")
         if self.learn_kernel and not _is_bound_kernel(self.covariance):
             raise ValueError("learn_kernel: needs covariance to be a bound kernel "
                              "(kernel.bind(coords=...)), got an array")
@@ -241,7 +309,7 @@ class CorrelatedMultinomial:
                              f"({c}, {k - 1}), got {mean.shape}")
         if not np.all(np.isfinite(mean)):
             raise ValueError("mean: contains NaN or infinite values")
-        return mean
+        return _check_logits(mean, "mean")
 
     def _start(self, init: Any, warm_start: bool | None, shape: tuple[int, int]
                ) -> VIResult | None:
@@ -348,8 +416,8 @@ class CorrelatedMultinomial:
         return collapsed_bound(b, self.counts_[:, :-1], kappa, self.psi_mean_, self.psi_var_,
                                self.elbo_)
 
-    def probs(self, method: str = "plugin", n_samples: int = 2000,
-              rng: SeedLike = None, *, return_std: bool = False) -> Any:
+    def probs(self, method: str = "plugin", n_samples: int = 2000, *, rng: SeedLike = None,
+              return_std: bool = False) -> Any:
         """Posterior probability vectors.
 
         Parameters
@@ -360,6 +428,7 @@ class CorrelatedMultinomial:
             (V_k)_{cc})` (sticks are independent under q, so marginals suffice per covariate).
         n_samples : int
         rng : None, int or numpy.random.Generator
+            Needed for ``method="mc"`` or ``return_std`` (``None``: fresh OS entropy).
         return_std : bool, default=False
             Also return the posterior standard deviations of the probabilities under q, by
             Monte Carlo over the same marginals (``n_samples`` draws from ``rng``, also with
@@ -372,32 +441,100 @@ class CorrelatedMultinomial:
             Only with ``return_std=True``.
         """
         self._check_fitted()
-        if method not in ("plugin", "mc"):
-            raise ValueError(f"method: expected 'plugin' or 'mc', got {method!r}")
-        if method == "plugin" and not return_std:
-            return psi_to_pi(self.psi_mean_)
-        if not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
-            raise ValueError(f"n_samples: expected a positive integer, got {n_samples!r}")
-        gen = as_generator(rng)
-        total = np.zeros((self.psi_mean_.shape[0], self.psi_mean_.shape[1] + 1))
-        m2 = np.zeros_like(total)  # sum of squared deviations, merged chunk by chunk (Chan)
-        sd = np.sqrt(self.psi_var_)
-        chunk = max(1, int(2 ** 22 // max(1, self.psi_mean_.size)))
-        done = 0
-        while done < n_samples:
-            m = min(chunk, n_samples - done)
-            psi = self.psi_mean_ + sd * gen.standard_normal((m,) + self.psi_mean_.shape)
-            pi = psi_to_pi(psi)
-            part = pi.sum(axis=0)
-            if return_std:
-                dev = part / m - (total / done if done else 0.0)
-                m2 += ((pi - part / m) ** 2).sum(axis=0) + dev ** 2 * (done * m / (done + m))
-            total += part
-            done += m
-        mean = total / n_samples if method == "mc" else psi_to_pi(self.psi_mean_)
-        if not return_std:
-            return mean
-        return mean, np.sqrt(m2 / max(1, n_samples - 1))
+        return marginal_probs(self.psi_mean_, self.psi_var_, method=method, n_samples=n_samples,
+                              rng=rng, return_std=return_std)
+
+    def predict_psi(self, new_covariates: Any, *, new_mean: Any = None
+                    ) -> tuple[FloatArray, FloatArray]:
+        r"""Posterior means and variances of :math:`\psi` at new covariates.
+
+        The GP conditional of the prior given the fitted :math:`q`: for a new covariate
+        :math:`x_*` with cross-covariances :math:`k_* = \theta\tilde k(X, x_*)`,
+
+        .. math::
+
+            E[\psi_{*k}] = \mu_{*k} + k_*^\top\Sigma^{-1}(\lambda_k - \mu_k), \qquad
+            Var[\psi_{*k}] = \theta\tilde k(x_*, x_*) - k_{*O}^\top(\Sigma_{OO} + D_k^{-1})^{-1}
+            k_{*O},
+
+        exactly what a fit with the new covariates appended as zero-count rows gives (a zero-count
+        row does not change the others' posterior), at the fitted scale and means.
+
+        Parameters
+        ----------
+        new_covariates : array_like of shape (M, D)
+            Coordinates, like those the kernel was bound to.
+        new_mean : array_like of shape (K - 1,) or (M, K - 1), optional
+            Prior means at the new covariates; needed only when the fitted means vary by
+            covariate (otherwise the common mean is used).
+
+        Returns
+        -------
+        mean : ndarray of shape (M, K - 1)
+        var : ndarray of shape (M, K - 1)
+        """
+        self._check_fitted()
+        res = self.result_
+        kernel = getattr(res.prior, "kernel", None)
+        coords = getattr(kernel, "coords", None)
+        if coords is None or not hasattr(res.prior, "conditional"):
+            raise ValueError("new_covariates: prediction needs a model built on a kernel bound to "
+                             "coordinates (kernel.bind(coords=...)); this model's prior is a "
+                             "plain matrix (or a distance-bound kernel), whose covariance with "
+                             "new covariates is unknown")
+        x_new = check_array(new_covariates, "new_covariates", ndim=2)
+        check_shape(x_new, (None, coords.shape[1]), "new_covariates")
+        km1 = res.psi_mean.shape[1]
+        mu_new = self._mean_at(x_new.shape[0], km1, new_mean)
+        cross = np.asarray(kernel.kernel(coords, x_new), dtype=float)       # (C, M)
+        self_var = np.asarray(kernel.kernel.diag(x_new), dtype=float) + res.jitter
+        b, kappa = count_statistics(self.counts_)
+        layout = build_layout(b > 0)
+        with blas_threads(1):
+            shift, var = res.prior.conditional(layout, res.scale, res.mean, kappa,
+                                               layout.gather(res.site_precision), cross, self_var)
+        return mu_new + shift, var
+
+    def _mean_at(self, m: int, km1: int, new_mean: Any) -> FloatArray:
+        if new_mean is not None:
+            mu = check_array(new_mean, "new_mean")
+            if mu.shape == (km1,):
+                mu = np.repeat(mu[None, :], m, axis=0)
+            check_shape(mu, (m, km1), "new_mean")
+            return _check_logits(mu, "new_mean")
+        fitted = self.result_.mean
+        if not np.all(fitted == fitted[:1]):
+            raise ValueError("new_mean: the fitted prior means vary by covariate; pass the prior "
+                             "means at the new covariates (shape (K-1,) or (M, K-1))")
+        return np.repeat(fitted[:1], m, axis=0)
+
+    def predict_probs(self, new_covariates: Any, method: str = "plugin", *,
+                      return_std: bool = False, n_samples: int = 2000, rng: SeedLike = None,
+                      new_mean: Any = None) -> Any:
+        """Category probabilities at new covariates (see :meth:`predict_psi`).
+
+        Parameters
+        ----------
+        new_covariates : array_like of shape (M, D)
+        method : {"plugin", "mc"}
+            As in :meth:`probs`.
+        return_std : bool, default=False
+            Also return posterior standard deviations (scikit-learn's ``return_std``).
+        n_samples : int
+        rng : None, int or numpy.random.Generator
+            Needed for ``method="mc"`` or ``return_std``.
+        new_mean : array_like, optional
+            See :meth:`predict_psi`.
+
+        Returns
+        -------
+        probs : ndarray of shape (M, K)
+        std : ndarray of shape (M, K)
+            Only with ``return_std=True``.
+        """
+        mean, var = self.predict_psi(new_covariates, new_mean=new_mean)
+        return marginal_probs(mean, var, method=method, n_samples=n_samples, rng=rng,
+                              return_std=return_std)
 
     def sample_psi(self, n: int, *, rng: SeedLike) -> FloatArray:
         """Joint draws from :math:`q(\\psi)` (each stick jointly across covariates).
@@ -465,4 +602,4 @@ class CorrelatedMultinomial:
                          scale=float(self.scale))
 
 
-__all__ = ["CorrelatedMultinomial"]
+__all__ = ["CorrelatedMultinomial", "marginal_probs"]

@@ -66,7 +66,7 @@ def gaussian_kernels(step_spread: float = 1.0, window: int = 5, step_size: float
     step_spread : float
         Standard deviation of the Gaussian (in cells).
     window : int
-        Half-width W of the square window of offsets (|d_row|, |d_col| <= W).
+        Half-width W of the square window of offsets (``|d_row|, |d_col| <= W``).
     step_size : float
         Distance of the Gaussian's centre from the current cell.
 

@@ -85,7 +85,7 @@ def bench(domain: str, encoding: str, max_blocks: int | None) -> None:
     belief = new_model()
     agent = PSRLAgent(belief, mdp.reward_matrix, mdp.discount, variant="sampling",
                       n_samples=cfg.n_samples, replan_every=block)
-    out, total = timed(run_psrl, mdp.transitions, agent, n_steps, start, rng)
+    out, total = timed(run_psrl, mdp.transitions, agent, n_steps, start, rng=rng)
     print(f"\n== {domain} / {encoding} (S={S}, A={A}, K={cmap.n_categories}, blocks of {block}) ==")
     print(f"end-to-end pg_sampling run: {total:.2f} s CPU, {belief.n_fits_} fits "
           f"({belief.fit_seconds_:.2f} s in fits, {belief.n_unconverged_} at max_iter={cfg.max_iter})")

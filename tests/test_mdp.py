@@ -48,6 +48,11 @@ def test_tabular_mdp_is_validated_and_immutable():
     (dict(coordinates=np.zeros((3, 2))), "coordinates"),
     (dict(shape=(3, 3)), "non-wall cells"),
     (dict(walls=np.zeros((1, 2), dtype=bool)), "walls: requires shape"),
+    (dict(rewards=np.zeros((2, 1, 3))), r"\(S, A, S\) = \(2, 1, 2\)"),
+    (dict(terminal=[0, 1]), r"terminal: expected a boolean mask of shape \(S,\)"),
+    (dict(terminal=np.array([True])), "terminal"),
+    (dict(initial_distribution=[0.5, 0.6]), "initial_distribution: probabilities must sum to one"),
+    (dict(initial_distribution=[1.0]), r"initial_distribution: expected a distribution of shape"),
 ])
 def test_tabular_mdp_errors(kwargs, match):
     base = dict(transitions=np.full((2, 1, 2), 0.5), rewards=[0.0, 1.0], discount=0.9)
@@ -159,3 +164,32 @@ def test_emd_against_closed_forms():
     assert emd([1, 0], [0, 1], D) == pytest.approx(3.0)
     with pytest.raises(ValueError, match="ground_distance"):
         emd([1, 0], [0, 1], np.zeros((3, 3)))
+
+
+def test_transition_rewards_are_averaged_under_the_model_in_use():
+    rng = np.random.default_rng(0)
+    P = rng.dirichlet(np.ones(3), size=(3, 2))
+    r = rng.normal(size=(3, 2, 3))
+    m = TabularMDP(P, r, 0.9)
+    loop = np.array([[sum(P[s, a, t] * r[s, a, t] for t in range(3)) for a in range(2)]
+                     for s in range(3)])
+    np.testing.assert_allclose(m.reward_matrix, loop, atol=1e-15)
+    Q = rng.dirichlet(np.ones(3), size=(4, 3, 2))           # a batch of other models
+    batch = m.expected_rewards(Q)
+    assert batch.shape == (4, 3, 2)
+    np.testing.assert_allclose(batch[2], (Q[2] * r).sum(-1), atol=1e-15)
+    np.testing.assert_allclose(m.with_transitions(Q[1]).reward_matrix, batch[1], atol=1e-15)
+    np.testing.assert_array_equal(chain().expected_rewards(Q), chain().reward_matrix)
+
+
+def test_expected_return_uses_the_initial_distribution():
+    m = chain()
+    pi = np.zeros(3, dtype=int)
+    V = policy_evaluation(m, pi)
+    assert expected_return(m, pi) == pytest.approx(V.mean())
+    mu = np.array([0.2, 0.0, 0.8])
+    m0 = TabularMDP(m.transitions, m.rewards, m.discount, initial_distribution=mu)
+    assert expected_return(m0, pi) == pytest.approx(V @ mu)
+    assert expected_return(m0, pi, start=1) == pytest.approx(V[1])
+    with pytest.raises(ValueError, match="start: expected a state"):
+        expected_return(m0, pi, start=3)

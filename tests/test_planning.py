@@ -15,9 +15,11 @@ from corrpriors.mdp import (
     goal_q_values,
     greedy_policy,
     normalize_q,
+    normalized_return,
     policy_evaluation,
     policy_iteration,
     q_values,
+    return_range,
     value_iteration,
 )
 
@@ -202,3 +204,92 @@ def test_planners_reject_bad_input():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         value_iteration(mdp)
+
+
+# ------------------------------------------------------------------ terminal states, r(s, a, s')
+def terminal_pair(seed, S=5, A=2, gamma=0.9):
+    """An MDP with terminal states whose rows say anything, and its explicit twin.
+
+    The twin has no terminal mask: its terminal rows are absorbing self-loops paying nothing,
+    which is what a terminal state means.
+    """
+    rng = np.random.default_rng(seed)
+    P = rng.dirichlet(np.ones(S) * 0.5, size=(S, A))
+    r = rng.normal(size=(S, A, S))
+    terminal = np.zeros(S, dtype=bool)
+    terminal[[1, S - 1]] = True
+    P2, r2 = P.copy(), r.copy()
+    for t in np.flatnonzero(terminal):
+        P2[t] = 0.0
+        P2[t, :, t] = 1.0
+        r2[t] = 0.0
+    return TabularMDP(P, r, gamma, terminal=terminal), TabularMDP(P2, r2, gamma)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_terminal_states_plan_like_absorbing_zero_reward_states(seed):
+    mdp, twin = terminal_pair(seed)
+    best = enumerate_optimum(twin)
+    for res in (policy_iteration(mdp), value_iteration(mdp, tol=1e-12)):
+        np.testing.assert_allclose(res.values, best, atol=1e-9)
+    assert np.all(policy_iteration(mdp).values[mdp.terminal] == 0.0)
+    pi = np.random.default_rng(seed).dirichlet(np.ones(2), size=5)
+    np.testing.assert_allclose(policy_evaluation(mdp, pi), loop_policy_value(twin, pi), atol=1e-12)
+    V = np.random.default_rng(seed + 10).normal(size=5)
+    V_twin = np.where(mdp.terminal, 0.0, V)     # the twin's values at terminal states are 0
+    Q = q_values(mdp, V)
+    np.testing.assert_allclose(Q[~mdp.terminal], q_values(twin, V_twin)[~mdp.terminal], atol=1e-12)
+    np.testing.assert_array_equal(Q[mdp.terminal], 0.0)
+    fh, fh_twin = finite_horizon(mdp, 6), finite_horizon(twin, 6)
+    np.testing.assert_allclose(fh.values, fh_twin.values, atol=1e-12)
+    np.testing.assert_allclose(goal_q_values(mdp, [0, 2], terminal=True),
+                               goal_q_values(twin, [0, 2], terminal=True)
+                               * ~mdp.terminal[:, None, None], atol=1e-10)
+
+
+def test_sampled_models_use_their_own_expected_transition_rewards():
+    mdp, _ = terminal_pair(7)
+    rng = np.random.default_rng(8)
+    models = rng.dirichlet(np.ones(5), size=(3, 5, 2))
+    batch = policy_iteration(mdp, models)
+    for m in range(3):
+        alone = policy_iteration(mdp.with_transitions(models[m]))
+        np.testing.assert_allclose(batch.values[m], alone.values, atol=1e-10)
+        # the oracle: average r under this model by hand, as state-action rewards
+        R = np.einsum("sat,sat->sa", models[m], mdp.rewards)
+        hand = TabularMDP(models[m], R, mdp.discount, terminal=mdp.terminal)
+        np.testing.assert_allclose(alone.values, policy_iteration(hand).values, atol=1e-10)
+
+
+def test_normalized_return_is_one_for_the_optimum_and_zero_for_uniform():
+    mdp, twin = terminal_pair(3)
+    mu = np.array([0.5, 0.0, 0.3, 0.2, 0.0])
+    mdp = TabularMDP(mdp.transitions, mdp.rewards, mdp.discount, terminal=mdp.terminal,
+                     initial_distribution=mu)
+    uniform = np.full((5, 2), 0.5)
+    assert normalized_return(mdp, policy_iteration(mdp).policy) == pytest.approx(1.0, abs=1e-12)
+    assert normalized_return(mdp, uniform) == pytest.approx(0.0, abs=1e-12)
+    pi = np.random.default_rng(0).dirichlet(np.ones(2), size=5)
+    lo, hi = loop_policy_value(twin, uniform) @ mu, enumerate_optimum(twin) @ mu
+    want = (loop_policy_value(twin, pi) @ mu - lo) / (hi - lo)
+    assert normalized_return(mdp, pi) == pytest.approx(want, abs=1e-10)
+    np.testing.assert_allclose(return_range(mdp), (lo, hi), atol=1e-10)
+    flat = TabularMDP(mdp.transitions, np.zeros(5), 0.9)
+    with pytest.raises(ValueError, match="normalized_return is undefined"):
+        normalized_return(flat, uniform)
+
+
+def test_planning_with_a_batch_of_sampled_rewards():
+    rng = np.random.default_rng(11)
+    mdp = random_mdp(rng, 4, 2)
+    models = rng.dirichlet(np.ones(4), size=(3, 4, 2))
+    rewards = rng.normal(size=(3, 4, 2))
+    batch = policy_iteration(mdp, models, rewards=rewards)
+    for m in range(3):
+        twin = TabularMDP(models[m], rewards[m], mdp.discount)
+        np.testing.assert_allclose(batch.values[m], enumerate_optimum(twin), atol=1e-10)
+    one = policy_iteration(mdp, rewards=rewards)          # the MDP's own dynamics, 3 rewards
+    np.testing.assert_allclose(one.values[1], enumerate_optimum(
+        TabularMDP(mdp.transitions, rewards[1], mdp.discount)), atol=1e-10)
+    with pytest.raises(ValueError, match=r"rewards: expected finite values of shape"):
+        policy_iteration(mdp, rewards=np.zeros((4, 3)))

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
+import gymnasium
 import numpy as np
 import pytest
 
-from corrpriors.applications.psrl import PSRLAgent, run_psrl
+from corrpriors.applications.psrl import NormalGammaRewards, PSRLAgent, run_psrl
 from corrpriors.applications.transitions import (
+    CorrelatedTransitionModel,
     DirichletTransitionModel,
     KnownTransitionModel,
+    TransitionBelief,
 )
+from corrpriors.envs import TabularEnv, from_gymnasium, tunnel_world
+from corrpriors.mdp import TabularMDP, normalized_return
 
 
 def random_mdp(rng, S, A):
@@ -125,3 +131,175 @@ def test_ties_are_broken_at_random():
     assert (counts > 0).all()                            # not always action 0
     np.testing.assert_array_equal(pi, PSRLAgent(DirichletTransitionModel(S, A), np.zeros(S), 0.9,
                                                 variant="mean").plan(rng=np.random.default_rng(0)))
+
+
+# --------------------------------------------------------------------------------------
+# Gymnasium environments: the env loop, terminal states, learned rewards, the protocol
+# --------------------------------------------------------------------------------------
+def _lake(desc=("SFFF", "FHFH", "FFFH", "HFFG")):
+    env = gymnasium.make("FrozenLake-v1", desc=list(desc), is_slippery=True)
+    return env, from_gymnasium(env)
+
+
+@pytest.mark.parametrize("belief", ["dirichlet", "correlated"])
+def test_env_loop_equals_matrix_loop_on_a_corrpriors_env(belief):
+    """Same dynamics, same random numbers: the same trajectory, replans and scores."""
+    mdp = tunnel_world(shape=(5, 5))
+    n, seed = 120, 5
+
+    def agent():
+        b = (DirichletTransitionModel(25, 4, alpha=1e-3) if belief == "dirichlet" else
+             CorrelatedTransitionModel.for_mdp(mdp, radius=2, max_iter=20))
+        return PSRLAgent(b, mdp.reward_matrix, 0.9, n_samples=3, replan_every=20)
+
+    a_m, a_e = agent(), agent()
+    m = run_psrl(mdp.transitions, a_m, n, 3, rng=np.random.default_rng(seed), eval_every=20)
+    # the matrix loop draws the n environment uniforms first, then the agent's; the
+    # environment's generator seeded with the same seed replays those uniforms
+    g = np.random.default_rng(seed)
+    g.random(n)
+    env = TabularEnv(mdp)            # no time limit, uniform start distribution
+    e = run_psrl(env, a_e, n, rng=g, eval_every=20, true_mdp=from_gymnasium(env),
+                 env_seed=seed, reset_options={"state": 3})
+    np.testing.assert_array_equal(e["states"], m["states"][:-1])
+    np.testing.assert_array_equal(e["next_states"], m["states"][1:])
+    np.testing.assert_array_equal(e["actions"], m["actions"])
+    np.testing.assert_array_equal(e["steps"], m["steps"])
+    np.testing.assert_allclose(e["expected_return"], m["expected_return"], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(e["optimal_return"], m["optimal_return"], rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(a_e.belief.counts, a_m.belief.counts)
+    assert a_e.n_plans_ == a_m.n_plans_ == 1 + n // 20
+    assert not e["terminated"].any() and not e["truncated"].any()
+
+
+def test_terminal_transitions_never_enter_the_counts():
+    env, mdp = _lake()
+    belief = DirichletTransitionModel(16, 4, alpha=1e-3)
+    agent = PSRLAgent(belief, mdp.rewards, 0.95, n_samples=2, replan_every=25)
+    out = run_psrl(env, agent, 400, rng=0, true_mdp=mdp)
+    ended = out["terminated"]
+    assert ended.sum() >= 5                                  # several episodes ended
+    counts = belief.counts
+    assert counts.sum() == 400                               # every step is one transition ...
+    np.testing.assert_array_equal(counts[mdp.terminal], 0)   # ... none out of a terminal state
+    # the restarts are not transitions: after an episode ends the next one starts at S
+    np.testing.assert_array_equal(out["states"][1:][ended[:-1]], 0)
+    np.testing.assert_array_equal(agent.terminal_, np.isin(np.arange(16),
+                                                            out["next_states"][ended]))
+    # the planner treats the known terminal states as absorbing without future
+    np.testing.assert_array_equal(agent.q_values_[agent.terminal_], 0.0)
+
+
+def test_known_model_scores_normalized_return_one():
+    env, mdp = _lake()
+    agent = PSRLAgent(KnownTransitionModel(mdp.transitions), mdp.rewards, 0.95, n_samples=2,
+                      replan_every=10, terminal=mdp.terminal)
+    out = run_psrl(env, agent, 30, rng=1, true_mdp=mdp)
+    np.testing.assert_allclose(out["normalized_return"], 1.0, atol=1e-10)
+    assert out["policies"].shape == (4, 16)
+    scored = dataclasses.replace(mdp, discount=0.95)       # scored with the agent's discount
+    np.testing.assert_allclose(normalized_return(scored, out["policies"]), 1.0, atol=1e-10)
+    assert out["optimal_return"] > out["uniform_return"]
+    assert normalized_return(mdp, np.full((16, 4), 0.25)) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_replanning_per_episode_and_without_a_true_model():
+    env, mdp = _lake()
+    agent = PSRLAgent(DirichletTransitionModel(16, 4), mdp.rewards, 0.95, n_samples=2,
+                      replan_every="episode")
+    out = run_psrl(env, agent, 200, rng=3)
+    ends = int((out["terminated"] | out["truncated"]).sum())
+    assert ends > 3
+    assert agent.n_plans_ == 1 + ends and len(out["episode_returns"]) == ends
+    assert "normalized_return" not in out
+    with pytest.raises(ValueError, match="eval_every: required"):
+        run_psrl(env, agent, 10, rng=0, true_mdp=mdp)
+    assert len(run_psrl(env, agent, 10, rng=0, true_mdp=mdp, eval_every=5)["steps"]) == 3
+
+
+def test_learned_rewards_find_the_optimal_policy():
+    # known dynamics, unknown deterministic rewards R(s): the agent learns them from step()
+    P, R = chain_mdp(n=6)
+    true = TabularMDP(P, R, 0.9)
+    env = TabularEnv(true, initial_distribution=0)
+    agent = PSRLAgent(KnownTransitionModel(P), None, 0.9, n_samples=4, replan_every=20,
+                      learn_rewards=True)
+    out = run_psrl(env, agent, 400, rng=2, true_mdp=true, eval_every=20)
+    assert out["normalized_return"][-1] == pytest.approx(1.0, abs=1e-9)
+    # the posterior mean of a visited pair is the conjugate shrinkage n R / (n + 1) (m0 = 0,
+    # kappa0 = 1): every reward was credited to the pair that earned it
+    n = np.zeros((6, 2))
+    np.add.at(n, (out["states"], out["actions"]), 1)
+    np.testing.assert_allclose(agent.reward_belief_.mean(), n * R[:, None] / (n + 1), atol=1e-12)
+
+
+def test_learned_and_known_rewards_are_exclusive():
+    with pytest.raises(ValueError, match="exactly one"):
+        PSRLAgent(DirichletTransitionModel(4, 2), None, 0.9)
+    with pytest.raises(ValueError, match="exactly one"):
+        PSRLAgent(DirichletTransitionModel(4, 2), np.zeros(4), 0.9, learn_rewards=True)
+    agent = PSRLAgent(DirichletTransitionModel(4, 2), None, 0.9, learn_rewards=True)
+    agent.plan(rng=0)
+    with pytest.raises(ValueError, match="reward: required"):
+        agent.observe(0, 1, 2, rng=0)
+    with pytest.raises(ValueError, match="transition matrix"):
+        run_psrl(np.full((4, 2, 4), 0.25), agent, 5, 0, rng=0)
+
+
+class DuckBelief:
+    """Not a subclass of anything in corrpriors: the protocol's members only."""
+
+    def __init__(self, P):
+        self.P = np.asarray(P)
+        self.n_states, self.n_actions = self.P.shape[:2]
+        self.seen = 0
+
+    def update(self, states, actions, next_states):
+        self.seen += len(states)
+        return self
+
+    def mean(self):
+        return self.P.copy()
+
+    def sample_many(self, n, *, rng):
+        return np.broadcast_to(self.P, (n,) + self.P.shape).copy()
+
+
+def test_a_duck_typed_belief_is_accepted():
+    P, R = chain_mdp(n=5)
+    duck = DuckBelief(P)
+    assert isinstance(duck, TransitionBelief)
+    agent = PSRLAgent(duck, R, 0.9, n_samples=2, replan_every=10)
+    out = run_psrl(P, agent, 30, 0, rng=0)
+    reference = run_psrl(P, PSRLAgent(KnownTransitionModel(P), R, 0.9, n_samples=2,
+                                      replan_every=10), 30, 0, rng=0)
+    np.testing.assert_array_equal(out["states"], reference["states"])
+    assert duck.seen == 30
+    with pytest.raises(TypeError, match="belief: expected a transition belief"):
+        PSRLAgent(object(), R, 0.9)
+
+
+def test_normal_gamma_posterior_matches_quadrature_and_sampling():
+    rewards = np.array([0.3, -0.4, 1.1])
+    post = NormalGammaRewards(2, 1, mean=0.2, kappa=2.0, shape=1.5, rate=0.7)
+    post.update([1, 1, 1], [0, 0, 0], rewards)
+    # oracle: the posterior of mu by brute-force quadrature over (mu, tau)
+    mu = np.linspace(-4, 4, 1601)[:, None]
+    tau = np.linspace(1e-4, 25, 2500)[None, :]
+    logp = (0.5 * np.log(tau) - 2.0 * tau * (mu - 0.2) ** 2 / 2     # N(mu; m0, 1/(k0 tau))
+            + (1.5 - 1) * np.log(tau) - 0.7 * tau                    # Gamma(tau; a0, b0)
+            + sum(0.5 * np.log(tau) - 0.5 * tau * (r - mu) ** 2 for r in rewards))
+    w = np.exp(logp - logp.max())
+    w /= w.sum()
+    mean_mu = float((w * mu).sum())
+    var_mu = float((w * (mu - mean_mu) ** 2).sum())
+    assert post.mean()[1, 0] == pytest.approx(mean_mu, abs=1e-4)
+    assert post.mean()[0, 0] == 0.2                      # no data: the prior mean
+    draws = post.sample_many(200_000, rng=np.random.default_rng(0))[:, 1, 0]
+    assert draws.mean() == pytest.approx(mean_mu, abs=4 * np.sqrt(var_mu / 2e5))
+    assert draws.var() == pytest.approx(var_mu, rel=0.02)
+    np.testing.assert_array_equal(post.sample_many(3, rng=4), post.sample_many(3, rng=4))
+    with pytest.raises(ValueError, match="rewards: contains NaN"):
+        post.update([0], [0], [np.nan])
+    with pytest.raises(ValueError, match="kappa"):
+        NormalGammaRewards(2, 1, kappa=0.0)

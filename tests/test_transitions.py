@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 
+import gymnasium
 import numpy as np
 import pytest
 
@@ -322,3 +323,65 @@ def test_correlated_identity_map_with_plenty_of_data_matches_frequencies():
         CorrelatedTransitionModel(5, 2, np.eye(4))
     with pytest.raises(ValueError, match="probs_method"):
         CorrelatedTransitionModel(5, 2, np.eye(5), probs_method="median")
+
+
+# ---------------------------------------------------------------- beliefs for an MDP in one call
+def test_for_mdp_relative_by_default_on_integer_coordinates():
+    from corrpriors.applications import CorrelatedTransitionModel
+    from corrpriors.envs import from_gymnasium
+
+    mdp = from_gymnasium(gymnasium.make("FrozenLake-v1", map_name="4x4"))
+    belief = CorrelatedTransitionModel.for_mdp(mdp, lengthscale=1.5)
+    want = displacement_category_map(grid_coords(4), 1)
+    np.testing.assert_array_equal(belief.category_map.category, want.category)
+    d2 = ((mdp.coordinates[:, None] - mdp.coordinates[None]) ** 2).sum(-1)
+    np.testing.assert_allclose(belief.covariance[1.5].gram(), np.exp(-d2 / 1.5**2), atol=1e-12)
+    assert belief.selection == "collapsed"
+    em = CorrelatedTransitionModel.for_mdp(mdp, selection="em")
+    assert em.selection is None and all(m.learn_scale for m in em.models_)
+    both = CorrelatedTransitionModel.for_mdp(mdp, lengthscale=[1.0, 3.0])
+    both.update([0, 1], [2, 2], [1, 2])
+    both.refit()
+    assert both.selected_[2]["candidate"] in (1.0, 3.0) and both.selected_[0] is not None
+    with pytest.raises(ValueError, match="several candidates need selection"):
+        CorrelatedTransitionModel.for_mdp(mdp, lengthscale=[1.0, 3.0], selection="em")
+    wide = CorrelatedTransitionModel.for_mdp(mdp, radius=2, selection="fixed", scale=3.0)
+    assert wide.n_categories == 5 * 5 + 1
+    assert all(not m.learn_scale and m.scale == 3.0 and m.scale_prior is None
+               for m in wide.models_)
+
+
+def test_for_mdp_absolute_encoding_and_environments_without_a_model():
+    from corrpriors.applications import CorrelatedTransitionModel
+    from corrpriors.envs import env_info
+
+    env = gymnasium.make("FrozenLake-v1", map_name="4x4")
+    absolute = CorrelatedTransitionModel.for_mdp(env_info(env), encoding="absolute")
+    assert absolute.category_map.is_identity and absolute.n_categories == 16
+    # real-valued features: the absolute encoding is the default
+    info = env_info(env, features=lambda s: [0.5 * s, np.sin(s)])
+    assert CorrelatedTransitionModel.for_mdp(info).category_map.is_identity
+    with pytest.raises(ValueError, match="mdp.coordinates: expected integer coordinates"):
+        CorrelatedTransitionModel.for_mdp(info, encoding="relative")
+    with pytest.raises(ValueError, match="encoding: expected 'relative' or 'absolute'"):
+        CorrelatedTransitionModel.for_mdp(env_info(env), encoding="offset")
+    with pytest.raises(ValueError, match="selection: expected"):
+        CorrelatedTransitionModel.for_mdp(env_info(env), selection="magic")
+
+
+def test_for_mdp_needs_coordinates():
+    from corrpriors.applications import CorrelatedTransitionModel
+    from corrpriors.mdp import TabularMDP
+
+    mdp = TabularMDP(np.full((3, 2, 3), 1 / 3), np.zeros(3), 0.9)
+    with pytest.raises(ValueError, match="has no state coordinates"):
+        CorrelatedTransitionModel.for_mdp(mdp)
+
+
+def test_beliefs_implement_the_protocol():
+    from corrpriors.applications import CorrelatedTransitionModel, TransitionBelief
+
+    assert isinstance(DirichletTransitionModel(3, 2), TransitionBelief)
+    assert isinstance(KnownTransitionModel(np.full((3, 2, 3), 1 / 3)), TransitionBelief)
+    assert isinstance(CorrelatedTransitionModel(3, 2, np.eye(3)), TransitionBelief)
+    assert not isinstance(np.zeros(3), TransitionBelief)

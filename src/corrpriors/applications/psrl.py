@@ -1,59 +1,177 @@
 r"""Posterior sampling for reinforcement learning (PSRL) with a learned transition belief.
 
-The agent knows the rewards and learns only the transitions. Every ``replan_every``
-transitions it folds the new data into its belief and recomputes its policy, which it
-then follows greedily until the next replan. Two variants, as in the paper (after
-Osband, Russo & Van Roy, 2013):
+Every ``replan_every`` transitions (or at the end of every episode) the agent folds the new
+data into its belief and recomputes its policy, which it then follows greedily until the next
+replan. Two variants, as in the paper (after Osband, Russo & Van Roy, 2013):
 
 * ``"sampling"`` -- draw ``n_samples`` models :math:`P^{(m)}` from the posterior, solve
   each for its optimal Q-values :math:`Q^{(m)}` and act greedily on
   :math:`\bar Q = \frac1M \sum_m Q^{(m)}`;
 * ``"mean"`` -- act greedily on the optimal Q-values of the posterior-mean model.
 
+Rewards are either known -- :math:`R(s)`, :math:`R(s, a)` or transition rewards
+:math:`r(s, a, s')` (e.g. from :func:`corrpriors.envs.from_gymnasium`), whose expectation is
+taken under each sampled model -- or learned (``learn_rewards=True``: an independent
+Normal-Gamma posterior per (s, a), :class:`NormalGammaRewards`, drawn together with the
+transitions). Terminal states are model structure, not data: once a step reports
+``terminated``, the state reached is known to be terminal (absorbing, no reward, planned with
+:math:`V = 0`), and the restart of the next episode never enters the belief.
+
 Planning is exact for the discounted criterion (:func:`corrpriors.mdp.planning.policy_iteration`
-batched over the M sampled models, warm-started from the previous greedy policy); the metric of
-:func:`run_psrl` is the exact expected discounted return of the current greedy policy
-under the true model, averaged over all start states.
+batched over the M sampled models, warm-started from the previous greedy policy).
+:func:`run_psrl` runs the agent on a Gymnasium environment (``reset``/``step``, with
+``terminated``/``truncated``) or, as in the paper experiments, on a transition matrix, and scores
+the greedy policy by its exact expected discounted return under the true model.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
 
 from .._random import as_generator
 from .._typing import FloatArray, IntArray, SeedLike
-from .._validation import check_array
+from .._validation import check_array, check_positive
+from ..mdp.metrics import expected_return, normalize_returns, return_range
 from ..mdp.planning import policy_evaluation, policy_iteration
 from ..mdp.tabular import TabularMDP
-from .transitions import _TransitionBelief
+from .transitions import TransitionBelief
 
-__all__ = ["PSRLAgent", "run_psrl"]
+__all__ = ["NormalGammaRewards", "PSRLAgent", "run_psrl"]
 
 
 def _as_rewards(rewards: Any, n_states: int, n_actions: int) -> FloatArray:
     r = check_array(rewards, "rewards")
     if r.shape == (n_states,):
         r = np.repeat(r[:, None], n_actions, axis=1)
-    if r.shape != (n_states, n_actions):
-        raise ValueError(f"rewards: expected shape (S,) or (S, A) = ({n_states},) or "
-                         f"({n_states}, {n_actions}), got {r.shape}")
+    if r.shape not in ((n_states, n_actions), (n_states, n_actions, n_states)):
+        raise ValueError(f"rewards: expected shape (S,), (S, A) or (S, A, S) = ({n_states},), "
+                         f"({n_states}, {n_actions}) or ({n_states}, {n_actions}, {n_states}), "
+                         f"got {r.shape}")
     return r
+
+
+def _index_arrays(n_states: int, n_actions: int, states: Any, actions: Any,
+                  values: Any) -> tuple[IntArray, IntArray, FloatArray]:
+    s = np.atleast_1d(np.asarray(states))
+    a = np.atleast_1d(np.asarray(actions))
+    v = np.atleast_1d(np.asarray(values, dtype=np.float64))
+    if not (s.shape == a.shape == v.shape) or s.ndim != 1:
+        raise ValueError(f"states, actions, rewards: expected equal 1-D shapes, got {s.shape}, "
+                         f"{a.shape}, {v.shape}")
+    for name, x, n in (("states", s, n_states), ("actions", a, n_actions)):
+        if x.size and (not np.issubdtype(x.dtype, np.integer) or x.min() < 0 or x.max() >= n):
+            raise ValueError(f"{name}: expected integers in [0, {n}), got {x}")
+    if not np.all(np.isfinite(v)):
+        raise ValueError("rewards: contains NaN or infinite values")
+    return s.astype(np.int64), a.astype(np.int64), v
+
+
+# --------------------------------------------------------------------------------------
+# Reward belief
+# --------------------------------------------------------------------------------------
+class NormalGammaRewards:
+    r"""Independent conjugate belief over the mean reward of every (state, action).
+
+    For every (s, a) the observed rewards are :math:`r \mid \mu, \tau \sim N(\mu, 1/\tau)` with
+    the Normal-Gamma prior
+
+    .. math:: \mu \mid \tau \sim N(m_0, 1/(\kappa_0 \tau)), \qquad
+              \tau \sim \mathrm{Gamma}(\alpha_0, \beta_0),
+
+    whose posterior after n rewards with mean :math:`\bar r` is Normal-Gamma with
+    :math:`\kappa_n = \kappa_0 + n`, :math:`m_n = (\kappa_0 m_0 + n\bar r)/\kappa_n`,
+    :math:`\alpha_n = \alpha_0 + n/2`,
+    :math:`\beta_n = \beta_0 + \frac12\sum (r - \bar r)^2
+    + \frac{\kappa_0 n (\bar r - m_0)^2}{2\kappa_n}`.
+
+    Parameters
+    ----------
+    n_states : int
+        S.
+    n_actions : int
+        A.
+    mean : float, default=0.0
+        :math:`m_0`.
+    kappa : float, default=1.0
+        :math:`\kappa_0` (prior pseudo-observations of the mean).
+    shape : float, default=1.0
+        :math:`\alpha_0`.
+    rate : float, default=1.0
+        :math:`\beta_0` (:math:`\beta_0/\alpha_0` is the prior guess of the reward variance).
+    """
+
+    def __init__(self, n_states: int, n_actions: int, mean: float = 0.0, kappa: float = 1.0,
+                 shape: float = 1.0, rate: float = 1.0) -> None:
+        for name, v in (("n_states", n_states), ("n_actions", n_actions)):
+            if int(v) != v or v < 1:
+                raise ValueError(f"{name}: expected a positive int, got {v!r}")
+        if not np.isfinite(float(mean)):
+            raise ValueError(f"mean: expected a finite number, got {mean!r}")
+        self.n_states, self.n_actions = int(n_states), int(n_actions)
+        self.prior = (float(mean), check_positive(kappa, "kappa"), check_positive(shape, "shape"),
+                      check_positive(rate, "rate"))
+        self._n = np.zeros((self.n_states, self.n_actions))
+        self._sum = np.zeros_like(self._n)
+        self._sumsq = np.zeros_like(self._n)
+
+    def update(self, states: Any, actions: Any, rewards: Any) -> NormalGammaRewards:
+        """Fold in rewards observed for ``(states[t], actions[t])``, arrays of shape (T,).
+
+        Returns
+        -------
+        self
+        """
+        s, a, r = _index_arrays(self.n_states, self.n_actions, states, actions, rewards)
+        np.add.at(self._n, (s, a), 1.0)
+        np.add.at(self._sum, (s, a), r)
+        np.add.at(self._sumsq, (s, a), r * r)
+        return self
+
+    def posterior(self) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+        r""":math:`(m_n, \kappa_n, \alpha_n, \beta_n)`, each an ndarray of shape (S, A)."""
+        m0, k0, a0, b0 = self.prior
+        n = self._n
+        mean = np.divide(self._sum, n, out=np.zeros_like(n), where=n > 0)
+        spread = np.maximum(self._sumsq - n * mean**2, 0.0)
+        kn = k0 + n
+        mn = (k0 * m0 + self._sum) / kn
+        an = a0 + 0.5 * n
+        bn = b0 + 0.5 * spread + k0 * n * (mean - m0) ** 2 / (2.0 * kn)
+        return mn, kn, an, bn
+
+    def mean(self) -> FloatArray:
+        """Posterior mean of the expected rewards, ndarray of shape (S, A)."""
+        return self.posterior()[0]
+
+    def sample_many(self, n: int, *, rng: SeedLike) -> FloatArray:
+        """``n`` joint posterior draws of the expected rewards, ndarray of shape (n, S, A)."""
+        if int(n) != n or n < 1:
+            raise ValueError(f"n: expected a positive int, got {n!r}")
+        gen = as_generator(rng)
+        mn, kn, an, bn = self.posterior()
+        tau = gen.gamma(an, 1.0 / bn, size=(int(n),) + mn.shape)
+        return mn + gen.standard_normal(tau.shape) / np.sqrt(kn * tau)
 
 
 # --------------------------------------------------------------------------------------
 # Agent
 # --------------------------------------------------------------------------------------
 class PSRLAgent:
-    """PSRL agent with a transition belief and known rewards.
+    """PSRL agent with a transition belief and known or learned rewards.
 
     Parameters
     ----------
-    belief : DirichletTransitionModel, CorrelatedTransitionModel or KnownTransitionModel
-        Any transition belief of :mod:`corrpriors.applications.transitions`.
-    rewards : array_like of shape (S,) or (S, A)
-        Known expected rewards (a state reward is received for acting in that state).
+    belief : TransitionBelief
+        Any object implementing :class:`~corrpriors.applications.TransitionBelief`
+        (``n_states``, ``n_actions``, ``update``, ``mean``, ``sample_many``), e.g. a
+        :class:`~corrpriors.applications.CorrelatedTransitionModel`.
+    rewards : array_like of shape (S,), (S, A) or (S, A, S), or None
+        Known rewards: a state reward is received for acting in that state; transition rewards
+        :math:`r(s, a, s')` are averaged under each model planned with. None with
+        ``learn_rewards=True``.
     discount : float
         Discount factor in [0, 1).
     variant : {"sampling", "mean"}, default="sampling"
@@ -61,8 +179,15 @@ class PSRLAgent:
         posterior draws; ``"mean"`` on those of the posterior-mean model.
     n_samples : int, default=10
         M, the number of posterior draws per replan (``"sampling"`` only).
-    replan_every : int, default=50
-        Transitions between two posterior updates and replans.
+    replan_every : int or "episode", default=50
+        Transitions between two posterior updates and replans, or ``"episode"`` to replan
+        whenever an episode ends (terminated or truncated).
+    learn_rewards : bool or NormalGammaRewards, default=False
+        Learn the expected rewards with an independent Normal-Gamma posterior per (s, a)
+        (``True``: the default prior of :class:`NormalGammaRewards`; or pass one). The
+        ``"sampling"`` variant draws rewards together with the transitions.
+    terminal : array_like of bool, shape (S,), optional
+        States known to be terminal from the start (more are learned from ``terminated``).
 
     Attributes
     ----------
@@ -73,33 +198,80 @@ class PSRLAgent:
         The Q-values it is greedy on.
     n_plans_ : int
         Number of replans so far.
+    terminal_ : ndarray of shape (S,)
+        States known to be terminal.
+    reward_belief_ : NormalGammaRewards or None
+        The reward posterior (``learn_rewards``).
     """
 
-    def __init__(self, belief: _TransitionBelief, rewards: Any, discount: float,
-                 variant: str = "sampling", n_samples: int = 10, replan_every: int = 50) -> None:
-        if not isinstance(belief, _TransitionBelief):
-            raise TypeError(f"belief: expected a transition belief, got {type(belief).__name__}")
+    def __init__(self, belief: TransitionBelief, rewards: Any, discount: float,
+                 variant: str = "sampling", n_samples: int = 10, replan_every: int | str = 50,
+                 learn_rewards: bool | NormalGammaRewards = False, terminal: Any = None) -> None:
+        if not isinstance(belief, TransitionBelief):
+            raise TypeError(f"belief: expected a transition belief (n_states, n_actions, update, "
+                            f"mean, sample_many), got {type(belief).__name__}")
         if variant not in ("sampling", "mean"):
             raise ValueError(f"variant: expected 'sampling' or 'mean', got {variant!r}")
         if not 0.0 <= float(discount) < 1.0:
             raise ValueError(f"discount: expected a number in [0, 1), got {discount!r}")
         if int(n_samples) != n_samples or n_samples < 1:
             raise ValueError(f"n_samples: expected a positive int, got {n_samples!r}")
-        if int(replan_every) != replan_every or replan_every < 1:
-            raise ValueError(f"replan_every: expected a positive int, got {replan_every!r}")
+        if replan_every != "episode" and (isinstance(replan_every, str) or
+                                          int(replan_every) != replan_every or replan_every < 1):
+            raise ValueError(f"replan_every: expected a positive int or 'episode', got "
+                             f"{replan_every!r}")
+        S, A = int(belief.n_states), int(belief.n_actions)
         self.belief = belief
-        self.rewards = _as_rewards(rewards, belief.n_states, belief.n_actions)
+        self.reward_belief_ = self._reward_belief(learn_rewards, rewards, S, A)
+        self.rewards = None if rewards is None else _as_rewards(rewards, S, A)
         self.discount = float(discount)
-        S, A = belief.n_states, belief.n_actions
+        self.terminal_ = np.zeros(S, dtype=bool)
+        if terminal is not None:
+            t = np.asarray(terminal)
+            if t.shape != (S,) or t.dtype != bool:
+                raise ValueError(f"terminal: expected a boolean mask of shape (S,) = ({S},), got "
+                                 f"dtype {t.dtype}, shape {t.shape}")
+            self.terminal_ |= t
         # the rewards and discount the agent plans with; transitions come from the belief
-        self.planning_mdp = TabularMDP(np.full((S, A, S), 1.0 / S), self.rewards, self.discount)
+        self.planning_mdp = TabularMDP(np.full((S, A, S), 1.0 / S),
+                                       np.zeros((S, A)) if self.rewards is None else self.rewards,
+                                       self.discount)
         self.variant = variant
         self.n_samples = int(n_samples)
-        self.replan_every = int(replan_every)
+        self.replan_every = replan_every if replan_every == "episode" else int(replan_every)
         self.policy_: IntArray | None = None
         self.q_values_: FloatArray | None = None
         self.n_plans_ = 0
         self._buffer: list[tuple[int, int, int]] = []
+        self._reward_buffer: list[float] = []
+
+    @staticmethod
+    def _reward_belief(learn: Any, rewards: Any, S: int, A: int) -> NormalGammaRewards | None:
+        if isinstance(learn, NormalGammaRewards):
+            if (learn.n_states, learn.n_actions) != (S, A):
+                raise ValueError(f"learn_rewards: expected a reward belief over (S, A) = "
+                                 f"({S}, {A}), got ({learn.n_states}, {learn.n_actions})")
+            belief = learn
+        elif learn is True:
+            belief = NormalGammaRewards(S, A)
+        elif learn is False:
+            belief = None
+        else:
+            raise TypeError(f"learn_rewards: expected a bool or a NormalGammaRewards, got "
+                            f"{type(learn).__name__}")
+        if (belief is None) == (rewards is None):
+            raise ValueError("rewards, learn_rewards: give known rewards or learn_rewards=True "
+                             "(exactly one)")
+        return belief
+
+    def _planning_mdp(self) -> TabularMDP:
+        """The planning model with the terminal states known so far."""
+        known = self.terminal_ if self.terminal_.any() else None
+        current = self.planning_mdp.terminal
+        if (known is None) != (current is None) or (known is not None
+                                                    and not np.array_equal(known, current)):
+            self.planning_mdp = dataclasses.replace(self.planning_mdp, terminal=known)
+        return self.planning_mdp
 
     def plan(self, *, rng: SeedLike) -> IntArray:
         """Fold buffered transitions into the belief and recompute the greedy policy.
@@ -117,11 +289,19 @@ class PSRLAgent:
         self._flush()
         rng = as_generator(rng)
         warm = self.policy_
+        mdp = self._planning_mdp()
+        rewards = None
         if self.variant == "mean":
-            Q = policy_iteration(self.planning_mdp, self.belief.mean(), initial_policy=warm).q_values
+            if self.reward_belief_ is not None:
+                rewards = self.reward_belief_.mean()
+            Q = policy_iteration(mdp, self.belief.mean(), initial_policy=warm,
+                                 rewards=rewards).q_values
         else:
             models = self.belief.sample_many(self.n_samples, rng=rng)
-            Q = policy_iteration(self.planning_mdp, models, initial_policy=warm).q_values.mean(axis=0)
+            if self.reward_belief_ is not None:
+                rewards = self.reward_belief_.sample_many(self.n_samples, rng=rng)
+            Q = policy_iteration(mdp, models, initial_policy=warm,
+                                 rewards=rewards).q_values.mean(axis=0)
         self.q_values_ = Q
         best = Q.max(axis=1, keepdims=True)
         tied = Q >= best - 1e-10 * (1.0 + np.abs(best))
@@ -138,63 +318,140 @@ class PSRLAgent:
             raise RuntimeError("act: call plan(rng=...) before acting")
         return int(self.policy_[state])
 
-    def observe(self, state: int, action: int, next_state: int, *, rng: SeedLike) -> bool:
-        """Record a transition; replan when ``replan_every`` transitions have been seen.
+    def observe(self, state: int, action: int, next_state: int, *, rng: SeedLike,
+                reward: float | None = None, terminated: bool = False,
+                truncated: bool = False) -> bool:
+        """Record a transition; replan when the schedule says so.
+
+        Parameters
+        ----------
+        state, action, next_state : int
+            The transition.
+        rng : numpy.random.Generator or seed
+            For the replan, if one is due.
+        reward : float, optional
+            The reward received (required when learning rewards).
+        terminated : bool
+            Whether ``next_state`` ended the episode: it becomes a known terminal state.
+        truncated : bool
+            Whether the episode was cut short (a time limit); the transition is still data.
 
         Returns
         -------
         bool
             Whether the agent replanned.
         """
+        if self.reward_belief_ is not None:
+            if reward is None:
+                raise ValueError("reward: required when the agent learns rewards")
+            self._reward_buffer.append(float(reward))
         self._buffer.append((int(state), int(action), int(next_state)))
-        if len(self._buffer) >= self.replan_every:
+        if terminated:
+            self.terminal_[int(next_state)] = True
+        if self.replan_every == "episode":
+            due = terminated or truncated
+        else:
+            due = len(self._buffer) >= self.replan_every
+        if due:
             self.plan(rng=rng)
-            return True
-        return False
+        return due
 
     def _flush(self) -> None:
         if self._buffer:
             s, a, s2 = np.array(self._buffer, dtype=np.int64).T
             self.belief.update(s, a, s2)
-            self._buffer = []
+            if self.reward_belief_ is not None:
+                self.reward_belief_.update(s, a, np.array(self._reward_buffer))
+            self._buffer, self._reward_buffer = [], []
 
 
 # --------------------------------------------------------------------------------------
-# Run loop
+# Run loops
 # --------------------------------------------------------------------------------------
-def run_psrl(env_mdp: Any, agent: PSRLAgent, n_steps: int, start_state: int, rng: SeedLike,
-             eval_every: int | None = None) -> dict[str, np.ndarray]:
-    """Let a PSRL agent interact with a known tabular environment and score its policies.
+def _check_run(n_steps: Any, eval_every: Any, agent: PSRLAgent,
+               scoring: bool = True) -> tuple[int, int]:
+    if not isinstance(agent, PSRLAgent):
+        raise TypeError(f"agent: expected a PSRLAgent, got {type(agent).__name__}")
+    if int(n_steps) != n_steps or n_steps < 0:
+        raise ValueError(f"n_steps: expected a non-negative int, got {n_steps!r}")
+    if eval_every is None:
+        if not scoring:
+            return int(n_steps), 1
+        if agent.replan_every == "episode":
+            raise ValueError("eval_every: required when the agent replans per episode")
+        eval_every = agent.replan_every
+    if int(eval_every) != eval_every or eval_every < 1:
+        raise ValueError(f"eval_every: expected a positive int, got {eval_every!r}")
+    return int(n_steps), int(eval_every)
 
-    The agent plans once from its prior, then acts greedily, replanning every
-    ``agent.replan_every`` transitions. At step 0 and after every ``eval_every``
-    transitions (after the replan due at that step, if any) the current greedy
-    policy is scored by its exact expected discounted return under the true model,
-    averaged uniformly over all start states.
+
+def run_psrl(env: Any, agent: PSRLAgent, n_steps: int, start_state: int | None = None, *,
+             rng: SeedLike, eval_every: int | None = None, true_mdp: TabularMDP | None = None,
+             env_seed: int | None = None, reset_options: dict[str, Any] | None = None
+             ) -> dict[str, np.ndarray]:
+    r"""Let a PSRL agent interact with an environment and score its greedy policies.
+
+    The agent plans once from its prior, then acts greedily, replanning on its schedule. At
+    step 0 and after every ``eval_every`` transitions (after the replan due at that step, if
+    any) the current greedy policy is scored by its exact expected discounted return under the
+    true model.
 
     Parameters
     ----------
-    env_mdp : TabularMDP or ndarray of shape (S, A, S)
-        The true environment (its ``transitions``); only the transitions are used --
-        rewards and discount are the agent's.
+    env : gymnasium.Env, TabularMDP or ndarray of shape (S, A, S)
+        A discrete Gymnasium environment (anything with ``reset``/``step`` and Discrete
+        spaces): episodes restart after ``terminated`` or ``truncated``; the restart is not a
+        transition. Or the true transitions of a continuing task (the paper experiments' path;
+        only the transitions are used -- rewards and discount are the agent's).
     agent : PSRLAgent
     n_steps : int
         Number of transitions T.
-    start_state : int
-        Initial state.
+    start_state : int, optional
+        Initial state of the matrix path (required there; not used with an environment).
     rng : numpy.random.Generator or seed
-        Drives both the environment and the agent's posterior draws.
+        Drives the agent's posterior draws, the matrix path's dynamics and, unless
+        ``env_seed`` is given, the seed of the environment's first reset.
     eval_every : int, optional
         Evaluation period (default ``agent.replan_every``).
+    true_mdp : TabularMDP, optional
+        Environment path: the true model to score with (e.g.
+        :func:`corrpriors.envs.from_gymnasium` of ``env``), at the agent's discount; without
+        it nothing is scored.
+    env_seed : int, optional
+        Seed of the environment's first ``reset`` (default: drawn from ``rng``).
+    reset_options : dict, optional
+        ``options`` passed to every ``env.reset``.
 
     Returns
     -------
     dict
-        ``"steps"`` ndarray of shape (E,) (transitions so far, E = T // eval_every + 1),
-        ``"expected_return"`` ndarray of shape (E,), ``"optimal_return"`` float array of
-        shape () (the optimal policy's value averaged over start states), ``"states"``
-        ndarray of shape (T + 1,) (the visited states) and ``"actions"`` of shape (T,).
+        Matrix path: ``"steps"`` ndarray of shape (E,) (transitions so far,
+        E = T // eval_every + 1), ``"expected_return"`` of shape (E,) (averaged uniformly over
+        start states), ``"optimal_return"`` of shape (), ``"states"`` of shape (T + 1,) and
+        ``"actions"`` of shape (T,).
+
+        Environment path: ``"states"``, ``"actions"``, ``"next_states"``, ``"rewards"``,
+        ``"terminated"``, ``"truncated"`` of shape (T,) and ``"episode_returns"`` (undiscounted
+        returns of the finished episodes); with ``true_mdp`` also ``"steps"``,
+        ``"expected_return"`` and ``"normalized_return"`` of shape (E,) (from the model's
+        start distribution; 0 = uniformly random policy, 1 = optimal, see
+        :func:`corrpriors.mdp.normalized_return`), ``"policies"`` of shape (E, S) (the greedy
+        policies scored), ``"optimal_return"`` and ``"uniform_return"`` of shape ().
     """
+    if hasattr(env, "reset") and hasattr(env, "step"):
+        return _run_env(env, agent, n_steps, rng=rng, eval_every=eval_every, true_mdp=true_mdp,
+                        env_seed=env_seed, reset_options=reset_options)
+    if start_state is None:
+        raise ValueError("start_state: required when env is a transition matrix")
+    if agent.reward_belief_ is not None:
+        raise ValueError("agent: learning rewards needs an environment that returns them, not a "
+                         "transition matrix")
+    return _run_matrix(env, agent, n_steps, start_state, rng=rng, eval_every=eval_every)
+
+
+def _run_matrix(env_mdp: Any, agent: PSRLAgent, n_steps: int, start_state: int, *,
+                rng: SeedLike, eval_every: int | None) -> dict[str, np.ndarray]:
+    """The paper experiments' loop: a continuing task simulated from its transition matrix."""
     rng = as_generator(rng)
     P = env_mdp.transitions if isinstance(env_mdp, TabularMDP) else env_mdp
     P = check_array(P, "env_mdp", ndim=3)
@@ -203,13 +460,9 @@ def run_psrl(env_mdp: Any, agent: PSRLAgent, n_steps: int, start_state: int, rng
         raise ValueError(f"env_mdp: expected (S, A) = ({agent.belief.n_states}, "
                          f"{agent.belief.n_actions}) like the agent's belief, got {(S, A)}")
     true_mdp = TabularMDP(P, agent.rewards, agent.discount)   # validates P
-    if int(n_steps) != n_steps or n_steps < 0:
-        raise ValueError(f"n_steps: expected a non-negative int, got {n_steps!r}")
+    n_steps, eval_every = _check_run(n_steps, eval_every, agent)
     if int(start_state) != start_state or not 0 <= start_state < S:
         raise ValueError(f"start_state: expected an int in [0, {S}), got {start_state!r}")
-    eval_every = agent.replan_every if eval_every is None else int(eval_every)
-    if eval_every < 1:
-        raise ValueError(f"eval_every: expected a positive int, got {eval_every!r}")
 
     cdf = np.cumsum(P, axis=-1)
     cdf[..., -1] = 1.0
@@ -218,7 +471,6 @@ def run_psrl(env_mdp: Any, agent: PSRLAgent, n_steps: int, start_state: int, rng
     def score() -> float:
         return float(policy_evaluation(true_mdp, agent.policy_).mean())
 
-    n_steps = int(n_steps)
     states = np.empty(n_steps + 1, dtype=np.int64)
     actions = np.empty(n_steps, dtype=np.int64)
     u = rng.random(n_steps)
@@ -238,3 +490,71 @@ def run_psrl(env_mdp: Any, agent: PSRLAgent, n_steps: int, start_state: int, rng
             values.append(score())
     return {"steps": np.asarray(steps, dtype=np.int64), "expected_return": np.asarray(values),
             "optimal_return": np.asarray(optimal), "states": states, "actions": actions}
+
+
+def _discrete_n(space: Any, name: str) -> int:
+    n = getattr(space, "n", None)
+    if n is None or int(getattr(space, "start", 0)) != 0:
+        raise TypeError(f"env.{name}: expected a Discrete space starting at 0, got {space!r}")
+    return int(n)
+
+
+def _run_env(env: Any, agent: PSRLAgent, n_steps: int, *, rng: SeedLike, eval_every: int | None,
+             true_mdp: TabularMDP | None, env_seed: int | None,
+             reset_options: dict[str, Any] | None) -> dict[str, np.ndarray]:
+    """PSRL on a Gymnasium environment: reset, step, terminated / truncated."""
+    gen = as_generator(rng)
+    n_steps, eval_every = _check_run(n_steps, eval_every, agent, scoring=true_mdp is not None)
+    S, A = agent.belief.n_states, agent.belief.n_actions
+    got = (_discrete_n(env.observation_space, "observation_space"),
+           _discrete_n(env.action_space, "action_space"))
+    if got != (S, A):
+        raise ValueError(f"env: expected (S, A) = ({S}, {A}) like the agent's belief, got {got}")
+    score = None
+    if true_mdp is not None:
+        if not isinstance(true_mdp, TabularMDP):
+            raise TypeError(f"true_mdp: expected a TabularMDP, got {type(true_mdp).__name__}")
+        if (true_mdp.n_states, true_mdp.n_actions) != (S, A):
+            raise ValueError(f"true_mdp: expected (S, A) = ({S}, {A}), got "
+                             f"({true_mdp.n_states}, {true_mdp.n_actions})")
+        scored = dataclasses.replace(true_mdp, discount=agent.discount)
+        uniform, optimal = return_range(scored)
+        normalize_returns(optimal, uniform, optimal)      # fails early if nothing to normalise
+
+        def score() -> float:
+            return float(expected_return(scored, agent.policy_))
+
+    seed = int(gen.integers(2**32)) if env_seed is None else int(env_seed)
+    s, _ = env.reset(seed=seed, options=reset_options)
+    out = {k: np.zeros(n_steps, dtype=np.int64) for k in ("states", "actions", "next_states")}
+    rewards = np.zeros(n_steps)
+    flags = {k: np.zeros(n_steps, dtype=bool) for k in ("terminated", "truncated")}
+    episode_returns, running = [], 0.0
+    agent.plan(rng=gen)
+    steps, values = [0], ([score()] if score else [])
+    policies = [agent.policy_.copy()]
+    for t in range(n_steps):
+        a = agent.act(int(s))
+        s2, r, term, trunc, _ = env.step(a)
+        agent.observe(int(s), a, int(s2), rng=gen, reward=float(r), terminated=bool(term),
+                      truncated=bool(trunc))
+        out["states"][t], out["actions"][t], out["next_states"][t] = s, a, s2
+        rewards[t], flags["terminated"][t], flags["truncated"][t] = r, term, trunc
+        running += float(r)
+        s = s2
+        if term or trunc:
+            episode_returns.append(running)
+            running = 0.0
+            s, _ = env.reset(options=reset_options)
+        if score and (t + 1) % eval_every == 0:
+            steps.append(t + 1)
+            values.append(score())
+            policies.append(agent.policy_.copy())
+    result = dict(out, rewards=rewards, **flags, episode_returns=np.asarray(episode_returns))
+    if score:
+        v = np.asarray(values)
+        result.update(steps=np.asarray(steps, dtype=np.int64), expected_return=v,
+                      policies=np.asarray(policies, dtype=np.int64),
+                      normalized_return=normalize_returns(v, uniform, optimal),
+                      optimal_return=np.asarray(optimal), uniform_return=np.asarray(uniform))
+    return result

@@ -1,12 +1,17 @@
 r"""Beliefs over the transition model :math:`P(s' \mid s, a)` of a finite MDP.
 
-Three beliefs share one interface, used by system identification and by PSRL:
+Three beliefs share one interface (the :class:`TransitionBelief` protocol: any object with
+these members works with :class:`~corrpriors.applications.PSRLAgent`), used by system
+identification and by PSRL:
 
 * :class:`DirichletTransitionModel` -- an independent conjugate Dirichlet(alpha) per (s, a);
 * :class:`CorrelatedTransitionModel` -- the paper's model: one
   :class:`corrpriors.core.model.CorrelatedMultinomial` per action with the states as
   covariates, so that similar states get similar next-state distributions;
 * :class:`KnownTransitionModel` -- the true model (a point mass), for tests and references.
+
+:meth:`CorrelatedTransitionModel.for_mdp` builds the correlated belief for an MDP (or a
+Gymnasium environment's :func:`~corrpriors.envs.env_info`) in one call.
 
 The interface: ``update(states, actions, next_states)`` accumulates transitions,
 ``set_counts(counts)`` replaces them, ``counts`` is the (S, A, S) count array,
@@ -45,7 +50,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -54,6 +59,7 @@ from .._typing import FloatArray, IntArray, SeedLike
 from .._validation import check_array, check_counts, check_positive, check_shape, check_simplex
 
 __all__ = [
+    "TransitionBelief",
     "CategoryMap",
     "CorrelatedTransitionModel",
     "DirichletTransitionModel",
@@ -328,6 +334,34 @@ def window_displacements(n_dims: int, radius: int) -> IntArray:
 # --------------------------------------------------------------------------------------
 # Beliefs
 # --------------------------------------------------------------------------------------
+@runtime_checkable
+class TransitionBelief(Protocol):
+    r"""What PSRL and system identification need from a belief over :math:`P(s' \mid s, a)`.
+
+    Any object with these members qualifies (``isinstance(obj, TransitionBelief)`` checks
+    that they exist); the beliefs of this module implement it.
+
+    Attributes
+    ----------
+    n_states : int
+        S.
+    n_actions : int
+        A.
+    """
+
+    n_states: int
+    n_actions: int
+
+    def update(self, states: Any, actions: Any, next_states: Any) -> Any:
+        """Fold in transitions ``(states[t], actions[t]) -> next_states[t]``, arrays of shape (T,)."""
+
+    def mean(self) -> FloatArray:
+        """Posterior-mean (or plug-in) model, ndarray of shape (S, A, S)."""
+
+    def sample_many(self, n: int, *, rng: SeedLike) -> FloatArray:
+        """``n`` posterior draws of the model, ndarray of shape (n, S, A, S)."""
+
+
 class _TransitionBelief:
     """Shared count bookkeeping of every transition belief."""
 
@@ -502,6 +536,18 @@ class KnownTransitionModel(_TransitionBelief):
         return np.broadcast_to(self._P, (_check_n(n),) + self._P.shape).copy()
 
 
+def _scale_selection(selection: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Constructor arguments of a ``selection`` rule of :meth:`CorrelatedTransitionModel.for_mdp`."""
+    if selection in ("collapsed", "elbo"):
+        return {"selection": selection}
+    if selection == "em":
+        return {"learn_scale": True}
+    if selection == "fixed":
+        return {"learn_scale": False, "scale_prior": None, "scale": kwargs.get("scale", 1.0)}
+    raise ValueError(f"selection: expected 'collapsed', 'elbo', 'em' or 'fixed', got "
+                     f"{selection!r}")
+
+
 class CorrelatedTransitionModel(_TransitionBelief):
     r"""The paper's correlated belief: one correlated multinomial per action over the states.
 
@@ -633,6 +679,90 @@ class CorrelatedTransitionModel(_TransitionBelief):
         self.n_unconverged_ = 0
         self._fitted_counts: list[np.ndarray | None] = [None] * self.n_actions
         self._cache: dict[str, Any] = {}
+
+    @classmethod
+    def for_mdp(cls, mdp: Any, *, encoding: str | None = None, lengthscale: Any = 2.0,
+                radius: int = 1, selection: str = "collapsed",
+                **kwargs: Any) -> CorrelatedTransitionModel:
+        r"""The correlated belief for an MDP's states in one call.
+
+        A squared-exponential kernel on the state coordinates,
+        :math:`\tilde\Sigma_{ij} = \exp(-\lVert x_i - x_j\rVert^2 / \ell^2)` (the paper's
+        form, :class:`~corrpriors.kernels.SquaredExponential`), with
+        either category encoding.
+
+        Parameters
+        ----------
+        mdp : TabularMDP or EnvInfo
+            Anything with ``n_states``, ``n_actions`` and ``coordinates`` (ndarray of shape
+            (S, D)); only these are used (never the transitions).
+        encoding : {"relative", "absolute"}, optional
+            ``"relative"``: category = displacement ``coords[s'] - coords[s]`` within
+            ``radius`` (:func:`displacement_category_map`), so that "the same move" is shared
+            between states -- the default when the coordinates are integers. ``"absolute"``:
+            category = next state (the paper's encoding, ``pg_absolute`` in the experiments)
+            -- the default otherwise.
+        lengthscale : float or sequence of float, default=2.0
+            :math:`\ell`, in coordinate units; with several values and a criterion
+            ``selection``, every action picks the best one at every refit.
+        radius : int, default=1
+            Window half-width of the relative encoding (moves beyond it share one "other"
+            category per state).
+        selection : {"collapsed", "elbo", "em", "fixed"}, default="collapsed"
+            How the prior scale :math:`\theta_a` (and the length scale, among several) is
+            chosen at every refit: ``"collapsed"`` -- the maximiser of the collapsed bound on
+            a log lattice of scales (:class:`~corrpriors.core.selection.ScaleSearch`, warm
+            started from the previous choice); ``"elbo"`` -- the same with the ELBO;
+            ``"em"`` -- MAP-EM (Gamma(2, 1) hyper-prior; one fit per refit, the cheapest, but
+            EM shrinks the scale on scarce data); ``"fixed"`` -- kept at ``scale`` (a keyword
+            argument, default 1).
+        **kwargs
+            Passed on to the constructor (``max_iter``, ``tol``, ``learn_mean``, ``scale``,
+            ...).
+
+        Returns
+        -------
+        CorrelatedTransitionModel
+
+        Examples
+        --------
+        >>> import gymnasium
+        >>> from corrpriors.envs import from_gymnasium
+        >>> mdp = from_gymnasium(gymnasium.make("FrozenLake-v1", map_name="4x4"))
+        >>> belief = CorrelatedTransitionModel.for_mdp(mdp)
+        >>> belief.n_categories            # the 3 x 3 window of moves and one "other" (jumps)
+        10
+        """
+        from ..kernels import SquaredExponential
+
+        S, A = int(mdp.n_states), int(mdp.n_actions)
+        coords = getattr(mdp, "coordinates", None)
+        if coords is None:
+            raise ValueError(f"mdp: {getattr(mdp, 'name', 'the MDP')} has no state coordinates; "
+                             "give features (corrpriors.envs.from_gymnasium(env, features=...)) "
+                             "or use a DirichletTransitionModel")
+        coords = check_array(coords, "mdp.coordinates", ndim=2)
+        integral = bool(np.all(coords == np.round(coords)))
+        if encoding is None:
+            encoding = "relative" if integral else "absolute"
+        if encoding == "relative":
+            if not integral:
+                raise ValueError("mdp.coordinates: expected integer coordinates for the relative "
+                                 "encoding (displacements between states); use "
+                                 "encoding='absolute' for real-valued features")
+            cmap = displacement_category_map(coords.astype(np.int64), radius)
+        elif encoding == "absolute":
+            cmap = identity_category_map(S)
+        else:
+            raise ValueError(f"encoding: expected 'relative' or 'absolute', got {encoding!r}")
+        scales = [check_positive(v, "lengthscale") for v in np.atleast_1d(lengthscale)]
+        kwargs.update(_scale_selection(selection, kwargs))
+        if len(scales) > 1 and "selection" not in kwargs:
+            raise ValueError(f"lengthscale: several candidates need selection='collapsed' or "
+                             f"'elbo', got selection={selection!r}")
+        kernels = {v: SquaredExponential(lengthscale=float(v)).bind(coords=coords) for v in scales}
+        covariance = kernels if "selection" in kwargs else kernels[scales[0]]
+        return cls(S, A, covariance, category_map=cmap, **kwargs)
 
     @property
     def n_categories(self) -> int:

@@ -1,11 +1,16 @@
 """The paper's environments as :class:`~corrpriors.mdp.TabularMDP` builders and Gymnasium envs.
 
+Any other discrete Gymnasium environment becomes a :class:`~corrpriors.mdp.TabularMDP` with
+:func:`from_gymnasium` (exact model, terminal states, start distribution, coordinates), or,
+without a published model, is described for the beliefs by :func:`env_info`.
+
 Importing this package registers ``corrpriors/DenseGridworld-v0``,
 ``corrpriors/TunnelWorld-v0``, ``corrpriors/GoalGridworld-v0``, ``corrpriors/WallWorld-v0``
 and ``corrpriors/QueueingNetwork-v0`` with Gymnasium. Without importing it first, use
 ``gymnasium.make("corrpriors.envs:corrpriors/TunnelWorld-v0")``.
 """
 
+from .adapter import EnvInfo, EnvTransitions, env_info, from_gymnasium, random_exploration
 from .gridworld import (
     ACTION_NAMES,
     ACTION_VECTORS,
@@ -24,6 +29,11 @@ from .queueing import queueing_network, queueing_transitions, simulate_queueing
 register_envs()
 
 __all__ = [
+    "from_gymnasium",
+    "env_info",
+    "EnvInfo",
+    "EnvTransitions",
+    "random_exploration",
     "ACTION_NAMES",
     "ACTION_VECTORS",
     "dense_gridworld",

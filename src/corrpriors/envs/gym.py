@@ -18,7 +18,7 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
-from ..mdp.checks import check_policy
+from ..mdp.checks import check_distribution
 from ..mdp.tabular import TabularMDP
 from . import gridworld, queueing
 
@@ -30,18 +30,21 @@ class TabularEnv(gymnasium.Env):
     r"""A Gymnasium environment that simulates a :class:`~corrpriors.mdp.TabularMDP`.
 
     Observations and actions are :class:`gymnasium.spaces.Discrete` state and action
-    indices. ``step(a)`` returns the reward :math:`R(s, a)` of the *current* state ``s``
-    (state rewards :math:`R(s)` are broadcast over actions) and a next state drawn from
-    :math:`P(\cdot \mid s, a)`. Episodes never terminate (``terminated`` is always False);
-    wrap with a time limit (the registered ids do) to truncate them. The environment owns one
-    :class:`numpy.random.Generator`, ``self.np_random``, re-seeded by ``reset(seed=...)``.
+    indices. ``step(a)`` draws the next state :math:`s' \sim P(\cdot \mid s, a)` and returns
+    the reward :math:`R(s, a)` of the *current* state ``s`` (state rewards :math:`R(s)` are
+    broadcast over actions), or :math:`r(s, a, s')` when the MDP has transition rewards.
+    ``terminated`` is True when :math:`s'` is one of the MDP's ``terminal`` states (never, for
+    the paper's continuing tasks); wrap with a time limit (the registered ids do) to truncate
+    episodes. The environment owns one :class:`numpy.random.Generator`, ``self.np_random``,
+    re-seeded by ``reset(seed=...)``.
 
     Parameters
     ----------
     mdp : TabularMDP
         The model; available as ``env.unwrapped.mdp``.
     initial_distribution : None, int or array_like of shape (S,)
-        Start state: None = uniform over states, an int = that state, an array = a distribution.
+        Start state: None = the MDP's ``initial_distribution`` if it has one, else uniform over
+        states; an int = that state; an array = a distribution.
     render_mode : None
         Rendering is not supported (plot with :mod:`corrpriors.plotting`).
 
@@ -62,7 +65,8 @@ class TabularEnv(gymnasium.Env):
         self.mdp = mdp
         S = mdp.n_states
         if initial_distribution is None:
-            p0 = np.full(S, 1.0 / S)
+            p0 = np.full(S, 1.0 / S) if mdp.initial_distribution is None else \
+                np.asarray(mdp.initial_distribution)
         elif np.ndim(initial_distribution) == 0:
             s0 = int(initial_distribution)
             if not 0 <= s0 < S:
@@ -71,15 +75,15 @@ class TabularEnv(gymnasium.Env):
             p0 = np.zeros(S)
             p0[s0] = 1.0
         else:
-            p0 = check_policy(np.asarray(initial_distribution, dtype=float)[None], 1, S,
-                              "initial_distribution")[0]
+            p0 = check_distribution(initial_distribution, S, "initial_distribution")
         self.initial_distribution = p0
         self.observation_space = spaces.Discrete(S)
         self.action_space = spaces.Discrete(mdp.n_actions)
         self.render_mode = render_mode
         self._cdf = np.cumsum(mdp.transitions, axis=-1)
         self._cdf0 = np.cumsum(p0)
-        self._rewards = np.asarray(mdp.reward_matrix)
+        self._rewards = np.asarray(mdp.rewards if mdp.rewards.ndim == 3 else mdp.reward_matrix)
+        self._terminal = mdp.terminal_mask
         self.state: int | None = None
 
     @staticmethod
@@ -101,7 +105,7 @@ class TabularEnv(gymnasium.Env):
         return self.state, {}
 
     def step(self, action: Any) -> tuple[int, float, bool, bool, dict[str, Any]]:
-        """Take ``action``; return (next state, reward of the current state, False, False, {})."""
+        """Take ``action``; return (next state, reward, terminated, False, {})."""
         if self.state is None:
             raise RuntimeError("step: call reset() before step()")
         a = int(action)
@@ -109,9 +113,9 @@ class TabularEnv(gymnasium.Env):
             raise ValueError(f"action: expected an integer in [0, {self.mdp.n_actions - 1}], "
                              f"got {action!r}")
         s = self.state
-        reward = float(self._rewards[s, a])
-        self.state = self._draw(self._cdf[s, a], self.np_random.random())
-        return self.state, reward, False, False, {}
+        self.state = s2 = self._draw(self._cdf[s, a], self.np_random.random())
+        reward = float(self._rewards[s, a, s2] if self._rewards.ndim == 3 else self._rewards[s, a])
+        return s2, reward, bool(self._terminal[s2]), False, {}
 
 
 # ----------------------------------------------------------------------------- factories

@@ -1,7 +1,17 @@
 """Tabular MDPs: the model record, planners, rollouts and evaluation metrics."""
 
-from .checks import check_mdp, check_policy, check_transitions
-from .metrics import emd, expected_return, grid_distances, hellinger, mean_hellinger, value_loss
+from .checks import check_distribution, check_mdp, check_policy, check_transitions
+from .metrics import (
+    emd,
+    expected_return,
+    grid_distances,
+    hellinger,
+    mean_hellinger,
+    normalize_returns,
+    normalized_return,
+    return_range,
+    value_loss,
+)
 from .planning import (
     FiniteHorizonResult,
     PlanningResult,
@@ -22,6 +32,7 @@ __all__ = [
     "TabularMDP",
     "check_mdp",
     "check_policy",
+    "check_distribution",
     "check_transitions",
     "PlanningResult",
     "FiniteHorizonResult",
@@ -42,6 +53,9 @@ __all__ = [
     "mean_hellinger",
     "value_loss",
     "expected_return",
+    "normalized_return",
+    "normalize_returns",
+    "return_range",
     "emd",
     "grid_distances",
 ]

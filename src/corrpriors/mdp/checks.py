@@ -63,15 +63,16 @@ def check_transitions(transitions: Any, name: str = "transitions", batch: bool =
 
 
 def check_rewards(rewards: Any, n_states: int, n_actions: int, name: str = "rewards") -> np.ndarray:
-    """Validate state rewards (S,) or state-action rewards (S, A); return float64."""
+    """Validate rewards R(s) (S,), R(s, a) (S, A) or r(s, a, s') (S, A, S); return float64."""
     try:
         R = np.asarray(rewards, dtype=np.float64)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{name}: expected a numeric array, got {type(rewards).__name__} "
                          f"({exc})") from None
-    if R.shape not in ((n_states,), (n_states, n_actions)):
-        raise ValueError(f"{name}: expected shape (S,) = ({n_states},) or (S, A) = "
-                         f"({n_states}, {n_actions}), got {R.shape}")
+    if R.shape not in ((n_states,), (n_states, n_actions), (n_states, n_actions, n_states)):
+        raise ValueError(f"{name}: expected shape (S,) = ({n_states},), (S, A) = "
+                         f"({n_states}, {n_actions}) or (S, A, S) = ({n_states}, {n_actions}, "
+                         f"{n_states}), got {R.shape}")
     if not np.all(np.isfinite(R)):
         raise ValueError(f"{name}: contains NaN or infinite values")
     return R
@@ -135,6 +136,38 @@ def check_policy(policy: Any, n_states: int, n_actions: int, name: str = "policy
     return arr
 
 
+def check_distribution(distribution: Any, n_states: int, name: str = "distribution") -> np.ndarray:
+    """Validate a distribution over the S states; return it as float64 of shape (S,).
+
+    Parameters
+    ----------
+    distribution : array_like of shape (S,)
+        Non-negative entries summing to one (within 1e-8).
+    n_states : int
+        S.
+    name : str
+        Argument name used in error messages.
+
+    Returns
+    -------
+    ndarray of shape (S,)
+    """
+    try:
+        arr = np.asarray(distribution, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name}: expected a numeric array, got {type(distribution).__name__} "
+                         f"({exc})") from None
+    if arr.shape != (n_states,):
+        raise ValueError(f"{name}: expected a distribution of shape (S,) = ({n_states},), got "
+                         f"shape {arr.shape}")
+    if not np.all(np.isfinite(arr)) or (arr < 0).any():
+        raise ValueError(f"{name}: expected finite non-negative probabilities, got min "
+                         f"{np.nanmin(arr):g}")
+    if abs(arr.sum() - 1.0) > ROW_ATOL:
+        raise ValueError(f"{name}: probabilities must sum to one, got {arr.sum():.12g}")
+    return arr
+
+
 def check_mdp(mdp: Any) -> None:
     """Re-validate a :class:`~corrpriors.mdp.TabularMDP` (stochastic rows, finite rewards, shapes).
 
@@ -150,7 +183,9 @@ def check_mdp(mdp: Any) -> None:
         C = np.asarray(mdp.coordinates)
         if C.ndim != 2 or C.shape[0] != P.shape[0]:
             raise ValueError(f"coordinates: expected shape (S, D) with S={P.shape[0]}, got {C.shape}")
+    if mdp.initial_distribution is not None:
+        check_distribution(mdp.initial_distribution, P.shape[0], "initial_distribution")
 
 
-__all__ = ["check_transitions", "check_rewards", "check_discount", "check_policy", "check_mdp",
-           "ROW_ATOL"]
+__all__ = ["check_transitions", "check_rewards", "check_discount", "check_policy",
+           "check_distribution", "check_mdp", "ROW_ATOL"]

@@ -1,4 +1,4 @@
-"""Evaluation metrics: Hellinger distance, value loss, expected return, earth mover's distance."""
+"""Evaluation metrics: Hellinger distance, value loss, (normalised) expected return, EMD."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 from scipy.optimize import linprog
 from scipy.spatial.distance import cdist
 
-from .checks import check_policy
-from .planning import policy_evaluation
+from .checks import check_distribution
+from .planning import policy_evaluation, policy_iteration
 from .tabular import TabularMDP
 
 
@@ -68,6 +68,22 @@ def value_loss(mdp: TabularMDP, expert_policy: Any, estimated_policy: Any) -> fl
     return float(np.linalg.norm(V_e - V_h) / denom)
 
 
+def _start_weights(mdp: TabularMDP, start: Any) -> np.ndarray:
+    r"""The start distribution :math:`\mu` of ``start`` (None: the MDP's own, else uniform)."""
+    S = mdp.n_states
+    if start is None:
+        if mdp.initial_distribution is not None:
+            return np.asarray(mdp.initial_distribution)
+        return np.full(S, 1.0 / S)
+    if np.ndim(start) == 0:
+        if int(start) != start or not 0 <= int(start) < S:
+            raise ValueError(f"start: expected a state in [0, {S - 1}], got {start!r}")
+        mu = np.zeros(S)
+        mu[int(start)] = 1.0
+        return mu
+    return check_distribution(start, S, "start")
+
+
 def expected_return(mdp: TabularMDP, policy: Any, start: Any = None,
                     transitions: Any = None) -> np.ndarray | float:
     r"""Compute the expected discounted return :math:`\sum_s \mu(s) V^\pi(s)` of a policy (exact).
@@ -77,8 +93,8 @@ def expected_return(mdp: TabularMDP, policy: Any, start: Any = None,
     mdp : TabularMDP
     policy : array_like of shape (..., S, A) or integer (..., S)
     start : None, int or array_like of shape (S,)
-        None: uniform average over all start states; int: that start state; array: a start
-        distribution :math:`\mu`.
+        None: the MDP's ``initial_distribution`` if it has one, else the uniform average over
+        all start states; int: that start state; array: a start distribution :math:`\mu`.
     transitions : array_like of shape (S, A, S) or (M, S, A, S), optional
         Dynamics to evaluate under instead of ``mdp.transitions``.
 
@@ -87,18 +103,85 @@ def expected_return(mdp: TabularMDP, policy: Any, start: Any = None,
     float or ndarray of shape (...)
     """
     V = policy_evaluation(mdp, policy, transitions=transitions)
-    S = mdp.n_states
-    if start is None:
-        out = V.mean(axis=-1)
-    elif np.ndim(start) == 0:
-        s = int(start)
-        if not 0 <= s < S:
-            raise ValueError(f"start: expected a state in [0, {S - 1}], got {start!r}")
-        out = V[..., s]
+    mu = _start_weights(mdp, start)
+    if start is None and mdp.initial_distribution is None:
+        out = V.mean(axis=-1)          # the uniform average, as before start distributions
+    elif start is not None and np.ndim(start) == 0:
+        out = V[..., int(start)]
     else:
-        mu = check_policy(np.asarray(start, dtype=float)[None], 1, S, "start")[0]
         out = V @ mu
     return float(out) if np.ndim(out) == 0 else out
+
+
+def return_range(mdp: TabularMDP, start: Any = None) -> tuple[float, float]:
+    """Expected returns of the uniformly random and of the optimal policy (the normalisers).
+
+    Parameters
+    ----------
+    mdp : TabularMDP
+    start : None, int or array_like of shape (S,)
+        As in :func:`expected_return`.
+
+    Returns
+    -------
+    (uniform, optimal) : tuple of float
+    """
+    uniform = np.full((mdp.n_states, mdp.n_actions), 1.0 / mdp.n_actions)
+    optimal = policy_iteration(mdp).policy
+    return (float(expected_return(mdp, uniform, start)),
+            float(expected_return(mdp, optimal, start)))
+
+
+def normalized_return(mdp: TabularMDP, policy: Any, start: Any = None) -> np.ndarray | float:
+    r"""Expected return rescaled so that the uniformly random policy scores 0 and the optimal 1.
+
+    .. math:: \frac{J(\pi) - J(\pi_{\mathrm{unif}})}{J(\pi^*) - J(\pi_{\mathrm{unif}})},
+              \qquad J(\pi) = \sum_s \mu(s) V^\pi(s).
+
+    Parameters
+    ----------
+    mdp : TabularMDP
+        The true model (terminal states and start distribution included).
+    policy : array_like of shape (..., S, A) or integer (..., S)
+    start : None, int or array_like of shape (S,)
+        As in :func:`expected_return` (default: the MDP's ``initial_distribution``).
+
+    Returns
+    -------
+    float or ndarray of shape (...)
+
+    See Also
+    --------
+    normalize_returns : the same rescaling of precomputed returns (scoring many policies).
+    """
+    return normalize_returns(expected_return(mdp, policy, start), *return_range(mdp, start))
+
+
+def normalize_returns(values: Any, uniform: float, optimal: float) -> np.ndarray | float:
+    r"""Rescale expected returns: ``(values - uniform) / (optimal - uniform)``.
+
+    Parameters
+    ----------
+    values : float or array_like of shape (...)
+        Expected returns :math:`J(\pi)`.
+    uniform, optimal : float
+        The returns of the uniformly random and the optimal policy (:func:`return_range`).
+
+    Returns
+    -------
+    float or ndarray of shape (...)
+
+    Raises
+    ------
+    ValueError
+        If ``optimal`` does not exceed ``uniform`` (nothing to normalise by).
+    """
+    lo, hi = float(uniform), float(optimal)
+    if not hi - lo > 1e-12 * max(1.0, abs(hi)):
+        raise ValueError(f"mdp: the optimal policy's return ({hi:.6g}) does not exceed the uniform "
+                         f"policy's ({lo:.6g}); normalized_return is undefined")
+    out = (np.asarray(values, dtype=np.float64) - lo) / (hi - lo)
+    return float(out) if out.ndim == 0 else out
 
 
 def emd(p: Any, q: Any, ground_distance: Any = None, *, coordinates: Any = None) -> float:
@@ -175,4 +258,5 @@ def grid_distances(mdp: TabularMDP, metric: str = "euclidean") -> np.ndarray:
     return cdist(mdp.coordinates, mdp.coordinates, metric=metric)
 
 
-__all__ = ["hellinger", "mean_hellinger", "value_loss", "expected_return", "emd", "grid_distances"]
+__all__ = ["hellinger", "mean_hellinger", "value_loss", "expected_return", "return_range",
+           "normalized_return", "normalize_returns", "emd", "grid_distances"]

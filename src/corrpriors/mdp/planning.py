@@ -7,7 +7,11 @@ All planners are vectorised and accept a *batch* of transition tensors of shape
 Conventions
 -----------
 - Bellman backup: :math:`Q(s, a) = R(s, a) + \gamma \sum_{s'} P(s' \mid s, a) V(s')`,
-  with state rewards :math:`R(s)` broadcast over actions.
+  with state rewards :math:`R(s)` broadcast over actions and transition rewards
+  :math:`r(s, a, s')` averaged under the dynamics being planned with (a sampled model gives
+  its own :math:`R(s, a)`).
+- Terminal states (``mdp.terminal``) are absorbing with no reward: :math:`V(s) = 0` and
+  :math:`Q(s, a) = 0` there, whatever the dynamics say about their rows.
 - Greedy policies are returned as (S, A) stochastic matrices. By default ties
   (Q-values within ``atol`` of the state's maximum) share the probability evenly;
   ``ties="first"`` puts all mass on the lowest tied action index.
@@ -73,7 +77,13 @@ class FiniteHorizonResult:
 
 
 # ----------------------------------------------------------------------------- internals
-def _model(mdp: TabularMDP, transitions: Any) -> tuple[np.ndarray, np.ndarray, float]:
+def _model(mdp: TabularMDP, transitions: Any,
+           rewards: Any = None) -> tuple[np.ndarray, np.ndarray, float, Any]:
+    """Dynamics, expected rewards (zero at terminal states), discount and the continuation mask.
+
+    The mask ``keep`` (None without terminal states) zeroes the future of terminal states.
+    ``rewards`` (..., S, A) replaces the MDP's expected rewards (e.g. sampled ones).
+    """
     if not isinstance(mdp, TabularMDP):
         raise TypeError(f"mdp: expected a TabularMDP, got {type(mdp).__name__}")
     if transitions is None:
@@ -83,7 +93,19 @@ def _model(mdp: TabularMDP, transitions: Any) -> tuple[np.ndarray, np.ndarray, f
         if P.shape[-3:] != mdp.transitions.shape:
             raise ValueError(f"transitions: expected shape (..., S, A, S) = (..., "
                              f"{mdp.n_states}, {mdp.n_actions}, {mdp.n_states}), got {P.shape}")
-    return P, np.asarray(mdp.reward_matrix), mdp.discount
+    if rewards is None:
+        R = mdp.expected_rewards(None if transitions is None else P)
+    else:
+        R = np.asarray(rewards, dtype=np.float64)
+        if R.ndim < 2 or R.shape[-2:] != (mdp.n_states, mdp.n_actions) or \
+                not np.all(np.isfinite(R)):
+            raise ValueError(f"rewards: expected finite values of shape (..., S, A) = (..., "
+                             f"{mdp.n_states}, {mdp.n_actions}), got shape {R.shape}")
+    keep = None
+    if mdp.terminal is not None and mdp.terminal.any():
+        keep = (~mdp.terminal).astype(np.float64)
+        R = R * keep[:, None]
+    return P, R, mdp.discount, keep
 
 
 def _expect(P: np.ndarray, V: np.ndarray) -> np.ndarray:
@@ -164,19 +186,22 @@ def q_values(mdp: TabularMDP, values: Any, transitions: Any = None) -> np.ndarra
     mdp : TabularMDP
         Rewards and discount (and transitions unless ``transitions`` is given).
     values : array_like of shape (S,) or (..., S)
-        State values :math:`V`.
+        State values :math:`V` (taken as 0 at terminal states).
     transitions : array_like of shape (S, A, S) or (M, S, A, S), optional
         Dynamics to use instead of ``mdp.transitions``.
 
     Returns
     -------
     ndarray of shape (..., S, A)
+        Zero at terminal states.
     """
-    P, R, gamma = _model(mdp, transitions)
+    P, R, gamma, keep = _model(mdp, transitions)
     V = np.asarray(values, dtype=np.float64)
     if V.ndim < 1 or V.shape[-1] != mdp.n_states:
         raise ValueError(f"values: expected shape (..., S) with S={mdp.n_states}, got {V.shape}")
-    return _backup(P, R, gamma, V)
+    if keep is not None:
+        V = V * keep            # a terminal state has no future, whatever ``values`` says
+    return _backup(P, R, gamma, V, keep)
 
 
 @blas_single_thread
@@ -205,11 +230,11 @@ def value_iteration(mdp: TabularMDP, transitions: Any = None, *, tol: float = 1e
     PlanningResult
         ``values`` (..., S), ``q_values`` (..., S, A), greedy ``policy`` (..., S, A).
     """
-    P, R, gamma = _model(mdp, transitions)
+    P, R, gamma, keep = _model(mdp, transitions)
     lead = P.shape[:-3]
     V0 = np.zeros(lead + (mdp.n_states,)) if initial_values is None else \
         np.broadcast_to(np.asarray(initial_values, dtype=np.float64), lead + (mdp.n_states,))
-    V, Q, n_iter, conv = _value_iteration(P, R, gamma, V0, float(tol), int(max_iter))
+    V, Q, n_iter, conv = _value_iteration(P, R, gamma, V0, float(tol), int(max_iter), keep)
     if not conv:
         warnings.warn(f"value_iteration: no convergence to tol={tol} in {max_iter} sweeps",
                       ConvergenceWarning, stacklevel=2)
@@ -218,7 +243,7 @@ def value_iteration(mdp: TabularMDP, transitions: Any = None, *, tol: float = 1e
 
 @blas_single_thread
 def policy_iteration(mdp: TabularMDP, transitions: Any = None, *, initial_policy: Any = None,
-                     max_iter: int = 1000) -> PlanningResult:
+                     max_iter: int = 1000, rewards: Any = None) -> PlanningResult:
     """Optimal values by Howard's policy iteration with exact (linear-solve) evaluation.
 
     Parameters
@@ -230,6 +255,9 @@ def policy_iteration(mdp: TabularMDP, transitions: Any = None, *, initial_policy
         Starting deterministic policy (default: greedy w.r.t. the immediate reward).
     max_iter : int
         Cap on policy improvements.
+    rewards : array_like of shape (S, A) or (M, S, A), optional
+        Expected rewards to plan with instead of the MDP's (e.g. M posterior draws, planned
+        together with M drawn ``transitions``).
 
     Returns
     -------
@@ -241,8 +269,8 @@ def policy_iteration(mdp: TabularMDP, transitions: Any = None, *, initial_policy
     An action is switched only if it improves the Q-value by more than 1e-12 (relative),
     which prevents cycling among tied actions; the loop ends after a finite number of steps.
     """
-    P, R, gamma = _model(mdp, transitions)
-    lead = P.shape[:-3]
+    P, R, gamma, keep = _model(mdp, transitions, rewards)
+    lead = np.broadcast_shapes(P.shape[:-3], R.shape[:-2])
     if initial_policy is None:
         actions = np.broadcast_to(R.argmax(axis=-1), lead + (mdp.n_states,)).copy()
     else:
@@ -251,7 +279,7 @@ def policy_iteration(mdp: TabularMDP, transitions: Any = None, *, initial_policy
             raise ValueError("initial_policy: expected integer actions of shape (S,)")
         check_policy(actions, mdp.n_states, mdp.n_actions, "initial_policy", batch=True)
         actions = np.broadcast_to(actions, lead + (mdp.n_states,)).copy()
-    V, Q, n_iter, conv = _policy_iteration(P, R, gamma, actions, max_iter=int(max_iter))
+    V, Q, n_iter, conv = _policy_iteration(P, R, gamma, actions, keep, max_iter=int(max_iter))
     if not conv:
         warnings.warn(f"policy_iteration: policy still changing after {max_iter} iterations",
                       ConvergenceWarning, stacklevel=2)
@@ -275,9 +303,11 @@ def policy_evaluation(mdp: TabularMDP, policy: Any, transitions: Any = None) -> 
     ndarray of shape (..., S)
         :math:`V^\pi`, with the batch axes of ``policy`` and ``transitions`` broadcast.
     """
-    P, R, gamma = _model(mdp, transitions)
+    P, R, gamma, keep = _model(mdp, transitions)
     pi = check_policy(policy, mdp.n_states, mdp.n_actions, "policy", batch=True)
     P_pi = np.einsum("...sa,...sat->...st", pi, P)
+    if keep is not None:
+        P_pi = P_pi * keep[:, None]
     r_pi = np.sum(pi * R, axis=-1)
     r_pi = np.broadcast_to(r_pi, P_pi.shape[:-1])
     M = np.eye(mdp.n_states) - gamma * P_pi
@@ -410,7 +440,7 @@ def goal_q_values(mdp: TabularMDP, goals: Any = None, *, terminal: bool = False,
     ndarray of shape (S, A, G)
         ``Q[s, a, g]``.
     """
-    P, _, gamma = _model(mdp, transitions)
+    P, _, gamma, mdp_keep = _model(mdp, transitions)
     if P.ndim != 3:
         raise ValueError(f"transitions: expected shape (S, A, S) for goal planning, got {P.shape}")
     S, A = mdp.n_states, mdp.n_actions
@@ -424,6 +454,9 @@ def goal_q_values(mdp: TabularMDP, goals: Any = None, *, terminal: bool = False,
     if terminal:
         keep = np.ones((G, S))
         keep[np.arange(G), g] = 0.0
+    if mdp_keep is not None:   # the MDP's own terminal states end the episode too
+        keep = mdp_keep * (np.ones((G, S)) if keep is None else keep)
+        R = R * mdp_keep[:, None]
     V = np.zeros((G, S))
     _, Q, _, _ = _value_iteration(P, R, gamma, V, tol=0.0, max_iter=max(int(warm_start_sweeps), 1),
                                   keep=keep)
@@ -458,7 +491,7 @@ def finite_horizon(mdp: TabularMDP, horizon: int, *, discount: float | None = No
     -------
     FiniteHorizonResult
     """
-    P, R, gamma = _model(mdp, transitions)
+    P, R, gamma, keep = _model(mdp, transitions)
     if discount is not None:
         gamma = check_discount(discount, "discount", allow_one=True)
     H = int(horizon)
@@ -473,7 +506,7 @@ def finite_horizon(mdp: TabularMDP, horizon: int, *, discount: float | None = No
     Q = np.empty((H,) + lead + (S, mdp.n_actions))
     V[H] = VT
     for t in range(H - 1, -1, -1):
-        Q[t] = _backup(P, R, gamma, V[t + 1])
+        Q[t] = _backup(P, R, gamma, V[t + 1], keep)
         V[t] = Q[t].max(axis=-1)
     return FiniteHorizonResult(V, Q, greedy_policy(Q))
 

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from .._random import as_generator
-from .checks import check_policy
+from .checks import check_distribution, check_policy
 from .tabular import TabularMDP
 
 
@@ -101,8 +101,7 @@ def sample_trajectories(mdp: TabularMDP, policy: Any, n_steps: int, *, rng: Any,
             raise ValueError(f"start: states must lie in [0, {S - 1}], got {start!r}")
     else:
         p0 = np.full(S, 1.0 / S) if initial_distribution is None else \
-            check_policy(np.asarray(initial_distribution, dtype=float)[None], 1, S,
-                         "initial_distribution")[0]
+            check_distribution(initial_distribution, S, "initial_distribution")
         s = _inverse_cdf(np.broadcast_to(np.cumsum(p0), (E, S)), gen.random(E))
     pi_cdf = np.cumsum(pi, axis=1)
     P_cdf = np.cumsum(mdp.transitions, axis=2)

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .checks import check_discount, check_rewards, check_transitions
+from .checks import check_discount, check_distribution, check_rewards, check_transitions
 
 
 def _frozen(arr: np.ndarray) -> np.ndarray:
@@ -27,14 +27,23 @@ class TabularMDP:
     .. math:: V^\pi(s) = \mathbb E\Big[\sum_{t\ge 0} \gamma^t R(s_t, a_t) \,\Big|\, s_0 = s\Big].
 
     Rewards are collected for the state being *left* (the current state), so with state
-    rewards :math:`R(s)` a reward state pays out once per visit.
+    rewards :math:`R(s)` a reward state pays out once per visit. Transition rewards
+    :math:`r(s, a, s')` (Gymnasium's convention) are kept as such; the expected reward
+    :math:`R(s, a) = \sum_{s'} P(s' \mid s, a)\, r(s, a, s')` is derived from whichever
+    transition model is in use (:meth:`expected_rewards`), so planning with a sampled or
+    estimated model never uses the true model's averages.
+
+    Episodic tasks mark **terminal** states: entering one ends the episode, so a terminal
+    state pays nothing and has no future (the planners of :mod:`corrpriors.mdp.planning` fix
+    :math:`V(s) = 0` there, whatever its rows of ``transitions`` and ``rewards`` say).
 
     Parameters
     ----------
     transitions : ndarray of shape (S, A, S)
         ``transitions[s, a, s']`` = :math:`P(s' \mid s, a)`; rows sum to one (within 1e-8).
-    rewards : ndarray of shape (S,) or (S, A)
-        State rewards :math:`R(s)` or state-action rewards :math:`R(s, a)`; finite.
+    rewards : ndarray of shape (S,), (S, A) or (S, A, S)
+        State rewards :math:`R(s)`, state-action rewards :math:`R(s, a)` or transition
+        rewards :math:`r(s, a, s')`; finite.
     discount : float
         :math:`\gamma \in [0, 1)`.
     coordinates : ndarray of shape (S, D), optional
@@ -46,6 +55,11 @@ class TabularMDP:
         Boolean wall mask; wall cells are not states. Requires ``shape``.
     name : str
         Label for plots and reprs.
+    terminal : ndarray of shape (S,), optional
+        Boolean mask of terminal states (default: none, a continuing task).
+    initial_distribution : ndarray of shape (S,), optional
+        Start-state distribution :math:`\mu` of an episode (default: unknown; metrics then
+        average uniformly over the states).
 
     Attributes
     ----------
@@ -54,7 +68,8 @@ class TabularMDP:
     n_actions : int
         A.
     reward_matrix : ndarray of shape (S, A)
-        Rewards broadcast to state-action form.
+        Rewards broadcast to state-action form (transition rewards averaged under
+        ``transitions``).
     cells : ndarray of shape (S, 2) or None
         Integer (row, col) grid cell of every state (when ``shape`` is set).
 
@@ -79,6 +94,9 @@ class TabularMDP:
     shape: tuple[int, ...] | None = None
     walls: np.ndarray | None = None
     name: str = "mdp"
+    terminal: np.ndarray | None = None
+    initial_distribution: np.ndarray | None = None
+    _reward_matrix: np.ndarray | None = field(init=False, repr=False, default=None)
     _cells: np.ndarray | None = field(init=False, repr=False, default=None)
 
     def __post_init__(self) -> None:  # noqa: D105
@@ -89,6 +107,22 @@ class TabularMDP:
         object.__setattr__(self, "transitions", _frozen(P))
         object.__setattr__(self, "rewards", _frozen(R))
         object.__setattr__(self, "discount", gamma)
+        if R.ndim == 3:
+            RM = np.einsum("sat,sat->sa", P, R)
+        elif R.ndim == 1:
+            RM = np.repeat(R[:, None], A, axis=1)
+        else:
+            RM = R
+        object.__setattr__(self, "_reward_matrix", _frozen(RM))
+        if self.terminal is not None:
+            T = np.asarray(self.terminal)
+            if T.shape != (S,) or T.dtype != bool:
+                raise ValueError(f"terminal: expected a boolean mask of shape (S,) = ({S},), got "
+                                 f"dtype {T.dtype}, shape {T.shape}")
+            object.__setattr__(self, "terminal", _frozen(T))
+        if self.initial_distribution is not None:
+            mu = check_distribution(self.initial_distribution, S, "initial_distribution")
+            object.__setattr__(self, "initial_distribution", _frozen(mu))
         if self.coordinates is not None:
             C = np.asarray(self.coordinates, dtype=np.float64)
             if C.ndim == 1:
@@ -135,10 +169,36 @@ class TabularMDP:
 
     @property
     def reward_matrix(self) -> np.ndarray:
-        """Rewards as an ndarray of shape (S, A)."""
-        if self.rewards.ndim == 1:
-            return np.broadcast_to(self.rewards[:, None], (self.n_states, self.n_actions))
-        return self.rewards
+        """Expected rewards :math:`R(s, a)` under ``transitions``, ndarray of shape (S, A)."""
+        return self._reward_matrix
+
+    @property
+    def terminal_mask(self) -> np.ndarray:
+        """Boolean mask of terminal states, ndarray of shape (S,) (all False if none)."""
+        if self.terminal is None:
+            return np.zeros(self.n_states, dtype=bool)
+        return self.terminal
+
+    def expected_rewards(self, transitions: Any = None) -> np.ndarray:
+        r"""Expected rewards :math:`R(s, a)` under a transition model.
+
+        Parameters
+        ----------
+        transitions : ndarray of shape (S, A, S) or (..., S, A, S), optional
+            The model to average transition rewards :math:`r(s, a, s')` under (default:
+            ``self.transitions``). State and state-action rewards do not depend on it.
+            Not validated here (the planners validate it).
+
+        Returns
+        -------
+        ndarray of shape (S, A) or (..., S, A)
+            :math:`\sum_{s'} P(s' \mid s, a)\, r(s, a, s')` for transition rewards, else
+            ``reward_matrix`` (broadcast against the batch axes of ``transitions``).
+        """
+        if transitions is None or self.rewards.ndim < 3:
+            return self._reward_matrix
+        P = np.asarray(transitions, dtype=np.float64)
+        return np.einsum("...sat,sat->...sa", P, self.rewards)
 
     @property
     def cells(self) -> np.ndarray | None:
@@ -169,7 +229,11 @@ class TabularMDP:
         return out
 
     def with_transitions(self, transitions: Any) -> "TabularMDP":
-        """Return a copy with other (validated) transition probabilities, e.g. a posterior sample."""
+        """Return a copy with other (validated) transition probabilities, e.g. a posterior sample.
+
+        Transition rewards :math:`r(s, a, s')` stay; the copy's ``reward_matrix`` averages
+        them under the new transitions.
+        """
         return replace(self, transitions=transitions)
 
     def __repr__(self) -> str:  # noqa: D105

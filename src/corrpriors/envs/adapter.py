@@ -1,0 +1,380 @@
+r"""Any discrete Gymnasium environment as a :class:`~corrpriors.mdp.TabularMDP`.
+
+:func:`from_gymnasium` reads the exact model of an environment that publishes one -- the
+toy-text convention ``env.unwrapped.P[s][a] = [(prob, next_state, reward, terminated), ...]``
+(FrozenLake, CliffWalking, Taxi) or a :class:`~corrpriors.envs.TabularEnv` -- and turns it into
+
+- transitions :math:`P(s' \mid s, a)` (entries listing the same next state are summed);
+- transition rewards :math:`r(s, a, s')` (the probability-weighted mean of the rewards listed
+  for that next state), so that the expected reward :math:`R(s, a)` is derived from whatever
+  model is planned with, never averaged under the true one behind the agent's back. A next
+  state the table does not list for (s, a) gets 0 (no reward is listed). This fill matters
+  only for models that put mass on impossible transitions (early posterior draws) and shapes
+  their exploration: on CliffWalking, where every step costs -1, it makes them optimistic
+  (measured: filling with :math:`R(s, a)` instead left PSRL looping safely without ever
+  finding the goal in some seeds);
+- a terminal mask (a next state reached with ``terminated=True``); terminal rows become
+  absorbing self-loops without reward (the environment never steps from them);
+- the initial-state distribution (``initial_state_distrib`` / ``initial_distribution``);
+- state **coordinates** for the kernel: (row, col) for FrozenLake and CliffWalking, Taxi's
+  ``decode(s)`` = (taxi row, taxi col, passenger location, destination), the grid cells of
+  corrpriors' own environments, or any ``features=`` you supply.
+
+Environments without a published model can still be learned and controlled: :func:`env_info`
+gives the sizes and coordinates the beliefs need (only exact evaluation needs the true model).
+:func:`random_exploration` collects uniformly random transitions with restarts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .._random import as_generator
+from .._typing import SeedLike
+from ..mdp.checks import ROW_ATOL, check_distribution
+from ..mdp.tabular import TabularMDP
+
+__all__ = ["EnvInfo", "EnvTransitions", "env_info", "from_gymnasium", "random_exploration"]
+
+#: Discount given to models of environments that do not define one.
+DEFAULT_DISCOUNT = 0.99
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class EnvInfo:
+    """What a belief needs to know about a discrete environment (no dynamics).
+
+    Attributes
+    ----------
+    n_states : int
+        S, the size of the discrete observation space.
+    n_actions : int
+        A, the size of the discrete action space.
+    coordinates : ndarray of shape (S, D) or None
+        State coordinates (or features) for the kernel; None when none are derivable.
+    shape : tuple of int or None
+        Grid shape (rows, cols) when the states are the cells of a grid.
+    name : str
+        The environment's id (or class name).
+    """
+
+    n_states: int
+    n_actions: int
+    coordinates: np.ndarray | None
+    shape: tuple[int, ...] | None
+    name: str
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class EnvTransitions:
+    """Transitions collected by interacting with an environment (T steps).
+
+    Attributes
+    ----------
+    states, actions, next_states : ndarray of shape (T,)
+        :math:`(s_t, a_t, s_{t+1})`; after an episode ends, ``states[t + 1]`` is the next
+        episode's start, not ``next_states[t]``.
+    rewards : ndarray of shape (T,)
+        The reward returned by ``step``.
+    terminated, truncated : ndarray of shape (T,)
+        The episode-end flags returned by ``step``.
+    """
+
+    states: np.ndarray
+    actions: np.ndarray
+    next_states: np.ndarray
+    rewards: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+
+
+# --------------------------------------------------------------------------------------
+# Spaces and coordinates
+# --------------------------------------------------------------------------------------
+def _discrete_size(space: Any, name: str) -> int:
+    from gymnasium import spaces
+
+    if not isinstance(space, spaces.Discrete):
+        raise TypeError(f"env.{name}: expected a gymnasium.spaces.Discrete space (a tabular "
+                        f"environment), got {space!r}")
+    if int(space.start) != 0:
+        raise ValueError(f"env.{name}: expected a Discrete space starting at 0, got start="
+                         f"{int(space.start)}")
+    return int(space.n)
+
+
+def _known_coordinates(u: Any, n_states: int) -> tuple[np.ndarray | None, Any, Any]:
+    """Coordinates, grid shape and walls derivable from a known environment class."""
+    from gymnasium.envs.toy_text.cliffwalking import CliffWalkingEnv
+    from gymnasium.envs.toy_text.frozen_lake import FrozenLakeEnv
+    from gymnasium.envs.toy_text.taxi import TaxiEnv
+
+    from .gym import TabularEnv
+
+    s = np.arange(n_states)
+    if isinstance(u, TabularEnv):
+        return u.mdp.coordinates, u.mdp.shape, u.mdp.walls
+    if isinstance(u, FrozenLakeEnv):
+        shape = (int(u.nrow), int(u.ncol))
+    elif isinstance(u, CliffWalkingEnv):
+        shape = tuple(int(n) for n in u.shape)
+    elif isinstance(u, TaxiEnv):
+        return np.array([list(u.decode(int(i))) for i in s], dtype=np.float64), None, None
+    else:
+        return None, None, None
+    if shape[0] * shape[1] != n_states:   # a subclass with another state layout
+        return None, None, None
+    return np.stack(np.unravel_index(s, shape), axis=1).astype(np.float64), shape, None
+
+
+def _features(features: Any, n_states: int) -> np.ndarray:
+    """Validate user features: a callable ``state -> (D,)`` or an array of shape (S, D)."""
+    if callable(features):
+        rows = []
+        for s in range(n_states):
+            f = np.atleast_1d(np.asarray(features(s), dtype=np.float64))
+            if f.ndim != 1 or (rows and f.shape != rows[0].shape):
+                raise ValueError(f"features: expected every state to give a vector of one length "
+                                 f"D = {rows[0].size if rows else f.size}; state {s} gave shape "
+                                 f"{f.shape}")
+            rows.append(f)
+        X = np.stack(rows)
+    else:
+        try:
+            X = np.asarray(features, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise TypeError(f"features: expected a callable state -> vector or an array of shape "
+                            f"(S, D), got {type(features).__name__}") from None
+        if X.ndim == 1:
+            X = X[:, None]
+        if X.ndim != 2 or X.shape[0] != n_states:
+            raise ValueError(f"features: expected shape (S, D) with S = {n_states} states, got "
+                             f"{np.shape(features)}")
+    if not np.all(np.isfinite(X)):
+        raise ValueError("features: contains NaN or infinite values")
+    return X
+
+
+def env_info(env: Any, *, features: Callable[[int], Any] | Any = None) -> EnvInfo:
+    """Sizes and state coordinates of a discrete environment (no model needed).
+
+    Parameters
+    ----------
+    env : gymnasium.Env
+        An environment (wrapped or not) with Discrete observation and action spaces.
+    features : callable or array_like of shape (S, D), optional
+        ``features(s)`` -> a length-D vector per state, or the (S, D) array; replaces the
+        coordinates derived from known environments (FrozenLake, CliffWalking: (row, col);
+        Taxi: ``decode(s)``; corrpriors' own: their grid cells).
+
+    Returns
+    -------
+    EnvInfo
+
+    Raises
+    ------
+    TypeError
+        If a space is not Discrete (continuous or composite spaces are not tabular).
+    ValueError
+        If the features have the wrong length.
+    """
+    u = env.unwrapped
+    S = _discrete_size(env.observation_space, "observation_space")
+    A = _discrete_size(env.action_space, "action_space")
+    coords, shape, _ = _known_coordinates(u, S)
+    if features is not None:
+        coords, shape = _features(features, S), None
+    spec = getattr(env, "spec", None)
+    name = spec.id if spec is not None else type(u).__name__
+    return EnvInfo(S, A, coords, shape, name)
+
+
+# --------------------------------------------------------------------------------------
+# The exact model
+# --------------------------------------------------------------------------------------
+def _read_table(table: Any, S: int,
+                A: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """P (S, A, S), summed rewards p*r (S, A, S), and which next states end / continue."""
+    P = np.zeros((S, A, S))
+    PR = np.zeros((S, A, S))
+    ends = np.zeros((S, A, S), dtype=bool)     # reached with terminated=True (prob > 0)
+    goes_on = np.zeros((S, A, S), dtype=bool)  # reached with terminated=False (prob > 0)
+    for s in range(S):
+        for a in range(A):
+            try:
+                entries = table[s][a]
+            except (KeyError, IndexError, TypeError):
+                raise ValueError(f"env.unwrapped.P: expected P[s][a] for every state s < {S} and "
+                                 f"action a < {A}; P[{s}][{a}] is missing") from None
+            for entry in entries:
+                if len(entry) != 4:
+                    raise ValueError(f"env.unwrapped.P[{s}][{a}]: expected entries (prob, "
+                                     f"next_state, reward, terminated), got {entry!r}")
+                p, s2, r, done = float(entry[0]), entry[1], float(entry[2]), bool(entry[3])
+                if int(s2) != s2 or not 0 <= int(s2) < S:
+                    raise ValueError(f"env.unwrapped.P[{s}][{a}]: next state {s2!r} is not a state "
+                                     f"in [0, {S - 1}]")
+                if not (np.isfinite(p) and p >= 0 and np.isfinite(r)):
+                    raise ValueError(f"env.unwrapped.P[{s}][{a}]: expected a probability >= 0 and "
+                                     f"a finite reward, got {entry!r}")
+                s2 = int(s2)
+                P[s, a, s2] += p
+                PR[s, a, s2] += p * r
+                if p > 0:
+                    (ends if done else goes_on)[s, a, s2] = True
+            total = P[s, a].sum()
+            if abs(total - 1.0) > ROW_ATOL:
+                raise ValueError(f"env.unwrapped.P[{s}][{a}]: probabilities must sum to 1, they "
+                                 f"sum to {total:.12g}")
+    return P, PR, ends, goes_on
+
+
+def _reachable(P: np.ndarray, start: np.ndarray, terminal: np.ndarray) -> np.ndarray:
+    """States reachable from ``start`` without stepping out of a terminal state."""
+    edges = (P > 0).any(axis=1) & ~terminal[:, None]     # (S, S): s -> s' possible
+    seen = start.copy()
+    frontier = start.copy()
+    while frontier.any():
+        frontier = edges[frontier].any(axis=0) & ~seen
+        seen |= frontier
+    return seen
+
+
+def _terminal_states(P: np.ndarray, ends: np.ndarray, goes_on: np.ndarray,
+                     start: np.ndarray) -> np.ndarray:
+    """States whose arrival ends the episode; checks that termination depends on them only.
+
+    The check covers the rows an episode can reach from ``start`` (Taxi lists rows for
+    states that only exist after an episode has ended, where the rule does not hold).
+    """
+    terminal = ends.any(axis=(0, 1))
+    live = _reachable(P, start, terminal) & ~terminal
+    clash = goes_on[live][:, :, terminal]       # from a live state into a terminal one, not ending
+    if clash.any():
+        s_live, a, j = np.argwhere(clash)[0]
+        s = int(np.flatnonzero(live)[s_live])
+        s2 = int(np.flatnonzero(terminal)[j])
+        raise ValueError(f"env.unwrapped.P: state {s2} ends the episode on some transitions but "
+                         f"not on P[{s}][{a}]; the adapter needs termination to depend only on "
+                         "the state reached")
+    return terminal
+
+
+def from_gymnasium(env: Any, *, features: Callable[[int], Any] | Any = None,
+                   discount: float | None = None) -> TabularMDP:
+    r"""The exact tabular model of a discrete Gymnasium environment.
+
+    Parameters
+    ----------
+    env : gymnasium.Env
+        An environment (wrapped or not) with Discrete spaces whose ``unwrapped`` publishes its
+        model: toy-text's ``P[s][a] = [(prob, next_state, reward, terminated), ...]`` or a
+        :class:`~corrpriors.envs.TabularEnv`.
+    features : callable or array_like of shape (S, D), optional
+        State features for the kernel (see :func:`env_info`); default: the coordinates
+        derivable from the environment, if any.
+    discount : float, optional
+        :math:`\gamma` of the returned model (default: a TabularEnv's own, else 0.99).
+
+    Returns
+    -------
+    TabularMDP
+        ``transitions`` (S, A, S); ``rewards`` :math:`r(s, a, s')` of shape (S, A, S) (the
+        model's own rewards for a TabularEnv); ``terminal`` (S,); ``initial_distribution``
+        (S,) if the environment has one; ``coordinates`` (S, D) and, for grids, ``shape``.
+
+    Raises
+    ------
+    TypeError
+        If a space is not Discrete.
+    ValueError
+        If the environment publishes no model, its probabilities do not sum to one, a next
+        state is out of range, termination depends on more than the state reached, or the
+        features have the wrong length.
+
+    Examples
+    --------
+    >>> import gymnasium
+    >>> from corrpriors.envs import from_gymnasium
+    >>> mdp = from_gymnasium(gymnasium.make("FrozenLake-v1", map_name="4x4"))
+    >>> mdp.transitions.shape, int(mdp.terminal.sum()), mdp.coordinates[5].tolist()
+    ((16, 4, 16), 5, [1.0, 1.0])
+    """
+    from .gym import TabularEnv
+
+    info = env_info(env, features=features)
+    u = env.unwrapped
+    S, A = info.n_states, info.n_actions
+    _, shape, walls = _known_coordinates(u, S)
+    if features is not None:
+        shape, walls = None, None
+    if isinstance(u, TabularEnv):
+        gamma = u.mdp.discount if discount is None else discount
+        return dataclasses.replace(u.mdp, discount=gamma, coordinates=info.coordinates,
+                                   shape=shape, walls=walls,
+                                   initial_distribution=u.initial_distribution)
+    table = getattr(u, "P", None)
+    if table is None:
+        raise ValueError(f"env: {info.name} publishes no tabular model (env.unwrapped.P); it can "
+                         "still be learned and controlled -- use corrpriors.envs.env_info(env) for "
+                         "the beliefs -- but exact evaluation needs the model")
+    if getattr(u, "fickle_passenger", False):
+        warnings.warn("env: Taxi's fickle passenger changes destination outside env.unwrapped.P; "
+                      "the model returned describes the environment without it", UserWarning,
+                      stacklevel=2)
+    P, PR, ends, goes_on = _read_table(table, S, A)
+    r = np.divide(PR, P, out=np.zeros_like(PR), where=P > 0)
+    P /= P.sum(axis=-1, keepdims=True)       # remove the round-off the check allowed
+    mu = getattr(u, "initial_state_distrib", None)
+    if mu is not None:
+        mu = check_distribution(mu, S, "env.unwrapped.initial_state_distrib")
+    terminal = _terminal_states(P, ends, goes_on, np.ones(S, bool) if mu is None else mu > 0)
+    P[terminal] = 0.0
+    P[terminal, :, terminal.nonzero()[0]] = 1.0   # absorbing: P[t, a, t] = 1
+    r[terminal] = 0.0
+    return TabularMDP(P, r, DEFAULT_DISCOUNT if discount is None else discount,
+                      coordinates=info.coordinates, shape=shape, walls=walls, name=info.name,
+                      terminal=terminal, initial_distribution=mu)
+
+
+# --------------------------------------------------------------------------------------
+# Data collection
+# --------------------------------------------------------------------------------------
+def random_exploration(env: Any, n_steps: int, *, rng: SeedLike) -> EnvTransitions:
+    """Uniformly random actions for ``n_steps`` steps, resetting whenever an episode ends.
+
+    Parameters
+    ----------
+    env : gymnasium.Env
+        A discrete environment (wrapped or not; a time limit truncates episodes).
+    n_steps : int
+        Number of transitions T.
+    rng : numpy.random.Generator or seed
+        Draws the actions and seeds the environment's first reset.
+
+    Returns
+    -------
+    EnvTransitions
+    """
+    info = env_info(env)
+    if int(n_steps) != n_steps or n_steps < 0:
+        raise ValueError(f"n_steps: expected a non-negative int, got {n_steps!r}")
+    gen = as_generator(rng)
+    T = int(n_steps)
+    out = {k: np.zeros(T, dtype=np.int64) for k in ("states", "actions", "next_states")}
+    rewards = np.zeros(T)
+    flags = {k: np.zeros(T, dtype=bool) for k in ("terminated", "truncated")}
+    s, _ = env.reset(seed=int(gen.integers(2**32)))
+    for t in range(T):
+        a = int(gen.integers(info.n_actions))     # one draw per step: a shorter run is a prefix
+        s2, r, term, trunc, _ = env.step(a)
+        out["states"][t], out["actions"][t], out["next_states"][t] = s, a, s2
+        rewards[t], flags["terminated"][t], flags["truncated"][t] = r, term, trunc
+        s = env.reset()[0] if term or trunc else s2
+    return EnvTransitions(out["states"], out["actions"], out["next_states"], rewards,
+                          flags["terminated"], flags["truncated"])

@@ -147,14 +147,68 @@ def amalgamate(bounds: np.ndarray, struct: list, parent: np.ndarray) -> np.ndarr
         w = width[b] + width[b + 1]
         total = w * (w + 1) // 2 + w * below[b + 1]
         zeros = 1.0 - (true_nz[b] + true_nz[b + 1]) / total
-        if any(w <= cap and zeros <= share for cap, share in _RELAX):
+        if _relaxed(w, zeros):
             keep[b + 1] = False
             width[b + 1] = w
             true_nz[b + 1] += true_nz[b]
     return bounds[keep]
 
 
-def analyse(indptr: np.ndarray, indices: np.ndarray, bounds: np.ndarray | None) -> Symbolic:
+def _relaxed(width: int, zeros: float) -> bool:
+    return any(width <= cap and zeros <= share for cap, share in _RELAX)
+
+
+def relaxed_supernodes(indptr: np.ndarray, indices: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """Supernodes of an arbitrary ordering: column etree, relaxed merging, re-ordering.
+
+    Every column starts alone; in increasing order, each column absorbs the groups of its
+    elimination-tree children while ``_RELAX`` allows (fundamental supernodes have no
+    extra zeros, so they always form). Columns are then re-ordered so that each group is
+    contiguous: groups by their top column, columns ascending within a group. That is a
+    topological order of the elimination tree, hence an equivalent ordering (same fill).
+
+    Parameters
+    ----------
+    indptr, indices : ndarray
+        Lower triangle of the permuted pattern (compressed columns, diagonal included).
+
+    Returns
+    -------
+    order : ndarray of shape (C,)
+        New position -> old (permuted) column.
+    bounds : ndarray of shape (n_groups + 1,)
+    """
+    n = indptr.size - 1
+    struct, parent = block_structures(indptr, indices, np.arange(n + 1, dtype=np.int64))
+    below = np.array([s.size for s in struct], dtype=np.int64)
+    width = np.ones(n, dtype=np.int64)
+    true_nz = 1 + below
+    link = np.arange(n, dtype=np.int64)
+    has_parent = np.flatnonzero(parent >= 0)
+    by_parent = has_parent[np.argsort(parent[has_parent], kind="stable")]
+    starts = np.searchsorted(parent[by_parent], np.arange(n + 1))
+    for j in range(n):
+        for c in by_parent[starts[j]:starts[j + 1]]:
+            w = width[c] + width[j]
+            total = w * (w + 1) // 2 + w * below[j]
+            if _relaxed(w, 1.0 - (true_nz[c] + true_nz[j]) / total):
+                link[c] = j
+                width[j] = w
+                true_nz[j] += true_nz[c]
+    top = link
+    while True:
+        nxt = top[top]
+        if np.array_equal(nxt, top):
+            break
+        top = nxt
+    order = np.lexsort((np.arange(n), top))
+    sizes = np.bincount(top, minlength=n)
+    bounds = np.concatenate([[0], np.cumsum(sizes[sizes > 0])]).astype(np.int64)
+    return order.astype(np.int64), bounds
+
+
+def analyse(indptr: np.ndarray, indices: np.ndarray, bounds: np.ndarray) -> Symbolic:
     """Symbolic factorisation: supernodes, their structures, extend-add maps, panel layout.
 
     Parameters
@@ -162,17 +216,15 @@ def analyse(indptr: np.ndarray, indices: np.ndarray, bounds: np.ndarray | None) 
     indptr, indices : ndarray
         Lower triangle of the permuted pattern (compressed columns, sorted rows, diagonal
         included).
-    bounds : ndarray of shape (n_blocks + 1,) or None
-        Initial column blocks (e.g. nested dissection's separators and leaves); ``None``
-        starts from single columns. Blocks are then amalgamated (``amalgamate``).
+    bounds : ndarray of shape (n_blocks + 1,)
+        Initial column blocks (nested dissection's separators and leaves, or
+        ``relaxed_supernodes``); contiguous blocks are then amalgamated (``amalgamate``).
 
     Returns
     -------
     Symbolic
     """
     n = indptr.size - 1
-    if bounds is None:
-        bounds = np.arange(n + 1, dtype=np.int64)
     struct, parent = block_structures(indptr, indices, bounds)
     merged = amalgamate(bounds, struct, parent)
     if merged.size != bounds.size:

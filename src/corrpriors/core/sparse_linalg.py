@@ -151,18 +151,29 @@ class SparseCholesky:
         self._transpose = np.searchsorted(self._keys, cols * n + rows)
         self._diag = np.searchsorted(self._keys, np.arange(n, dtype=np.int64) * (n + 1))
         perm, bounds = self._ordering(structure, ordering, int(leaf_size))
+        if bounds is None:  # a column ordering: find its supernodes, made contiguous
+            order, bounds = _supernodal.relaxed_supernodes(*self._permuted_lower(perm)[:2])
+            perm = perm[order]
         self.perm = perm
-        iperm = np.empty(n, dtype=np.int64)
-        iperm[perm] = np.arange(n)
-        prow, pcol = iperm[rows], iperm[cols]
-        self._lower = np.flatnonzero(prow >= pcol)
-        lo_r, lo_c = prow[self._lower], pcol[self._lower]
-        order = np.lexsort((lo_r, lo_c))
-        indptr = np.concatenate([[0], np.cumsum(np.bincount(lo_c, minlength=n))])
-        self._symbolic = _supernodal.analyse(indptr, lo_r[order], bounds)
+        indptr, lo_rows, prow, pcol, self._lower = self._permuted_lower(perm)
+        self._symbolic = _supernodal.analyse(indptr, lo_rows, bounds)
         self._position = _supernodal.positions(self._symbolic, np.maximum(prow, pcol),
                                                np.minimum(prow, pcol))
         self._lower_slots: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def _permuted_lower(self, perm: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Permuted pattern: lower-triangle CSC (indptr, rows), every entry's permuted row
+        and column, and which entries are in the lower triangle."""
+        n = self.n
+        iperm = np.empty(n, dtype=np.int64)
+        iperm[perm] = np.arange(n)
+        rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(self._indptr))
+        prow, pcol = iperm[rows], iperm[self._indices]
+        lower = np.flatnonzero(prow >= pcol)
+        lo_r, lo_c = prow[lower], pcol[lower]
+        order = np.lexsort((lo_r, lo_c))
+        indptr = np.concatenate([[0], np.cumsum(np.bincount(lo_c, minlength=n))])
+        return indptr, lo_r[order], prow, pcol, lower
 
     @staticmethod
     def _ordering(structure: sp.csr_array, ordering: Any, leaf_size: int

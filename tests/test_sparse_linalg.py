@@ -195,6 +195,13 @@ def test_sample_identity_gives_exact_covariance():
     np.testing.assert_allclose(x @ x.T, np.linalg.inv(a.toarray()), atol=1e-10)
     z = np.random.default_rng(0).standard_normal(a.shape[0])
     np.testing.assert_allclose(f.sample(z), x @ z, atol=1e-10)
+    # the half solve is the adjoint: b^T A^-1 b = |L^-1 P b|^2, and sample(solve_factor(b))
+    # = A^-1 b
+    b = np.random.default_rng(1).standard_normal((a.shape[0], 2))
+    y = f.solve_factor(b)
+    np.testing.assert_allclose((y * y).sum(0), np.einsum("ij,ij->j", b, f.solve(b)),
+                               rtol=1e-12)
+    np.testing.assert_allclose(f.sample(y), f.solve(b), rtol=1e-12, atol=1e-12)
 
 
 def test_trace_inverse_product():

@@ -369,6 +369,11 @@ class CholeskyFactor:
             raise ValueError(f"{name}: contains NaN or infinite values")
         return arr, arr.ndim == 1
 
+    def _unpermute(self, x: np.ndarray, vector: bool) -> np.ndarray:
+        out = np.empty_like(x)
+        out[self.perm] = x
+        return out[:, 0] if vector else out
+
     def solve(self, b: Any) -> np.ndarray:
         """Solve ``A x = b``.
 
@@ -384,9 +389,25 @@ class CholeskyFactor:
         x = np.ascontiguousarray(arr.reshape(self.n, -1)[self.perm])
         _supernodal.solve_lower(self.analysis._symbolic, self._factor, x)
         _supernodal.solve_upper(self.analysis._symbolic, self._factor, x)
-        out = np.empty_like(x)
-        out[self.perm] = x
-        return out[:, 0] if vector else out
+        return self._unpermute(x, vector)
+
+    def solve_factor(self, b: Any) -> np.ndarray:
+        r"""Half solve :math:`y = L^{-1} P b`, so that :math:`b^T A^{-1} b = \|y\|^2`.
+
+        The adjoint of :meth:`sample`; the result is in elimination order.
+
+        Parameters
+        ----------
+        b : ndarray of shape (C,) or (C, m)
+
+        Returns
+        -------
+        ndarray of the shape of ``b``
+        """
+        arr, vector = self._rhs(b, "b")
+        x = np.ascontiguousarray(arr.reshape(self.n, -1)[self.perm])
+        _supernodal.solve_lower(self.analysis._symbolic, self._factor, x)
+        return x[:, 0] if vector else x
 
     def sample(self, z: Any) -> np.ndarray:
         r"""Map standard normal ``z`` to draws with covariance :math:`A^{-1}`.
@@ -406,9 +427,7 @@ class CholeskyFactor:
         arr, vector = self._rhs(z, "z")
         x = np.array(arr.reshape(self.n, -1), dtype=np.float64, order="C", copy=True)
         _supernodal.solve_upper(self.analysis._symbolic, self._factor, x)
-        out = np.empty_like(x)
-        out[self.perm] = x
-        return out[:, 0] if vector else out
+        return self._unpermute(x, vector)
 
     def logdet(self) -> float:
         """Natural logarithm of ``det(A)``."""

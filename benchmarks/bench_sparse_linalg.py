@@ -5,8 +5,10 @@ factorise the C x C precision, take the diagonal of its inverse and its log-dete
 Matrix: the alpha = 2 Matern-like GMRF precision on a k x k grid (13-point stencil,
 ``corrpriors.kernels.grid_precision``), C = k^2. Candidates:
 
-* ``supernodal-nd``   the library's default: supernodal multifrontal Cholesky + selected
-  inversion (``core.sparse_linalg``), nested dissection by BFS level separators;
+* ``supernodal-nd``   supernodal multifrontal Cholesky + selected inversion
+  (``core.sparse_linalg``), nested dissection by BFS level separators;
+* ``supernodal-auto`` the library's default: analyses nested dissection and MMD, keeps the
+  one with fewer flops (its analysis time is the sum);
 * ``supernodal-metis`` the same with METIS nested dissection (optional ``pymetis``);
 * ``supernodal-mmd``  the same with SuperLU's multiple minimum degree ordering;
 * ``supernodal-rcm``  the same with reverse Cuthill-McKee: a banded (block-tridiagonal) factor;
@@ -138,15 +140,27 @@ def dense(q: sp.csr_array, repeat: int) -> dict:
                 diag=diag)
 
 
+def rcm_band_entries(q: sp.csr_array) -> int:
+    """C x bandwidth after reverse Cuthill-McKee: the banded factor's storage."""
+    perm = csgraph.reverse_cuthill_mckee(q, symmetric_mode=True)
+    iperm = np.empty_like(perm)
+    iperm[perm] = np.arange(perm.size)
+    coo = q.tocoo()
+    return q.shape[0] * int(np.max(np.abs(iperm[coo.row] - iperm[coo.col])) + 1)
+
+
 def run_size(q: sp.csr_array, args, has_metis: bool) -> dict:
     n = q.shape[0]
-    res = {"supernodal-nd": supernodal(q, "nested_dissection", args.repeat)}
+    res = {"supernodal-nd": supernodal(q, "nested_dissection", args.repeat),
+           "supernodal-auto": supernodal(q, "auto", args.repeat)}
     if has_metis:
         res["supernodal-metis"] = supernodal(q, "metis", args.repeat)
+    banded_ok = rcm_band_entries(q) <= args.max_band_entries  # long-range edges: no band
     if n <= args.generic_max:
         res["supernodal-mmd"] = supernodal(q, "mmd", args.repeat)
-        res["supernodal-rcm"] = supernodal(q, "rcm", args.repeat)
-    if n <= args.banded_max:
+        if banded_ok:
+            res["supernodal-rcm"] = supernodal(q, "rcm", args.repeat)
+    if n <= args.banded_max and banded_ok:
         res["banded-lapack"] = banded(q, args.repeat)
     if n <= args.splu_max:
         res["splu"] = superlu(q, args.repeat)
@@ -216,7 +230,10 @@ def main() -> None:
     ap.add_argument("--splu-max", type=int, default=100000)
     ap.add_argument("--generic-max", type=int, default=100000,
                     help="largest C for the mmd / rcm supernodal variants")
+    ap.add_argument("--max-band-entries", type=float, default=3e7,
+                    help="skip the RCM/banded candidates when C x bandwidth exceeds this")
     ap.add_argument("--graphs", action="store_true", help="also kNN and maze graphs")
+    ap.add_argument("--no-grid", action="store_true", help="skip the grid sizes")
     args = ap.parse_args()
     sizes = [2500, 10000] if args.quick else args.sizes
     try:
@@ -226,14 +243,15 @@ def main() -> None:
         has_metis = False
     record: dict = {"grid": {}, "graphs": {}}
     with threadpool_limits(1):
-        for c in sizes:
+        for c in ([] if args.no_grid else sizes):
             k = int(round(np.sqrt(c)))
             q = grid_precision((k, k), kappa=0.3, alpha=2, normalize=False)
             record["grid"][k * k] = run_size(q, args, has_metis)
-            print(json.dumps({"C": k * k, **{n: {kk: v for kk, v in r.items()
-                                                  if kk in ("cpu", "mb")}
-                                              for n, r in record["grid"][k * k].items()}}),
-                  flush=True)
+            print(f"done C = {k * k}", flush=True)
+        if record["grid"]:
+            print_table("2-D grid, alpha = 2 (13-point stencil): factorise + "
+                        "inverse_diagonal + logdet", record["grid"])
+            print_growth(record["grid"])
         if args.graphs:
             rng = np.random.default_rng(0)
             for c in (10000, 40000):
@@ -244,11 +262,7 @@ def main() -> None:
                 q = graph_precision(maze_graph(side, rng), kappa=0.3, alpha=2,
                                     normalize=False)
                 record["graphs"][f"maze {side * side}"] = run_size(q, args, has_metis)
-    print_table("2-D grid, alpha = 2 (13-point stencil): factorise + inverse_diagonal + "
-                "logdet", record["grid"])
-    print_growth(record["grid"])
-    if record["graphs"]:
-        print_table("general graphs (alpha = 2)", record["graphs"])
+            print_table("general graphs (alpha = 2)", record["graphs"])
     out = Path(__file__).parent / "out" / "bench_sparse_linalg.json"
     out.parent.mkdir(exist_ok=True)
     atomic_write_bytes(out, json.dumps(record, indent=1, default=float).encode())

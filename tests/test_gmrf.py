@@ -136,12 +136,16 @@ def test_knn_adjacency_weights():
     x = x.reshape(-1, 2) * 0.5
     adj = knn_adjacency(x, 4)
     assert (adj != adj.T).nnz == 0
-    # interior point: its 4 axis neighbours at distance 0.5, weight 2D/(k d^2) ~ 1/h^2
+    # interior point: its 4 axis neighbours at distance 0.5, weight 2D/(k h_i h_j) ~ 1/h^2
     row = adj[[3 * 8 + 3]].toarray().ravel()
     kbar = adj.nnz / 64
     np.testing.assert_allclose(row[row > 0], 4.0 / (kbar * 0.25))
     unit = knn_adjacency(x, 4, weights="unit")
     assert set(np.unique(unit.data)) == {1.0}
+    # near-duplicate points do not blow the weights up (local spacing, not 1/d^2)
+    y = np.vstack([x, x[:1] + 1e-9])
+    near = knn_adjacency(y, 4)
+    assert near.max() < 100 * adj.max()
 
 
 def test_matern_kappa_mapping():

@@ -105,12 +105,15 @@ class SparseCholesky:
     pattern : scipy.sparse matrix or ndarray of shape (C, C)
         Its stored entries (any value) define the pattern; the analysed pattern is that of
         ``pattern + pattern^T`` plus the full diagonal.
-    ordering : {"nested_dissection", "metis", "mmd", "rcm", "natural"} or ndarray of shape (C,)
-        Fill-reducing ordering. ``"nested_dissection"`` (default) is the package's own
-        (breadth-first level separators); ``"metis"`` uses METIS through the optional
-        package ``pymetis``; ``"mmd"`` is SuperLU's multiple minimum degree; ``"rcm"``
-        reverse Cuthill-McKee (a banded factor); an array is used as the elimination order
-        (``A[perm][:, perm]`` is factorised).
+    ordering : {"auto", "nested_dissection", "metis", "mmd", "rcm", "natural"} or ndarray of shape (C,)
+        Fill-reducing ordering. ``"auto"`` (default) analyses both ``"nested_dissection"``
+        (the package's own, breadth-first level separators: best on grids and meshes) and
+        ``"mmd"`` (SuperLU's multiple minimum degree: far better on graphs without small
+        level separators, e.g. grid worlds with random long-range transitions) and keeps
+        the one with fewer factorisation flops, at twice the analysis time. ``"metis"`` uses
+        METIS through the optional package ``pymetis``; ``"rcm"`` reverse Cuthill-McKee (a
+        banded factor); an array is used as the elimination order (``A[perm][:, perm]`` is
+        factorised).
     leaf_size : int, default=64
         Nested dissection stops at sub-graphs of this many vertices (dense leaf blocks).
 
@@ -135,7 +138,7 @@ class SparseCholesky:
     and ``theta`` (``factorize(Q, scale=1 / theta, diagonal=d)``).
     """
 
-    def __init__(self, pattern: Any, *, ordering: str | np.ndarray = "nested_dissection",
+    def __init__(self, pattern: Any, *, ordering: str | np.ndarray = "auto",
                  leaf_size: int = 64):
         structure = _canonical_structure(pattern, "pattern")
         n = structure.shape[0]
@@ -150,16 +153,28 @@ class SparseCholesky:
         self._keys = rows * n + cols
         self._transpose = np.searchsorted(self._keys, cols * n + rows)
         self._diag = np.searchsorted(self._keys, np.arange(n, dtype=np.int64) * (n + 1))
-        perm, bounds = self._ordering(structure, ordering, int(leaf_size))
-        if bounds is None:  # a column ordering: find its supernodes, made contiguous
-            order, bounds = _supernodal.relaxed_supernodes(*self._permuted_lower(perm)[:2])
-            perm = perm[order]
-        self.perm = perm
-        indptr, lo_rows, prow, pcol, self._lower = self._permuted_lower(perm)
-        self._symbolic = _supernodal.analyse(indptr, lo_rows, bounds)
+        if isinstance(ordering, str) and ordering not in ("auto",) + ORDERINGS:
+            raise ValueError(f"ordering: expected one of {('auto',) + ORDERINGS} or a "
+                             f"permutation array, got {ordering!r}")
+        if isinstance(ordering, str) and ordering == "auto":
+            candidates = [self._analyse(structure, name, int(leaf_size))
+                          for name in ("nested_dissection", "mmd")]
+            chosen = min(candidates, key=lambda c: c[2].flops())
+        else:
+            chosen = self._analyse(structure, ordering, int(leaf_size))
+        self.perm, self._lower, self._symbolic, prow, pcol = chosen
         self._position = _supernodal.positions(self._symbolic, np.maximum(prow, pcol),
                                                np.minimum(prow, pcol))
         self._lower_slots: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def _analyse(self, structure: sp.csr_array, ordering: Any, leaf_size: int) -> tuple:
+        """Ordering, then symbolic factorisation: (perm, lower, symbolic, prow, pcol)."""
+        perm, bounds = self._ordering(structure, ordering, leaf_size)
+        if bounds is None:  # a column ordering: find its supernodes, made contiguous
+            order, bounds = _supernodal.relaxed_supernodes(*self._permuted_lower(perm)[:2])
+            perm = perm[order]
+        indptr, lo_rows, prow, pcol, lower = self._permuted_lower(perm)
+        return perm, lower, _supernodal.analyse(indptr, lo_rows, bounds), prow, pcol
 
     def _permuted_lower(self, perm: np.ndarray) -> tuple[np.ndarray, ...]:
         """Permuted pattern: lower-triangle CSC (indptr, rows), every entry's permuted row
@@ -186,8 +201,8 @@ class SparseCholesky:
         perm = np.asarray(ordering)
         if perm.shape != (n,) or not np.issubdtype(perm.dtype, np.integer) \
                 or not np.array_equal(np.sort(perm), np.arange(n)):
-            raise ValueError(f"ordering: expected one of {ORDERINGS} or a permutation of "
-                             f"0..{n - 1} of shape (C,) = ({n},), got "
+            raise ValueError(f"ordering: expected one of {('auto',) + ORDERINGS} or a "
+                             f"permutation of 0..{n - 1} of shape (C,) = ({n},), got "
                              f"{type(ordering).__name__} of shape {np.shape(ordering)}")
         return perm.astype(np.int64), None
 

@@ -16,7 +16,7 @@ with :math:`2D + 1` non-zeros per interior row of a D-dimensional grid for
 :math:`\kappa` and the length scale are in the units of ``spacing`` (cells by default).
 On a graph, :math:`L = \operatorname{diag}(W\mathbf{1}) - W` for the weighted adjacency
 :math:`W`; with unit weights lengths are in hops, with :func:`knn_adjacency`'s default
-weights in the coordinates' units.
+weights in the coordinates' units (approximately).
 
 **Length scale.** ``length_scale`` :math:`\rho` sets :math:`\kappa = \sqrt{8\nu}/\rho` with
 :math:`\nu = \alpha - d/2` (``d`` the grid's dimension, or ``dim`` for a graph). When
@@ -343,7 +343,7 @@ def grid_precision(shape: Any, *, kappa: float | None = None,
     return graph_precision(adj, kappa=k, alpha=alpha, tau=tau, normalize=normalize)
 
 
-def knn_adjacency(coords: Any, n_neighbors: int, *, weights: str = "distance"
+def knn_adjacency(coords: Any, n_neighbors: int, *, weights: str = "spacing"
                   ) -> sp.csr_array:
     r"""Symmetrised k-nearest-neighbour adjacency of points.
 
@@ -353,12 +353,14 @@ def knn_adjacency(coords: Any, n_neighbors: int, *, weights: str = "distance"
     n_neighbors : int
         Neighbours per point (``1 <= n_neighbors < C``); the graph is symmetrised (an edge
         if either point is among the other's neighbours).
-    weights : {"distance", "unit"}, default="distance"
-        ``"distance"``: :math:`w_{ij} = 2D / (\bar k\, d_{ij}^2)` with :math:`\bar k` the
-        mean degree, so that the graph Laplacian approximates :math:`-\Delta` in the
-        coordinates' units (on a regular grid with ``n_neighbors = 2 D`` it is the
-        finite-difference Laplacian away from the boundary); ``"unit"``: all ones (lengths
-        in hops).
+    weights : {"spacing", "unit"}, default="spacing"
+        ``"spacing"``: :math:`w_{ij} = 2D / (\bar k\, h_i h_j)` with :math:`h_i` the mean
+        distance from point ``i`` to its ``n_neighbors`` nearest points (the local spacing)
+        and :math:`\bar k` the mean degree, so that the graph Laplacian approximates
+        :math:`-\Delta` in the coordinates' units (on a regular grid with
+        ``n_neighbors = 2 D`` it is the finite-difference Laplacian away from the
+        boundary). Unlike :math:`1/d_{ij}^2` weights it stays well conditioned when two
+        points nearly coincide. ``"unit"``: all ones (lengths in hops).
 
     Returns
     -------
@@ -376,17 +378,20 @@ def knn_adjacency(coords: Any, n_neighbors: int, *, weights: str = "distance"
             or not 1 <= n_neighbors < n:
         raise ValueError(f"n_neighbors: expected an integer in [1, {n - 1}], got "
                          f"{n_neighbors!r}")
-    if weights not in ("distance", "unit"):
-        raise ValueError(f"weights: expected 'distance' or 'unit', got {weights!r}")
+    if weights not in ("spacing", "unit"):
+        raise ValueError(f"weights: expected 'spacing' or 'unit', got {weights!r}")
     dist, nb = cKDTree(x).query(x, k=int(n_neighbors) + 1)
     rows = np.repeat(np.arange(n), n_neighbors)
-    cols, dd = nb[:, 1:].ravel(), dist[:, 1:].ravel()
-    if np.any(dd == 0):
-        raise ValueError("coords: contains duplicate points (zero distance to a neighbour)")
-    val = dd ** -2.0 if weights == "distance" else np.ones(dd.size)
-    adj = sp.csr_array((val, (rows, cols)), shape=(n, n))
+    cols = nb[:, 1:].ravel()
+    adj = sp.csr_array((np.ones(cols.size), (rows, cols)), shape=(n, n))
     adj = sp.csr_array(adj.maximum(adj.T))
-    if weights == "distance":
-        adj = adj * (2.0 * d / (adj.nnz / n))
+    if weights == "spacing":
+        h = dist[:, 1:].mean(axis=1)
+        if np.any(h == 0):
+            raise ValueError(f"coords: contains duplicate points (point {int(np.argmin(h))} "
+                             "coincides with all its neighbours: zero local spacing)")
+        coo = adj.tocoo()
+        val = 2.0 * d / (adj.nnz / n) / (h[coo.row] * h[coo.col])
+        adj = sp.csr_array((val, (coo.row, coo.col)), shape=(n, n))
     adj.sort_indices()
     return adj

@@ -15,9 +15,29 @@ pattern for every stick and iteration, so one analysis serves a whole fit.
 
 The implementation is a supernodal multifrontal Cholesky with dense LAPACK kernels on the
 fronts and the supernodal selected inversion of Lin et al. (2011), in numpy/scipy only (no
-compiled extension), ordered by nested dissection. On a 2-D grid the cost grows about as
+compiled extension), ordered by nested dissection (or minimum degree, whichever is
+cheaper). BLAS runs single-threaded inside (``core.cavi.blas_threads_for``): the fronts
+are small to medium, and two OpenBLAS threads on a shared machine made the factorisation
+5x and the selected inversion 30x slower in CPU time (measured, C = 40,000). On a 2-D grid the cost grows about as
 :math:`C^{1.5}` (fill :math:`O(C \log C)`), against :math:`C^3` for dense algebra; see
 ``benchmarks/README.md`` ("Sparse Cholesky and selected inversion") for measurements.
+
+Use in the Polya-Gamma CAVI (prior :math:`\Sigma = \theta Q^{-1}`, stick ``k`` with
+:math:`d_k = E[\omega_k]`, zero off the observed set)::
+
+    chol = SparseCholesky(Q)                          # once per pattern
+    prior = chol.factorize(Q)                         # log det Q; prior draws
+    f = chol.factorize(Q, scale=1 / theta, diagonal=d_k)   # P_k = Q / theta + diag(d_k)
+    lam = f.solve(kappa_k + Q @ mu_k / theta)         # posterior mean
+    var = f.inverse_diagonal()                        # V_k,ii exactly (any subset: index it)
+    logdet_V = -f.logdet()
+    tr_QV = f.trace_inverse_product(Q)                # EM: theta = (tr(Q V) + r'Q r) / C
+    psi = lam[:, None] + f.sample(z)                  # z ~ N(0, I) of shape (C, M)
+    prior_draw = np.sqrt(theta) * prior.sample(z)     # ~ N(0, theta Q^-1)
+
+The selected inverse is computed once per factor (on the first of ``inverse_diagonal``,
+``selected_inverse``, ``trace_inverse_product``) and cached; it costs about one more
+factorisation.
 
 References
 ----------
@@ -47,6 +67,7 @@ import scipy.sparse as sp
 
 from . import _supernodal
 from ._ordering import ORDERINGS, fill_reducing_ordering
+from .cavi import blas_threads_for
 
 __all__ = ["CholeskyFactor", "NotPositiveDefiniteError", "SparseCholesky"]
 
@@ -336,7 +357,8 @@ class SparseCholesky:
         buffer = np.zeros(self._symbolic.size)
         buffer[self._position[self._lower]] = vals[self._lower]
         try:
-            _supernodal.factorize(self._symbolic, buffer)
+            with blas_threads_for(self.n):
+                _supernodal.factorize(self._symbolic, buffer)
         except _supernodal.NotPositiveDefinite as err:
             index = int(self.perm[err.column])
             raise NotPositiveDefiniteError(
@@ -402,8 +424,9 @@ class CholeskyFactor:
         """
         arr, vector = self._rhs(b, "b")
         x = np.ascontiguousarray(arr.reshape(self.n, -1)[self.perm])
-        _supernodal.solve_lower(self.analysis._symbolic, self._factor, x)
-        _supernodal.solve_upper(self.analysis._symbolic, self._factor, x)
+        with blas_threads_for(self.n):
+            _supernodal.solve_lower(self.analysis._symbolic, self._factor, x)
+            _supernodal.solve_upper(self.analysis._symbolic, self._factor, x)
         return self._unpermute(x, vector)
 
     def solve_factor(self, b: Any) -> np.ndarray:
@@ -421,7 +444,8 @@ class CholeskyFactor:
         """
         arr, vector = self._rhs(b, "b")
         x = np.ascontiguousarray(arr.reshape(self.n, -1)[self.perm])
-        _supernodal.solve_lower(self.analysis._symbolic, self._factor, x)
+        with blas_threads_for(self.n):
+            _supernodal.solve_lower(self.analysis._symbolic, self._factor, x)
         return x[:, 0] if vector else x
 
     def sample(self, z: Any) -> np.ndarray:
@@ -441,7 +465,8 @@ class CholeskyFactor:
         """
         arr, vector = self._rhs(z, "z")
         x = np.array(arr.reshape(self.n, -1), dtype=np.float64, order="C", copy=True)
-        _supernodal.solve_upper(self.analysis._symbolic, self._factor, x)
+        with blas_threads_for(self.n):
+            _supernodal.solve_upper(self.analysis._symbolic, self._factor, x)
         return self._unpermute(x, vector)
 
     def logdet(self) -> float:
@@ -459,7 +484,9 @@ class CholeskyFactor:
 
     def _selected(self) -> np.ndarray:
         if self._sigma is None:
-            self._sigma = _supernodal.selected_inverse(self.analysis._symbolic, self._factor)
+            with blas_threads_for(self.n):
+                self._sigma = _supernodal.selected_inverse(self.analysis._symbolic,
+                                                           self._factor)
         return self._sigma
 
     def inverse_diagonal(self) -> np.ndarray:

@@ -5,11 +5,13 @@ Every ordering returns ``(perm, bounds)``: ``perm`` is the elimination order (po
 ``None`` or the boundaries of contiguous column blocks that the supernodal factorisation
 may treat as dense (nested dissection returns its separators and leaf sub-domains).
 
-The default is the nested dissection below (George's automatic nested dissection by
-breadth-first level structures, Algorithm 8.2 of George & Liu, *Computer Solution of Large
-Sparse Positive Definite Systems*, 1981), written with ``scipy.sparse.csgraph`` so that it
-needs no compiled extension. METIS (``pymetis``, optional), SuperLU's multiple minimum
-degree, reverse Cuthill-McKee (banded) and the natural order are alternatives.
+The nested dissection below (George's automatic nested dissection by breadth-first level
+structures, George & Liu, *Computer Solution of Large Sparse Positive Definite Systems*,
+1981, ch. 8) is written with ``scipy.sparse.csgraph`` so that it needs no compiled
+extension; it is the best on grids and meshes but poor on small-world graphs, where
+SuperLU's multiple minimum degree wins (``SparseCholesky(ordering="auto")`` analyses both).
+METIS (``pymetis``, optional), reverse Cuthill-McKee (banded) and the natural order are
+alternatives.
 """
 
 from __future__ import annotations

@@ -411,6 +411,14 @@ class CholeskyFactor:
         out[self.perm] = x
         return out[:, 0] if vector else out
 
+    def _forward(self, b: Any) -> tuple[np.ndarray, bool]:
+        """``L^-1 P b`` as a (C, m) array in elimination order, and whether b was 1-D."""
+        arr, vector = self._rhs(b, "b")
+        x = np.ascontiguousarray(arr.reshape(self.n, -1)[self.perm])
+        with blas_threads_for(self.n):
+            _supernodal.solve_lower(self.analysis._symbolic, self._factor, x)
+        return x, vector
+
     def solve(self, b: Any) -> np.ndarray:
         """Solve ``A x = b``.
 
@@ -422,10 +430,8 @@ class CholeskyFactor:
         -------
         ndarray of the shape of ``b``
         """
-        arr, vector = self._rhs(b, "b")
-        x = np.ascontiguousarray(arr.reshape(self.n, -1)[self.perm])
+        x, vector = self._forward(b)
         with blas_threads_for(self.n):
-            _supernodal.solve_lower(self.analysis._symbolic, self._factor, x)
             _supernodal.solve_upper(self.analysis._symbolic, self._factor, x)
         return self._unpermute(x, vector)
 
@@ -442,10 +448,7 @@ class CholeskyFactor:
         -------
         ndarray of the shape of ``b``
         """
-        arr, vector = self._rhs(b, "b")
-        x = np.ascontiguousarray(arr.reshape(self.n, -1)[self.perm])
-        with blas_threads_for(self.n):
-            _supernodal.solve_lower(self.analysis._symbolic, self._factor, x)
+        x, vector = self._forward(b)
         return x[:, 0] if vector else x
 
     def sample(self, z: Any) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Covariance functions for the correlated multinomial prior.
+"""Covariance functions for the correlated multinomial prior, and sparse GMRF precisions.
 
 Kernels are immutable; their free hyper-parameters form one log-space vector ``theta``
 with ``bounds`` (scikit-learn convention). Evaluate on coordinates (``k(X)``) or on a
@@ -16,11 +16,20 @@ Examples
 >>> bound = k.bind(coords=X)
 >>> bound.gram().shape, bound.gram_gradient().shape
 ((3, 3), (3, 3, 2))
+
+Large state spaces use a sparse *precision* instead of a covariance (``gmrf``): a
+Matern-like Gaussian Markov random field on a grid or a graph,
+
+>>> from corrpriors.kernels import grid_precision
+>>> grid_precision((100, 100), length_scale=10.0).shape
+(10000, 10000)
 """
 
 from .base import BoundKernel, Hyperparameter, Kernel
 from .combination import Product, Scaled, Sum
 from .distances import euclidean_distances, graph_distances
+from .gmrf import (graph_precision, grid_adjacency, grid_precision, knn_adjacency,
+                   matern_kappa)
 from .stationary import Exponential, Matern32, Matern52, SquaredExponential
 
 __all__ = [
@@ -36,4 +45,9 @@ __all__ = [
     "Sum",
     "euclidean_distances",
     "graph_distances",
+    "graph_precision",
+    "grid_adjacency",
+    "grid_precision",
+    "knn_adjacency",
+    "matern_kappa",
 ]

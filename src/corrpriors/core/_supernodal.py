@@ -1,0 +1,434 @@
+"""Supernodal multifrontal Cholesky and selected inversion on dense LAPACK fronts.
+
+Pure functions on arrays behind :mod:`corrpriors.core.sparse_linalg`. Everything here works
+on the *permuted* matrix ``A[perm][:, perm]`` split into contiguous column blocks
+(supernodes) ``[start_b, end_b)``. Block ``b`` owns a dense panel of shape
+``(n_b + r_b, n_b)`` (C order, one slice of a flat buffer): rows are the block's own
+columns followed by its row structure ``struct_b`` (the ``r_b`` rows below the block that
+may be non-zero in the factor), so the panel holds ``L[cols_b, cols_b]`` (lower triangle)
+above ``L[struct_b, cols_b]``. The same layout holds the selected inverse
+``Sigma = A^-1`` on the factor's pattern.
+
+Factorisation (multifrontal, Duff & Reid 1983; Liu 1992): blocks in increasing order; each
+block's panel receives the matrix entries and the children's update matrices
+(extend-add), is factorised with ``potrf``/``trsm`` and passes its update
+``U_b = -L21 L21^T`` (``syrk``) to its parent.
+
+Selected inversion (Takahashi, Fagan & Chen 1973; supernodal form of Lin et al. 2011,
+SelInv): blocks in decreasing order; with ``Y = L21 L11^-1`` and ``S_RR`` the inverse on the
+block's row structure (gathered from the parent's front),
+``S_RJ = -S_RR Y`` and ``S_JJ = (L11 L11^T)^-1 - Y^T S_RJ``.
+
+Triangular kernels are called on C-order arrays through their Fortran transposes (a C-order
+lower triangle is a Fortran upper triangle), so every LAPACK/BLAS call works in place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.linalg import blas, lapack
+
+#: Relaxed amalgamation: (maximum merged block width, maximum share of explicit zeros).
+_RELAX = ((16, 1.0), (48, 0.5), (128, 0.2), (1 << 62, 0.05))
+
+
+@dataclass(frozen=True, eq=False)
+class Symbolic:
+    """Block structure of the Cholesky factor of a permuted symmetric pattern.
+
+    Attributes
+    ----------
+    n : int
+        Order C of the matrix.
+    bounds : ndarray of shape (n_blocks + 1,)
+        Column ``bounds[b]:bounds[b + 1]`` belong to block ``b``.
+    struct : list of ndarray
+        ``struct[b]``: sorted rows below block ``b`` (permuted indices) in its panel.
+    parent : ndarray of shape (n_blocks,)
+        Parent block (``-1`` for a root).
+    children : list of list of int
+        Children of each block, increasing.
+    rel : list of ndarray
+        ``rel[b]``: positions of ``struct[b]`` in the parent's row list (own columns
+        first, then the parent's structure).
+    split : ndarray of shape (n_blocks,)
+        ``split[b]``: how many of ``rel[b]`` fall on the parent's own columns.
+    offsets : ndarray of shape (n_blocks + 1,)
+        Panel ``b`` is ``buffer[offsets[b]:offsets[b + 1]]`` with shape ``(n_b + r_b, n_b)``.
+    diag : ndarray of shape (C,)
+        Buffer position of every diagonal entry ``L[j, j]`` (permuted order).
+    """
+
+    n: int
+    bounds: np.ndarray
+    struct: list
+    parent: np.ndarray
+    children: list
+    rel: list
+    split: np.ndarray
+    offsets: np.ndarray
+    diag: np.ndarray
+
+    @property
+    def n_blocks(self) -> int:
+        """Number of supernodes."""
+        return len(self.struct)
+
+    @property
+    def size(self) -> int:
+        """Length of the panel buffer (stored factor entries, zeros included)."""
+        return int(self.offsets[-1])
+
+    def flops(self) -> float:
+        """Floating-point operations of one numeric factorisation (dense kernels)."""
+        n = np.diff(self.bounds).astype(float)
+        r = np.array([s.size for s in self.struct], dtype=float)
+        return float(np.sum(n ** 3 / 3 + n ** 2 * r + n * r ** 2))
+
+
+def block_structures(indptr: np.ndarray, indices: np.ndarray, bounds: np.ndarray
+                     ) -> tuple[list, np.ndarray]:
+    """Row structure and parent of each column block (block symbolic factorisation).
+
+    Parameters
+    ----------
+    indptr, indices : ndarray
+        Lower triangle (rows >= column, diagonal included) of the permuted pattern in
+        compressed-column form with sorted rows.
+    bounds : ndarray of shape (n_blocks + 1,)
+
+    Returns
+    -------
+    struct : list of ndarray
+        Sorted rows below each block that the (block-dense) factor may fill.
+    parent : ndarray of shape (n_blocks,)
+    """
+    n_blocks = bounds.size - 1
+    block_of = np.repeat(np.arange(n_blocks), np.diff(bounds))
+    pending: list[list[np.ndarray]] = [[] for _ in range(n_blocks)]
+    struct: list[np.ndarray] = []
+    parent = np.full(n_blocks, -1, dtype=np.int64)
+    for b in range(n_blocks):
+        start, end = bounds[b], bounds[b + 1]
+        rows = indices[indptr[start]:indptr[end]]
+        pieces = [rows[rows >= end]] + pending[b]
+        pending[b] = []
+        s = np.unique(np.concatenate(pieces)) if len(pieces) > 1 else np.unique(pieces[0])
+        struct.append(s)
+        if s.size:
+            p = block_of[s[0]]
+            parent[b] = p
+            pending[p].append(s[s >= bounds[p + 1]])
+    return struct, parent
+
+
+def amalgamate(bounds: np.ndarray, struct: list, parent: np.ndarray) -> np.ndarray:
+    """Relaxed supernode amalgamation: merge a block into its parent when contiguous.
+
+    A block whose parent starts right after it (or a root block, e.g. a small connected
+    component, followed by any block) is merged into the next block when the merged panel
+    stays narrow enough for its share of explicit zeros (``_RELAX``); fewer, larger blocks
+    cut the per-block Python overhead while the dense kernels absorb the extra zeros.
+
+    Returns
+    -------
+    bounds : ndarray of shape (n_merged + 1,)
+    """
+    n_blocks = bounds.size - 1
+    width = np.diff(bounds).astype(np.int64)
+    below = np.array([s.size for s in struct], dtype=np.int64)
+    true_nz = width * (width + 1) // 2 + width * below
+    keep = np.ones(n_blocks + 1, dtype=bool)
+    for b in range(n_blocks - 1):
+        if parent[b] != b + 1 and parent[b] >= 0:
+            continue
+        w = width[b] + width[b + 1]
+        total = w * (w + 1) // 2 + w * below[b + 1]
+        zeros = 1.0 - (true_nz[b] + true_nz[b + 1]) / total
+        if _relaxed(w, zeros):
+            keep[b + 1] = False
+            width[b + 1] = w
+            true_nz[b + 1] += true_nz[b]
+    return bounds[keep]
+
+
+def _relaxed(width: int, zeros: float) -> bool:
+    return any(width <= cap and zeros <= share for cap, share in _RELAX)
+
+
+def relaxed_supernodes(indptr: np.ndarray, indices: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """Supernodes of an arbitrary ordering: column etree, relaxed merging, re-ordering.
+
+    Every column starts alone; in increasing order, each column absorbs the groups of its
+    elimination-tree children while ``_RELAX`` allows (fundamental supernodes have no
+    extra zeros, so they always form). Columns are then re-ordered so that each group is
+    contiguous: groups by their top column, columns ascending within a group. That is a
+    topological order of the elimination tree, hence an equivalent ordering (same fill).
+
+    Parameters
+    ----------
+    indptr, indices : ndarray
+        Lower triangle of the permuted pattern (compressed columns, diagonal included).
+
+    Returns
+    -------
+    order : ndarray of shape (C,)
+        New position -> old (permuted) column.
+    bounds : ndarray of shape (n_groups + 1,)
+    """
+    n = indptr.size - 1
+    struct, parent = block_structures(indptr, indices, np.arange(n + 1, dtype=np.int64))
+    below = np.array([s.size for s in struct], dtype=np.int64)
+    width = np.ones(n, dtype=np.int64)
+    true_nz = 1 + below
+    link = np.arange(n, dtype=np.int64)
+    has_parent = np.flatnonzero(parent >= 0)
+    by_parent = has_parent[np.argsort(parent[has_parent], kind="stable")]
+    starts = np.searchsorted(parent[by_parent], np.arange(n + 1))
+    for j in range(n):
+        for c in by_parent[starts[j]:starts[j + 1]]:
+            w = width[c] + width[j]
+            total = w * (w + 1) // 2 + w * below[j]
+            if _relaxed(w, 1.0 - (true_nz[c] + true_nz[j]) / total):
+                link[c] = j
+                width[j] = w
+                true_nz[j] += true_nz[c]
+    top = link
+    while True:
+        nxt = top[top]
+        if np.array_equal(nxt, top):
+            break
+        top = nxt
+    order = np.lexsort((np.arange(n), top))
+    sizes = np.bincount(top, minlength=n)
+    bounds = np.concatenate([[0], np.cumsum(sizes[sizes > 0])]).astype(np.int64)
+    return order.astype(np.int64), bounds
+
+
+def analyse(indptr: np.ndarray, indices: np.ndarray, bounds: np.ndarray) -> Symbolic:
+    """Symbolic factorisation: supernodes, their structures, extend-add maps, panel layout.
+
+    Parameters
+    ----------
+    indptr, indices : ndarray
+        Lower triangle of the permuted pattern (compressed columns, sorted rows, diagonal
+        included).
+    bounds : ndarray of shape (n_blocks + 1,)
+        Initial column blocks (nested dissection's separators and leaves, or
+        ``relaxed_supernodes``); contiguous blocks are then amalgamated (``amalgamate``).
+
+    Returns
+    -------
+    Symbolic
+    """
+    n = indptr.size - 1
+    struct, parent = block_structures(indptr, indices, bounds)
+    merged = amalgamate(bounds, struct, parent)
+    if merged.size != bounds.size:
+        bounds = merged
+        struct, parent = block_structures(indptr, indices, bounds)
+    width = np.diff(bounds)
+    below = np.array([s.size for s in struct], dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum((width + below) * width)]).astype(np.int64)
+    children: list[list[int]] = [[] for _ in range(len(struct))]
+    rel: list[np.ndarray] = []
+    split = np.zeros(len(struct), dtype=np.int64)
+    for b, p in enumerate(parent):
+        if p < 0:
+            rel.append(np.zeros(0, dtype=np.int64))
+            continue
+        children[p].append(b)
+        start, end = bounds[p], bounds[p + 1]
+        s = struct[b]
+        own = s < end
+        pos = np.where(own, s - start, width[p] + np.searchsorted(struct[p], s))
+        rel.append(pos.astype(np.int64))
+        split[b] = int(own.sum())
+    block_of = np.repeat(np.arange(len(struct)), width)
+    cols = np.arange(n)
+    local = cols - bounds[block_of]
+    diag = offsets[block_of] + local * width[block_of] + local
+    return Symbolic(n, bounds.astype(np.int64), struct, parent, children, rel, split,
+                    offsets, diag.astype(np.int64))
+
+
+def positions(sym: Symbolic, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """Buffer positions of lower-triangle entries ``(rows >= cols)`` of the permuted factor.
+
+    Parameters
+    ----------
+    rows, cols : ndarray of shape (E,)
+        Permuted indices with ``rows >= cols``, each inside the block pattern.
+
+    Returns
+    -------
+    ndarray of shape (E,)
+    """
+    width = np.diff(sym.bounds)
+    block_of = np.repeat(np.arange(sym.n_blocks), width)
+    b = block_of[cols]
+    start, end = sym.bounds[b], sym.bounds[b + 1]
+    # one global search: structures concatenated with keys (block, row)
+    sizes = np.array([s.size for s in sym.struct], dtype=np.int64)
+    first = np.concatenate([[0], np.cumsum(sizes)])
+    keys = np.repeat(np.arange(sym.n_blocks, dtype=np.int64), sizes) * sym.n
+    keys = keys + (np.concatenate(sym.struct) if sym.n_blocks else np.zeros(0, np.int64))
+    below = rows >= end
+    where = np.searchsorted(keys, b * sym.n + rows) - first[b]
+    rowpos = np.where(below, width[b] + where, rows - start)
+    return sym.offsets[b] + rowpos * width[b] + (cols - start)
+
+
+class NotPositiveDefinite(Exception):
+    """Internal signal: pivot ``column`` (permuted index) of the factorisation failed."""
+
+    def __init__(self, column: int):
+        super().__init__(column)
+        self.column = column
+
+
+def factorize(sym: Symbolic, buffer: np.ndarray) -> None:
+    """Numeric multifrontal Cholesky, in place.
+
+    Parameters
+    ----------
+    sym : Symbolic
+    buffer : ndarray of shape (sym.size,)
+        On entry the lower triangle of the permuted matrix scattered into the panels
+        (zeros elsewhere); on exit the factor ``L``.
+
+    Raises
+    ------
+    NotPositiveDefinite
+        With the permuted column whose pivot is not positive.
+    """
+    bounds, offsets = sym.bounds, sym.offsets
+    updates: dict[int, np.ndarray] = {}
+    potrf, trsm, syrk = lapack.dpotrf, blas.dtrsm, blas.dsyrk
+    for b in range(sym.n_blocks):
+        n = int(bounds[b + 1] - bounds[b])
+        r = sym.struct[b].size
+        panel = buffer[offsets[b]:offsets[b + 1]].reshape(n + r, n)
+        update = np.zeros((r, r)) if r else None
+        for c in sym.children[b]:
+            uc = updates.pop(c)
+            rel, k = sym.rel[c], sym.split[c]
+            if k:
+                panel[np.ix_(rel, rel[:k])] += uc[:, :k]
+            if k < rel.size:
+                low = rel[k:] - n
+                update[np.ix_(low, low)] += uc[k:, k:]
+        top = panel[:n]
+        _, info = potrf(top.T, lower=0, clean=1, overwrite_a=1)
+        if info != 0:
+            raise NotPositiveDefinite(int(bounds[b]) + (info - 1 if info > 0 else 0))
+        if r:
+            low = panel[n:]
+            trsm(1.0, top.T, low.T, side=0, lower=0, trans_a=1, overwrite_b=1)
+            syrk(-1.0, low.T, beta=1.0, c=update.T, trans=1, lower=0, overwrite_c=1)
+            if sym.parent[b] >= 0:
+                updates[b] = update
+
+
+def selected_inverse(sym: Symbolic, factor: np.ndarray) -> np.ndarray:
+    """Entries of ``A^-1`` on the factor's block pattern (supernodal Takahashi recursion).
+
+    Parameters
+    ----------
+    sym : Symbolic
+    factor : ndarray of shape (sym.size,)
+        The factor ``L`` from :func:`factorize`.
+
+    Returns
+    -------
+    ndarray of shape (sym.size,)
+        Same layout: panel ``b`` holds ``Sigma[cols_b, cols_b]`` (full symmetric block)
+        above ``Sigma[struct_b, cols_b]``.
+    """
+    bounds, offsets = sym.bounds, sym.offsets
+    out = np.empty_like(factor)
+    fronts: dict[int, np.ndarray] = {}
+    remaining = [len(c) for c in sym.children]
+    potri, trsm = lapack.dpotri, blas.dtrsm
+    for b in range(sym.n_blocks - 1, -1, -1):
+        n = int(bounds[b + 1] - bounds[b])
+        r = sym.struct[b].size
+        panel = factor[offsets[b]:offsets[b + 1]].reshape(n + r, n)
+        sigma = out[offsets[b]:offsets[b + 1]].reshape(n + r, n)
+        inv11 = panel[:n].copy()
+        potri(inv11.T, lower=0, overwrite_c=1)
+        inv11 = np.tril(inv11)
+        sjj = inv11 + np.tril(inv11, -1).T
+        if r:
+            p = int(sym.parent[b])
+            rel = sym.rel[b]
+            srr = fronts[p][np.ix_(rel, rel)]
+            remaining[p] -= 1
+            if remaining[p] == 0:
+                del fronts[p]
+            yt = trsm(1.0, panel[:n].T, panel[n:].T, side=0, lower=0, trans_a=0)
+            srj = -(srr @ yt.T)
+            sjj -= yt @ srj
+            sjj = 0.5 * (sjj + sjj.T)
+            sigma[n:] = srj
+        sigma[:n] = sjj
+        if sym.children[b]:
+            front = np.empty((n + r, n + r))
+            front[:, :n] = sigma
+            if r:
+                front[:n, n:] = srj.T
+                front[n:, n:] = srr
+            fronts[b] = front
+    return out
+
+
+def solve_lower(sym: Symbolic, factor: np.ndarray, x: np.ndarray) -> None:
+    """Overwrite ``x`` (permuted, shape (C, m), C order) with ``L^-1 x``."""
+    bounds, offsets, trsm = sym.bounds, sym.offsets, blas.dtrsm
+    for b in range(sym.n_blocks):
+        start, end = int(bounds[b]), int(bounds[b + 1])
+        n = end - start
+        panel = factor[offsets[b]:offsets[b + 1]].reshape(-1, n)
+        xj = x[start:end]
+        trsm(1.0, panel[:n].T, xj.T, side=1, lower=0, trans_a=0, overwrite_b=1)
+        if panel.shape[0] > n:
+            x[sym.struct[b]] -= panel[n:] @ xj
+
+
+def solve_upper(sym: Symbolic, factor: np.ndarray, x: np.ndarray) -> None:
+    """Overwrite ``x`` (permuted, shape (C, m), C order) with ``L^-T x``."""
+    bounds, offsets, trsm = sym.bounds, sym.offsets, blas.dtrsm
+    for b in range(sym.n_blocks - 1, -1, -1):
+        start, end = int(bounds[b]), int(bounds[b + 1])
+        n = end - start
+        panel = factor[offsets[b]:offsets[b + 1]].reshape(-1, n)
+        xj = x[start:end]
+        if panel.shape[0] > n:
+            xj -= panel[n:].T @ x[sym.struct[b]]
+        trsm(1.0, panel[:n].T, xj.T, side=1, lower=0, trans_a=1, overwrite_b=1)
+
+
+def lower_entries(sym: Symbolic) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows, columns and buffer positions of every lower-triangle slot of the panels.
+
+    Returns
+    -------
+    rows, cols, pos : ndarray of shape (E,)
+        Permuted indices (``rows >= cols``) and buffer positions.
+    """
+    rows_all, cols_all, pos_all = [], [], []
+    for b in range(sym.n_blocks):
+        start, end = int(sym.bounds[b]), int(sym.bounds[b + 1])
+        n = end - start
+        idx = np.concatenate([np.arange(start, end), sym.struct[b]])
+        i, j = np.nonzero(np.tri(idx.size, n, dtype=bool))
+        rows_all.append(idx[i])
+        cols_all.append(start + j)
+        pos_all.append(sym.offsets[b] + i * n + j)
+    if not rows_all:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty
+    return (np.concatenate(rows_all), np.concatenate(cols_all), np.concatenate(pos_all))

@@ -1,0 +1,397 @@
+r"""Gaussian Markov random field precisions: Matern-like priors with sparse precision.
+
+The SPDE link (Lindgren, Rue & Lindstrom 2011): a Gaussian field solving
+:math:`(\kappa^2 - \Delta)^{\alpha/2} x = \mathcal{W}/\sqrt{\tau}` has a Matern covariance
+with smoothness :math:`\nu = \alpha - d/2` and range :math:`\rho = \sqrt{8\nu}/\kappa` (the
+distance at which the correlation is about 0.14). Replacing :math:`-\Delta` by the
+Laplacian :math:`L` of a grid or of a graph gives the sparse precision
+
+.. math::  Q = \tau\,(\kappa^2 I + L)^{\alpha},\qquad \alpha \in \{1, 2\},
+
+with :math:`2D + 1` non-zeros per interior row of a D-dimensional grid for
+:math:`\alpha = 1` and :math:`2D^2 + 2D + 1` (13 in 2-D) for :math:`\alpha = 2`.
+
+**Units.** On a grid, :math:`L` is the finite-difference Laplacian with weight
+:math:`1/h_a^2` between neighbours along axis ``a`` (``spacing`` :math:`h`), so
+:math:`\kappa` and the length scale are in the units of ``spacing`` (cells by default).
+On a graph, :math:`L = \operatorname{diag}(W\mathbf{1}) - W` for the weighted adjacency
+:math:`W`; with unit weights lengths are in hops, with :func:`knn_adjacency`'s default
+weights in the coordinates' units (approximately).
+
+**Length scale.** ``length_scale`` :math:`\rho` sets :math:`\kappa = \sqrt{8\nu}/\rho` with
+:math:`\nu = \alpha - d/2` (``d`` the grid's dimension, or ``dim`` for a graph). When
+:math:`\nu \le 0` (:math:`\alpha = 1` in two or more dimensions) the continuum field does
+not exist (its variance diverges with the resolution) and there is no Matern range to
+match: ``length_scale`` is refused and ``kappa`` must be given; the lattice field's
+correlation then decays like :math:`e^{-\kappa r}` at distances :math:`r \gg 1/\kappa`.
+
+**Normalisation.** With ``normalize=True`` (default) :math:`\tau` is chosen so that the
+geometric mean of the marginal variances :math:`\operatorname{diag}(Q^{-1})` is one (R-INLA's
+``scale.model``), computed exactly by selected inversion; the prior scale :math:`\theta` of
+:math:`\Sigma = \theta Q^{-1}` then keeps its meaning of a typical marginal variance.
+Variances are not constant: they are larger near the boundary (free/Neumann boundary) and
+in sparsely connected parts of a graph.
+
+:math:`\kappa = 0` gives an intrinsic (improper) field with singular :math:`Q` and is refused.
+A disconnected graph (e.g. walls that cut the grid) is fine with :math:`\kappa > 0`: its
+components are independent.
+
+Examples
+--------
+>>> from corrpriors.kernels import grid_precision
+>>> Q = grid_precision((30, 30), length_scale=5.0)        # alpha = 2, normalised
+>>> Q.shape, int(Q[:, [465]].count_nonzero())              # an interior cell: 13 neighbours
+((900, 900), 13)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = ["graph_precision", "grid_adjacency", "grid_precision", "knn_adjacency",
+           "matern_kappa"]
+
+
+def matern_kappa(length_scale: float, *, alpha: int = 2, dim: int) -> float:
+    r"""SPDE scale :math:`\kappa = \sqrt{8\nu}/\rho` for a Matern range, :math:`\nu = \alpha - d/2`.
+
+    Parameters
+    ----------
+    length_scale : float
+        Range :math:`\rho > 0` (correlation about 0.14 at that distance).
+    alpha : {1, 2}, default=2
+    dim : int
+        Dimension ``d`` of the space.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        If :math:`\nu \le 0`: no continuum Matern range exists; give ``kappa`` instead.
+    """
+    rho = _positive(length_scale, "length_scale")
+    alpha = _alpha(alpha)
+    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 1:
+        raise ValueError(f"dim: expected a positive integer, got {dim!r}")
+    nu = alpha - dim / 2
+    if nu <= 0:
+        raise ValueError(f"length_scale: needs smoothness nu = alpha - dim/2 > 0, got nu = "
+                         f"{nu:g} (alpha = {alpha}, dim = {dim}); use alpha = 2 or give "
+                         "kappa (the correlation then decays like exp(-kappa r))")
+    return float(np.sqrt(8 * nu) / rho)
+
+
+def _positive(x: Any, name: str) -> float:
+    try:
+        value = float(x)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name}: expected a positive number, got "
+                        f"{type(x).__name__}") from None
+    if not np.isfinite(value) or value <= 0:
+        raise ValueError(f"{name}: expected a finite positive number, got {x!r}")
+    return value
+
+
+def _alpha(alpha: Any) -> int:
+    if isinstance(alpha, bool) or alpha not in (1, 2):
+        raise ValueError(f"alpha: expected 1 or 2, got {alpha!r}")
+    return int(alpha)
+
+
+def _kappa(kappa: Any, length_scale: Any, alpha: int, dim: int | None) -> float:
+    if (kappa is None) == (length_scale is None):
+        raise ValueError("give exactly one of kappa and length_scale, got "
+                         f"kappa={kappa!r}, length_scale={length_scale!r}")
+    if kappa is not None:
+        if isinstance(kappa, (int, float, np.number)) and kappa == 0:
+            raise ValueError("kappa: expected a finite positive number, got 0 (kappa = 0 "
+                             "is an intrinsic GMRF whose precision is singular)")
+        return _positive(kappa, "kappa")
+    if dim is None:
+        raise ValueError("dim: needed with length_scale on a graph (nu = alpha - dim/2); "
+                         "give dim (e.g. 2 for a planar graph) or kappa")
+    return matern_kappa(length_scale, alpha=alpha, dim=dim)
+
+
+def _check_adjacency(adjacency: Any) -> sp.csr_array:
+    if sp.issparse(adjacency):
+        w = sp.csr_array(adjacency, dtype=np.float64, copy=True)
+    else:
+        try:
+            w = sp.csr_array(np.asarray(adjacency, dtype=np.float64))
+        except (TypeError, ValueError):
+            raise TypeError("adjacency: expected a scipy.sparse matrix or a numeric (C, C) "
+                            f"array, got {type(adjacency).__name__}") from None
+    if w.ndim != 2 or w.shape[0] != w.shape[1] or w.shape[0] == 0:
+        raise ValueError(f"adjacency: expected a square (C, C) matrix with C >= 1, got "
+                         f"shape {tuple(w.shape)}")
+    w.sum_duplicates()
+    if not np.all(np.isfinite(w.data)):
+        raise ValueError("adjacency: contains NaN or infinite values")
+    if np.any(w.data < 0):
+        raise ValueError("adjacency: edge weights must be non-negative (zero means no edge)")
+    coo = w.tocoo()
+    off = (coo.row != coo.col) & (coo.data != 0)
+    w = sp.csr_array((coo.data[off], (coo.row[off], coo.col[off])), shape=w.shape)
+    gap = abs(w - w.T)
+    if gap.nnz and gap.max() > 1e-12 * max(w.max(), 1.0):
+        raise ValueError("adjacency: expected a symmetric matrix (an undirected graph); "
+                         "for a directed graph pass A.maximum(A.T) or (A + A.T) / 2")
+    return w
+
+
+def graph_precision(adjacency: Any, *, kappa: float | None = None,
+                    length_scale: float | None = None, alpha: int = 2,
+                    tau: float | None = None, dim: int | None = None,
+                    normalize: bool = True) -> sp.csr_array:
+    r"""Matern-like GMRF precision :math:`Q = \tau(\kappa^2 I + L)^\alpha` on a graph.
+
+    Parameters
+    ----------
+    adjacency : scipy.sparse matrix or ndarray of shape (C, C)
+        Symmetric, non-negative edge weights (zero: no edge; the diagonal is ignored).
+        :math:`L = \operatorname{diag}(W\mathbf{1}) - W`.
+    kappa : float, optional
+        :math:`\kappa > 0` (inverse length, in the units of the weights).
+    length_scale : float, optional
+        Matern range :math:`\rho`; sets :math:`\kappa = \sqrt{8\nu}/\rho`,
+        :math:`\nu = \alpha - \mathrm{dim}/2` (needs ``dim`` and :math:`\nu > 0`). Exactly one
+        of ``kappa`` and ``length_scale``.
+    alpha : {1, 2}, default=2
+        Smoothness exponent.
+    tau : float, optional
+        Precision scale; not allowed with ``normalize=True``. Default 1.
+    dim : int, optional
+        Dimension of the space the graph discretises (for ``length_scale``).
+    normalize : bool, default=True
+        Choose :math:`\tau` so that the geometric mean of the marginal variances is 1.
+
+    Returns
+    -------
+    scipy.sparse.csr_array of shape (C, C)
+        Symmetric positive definite, sorted indices.
+
+    Raises
+    ------
+    ValueError
+        Bad parameters or adjacency (asymmetric, negative, NaN, not square).
+    """
+    w = _check_adjacency(adjacency)
+    alpha = _alpha(alpha)
+    k = _kappa(kappa, length_scale, alpha, dim)
+    if normalize and tau is not None:
+        raise ValueError(f"tau: must be None with normalize=True (the normalisation sets "
+                         f"tau), got {tau!r}")
+    n = w.shape[0]
+    lap = sp.diags_array(np.asarray(w.sum(axis=1)).ravel()) - w
+    m = sp.csr_array(k * k * sp.eye_array(n) + lap)
+    q = sp.csr_array(m @ m) if alpha == 2 else m
+    q = sp.csr_array(0.5 * (q + q.T))
+    q.eliminate_zeros()
+    q.sort_indices()
+    if normalize:
+        return _normalised(q)
+    return q * (1.0 if tau is None else _positive(tau, "tau"))
+
+
+def _normalised(q: sp.csr_array) -> sp.csr_array:
+    """``q`` scaled so that the geometric mean of diag(q^-1) is one (exact, sparse)."""
+    from ..core.sparse_linalg import SparseCholesky  # lazy: core may import kernels
+
+    variances = SparseCholesky(q).factorize(q).inverse_diagonal()
+    return q * float(np.exp(np.mean(np.log(variances))))
+
+
+def _grid_shape(shape: Any) -> tuple[int, ...]:
+    dims = (shape,) if np.isscalar(shape) else tuple(shape)
+    if not dims or any(isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1
+                       for s in dims):
+        raise ValueError(f"shape: expected a tuple of positive integers, got {shape!r}")
+    return tuple(int(s) for s in dims)
+
+
+def _spacing(spacing: Any, ndim: int) -> np.ndarray:
+    h = np.broadcast_to(np.asarray(spacing, dtype=np.float64), (ndim,)) \
+        if np.ndim(spacing) == 0 else np.asarray(spacing, dtype=np.float64)
+    if h.shape != (ndim,) or not np.all(np.isfinite(h)) or np.any(h <= 0):
+        raise ValueError(f"spacing: expected a positive number or {ndim} positive numbers "
+                         f"(one per axis), got {spacing!r}")
+    return h
+
+
+def _walls(walls: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """Blocked edges as sorted pairs of flat (row-major) cell indices, validated."""
+    arr = np.asarray(walls)
+    ndim, size = len(shape), int(np.prod(shape))
+    if arr.size == 0:
+        return np.zeros((0, 2), dtype=np.int64)
+    if not np.issubdtype(arr.dtype, np.integer):
+        raise ValueError(f"walls: expected integer cell indices, got dtype {arr.dtype}")
+    if arr.ndim == 3 and arr.shape[1:] == (2, ndim):
+        if np.any(arr < 0) or np.any(arr >= np.asarray(shape)):
+            raise ValueError(f"walls: cell coordinates outside the grid of shape {shape}")
+        flat = np.ravel_multi_index(tuple(np.moveaxis(arr, -1, 0)), shape)
+    elif arr.ndim == 2 and arr.shape[1] == 2:
+        if np.any(arr < 0) or np.any(arr >= size):
+            raise ValueError(f"walls: flat cell indices must lie in [0, {size}), got "
+                             f"{arr.min()}..{arr.max()}")
+        flat = arr
+    else:
+        raise ValueError(f"walls: expected shape (W, 2) of flat cell indices or (W, 2, D) = "
+                         f"(W, 2, {ndim}) of cell coordinates, got {arr.shape}")
+    a, b = np.unravel_index(flat[:, 0], shape), np.unravel_index(flat[:, 1], shape)
+    steps = np.abs(np.stack(a) - np.stack(b)).sum(axis=0)
+    if np.any(steps != 1):
+        k = int(np.flatnonzero(steps != 1)[0])
+        raise ValueError(f"walls: each pair must be neighbouring cells (one step along one "
+                         f"axis); pair {k} = {flat[k].tolist()} is not")
+    return np.sort(flat, axis=1).astype(np.int64)
+
+
+def grid_adjacency(shape: Any, *, mask: Any = None, walls: Any = None,
+                   spacing: Any = 1.0) -> sp.csr_array:
+    r"""Weighted adjacency of a regular grid (any dimension), with missing cells and walls.
+
+    Parameters
+    ----------
+    shape : int or tuple of int
+        Grid shape :math:`(n_1, \dots, n_D)`.
+    mask : ndarray of bool of the grid's shape, optional
+        Cells that exist (True). The result is indexed by the existing cells in row-major
+        (C) order: ``C = mask.sum()``.
+    walls : array_like of int, optional
+        Blocked edges between neighbouring cells: shape (W, 2) of flat row-major indices in
+        the full grid, or (W, 2, D) of cell coordinates.
+    spacing : float or sequence of float, default=1.0
+        Cell size :math:`h_a` per axis; neighbours along axis ``a`` get weight
+        :math:`1/h_a^2` (so the graph Laplacian is the finite-difference :math:`-\Delta`).
+
+    Returns
+    -------
+    scipy.sparse.csr_array of shape (C, C)
+    """
+    dims = _grid_shape(shape)
+    h = _spacing(spacing, len(dims))
+    size = int(np.prod(dims))
+    keep = np.ones(size, dtype=bool)
+    if mask is not None:
+        m = np.asarray(mask)
+        if m.shape != dims or m.dtype != bool:
+            raise ValueError(f"mask: expected a boolean array of shape {dims}, got "
+                             f"{m.dtype} array of shape {m.shape}")
+        if not m.any():
+            raise ValueError("mask: no cell is kept (all False)")
+        keep = m.ravel()
+    blocked = _walls(walls, dims) if walls is not None else np.zeros((0, 2), np.int64)
+    index = np.arange(size).reshape(dims)
+    rows, cols, vals = [], [], []
+    for axis, n_axis in enumerate(dims):
+        lo = np.take(index, np.arange(n_axis - 1), axis=axis).ravel()
+        hi = np.take(index, np.arange(1, n_axis), axis=axis).ravel()
+        rows.append(lo)
+        cols.append(hi)
+        vals.append(np.full(lo.size, 1.0 / h[axis] ** 2))
+    lo, hi, w = (np.concatenate(x) for x in (rows, cols, vals))
+    ok = keep[lo] & keep[hi]
+    if blocked.size:
+        ok &= ~np.isin(lo * size + hi, blocked[:, 0] * size + blocked[:, 1])
+    new = np.cumsum(keep) - 1
+    lo, hi, w = new[lo[ok]], new[hi[ok]], w[ok]
+    c = int(keep.sum())
+    adj = sp.csr_array((np.concatenate([w, w]), (np.concatenate([lo, hi]),
+                                                 np.concatenate([hi, lo]))), shape=(c, c))
+    adj.sort_indices()
+    return adj
+
+
+def grid_precision(shape: Any, *, kappa: float | None = None,
+                   length_scale: float | None = None, alpha: int = 2,
+                   tau: float | None = None, normalize: bool = True, spacing: Any = 1.0,
+                   mask: Any = None, walls: Any = None) -> sp.csr_array:
+    r"""Matern-like GMRF precision :math:`Q = \tau(\kappa^2 I + L)^\alpha` on a regular grid.
+
+    Parameters
+    ----------
+    shape : int or tuple of int
+        Grid shape; the dimension ``d = len(shape)`` enters :math:`\nu = \alpha - d/2`.
+    kappa, length_scale : float, optional
+        Exactly one: :math:`\kappa`, or the Matern range :math:`\rho` (units of
+        ``spacing``), :math:`\kappa = \sqrt{8\nu}/\rho`.
+    alpha : {1, 2}, default=2
+    tau : float, optional
+        Precision scale (only with ``normalize=False``; default 1).
+    normalize : bool, default=True
+        Geometric mean of the marginal variances equal to 1.
+    spacing, mask, walls
+        As in :func:`grid_adjacency`.
+
+    Returns
+    -------
+    scipy.sparse.csr_array of shape (C, C)
+        Indexed by the kept cells in row-major order (``C = prod(shape)`` without a mask).
+    """
+    dims = _grid_shape(shape)
+    alpha = _alpha(alpha)
+    k = _kappa(kappa, length_scale, alpha, len(dims))
+    adj = grid_adjacency(dims, mask=mask, walls=walls, spacing=spacing)
+    return graph_precision(adj, kappa=k, alpha=alpha, tau=tau, normalize=normalize)
+
+
+def knn_adjacency(coords: Any, n_neighbors: int, *, weights: str = "spacing"
+                  ) -> sp.csr_array:
+    r"""Symmetrised k-nearest-neighbour adjacency of points.
+
+    Parameters
+    ----------
+    coords : ndarray of shape (C, D)
+    n_neighbors : int
+        Neighbours per point (``1 <= n_neighbors < C``); the graph is symmetrised (an edge
+        if either point is among the other's neighbours).
+    weights : {"spacing", "unit"}, default="spacing"
+        ``"spacing"``: :math:`w_{ij} = 2D / (\bar k\, h_i h_j)` with :math:`h_i` the mean
+        distance from point ``i`` to its ``n_neighbors`` nearest points (the local spacing)
+        and :math:`\bar k` the mean degree, so that the graph Laplacian approximates
+        :math:`-\Delta` in the coordinates' units (on a regular grid with
+        ``n_neighbors = 2 D`` it is the finite-difference Laplacian away from the
+        boundary). Unlike :math:`1/d_{ij}^2` weights it stays well conditioned when two
+        points nearly coincide. ``"unit"``: all ones (lengths in hops).
+
+    Returns
+    -------
+    scipy.sparse.csr_array of shape (C, C)
+    """
+    from scipy.spatial import cKDTree
+
+    x = np.asarray(coords, dtype=np.float64)
+    if x.ndim != 2 or x.shape[0] < 2:
+        raise ValueError(f"coords: expected shape (C, D) with C >= 2, got {x.shape}")
+    if not np.all(np.isfinite(x)):
+        raise ValueError("coords: contains NaN or infinite values")
+    n, d = x.shape
+    if isinstance(n_neighbors, bool) or not isinstance(n_neighbors, (int, np.integer)) \
+            or not 1 <= n_neighbors < n:
+        raise ValueError(f"n_neighbors: expected an integer in [1, {n - 1}], got "
+                         f"{n_neighbors!r}")
+    if weights not in ("spacing", "unit"):
+        raise ValueError(f"weights: expected 'spacing' or 'unit', got {weights!r}")
+    dist, nb = cKDTree(x).query(x, k=int(n_neighbors) + 1)
+    rows = np.repeat(np.arange(n), n_neighbors)
+    cols = nb[:, 1:].ravel()
+    adj = sp.csr_array((np.ones(cols.size), (rows, cols)), shape=(n, n))
+    adj = sp.csr_array(adj.maximum(adj.T))
+    if weights == "spacing":
+        h = dist[:, 1:].mean(axis=1)
+        if np.any(h == 0):
+            raise ValueError(f"coords: contains duplicate points (point {int(np.argmin(h))} "
+                             "coincides with all its neighbours: zero local spacing)")
+        coo = adj.tocoo()
+        val = 2.0 * d / (adj.nnz / n) / (h[coo.row] * h[coo.col])
+        adj = sp.csr_array((val, (coo.row, coo.col)), shape=(n, n))
+    adj.sort_indices()
+    return adj

@@ -16,7 +16,7 @@ pattern for every stick and iteration, so one analysis serves a whole fit.
 The implementation is a supernodal multifrontal Cholesky with dense LAPACK kernels on the
 fronts and the supernodal selected inversion of Lin et al. (2011), in numpy/scipy only (no
 compiled extension), ordered by nested dissection (or minimum degree, whichever is
-cheaper). BLAS runs single-threaded inside (``core.cavi.blas_threads_for``): the fronts
+cheaper). BLAS runs single-threaded inside (``corrpriors._threads.blas_threads``): the fronts
 are small to medium, and two OpenBLAS threads on a shared machine made the factorisation
 5x and the selected inversion 30x slower in CPU time (measured, C = 40,000). On a 2-D grid the cost grows about as
 :math:`C^{1.5}` (fill :math:`O(C \log C)`), against :math:`C^3` for dense algebra; see
@@ -67,7 +67,7 @@ import scipy.sparse as sp
 
 from . import _supernodal
 from ._ordering import ORDERINGS, fill_reducing_ordering
-from .cavi import blas_threads_for
+from .._threads import blas_threads
 
 __all__ = ["CholeskyFactor", "NotPositiveDefiniteError", "SparseCholesky"]
 
@@ -357,7 +357,7 @@ class SparseCholesky:
         buffer = np.zeros(self._symbolic.size)
         buffer[self._position[self._lower]] = vals[self._lower]
         try:
-            with blas_threads_for(self.n):
+            with blas_threads(1):
                 _supernodal.factorize(self._symbolic, buffer)
         except _supernodal.NotPositiveDefinite as err:
             index = int(self.perm[err.column])
@@ -415,7 +415,7 @@ class CholeskyFactor:
         """``L^-1 P b`` as a (C, m) array in elimination order, and whether b was 1-D."""
         arr, vector = self._rhs(b, "b")
         x = np.ascontiguousarray(arr.reshape(self.n, -1)[self.perm])
-        with blas_threads_for(self.n):
+        with blas_threads(1):
             _supernodal.solve_lower(self.analysis._symbolic, self._factor, x)
         return x, vector
 
@@ -431,7 +431,7 @@ class CholeskyFactor:
         ndarray of the shape of ``b``
         """
         x, vector = self._forward(b)
-        with blas_threads_for(self.n):
+        with blas_threads(1):
             _supernodal.solve_upper(self.analysis._symbolic, self._factor, x)
         return self._unpermute(x, vector)
 
@@ -468,7 +468,7 @@ class CholeskyFactor:
         """
         arr, vector = self._rhs(z, "z")
         x = np.array(arr.reshape(self.n, -1), dtype=np.float64, order="C", copy=True)
-        with blas_threads_for(self.n):
+        with blas_threads(1):
             _supernodal.solve_upper(self.analysis._symbolic, self._factor, x)
         return self._unpermute(x, vector)
 
@@ -487,7 +487,7 @@ class CholeskyFactor:
 
     def _selected(self) -> np.ndarray:
         if self._sigma is None:
-            with blas_threads_for(self.n):
+            with blas_threads(1):
                 self._sigma = _supernodal.selected_inverse(self.analysis._symbolic,
                                                            self._factor)
         return self._sigma

@@ -248,7 +248,7 @@ class PolicyEstimator:
         if getattr(self, "model_", None) is None:
             raise ValueError("PolicyEstimator: call fit() before asking for the policy")
 
-    def policy(self, method: str = "plugin", n_samples: int = 2000,
+    def policy(self, method: str = "plugin", n_samples: int = 2000, *,
                rng: SeedLike = None) -> FloatArray:
         """Posterior-mean policy.
 

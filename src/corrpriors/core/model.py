@@ -612,8 +612,8 @@ class CorrelatedMultinomial:
         """
         return psi_to_pi(self.sample_psi(n, rng=rng))
 
-    def fit_gibbs(self, counts: Any, n_samples: int, burn_in: int = 200, rng: SeedLike = None,
-                  *, thin: int = 1):
+    def fit_gibbs(self, counts: Any, n_samples: int, burn_in: int = 200, *,
+                  rng: SeedLike = None, thin: int = 1):
         """Exact posterior samples by the Polya-Gamma Gibbs sampler under the same prior.
 
         Uses the jittered, scaled covariance and the prior mean of the last VI fit when there is

@@ -6,10 +6,10 @@ prior's own dense covariance. A new prior is added to ``PRIORS`` and must pass e
 
 import numpy as np
 import pytest
-from reference import dense_posterior
 
 from corrpriors.core.dense_prior import DenseCovariancePrior
 from corrpriors.core.prior import GaussianPrior, build_layout
+from reference import dense_posterior
 
 
 def _dense(rng, c):

@@ -8,8 +8,7 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import splu
 from scipy.special import kv
 
-from corrpriors.kernels import (graph_precision, grid_adjacency, grid_precision,
-                                knn_adjacency, matern_kappa)
+from corrpriors.kernels import graph_precision, grid_adjacency, grid_precision, knn_adjacency, matern_kappa
 
 
 def dense_laplacian_1d(n: int) -> np.ndarray:

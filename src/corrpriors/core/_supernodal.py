@@ -26,7 +26,6 @@ lower triangle is a Fortran upper triangle), so every LAPACK/BLAS call works in 
 from __future__ import annotations
 
 import functools
-
 from dataclasses import dataclass
 
 import numpy as np

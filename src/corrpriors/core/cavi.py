@@ -22,8 +22,9 @@ is exact, and a worse one is rejected.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -42,15 +43,15 @@ _LEARN_MEAN = (None, "constant", "full")
 
 @dataclass(frozen=True)
 class CAVIOptions:
-    """What a fit learns and how it iterates (validated once, here).
+    r"""What a fit learns and how it iterates (validated once, here).
 
     Attributes
     ----------
     learn_scale : bool
-        EM for :math:`\\theta`.
+        EM for :math:`\theta`.
     learn_mean : {None, "constant", "full"}
     scale_prior : (shape, rate) or None
-        Gamma hyper-prior on :math:`\\theta` (MAP-EM).
+        Gamma hyper-prior on :math:`\theta` (MAP-EM).
     mean_prior_mean : ndarray of shape (K - 1,) or None
     mean_prior_std : float or None
         Normal hyper-prior on constant means.
@@ -84,19 +85,19 @@ class CAVIOptions:
 
 @dataclass(frozen=True)
 class CountData:
-    """The count statistics of a fit, restricted once to the observed entries.
+    r"""The count statistics of a fit, restricted once to the observed entries.
 
     Attributes
     ----------
     counts : ndarray of shape (C, K)
     b, kappa : ndarray of shape (C, K - 1)
-        Trials and :math:`\\kappa = x - b/2` per stick.
+        Trials and :math:`\kappa = x - b/2` per stick.
     layout : StickLayout
         The observed entries ``b > 0``.
     b_obs, kappa_obs, x_obs : ndarray of shape (E,)
         The same on the observed entries.
     log_binom : float
-        :math:`\\sum\\log\\binom{b}{x}`.
+        :math:`\sum\log\binom{b}{x}`.
     """
 
     counts: np.ndarray
@@ -122,7 +123,7 @@ class CountData:
 
 @dataclass(frozen=True)
 class Hyper:
-    """Hyper-parameters: scale :math:`\\theta`, means (C, K - 1) and the prior structure."""
+    r"""Hyper-parameters: scale :math:`\theta`, means (C, K - 1) and the prior structure."""
 
     scale: float
     mean: np.ndarray
@@ -131,16 +132,16 @@ class Hyper:
 
 @dataclass(frozen=True)
 class Evaluation:
-    """One sweep from (tilts, hyper-parameters).
+    r"""One sweep from (tilts, hyper-parameters).
 
     Attributes
     ----------
     step : PsiStep
     site : ndarray of shape (E,)
-        :math:`E[\\omega]` on the observed entries that defined :math:`q(\\psi)`.
+        :math:`E[\omega]` on the observed entries that defined :math:`q(\psi)`.
     hyper : Hyper
     tilts : ndarray of shape (E,)
-        Optimal tilts for :math:`q(\\psi)`.
+        Optimal tilts for :math:`q(\psi)`.
     elbo, objective : float
     point : ndarray of shape (n,) or None
         The driver's point of the sweep's inputs (:func:`pack`).
@@ -228,19 +229,19 @@ def run_cavi(counts: np.ndarray, prior: GaussianPrior, mean: np.ndarray,
              init: VIResult | None = None,
              callback: Callable[[int, Evaluation], None] | None = None,
              verbose: bool = False) -> VIResult:
-    """Fit :math:`q` (and the learned hyper-parameters) by CAVI with variational (MAP-)EM.
+    r"""Fit :math:`q` (and the learned hyper-parameters) by CAVI with variational (MAP-)EM.
 
     Parameters
     ----------
     counts : ndarray of shape (C, K)
         Validated counts.
     prior : GaussianPrior
-        The prior structure :math:`\\tilde\\Sigma`.
+        The prior structure :math:`\tilde\Sigma`.
     mean : ndarray of shape (C, K - 1)
         Initial prior means.
     options : CAVIOptions
     scale : float
-        Initial :math:`\\theta`.
+        Initial :math:`\theta`.
     init : VIResult, optional
         Warm start: its tilts, and its scale, means and kernel where those are learned.
     callback : callable, optional

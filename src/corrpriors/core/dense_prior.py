@@ -54,17 +54,17 @@ _BLOCKED_FROM, _BLOCKED_BELOW = 96, 512
 
 
 class FactorWorkspace:
-    """Flat buffer for every stick's :math:`|O_k| \\times |O_k|` matrix, reused across psi steps.
+    r"""Flat buffer for every stick's :math:`|O_k| \times |O_k|` matrix, reused across psi steps.
 
     After a psi step the block of stick ``s`` (``views[s]``, column-major) holds the
-    lower-triangular :math:`L_k^{-1}` with :math:`L_k L_k^\\top = \\Sigma_{OO} + D_k^{-1}`, valid
+    lower-triangular :math:`L_k^{-1}` with :math:`L_k L_k^\top = \Sigma_{OO} + D_k^{-1}`, valid
     until the next psi step with this workspace (``last_step`` is that step).
 
     Parameters
     ----------
     layout : StickLayout
     base : ndarray of shape (C, C) or None
-        Covariance whose blocks :math:`\\tilde\\Sigma_{O_kO_k}` are gathered once and rescaled
+        Covariance whose blocks :math:`\tilde\Sigma_{O_kO_k}` are gathered once and rescaled
         in every psi step (``sigma = scale * base``); ``None`` gathers from ``sigma`` every time.
     max_bytes : float
         Skip the pre-gathered copy of ``base`` when it would need more memory.
@@ -113,10 +113,10 @@ class FactorWorkspace:
 
     def load(self, layout: StickLayout, sigma: np.ndarray, scale: float,
              site_precision: np.ndarray) -> None:
-        """Write every block of :math:`B' = \\Sigma_{O_kO_k} + D_k^{-1}` into the buffer.
+        r"""Write every block of :math:`B' = \Sigma_{O_kO_k} + D_k^{-1}` into the buffer.
 
         ``sigma = scale * base`` (the pre-gathered blocks are rescaled, or gathered from
-        ``sigma``); ``site_precision`` (shape (E,)) is :math:`E[\\omega]` on the observed
+        ``sigma``); ``site_precision`` (shape (E,)) is :math:`E[\omega]` on the observed
         entries, stick after stick.
         """
         if self.base_blocks is not None:
@@ -127,7 +127,7 @@ class FactorWorkspace:
 
 
 def _chol_inv_blocked(w: np.ndarray) -> int:
-    """Overwrite the column-major SPD block ``w`` with :math:`L^{-1}` (lower, upper triangle
+    r"""Overwrite the column-major SPD block ``w`` with :math:`L^{-1}` (lower, upper triangle
     zeroed; :math:`LL^\top` = ``w``) by one 2 x 2 block step.
 
     With ``w = [[A11, A21^T], [A21, A22]]``: :math:`L_{11}^{-1}` from potrf/trtri of
@@ -164,7 +164,8 @@ def _chol_inv_blocked(w: np.ndarray) -> int:
 
 def _factor_and_solve(workspace: FactorWorkspace, layout: StickLayout, a: np.ndarray) -> None:
     """Replace every block of the loaded workspace by :math:`L^{-1}` and ``a`` by
-    :math:`B'^{-1}a`, stick after stick, in place."""
+    :math:`B'^{-1}a`, stick after stick, in place.
+    """
     es = layout.entry_bounds
     for s, w in enumerate(workspace.views):
         lo, hi = es[s], es[s + 1]
@@ -184,13 +185,13 @@ def _factor_and_solve(workspace: FactorWorkspace, layout: StickLayout, a: np.nda
 def _marginal_variances(layout: StickLayout, sigma: np.ndarray, workspace: FactorWorkspace,
                         psi_var: np.ndarray, everywhere: bool = False,
                         reduction: np.ndarray | None = None) -> FloatArray:
-    """Marginal variances off the observed sets from the factors of the last psi step.
+    r"""Marginal variances off the observed sets from the factors of the last psi step.
 
     ``workspace`` holds that psi step's :math:`L_k^{-1}` (same ``layout`` and ``sigma``); the
     observed entries of ``psi_var`` are kept unless ``everywhere``.
-    :math:`diag\\,V_k = diag\\,\\Sigma - colsumsq(L_k^{-1}\\Sigma_{O U})` on each stick's
+    :math:`diag\,V_k = diag\,\Sigma - colsumsq(L_k^{-1}\Sigma_{O U})` on each stick's
     unobserved covariates :math:`U_k` (:math:`O(|O_k|^2 |U_k|)` per stick), or on all covariates
-    with ``everywhere``, which also adds :math:`\\Sigma - V_k = h^\\top h` to ``reduction``.
+    with ``everywhere``, which also adds :math:`\Sigma - V_k = h^\top h` to ``reduction``.
 
     Returns
     -------

@@ -77,7 +77,7 @@ class GibbsResult:
 
     @cached_property
     def pi(self) -> FloatArray:
-        """ndarray of shape (M, C, K): stick-breaking images of the samples."""
+        """Ndarray of shape (M, C, K): stick-breaking images of the samples."""
         return psi_to_pi(self.psi)
 
     def psi_mean(self) -> FloatArray:

@@ -9,10 +9,9 @@ import numpy as np
 
 from .._random import as_generator
 from .._repr import estimator_repr
-from .._typing import FloatArray, SeedLike
 from .._threads import blas_threads
-from .._validation import (check_array, check_counts, check_covariance, check_positive,
-                           check_shape)
+from .._typing import FloatArray, SeedLike
+from .._validation import check_array, check_counts, check_covariance, check_positive, check_shape
 from ..exceptions import ConvergenceWarning
 from .cavi import CAVIOptions, run_cavi
 from .dense_prior import DenseCovariancePrior
@@ -25,13 +24,13 @@ from .stick_breaking import count_statistics, psi_to_pi, uniform_psi
 def marginal_probs(psi_mean: np.ndarray, psi_var: np.ndarray, *, method: str = "plugin",
                    n_samples: int = 2000, rng: SeedLike = None,
                    return_std: bool = False) -> Any:
-    """Category probabilities from independent Gaussian marginals of the stick logits.
+    r"""Category probabilities from independent Gaussian marginals of the stick logits.
 
     Parameters
     ----------
     psi_mean, psi_var : ndarray of shape (N, K - 1)
     method : {"plugin", "mc"}
-        ``"plugin"``: :math:`\\pi(E[\\psi])`; ``"mc"``: :math:`E[\\pi(\\psi)]` by Monte Carlo.
+        ``"plugin"``: :math:`\pi(E[\psi])`; ``"mc"``: :math:`E[\pi(\psi)]` by Monte Carlo.
     n_samples : int
     rng : None, int or numpy.random.Generator
     return_std : bool
@@ -332,7 +331,8 @@ class CorrelatedMultinomial:
 
     def _prior(self, n_covariates: int) -> GaussianPrior:
         """The prior structure, cached while ``covariance`` is unchanged (validation, the
-        Cholesky factor and the jitter cost O(C^3); PSRL refits the same prior often)."""
+        Cholesky factor and the jitter cost O(C^3); PSRL refits the same prior often).
+        """
         prev = getattr(self, "_prior_cache", None)
         source = self.covariance if self.precision is None else self.precision
         if (prev is not None and prev[0] is source and prev[2].n_covariates == n_covariates
@@ -462,13 +462,13 @@ class CorrelatedMultinomial:
 
     def probs(self, method: str = "plugin", n_samples: int = 2000, *, rng: SeedLike = None,
               return_std: bool = False) -> Any:
-        """Posterior probability vectors.
+        r"""Posterior probability vectors.
 
         Parameters
         ----------
         method : {"plugin", "mc"}
-            ``"plugin"``: :math:`\\pi(\\lambda)` (what the paper uses). ``"mc"``:
-            :math:`E_q[\\pi(\\psi)]` by Monte Carlo over the marginals :math:`N(\\lambda_{ck},
+            ``"plugin"``: :math:`\pi(\lambda)` (what the paper uses). ``"mc"``:
+            :math:`E_q[\pi(\psi)]` by Monte Carlo over the marginals :math:`N(\lambda_{ck},
             (V_k)_{cc})` (sticks are independent under q, so marginals suffice per covariate).
         n_samples : int
         rng : None, int or numpy.random.Generator
@@ -581,7 +581,7 @@ class CorrelatedMultinomial:
                               return_std=return_std)
 
     def sample_psi(self, n: int, *, rng: SeedLike) -> FloatArray:
-        """Joint draws from :math:`q(\\psi)` (each stick jointly across covariates).
+        r"""Joint draws from :math:`q(\psi)` (each stick jointly across covariates).
 
         The prior's joint sampler (for a dense prior Matheron's rule, see
         :meth:`corrpriors.core.dense_prior.DenseCovariancePrior.sample_posterior`).

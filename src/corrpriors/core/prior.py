@@ -80,7 +80,7 @@ class StickLayout:
 
     @functools.cached_property
     def entry_bounds(self) -> list:
-        """list of int: ``entry_start`` as Python integers (cheap slicing in loops)."""
+        """List of int: ``entry_start`` as Python integers (cheap slicing in loops)."""
         return [int(i) for i in self.entry_start]
 
     @property
@@ -94,7 +94,7 @@ class StickLayout:
         return int(self.observed.shape[1])
 
     def rows(self, s: int) -> np.ndarray:
-        """ndarray of shape (sizes[s],): the observed covariates of the ``s``-th stick."""
+        """Ndarray of shape (sizes[s],): the observed covariates of the ``s``-th stick."""
         return self.entry_rows[self.entry_start[s]:self.entry_start[s + 1]]
 
     def gather(self, x: np.ndarray) -> FloatArray:
@@ -109,7 +109,7 @@ class StickLayout:
 
 
 def build_layout(observed: np.ndarray) -> StickLayout:
-    """Pack the observed sets :math:`O_k = \\{c: b_{ck} > 0\\}` of the non-empty sticks.
+    r"""Pack the observed sets :math:`O_k = \{c: b_{ck} > 0\}` of the non-empty sticks.
 
     Parameters
     ----------
@@ -271,8 +271,9 @@ PRIOR_VARIANCE_RANGE = (1e-150, 1e15)
 
 
 def prior_scale_range(prior: GaussianPrior) -> tuple[float, float]:
-    """The usable range of the scale :math:`\theta` for ``prior`` (see
-    :data:`PRIOR_VARIANCE_RANGE`)."""
+    r"""The usable range of the scale :math:`\theta` for ``prior`` (see
+    :data:`PRIOR_VARIANCE_RANGE`).
+    """
     v = float(np.mean(prior.prior_variance()))
     return PRIOR_VARIANCE_RANGE[0] / v, PRIOR_VARIANCE_RANGE[1] / v
 

@@ -86,12 +86,12 @@ def clone_estimator(estimator: CorrelatedMultinomial, **overrides: Any) -> Corre
 
 @dataclass(frozen=True)
 class ScaleSelection:
-    """Outcome of a scale search.
+    r"""Outcome of a scale search.
 
     Attributes
     ----------
     scale : float
-        The chosen :math:`\\theta`.
+        The chosen :math:`\theta`.
     value : float
         The criterion at the chosen scale.
     model : CorrelatedMultinomial
@@ -245,9 +245,9 @@ def select_scale(estimator: CorrelatedMultinomial, counts: Any, *, criterion: st
 def select_kernel(counts: Any, candidates: Any, criterion: str = "elbo", *,
                   scale_search: dict | None = None,
                   **kwargs: Any) -> list[tuple[Any, CorrelatedMultinomial]]:
-    """Fit one model per candidate covariance and rank them by a bound on the evidence.
+    r"""Fit one model per candidate covariance and rank them by a bound on the evidence.
 
-    Both criteria bound the log evidence :math:`\\log p(X)` of each prior, so they are
+    Both criteria bound the log evidence :math:`\log p(X)` of each prior, so they are
     comparable across kernels. ``"collapsed"`` (:meth:`CorrelatedMultinomial.collapsed_bound`)
     is the tighter one and does not favour small prior scales the way the mean-field ELBO
     does; ``"elbo"`` is the paper's.

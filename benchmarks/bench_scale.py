@@ -154,6 +154,122 @@ def section_growth(sides) -> dict:
     return {"rows": rows}
 
 
+MOVES = np.array([(-1, 0), (1, 0), (0, -1), (0, 1)])  # up, down, left, right
+
+
+class TunnelGrid:
+    """A side x side "tunnel-like" grid world with sparse dynamics (no (S, A, S) tensor).
+
+    Four actions move to the intended neighbour with probability 0.8 and to each other neighbour
+    with 0.2 / 3; moves off the grid stay put; from the goal corner (side-1, side-1) every action
+    jumps back to the start corner (0, 0) (the tunnel). Relative encoding, radius 1: 10
+    categories (the 3 x 3 window and the jump as "other").
+    """
+
+    def __init__(self, side: int):
+        self.side = side
+        self.n_states, self.n_actions = side * side, 4
+        rows, cols = np.divmod(np.arange(self.n_states), side)
+        self.coordinates = np.stack([rows, cols], axis=1).astype(float)
+        self.goal, self.start = self.n_states - 1, 0
+
+    def rows(self, action: int):
+        """Sparse true next-state distribution of every state: (state, next, prob) triples."""
+        r, c = self.coordinates[:, 0].astype(int), self.coordinates[:, 1].astype(int)
+        s_idx, nxt, prob = [], [], []
+        for m, (dr, dc) in enumerate(MOVES):
+            p = 0.8 if m == action else 0.2 / 3
+            rr, cc = r + dr, c + dc
+            inside = (rr >= 0) & (rr < self.side) & (cc >= 0) & (cc < self.side)
+            target = np.where(inside, rr * self.side + cc, np.arange(self.n_states))
+            s_idx.append(np.arange(self.n_states)), nxt.append(target)
+            prob.append(np.full(self.n_states, p))
+        s_idx, nxt, prob = (np.concatenate(v) for v in (s_idx, nxt, prob))
+        keep = s_idx != self.goal
+        s_idx = np.concatenate([s_idx[keep], [self.goal]])
+        nxt = np.concatenate([nxt[keep], [self.start]])
+        prob = np.concatenate([prob[keep], [1.0]])
+        import scipy.sparse as sp
+
+        return sp.csr_array((prob, (s_idx, nxt)), shape=(self.n_states, self.n_states))
+
+    def random_walk(self, n: int, *, rng: np.random.Generator):
+        """``n`` transitions of a uniformly random policy from the start corner."""
+        tables = [self.rows(a) for a in range(4)]
+        s, states, actions, nexts = self.start, np.empty(n, int), rng.integers(0, 4, n), np.empty(n, int)
+        u = rng.random(n)
+        for t in range(n):
+            row = tables[actions[t]]
+            lo, hi = row.indptr[s], row.indptr[s + 1]
+            k = int(np.searchsorted(np.cumsum(row.data[lo:hi]), u[t] * row.data[lo:hi].sum(),
+                                    side="right"))
+            states[t], nexts[t] = s, row.indices[lo + min(k, hi - lo - 1)]
+            s = nexts[t]
+        return states, actions, nexts
+
+
+def mean_hellinger(world: TunnelGrid, belief) -> float:
+    """Mean Hellinger distance over (s, a) between the belief's posterior mean and the truth."""
+    total = 0.0
+    for a in range(world.n_actions):
+        est = belief.action_mean(a)                       # (S, S), one action at a time
+        truth = world.rows(a).toarray() if world.n_states <= 4000 else None
+        if truth is not None:
+            total += float(np.sum(np.sqrt(0.5 * np.sum((np.sqrt(est) - np.sqrt(truth)) ** 2,
+                                                        axis=1))))
+            continue
+        rows = world.rows(a)
+        for lo in range(0, world.n_states, 1000):
+            hi = min(lo + 1000, world.n_states)
+            block = rows[lo:hi].toarray()
+            total += float(np.sum(np.sqrt(0.5 * np.sum(
+                (np.sqrt(est[lo:hi]) - np.sqrt(block)) ** 2, axis=1))))
+    return total / (world.n_states * world.n_actions)
+
+
+def system_id(side: int, transitions, seeds, priors=("gmrf",), lengthscales=(2.0, 5.0)) -> dict:
+    """Hellinger and fit time of correlated beliefs (with selection) and the sparse Dirichlet."""
+    from types import SimpleNamespace
+
+    from corrpriors.applications import CorrelatedTransitionModel, DirichletTransitionModel
+
+    world = TunnelGrid(side)
+    info = SimpleNamespace(n_states=world.n_states, n_actions=4, coordinates=world.coordinates)
+    out = {p: {"hellinger": [], "seconds": []} for p in (*priors, "dirichlet_sparse")}
+    for seed in seeds:
+        s, a, s2 = world.random_walk(max(transitions), rng=np.random.default_rng(seed))
+        beliefs = {p: CorrelatedTransitionModel.for_mdp(info, prior=p, lengthscale=list(lengthscales),
+                                                        selection="collapsed") for p in priors}
+        rows = {p: ([], []) for p in out}
+        done = 0
+        for t in transitions:
+            for p, belief in beliefs.items():
+                belief.update(s[done:t], a[done:t], s2[done:t])
+                _, sec, _ = _timed(belief.refit)
+                rows[p][0].append(mean_hellinger(world, belief))
+                rows[p][1].append(sec)
+            d = DirichletTransitionModel(world.n_states, 4, alpha=1e-3).update(s[:t], a[:t], s2[:t])
+            rows["dirichlet_sparse"][0].append(mean_hellinger(world, _ActionMeans(d)))
+            rows["dirichlet_sparse"][1].append(0.0)
+            done = t
+            print(f"    side {side} seed {seed} T {t}: " + ", ".join(
+                f"{p} {rows[p][0][-1]:.3f} ({rows[p][1][-1]:.1f} s)" for p in out), flush=True)
+        for p in out:
+            out[p]["hellinger"].append(rows[p][0])
+            out[p]["seconds"].append(rows[p][1])
+    return {"side": side, "transitions": list(transitions), "seeds": list(seeds), "methods": out}
+
+
+class _ActionMeans:
+    """``action_mean(a)`` of a Dirichlet belief (its mean is one (S, A, S) array)."""
+
+    def __init__(self, belief):
+        self.mean = belief.mean()
+
+    def action_mean(self, a: int):
+        return self.mean[:, a, :]
+
+
 def section_taxi() -> dict:
     import gymnasium
 
@@ -211,6 +327,14 @@ def main(argv=None) -> int:
             for row in r["rows"][1:]:
                 print(f"  C {row['C']:,}: x{row['growth_from_previous']:.2f} "
                       f"(exponent {row['exponent_from_previous']:.2f})")
+        if "tunnel30" in sections:
+            side, ts, seeds = (10, [300, 1000], [0]) if args.quick else (30, [1000, 5000, 10000], [0, 1, 2])
+            print(f"system identification, {side} x {side} tunnel grid, GMRF vs dense SE prior:")
+            report["tunnel30"] = system_id(side, ts, seeds, priors=("gmrf", "dense"))
+        if "sysid100" in sections:
+            side, ts = (20, [4000]) if args.quick else (100, [100_000])
+            print(f"system identification at scale, {side} x {side} tunnel grid, GMRF prior:")
+            report["sysid100"] = system_id(side, ts, [0], priors=("gmrf",))
         if "taxi" in sections and not args.quick:
             report["taxi"] = r = section_taxi()
             print("taxi (500 states x 6 actions, 5,000 transitions, one fit of all actions): "

@@ -476,6 +476,19 @@ def _precision_candidates(precision: Any, n_states: int, many: bool) -> list[tup
              else SparsePrecisionPrior(q, size=n_states)) for name, q in items]
 
 
+def _nearest_first(cmap: CategoryMap, n_dims: int, radius: int) -> CategoryMap:
+    """The same relative map with its window categories ordered by move length (L1, then
+    lexicographic); "other" stays last."""
+    disp = window_displacements(n_dims, radius)
+    order = np.lexsort((np.arange(len(disp)), np.abs(disp).sum(axis=1)))  # new -> old index
+    new_index = np.empty_like(order)
+    new_index[order] = np.arange(order.size)
+    cat = np.array(cmap.category, copy=True)
+    window = (cat >= 0) & (cat < cmap.n_window)
+    cat[window] = new_index[cat[window]]
+    return CategoryMap(cat, n_window=cmap.n_window, other_prior=cmap.other_prior)
+
+
 #: From this many states on, :meth:`CorrelatedTransitionModel.for_mdp` uses the sparse GMRF
 #: prior by default (``prior="auto"``), if there are at most :data:`GMRF_MAX_CATEGORIES`
 #: categories. Measured on 2-D grid worlds (relative encoding, 10 categories, 4 actions,
@@ -740,6 +753,7 @@ class CorrelatedTransitionModel(_TransitionBelief):
     @classmethod
     def for_mdp(cls, mdp: Any, *, encoding: str | None = None, lengthscale: Any = 2.0,
                 radius: int = 1, selection: str = "collapsed", prior: str = "auto",
+                category_order: str = "nearest",
                 **kwargs: Any) -> CorrelatedTransitionModel:
         r"""The correlated belief for an MDP's states in one call.
 
@@ -773,6 +787,14 @@ class CorrelatedTransitionModel(_TransitionBelief):
             ``"em"`` -- MAP-EM (Gamma(2, 1) hyper-prior; one fit per refit, the cheapest, but
             EM shrinks the scale on scarce data); ``"fixed"`` -- kept at ``scale`` (a keyword
             argument, default 1).
+        category_order : {"nearest", "lexicographic"}, default="nearest"
+            Order of the relative encoding's window categories along the stick-breaking
+            construction. ``"nearest"``: by the length of the move (staying first, then the
+            unit moves, ...), so that the frequent moves come first and the later sticks are
+            observed only where a rare move was seen -- the same model family, and far
+            cheaper when the window is large (Taxi, 82 categories: one fit of all actions
+            11.2 s -> 1.7 s). ``"lexicographic"``: :func:`displacement_category_map`'s order
+            (the paper experiments').
         prior : {"auto", "dense", "gmrf"}, default="auto"
             ``"dense"``: the squared-exponential kernel above (cost per fit about
             :math:`\sum_k |O_k|^3`, cubic in S). ``"gmrf"``: a Matern-like Gaussian Markov random
@@ -819,6 +841,11 @@ class CorrelatedTransitionModel(_TransitionBelief):
                                  "encoding (displacements between states); use "
                                  "encoding='absolute' for real-valued features")
             cmap = displacement_category_map(coords.astype(np.int64), radius)
+            if category_order == "nearest":
+                cmap = _nearest_first(cmap, coords.shape[1], radius)
+            elif category_order != "lexicographic":
+                raise ValueError(f"category_order: expected 'nearest' or 'lexicographic', got "
+                                 f"{category_order!r}")
         elif encoding == "absolute":
             cmap = identity_category_map(S)
         else:

@@ -334,7 +334,7 @@ def main(argv=None) -> int:
         if "sysid100" in sections:
             side, ts = (20, [4000]) if args.quick else (100, [100_000])
             print(f"system identification at scale, {side} x {side} tunnel grid, GMRF prior:")
-            report["sysid100"] = system_id(side, ts, [0], priors=("gmrf",))
+            report["sysid100"] = system_id(side, ts, [0], priors=("gmrf",), lengthscales=(5.0,))
         if "taxi" in sections and not args.quick:
             report["taxi"] = r = section_taxi()
             print("taxi (500 states x 6 actions, 5,000 transitions, one fit of all actions): "

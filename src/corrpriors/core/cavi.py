@@ -57,6 +57,13 @@ class CAVIOptions:
         Normal hyper-prior on constant means.
     learn_kernel : bool
         Kernel M-step (needs a prior that supports it).
+    mean_update : {"joint", "em"}
+        How ``learn_mean="constant"`` updates the means: ``"joint"`` (default) maximises the
+        ELBO over :math:`(q(\psi), m)` together in the psi step (the generalised-least-squares
+        mean of the pseudo-observations, :func:`~corrpriors.core.prior.joint_constant_mean`), which
+        converges in a few iterations; ``"em"`` is the separate M-step after the psi step (the
+        paper's scheme: the same fixed points, reached much more slowly when the prior couples many
+        covariates).
     iteration : FixedPointOptions
         ``max_iter``, ``tol``, ``acceleration``, ``memory``. Kernel learning and
         ``learn_mean="full"`` always iterate plainly.
@@ -68,13 +75,30 @@ class CAVIOptions:
     mean_prior_mean: np.ndarray | None = None
     mean_prior_std: float | None = None
     learn_kernel: bool = False
+    mean_update: str = "joint"
     iteration: FixedPointOptions = FixedPointOptions()
 
     def __post_init__(self) -> None:
         if self.learn_mean not in _LEARN_MEAN:
             raise ValueError(f"learn_mean: expected one of {_LEARN_MEAN}, got {self.learn_mean!r}")
+        if self.mean_update not in ("joint", "em"):
+            raise ValueError(f"mean_update: expected 'joint' or 'em', got {self.mean_update!r}")
         if not isinstance(self.iteration, FixedPointOptions):
             raise TypeError("iteration: expected a FixedPointOptions")
+
+    @property
+    def joint_mean(self) -> bool:
+        """Whether constant means are chosen jointly with :math:`q(\psi)` in the psi step."""
+        return self.learn_mean == "constant" and self.mean_update == "joint"
+
+    @property
+    def constant_mean(self) -> tuple[np.ndarray, float] | None:
+        """``(m0, 1 / tau^2)`` for the joint psi step, or ``None``."""
+        if not self.joint_mean:
+            return None
+        if self.mean_prior_std is None or self.mean_prior_mean is None:
+            return np.zeros(0), 0.0
+        return np.asarray(self.mean_prior_mean, dtype=float), 1.0 / self.mean_prior_std ** 2
 
     @property
     def accelerated(self) -> bool:
@@ -172,7 +196,10 @@ def sweep(data: CountData, hyper: Hyper, tilts: np.ndarray, options: CAVIOptions
     site = pg_mean_unchecked(data.b_obs, tilts)
     kernel = options.learn_kernel
     step = hyper.prior.psi_step(data.layout, hyper.scale, hyper.mean, data.kappa, site,
-                                full=kernel, reduction=kernel)
+                                full=kernel, reduction=kernel,
+                                constant_mean=options.constant_mean)
+    if step.mean is not None:
+        hyper = Hyper(hyper.scale, step.mean, hyper.prior)
     mean_obs = data.layout.gather(step.psi_mean)
     var_obs = data.layout.gather(step.psi_var)
     tilts_out = optimal_tilts(mean_obs, var_obs)
@@ -186,7 +213,7 @@ def pack(tilts: np.ndarray, hyper: Hyper, options: CAVIOptions) -> FloatArray:
     parts = [tilts]
     if options.learn_scale:
         parts.append(np.array([np.log(hyper.scale)]))
-    if options.learn_mean == "constant":
+    if options.learn_mean == "constant" and not options.joint_mean:
         parts.append(hyper.mean[0])
     return np.concatenate(parts)
 
@@ -199,7 +226,7 @@ def unpack(x: np.ndarray, like: Hyper, n_obs: int,
     if options.learn_scale:
         scale = float(np.exp(np.clip(x[pos], -700.0, 700.0)))
         pos += 1
-    if options.learn_mean == "constant":
+    if options.learn_mean == "constant" and not options.joint_mean:
         mean = np.repeat(x[pos:pos + mean.shape[1]][None, :], mean.shape[0], axis=0)
     return x[:n_obs], Hyper(scale, mean, like.prior)
 

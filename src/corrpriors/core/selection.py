@@ -164,12 +164,19 @@ class ScaleSearch:
 
     def _value(self, j: int, counts: np.ndarray) -> float:
         model = self.models_.get(j)
+        init = None
         if model is None:
             model = self.models_[j] = clone_estimator(
                 self.estimator, scale=self.scale_of(j), learn_scale=False, scale_prior=None,
                 warm_start=True)
+            # a new lattice point starts from the nearest one already fitted to these counts
+            # (the same q up to the scale), not from the prior
+            near = [i for i, m in self.models_.items()
+                    if i != j and hasattr(m, "counts_") and np.array_equal(m.counts_, counts)]
+            if near:
+                init = self.models_[min(near, key=lambda i: abs(i - j))].result_
         if not (hasattr(model, "counts_") and np.array_equal(model.counts_, counts)):
-            model.fit(counts)
+            model.fit(counts, init=init)
             self.n_fits_ += 1
         return criterion_value(model, self.criterion)
 

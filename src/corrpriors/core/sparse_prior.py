@@ -37,7 +37,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._typing import FloatArray
-from .prior import PsiStep, StickLayout
+from .prior import PsiStep, StickLayout, joint_constant_mean
 from .sparse_linalg import NotPositiveDefiniteError, SparseCholesky
 
 #: Analyses kept for reuse (a fit, a scale search and a normalisation share one pattern).
@@ -166,29 +166,55 @@ class SparsePrecisionPrior:
         return np.asarray(self.precision @ np.ones(self.n_covariates))
 
     def psi_step(self, layout: StickLayout, scale: float, mean: np.ndarray, kappa: np.ndarray,
-                 site: np.ndarray, *, full: bool = False, reduction: bool = False) -> PsiStep:
-        """See :meth:`corrpriors.core.prior.GaussianPrior.psi_step` (always complete)."""
+                 site: np.ndarray, *, full: bool = False, reduction: bool = False,
+                 constant_mean: tuple[np.ndarray, float] | None = None) -> PsiStep:
+        r"""See :meth:`corrpriors.core.prior.GaussianPrior.psi_step` (always complete).
+
+        With ``constant_mean``, :math:`\lambda_k(m) = g + m\,h` with :math:`g = P_k^{-1}\kappa_k`,
+        :math:`h = P_k^{-1}Q\mathbf 1/	heta = \mathbf 1 - P_k^{-1}e_k`, and the GLS sums of
+        :func:`~corrpriors.core.prior.joint_constant_mean` are
+        :math:`\mathbf 1^	op Ay = \sum\kappa_k - e_k^	op g`, :math:`\mathbf 1^	op A\mathbf 1 =
+        e_k^	op h` (two solves with the stick's factor).
+        """
         if reduction:
             raise ValueError("learn_kernel: a precision prior has no kernel to learn; compare "
                              "precisions with select_kernel instead")
         c, km1 = mean.shape
         d = layout.scatter(site)
+        mean = mean.copy()
         lam = mean.copy()
         var = np.repeat(scale * self.prior_variance()[:, None], km1, axis=1)
         alpha = np.zeros((c, km1))
         trace_dv, quad, logdet_b = np.zeros(km1), np.zeros(km1), np.zeros(km1)
         logdet_sigma = c * np.log(scale) - self.logdet_precision
+        ones_q = None
+        if constant_mean is not None:  # sticks without data: the hyper-prior's (or current) mean
+            ones_q = self.precision_ones() / scale
+            mean[:] = joint_constant_mean(np.zeros(km1), np.zeros(km1), mean[0],
+                                          constant_mean)[None, :]
+            lam[:] = mean
         for k in layout.sticks:
             factor = self._factorize(scale, d[:, k])
-            delta = factor.solve(kappa[:, k] - d[:, k] * mean[:, k])  # lambda_k - mu_k
-            lam[:, k] += delta
+            if ones_q is None:
+                delta = factor.solve(kappa[:, k] - d[:, k] * mean[:, k])  # lambda_k - mu_k
+            else:
+                gh = factor.solve(np.stack([kappa[:, k], ones_q], axis=1))
+                g, h = gh[:, 0], gh[:, 1]
+                m = joint_constant_mean(np.array([kappa[:, k].sum() - d[:, k] @ g]),
+                                        np.array([d[:, k] @ h]), mean[:1, k],
+                                        (np.asarray(constant_mean[0])[k:k + 1]
+                                         if constant_mean[1] > 0 else np.zeros(1),
+                                         constant_mean[1]))[0]
+                mean[:, k] = m
+                delta = g + m * h - m
+            lam[:, k] = mean[:, k] + delta
             var[:, k] = factor.inverse_diagonal()
             alpha[:, k] = (self.precision @ delta) / scale
             quad[k] = float(delta @ alpha[:, k])
             trace_dv[k] = float(d[:, k] @ var[:, k])
             logdet_b[k] = logdet_sigma + factor.logdet()
         return PsiStep(lam, np.maximum(var, 0.0), alpha, trace_dv, quad, logdet_b, None,
-                       complete=True)
+                       complete=True, mean=None if constant_mean is None else mean)
 
     def complete_variances(self, layout: StickLayout, scale: float, site: np.ndarray,
                            step: PsiStep) -> FloatArray:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import dataclasses
 import json
 import pathlib
@@ -229,15 +230,12 @@ def test_an_object_can_be_an_experiment(tmp_path):
     assert report.out_dir.parent == tmp_path / "toy-object"
 
 
-def test_ray_missing_gives_install_hint(tmp_path):
-    try:
-        import ray  # noqa: F401
-
-        pytest.skip("ray is installed")
-    except ImportError:
-        pass
+@pytest.mark.parametrize("backend, module", [("ray", "ray"), ("dask", "dask.distributed")])
+def test_missing_backend_package_refused_before_anything_is_written(tmp_path, monkeypatch, backend, module):
+    monkeypatch.setitem(sys.modules, module, None)  # makes `import module` raise ImportError
     with pytest.raises(ImportError, match=r"corrpriors\[dist\]"):
-        run_experiment(NAME, n_seeds=1, backend="ray", out=tmp_path, progress=False, echo=None, plot=False)
+        run_experiment(NAME, n_seeds=1, backend=backend, out=tmp_path, progress=False, echo=None, plot=False)
+    assert not any(tmp_path.iterdir())
 
 
 def test_missing_experiment_module_is_unavailable_not_a_crash():

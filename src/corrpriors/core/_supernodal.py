@@ -318,10 +318,10 @@ def factorize(sym: Symbolic, buffer: np.ndarray) -> None:
             uc = updates.pop(c)
             rel, k = sym.rel[c], sym.split[c]
             if k:
-                panel[np.ix_(rel, rel[:k])] += uc[:, :k]
+                panel[rel[:, None], rel[None, :k]] += uc[:, :k]  # (not np.ix_: 14 us each)
             if k < rel.size:
                 low = rel[k:] - n
-                update[np.ix_(low, low)] += uc[k:, k:]
+                update[low[:, None], low[None, :]] += uc[k:, k:]
         top = panel[:n]
         _, info = potrf(top.T, lower=0, clean=1, overwrite_a=1)
         if info != 0:
@@ -372,7 +372,7 @@ def selected_inverse(sym: Symbolic, factor: np.ndarray) -> np.ndarray:
         if r:
             p = int(sym.parent[b])
             rel = sym.rel[b]
-            srr = fronts[p][np.ix_(rel, rel)]
+            srr = fronts[p][rel[:, None], rel[None, :]]
             remaining[p] -= 1
             if remaining[p] == 0:
                 del fronts[p]

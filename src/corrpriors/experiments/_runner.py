@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib
 import os
 import pathlib
 import sys
@@ -615,10 +616,22 @@ def run_experiment(
                     resume=resume, progress=progress, plot=plot, echo=echo)
 
 
+def _require_backend_package(backend: str) -> None:
+    """Refuse a Dask/Ray backend whose package is missing before anything is written."""
+    module = {"dask": "dask.distributed", "ray": "ray"}.get(backend)
+    if module is None:
+        return
+    try:
+        importlib.import_module(module)
+    except ImportError as exc:
+        raise ImportError(f"--backend {backend} needs {module} ({exc}); {_DIST_HINT}") from None
+
+
 def check_backend(backend: str, jobs: int | None) -> int:
     """Validate ``backend`` and ``jobs``; return the number of workers (``-1``/None: all cores)."""
     if backend not in BACKENDS:
         raise ValueError(f"backend: expected one of {', '.join(BACKENDS)}, got {backend!r}")
+    _require_backend_package(backend)
     if jobs is None or jobs == -1:
         jobs = os.cpu_count() or 1
     if isinstance(jobs, bool) or int(jobs) != jobs or jobs < 1:

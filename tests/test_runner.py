@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import sys
 import dataclasses
 import json
 import pathlib
+import sys
 import zlib
 
 import numpy as np

@@ -478,7 +478,8 @@ def _precision_candidates(precision: Any, n_states: int, many: bool) -> list[tup
 
 def _nearest_first(cmap: CategoryMap, n_dims: int, radius: int) -> CategoryMap:
     """The same relative map with its window categories ordered by move length (L1, then
-    lexicographic); "other" stays last."""
+    lexicographic); "other" stays last.
+    """
     disp = window_displacements(n_dims, radius)
     order = np.lexsort((np.arange(len(disp)), np.abs(disp).sum(axis=1)))  # new -> old index
     new_index = np.empty_like(order)

@@ -88,7 +88,7 @@ class CAVIOptions:
 
     @property
     def joint_mean(self) -> bool:
-        """Whether constant means are chosen jointly with :math:`q(\psi)` in the psi step."""
+        r"""Whether constant means are chosen jointly with :math:`q(\psi)` in the psi step."""
         return self.learn_mean == "constant" and self.mean_update == "joint"
 
     @property

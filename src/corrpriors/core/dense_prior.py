@@ -222,7 +222,8 @@ def _marginal_variances(layout: StickLayout, sigma: np.ndarray, workspace: Facto
 
 def _inverse_solve(workspace: FactorWorkspace, layout: StickLayout, b: np.ndarray) -> None:
     """Replace ``b`` (shape (E,)) by :math:`B'^{-1}b` per stick with the workspace's
-    :math:`L^{-1}` blocks, in place."""
+    :math:`L^{-1}` blocks, in place.
+    """
     es = layout.entry_bounds
     for s, w in enumerate(workspace.views):
         seg = b[es[s]:es[s + 1]]

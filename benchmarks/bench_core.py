@@ -34,8 +34,24 @@ sys.path.insert(0, str(ROOT / "tests"))  # the naive reference lives with the te
 
 from reference import naive_cavi  # noqa: E402
 
-from corrpriors.core.cavi import blas_threads_for, jittered_covariance, run_cavi  # noqa: E402
+from corrpriors._threads import blas_threads  # noqa: E402
+from corrpriors.core.cavi import CAVIOptions  # noqa: E402
+from corrpriors.core.cavi import run_cavi as _run_cavi  # noqa: E402
+from corrpriors.core.dense_prior import DenseCovariancePrior  # noqa: E402
+from corrpriors.core.fixed_point import FixedPointOptions  # noqa: E402
 from corrpriors.core.stick_breaking import uniform_psi  # noqa: E402
+
+def jittered_covariance(cov):
+    """The dense prior structure (jittered by the core's rule) and its jitter."""
+    prior = DenseCovariancePrior(cov)
+    return prior, prior.jitter
+
+
+def run_cavi(counts, prior, mean, *, tol, max_iter, acceleration="anderson"):
+    """The core's CAVI driver with the benchmark's options."""
+    iteration = FixedPointOptions(max_iter=max_iter, tol=tol, acceleration=acceleration)
+    return _run_cavi(counts, prior, mean, CAVIOptions(iteration=iteration))
+
 
 MOVES = np.array([(-1, 0), (1, 0), (0, -1), (0, 1)])  # up, down, left, right (row, col)
 
@@ -95,7 +111,7 @@ def bench(side: int, run_naive: str, tol: float = 1e-8, naive_iters: int = 2,
     base, eps = jittered_covariance(cov)
     mean = np.repeat(uniform_psi(s)[None, :], s, axis=0)
     fast, t_fast, c_fast = _timed(
-        lambda: run_cavi(counts, base, mean, jitter=eps, tol=tol, max_iter=1000), repeat)
+        lambda: run_cavi(counts, base, mean, tol=tol, max_iter=1000), repeat)
     row = {"grid": f"{side}x{side}", "C": s, "K": s, "steps": 20 * s, "repeat": repeat,
            "transitions_fitted": int(counts.sum()), "fast_seconds": t_fast,
            "fast_cpu_seconds": c_fast,
@@ -104,8 +120,8 @@ def bench(side: int, run_naive: str, tol: float = 1e-8, naive_iters: int = 2,
            "converged": fast.converged, "elbo": fast.elbo, "jitter": eps}
     if run_naive == "full":
         def _naive():
-            with blas_threads_for(s):  # the same BLAS threading policy as the fast path
-                return naive_cavi(counts, base, mean, tol=tol, max_iter=1000)
+            with blas_threads(1):  # the same BLAS threading policy as the fast path
+                return naive_cavi(counts, base.base, mean, tol=tol, max_iter=1000)
 
         naive, t_naive, c_naive = _timed(_naive, repeat)
         row.update({
@@ -120,11 +136,11 @@ def bench(side: int, run_naive: str, tol: float = 1e-8, naive_iters: int = 2,
         # the naive path is the plain iteration: count its iterations with the fast plain path
         # (same path as the naive one, to 1e-14) and time two naive iterations
         plain, t_plain, c_plain = _timed(
-            lambda: run_cavi(counts, base, mean, jitter=eps, tol=tol, max_iter=1000,
+            lambda: run_cavi(counts, base, mean, tol=tol, max_iter=1000,
                              acceleration=None), 1)
         t0, c0 = time.perf_counter(), time.process_time()
-        with blas_threads_for(s):
-            naive = naive_cavi(counts, base, mean, tol=-1.0, max_iter=naive_iters)
+        with blas_threads(1):
+            naive = naive_cavi(counts, base.base, mean, tol=-1.0, max_iter=naive_iters)
         per_iter = (time.perf_counter() - t0) / naive_iters
         per_iter_cpu = (time.process_time() - c0) / naive_iters
         row.update({
@@ -154,17 +170,17 @@ def bench_accuracy(side: int = 10, tols=(1e-8, 1e-10, 1e-12, 1e-13, 1e-14), targ
     counts = random_walk_counts(side, 20 * s)
     base, eps = jittered_covariance(grid_se_covariance(side))
     mean = np.repeat(uniform_psi(s)[None, :], s, axis=0)
-    with blas_threads_for(s):
-        ref = naive_cavi(counts, base, mean, tol=-1.0, max_iter=60)
+    with blas_threads(1):
+        ref = naive_cavi(counts, base.base, mean, tol=-1.0, max_iter=60)
     ref_mean = ref["psi_mean"]
     rows = []
     for tol in tols:
         fast, t_fast, c_fast = _timed(
-            lambda: run_cavi(counts, base, mean, jitter=eps, tol=tol, max_iter=5000), repeat)
+            lambda: run_cavi(counts, base, mean, tol=tol, max_iter=5000), repeat)
 
         def _naive():
-            with blas_threads_for(s):
-                return naive_cavi(counts, base, mean, tol=tol, max_iter=5000)
+            with blas_threads(1):
+                return naive_cavi(counts, base.base, mean, tol=tol, max_iter=5000)
 
         naive, t_naive, c_naive = _timed(_naive, repeat)
         rows.append({

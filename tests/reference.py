@@ -109,3 +109,36 @@ def naive_cavi(counts, sigma_tilde, mean, *, scale=1.0, learn_scale=False, learn
     psi_var = np.stack([np.diag(v) for v in vs], axis=1)
     return {"psi_mean": lam.copy(), "psi_var": psi_var, "V": [v.copy() for v in vs],
             "elbo_trace": np.asarray(trace), "scale": theta, "mean": mu, "n_iter": len(trace)}
+
+
+def dense_posterior(sigma, mu, kappa, site):
+    """The psi step by explicit inverses: V_k = (Sigma^-1 + diag e_k)^-1,
+    lambda_k = V_k (kappa_k + Sigma^-1 mu_k), per stick, and the ELBO's per-stick numbers.
+
+    Parameters
+    ----------
+    sigma : ndarray of shape (C, C)
+        Prior covariance (scaled).
+    mu, kappa, site : ndarray of shape (C, K - 1)
+        Prior means, linear site terms and site precisions (0 where unobserved).
+
+    Returns
+    -------
+    dict with lam, var (C, K - 1), V (list of (C, C)), trace_dv, quad, logdet_b, alpha
+    """
+    c, km1 = mu.shape
+    sinv = np.linalg.inv(sigma)
+    out = {"lam": np.empty((c, km1)), "var": np.empty((c, km1)), "V": [],
+           "trace_dv": np.empty(km1), "quad": np.empty(km1), "logdet_b": np.empty(km1),
+           "alpha": np.empty((c, km1))}
+    for k in range(km1):
+        v = np.linalg.inv(sinv + np.diag(site[:, k]))
+        lam = v @ (kappa[:, k] + sinv @ mu[:, k])
+        d = lam - mu[:, k]
+        out["lam"][:, k], out["var"][:, k] = lam, np.diag(v)
+        out["V"].append(v)
+        out["trace_dv"][k] = np.sum(site[:, k] * np.diag(v))
+        out["quad"][k] = d @ sinv @ d
+        out["logdet_b"][k] = np.linalg.slogdet(sigma)[1] - np.linalg.slogdet(v)[1]
+        out["alpha"][:, k] = sinv @ d
+    return out

@@ -10,7 +10,7 @@ from scipy.special import gammaln, logsumexp
 
 from corrpriors.core import CorrelatedMultinomial
 from corrpriors.core.elbo import expected_softplus
-from corrpriors.core.model import select_kernel
+from corrpriors.core.selection import select_kernel
 from corrpriors.core.stick_breaking import log_probs
 
 

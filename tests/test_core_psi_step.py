@@ -8,8 +8,15 @@ Sigma_OO + D^-1 form), per stick and over all C covariates.
 import numpy as np
 import pytest
 
-from corrpriors.core.cavi import (FactorWorkspace, _chol_inv_blocked, _marginal_variances,
-                                  build_layout, jittered_covariance, psi_step)
+from corrpriors.core.dense_prior import (FactorWorkspace, _chol_inv_blocked,
+                                         _marginal_variances, psi_step)
+from corrpriors.core.linalg import jittered_cholesky
+from corrpriors.core.prior import build_layout
+
+
+def jittered_covariance(cov):
+    _, jittered, eps = jittered_cholesky(cov)
+    return jittered, eps
 
 
 def _se_cov(c, lengthscale, rng):
@@ -62,7 +69,7 @@ def test_psi_step_matches_dense_solves(lengthscale, log_omega_range):
 
     layout = build_layout(observed)
     ws = FactorWorkspace(layout, sigma / 1.7)
-    st = psi_step(layout, sigma, mu, kappa, omega, workspace=ws, scale=1.7)
+    st = psi_step(layout, sigma, mu, kappa, layout.gather(omega), workspace=ws, scale=1.7)
     lam, var, trace_dv, logdet, quad, reduction = _dense_step(sigma, mu, kappa, omega)
 
     np.testing.assert_allclose(st.psi_mean, lam, rtol=1e-9, atol=1e-9)
@@ -73,9 +80,10 @@ def test_psi_step_matches_dense_solves(lengthscale, log_omega_range):
     assert np.all(st.psi_var[:, 2] == np.diag(sigma)) and np.all(st.psi_mean[:, 2] == mu[:, 2])
 
     # the unobserved variances from the factors left in the workspace, and the full step
-    filled = _marginal_variances(layout, sigma, st.workspace, st.psi_var)
+    filled = _marginal_variances(layout, sigma, ws, st.psi_var)
     np.testing.assert_allclose(filled, var, rtol=1e-7, atol=1e-12)
-    full = psi_step(layout, sigma, mu, kappa, omega, full=True, need_reduction=True)
+    full = psi_step(layout, sigma, mu, kappa, layout.gather(omega), full=True, need_reduction=True,
+                    workspace=FactorWorkspace(layout))
     np.testing.assert_allclose(full.psi_var, var, rtol=1e-7, atol=1e-12)
     np.testing.assert_allclose(full.reduction, reduction, rtol=1e-8, atol=1e-10)
 
@@ -89,17 +97,16 @@ def test_workspace_without_pregathered_blocks_gives_the_same_step():
     kappa = np.where(observed, rng.normal(size=(c, km1)), 0.0)
     mu = rng.normal(size=(c, km1))
     layout = build_layout(observed)
-    a = psi_step(layout, 2.0 * sigma, mu, kappa, omega,
-                 workspace=FactorWorkspace(layout, sigma), scale=2.0)
-    b = psi_step(layout, 2.0 * sigma, mu, kappa, omega,
-                 workspace=FactorWorkspace(layout, sigma, max_bytes=0))
-    assert b.workspace.base_blocks is None
+    ws_a, ws_b = FactorWorkspace(layout, sigma), FactorWorkspace(layout, sigma, max_bytes=0)
+    a = psi_step(layout, 2.0 * sigma, mu, kappa, layout.gather(omega), workspace=ws_a, scale=2.0)
+    b = psi_step(layout, 2.0 * sigma, mu, kappa, layout.gather(omega), workspace=ws_b)
+    assert ws_b.base_blocks is None
     np.testing.assert_allclose(a.psi_mean, b.psi_mean, rtol=1e-13, atol=1e-13)
     np.testing.assert_allclose(a.psi_var, b.psi_var, rtol=1e-12, atol=1e-14)
     # column sums taken stick by stick (one run per block) give the same numbers
     one_by_one = FactorWorkspace(layout, sigma, chunk=1)
-    assert len(one_by_one._runs) == layout.sticks.size > 1 == len(a.workspace._runs)
-    c = psi_step(layout, 2.0 * sigma, mu, kappa, omega, workspace=one_by_one, scale=2.0)
+    assert len(one_by_one._runs) == layout.sticks.size > 1 == len(ws_a._runs)
+    c = psi_step(layout, 2.0 * sigma, mu, kappa, layout.gather(omega), workspace=one_by_one, scale=2.0)
     np.testing.assert_array_equal(a.psi_var, c.psi_var)
     np.testing.assert_array_equal(a.trace_dv, c.trace_dv)
 
@@ -120,7 +127,8 @@ def test_layout_packs_observed_sets_stick_after_stick():
     assert lay.entry_flat.tolist() == [0, 3, 9, 2, 8, 11]
     empty = build_layout(np.zeros((3, 2), dtype=bool))
     assert empty.sticks.size == 0
-    st = psi_step(empty, np.eye(3), np.ones((3, 2)), np.zeros((3, 2)), np.zeros((3, 2)))
+    st = psi_step(empty, np.eye(3), np.ones((3, 2)), np.zeros((3, 2)), np.zeros(0),
+                  workspace=FactorWorkspace(empty))
     assert np.all(st.psi_mean == 1.0) and np.all(st.psi_var == 1.0)
 
 
@@ -147,12 +155,13 @@ def test_psi_step_with_blocked_sticks_matches_dense_solves():
     kappa = np.where(observed, rng.normal(size=(c, km1)), 0.0)
     mu = rng.normal(size=(c, km1))
     layout = build_layout(observed)
-    st = psi_step(layout, sigma, mu, kappa, omega, workspace=FactorWorkspace(layout, sigma))
+    ws = FactorWorkspace(layout, sigma)
+    st = psi_step(layout, sigma, mu, kappa, layout.gather(omega), workspace=ws)
     lam, var, trace_dv, logdet, quad, _ = _dense_step(sigma, mu, kappa, omega)
     np.testing.assert_allclose(st.psi_mean, lam, rtol=1e-8, atol=1e-8)
     np.testing.assert_allclose(st.psi_var[observed], var[observed], rtol=1e-7, atol=1e-11)
     np.testing.assert_allclose(st.logdet_b, logdet, rtol=1e-9)
     np.testing.assert_allclose(st.trace_dv, trace_dv, rtol=1e-8)
     np.testing.assert_allclose(st.quad, quad, rtol=1e-8)
-    filled = _marginal_variances(layout, sigma, st.workspace, st.psi_var)
+    filled = _marginal_variances(layout, sigma, ws, st.psi_var)
     np.testing.assert_allclose(filled, var, rtol=1e-7, atol=1e-11)

@@ -101,7 +101,7 @@ def test_select_kernel_ranks_by_elbo():
 def test_joint_draws_equal_dense_matheron_with_the_same_random_numbers():
     # the packed sampler against a dense transcription of Matheron's rule that draws the
     # random numbers in the documented order (per stick: prior draw, then the noise of O_k)
-    from corrpriors.core.cavi import sample_q_psi
+    from corrpriors.core.dense_prior import DenseCovariancePrior
 
     rng = np.random.default_rng(5)
     c, km1, n = 9, 5, 4
@@ -110,7 +110,8 @@ def test_joint_draws_equal_dense_matheron_with_the_same_random_numbers():
     site = np.where(rng.random((c, km1)) < 0.6, 10.0 ** rng.uniform(-2, 2, (c, km1)), 0.0)
     site[:, 1] = 0.0  # an unobserved stick: prior draws only
     mean = rng.normal(size=(c, km1))
-    got = sample_q_psi(sigma, mean, site, n, rng=np.random.default_rng(9))
+    got = DenseCovariancePrior(sigma, jitter=0.0).sample_posterior(
+        1.0, mean, site, n, rng=np.random.default_rng(9))
 
     gen = np.random.default_rng(9)
     chol = np.linalg.cholesky(sigma)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -51,14 +53,27 @@ def test_bad_covariance(cov, match):
         _fit(cov=cov)
 
 
-def test_rank_deficient_covariance_is_accepted_with_jitter_warning():
-    with pytest.warns(JitterWarning, match="rank deficient"):
+def test_rank_deficient_covariance_is_accepted_with_round_off_jitter_silently():
+    # the core's one jitter rule: levels up to 1e-8 x mean diagonal are round-off protection
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitterWarning)
         m = _fit(cov=np.ones((3, 3)))
-    assert m.jitter_ > 0
+    assert 0 < m.jitter_ <= 1e-8
     np.testing.assert_allclose(m.covariance_, np.ones((3, 3)) + m.jitter_ * np.eye(3))
     assert np.all(np.isfinite(m.psi_mean_))
     # all-ones prior: the covariates share psi, so posterior means nearly coincide
     assert np.ptp(m.psi_mean_, axis=0).max() < 1e-3
+
+
+def test_jitter_that_changes_the_prior_warns():
+    # a PSD matrix (within the validation tolerance) with an eigenvalue of -2.7e-8 x largest:
+    # 1e-10 .. 1e-8 fail, 1e-7 x mean diagonal is needed and reported
+    q, _ = np.linalg.qr(np.random.default_rng(0).normal(size=(3, 3)))
+    cov = q @ np.diag([3.0, 1e-3, -2.7e-8]) @ q.T
+    cov = 0.5 * (cov + cov.T)
+    with pytest.warns(JitterWarning, match="rank deficient"):
+        m = _fit(cov=cov)
+    assert m.jitter_ == pytest.approx(1e-7 * np.mean(np.diag(cov)), rel=1e-9)
 
 
 def test_well_conditioned_covariance_does_not_warn(recwarn):
@@ -90,3 +105,82 @@ def test_predictions_before_fit_raise():
     m.fit(GOOD)
     with pytest.raises(ValueError, match="method: expected"):
         m.probs(method="median")
+
+
+# ------------------------------------------------------------------ issue 11: extremes
+
+
+@pytest.mark.parametrize("kw,match", [
+    ({"mean_prior_std": 1e-300, "learn_mean": "constant"}, "mean_prior_std: expected a positive"),
+    ({"scale_prior": 2.0, "learn_scale": True}, r"scale_prior: expected \(shape, rate\)"),
+    ({"scale_prior": "ab", "learn_scale": True}, r"scale_prior: expected \(shape, rate\)"),
+    ({"mean_prior_mean": [np.nan, 0.0]}, "mean_prior_mean: contains NaN"),
+    ({"mean_prior_mean": [np.inf, 0.0], "learn_mean": "constant"},
+     "mean_prior_mean: contains NaN or infinite"),
+    ({"mean_prior_mean": [1e300, 0.0], "learn_mean": "constant", "mean_prior_std": 1.0},
+     "mean_prior_mean: prior means of the stick logits must lie within"),
+    ({"mean": [1e300, 0.0]}, "mean: prior means of the stick logits must lie within"),
+    ({"scale": 1e30}, "scale: the prior variance of the stick logits.*usable range"),
+])
+def test_extreme_hyper_parameters_raise_naming_the_argument(kw, match):
+    with pytest.raises(ValueError, match=match):
+        _fit(**kw)
+
+
+def test_covariance_whose_variance_overflows_the_arithmetic_is_refused():
+    with pytest.raises(ValueError, match=r"usable range.*scale <= 1e-185"):
+        _fit(cov=COV * 1e200)
+    # the same prior at a scale inside the range: fits, monotone
+    m = _fit(cov=COV * 1e200, scale=1e-190)
+    assert m.converged_ and np.all(np.diff(m.objective_trace_) >= 0)
+
+
+def test_largest_usable_scale_gives_the_data_answer_monotonically():
+    counts = np.array([[80, 10, 10], [70, 20, 10], [10, 10, 80]])
+    near = _fit(counts=counts, scale=1e12, max_iter=3000)
+    edge = _fit(counts=counts, scale=1e14, max_iter=3000)
+    assert edge.converged_ and edge.result_.monotone
+    np.testing.assert_allclose(edge.probs(), near.probs(), atol=1e-4)
+
+
+def test_non_finite_objective_raises_instead_of_returning_nan():
+    from corrpriors.core.cavi import CAVIOptions, run_cavi
+    from corrpriors.core.dense_prior import DenseCovariancePrior
+
+    class Broken(DenseCovariancePrior):
+        def psi_step(self, *args, **kwargs):
+            step = super().psi_step(*args, **kwargs)
+            step.psi_mean[0, 0] = np.nan
+            return step
+
+    mean = np.zeros((3, 2))
+    with pytest.raises(FloatingPointError, match="objective is not finite"):
+        run_cavi(GOOD, Broken(COV), mean, CAVIOptions())
+
+
+def test_learning_a_kernel_without_free_parameters_is_refused():
+    from corrpriors.kernels import SquaredExponential
+
+    kernel = SquaredExponential(lengthscale=1.0, lengthscale_bounds="fixed").bind(
+        coords=np.arange(3.0)[:, None])
+    with pytest.raises(ValueError, match="learn_kernel: every hyper-parameter of the kernel"):
+        _fit(cov=kernel, learn_kernel=True)
+
+
+@pytest.mark.parametrize("rng,exc,match", [(-1, ValueError, "rng: an integer seed must be"),
+                                           (True, TypeError, "rng: expected None"),
+                                           ("x", TypeError, "rng: expected None")])
+def test_bad_rng_names_the_argument(rng, exc, match):
+    m = _fit()
+    with pytest.raises(exc, match=match):
+        m.sample_probs(2, rng=rng)
+
+
+def test_repr_shows_the_parameters_that_differ_from_the_defaults():
+    from corrpriors import DirichletMultinomial
+
+    assert repr(CorrelatedMultinomial(COV)) == "CorrelatedMultinomial(covariance=array(shape=(3, 3)))"
+    text = repr(CorrelatedMultinomial(COV, learn_scale=True, scale=0.5))
+    assert text == ("CorrelatedMultinomial(covariance=array(shape=(3, 3)), learn_scale=True, "
+                    "scale=0.5)")
+    assert repr(DirichletMultinomial(alpha=1e-3)) == "DirichletMultinomial(alpha=0.001)"

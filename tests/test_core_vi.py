@@ -12,7 +12,10 @@ from scipy.special import gammaln, logsumexp
 from scipy.stats import multivariate_t
 
 from corrpriors.core import CorrelatedMultinomial
-from corrpriors.core.cavi import jittered_covariance, pg_expectation, run_cavi
+from corrpriors.core.cavi import CAVIOptions, run_cavi as _run_cavi
+from corrpriors.core.dense_prior import DenseCovariancePrior
+from corrpriors.core.fixed_point import FixedPointOptions
+from corrpriors.core.polya_gamma import pg_mean_unchecked as pg_expectation
 from corrpriors.core.stick_breaking import count_statistics, log_probs, uniform_psi
 from corrpriors.exceptions import ConvergenceWarning
 
@@ -46,6 +49,20 @@ def _grid_cov(n_side, length):
     return np.exp(-d / length)
 
 
+def jittered_covariance(cov):
+    prior = DenseCovariancePrior(cov)
+    return prior, prior.jitter
+
+
+def run_cavi(counts, prior, mean, *, scale=1.0, init=None, max_iter=1000, tol=1e-8,
+             acceleration="anderson", anderson_memory=5, **kw):
+    """The functional CAVI entry with keyword options (the old test signature)."""
+    iteration = FixedPointOptions(max_iter=max_iter, tol=tol, acceleration=acceleration,
+                                  memory=anderson_memory)
+    return _run_cavi(counts, prior, mean, CAVIOptions(iteration=iteration, **kw), scale=scale,
+                     init=init)
+
+
 # ------------------------------------------------------------------ fast == naive
 
 
@@ -61,8 +78,8 @@ def test_fast_path_matches_naive_transcription(kw):
     counts = _counts(c, k)
     mu = np.repeat(uniform_psi(k)[None], c, 0) + 0.3
     # tol < 0: never stop early, both run exactly 60 plain iterations along the same path
-    fast = run_cavi(counts, base, mu, jitter=eps, max_iter=60, tol=-1.0, acceleration=None, **kw)
-    naive = naive_cavi(counts, base, mu, max_iter=60, tol=-1.0, **kw)
+    fast = run_cavi(counts, base, mu, max_iter=60, tol=-1.0, acceleration=None, **kw)
+    naive = naive_cavi(counts, base.base, mu, max_iter=60, tol=-1.0, **kw)
     assert fast.n_iter == naive["n_iter"] == 60
     np.testing.assert_allclose(fast.psi_mean, naive["psi_mean"], atol=1e-6)
     np.testing.assert_allclose(fast.psi_var, naive["psi_var"], atol=1e-6)
@@ -88,14 +105,14 @@ def test_accelerated_fit_reaches_the_naive_fixed_point(kw):
     mu = np.repeat(uniform_psi(k)[None], c, 0) + 0.3
     naive_kw = {key: v for key, v in kw.items() if key in ("learn_scale", "learn_mean")}
     if naive_kw == kw:
-        naive = naive_cavi(counts, base, mu, max_iter=5000, tol=1e-15, **naive_kw)
+        naive = naive_cavi(counts, base.base, mu, max_iter=5000, tol=1e-15, **naive_kw)
         ref_mean, ref_var, ref_scale = naive["psi_mean"], naive["psi_var"], naive["scale"]
     else:  # hyper-priors: the naive reference has none, use the plain fast path instead
-        plain = run_cavi(counts, base, mu, jitter=eps, max_iter=20000, tol=1e-15,
+        plain = run_cavi(counts, base, mu, max_iter=20000, tol=1e-15,
                          acceleration=None, **kw)
         ref_mean, ref_var, ref_scale = plain.psi_mean, plain.psi_var, plain.scale
-    fast = run_cavi(counts, base, mu, jitter=eps, max_iter=5000, tol=1e-14, **kw)
-    plain = run_cavi(counts, base, mu, jitter=eps, max_iter=20000, tol=1e-14,
+    fast = run_cavi(counts, base, mu, max_iter=5000, tol=1e-14, **kw)
+    plain = run_cavi(counts, base, mu, max_iter=20000, tol=1e-14,
                      acceleration=None, **kw)
     assert fast.converged
     np.testing.assert_allclose(fast.psi_mean, ref_mean, atol=1e-6)
@@ -106,7 +123,7 @@ def test_accelerated_fit_reaches_the_naive_fixed_point(kw):
     assert fast.n_iter <= fast.n_psi_steps <= plain.n_psi_steps
     # the returned q is the one the trace ends at: its ELBO recomputed from scratch agrees
     # (one more plain sweep at the fitted hyper-parameters cannot change it materially)
-    again = run_cavi(counts, base, fast.mean, jitter=eps, scale=fast.scale, max_iter=1,
+    again = run_cavi(counts, base, fast.mean, scale=fast.scale, max_iter=1,
                      init=fast, acceleration=None)
     assert again.elbo == pytest.approx(fast.elbo, rel=1e-10)
 
@@ -118,7 +135,7 @@ def test_anderson_rejects_worse_points_and_stays_monotone():
     base, eps = jittered_covariance(_se_cov(c, length=2.0, seed=9))
     counts = _counts(c, k, seed=10, lam=6.0)
     mu = np.repeat(uniform_psi(k)[None], c, 0)
-    fit = run_cavi(counts, base, mu, jitter=eps, max_iter=500, tol=1e-13, learn_scale=True,
+    fit = run_cavi(counts, base, mu, max_iter=500, tol=1e-13, learn_scale=True,
                    anderson_memory=1)
     obj = fit.objective_trace
     assert np.all(np.diff(obj) >= -1e-12 * np.abs(obj[1:]))
@@ -278,7 +295,7 @@ def test_em_recovers_scale_from_prior_draws():
     c, k, theta = 100, 5, 2.0
     cov = _grid_cov(10, 3.0)
     base, _ = jittered_covariance(cov)
-    chol = np.linalg.cholesky(theta * base)
+    chol = np.linalg.cholesky(theta * base.base)
     mu = uniform_psi(k)
     psi = mu[None, :] + chol @ rng.standard_normal((c, k - 1))
     pi = np.exp(log_probs(psi))

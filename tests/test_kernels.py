@@ -161,7 +161,6 @@ def test_fixed_and_bounds_respected():
     ({"lengthscale": -1.0}, "lengthscale: expected a finite positive number"),
     ({"lengthscale": np.nan}, "lengthscale: expected a finite positive number"),
     ({"variance": 0.0}, "variance: expected a finite positive number"),
-    ({"lengthscale": 1e4}, "lengthscale: value 10000 lies outside its bounds"),
     ({"lengthscale_bounds": (2.0, 1.0)}, r"lengthscale_bounds: expected 0 < low <= high"),
     ({"lengthscale_bounds": "free"}, "lengthscale_bounds: expected 'fixed' or a pair"),
     ({"variance_bounds": (0.0, 1.0)}, "variance_bounds: expected 0 < low <= high"),
@@ -169,6 +168,32 @@ def test_fixed_and_bounds_respected():
 def test_bad_hyperparameters_raise(kwargs, match):
     with pytest.raises(ValueError, match=match):
         SquaredExponential(**kwargs)
+
+
+def test_bounds_apply_only_when_learning():
+    """A length scale outside its bounds is fine while it is not learned (issue 11): the kernel
+    evaluates exactly as ``exp(-d^2 / l^2)``, a model fits with it, and only learning (which asks
+    for the bounds) refuses it, naming the way out."""
+    from corrpriors.core import CorrelatedMultinomial
+
+    k = SquaredExponential(lengthscale=5000.0)
+    X = np.arange(4.0)[:, None]
+    np.testing.assert_allclose(k(X), np.exp(-((X - X.T) / 5000.0) ** 2), rtol=1e-15)
+    with pytest.raises(ValueError, match=r"lengthscale: value 5000 lies outside its bounds "
+                                         r"\(0.01, 1000\), which apply when it is learned"):
+        k.bounds
+    inner = Scaled(Matern32(lengthscale=1e-3), 2.0)
+    with pytest.raises(ValueError, match="kernel__lengthscale: value 0.001 .* pass "
+                                         "lengthscale_bounds to widen"):
+        inner.bounds
+    counts = np.array([[3, 1], [2, 2], [0, 4], [1, 1]])
+    m = CorrelatedMultinomial(k.bind(coords=X)).fit(counts)
+    assert m.converged_ and np.isfinite(m.elbo_)
+    with pytest.raises(ValueError, match="lengthscale: value 5000 lies outside its bounds"):
+        CorrelatedMultinomial(k.bind(coords=X), learn_kernel=True).fit(counts)
+    # widened bounds make it learnable
+    kw = SquaredExponential(lengthscale=5000.0, lengthscale_bounds=(1e-2, 1e4))
+    assert CorrelatedMultinomial(kw.bind(coords=X), learn_kernel=True).fit(counts).converged_
 
 
 def test_bind_coords_and_distances():

@@ -38,33 +38,38 @@ def test_cumulative_counts_are_prefix_counts():
 
 
 def test_scale_search_climbs_to_the_lattice_maximum_of_the_collapsed_bound():
+    from corrpriors.applications import CorrelatedTransitionModel
     from corrpriors.envs import tunnel_world
 
     mdp = tunnel_world()
     config = system_id.Config(transitions=(400,), lengthscales=(2.0,), scale_step=0.5, scale_range=(0.01, 300.0))
     s, a, s2 = system_id.random_walk(mdp, 400, np.random.default_rng(3))
     X = system_id._cumulative_counts(mdp.n_states, mdp.n_actions, s, a, s2, [400])[0]
-    search = system_id._ScaleSearch(config, mdp, "pg", [2.0])
+    belief = system_id._selecting_model(config, mdp, "pg", [2.0])
+    search = belief._searches[0][0][1]
     assert (search.j_min, search.j_max) == (-4, 4)  # 0.01 .. 100 in half decades (300 is off-lattice)
-    est, ls, scale, elbo, bound = search.select(X)
-    # brute force: every lattice scale for every action, same models
+    est = belief.set_counts(X).mean()
+    # brute force: every lattice scale for every action, same models at fixed scales
+    kernel = system_id._kernels(mdp, [2.0])[0]
     grid = {}
     for j in range(search.j_min, search.j_max + 1):
-        m = system_id._correlated_models(config, mdp, "pg", [2.0], scale=10.0 ** (0.5 * j))[0]
+        m = CorrelatedTransitionModel(
+            mdp.n_states, mdp.n_actions, covariance=kernel, learn_scale=False, scale_prior=None,
+            scale=10.0 ** (0.5 * j), max_iter=config.max_iter, tol=config.tol,
+            **system_id._belief_options(config, mdp, "pg"))
         m.set_counts(X)
         grid[j] = [fit.collapsed_bound() for fit in m.refit().models_]
     profile = np.array([grid[j] for j in sorted(grid)])  # (J, A)
-    best = profile.argmax(axis=0) + search.j_min
-    chosen = [search.start[(0, act)] for act in range(mdp.n_actions)]
+    best = 10.0 ** (0.5 * (profile.argmax(axis=0) + search.j_min))
+    chosen = np.array([sel["scale"] for sel in belief.selected_])
     # the bound profile is unimodal here, so the climb finds the global lattice maximum
-    np.testing.assert_array_equal(chosen, best)
+    np.testing.assert_allclose(chosen, best, rtol=1e-12)
+    bound = sum(sel["value"] for sel in belief.selected_)
     assert bound == pytest.approx(profile.max(axis=0).sum(), rel=1e-6)
-    assert scale == pytest.approx(np.exp(np.mean(np.log(10.0 ** (0.5 * best)))))
-    assert ls == 2.0 and bound >= elbo
     for act in range(mdp.n_actions):
-        np.testing.assert_array_equal(est[:, act, :], search.models[(0, best[act])].action_mean(act))
+        np.testing.assert_array_equal(est[:, act, :], belief.action_mean(act))
     # it evaluated fewer (action, scale) pairs than the brute force
-    assert search.n_evaluations < profile.size
+    assert belief.n_fits_ < profile.size
 
 
 def test_config_validation():

@@ -247,3 +247,20 @@ def test_queueing_experiment_encoding_contains_the_network():
     for a, q in enumerate(queue_move_pmf(1.0, (3.0, 2.0), 10)):
         Q = np.tile(q, (mdp.n_states, 1))
         np.testing.assert_allclose(cmap.next_state_probs(Q), mdp.transitions[:, a], atol=1e-12)
+
+
+def test_censored_categories_with_scale_selection():
+    """The EM imputation wraps the collapsed-bound selection as it wraps a plain fit."""
+    coords = box(3, 3)
+    cmap = displacement_category_map(coords, 1, boundary="clip")
+    belief = CorrelatedTransitionModel(9, 1, se_covariance(coords / 2.0, 1.0), category_map=cmap,
+                                       selection="collapsed", max_iter=50)
+    rng = np.random.default_rng(3)
+    s = rng.integers(0, 9, 40)
+    belief.update(s, np.zeros(40, dtype=int), np.clip(s + rng.integers(-1, 2, 40), 0, 8))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        P = belief.mean()
+    np.testing.assert_allclose(P.sum(-1), 1.0, atol=1e-12)
+    assert belief.selected_[0] is not None and belief.selected_[0]["scale"] > 0
+    np.testing.assert_array_equal(belief.models_[0].counts_.sum(1), belief.counts[:, 0].sum(-1))

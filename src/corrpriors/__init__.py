@@ -16,7 +16,14 @@ __version__ = "0.1.0"
 
 from . import kernels
 from .baselines import DirichletMultinomial
-from .core import CorrelatedMultinomial, VIResult, select_kernel
+from .core import (
+    CorrelatedMultinomial,
+    ScaleSearch,
+    ScaleSelection,
+    VIResult,
+    select_kernel,
+    select_scale,
+)
 from .core.gibbs import GibbsResult, run_gibbs
 from .core.stick_breaking import count_statistics, pi_to_psi, psi_to_pi
 from .exceptions import ConvergenceWarning, JitterWarning
@@ -27,6 +34,8 @@ __all__ = [
     "DirichletMultinomial",
     "GibbsResult",
     "JitterWarning",
+    "ScaleSearch",
+    "ScaleSelection",
     "VIResult",
     "__version__",
     "count_statistics",
@@ -35,4 +44,5 @@ __all__ = [
     "psi_to_pi",
     "run_gibbs",
     "select_kernel",
+    "select_scale",
 ]

@@ -5,14 +5,20 @@ One implementation (the runner's seed files, ``metrics.json``, figures' data and
 ``fsync``, then :func:`os.replace`, so a reader only ever sees the old file or the complete new
 one. Files get the permissions an ordinary ``open(path, "w")`` would give (``0o666`` minus the
 process umask), not the ``0o600`` of :func:`tempfile.mkstemp`.
+
+:func:`atomic_write_many` writes a set of files all or nothing, and :func:`check_output_dir`
+checks, before any long work, that results can be written where they are meant to go.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import pathlib
+import secrets
 import tempfile
 import threading
+from collections.abc import Mapping
 
 _UMASK_LOCK = threading.Lock()
 
@@ -23,6 +29,28 @@ def _current_umask() -> int:
         mask = os.umask(0o022)
         os.umask(mask)
     return mask
+
+
+def _unlink_quietly(path: str | os.PathLike) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _write_temporary(path: pathlib.Path, data: bytes) -> str:
+    """Write ``data`` completely (``fsync``) to a new temporary file next to ``path``; its name."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            os.fchmod(fh.fileno(), 0o666 & ~_current_umask())
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except BaseException:
+        _unlink_quietly(tmp)
+        raise
+    return tmp
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
@@ -36,20 +64,138 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = _write_temporary(path, data)
     try:
-        os.fchmod(fd, 0o666 & ~_current_umask())
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        _unlink_quietly(tmp)
         raise
 
 
-__all__ = ["atomic_write_bytes"]
+def _link_backup(path: pathlib.Path) -> str | None:
+    """Hard-link the current ``path`` to a fresh hidden name (``None`` if it does not exist or
+    the file system cannot link)."""
+    if not os.path.lexists(path):
+        return None
+    while True:
+        backup = path.parent / f".{path.name}.{secrets.token_hex(4)}.bak"
+        try:
+            os.link(path, backup, follow_symlinks=False)
+            return str(backup)
+        except FileExistsError:
+            continue
+        except OSError:
+            return None
+
+
+def atomic_write_many(files: Mapping[str | os.PathLike, bytes]) -> None:
+    """Write several files all or nothing.
+
+    Every file is first written completely (``fsync``) to a temporary name next to its
+    destination; only when all of them are written are they renamed into place. If writing any
+    of them fails (a full disk, an I/O error, an interrupt), the temporaries are removed and no
+    destination is touched. If a rename fails, the destinations already replaced get their
+    previous contents back (from hard-linked backups taken just before the renames; a file
+    system without hard links gets no backup, and its already replaced files stay new) and
+    destinations that did not exist are removed again.
+
+    Parameters
+    ----------
+    files : mapping of path-like to bytes
+        Destination paths (distinct) and their contents; parent directories are created if
+        missing.
+
+    Raises
+    ------
+    OSError
+        The first error met; nothing has been written then (up to the caveat above).
+    """
+    items = [(pathlib.Path(p), data) for p, data in files.items()]
+    if len({os.path.abspath(p) for p, _ in items}) != len(items):
+        raise ValueError("files: destination paths must be distinct")
+    temps: list[tuple[str, pathlib.Path]] = []
+    try:
+        for path, data in items:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            temps.append((_write_temporary(path, data), path))
+    except BaseException:
+        for tmp, _ in temps:
+            _unlink_quietly(tmp)
+        raise
+    _replace_all(temps)
+
+
+def _replace_all(temps: list[tuple[str, pathlib.Path]]) -> None:
+    """Rename every temporary onto its destination; on failure restore the previous state."""
+    backups: list[tuple[pathlib.Path, str | None, bool]] = []  # (dest, backup, existed)
+    try:
+        for _, dest in temps:
+            backups.append((dest, _link_backup(dest), os.path.lexists(dest)))
+        done = 0
+        try:
+            for tmp, dest in temps:
+                os.replace(tmp, dest)
+                done += 1
+        except BaseException:
+            for dest, backup, existed in backups[:done]:
+                if backup is not None:
+                    os.replace(backup, dest)
+                elif not existed:
+                    _unlink_quietly(dest)
+            raise
+    finally:
+        for tmp, _ in temps:
+            _unlink_quietly(tmp)
+        for _, backup, _ in backups:
+            if backup is not None:
+                _unlink_quietly(backup)
+
+
+def check_output_dir(path: str | os.PathLike) -> None:
+    """Check that ``path`` is, or can be created as, a directory this process can write to.
+
+    Meant to run before long work whose results go there. Nothing is left behind: the check
+    creates and removes a temporary file in ``path`` (or, when ``path`` does not exist yet, a
+    temporary directory in its nearest existing ancestor), which also catches read-only file
+    systems and access rules that permission bits do not show.
+
+    Parameters
+    ----------
+    path : path-like
+
+    Raises
+    ------
+    NotADirectoryError
+        ``path`` or one of its ancestors exists and is not a directory.
+    PermissionError
+        The location is not writable.
+    OSError
+        Any other reason it cannot be written (read-only file system, ...); the message is
+        one line naming the path.
+    """
+    path = pathlib.Path(path)
+    probe = path
+    while not os.path.lexists(probe):
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if os.path.islink(probe) and not probe.exists():
+        raise NotADirectoryError(f"{probe} is a broken symbolic link")
+    if not probe.is_dir():
+        what = "exists and is not a directory" if probe == path else "is not a directory"
+        raise NotADirectoryError(f"{probe} {what}")
+    try:
+        if probe == path:
+            fd, tmp = tempfile.mkstemp(prefix=".corrpriors-write-check.", dir=probe)
+            os.close(fd)
+            os.unlink(tmp)
+        else:
+            os.rmdir(tempfile.mkdtemp(prefix=".corrpriors-write-check.", dir=probe))
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            raise PermissionError(f"{probe} is not writable ({reason})") from None
+        raise OSError(f"cannot write in {probe} ({reason})") from None
+
+
+__all__ = ["atomic_write_bytes", "atomic_write_many", "check_output_dir"]

@@ -30,6 +30,10 @@ def as_generator(seed: SeedLike) -> np.random.Generator:
         raise TypeError(
             f"rng: expected None, an int, a SeedSequence or a Generator, got {type(seed).__name__}"
         )
+    if isinstance(seed, (bool, np.bool_)):
+        raise TypeError("rng: expected None, an int, a SeedSequence or a Generator, got bool")
+    if isinstance(seed, (int, np.integer)) and seed < 0:
+        raise ValueError(f"rng: an integer seed must be non-negative, got {int(seed)}")
     return np.random.default_rng(seed)
 
 

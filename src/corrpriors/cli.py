@@ -12,7 +12,7 @@ import sys
 
 # name -> (module, one-line help)
 SUBCOMMANDS = {
-    "fit": ("corrpriors.core._fit_cli", "fit a correlated multinomial model to a count matrix"),
+    "fit": ("corrpriors._fit_cli", "fit a correlated multinomial model to a count matrix"),
     "reproduce": ("corrpriors.experiments._cli", "reproduce the paper's experiments"),
 }
 

@@ -111,7 +111,7 @@ class PolicyEstimator:
     lengthscale : float or sequence of float, optional
         Kernel length scale :math:`l`; default: the largest distance (the paper's choice). A
         sequence gives candidates: one model is fitted per value and the one with the highest
-        ELBO is kept (:func:`corrpriors.core.model.select_kernel`; the ELBO bounds the evidence,
+        ELBO is kept (:func:`corrpriors.core.selection.select_kernel`; the ELBO bounds the evidence,
         so it is comparable across kernels). A candidate of 0 stands for the largest distance.
     alpha : float, default 1e-3
         Dirichlet concentration (``model="dirichlet"``).
@@ -187,7 +187,7 @@ class PolicyEstimator:
 
     def _fit_candidates(self, counts):
         """Fit one model per candidate length scale; keep the best by ELBO."""
-        from ..core.model import select_kernel
+        from ..core.selection import select_kernel
 
         cands = {}
         for value in self.lengthscale:

@@ -588,6 +588,25 @@ class _TransitionBelief:
         return self.sample_many(1, rng=rng)[0]
 
 
+def _covariance_candidates(covariance: Any, n_states: int, many: bool) -> list[tuple[Any, Any]]:
+    """``[(name, covariance)]``: one entry, or (with ``many``) a dict / sequence of candidates."""
+    if many and isinstance(covariance, dict):
+        items = list(covariance.items())
+    elif many and isinstance(covariance, (list, tuple)):
+        items = list(enumerate(covariance))
+    else:
+        items = [(0, covariance)]
+    if not items:
+        raise ValueError("covariance: expected at least one candidate covariance")
+    out = []
+    for name, cov in items:
+        if not hasattr(cov, "gram"):
+            cov = check_array(cov, "covariance", ndim=2)
+            check_shape(cov, (n_states, n_states), "covariance")
+        out.append((name, cov))
+    return out
+
+
 def _check_n(n: Any) -> int:
     if int(n) != n or n < 1:
         raise ValueError(f"n: expected a positive int, got {n}")
@@ -715,6 +734,18 @@ class CorrelatedTransitionModel(_TransitionBelief):
         With a :class:`TruncatedCategoryMap` (censored observations at the boundary): at
         most this many impute-then-fit rounds per refit (EM; it stops early when the
         imputed counts no longer change, and refits continue it across new data).
+    selection : {None, "collapsed", "elbo"}, default=None
+        ``None``: the scale is learned by (MAP-)EM (``learn_scale``) or fixed. Otherwise, at
+        every refit and for every action, the scale :math:`\theta_a` (and, if ``covariance``
+        lists several candidates, the covariance) maximising this criterion is chosen by a
+        warm-started climb over a log lattice of scales
+        (:class:`~corrpriors.core.selection.ScaleSearch`); ``"collapsed"`` (the collapsed
+        bound) does not shrink :math:`\theta` on scarce data the way EM on the ELBO does.
+        ``learn_scale`` and ``scale_prior`` are then ignored.
+    scale_range : (float, float), default=(1e-2, 1e4)
+        Range of the scale lattice (with ``selection``).
+    scale_step : float, default=0.25
+        Lattice spacing in decades (with ``selection``).
     **model_kwargs
         Passed on to :class:`~corrpriors.core.model.CorrelatedMultinomial` (for example
         ``mean_prior_std`` -- default 3.0 here, a weak normal hyper-prior on the constant
@@ -731,6 +762,9 @@ class CorrelatedTransitionModel(_TransitionBelief):
     n_unconverged_ : int
         Fits that stopped at ``max_iter`` (expected with small caps; their
         :class:`~corrpriors.exceptions.ConvergenceWarning` is suppressed and counted here).
+    selected_ : list of dict or None
+        With ``selection``: per action, the chosen ``candidate`` (index or name of the
+        covariance), ``scale`` and criterion ``value`` at the last refit (``None`` before).
     """
 
     def __init__(self, n_states: int, n_actions: int, covariance: Any,
@@ -738,9 +772,12 @@ class CorrelatedTransitionModel(_TransitionBelief):
                  learn_mean: str | None = "constant",
                  scale_prior: tuple[float, float] | None = (2.0, 1.0),
                  probs_method: str = "plugin", max_iter: int = 100, tol: float = 1e-6,
-                 impute_rounds: int = 3, **model_kwargs: Any) -> None:
+                 selection: str | None = None, scale_range: tuple[float, float] = (1e-2, 1e4),
+                 scale_step: float = 0.25, impute_rounds: int = 3,
+                 **model_kwargs: Any) -> None:
         super().__init__(n_states, n_actions)
         from ..core.model import CorrelatedMultinomial
+        from ..core.selection import ScaleSearch, check_criterion
 
         cmap = identity_category_map(self.n_states) if category_map is None else category_map
         if not isinstance(cmap, CategoryMap):
@@ -755,22 +792,34 @@ class CorrelatedTransitionModel(_TransitionBelief):
         if int(impute_rounds) != impute_rounds or impute_rounds < 1:
             raise ValueError(f"impute_rounds: expected a positive int, got {impute_rounds!r}")
         self.impute_rounds = int(impute_rounds)
-        if hasattr(covariance, "gram"):
-            cov = covariance
-        else:
-            cov = check_array(covariance, "covariance", ndim=2)
-            check_shape(cov, (self.n_states, self.n_states), "covariance")
-        self.covariance = cov
+        if selection is not None:
+            check_criterion(selection)
+        candidates = _covariance_candidates(covariance, self.n_states, many=selection is not None)
+        self.covariance = covariance if selection is not None else candidates[0][1]
         self.category_map = cmap
         self.probs_method = probs_method
+        self.selection = selection
         kwargs: dict[str, Any] = {"mean_prior_std": 3.0}
         kwargs.update(model_kwargs)
-        self.models_ = [
-            CorrelatedMultinomial(cov, learn_mean=learn_mean, learn_scale=learn_scale,
-                                  max_iter=max_iter, tol=tol, scale_prior=scale_prior,
-                                  warm_start=True, **kwargs)
-            for _ in range(self.n_actions)
-        ]
+        templates = [
+            (name, CorrelatedMultinomial(cov, learn_mean=learn_mean, learn_scale=learn_scale,
+                                         max_iter=max_iter, tol=tol, scale_prior=scale_prior,
+                                         warm_start=True, **kwargs))
+            for name, cov in candidates]
+        self.models_ = [templates[0][1]] + [
+            CorrelatedMultinomial(candidates[0][1], learn_mean=learn_mean,
+                                  learn_scale=learn_scale, max_iter=max_iter, tol=tol,
+                                  scale_prior=scale_prior, warm_start=True, **kwargs)
+            for _ in range(self.n_actions - 1)]
+        self._searches: list[list[tuple[Any, Any]]] | None = None
+        self.selected_: list[dict | None] | None = None
+        if selection is not None:
+            lo, hi = (float(v) for v in scale_range)
+            self._searches = [
+                [(name, ScaleSearch(t, criterion=selection, low=lo, high=hi, step=scale_step))
+                 for name, t in templates]
+                for _ in range(self.n_actions)]
+            self.selected_ = [None] * self.n_actions
         self.n_fits_ = 0
         self.fit_seconds_ = 0.0
         self.n_unconverged_ = 0
@@ -819,29 +868,52 @@ class CorrelatedTransitionModel(_TransitionBelief):
             tic = time.perf_counter()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ConvergenceWarning)
-                if censored:
-                    self._fit_censored(a)
-                else:
-                    model.fit(cat_counts[a], warm_start=True)
+                model = self._fit_action(a, cat_counts[a], censored)
             self.fit_seconds_ += time.perf_counter() - tic
-            self.n_fits_ += 1
             self.n_unconverged_ += int(not model.converged_)
             self._fitted_counts[a] = data.copy()
         if actions is None:
             self._cache = {"version": self._version}
         return self
 
-    def _fit_censored(self, a: int) -> None:
-        """EM for censored categories: impute from the current fit, refit, repeat while the
-        imputation changes (at most ``impute_rounds`` fits, each warm-started)."""
-        model, cmap, counts = self.models_[a], self.category_map, self._counts[:, a, :]
-        x = cmap.impute(counts, model.probs() if hasattr(model, "result_") else None)
+    def _fit_action(self, a: int, counts: FloatArray, censored: bool) -> Any:
+        """Fit (or select) action ``a``'s model; returns it. With a censored category map,
+        EM: impute from the current fit, refit, repeat while the imputation changes (at most
+        ``impute_rounds`` fits or selections, each warm-started)."""
+        if not censored:
+            return self._fit_counts(a, counts)
+        cmap, raw = self.category_map, self._counts[:, a, :]
+        current = self.models_[a]
+        x = cmap.impute(raw, current.probs() if hasattr(current, "result_") else None)
         for _ in range(self.impute_rounds):
-            model.fit(x, warm_start=True)
-            x_new = cmap.impute(counts, model.probs())
+            model = self._fit_counts(a, x)
+            x_new = cmap.impute(raw, model.probs())
             if np.array_equal(x_new, x):
                 break
             x = x_new
+        return model
+
+    def _fit_counts(self, a: int, counts: FloatArray) -> Any:
+        """One fit of action ``a``'s model to category counts (or a selection); the model."""
+        if self._searches is None:
+            self.n_fits_ += 1
+            return self.models_[a].fit(counts, warm_start=True)
+        return self._select(a, counts)
+
+    def _select(self, a: int, counts: FloatArray) -> Any:
+        """Choose action ``a``'s covariance and scale by the criterion; returns the model."""
+        assert self._searches is not None and self.selected_ is not None
+        best = None
+        for name, search in self._searches[a]:
+            before = search.n_fits_
+            sel = search.select(counts)
+            self.n_fits_ += search.n_fits_ - before
+            if best is None or sel.value > best[0]:
+                best = (sel.value, name, sel)
+        value, name, sel = best
+        self.models_[a] = sel.model
+        self.selected_[a] = {"candidate": name, "scale": sel.scale, "value": value}
+        return sel.model
 
     def action_mean(self, action: int) -> FloatArray:
         """Posterior-mean next-state probabilities of one action, ndarray of shape (S, S).

@@ -29,6 +29,7 @@ import numpy as np
 from scipy.special import gammaln
 
 from .._random import as_generator
+from .._repr import estimator_repr
 from .._typing import FloatArray, SeedLike
 from .._validation import check_counts
 
@@ -87,6 +88,9 @@ class DirichletMultinomial:
 
     def __init__(self, alpha: Any = 1.0) -> None:
         self.alpha = alpha
+
+    def __repr__(self) -> str:  # noqa: D105
+        return estimator_repr(self)
 
     def fit(self, counts: Any, warm_start: bool | None = None) -> DirichletMultinomial:
         """Compute the conjugate posterior and the evidence.

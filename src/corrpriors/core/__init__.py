@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from .model import CorrelatedMultinomial, select_kernel
+from .model import CorrelatedMultinomial
 from .results import VIResult
+from .selection import ScaleSearch, ScaleSelection, select_kernel, select_scale
 
-__all__ = ["CorrelatedMultinomial", "VIResult", "select_kernel"]
+__all__ = ["CorrelatedMultinomial", "ScaleSearch", "ScaleSelection", "VIResult", "select_kernel",
+           "select_scale"]

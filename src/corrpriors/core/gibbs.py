@@ -14,59 +14,31 @@ with ``b_ck = N_c - sum_{j<k} x_cj`` and ``kappa_ck = x_ck - b_ck / 2``. The two
 * ``psi_{.k} | omega``: ``N(V_k (kappa_k + Sigma^-1 mu_k), V_k)`` with
   ``V_k = (Sigma^-1 + diag omega_k)^-1``, independently over sticks (:func:`sample_psi`).
 
-The Gaussian step never forms ``Sigma^-1`` or ``V_k``. It uses Matheron's rule
-(pathwise conditioning) restricted to the observed covariates ``O = {c : b_ck > 0}``
-(``omega_ck = 0`` exactly elsewhere, so they carry no likelihood):
-
-.. math::
-
-    f \sim \mathcal N(\mu_k, \Sigma), \quad \varepsilon \sim \mathcal N(0, D^{-1}), \quad
-    \psi_{\cdot k} = f + \Sigma_{:O} (\Sigma_{OO} + D^{-1})^{-1}
-                     (\kappa_O / \omega_O - f_O - \varepsilon),
-
-``D = diag(omega_O)``, in the well-conditioned form of Rasmussen & Williams (alg. 3.2):
-``(Sigma_OO + D^-1)^-1 = D^1/2 B^-1 D^1/2`` with ``B = I + D^1/2 Sigma_OO D^1/2``
-(eigenvalues >= 1, so its Cholesky factor is always safe, even for tiny or huge omega).
-One Cholesky of ``Sigma`` is computed per run; per sweep, sticks that share the same
-observed set are batched into one stacked Cholesky of their ``B`` matrices, and a stick
-with no observed covariate is an exact prior draw.
+The Gaussian step never forms ``Sigma^-1`` or ``V_k``: it is the prior's joint posterior
+sampler (:meth:`corrpriors.core.prior.GaussianPrior.sample_posterior`, shared with the VI
+sampler) with sites ``omega`` and pseudo-observations ``kappa / omega``; for a dense prior that
+is Matheron's rule (pathwise conditioning) restricted to the observed covariates
+``O = {c : b_ck > 0}`` (``omega_ck = 0`` exactly elsewhere, so they carry no likelihood), and a
+stick with no observed covariate is an exact prior draw.
 """
 
 from __future__ import annotations
 
-import contextlib
 import time
-import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 import numpy as np
-from scipy.linalg.lapack import dpotrf as _potrf
-from scipy.linalg.lapack import dpotrs as _potrs
 
 from .._random import as_generator
+from .._threads import blas_threads
 from .._typing import FloatArray, SeedLike
-from .._validation import check_counts, check_covariance
-from ..exceptions import JitterWarning
+from .._validation import check_counts
+from .dense_prior import DenseCovariancePrior
 from .polya_gamma import sample_pg
+from .prior import GaussianPrior, check_prior
 from .stick_breaking import count_statistics, psi_to_pi
-
-try:  # performance only: see _one_blas_thread
-    from threadpoolctl import threadpool_limits as _threadpool_limits
-except ImportError:  # pragma: no cover
-    _threadpool_limits = None
-
-
-def _one_blas_thread():
-    """Limit BLAS to one thread while sampling.
-
-    The sweep factorises many small and medium matrices one after the other; threaded
-    OpenBLAS gains nothing there and, on a busy machine, spin-waiting threads made one
-    400 x 400 Cholesky 600x slower (1.3 s instead of 2 ms, measured on 2 shared cores).
-    """
-    if _threadpool_limits is None:
-        return contextlib.nullcontext()
-    return _threadpool_limits(limits=1, user_api="blas")
 
 
 @dataclass(frozen=True)
@@ -154,86 +126,8 @@ def effective_sample_size(samples) -> FloatArray:
     return np.minimum(ess, float(M))
 
 
-def cholesky_with_jitter(covariance: FloatArray, name: str = "covariance",
-                         max_tries: int = 8) -> tuple[np.ndarray, float]:
-    """Lower Cholesky factor of ``covariance``, adding escalating diagonal jitter if needed.
-
-    Jitter starts at ``1e-10`` times the mean diagonal and grows tenfold per attempt; a
-    :class:`~corrpriors.exceptions.JitterWarning` reports any jitter used.
-
-    Parameters
-    ----------
-    covariance : ndarray of shape (C, C)
-    name : str
-        Argument name for messages.
-    max_tries : int
-        Number of jitter levels tried after the plain factorisation.
-
-    Returns
-    -------
-    chol : ndarray of shape (C, C)
-        Lower-triangular factor of ``covariance + jitter * I``.
-    jitter : float
-    """
-    try:
-        return np.linalg.cholesky(covariance), 0.0
-    except np.linalg.LinAlgError:
-        pass
-    base = float(np.mean(np.diag(covariance)))
-    base = base if base > 0 else 1.0
-    eye = np.eye(covariance.shape[0])
-    for i in range(max_tries):
-        jitter = base * 10.0 ** (-10 + i)
-        try:
-            chol = np.linalg.cholesky(covariance + jitter * eye)
-        except np.linalg.LinAlgError:
-            continue
-        warnings.warn(f"{name}: not numerically positive definite; added jitter {jitter:.3g} "
-                      "to the diagonal", JitterWarning, stacklevel=3)
-        return chol, jitter
-    raise ValueError(f"{name}: could not be factorised even with jitter {jitter:.3g}; "
-                     "is it positive semi-definite?")
-
-
-def _solve_spd_stack(B: FloatArray, v: FloatArray) -> FloatArray:
-    """Solve ``B[j] u[j] = v[j]`` for a stack of SPD matrices via LAPACK Cholesky.
-
-    ``B`` (g, m, m) is overwritten. A direct ``potrf`` / ``potrs`` loop has far less
-    per-call overhead than the batched SciPy wrappers for the many small systems here.
-    """
-    u = np.empty_like(v)
-    for j in range(B.shape[0]):
-        c, info = _potrf(B[j], lower=1, clean=0, overwrite_a=1)
-        if info != 0:
-            raise np.linalg.LinAlgError(f"Cholesky of I + D^1/2 Sigma D^1/2 failed (info={info})")
-        u[j], info = _potrs(c, v[j], lower=1)
-    return u
-
-
-@dataclass(frozen=True)
-class _StickGroup:
-    obs: np.ndarray      # (m,) observed covariate indices
-    sticks: np.ndarray   # (g,) stick indices sharing this observed set
-
-
-def _plan(observed: np.ndarray) -> tuple[_StickGroup, ...]:
-    """Group sticks by their set of observed covariates (computed once per run).
-
-    Covariance blocks are sliced per sweep rather than stored: O(m^2) copies are cheap next
-    to the O(m^3) factorisations, and storing them would take O(K C^2) memory.
-    """
-    groups: dict[bytes, list[int]] = {}
-    for k in np.flatnonzero(observed.any(axis=0)):
-        groups.setdefault(observed[:, k].tobytes(), []).append(int(k))
-    out = []
-    for ks in groups.values():
-        obs = np.flatnonzero(observed[:, ks[0]])
-        out.append(_StickGroup(obs, np.array(ks)))
-    return tuple(out)
-
-
 # --------------------------------------------------------------------------- the two blocks
-def sample_omega(psi, b, rng: SeedLike) -> FloatArray:
+def sample_omega(psi, b, *, rng: SeedLike) -> FloatArray:
     """Draw ``omega_ck ~ PG(b_ck, psi_ck)`` for every covariate and stick.
 
     Parameters
@@ -250,11 +144,29 @@ def sample_omega(psi, b, rng: SeedLike) -> FloatArray:
     return sample_pg(b, psi, as_generator(rng))
 
 
-def sample_psi(omega, kappa, mean, covariance, rng: SeedLike, *, chol=None, observed=None,
-               _groups=None) -> FloatArray:
-    """Draw ``psi_{.k} | omega ~ N(V_k (kappa_k + Sigma^-1 mu_k), V_k)`` for every stick.
+def _as_prior(covariance: Any, n_covariates: int) -> GaussianPrior:
+    if isinstance(covariance, GaussianPrior):
+        return check_prior(covariance, n_covariates, "covariance")
+    return DenseCovariancePrior(covariance, name="covariance", size=n_covariates)
 
-    Exact draw by Matheron's rule restricted to the observed covariates (module docstring).
+
+def conditional_psi(prior: GaussianPrior, scale: float, omega: np.ndarray, kappa: np.ndarray,
+                    mean: np.ndarray, observed: np.ndarray, *,
+                    rng: np.random.Generator) -> FloatArray:
+    """One draw of ``psi | omega`` (every stick) from the prior's joint posterior sampler.
+
+    Returns
+    -------
+    ndarray of shape (C, K - 1)
+    """
+    site = np.where(observed, omega, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pseudo = np.where(observed, kappa / np.where(observed, omega, 1.0), 0.0)
+    return prior.sample_posterior(scale, mean, site, 1, rng=rng, pseudo=pseudo)[0]
+
+
+def sample_psi(omega, kappa, mean, covariance, *, rng: SeedLike, observed=None) -> FloatArray:
+    """Draw ``psi_{.k} | omega ~ N(V_k (kappa_k + Sigma^-1 mu_k), V_k)`` for every stick.
 
     Parameters
     ----------
@@ -264,11 +176,9 @@ def sample_psi(omega, kappa, mean, covariance, rng: SeedLike, *, chol=None, obse
         ``x_ck - b_ck / 2``.
     mean : array_like of shape (C, K - 1)
         Prior means ``mu``.
-    covariance : ndarray of shape (C, C)
-        Prior covariance ``Sigma`` (the jittered one when ``chol`` is given).
+    covariance : ndarray of shape (C, C) or GaussianPrior
+        Prior covariance ``Sigma`` (jittered by the core's one rule), or a prior structure.
     rng : numpy.random.Generator or int
-    chol : ndarray of shape (C, C), optional
-        Lower Cholesky factor of ``covariance`` (computed when omitted).
     observed : ndarray of shape (C, K - 1) of bool, optional
         Entries with a likelihood term (``b > 0``); default ``omega > 0``.
 
@@ -276,35 +186,16 @@ def sample_psi(omega, kappa, mean, covariance, rng: SeedLike, *, chol=None, obse
     -------
     psi : ndarray of shape (C, K - 1)
     """
-    gen = as_generator(rng)
     omega = np.asarray(omega, dtype=np.float64)
-    kappa = np.asarray(kappa, dtype=np.float64)
-    mean = np.asarray(mean, dtype=np.float64)
-    covariance = np.asarray(covariance, dtype=np.float64)
-    if chol is None:
-        chol, _ = cholesky_with_jitter(covariance)
-    if observed is None:
-        observed = omega > 0
-    groups = _plan(observed) if _groups is None else _groups
-
-    C, n_sticks = kappa.shape
-    f = mean + chol @ gen.standard_normal((C, n_sticks))   # prior path draws
-    z = gen.standard_normal((C, n_sticks))                  # sqrt(omega) * eps
-    psi = f.copy()
-    sqrt_w = np.sqrt(np.where(observed, omega, 0.0))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rhs = np.where(observed, kappa / sqrt_w - sqrt_w * f - z, 0.0)  # D^1/2 (kappa/w - f - eps)
-    for g in groups:
-        ix = np.ix_(g.obs, g.sticks)
-        sw = sqrt_w[ix].T                                   # (g, m)
-        B = covariance[np.ix_(g.obs, g.obs)][None, :, :] * sw[:, :, None] * sw[:, None, :]
-        B[:, np.arange(g.obs.size), np.arange(g.obs.size)] += 1.0
-        u = _solve_spd_stack(B, rhs[ix].T)
-        psi[:, g.sticks] += covariance[:, g.obs] @ (sw * u).T
-    return psi
+    observed = omega > 0 if observed is None else np.asarray(observed, dtype=bool)
+    prior = _as_prior(covariance, omega.shape[0])
+    with blas_threads(1):
+        return conditional_psi(prior, 1.0, omega, np.asarray(kappa, dtype=np.float64),
+                               np.asarray(mean, dtype=np.float64), observed,
+                               rng=as_generator(rng))
 
 
-def gibbs_sweep(psi, b, kappa, mean, covariance, rng: SeedLike, *, chol=None
+def gibbs_sweep(psi, b, kappa, mean, covariance, *, rng: SeedLike
                 ) -> tuple[FloatArray, FloatArray]:
     """One full sweep: ``omega | psi`` then ``psi | omega``. A pure function on arrays.
 
@@ -315,10 +206,8 @@ def gibbs_sweep(psi, b, kappa, mean, covariance, rng: SeedLike, *, chol=None
     b, kappa : array_like of shape (C, K - 1)
         Count statistics (:func:`corrpriors.core.stick_breaking.count_statistics`).
     mean : array_like of shape (C, K - 1)
-    covariance : ndarray of shape (C, C)
+    covariance : ndarray of shape (C, C) or GaussianPrior
     rng : numpy.random.Generator or int
-    chol : ndarray of shape (C, C), optional
-        Lower Cholesky factor of ``covariance``.
 
     Returns
     -------
@@ -329,8 +218,8 @@ def gibbs_sweep(psi, b, kappa, mean, covariance, rng: SeedLike, *, chol=None
     """
     gen = as_generator(rng)
     b = np.asarray(b, dtype=np.float64)
-    omega = sample_omega(psi, b, gen)
-    return sample_psi(omega, kappa, mean, covariance, gen, chol=chol, observed=b > 0), omega
+    omega = sample_omega(psi, b, rng=gen)
+    return sample_psi(omega, kappa, mean, covariance, rng=gen, observed=b > 0), omega
 
 
 # --------------------------------------------------------------------------- the sampler
@@ -353,8 +242,8 @@ def _broadcast_param(x, name: str, shape: tuple[int, int]) -> FloatArray:
     return np.broadcast_to(arr, shape).copy()
 
 
-def run_gibbs(counts, mean, covariance, n_samples: int, burn_in: int = 200, thin: int = 1,
-              rng: SeedLike = None, init_psi=None) -> GibbsResult:
+def run_gibbs(counts, mean, covariance, n_samples: int, burn_in: int = 200, thin: int = 1, *,
+              rng: SeedLike, init_psi=None, scale: float = 1.0) -> GibbsResult:
     """Sample the posterior ``p(psi | counts)`` of the correlated multinomial model.
 
     Parameters
@@ -363,9 +252,10 @@ def run_gibbs(counts, mean, covariance, n_samples: int, burn_in: int = 200, thin
         Non-negative integer counts ``x_ck``.
     mean : array_like of shape (C, K - 1) or (K - 1,)
         Prior means ``mu`` (a vector is shared by all covariates).
-    covariance : array_like of shape (C, C)
-        Prior covariance ``Sigma`` (already jittered; escalating jitter with a
-        :class:`~corrpriors.exceptions.JitterWarning` is added if it still fails to factorise).
+    covariance : array_like of shape (C, C) or GaussianPrior
+        Prior covariance ``Sigma`` (jittered by the core's one rule,
+        :func:`corrpriors.core.linalg.jittered_cholesky`), or a prior structure (for example a
+        fitted model's ``prior_``).
     n_samples : int
         Number M of retained samples.
     burn_in : int, default=200
@@ -376,6 +266,8 @@ def run_gibbs(counts, mean, covariance, n_samples: int, burn_in: int = 200, thin
         Source of randomness (``None``: fresh OS entropy).
     init_psi : array_like of shape (C, K - 1), optional
         Initial state (default: the prior mean).
+    scale : float, default=1.0
+        The prior covariance is ``scale`` times ``covariance``.
 
     Returns
     -------
@@ -385,7 +277,7 @@ def run_gibbs(counts, mean, covariance, n_samples: int, burn_in: int = 200, thin
     gen = as_generator(rng)
     x = check_counts(counts, "counts")
     C, K = x.shape
-    cov = check_covariance(covariance, "covariance", size=C)
+    prior = _as_prior(covariance, C)
     mu = _broadcast_param(mean, "mean", (C, K - 1))
     n_samples = _check_int(n_samples, "n_samples", 1)
     burn_in = _check_int(burn_in, "burn_in", 0)
@@ -394,29 +286,25 @@ def run_gibbs(counts, mean, covariance, n_samples: int, burn_in: int = 200, thin
 
     out = np.empty((n_samples, C, K - 1))
     omega = np.zeros((C, K - 1))
-    with _one_blas_thread():
-        chol, jitter = cholesky_with_jitter(cov)
-        if jitter:
-            cov = cov + jitter * np.eye(C)
-        b, kappa = count_statistics(x)
-        observed = b > 0
-        groups = _plan(observed)
+    b, kappa = count_statistics(x)
+    observed = b > 0
+    with blas_threads(1):
         t0 = time.perf_counter()
         kept = 0
         for sweep in range(burn_in + n_samples * thin):
             omega = sample_pg(b, psi, gen)
-            psi = sample_psi(omega, kappa, mu, cov, gen, chol=chol, observed=observed, _groups=groups)
+            psi = conditional_psi(prior, float(scale), omega, kappa, mu, observed, rng=gen)
             if sweep >= burn_in and (sweep - burn_in) % thin == thin - 1:
                 out[kept] = psi
                 kept += 1
         elapsed = time.perf_counter() - t0
     return GibbsResult(psi=out, omega_last=omega, psi_last=psi.copy(), n_samples=n_samples,
-                       burn_in=burn_in, thin=thin, jitter=jitter, elapsed=elapsed)
+                       burn_in=burn_in, thin=thin, jitter=float(prior.jitter), elapsed=elapsed)
 
 
 __all__ = [
     "GibbsResult",
-    "cholesky_with_jitter",
+    "conditional_psi",
     "effective_sample_size",
     "gibbs_sweep",
     "run_gibbs",

@@ -23,10 +23,12 @@ With :math:`q` fixed, the ELBO depends on the prior through
   :math:`\partial f/\partial\eta_j = -\frac12 tr\big(((K-1)\Sigma^{-1} - \Sigma^{-1}M\Sigma^{-1})
   \,\partial\Sigma/\partial\eta_j\big)` (appendix B), by L-BFGS-B within the kernel's bounds.
 
-All functions are pure and work on arrays.
+All functions are pure and work on arrays; :func:`m_step` combines them for the CAVI driver.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 from scipy.linalg import cho_solve
@@ -34,6 +36,7 @@ from scipy.optimize import minimize
 from scipy.special import gammaln
 
 from .._typing import FloatArray
+from .prior import prior_scale_range
 
 
 def scale_statistic(theta_old: float, n_covariates: int, trace_dv: np.ndarray,
@@ -207,5 +210,39 @@ def optimise_kernel(bound_kernel, scale: float, jitter: float, m_stat: np.ndarra
     return bound_kernel, f0, f0
 
 
-__all__ = ["scale_statistic", "update_scale", "log_gamma_density", "log_normal_density",
+def m_step(step: Any, hyper: Any, options: Any) -> Any:
+    """All M-steps for the :math:`q` of one psi step: scale, kernel, then means.
+
+    Parameters
+    ----------
+    step : PsiStep
+        The sweep's statistics.
+    hyper : corrpriors.core.cavi.Hyper
+        The hyper-parameters the step was computed with.
+    options : corrpriors.core.cavi.CAVIOptions
+
+    Returns
+    -------
+    Hyper
+        A new record (``hyper`` itself is not modified).
+    """
+    c, km1 = step.psi_mean.shape
+    scale, mean, prior = hyper.scale, hyper.mean, hyper.prior
+    if options.learn_scale:
+        stat = scale_statistic(scale, c, step.trace_dv, step.quad)
+        # the maximiser within the usable range (the objective is unimodal in the scale)
+        scale = float(np.clip(update_scale(stat, c, km1, options.scale_prior),
+                              *prior_scale_range(prior)))
+    if options.learn_kernel:
+        prior = prior.kernel_m_step(hyper.scale, scale, step, mean)
+    if options.learn_mean == "constant":
+        m_new = update_constant_mean(prior.precision_ones() / scale, step.psi_mean,
+                                     options.mean_prior_mean, options.mean_prior_std)
+        mean = np.repeat(m_new[None, :], c, axis=0)
+    elif options.learn_mean == "full":
+        mean = step.psi_mean.copy()
+    return type(hyper)(scale, mean, prior)
+
+
+__all__ = ["m_step", "scale_statistic", "update_scale", "log_gamma_density", "log_normal_density",
            "update_constant_mean", "kernel_objective", "optimise_kernel"]

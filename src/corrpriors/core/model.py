@@ -8,18 +8,85 @@ from typing import Any
 import numpy as np
 
 from .._random import as_generator
+from .._repr import estimator_repr
 from .._typing import FloatArray, SeedLike
-from .._validation import check_counts, check_covariance, check_positive
+from .._threads import blas_threads
+from .._validation import (check_array, check_counts, check_covariance, check_positive,
+                           check_shape)
 from ..exceptions import ConvergenceWarning
-from .cavi import jittered_covariance, run_cavi, sample_q_psi
+from .cavi import CAVIOptions, run_cavi
+from .dense_prior import DenseCovariancePrior
+from .fixed_point import FixedPointOptions
+from .prior import GaussianPrior, build_layout, check_prior
 from .results import VIResult
 from .stick_breaking import count_statistics, psi_to_pi, uniform_psi
 
-_LEARN_MEAN = (None, "constant", "full")
+
+def marginal_probs(psi_mean: np.ndarray, psi_var: np.ndarray, *, method: str = "plugin",
+                   n_samples: int = 2000, rng: SeedLike = None,
+                   return_std: bool = False) -> Any:
+    """Category probabilities from independent Gaussian marginals of the stick logits.
+
+    Parameters
+    ----------
+    psi_mean, psi_var : ndarray of shape (N, K - 1)
+    method : {"plugin", "mc"}
+        ``"plugin"``: :math:`\\pi(E[\\psi])`; ``"mc"``: :math:`E[\\pi(\\psi)]` by Monte Carlo.
+    n_samples : int
+    rng : None, int or numpy.random.Generator
+    return_std : bool
+        Also return the standard deviations of the probabilities (Monte Carlo; deviations
+        merged chunk by chunk, Chan et al.).
+
+    Returns
+    -------
+    probs : ndarray of shape (N, K)
+    std : ndarray of shape (N, K)
+        Only with ``return_std=True``.
+    """
+    if method not in ("plugin", "mc"):
+        raise ValueError(f"method: expected 'plugin' or 'mc', got {method!r}")
+    if method == "plugin" and not return_std:
+        return psi_to_pi(psi_mean)
+    if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) \
+            or n_samples < 1:
+        raise ValueError(f"n_samples: expected a positive integer, got {n_samples!r}")
+    gen = as_generator(rng)
+    total = np.zeros((psi_mean.shape[0], psi_mean.shape[1] + 1))
+    m2 = np.zeros_like(total)
+    sd = np.sqrt(psi_var)
+    chunk = max(1, int(2 ** 22 // max(1, psi_mean.size)))
+    done = 0
+    while done < n_samples:
+        m = min(chunk, n_samples - done)
+        pi = psi_to_pi(psi_mean + sd * gen.standard_normal((m,) + psi_mean.shape))
+        part = pi.sum(axis=0)
+        if return_std:
+            dev = part / m - (total / done if done else 0.0)
+            m2 += ((pi - part / m) ** 2).sum(axis=0) + dev ** 2 * (done * m / (done + m))
+        total += part
+        done += m
+    mean = total / n_samples if method == "mc" else psi_to_pi(psi_mean)
+    if not return_std:
+        return mean
+    return mean, np.sqrt(m2 / max(1, n_samples - 1))
 
 
 def _is_bound_kernel(obj: Any) -> bool:
     return hasattr(obj, "gram") and callable(obj.gram)
+
+
+#: Largest magnitude of a prior mean on the logit scale: squares of larger numbers overflow
+#: (and the stick probabilities are exactly 0 or 1 from about 750 on).
+MAX_LOGIT = 1e150
+
+
+def _check_logits(x: np.ndarray, name: str) -> np.ndarray:
+    worst = float(np.max(np.abs(x), initial=0.0))
+    if worst > MAX_LOGIT:
+        raise ValueError(f"{name}: prior means of the stick logits must lie within "
+                         f"+-{MAX_LOGIT:g} (their squares overflow beyond), got {worst:.3g}")
+    return x
 
 
 class CorrelatedMultinomial:
@@ -158,35 +225,55 @@ class CorrelatedMultinomial:
         self.verbose = verbose
         self.acceleration = acceleration
 
+    def __repr__(self) -> str:  # noqa: D105
+        return estimator_repr(self)
+
     # ------------------------------------------------------------------ validation / prior
-    def _check_params(self) -> None:
-        if self.learn_mean not in _LEARN_MEAN:
-            raise ValueError(f"learn_mean: expected one of {_LEARN_MEAN}, got {self.learn_mean!r}")
-        if self.acceleration not in ("anderson", None):
-            raise ValueError(f"acceleration: expected 'anderson' or None, got "
-                             f"{self.acceleration!r}")
-        if not isinstance(self.max_iter, (int, np.integer)) or self.max_iter < 1:
-            raise ValueError(f"max_iter: expected a positive integer, got {self.max_iter!r}")
+    def _options(self, n_categories: int) -> CAVIOptions:
+        """The validated options of a fit (every constructor parameter checked here, once)."""
         check_positive(self.tol, "tol", strict=False)
         check_positive(self.scale, "scale")
+        scale_prior = None
         if self.scale_prior is not None:
-            sp = tuple(self.scale_prior)
-            if len(sp) != 2:
-                raise ValueError(f"scale_prior: expected (shape, rate), got {self.scale_prior!r}")
-            check_positive(sp[0], "scale_prior shape")
-            check_positive(sp[1], "scale_prior rate")
+            sp = self.scale_prior
+            if isinstance(sp, (str, bytes)) or not hasattr(sp, "__len__") or len(sp) != 2:
+                raise ValueError(f"scale_prior: expected (shape, rate), a pair of positive "
+                                 f"numbers, got {sp!r}")
+            scale_prior = (check_positive(sp[0], "scale_prior shape"),
+                           check_positive(sp[1], "scale_prior rate"))
+        tau = None
         if self.mean_prior_std is not None:
-            check_positive(self.mean_prior_std, "mean_prior_std")
+            tau = check_positive(self.mean_prior_std, "mean_prior_std")
+            if tau ** 2 == 0.0 or not np.isfinite(1.0 / tau ** 2):
+                raise ValueError(f"mean_prior_std: expected a positive number whose square is "
+                                 f"representable (mean_prior_std >= 1e-150), got {tau!r}")
+        if self.mean_prior_mean is None:
+            m0 = uniform_psi(n_categories)
+        else:
+            m0 = check_array(self.mean_prior_mean, "mean_prior_mean", ndim=1)
+            check_shape(m0, (n_categories - 1,), "mean_prior_mean")
+            _check_logits(m0, "mean_prior_mean")
         if self.learn_kernel and not _is_bound_kernel(self.covariance):
             raise ValueError("learn_kernel: needs covariance to be a bound kernel "
                              "(kernel.bind(coords=...)), got an array")
+        if self.learn_kernel and self.covariance.n_params == 0:
+            raise ValueError("learn_kernel: every hyper-parameter of the kernel is fixed; "
+                             "give one a range (e.g. lengthscale_bounds) or set learn_kernel=False")
+        iteration = FixedPointOptions(max_iter=self.max_iter, tol=float(self.tol),
+                                      acceleration=self.acceleration)
+        return CAVIOptions(learn_scale=bool(self.learn_scale), learn_mean=self.learn_mean,
+                           scale_prior=scale_prior, mean_prior_mean=m0, mean_prior_std=tau,
+                           learn_kernel=bool(self.learn_kernel), iteration=iteration)
 
-    def _prepare_covariance(self, n_covariates: int) -> tuple[np.ndarray, float, Any]:
+    def _build_prior(self, n_covariates: int) -> GaussianPrior:
         cov = self.covariance
-        kernel = None
+        if isinstance(cov, GaussianPrior):
+            return check_prior(cov, n_covariates, "covariance")
         if _is_bound_kernel(cov):
-            kernel = cov
-            cov = np.asarray(kernel.gram(), dtype=float)
+            if cov.n_covariates != n_covariates:
+                raise ValueError(f"covariance: expected a kernel bound to C = {n_covariates} "
+                                 f"covariates (rows of counts), got C = {cov.n_covariates}")
+            return DenseCovariancePrior.from_kernel(cov)
         if cov is None:
             raise ValueError("covariance: required, got None")
         try:
@@ -194,10 +281,22 @@ class CorrelatedMultinomial:
         except (TypeError, ValueError):
             raise ValueError(f"covariance: expected a numeric (C, C) array or a bound kernel, "
                              f"got {type(cov).__name__}") from None
-        arr = check_covariance(arr, "covariance", size=n_covariates)
-        min_eig = float(np.linalg.eigvalsh(arr)[0])
-        base, eps = jittered_covariance(arr, min_eig, "covariance", stacklevel=5)
-        return base, eps, kernel
+        check_covariance(arr, "covariance", size=n_covariates)
+        return DenseCovariancePrior(arr)
+
+    def _prior(self, n_covariates: int) -> GaussianPrior:
+        """The prior structure, cached while ``covariance`` is unchanged (validation, the
+        Cholesky factor and the jitter cost O(C^3); PSRL refits the same prior often)."""
+        prev = getattr(self, "_prior_cache", None)
+        cov = self.covariance
+        if (prev is not None and prev[0] is cov and prev[2].n_covariates == n_covariates
+                and (prev[1] is None or np.array_equal(prev[1], np.asarray(cov)))):
+            return prev[2]
+        prior = self._build_prior(n_covariates)
+        plain = _is_bound_kernel(cov) or isinstance(cov, GaussianPrior)
+        raw = None if plain else np.array(cov, dtype=float, copy=True)
+        self._prior_cache = (cov, raw, prior)
+        return prior
 
     def _prepare_mean(self, c: int, k: int) -> np.ndarray:
         if self.mean is None:
@@ -210,23 +309,23 @@ class CorrelatedMultinomial:
                              f"({c}, {k - 1}), got {mean.shape}")
         if not np.all(np.isfinite(mean)):
             raise ValueError("mean: contains NaN or infinite values")
-        return mean
+        return _check_logits(mean, "mean")
 
-    def _cached_prior(self, c: int) -> tuple[np.ndarray, float, Any]:
-        # Validation, eigenvalues and jitter cost O(C^3); PSRL refits the same prior often.
-        prev = getattr(self, "_prior_cache", None)
-        cov = self.covariance
-        if (prev is not None and prev[0] is cov and prev[2].shape == (c, c)
-                and (prev[1] is None or np.array_equal(prev[1], np.asarray(cov)))):
-            return prev[2], prev[3], prev[4]
-        base, eps, kernel = self._prepare_covariance(c)
-        raw = None if kernel is not None else np.array(cov, dtype=float, copy=True)
-        self._prior_cache = (cov, raw, base, eps, kernel)
-        return base, eps, kernel
+    def _start(self, init: Any, warm_start: bool | None, shape: tuple[int, int]
+               ) -> VIResult | None:
+        use_warm = self.warm_start if warm_start is None else warm_start
+        if isinstance(init, CorrelatedMultinomial):
+            init = getattr(init, "result_", None)
+        if init is None and use_warm:
+            init = getattr(self, "result_", None)
+        if init is not None and init.psi_mean.shape == shape:
+            return init
+        return None
 
     # ------------------------------------------------------------------ fitting
     def fit(self, counts: Any, warm_start: bool | None = None,
-            init: VIResult | CorrelatedMultinomial | None = None) -> CorrelatedMultinomial:
+            init: VIResult | CorrelatedMultinomial | None = None, *,
+            callback: Any = None) -> CorrelatedMultinomial:
         """Fit :math:`q` (and the learned hyper-parameters) to a count matrix.
 
         Parameters
@@ -237,53 +336,43 @@ class CorrelatedMultinomial:
             Overrides the ``warm_start`` parameter for this call.
         init : VIResult or CorrelatedMultinomial, optional
             Start from this solution (tilts, scale, means) if its shapes match.
+        callback : callable, optional
+            Called as ``callback(iteration, objective)`` after every accepted iteration
+            (progress reports).
 
         Returns
         -------
         self
         """
-        self._check_params()
         x = check_counts(counts, "counts")
         c, k = x.shape
+        options = self._options(k)
         if self.learn_mean == "full":
             warnings.warn(
                 "learn_mean='full' sets the prior mean to the posterior mean (mu_k = lambda_k, as "
                 "in the paper); this removes the prior's coupling between covariates and the "
                 "result depends on max_iter. Prefer learn_mean='constant'.", UserWarning,
                 stacklevel=2)
-        base, eps, kernel = self._cached_prior(c)
+        prior = self._prior(c)
         mean = self._prepare_mean(c, k)
-        if self.mean_prior_mean is None:
-            m0 = uniform_psi(k)
-        else:
-            m0 = np.asarray(self.mean_prior_mean, dtype=float)
-            if m0.shape != (k - 1,):
-                raise ValueError(f"mean_prior_mean: expected shape (K-1,) = ({k - 1},), "
-                                 f"got {m0.shape}")
-        start = None
-        use_warm = self.warm_start if warm_start is None else warm_start
-        if isinstance(init, CorrelatedMultinomial):
-            init = getattr(init, "result_", None)
-        if init is None and use_warm:
-            init = getattr(self, "result_", None)
-        if init is not None and init.psi_mean.shape == (c, k - 1):
-            start = init
-        res = run_cavi(x, base, mean, jitter=eps, scale=float(self.scale),
-                       learn_scale=bool(self.learn_scale), learn_mean=self.learn_mean,
-                       scale_prior=None if self.scale_prior is None else tuple(self.scale_prior),
-                       mean_prior_mean=m0, mean_prior_std=self.mean_prior_std,
-                       bound_kernel=kernel, learn_kernel=bool(self.learn_kernel),
-                       max_iter=int(self.max_iter), tol=float(self.tol), init=start,
-                       verbose=bool(self.verbose), acceleration=self.acceleration)
-        if not res.converged:
+        report = None if callback is None else (
+            lambda it, ev: callback(it, ev.objective))
+        res = run_cavi(x, prior, mean, options, scale=float(self.scale),
+                       init=self._start(init, warm_start, (c, k - 1)), callback=report,
+                       verbose=bool(self.verbose))
+        if not res.monotone:
+            warnings.warn("the objective decreased during the fit: the arithmetic broke down "
+                          "(an extreme prior scale or extreme counts?); the result is recorded "
+                          "with converged_=False.", ConvergenceWarning, stacklevel=2)
+        elif not res.converged:
             warnings.warn(f"CAVI did not converge in max_iter={self.max_iter} iterations "
                           f"(tol={self.tol:g}); the result is recorded with converged_=False.",
                           ConvergenceWarning, stacklevel=2)
-        self._set_result(res, kernel)
+        self._set_result(res)
         self.counts_ = x
         return self
 
-    def _set_result(self, res: VIResult, kernel: Any) -> None:
+    def _set_result(self, res: VIResult) -> None:
         self.result_ = res
         self.psi_mean_ = res.psi_mean
         self.psi_var_ = res.psi_var
@@ -293,14 +382,13 @@ class CorrelatedMultinomial:
         self.objective_trace_ = res.objective_trace
         self.scale_ = res.scale
         self.mean_ = res.mean
-        self.covariance_ = res.covariance
+        self.prior_ = res.prior
+        self.covariance_ = getattr(res.prior, "base", None)
         self.jitter_ = res.jitter
         self.n_iter_ = res.n_iter
         self.n_psi_steps_ = res.n_psi_steps
         self.converged_ = res.converged
-        if kernel is not None and res.kernel_theta is not None:
-            kernel = kernel.with_theta(res.kernel_theta)
-        self.kernel_ = kernel
+        self.kernel_ = getattr(res.prior, "kernel", None)
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "result_"):
@@ -328,8 +416,8 @@ class CorrelatedMultinomial:
         return collapsed_bound(b, self.counts_[:, :-1], kappa, self.psi_mean_, self.psi_var_,
                                self.elbo_)
 
-    def probs(self, method: str = "plugin", n_samples: int = 2000,
-              rng: SeedLike = None) -> FloatArray:
+    def probs(self, method: str = "plugin", n_samples: int = 2000, *, rng: SeedLike = None,
+              return_std: bool = False) -> Any:
         """Posterior probability vectors.
 
         Parameters
@@ -340,34 +428,119 @@ class CorrelatedMultinomial:
             (V_k)_{cc})` (sticks are independent under q, so marginals suffice per covariate).
         n_samples : int
         rng : None, int or numpy.random.Generator
+            Needed for ``method="mc"`` or ``return_std`` (``None``: fresh OS entropy).
+        return_std : bool, default=False
+            Also return the posterior standard deviations of the probabilities under q, by
+            Monte Carlo over the same marginals (``n_samples`` draws from ``rng``, also with
+            ``method="plugin"``, whose mean uses no draws).
 
         Returns
         -------
-        ndarray of shape (C, K)
+        probs : ndarray of shape (C, K)
+        std : ndarray of shape (C, K)
+            Only with ``return_std=True``.
         """
         self._check_fitted()
-        if method == "plugin":
-            return psi_to_pi(self.psi_mean_)
-        if method != "mc":
-            raise ValueError(f"method: expected 'plugin' or 'mc', got {method!r}")
-        if not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
-            raise ValueError(f"n_samples: expected a positive integer, got {n_samples!r}")
-        gen = as_generator(rng)
-        total = np.zeros((self.psi_mean_.shape[0], self.psi_mean_.shape[1] + 1))
-        sd = np.sqrt(self.psi_var_)
-        chunk = max(1, int(2 ** 22 // max(1, self.psi_mean_.size)))
-        done = 0
-        while done < n_samples:
-            m = min(chunk, n_samples - done)
-            psi = self.psi_mean_ + sd * gen.standard_normal((m,) + self.psi_mean_.shape)
-            total += psi_to_pi(psi).sum(axis=0)
-            done += m
-        return total / n_samples
+        return marginal_probs(self.psi_mean_, self.psi_var_, method=method, n_samples=n_samples,
+                              rng=rng, return_std=return_std)
+
+    def predict_psi(self, new_covariates: Any, *, new_mean: Any = None
+                    ) -> tuple[FloatArray, FloatArray]:
+        r"""Posterior means and variances of :math:`\psi` at new covariates.
+
+        The GP conditional of the prior given the fitted :math:`q`: for a new covariate
+        :math:`x_*` with cross-covariances :math:`k_* = \theta\tilde k(X, x_*)`,
+
+        .. math::
+
+            E[\psi_{*k}] = \mu_{*k} + k_*^\top\Sigma^{-1}(\lambda_k - \mu_k), \qquad
+            Var[\psi_{*k}] = \theta\tilde k(x_*, x_*) - k_{*O}^\top(\Sigma_{OO} + D_k^{-1})^{-1}
+            k_{*O},
+
+        exactly what a fit with the new covariates appended as zero-count rows gives (a zero-count
+        row does not change the others' posterior), at the fitted scale and means.
+
+        Parameters
+        ----------
+        new_covariates : array_like of shape (M, D)
+            Coordinates, like those the kernel was bound to.
+        new_mean : array_like of shape (K - 1,) or (M, K - 1), optional
+            Prior means at the new covariates; needed only when the fitted means vary by
+            covariate (otherwise the common mean is used).
+
+        Returns
+        -------
+        mean : ndarray of shape (M, K - 1)
+        var : ndarray of shape (M, K - 1)
+        """
+        self._check_fitted()
+        res = self.result_
+        kernel = getattr(res.prior, "kernel", None)
+        coords = getattr(kernel, "coords", None)
+        if coords is None or not hasattr(res.prior, "conditional"):
+            raise ValueError("new_covariates: prediction needs a model built on a kernel bound to "
+                             "coordinates (kernel.bind(coords=...)); this model's prior is a "
+                             "plain matrix (or a distance-bound kernel), whose covariance with "
+                             "new covariates is unknown")
+        x_new = check_array(new_covariates, "new_covariates", ndim=2)
+        check_shape(x_new, (None, coords.shape[1]), "new_covariates")
+        km1 = res.psi_mean.shape[1]
+        mu_new = self._mean_at(x_new.shape[0], km1, new_mean)
+        cross = np.asarray(kernel.kernel(coords, x_new), dtype=float)       # (C, M)
+        self_var = np.asarray(kernel.kernel.diag(x_new), dtype=float) + res.jitter
+        b, kappa = count_statistics(self.counts_)
+        layout = build_layout(b > 0)
+        with blas_threads(1):
+            shift, var = res.prior.conditional(layout, res.scale, res.mean, kappa,
+                                               layout.gather(res.site_precision), cross, self_var)
+        return mu_new + shift, var
+
+    def _mean_at(self, m: int, km1: int, new_mean: Any) -> FloatArray:
+        if new_mean is not None:
+            mu = check_array(new_mean, "new_mean")
+            if mu.shape == (km1,):
+                mu = np.repeat(mu[None, :], m, axis=0)
+            check_shape(mu, (m, km1), "new_mean")
+            return _check_logits(mu, "new_mean")
+        fitted = self.result_.mean
+        if not np.all(fitted == fitted[:1]):
+            raise ValueError("new_mean: the fitted prior means vary by covariate; pass the prior "
+                             "means at the new covariates (shape (K-1,) or (M, K-1))")
+        return np.repeat(fitted[:1], m, axis=0)
+
+    def predict_probs(self, new_covariates: Any, method: str = "plugin", *,
+                      return_std: bool = False, n_samples: int = 2000, rng: SeedLike = None,
+                      new_mean: Any = None) -> Any:
+        """Category probabilities at new covariates (see :meth:`predict_psi`).
+
+        Parameters
+        ----------
+        new_covariates : array_like of shape (M, D)
+        method : {"plugin", "mc"}
+            As in :meth:`probs`.
+        return_std : bool, default=False
+            Also return posterior standard deviations (scikit-learn's ``return_std``).
+        n_samples : int
+        rng : None, int or numpy.random.Generator
+            Needed for ``method="mc"`` or ``return_std``.
+        new_mean : array_like, optional
+            See :meth:`predict_psi`.
+
+        Returns
+        -------
+        probs : ndarray of shape (M, K)
+        std : ndarray of shape (M, K)
+            Only with ``return_std=True``.
+        """
+        mean, var = self.predict_psi(new_covariates, new_mean=new_mean)
+        return marginal_probs(mean, var, method=method, n_samples=n_samples, rng=rng,
+                              return_std=return_std)
 
     def sample_psi(self, n: int, *, rng: SeedLike) -> FloatArray:
         """Joint draws from :math:`q(\\psi)` (each stick jointly across covariates).
 
-        Uses Matheron's rule, see :func:`corrpriors.core.cavi.sample_q_psi` for the cost.
+        The prior's joint sampler (for a dense prior Matheron's rule, see
+        :meth:`corrpriors.core.dense_prior.DenseCovariancePrior.sample_posterior`).
 
         Returns
         -------
@@ -377,8 +550,9 @@ class CorrelatedMultinomial:
         if not isinstance(n, (int, np.integer)) or n < 1:
             raise ValueError(f"n: expected a positive integer, got {n!r}")
         res = self.result_
-        return sample_q_psi(res.scale * res.covariance, res.psi_mean, res.site_precision, int(n),
-                            rng=as_generator(rng))
+        with blas_threads(1):
+            return res.prior.sample_posterior(res.scale, res.psi_mean, res.site_precision,
+                                              int(n), rng=as_generator(rng))
 
     def sample_probs(self, n: int, *, rng: SeedLike = None) -> FloatArray:
         """Draws of the probability vectors from :math:`q`.
@@ -416,55 +590,16 @@ class CorrelatedMultinomial:
         """
         from .gibbs import run_gibbs
 
-        self._check_params()
         x = check_counts(counts, "counts")
         c, k = x.shape
-        init_psi = None
+        self._options(k)
         if hasattr(self, "result_") and self.result_.psi_mean.shape == (c, k - 1):
-            cov = self.result_.scale * self.result_.covariance
-            mean = self.result_.mean
-            init_psi = self.result_.psi_mean
-        else:
-            base, _, _ = self._cached_prior(c)
-            cov = float(self.scale) * base
-            mean = self._prepare_mean(c, k)
-        return run_gibbs(x, mean, cov, n_samples, burn_in=burn_in, thin=thin,
-                         rng=as_generator(rng), init_psi=init_psi)
+            res = self.result_
+            return run_gibbs(x, res.mean, res.prior, n_samples, burn_in=burn_in, thin=thin,
+                             rng=as_generator(rng), init_psi=res.psi_mean, scale=res.scale)
+        return run_gibbs(x, self._prepare_mean(c, k), self._prior(c), n_samples,
+                         burn_in=burn_in, thin=thin, rng=as_generator(rng),
+                         scale=float(self.scale))
 
 
-def select_kernel(counts: Any, candidates: Any, criterion: str = "elbo",
-                  **kwargs: Any) -> list[tuple[Any, CorrelatedMultinomial]]:
-    """Fit one model per candidate covariance and rank them by a bound on the evidence.
-
-    Both criteria bound the log evidence :math:`\\log p(X)` of each prior, so they are
-    comparable across kernels. ``"collapsed"`` (:meth:`CorrelatedMultinomial.collapsed_bound`)
-    is the tighter one and does not favour small prior scales the way the mean-field ELBO
-    does; ``"elbo"`` is the paper's.
-
-    Parameters
-    ----------
-    counts : array_like of shape (C, K)
-    candidates : dict of name -> covariance, or a sequence of covariances
-        Arrays of shape (C, C) or bound kernels.
-    criterion : {"elbo", "collapsed"}
-    **kwargs
-        Passed to :class:`CorrelatedMultinomial`.
-
-    Returns
-    -------
-    list of (name, fitted model)
-        Sorted by the criterion, best first (names are indices for a sequence).
-    """
-    if criterion not in ("elbo", "collapsed"):
-        raise ValueError(f"criterion: expected 'elbo' or 'collapsed', got {criterion!r}")
-    items = candidates.items() if isinstance(candidates, dict) else enumerate(candidates)
-    fitted = [(name, CorrelatedMultinomial(covariance=cov, **kwargs).fit(counts))
-              for name, cov in items]
-    if not fitted:
-        raise ValueError("candidates: expected at least one covariance")
-    if criterion == "elbo":
-        return sorted(fitted, key=lambda t: -t[1].elbo_)
-    return sorted(fitted, key=lambda t: -t[1].collapsed_bound())
-
-
-__all__ = ["CorrelatedMultinomial", "select_kernel"]
+__all__ = ["CorrelatedMultinomial", "marginal_probs"]

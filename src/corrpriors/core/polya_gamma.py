@@ -110,6 +110,21 @@ def pg_mean(b, c) -> FloatArray:
     c = _as_float(c, "c")
     _check_b(b)
     _check_c(c)
+    return pg_mean_unchecked(b, c)
+
+
+def pg_mean_unchecked(b: np.ndarray, c: np.ndarray) -> FloatArray:
+    """:func:`pg_mean` without input validation, for the inner loops of the fit.
+
+    Parameters
+    ----------
+    b, c : ndarray of shape (...)
+        Finite float arrays, ``b >= 0``.
+
+    Returns
+    -------
+    ndarray of shape (...)
+    """
     return 0.25 * b * _tanh_over_x(0.5 * c)
 
 
@@ -246,4 +261,4 @@ def sample_pg(b, c, rng: SeedLike, *, normal_threshold: float = 200.0) -> FloatA
     return out.reshape(shape)
 
 
-__all__ = ["pg_mean", "pg_var", "sample_pg"]
+__all__ = ["pg_mean", "pg_mean_unchecked", "pg_var", "sample_pg"]

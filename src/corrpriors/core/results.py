@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -30,9 +31,9 @@ class VIResult:
         step's value; equal to ``omega_mean`` at convergence).
     mean : ndarray of shape (C, K - 1)
         Prior means :math:`\mu_k` at the returned parameters.
-    covariance : ndarray of shape (C, C)
-        The jittered base covariance :math:`\tilde\Sigma + \epsilon I` actually used;
-        the prior covariance is ``scale * covariance``.
+    prior : GaussianPrior
+        The prior structure :math:`\tilde\Sigma` actually used (jittered, with the learned
+        kernel); the prior covariance is ``scale`` times it.
     scale : float
         :math:`\theta` (1.0 unless learned).
     kernel_theta : ndarray of shape (P,) or None
@@ -54,6 +55,9 @@ class VIResult:
         The diagonal jitter :math:`\epsilon` added to the base covariance.
     n_psi_steps : int
         Number of psi steps computed (``n_iter`` plus rejected accelerated steps); the cost.
+    monotone : bool
+        No plain step lowered the objective by more than round-off (when False the arithmetic
+        broke down and ``converged`` is False).
     """
 
     psi_mean: np.ndarray
@@ -62,7 +66,7 @@ class VIResult:
     omega_mean: np.ndarray
     site_precision: np.ndarray
     mean: np.ndarray
-    covariance: np.ndarray
+    prior: Any
     scale: float
     kernel_theta: np.ndarray | None
     elbo: float
@@ -73,6 +77,16 @@ class VIResult:
     converged: bool
     jitter: float
     n_psi_steps: int = 0
+    monotone: bool = True
+
+    @property
+    def covariance(self) -> np.ndarray:
+        """ndarray of shape (C, C): the dense base covariance of a dense prior."""
+        base = getattr(self.prior, "base", None)
+        if base is None:
+            raise AttributeError(f"covariance: the prior {type(self.prior).__name__} has no dense "
+                                 "covariance matrix")
+        return base
 
 
 __all__ = ["VIResult"]

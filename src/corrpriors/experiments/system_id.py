@@ -193,30 +193,53 @@ def _lengthscale_candidates(config: Config, coords: np.ndarray) -> list[float]:
     return sorted({float(l) if l > 0 else d_max for l in config.lengthscales})
 
 
-def _correlated_models(config: Config, mdp, method: str, lengthscales: list[float], scale: float | None = None) -> list:
-    """One :class:`CorrelatedTransitionModel` per candidate length scale; with
-    ``selection="collapsed"`` each at the fixed ``scale``."""
-    from ..applications.transitions import CorrelatedTransitionModel, displacement_category_map
-    from ..kernels import SquaredExponential
+def _belief_options(config: Config, mdp, method: str) -> dict:
+    """Category map and mean learning of a correlated method (absolute ``pg`` or relative)."""
+    from ..applications.transitions import displacement_category_map
 
     coords = np.asarray(mdp.coordinates, dtype=float)
     if method == "pg":
-        cmap, learn_mean = None, (None if config.pg_learn_mean == "none" else config.pg_learn_mean)
-    else:
-        cmap, learn_mean = displacement_category_map(coords, config.offset_radius), "constant"
-    if config.selection == "collapsed":
-        scaling = dict(learn_scale=False, scale=float(scale), scale_prior=None)
-    else:
-        shape, rate = config.scale_prior_shape, config.scale_prior_rate
-        scaling = dict(learn_scale=True, scale_prior=(shape, rate) if shape > 0 else None)
+        return dict(category_map=None,
+                    learn_mean=None if config.pg_learn_mean == "none" else config.pg_learn_mean)
+    return dict(category_map=displacement_category_map(coords, config.offset_radius),
+                learn_mean="constant")
+
+
+def _kernels(mdp, lengthscales: list[float]) -> list:
+    from ..kernels import SquaredExponential
+
+    coords = np.asarray(mdp.coordinates, dtype=float)
+    return [SquaredExponential(lengthscale=l).bind(coords=coords) for l in lengthscales]
+
+
+def _correlated_models(config: Config, mdp, method: str, lengthscales: list[float]) -> list:
+    """``selection="elbo-em"``: one :class:`CorrelatedTransitionModel` per candidate length
+    scale, the scale learned by MAP-EM on the ELBO."""
+    from ..applications.transitions import CorrelatedTransitionModel
+
+    shape, rate = config.scale_prior_shape, config.scale_prior_rate
     return [
         CorrelatedTransitionModel(
-            mdp.n_states, mdp.n_actions, covariance=SquaredExponential(lengthscale=l).bind(coords=coords),
-            category_map=cmap, learn_mean=learn_mean, max_iter=config.max_iter, tol=config.tol,
-            learn_kernel=config.learn_lengthscale, **scaling,
-        )
-        for l in lengthscales
+            mdp.n_states, mdp.n_actions, covariance=kernel, max_iter=config.max_iter,
+            tol=config.tol, learn_kernel=config.learn_lengthscale, learn_scale=True,
+            scale_prior=(shape, rate) if shape > 0 else None,
+            **_belief_options(config, mdp, method))
+        for kernel in _kernels(mdp, lengthscales)
     ]
+
+
+def _selecting_model(config: Config, mdp, method: str, lengthscales: list[float]):
+    """``selection="collapsed"``: a :class:`CorrelatedTransitionModel` choosing, per action
+    and at every T, the length scale and the scale that maximise the collapsed bound (a
+    warm-started climb over a log lattice of scales from the previous T's choice,
+    :class:`corrpriors.core.ScaleSearch`)."""
+    from ..applications.transitions import CorrelatedTransitionModel
+
+    return CorrelatedTransitionModel(
+        mdp.n_states, mdp.n_actions, covariance=_kernels(mdp, lengthscales),
+        max_iter=config.max_iter, tol=config.tol, learn_kernel=config.learn_lengthscale,
+        selection="collapsed", scale_range=tuple(config.scale_range),
+        scale_step=config.scale_step, **_belief_options(config, mdp, method))
 
 
 def _lengthscale_of(model) -> float:
@@ -260,13 +283,18 @@ def _run_seed(config: Config, rng: np.random.Generator) -> dict[str, np.ndarray]
     lengthscales = _lengthscale_candidates(config, np.asarray(mdp.coordinates, dtype=float))
     for method in ("pg", "pg_offset"):
         if config.selection == "collapsed":
-            search = _ScaleSearch(config, mdp, method, lengthscales)
+            search = _selecting_model(config, mdp, method, lengthscales)
         else:
             models = _correlated_models(config, mdp, method, lengthscales)
         chosen, scale, elbo, bound = (np.empty(len(ts)) for _ in range(4))
         for i, X in enumerate(counts):
             if config.selection == "collapsed":
-                est, chosen[i], scale[i], elbo[i], bound[i] = search.select(X)
+                est = search.set_counts(X).mean()
+                fits = search.models_
+                chosen[i] = float(np.mean([_lengthscale_of(m) for m in fits]))
+                scale[i] = float(np.exp(np.mean([np.log(m.scale_) for m in fits])))
+                elbo[i] = float(sum(m.elbo_ for m in fits))
+                bound[i] = float(sum(sel["value"] for sel in search.selected_))
             else:
                 best = None
                 for model in models:
@@ -288,85 +316,6 @@ def _run_seed(config: Config, rng: np.random.Generator) -> dict[str, np.ndarray]
         for i, X in enumerate(counts):
             out[f"hellinger__{method}"][i] = mean_hellinger(P, model.set_counts(X).mean())
     return out
-
-
-class _ScaleSearch:
-    r"""Per action and length scale, a hill climb of the collapsed bound over a log lattice
-    of scales, :math:`\theta_j = 10^{j\,\mathrm{step}}`, started at the previous T's choice.
-
-    One fixed-scale :class:`CorrelatedTransitionModel` per visited (length scale, j),
-    created on first use and warm-started from its own previous fit afterwards; only the
-    climbing action is refitted. Attribute ``n_evaluations`` counts (action, model) fits.
-    """
-
-    def __init__(self, config: Config, mdp, method: str, lengthscales: list[float]):
-        self.config, self.mdp, self.method = config, mdp, method
-        self.lengthscales = list(lengthscales)
-        step = float(config.scale_step)
-        lo, hi = (float(v) for v in config.scale_range)
-        self.step = step
-        self.j_min = int(np.ceil(np.log10(lo) / step - 1e-9))
-        self.j_max = int(np.floor(np.log10(hi) / step + 1e-9))
-        self.models: dict[tuple[int, int], Any] = {}
-        self.start = {(li, a): 0 for li in range(len(self.lengthscales)) for a in range(mdp.n_actions)}
-        self.n_evaluations = 0
-        self._X = None
-
-    def _model(self, li: int, j: int):
-        key = (li, j)
-        if key not in self.models:
-            self.models[key] = _correlated_models(
-                self.config, self.mdp, self.method, [self.lengthscales[li]], scale=10.0 ** (j * self.step)
-            )[0]
-        model = self.models[key]
-        model.set_counts(self._X)  # cheap; the refit is lazy and per action
-        return model
-
-    def _bound(self, li: int, j: int, a: int) -> float:
-        model = self._model(li, j)
-        model.refit([a])
-        self.n_evaluations += 1
-        return float(model.models_[a].collapsed_bound())
-
-    def _climb(self, li: int, a: int) -> tuple[int, float]:
-        j = self.start[(li, a)]
-        values = {j: self._bound(li, j, a)}
-        for nb in (j - 1, j + 1):
-            if self.j_min <= nb <= self.j_max:
-                values[nb] = self._bound(li, nb, a)
-        while True:
-            best = max(values, key=values.get)
-            if best == j:
-                return j, values[j]
-            direction = 1 if best > j else -1
-            j = best
-            nxt = j + direction
-            if not self.j_min <= nxt <= self.j_max:
-                return j, values[j]
-            if nxt not in values:
-                values[nxt] = self._bound(li, nxt, a)
-
-    def select(self, X: np.ndarray):
-        """The combined estimate (S, A, S) and the chosen length scale (mean over actions),
-        scale (geometric mean), ELBO and collapsed bound (sums over actions)."""
-        self._X = X
-        est = np.empty(X.shape)
-        ls, log_scale, elbo, bound = [], [], 0.0, 0.0
-        for a in range(X.shape[1]):
-            best = None
-            for li in range(len(self.lengthscales)):
-                j, value = self._climb(li, a)
-                self.start[(li, a)] = j
-                if best is None or value > best[0]:
-                    best = (value, li, j)
-            value, li, j = best
-            model = self._model(li, j)
-            est[:, a, :] = model.action_mean(a)
-            ls.append(_lengthscale_of(model.models_[a]))
-            log_scale.append(np.log(model.models_[a].scale_))
-            elbo += float(model.models_[a].elbo_)
-            bound += value
-        return est, float(np.mean(ls)), float(np.exp(np.mean(log_scale))), elbo, bound
 
 
 def _interp_crossing(ts: np.ndarray, curve: np.ndarray, level: float) -> float | None:

@@ -51,8 +51,12 @@ class Hyperparameter:
         return self.bounds is None
 
 
-def parse_bounds(bounds: Any, name: str, value: float) -> tuple[float, float] | None:
-    """Validate a bounds specification: ``"fixed"`` or ``(low, high)`` with ``0 < low <= value <= high``."""
+def parse_bounds(bounds: Any, name: str) -> tuple[float, float] | None:
+    """Validate a bounds specification: ``"fixed"`` or ``(low, high)`` with ``0 < low <= high``.
+
+    The value itself is not checked against the bounds here: bounds constrain learning only, so
+    a kernel whose length scale is not learned may lie outside them (see :attr:`Kernel.bounds`).
+    """
     if isinstance(bounds, str):
         if bounds != "fixed":
             raise ValueError(f"{name}_bounds: expected 'fixed' or a pair (low, high), got {bounds!r}")
@@ -63,9 +67,6 @@ def parse_bounds(bounds: Any, name: str, value: float) -> tuple[float, float] | 
         raise ValueError(f"{name}_bounds: expected 'fixed' or a pair (low, high), got {bounds!r}") from None
     if not (np.isfinite(lo) and lo > 0 and hi >= lo) or np.isnan(hi):
         raise ValueError(f"{name}_bounds: expected 0 < low <= high, got ({lo:g}, {hi:g})")
-    if not lo <= value <= hi:
-        raise ValueError(f"{name}: value {value:g} lies outside its bounds ({lo:g}, {hi:g}); "
-                         f"pass {name}_bounds to widen them or {name}_bounds='fixed'")
     return (lo, hi)
 
 
@@ -120,7 +121,22 @@ class Kernel:
 
     @property
     def bounds(self) -> FloatArray:
-        """ndarray of shape (P, 2): log-space bounds of the free hyper-parameters."""
+        """ndarray of shape (P, 2): log-space bounds of the free hyper-parameters.
+
+        Bounds constrain learning only. A kernel may be built with a value outside them (and
+        evaluated: nothing is learned then); asking for the bounds, which every optimiser of
+        ``theta`` does, raises ``ValueError`` for such a value.
+        """
+        for h in self._free:
+            lo, hi = h.bounds
+            if not lo <= h.value <= hi:
+                leaf = h.name.rsplit("__", 1)[-1]
+                raise ValueError(f"{h.name}: value {h.value:g} lies outside its bounds "
+                                 f"({lo:g}, {hi:g}), which apply when it is learned; pass "
+                                 f"{leaf}_bounds to widen them or {leaf}_bounds='fixed'")
+        return self._log_bounds()
+
+    def _log_bounds(self) -> FloatArray:
         if not self._free:
             return np.zeros((0, 2))
         with np.errstate(divide="ignore"):
@@ -135,7 +151,8 @@ class Kernel:
         Parameters
         ----------
         theta : array_like of shape (P,)
-            Log values, within ``bounds`` (up to round-off, which is clipped).
+            Log values, within ``bounds`` (up to round-off, which is clipped). An entry equal to
+            the current one is kept as it is, even outside its bounds (it was not learned).
 
         Returns
         -------
@@ -150,13 +167,14 @@ class Kernel:
                              f"{self.hyperparameter_names}, got {np.shape(theta)}")
         if not np.all(np.isfinite(t)):
             raise ValueError("theta: contains NaN or infinite values")
-        b = self.bounds
-        out = (t < b[:, 0] - _BOUNDS_TOL) | (t > b[:, 1] + _BOUNDS_TOL)
+        b = self._log_bounds()
+        moved = t != self.theta
+        out = moved & ((t < b[:, 0] - _BOUNDS_TOL) | (t > b[:, 1] + _BOUNDS_TOL))
         if out.any():
             i = int(np.flatnonzero(out)[0])
             raise ValueError(f"theta: {self.hyperparameter_names[i]} = {np.exp(t[i]):g} "
                              f"lies outside its bounds ({np.exp(b[i, 0]):g}, {np.exp(b[i, 1]):g})")
-        t = np.clip(t, b[:, 0], b[:, 1])
+        t = np.where(moved, np.clip(t, b[:, 0], b[:, 1]), t)
         return self._with_free_values(np.exp(t))
 
     # ---------------------------------------------------------------- evaluation

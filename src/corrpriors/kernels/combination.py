@@ -123,7 +123,7 @@ class Scaled(Kernel):
         _check_kernel(self.kernel, "kernel")
         s = parse_positive(self.scale, "scale")
         object.__setattr__(self, "scale", s)
-        b = parse_bounds(self.scale_bounds, "scale", s)
+        b = parse_bounds(self.scale_bounds, "scale")
         object.__setattr__(self, "scale_bounds", "fixed" if b is None else b)
 
     @property

@@ -12,7 +12,8 @@ shortest-path distances). With ``r = d / l``:
 =====================  =============================================
 
 The variance is fixed by default because the correlated multinomial model learns its own
-scale ``theta`` in closed form; the length scale is free (bounds ``(1e-2, 1e3)``).
+scale ``theta`` in closed form; the length scale is free (bounds ``(1e-2, 1e3)``, which constrain
+learning only: an unlearned length scale may lie outside them).
 ``theta`` order: ``[log lengthscale, log variance]``, fixed ones omitted.
 """
 
@@ -44,8 +45,8 @@ class _Stationary(Kernel):
         var = parse_positive(self.variance, "variance")
         object.__setattr__(self, "lengthscale", ls)
         object.__setattr__(self, "variance", var)
-        lb = parse_bounds(self.lengthscale_bounds, "lengthscale", ls)
-        vb = parse_bounds(self.variance_bounds, "variance", var)
+        lb = parse_bounds(self.lengthscale_bounds, "lengthscale")
+        vb = parse_bounds(self.variance_bounds, "variance")
         object.__setattr__(self, "lengthscale_bounds", "fixed" if lb is None else lb)
         object.__setattr__(self, "variance_bounds", "fixed" if vb is None else vb)
 

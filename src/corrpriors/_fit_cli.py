@@ -1,0 +1,623 @@
+"""``corrpriors fit``: fit a correlated multinomial model to a table of counts.
+
+Reads a (C, K) count table and the covariates' coordinates or distances (CSV, TSV or ``.npy``),
+fits :class:`~corrpriors.core.model.CorrelatedMultinomial` on a stationary kernel and writes the
+files of :data:`OUTPUTS` into ``--out``, all of them or none. Without ``--counts`` the shipped
+example (a 5x5 grid random walk) is used together with its coordinates.
+
+Adding an optional output takes three steps: its name and description in :data:`OUTPUTS`, its
+input file (if any) in :func:`_input_files`, and its bytes in :func:`_build_outputs`; the checks
+(no input overwritten, output location usable) and the all-or-nothing write cover it then.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import os
+import sys
+import textwrap
+import time
+import warnings
+from pathlib import Path
+from typing import Any, NoReturn
+
+import numpy as np
+
+KERNELS = {"se": "SquaredExponential", "exp": "Exponential", "matern32": "Matern32",
+           "matern52": "Matern52"}
+
+#: Every file ``fit`` can write into ``--out``, with what it holds.
+OUTPUTS = {
+    "probs.csv": "one row per covariate: 'row' (0-based data row of --counts), the K posterior "
+                 "probabilities (columns named by the header of --counts, else p1..pK) and, with "
+                 "--uncertainty, their posterior standard deviations (<name>_sd)",
+    "psi.npz": "psi_mean, psi_var: arrays of shape (C, K-1), posterior means and variances of "
+               "the stick-breaking logits psi",
+    "predictions.csv": "with --predict-at: one row per new covariate, 'row' (0-based row of "
+                       "--predict-at) and the K predicted probabilities (the GP conditional of "
+                       "psi given the fit) and, with --uncertainty, their standard deviations",
+    "summary.json": "inputs, options, ELBO, iterations, convergence, learned scale and kernel "
+                    "hyper-parameters, the diagonal jitter and the warnings",
+}
+
+TABLE_SUFFIXES = {".csv": ",", ".tsv": "\t", ".tab": "\t", ".npy": None}
+
+#: Seconds between two progress updates on a terminal.
+PROGRESS_INTERVAL = 0.25
+
+#: The starting jitter of ``jittered_covariance`` (relative to the mean diagonal): a covariance
+#: that needs no more than this is an ordinary smooth-kernel matrix, not a problem to report.
+
+
+class UsageError(ValueError):
+    """A bad command line, input file or output location (one line, exit status 2)."""
+
+
+# ---------------------------------------------------------------------------------- arguments
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Add the ``fit`` sub-command's arguments (every default is stated in ``--help``)."""
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.description = textwrap.fill(
+        "Fit a correlated multinomial model (a Gaussian-process prior over stick-breaking "
+        "logits, Alt et al. 2019) to a table of counts, one row per covariate.", width=78)
+    parser.epilog = _epilog()
+    parser.error = _one_line_error.__get__(parser)  # type: ignore[method-assign]
+    _add_input_arguments(parser)
+    _add_model_arguments(parser)
+    _add_output_arguments(parser)
+
+
+def _epilog() -> str:
+    def fill(text: str, first: str = "", rest: str = "") -> str:
+        return textwrap.fill(text, width=78, initial_indent=first, subsequent_indent=rest)
+
+    files = "\n".join(fill(text, f"  {name:<14}", " " * 16) for name, text in OUTPUTS.items())
+    notes = [
+        "An input that is, or links to, one of these files in --out is refused before fitting.",
+        "Input tables: .csv (comma-separated) or .tsv/.tab (tab-separated) UTF-8 text with an "
+        "optional header row and '#' comment lines, or .npy (numeric, no pickles).",
+        "Exit status: 0 done; 2 bad input, option or output location (one line on stderr); "
+        "1 the fit or the writing failed; 130 interrupted. Only 0 writes anything."]
+    return ("output files (written into --out together: all of them, or none on any error):\n"
+            + files + "\n\n" + "\n".join(fill(n) for n in notes) + "\n")
+
+
+def _one_line_error(self: argparse.ArgumentParser, message: str) -> NoReturn:
+    self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _int_at_least(low: int) -> Any:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = low - 1
+        if value < low:
+            kind = "a positive" if low == 1 else "a non-negative"
+            raise argparse.ArgumentTypeError(f"expected {kind} integer, got {text!r}")
+        return value
+
+    return parse
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not (np.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a finite positive number, got {text!r}")
+    return value
+
+
+def _add_input_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--counts", type=Path, default=None, metavar="FILE",
+                        help="non-negative integer counts, C rows (covariates) x K >= 2 columns "
+                             "(categories). Default: the shipped example (a 5x5 grid random walk, "
+                             "K = 5) with its coordinates")
+    loc = parser.add_mutually_exclusive_group()
+    loc.add_argument("--coords", type=Path, default=None, metavar="FILE",
+                     help="covariate coordinates, C rows x D columns. Required with --counts "
+                          "unless --distances is given. Default: the example's coordinates")
+    loc.add_argument("--distances", type=Path, default=None, metavar="FILE",
+                     help="pairwise covariate distances, C x C (e.g. shortest-path lengths). "
+                          "Default: none")
+    parser.add_argument("--predict-at", type=Path, default=None, metavar="FILE",
+                        help="coordinates of new covariates, M rows x D columns (needs "
+                             "--coords): their predicted probabilities go to predictions.csv. "
+                             "Default: none")
+
+
+def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kernel", choices=tuple(KERNELS), default="se",
+                        help="covariance function of the distance d: se = exp(-d^2/l^2) (the "
+                             "paper's), exp = exp(-d/l), matern32, matern52. Default: %(default)s")
+    parser.add_argument("--lengthscale", type=_positive_float, default=1.0, metavar="L",
+                        help="kernel length scale l, in the units of the coordinates (the "
+                             "starting value with --learn-lengthscale). Default: %(default)s")
+    parser.add_argument("--lengthscale-bounds", type=_positive_float, nargs=2, default=(1e-2, 1e3),
+                        metavar=("LOW", "HIGH"),
+                        help="range searched by --learn-lengthscale (ignored without it). "
+                             "Default: 0.01 1000")
+    parser.add_argument("--learn-lengthscale", action="store_true",
+                        help="learn l (L-BFGS-B M-step on the ELBO). Default: off")
+    parser.add_argument("--scale", type=_positive_float, default=1.0, metavar="THETA",
+                        help="prior covariance scale theta (the starting value with "
+                             "--learn-scale). Default: %(default)s")
+    parser.add_argument("--learn-scale", action="store_true",
+                        help="learn theta by variational EM. Default: off")
+    parser.add_argument("--scale-prior", type=_positive_float, nargs=2, default=None,
+                        metavar=("SHAPE", "RATE"),
+                        help="Gamma hyper-prior on theta (MAP-EM with --learn-scale). "
+                             "Default: none")
+    parser.add_argument("--learn-mean", choices=("none", "constant"), default="none",
+                        help="none: the prior mean that makes all categories equally likely; "
+                             "constant: learn one prior mean per stick. Default: %(default)s")
+    parser.add_argument("--max-iter", type=_int_at_least(1), default=1000, metavar="N",
+                        help="cap on the CAVI iterations. Default: %(default)s")
+    parser.add_argument("--tol", type=_positive_float, default=1e-8,
+                        help="relative change of the objective that counts as converged. "
+                             "Default: %(default)g")
+
+
+def _add_output_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--method", choices=("plugin", "mc"), default="plugin",
+                        help="probabilities written to probs.csv: plugin = pi(E[psi]) (the "
+                             "paper's), mc = E[pi(psi)] by Monte Carlo. Default: %(default)s")
+    parser.add_argument("--uncertainty", action="store_true",
+                        help="also write the posterior standard deviations of the "
+                             "probabilities (Monte Carlo over q's marginals). Default: off")
+    parser.add_argument("--samples", type=_int_at_least(1), default=4000, metavar="N",
+                        help="Monte Carlo draws for --uncertainty and --method mc. "
+                             "Default: %(default)s")
+    parser.add_argument("--seed", type=_int_at_least(0), default=0,
+                        help="seed of those draws: the same seed and inputs give the same "
+                             "numbers (recorded in summary.json). Default: %(default)s")
+    parser.add_argument("--out", type=Path, required=True, metavar="DIR",
+                        help="output directory (created if missing); see the files below")
+    talk = parser.add_mutually_exclusive_group()
+    talk.add_argument("--verbose", "-v", action="store_true",
+                      help="progress of every iteration (also when not on a terminal). "
+                           "Default: off")
+    talk.add_argument("--quiet", "-q", action="store_true",
+                      help="print errors and warnings only (no progress, no closing line). "
+                           "Default: off")
+
+
+# ------------------------------------------------------------------------------------ running
+class FitFailure(RuntimeError):
+    """The fit or the writing failed on valid input (one line, exit status 1)."""
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``corrpriors fit``; return the exit status (messages on stderr, one line each).
+
+    0: done. 2: bad input, option or output location. 1: the fit or the writing failed.
+    130: interrupted. In every case but 0 nothing has been written.
+    """
+    from numpy.linalg import LinAlgError
+
+    try:
+        return _run(args)
+    except KeyboardInterrupt:
+        _say("interrupted; nothing written")
+        return 130
+    except (FitFailure, LinAlgError, ArithmeticError) as exc:
+        _say(f"error: {_one_line(exc)}")
+        return 1
+    except (ValueError, TypeError) as exc:  # UsageError and the library's input validation
+        _say(f"error: {_one_line(exc)}")
+        return 2
+
+
+def _say(text: str) -> None:
+    print(f"corrpriors fit: {text}", file=sys.stderr, flush=True)
+
+
+def _one_line(exc: BaseException | warnings.WarningMessage | str) -> str:
+    return " ".join(str(exc).split())
+
+
+def _run(args: argparse.Namespace) -> int:
+    start = time.monotonic()
+    inputs = _input_files(args)
+    out = Path(args.out)
+    _check_no_input_is_output(inputs, out)
+    _check_output_location(out)
+    data = _load_inputs(inputs, args)
+    model, messages = _fit(args, data)
+    files = _build_outputs(model, args, data, inputs, messages, start)
+    _write(out, files)
+    if not args.quiet:
+        state = ("converged" if model.converged_
+                 else f"NOT converged: --max-iter {args.max_iter} reached")
+        print(f"fitted C={data.counts.shape[0]} covariates, K={data.counts.shape[1]} categories "
+              f"in {model.n_iter_} iterations ({state}); ELBO {model.elbo_:.6g}; "
+              f"wrote {', '.join(files)} to {out}")
+    return 0
+
+
+# ----------------------------------------------------------------------- inputs and location
+def _input_files(args: argparse.Namespace) -> dict[str, Path]:
+    """Every input file by its option (``--counts`` first)."""
+    from .data import example_path
+
+    counts, coords, distances = args.counts, args.coords, args.distances
+    if counts is None:
+        counts = Path(str(example_path("counts.csv")))
+        if coords is None and distances is None:
+            coords = Path(str(example_path("coords.csv")))
+    elif coords is None and distances is None:
+        raise UsageError("--coords or --distances is required with --counts (the prior's "
+                         "covariance is a kernel of the covariates' locations)")
+    if args.predict_at is not None and coords is None:
+        raise UsageError("--predict-at: needs --coords (prediction uses the kernel between "
+                         "coordinates; a distance matrix says nothing about new covariates)")
+    files = {"--counts": counts, "--coords": coords, "--distances": distances,
+             "--predict-at": args.predict_at}
+    return {option: Path(p) for option, p in files.items() if p is not None}
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist
+        return False
+
+
+def _check_no_input_is_output(inputs: dict[str, Path], out: Path) -> None:
+    for option, src in inputs.items():
+        for name in OUTPUTS:
+            if _same_file(src, out / name):
+                raise UsageError(f"{option} {src} is the output file {out / name}: the fit "
+                                 f"would overwrite its own input; choose another --out")
+
+
+def _check_output_location(out: Path) -> None:
+    from ._fileio import check_output_dir
+
+    try:
+        check_output_dir(out)
+    except OSError as exc:
+        raise UsageError(f"--out: {_one_line(exc)}") from None
+    for name in OUTPUTS:
+        target = out / name
+        if target.is_dir() and not target.is_symlink():
+            raise UsageError(f"--out: {target} is a directory, where the output file {name} "
+                             f"would go")
+
+
+def _read_table(path: Path, option: str) -> tuple[np.ndarray, list[str] | None]:
+    """A numeric 2-D table (a single column or a 1-D ``.npy`` gives one column) and its header
+    row (text tables only, ``None`` if absent); every error names ``option`` and the file."""
+    where = f"{option}: {path}"
+    suffix = path.suffix.lower()
+    if suffix not in TABLE_SUFFIXES:
+        raise UsageError(f"{where}: unsupported file type {suffix or '(no extension)'!r}; "
+                         f"expected .csv (comma-separated), .tsv (tab-separated) or .npy")
+    if not path.exists():
+        raise UsageError(f"{where}: file not found")
+    if path.is_dir():
+        raise UsageError(f"{where}: is a directory, not a file")
+    if suffix == ".npy":
+        return _read_npy(path, where), None
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"{where}: cannot read it ({exc.strerror or exc})") from None
+    if raw.startswith(b"\x93NUMPY"):
+        raise UsageError(f"{where}: is a NumPy .npy file; give it the .npy extension")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise UsageError(f"{where}: is not UTF-8 text (byte 0x{raw[exc.start]:02x} on line "
+                         f"{line}); save it as UTF-8 or as .npy") from None
+    return _parse_text(text, TABLE_SUFFIXES[suffix], where)
+
+
+def _parse_text(text: str, delimiter: str, where: str) -> tuple[np.ndarray, list[str] | None]:
+    rows = [(n, [f.strip() for f in fields])
+            for n, fields in enumerate(csv.reader(io.StringIO(text), delimiter=delimiter), 1)
+            if fields and not (len(fields) == 1 and not fields[0].strip())
+            and not fields[0].lstrip().startswith("#")]
+    if not rows:
+        raise UsageError(f"{where}: no data (the file is empty)")
+    header = None
+    if not all(_is_number(f) for f in rows[0][1]):
+        header, rows = rows[0][1], rows[1:]
+        if not rows:
+            raise UsageError(f"{where}: a header row but no data rows")
+    width = len(rows[0][1])
+    values = []
+    for line, fields in rows:
+        if len(fields) != width:
+            raise UsageError(f"{where}: line {line} has {len(fields)} columns, the first data "
+                             f"row has {width}")
+        bad = next((j for j, f in enumerate(fields) if not _is_number(f)), None)
+        if bad is not None:
+            raise UsageError(f"{where}: line {line}, column {bad + 1}: {fields[bad]!r} is not "
+                             f"a number")
+        values.append([float(f) for f in fields])
+    return np.asarray(values, dtype=float), header
+
+
+def _is_number(field: str) -> bool:
+    try:
+        float(field)
+    except ValueError:
+        return False
+    return True
+
+
+def _read_npy(path: Path, where: str) -> np.ndarray:
+    try:
+        with open(path, "rb") as fh:
+            magic = fh.read(6)
+    except OSError as exc:
+        raise UsageError(f"{where}: cannot read it ({exc.strerror or exc})") from None
+    if magic != b"\x93NUMPY":
+        raise UsageError(f"{where}: not a valid .npy file (no NumPy header); save the array "
+                         f"with numpy.save")
+    try:
+        arr = np.load(path, allow_pickle=False)
+    except ValueError as exc:
+        if "pickle" in str(exc).lower():
+            raise UsageError(f"{where}: holds Python objects (pickled data), which are never "
+                             f"loaded; save a numeric array") from None
+        raise UsageError(f"{where}: not a valid .npy file ({_one_line(exc)})") from None
+    except (OSError, EOFError) as exc:
+        raise UsageError(f"{where}: not a valid .npy file ({_one_line(exc)})") from None
+    if not isinstance(arr, np.ndarray):
+        raise UsageError(f"{where}: holds several arrays (.npz?); save one array with np.save")
+    if arr.dtype.kind not in "iuf":
+        raise UsageError(f"{where}: expected a real numeric array, got dtype {arr.dtype}")
+    if arr.ndim == 1:
+        arr = arr[:, None]
+    if arr.ndim != 2 or arr.size == 0:
+        raise UsageError(f"{where}: expected a non-empty 2-D array, got shape {arr.shape}")
+    return arr  # integer counts keep their exact values for the library's checks
+
+
+class _Data:
+    """The validated inputs: counts, category names, the bound kernel and the covariates to
+    predict at (or ``None``)."""
+
+    def __init__(self, counts: np.ndarray, names: list[str], kernel: Any,
+                 predict_at: np.ndarray | None = None) -> None:
+        self.counts, self.names, self.kernel = counts, names, kernel
+        self.predict_at = predict_at
+
+
+def _load_inputs(inputs: dict[str, Path], args: argparse.Namespace) -> _Data:
+    from ._validation import check_counts
+
+    raw, header = _read_table(inputs["--counts"], "--counts")
+    counts = check_counts(raw, f"--counts: {inputs['--counts']}")
+    c, k = counts.shape
+    names = header if header is not None and len(header) == k else [f"p{j + 1}" for j in range(k)]
+    kernel = _make_kernel(args)
+    option = "--coords" if "--coords" in inputs else "--distances"
+    path = inputs[option]
+    values, _ = _read_table(path, option)
+    if option == "--coords" and values.shape[0] != c:
+        raise UsageError(f"--coords: {path}: expected {c} rows (one per row of --counts), got "
+                         f"{values.shape[0]}")
+    if option == "--distances" and values.shape != (c, c):
+        raise UsageError(f"--distances: {path}: expected shape ({c}, {c}) to match the {c} rows "
+                         f"of --counts, got {values.shape}")
+    try:
+        bound = kernel.bind(**{option.lstrip("-"): values})
+    except ValueError as exc:
+        raise UsageError(f"{option}: {path}: {_one_line(exc)}") from None
+    predict_at = None
+    if "--predict-at" in inputs:
+        where = inputs["--predict-at"]
+        predict_at, _ = _read_table(where, "--predict-at")
+        if predict_at.shape[1] != values.shape[1]:
+            raise UsageError(f"--predict-at: {where}: expected {values.shape[1]} columns (like "
+                             f"--coords), got {predict_at.shape[1]}")
+    return _Data(counts, [str(n) for n in names], bound, predict_at)
+
+
+def _make_kernel(args: argparse.Namespace) -> Any:
+    from . import kernels
+
+    low, high = args.lengthscale_bounds
+    if low > high:
+        raise UsageError(f"--lengthscale-bounds: expected LOW <= HIGH, got {low:g} {high:g}")
+    if args.learn_lengthscale and not low <= args.lengthscale <= high:
+        raise UsageError(f"--lengthscale {args.lengthscale:g} lies outside --lengthscale-bounds "
+                         f"{low:g} {high:g}, the range that --learn-lengthscale searches")
+    cls = getattr(kernels, KERNELS[args.kernel])
+    return cls(lengthscale=args.lengthscale, lengthscale_bounds=(low, high))
+
+
+# ---------------------------------------------------------------------------------- fitting
+class _Progress:
+    """``callback(iteration, objective)`` for the fit, on stderr: one line updated in place on a
+    terminal (at most every :data:`PROGRESS_INTERVAL` s), one line per iteration with
+    ``--verbose``, nothing with ``--quiet`` or when stderr is not a terminal."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.stream = sys.stderr
+        if args.quiet:
+            self.mode = "off"
+        elif args.verbose:
+            self.mode = "lines"
+        else:
+            self.mode = "tty" if _isatty(self.stream) else "off"
+        self.max_iter = args.max_iter
+        self.start = time.monotonic()
+        self.last = -np.inf
+        self.shown = False
+
+    def __call__(self, iteration: int, objective: float) -> None:
+        if self.mode == "off":
+            return
+        now = time.monotonic()
+        text = (f"iteration {iteration + 1}/{self.max_iter}  objective {objective:.10g}  "
+                f"elapsed {now - self.start:.1f} s")
+        if self.mode == "lines":
+            print(text, file=self.stream, flush=True)
+        elif now - self.last >= PROGRESS_INTERVAL:
+            self.stream.write(f"\r{text}\x1b[K")
+            self.stream.flush()
+            self.last, self.shown = now, True
+
+    def close(self) -> None:
+        if self.shown:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def _fit(args: argparse.Namespace, data: _Data) -> tuple[Any, list[dict[str, Any]]]:
+    """Fit the model; return it and the warnings met (printed here, one line each)."""
+    from .core.model import CorrelatedMultinomial
+
+    model = CorrelatedMultinomial(
+        covariance=data.kernel, scale=args.scale, learn_scale=args.learn_scale,
+        learn_mean=None if args.learn_mean == "none" else args.learn_mean,
+        scale_prior=None if args.scale_prior is None else tuple(args.scale_prior),
+        learn_kernel=args.learn_lengthscale, max_iter=args.max_iter, tol=args.tol)
+    progress = _Progress(args)
+    if args.verbose:
+        _say(f"fitting C={data.counts.shape[0]} covariates, K={data.counts.shape[1]} "
+             f"categories (--max-iter {args.max_iter}, --tol {args.tol:g})")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            model.fit(data.counts, callback=progress)
+        finally:
+            progress.close()
+    messages = _sort_warnings(caught)
+    for m in messages:
+        repeat = f" ({m['count']} times)" if m["count"] > 1 else ""
+        _say(f"warning: {m['message']}{repeat}")
+    return model, messages
+
+
+def _relative_jitter(model: Any) -> float:
+    """The diagonal jitter relative to the mean diagonal of the un-jittered covariance."""
+    return float(model.jitter_ / (np.mean(np.diag(model.covariance_)) - model.jitter_))
+
+
+def _sort_warnings(caught: list[warnings.WarningMessage]) -> list[dict[str, Any]]:
+    """One entry per distinct warning (text on one line, no file path), with its count. (The
+    diagonal jitter that smooth kernels on close covariates need is silent in the core up to
+    1e-8 of the mean diagonal and recorded in summary.json.)"""
+    entries: dict[tuple[str, str], dict[str, Any]] = {}
+    for w in caught:
+        text = _one_line(w.message)
+        entry = entries.setdefault((w.category.__name__, text), {
+            "category": w.category.__name__, "message": text, "count": 0})
+        entry["count"] += 1
+    return list(entries.values())
+
+
+# ---------------------------------------------------------------------------------- outputs
+def _build_outputs(model: Any, args: argparse.Namespace, data: _Data, inputs: dict[str, Path],
+                   messages: list[dict[str, Any]], start: float) -> dict[str, bytes]:
+    """The bytes of every output file of this run, by file name (``summary.json`` last)."""
+    files = {"probs.csv": _probs_csv(model, args, data.names),
+             "psi.npz": _npz_bytes(psi_mean=model.psi_mean_, psi_var=model.psi_var_)}
+    if data.predict_at is not None:
+        files["predictions.csv"] = _probs_csv(model, args, data.names, data.predict_at)
+    files["summary.json"] = _summary_json(model, args, data, inputs, messages,
+                                          [*files, "summary.json"], start)
+    return files
+
+
+def _probs_csv(model: Any, args: argparse.Namespace, names: list[str],
+               new_covariates: np.ndarray | None = None) -> bytes:
+    """``probs.csv`` (fitted covariates) or ``predictions.csv`` (``new_covariates``)."""
+    if new_covariates is None:
+        def probs_fn(**kw: Any) -> Any:
+            return model.probs(**kw)
+    else:
+        def probs_fn(**kw: Any) -> Any:
+            return model.predict_probs(new_covariates, **kw)
+    if args.uncertainty or args.method == "mc":
+        probs, sd = probs_fn(method=args.method, n_samples=args.samples, rng=args.seed,
+                             return_std=True)
+    else:
+        probs, sd = probs_fn(method="plugin"), None
+    header = ["row", *names]
+    columns = [probs]
+    if args.uncertainty:
+        header += [f"{n}_sd" for n in names]
+        columns.append(sd)
+    table = np.hstack(columns)
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(header)
+    for i, row in enumerate(table):
+        writer.writerow([i, *(f"{v:.12g}" for v in row)])
+    return buf.getvalue().encode()
+
+
+def _npz_bytes(**arrays: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getvalue()
+
+
+def _summary_json(model: Any, args: argparse.Namespace, data: _Data, inputs: dict[str, Path],
+                  messages: list[dict[str, Any]], outputs: list[str], start: float) -> bytes:
+    from . import __version__
+
+    hyper = {h.name: h.value for h in model.kernel_.kernel.hyperparameters}
+    summary = {
+        "corrpriors_version": __version__,
+        "inputs": {option.lstrip("-"): str(path) for option, path in inputs.items()},
+        "n_covariates": int(data.counts.shape[0]),
+        "n_categories": int(data.counts.shape[1]),
+        "categories": data.names,
+        "kernel": args.kernel,
+        "options": {
+            "lengthscale": args.lengthscale, "lengthscale_bounds": list(args.lengthscale_bounds),
+            "learn_lengthscale": args.learn_lengthscale, "scale": args.scale,
+            "learn_scale": args.learn_scale, "scale_prior": args.scale_prior,
+            "learn_mean": args.learn_mean, "max_iter": args.max_iter, "tol": args.tol,
+            "method": args.method, "uncertainty": args.uncertainty, "samples": args.samples,
+            "seed": args.seed},
+        "elbo": float(model.elbo_),
+        "objective": float(model.objective_),
+        "n_iter": int(model.n_iter_),
+        "converged": bool(model.converged_),
+        "scale": float(model.scale_),
+        "lengthscale": float(hyper["lengthscale"]),
+        "kernel_hyperparameters": hyper,
+        "jitter": float(model.jitter_),
+        "jitter_relative_to_mean_diagonal": _relative_jitter(model),
+        "warnings": messages,
+        "outputs": outputs,
+        "elapsed_seconds": round(time.monotonic() - start, 3),
+    }
+    return (json.dumps(summary, indent=2) + "\n").encode()
+
+
+def _write(out: Path, files: dict[str, bytes]) -> None:
+    from ._fileio import atomic_write_many
+
+    try:
+        atomic_write_many({out / name: data for name, data in files.items()})
+    except OSError as exc:
+        raise FitFailure(f"could not write the results into {out} "
+                         f"({exc.strerror or _one_line(exc)}); nothing was written and earlier "
+                         f"files there are unchanged") from None
+
+
+__all__ = ["OUTPUTS", "configure", "run"]

@@ -1,0 +1,244 @@
+r"""A generic, safeguarded fixed-point maximiser: coordinate ascent / EM with Anderson acceleration.
+
+The driver knows nothing of the model. The model supplies
+
+* ``evaluate(x) -> ev``: the point ``x`` (a flat float vector) turned into an evaluation holding
+  ``ev.objective`` (a float) and, optionally, ``ev.point``: the point as the model represents it
+  (e.g. after a round trip through a log transform), which the driver then uses in place of
+  ``x``;
+* ``update(ev) -> x'``: the plain map :math:`F` (a coordinate-ascent / EM step), which must not
+  decrease the objective: ``evaluate(update(ev)).objective >= ev.objective`` up to round-off;
+* optionally ``advance(ev) -> (x', ev')``: the plain step evaluated directly from the model's own
+  representation (no round trip through the flat ``x``, which may be lossy, e.g. a scale stored
+  as its logarithm), so the plain iteration is exactly the model's coordinate ascent.
+
+With ``acceleration="anderson"`` the driver iterates :math:`F` with Anderson acceleration (type
+II, Walker & Ni 2011) on ``x``; an extrapolated point whose objective is below the last accepted
+one (or not finite) is rejected, the history is cleared and the plain step is taken instead, so
+the recorded objective trace never decreases and the fixed point is that of :math:`F`.
+
+Safety: a non-finite objective from a plain step raises :class:`FloatingPointError` at once
+(never a NaN result); a plain step that lowers the objective by more than round-off means the
+arithmetic broke down, so the run is recorded as not converged (``monotone=False``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+#: Relative decrease of the objective accepted as round-off in a plain step.
+ROUNDOFF = 1e-10
+
+
+@dataclass(frozen=True)
+class FixedPointOptions:
+    """Options of :func:`maximise`.
+
+    Attributes
+    ----------
+    max_iter : int
+        Maximum number of evaluations (rejected accelerated ones included).
+    tol : float
+        Stop when the relative change of the objective between accepted iterations is at most
+        ``tol``.
+    acceleration : {"anderson", None}
+    memory : int
+        Number of past differences used by Anderson acceleration.
+    """
+
+    max_iter: int = 1000
+    tol: float = 1e-8
+    acceleration: str | None = "anderson"
+    memory: int = 5
+
+    def __post_init__(self) -> None:
+        if self.acceleration not in (None, "anderson"):
+            raise ValueError(f"acceleration: expected 'anderson' or None, got "
+                             f"{self.acceleration!r}")
+        if (isinstance(self.max_iter, bool) or not isinstance(self.max_iter, (int, np.integer))
+                or self.max_iter < 1):
+            raise ValueError(f"max_iter: expected a positive integer, got {self.max_iter!r}")
+        if not (isinstance(self.tol, (int, float, np.floating)) and math.isfinite(self.tol)):
+            raise ValueError(f"tol: expected a finite number, got {self.tol!r}")
+        if not isinstance(self.memory, (int, np.integer)) or self.memory < 1:
+            raise ValueError(f"memory: expected a positive integer, got {self.memory!r}")
+
+
+@dataclass
+class FixedPointTrace:
+    """What :func:`maximise` did.
+
+    Attributes
+    ----------
+    best : Any
+        The last accepted evaluation (the highest objective).
+    last : Any
+        The last evaluation computed (``best`` unless a rejected step came last).
+    objectives : list of float
+        Objective of every accepted iteration (non-decreasing).
+    evaluations : list of Any
+        The accepted evaluations, in order (kept only with ``keep_history``).
+    n_evaluations : int
+        Evaluations computed (the cost).
+    converged : bool
+        The tolerance was met and every plain step was monotone.
+    monotone : bool
+        No plain step lowered the objective by more than round-off.
+    """
+
+    best: Any
+    last: Any
+    objectives: list = field(default_factory=list)
+    evaluations: list = field(default_factory=list)
+    n_evaluations: int = 0
+    converged: bool = False
+    monotone: bool = True
+
+
+class Anderson:
+    """Anderson acceleration (type II, memory ``m``) of a fixed-point map :math:`x \\mapsto F(x)`.
+
+    ``propose(x, fx)`` returns :math:`x + g - (\\Delta X + \\Delta G)\\gamma` with
+    :math:`g = F(x) - x` and :math:`\\gamma` the least-squares fit of :math:`g` by the recent
+    residual differences :math:`\\Delta G`; with no history it is ``fx``.
+    """
+
+    def __init__(self, memory: int):
+        self.memory = int(memory)
+        self.last: tuple | None = None  # previous (x, g)
+        self.dxs: list[np.ndarray] = []  # recent differences of x and of g
+        self.dgs: list[np.ndarray] = []
+
+    def reset(self) -> None:
+        """Forget the history."""
+        self.last = None
+        self.dxs.clear()
+        self.dgs.clear()
+
+    def propose(self, x: np.ndarray, fx: np.ndarray) -> np.ndarray:
+        """The accelerated point from ``x`` and its image ``fx``."""
+        g = fx - x
+        if self.last is not None:
+            self.dxs.append(x - self.last[0])
+            self.dgs.append(g - self.last[1])
+            if len(self.dxs) > self.memory:
+                self.dxs.pop(0)
+                self.dgs.pop(0)
+        self.last = (x, g)
+        if not self.dxs:
+            return fx
+        dx, dg = np.stack(self.dxs), np.stack(self.dgs)  # (m, n)
+        # least squares min ||g - dg^T gamma|| by the (m x m) normal equations, pseudo-inverted
+        # by eigenvalues (directions below 1e-14 of the largest are dropped): a tall lstsq
+        # costs more than a small psi step, and a poor gamma is rejected anyway.
+        evals, evecs = np.linalg.eigh(dg @ dg.T)
+        keep = evals > 1e-14 * max(evals[-1], 0.0)
+        if not keep.any():
+            return fx
+        gamma = evecs[:, keep] @ ((evecs[:, keep].T @ (dg @ g)) / evals[keep])
+        out = x + g - gamma @ (dx + dg)
+        return out if np.all(np.isfinite(out)) else fx
+
+
+def _objective(ev: Any) -> float:
+    return float(ev.objective)
+
+
+def _point(ev: Any, x: np.ndarray) -> np.ndarray:
+    point = getattr(ev, "point", None)
+    return x if point is None else np.asarray(point, dtype=float)
+
+
+def maximise(evaluate: Callable[[np.ndarray], Any], update: Callable[[Any], np.ndarray],
+             x0: np.ndarray, options: FixedPointOptions, *,
+             advance: Callable[[Any], tuple[np.ndarray, Any]] | None = None,
+             callback: Callable[[int, Any], None] | None = None,
+             keep_history: bool = False) -> FixedPointTrace:
+    """Iterate ``x <- update(evaluate(x))`` (optionally accelerated) until the objective stalls.
+
+    Parameters
+    ----------
+    evaluate : callable
+        ``evaluate(x) -> ev`` with a float ``ev.objective``.
+    update : callable
+        ``update(ev) -> x'``, the plain (monotone) map.
+    advance : callable, optional
+        ``advance(ev) -> (x', ev')``, the plain step and its evaluation in one (default
+        ``x' = update(ev)``, ``ev' = evaluate(x')``).
+    x0 : ndarray of shape (n,)
+        Starting point.
+    options : FixedPointOptions
+    callback : callable, optional
+        ``callback(iteration, ev)`` after every accepted iteration.
+    keep_history : bool
+        Keep every accepted evaluation in ``trace.evaluations``.
+
+    Returns
+    -------
+    FixedPointTrace
+
+    Raises
+    ------
+    FloatingPointError
+        If the objective at the start or after a plain step is not finite.
+    """
+    def checked(ev: Any, what: str) -> Any:
+        trace.n_evaluations += 1
+        if not math.isfinite(_objective(ev)):
+            raise FloatingPointError(
+                f"the objective is not finite ({_objective(ev)!r}) at {what} "
+                f"(iteration {len(trace.objectives) + 1}); the inputs overflow the arithmetic")
+        return ev
+
+    def plain(ev: Any, fx: np.ndarray | None = None) -> tuple[np.ndarray, Any]:
+        if advance is not None:
+            fx, new = advance(ev)
+        else:
+            fx = np.asarray(update(ev), dtype=float) if fx is None else fx
+            new = evaluate(fx)
+        return np.asarray(fx, dtype=float), checked(new, "a coordinate-ascent step")
+
+    trace = FixedPointTrace(best=None, last=None)
+    x = np.asarray(x0, dtype=float)
+    cur = trace.last = checked(evaluate(x), "the starting point")
+    anderson = Anderson(options.memory) if options.acceleration == "anderson" else None
+    while True:
+        trace.objectives.append(_objective(cur))
+        if keep_history:
+            trace.evaluations.append(cur)
+        if callback is not None:
+            callback(len(trace.objectives) - 1, cur)
+        if len(trace.objectives) > 1:
+            prev, now = trace.objectives[-2], trace.objectives[-1]
+            if now < prev - ROUNDOFF * max(abs(prev), 1.0):
+                trace.monotone = False
+            if abs(now - prev) <= options.tol * abs(now):
+                trace.converged = trace.monotone
+                break
+        if trace.n_evaluations >= options.max_iter:
+            break
+        if anderson is None:
+            x, cur = plain(cur)
+            trace.last = cur
+            continue
+        fx = np.asarray(update(cur), dtype=float)
+        prop = anderson.propose(x, fx)
+        trial = trace.last = evaluate(prop)
+        trace.n_evaluations += 1
+        if math.isfinite(_objective(trial)) and _objective(trial) >= _objective(cur):
+            x, cur = _point(trial, prop), trial
+            continue
+        if trace.n_evaluations >= options.max_iter:  # out of budget on a rejected step
+            break
+        anderson.reset()
+        x, cur = plain(cur, fx)
+        trace.last = cur
+    trace.best = cur
+    return trace
+
+
+__all__ = ["Anderson", "FixedPointOptions", "FixedPointTrace", "ROUNDOFF", "maximise"]

@@ -1,0 +1,120 @@
+"""Hyper-parameter selection (corrpriors.core.selection) against brute force over the lattice."""
+
+import numpy as np
+import pytest
+
+from corrpriors import CorrelatedMultinomial, ScaleSearch, select_kernel, select_scale
+from corrpriors.applications import CorrelatedTransitionModel
+from corrpriors.kernels import SquaredExponential
+
+
+def _problem(seed=0, c=12, k=3, n=4):
+    rng = np.random.default_rng(seed)
+    x = np.arange(c, dtype=float)[:, None]
+    cov = np.exp(-((x - x.T) ** 2) / 9.0)
+    logits = np.linalg.cholesky(cov + 1e-9 * np.eye(c)) @ rng.standard_normal((c, k)) * 1.5
+    p = np.exp(logits)
+    p /= p.sum(1, keepdims=True)
+    counts = np.stack([rng.multinomial(n, row) for row in p])
+    return cov, counts
+
+
+def _brute_force(cov, counts, criterion, step=0.25, low=1e-2, high=1e4):
+    js = range(int(np.ceil(np.log10(low) / step)), int(np.floor(np.log10(high) / step)) + 1)
+    values = {}
+    for j in js:
+        m = CorrelatedMultinomial(cov, scale=10.0 ** (j * step), tol=1e-10).fit(counts)
+        values[10.0 ** (j * step)] = m.elbo_ if criterion == "elbo" else m.collapsed_bound()
+    return values
+
+
+@pytest.mark.parametrize("criterion", ["collapsed", "elbo"])
+def test_select_scale_finds_the_lattice_maximum(criterion):
+    cov, counts = _problem()
+    values = _brute_force(cov, counts, criterion)
+    scales = sorted(values)
+    best = max(values, key=values.get)
+    sel = select_scale(CorrelatedMultinomial(cov, tol=1e-10), counts, criterion=criterion)
+    # The climb returns a local maximum of the lattice; on this problem the criterion is
+    # unimodal along the lattice, so it must be the global one.
+    i = scales.index(best)
+    assert all(values[scales[j]] <= values[scales[j + 1]] + 1e-9 for j in range(i))
+    assert sel.scale == pytest.approx(best, rel=1e-12)
+    assert sel.value == pytest.approx(values[best], rel=1e-7)
+    assert sel.model.scale_ == pytest.approx(best, rel=1e-12)
+
+
+def test_collapsed_and_elbo_disagree_on_scarce_data():
+    # The ELBO's mean-field gap grows with the scale, so it prefers smaller scales.
+    cov, counts = _problem(seed=2, n=2)
+    by_elbo = select_scale(CorrelatedMultinomial(cov), counts, criterion="elbo")
+    by_bound = select_scale(CorrelatedMultinomial(cov), counts, criterion="collapsed")
+    assert by_elbo.scale < by_bound.scale
+
+
+def test_scale_search_is_warm_and_reuses_fits():
+    cov, counts = _problem(seed=1)
+    search = ScaleSearch(CorrelatedMultinomial(cov), start=1.0)
+    first = search.select(counts)
+    n = search.n_fits_
+    again = search.select(counts)
+    assert search.n_fits_ == n            # same data: no refit at all
+    assert again.scale == first.scale
+    more = counts * 3
+    warm = search.select(more)
+    cold = ScaleSearch(CorrelatedMultinomial(cov), start=1e4)
+    assert cold.select(more).scale == warm.scale
+    assert search.n_fits_ - n < cold.n_fits_      # climbs from the previous choice
+
+
+def test_select_kernel_with_scale_search_ranks_by_best_value():
+    cov, counts = _problem(seed=2)
+    candidates = {"smooth": cov, "independent": np.eye(cov.shape[0])}
+    ranked = select_kernel(counts, candidates, criterion="collapsed", scale_search={})
+    values = {name: select_scale(CorrelatedMultinomial(c), counts).value
+              for name, c in candidates.items()}
+    assert [name for name, _ in ranked] == sorted(values, key=lambda n: -values[n])
+    assert ranked[0][1].collapsed_bound() == pytest.approx(max(values.values()), rel=1e-9)
+
+
+def test_transition_model_selection_matches_offline_selection():
+    rng = np.random.default_rng(4)
+    S, A = 9, 2
+    coords = np.array([(i, j) for i in range(3) for j in range(3)], float)
+    P = rng.dirichlet(np.ones(S) * 0.5, size=(S, A))
+    s = rng.integers(0, S, 60)
+    a = rng.integers(0, A, 60)
+    s2 = np.array([rng.choice(S, p=P[i, j]) for i, j in zip(s, a)])
+    kernels = {l: SquaredExponential(lengthscale=l).bind(coords=coords) for l in (1.0, 3.0)}
+    belief = CorrelatedTransitionModel(S, A, covariance=kernels, selection="collapsed",
+                                       learn_mean=None)
+    belief.update(s, a, s2)
+    belief.refit()
+    for act in range(A):
+        x = belief.counts[:, act, :]
+        offline = [(select_scale(CorrelatedMultinomial(k, learn_mean=None, mean_prior_std=3.0,
+                                                       max_iter=100, tol=1e-6), x), name)
+                   for name, k in kernels.items()]
+        sel, name = max(offline, key=lambda t: t[0].value)
+        chosen = belief.selected_[act]
+        assert chosen["candidate"] == name
+        assert chosen["scale"] == pytest.approx(sel.scale, rel=1e-12)
+        assert chosen["value"] == pytest.approx(sel.value, rel=1e-9)
+        assert belief.models_[act].scale_ == pytest.approx(sel.scale, rel=1e-12)
+
+
+def test_selection_validation():
+    cov, counts = _problem()
+    est = CorrelatedMultinomial(cov)
+    with pytest.raises(ValueError, match="criterion"):
+        select_scale(est, counts, criterion="evidence")
+    with pytest.raises(ValueError, match="low <= high"):
+        select_scale(est, counts, low=10.0, high=1.0)
+    with pytest.raises(ValueError, match="no lattice point"):
+        select_scale(est, counts, low=1.1, high=1.2, step=1.0)
+    with pytest.raises(ValueError, match="step"):
+        select_scale(est, counts, step=0.0)
+    with pytest.raises(ValueError, match="criterion"):
+        CorrelatedTransitionModel(3, 1, np.eye(3), selection="evidence")
+    with pytest.raises(TypeError, match="estimator"):
+        ScaleSearch(np.eye(3))

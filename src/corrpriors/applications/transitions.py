@@ -214,8 +214,11 @@ class CategoryMap:
 
     # -- categories -> next states -------------------------------------------------
     def _valid_probs(self, q: FloatArray) -> FloatArray:
-        """``q`` renormalised over the valid categories of each state (mass on structural
-        zeros discarded; a row with all its mass there falls back to uniform over the valid)."""
+        """Renormalise ``q`` over the valid categories of each state.
+
+        Mass on structural zeros is discarded; a row with all its mass there falls back to
+        uniform over its valid categories.
+        """
         qv = np.where(self.valid, q, 0.0)
         z = qv.sum(axis=-1, keepdims=True)
         bad = ~(z > 1e-300)
@@ -877,9 +880,12 @@ class CorrelatedTransitionModel(_TransitionBelief):
         return self
 
     def _fit_action(self, a: int, counts: FloatArray, censored: bool) -> Any:
-        """Fit (or select) action ``a``'s model; returns it. With a censored category map,
-        EM: impute from the current fit, refit, repeat while the imputation changes (at most
-        ``impute_rounds`` fits or selections, each warm-started)."""
+        """Fit (or select) action ``a``'s model and return it.
+
+        With a censored category map this is EM: impute from the current fit, refit, repeat
+        while the imputation changes (at most ``impute_rounds`` fits or selections, each
+        warm-started).
+        """
         if not censored:
             return self._fit_counts(a, counts)
         cmap, raw = self.category_map, self._counts[:, a, :]

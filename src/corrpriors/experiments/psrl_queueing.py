@@ -127,7 +127,7 @@ def _environment():
 
 
 def category_map(mdp, config: Config):
-    """The relative encoding of the ``pg`` beliefs: queue-length changes within the window."""
+    """Build the relative encoding of the ``pg`` beliefs (queue-length changes in the window)."""
     from ..applications.transitions import displacement_category_map
 
     coords = np.round(np.asarray(mdp.coordinates)).astype(int)

@@ -97,7 +97,9 @@ def test_clip_makes_a_structural_zero_when_the_clipped_point_is_not_a_state():
 
 # ------------------------------------------------------------------ imputation
 def brute_force_impute(cmap, counts, q):
+    """Systematic sampling written out: n points u + j dealt by cumulative shares."""
     S, K = counts.shape[0], cmap.n_categories
+    golden = (math.sqrt(5.0) - 1.0) / 2.0
     qv = np.where(cmap.valid, q, 0.0)
     qv = qv / qv.sum(1, keepdims=True)
     out = np.zeros((S, K))
@@ -110,17 +112,18 @@ def brute_force_impute(cmap, counts, q):
                 out[s, -1] += n
                 continue
             ks = [k for k in range(cmap.n_window) if cmap.destination[s, k] == s2]
-            e = n * qv[s, ks] / qv[s, ks].sum()
-            base = np.floor(e)
-            need = n - int(base.sum())
-            order = sorted(range(len(ks)), key=lambda i: (-(e[i] - base[i]), ks[i]))
-            for rank, i in enumerate(order):
-                out[s, ks[i]] += base[i] + (rank < need)
+            shares = n * qv[s, ks] / qv[s, ks].sum()
+            u = math.modf(golden * (s * S + s2 + 1))[0]
+            edges = np.r_[0.0, np.cumsum(shares)]
+            for j in range(n):
+                point = u + j
+                k = next(i for i in range(len(ks)) if point < edges[i + 1] or i == len(ks) - 1)
+                out[s, ks[k]] += 1
     return out
 
 
 @pytest.mark.parametrize("boundary", ["clip", "stay"])
-def test_impute_is_the_largest_remainder_split(boundary):
+def test_impute_is_the_systematic_split(boundary):
     rng = np.random.default_rng(1)
     cmap = displacement_category_map(box(4, 3), 1, boundary=boundary)
     S, K = cmap.n_states, cmap.n_categories
@@ -156,6 +159,24 @@ def test_impute_keeps_the_data_and_follows_q(boundary):
         ks = cmap.destination[s] == d
         expected[s, k] = big[s, d] * qv[s, k] / qv[s, :-1][ks].sum()
     assert np.abs(cmap.impute(big, q)[:, :-1] - expected[:, :-1]).max() < 1.0
+
+
+def test_single_censored_observations_follow_q_not_its_mode():
+    """Across many boundary transitions seen once each, the imputed moves follow q (in
+    expectation), not its most likely move: rounding each single observation to the mode (hard
+    EM) made the imputed boundary rows too peaked."""
+    cmap = displacement_category_map(box(3, 60), 2, boundary="clip")
+    S, K = cmap.n_states, cmap.n_categories
+    disp = window_displacements(2, 2).tolist()
+    ks = [disp.index([d, 0]) for d in (-2, -1, 0)]        # from (0, j) all three stay at (0, j)
+    q = np.full((S, K), 1e-6)
+    q[:, ks] = [1.0, 2.0, 3.0]
+    counts = np.zeros((S, S))
+    rows = [j for j in range(S) if box(3, 60)[j][0] == 0]
+    counts[rows, rows] = 1
+    x = cmap.impute(counts, q)
+    share = x[rows][:, ks].sum(0) / len(rows)
+    np.testing.assert_allclose(share, [1 / 6, 2 / 6, 3 / 6], atol=0.05)
 
 
 def test_truncated_map_validation():

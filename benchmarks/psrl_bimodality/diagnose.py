@@ -95,6 +95,7 @@ def main(argv=None) -> None:
     print(f"truth: Q(corner, serve 1) - Q(corner, serve 2) = {true_gap:.2f}; "
           f"E[db1 | serve 1] interior {d1_true[interior].mean():.2f}")
     rng = np.random.default_rng(16)
+    rows: list[dict] = []
     head = ("mode", "seed", "method", "final", "distinct", "a0@b1>=3 (ep<=10)", "a0@b1>=3",
             "theta", "unconv", "H vis", "H unvis", "E[db1|a0] int", "gap")
     print("| " + " | ".join(head) + (" | VI draws serve 1 | Gibbs draws serve 1 |" if args.draws else " |"))
@@ -127,6 +128,40 @@ def main(argv=None) -> None:
                 fv, fg, _ = draw_fractions(mdp, z, 50, rng)
                 cells += [f"{fv:.0%}", f"{fg:.0%}"]
             print("| " + " | ".join(str(c) for c in cells) + " |", flush=True)
+            rec = {"mode": "near" if mode == "near" else "bad", "method": method,
+                   "final": final, "distinct": visited.sum(), "a0_early": a0_int[:200].sum(),
+                   "a0_int": a0_int.sum(), "theta0": z["scales"][-1][0], "theta1": z["scales"][-1][1],
+                   "unconv": z["n_unconverged"][-1] / z["n_fits"][0],
+                   "corner": corner_locked(z["states"])}
+            if "mean_model" in z:
+                rec.update(hvis=H[visited].mean(), hunvis=H[~visited].mean(),
+                           d1=d1[interior].mean(), gap=corner_gap(mdp, M))
+            rows.append(rec)
+    print()
+    print("| mode | method | runs | final | distinct states | serve-1 steps at b1 >= 3 (first 10 ep.) "
+          "| serve-1 steps at b1 >= 3 | θ serve 1 | θ serve 2 | unconverged | sits in corner "
+          "| Hellinger visited | unvisited | E[Δb1] serving 1, interior | Q gap at corner |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for method in args.methods:
+        for mode in ("near", "bad"):
+            grp = [r for r in rows if r["mode"] == mode and r["method"] == method]
+            if not grp:
+                continue
+
+            def med(key, fmt="{:.2g}", grp=grp):
+                vals = [r[key] for r in grp if key in r]
+                return fmt.format(np.median(vals)) if vals else ""
+
+            def avg(key, fmt="{:.2f}", grp=grp):
+                vals = [r[key] for r in grp if key in r]
+                return fmt.format(np.mean(vals)) if vals else ""
+
+            print(f"| {mode} | {method} | {len(grp)} | {avg('final', '{:.1f}')} | {avg('distinct', '{:.0f}')} "
+                  f"| {avg('a0_early', '{:.0f}')} | {avg('a0_int', '{:.0f}')} | {med('theta0')} | "
+                  f"{med('theta1')} | {avg('unconv', '{:.1%}')} | {avg('corner', '{:.0%}')} | {avg('hvis')} | "
+                  f"{avg('hunvis')} | {avg('d1')} | {avg('gap', '{:+.2f}')} |")
+    print(f"(truth: E[Δb1] serving queue 1 in the interior {d1_true[interior].mean():.2f}, Q gap at the corner "
+          f"{true_gap:+.2f}; θ: medians, the rest means)")
 
 
 if __name__ == "__main__":

@@ -68,6 +68,7 @@ __all__ = [
 # --------------------------------------------------------------------------------------
 # Category maps
 # --------------------------------------------------------------------------------------
+_GOLDEN = (np.sqrt(5.0) - 1.0) / 2.0   # offsets frac(k * golden) of the systematic split
 @dataclasses.dataclass(frozen=True, eq=False)
 class CategoryMap:
     """Map from (state, next state) pairs to shared categories.
@@ -388,7 +389,7 @@ class TruncatedCategoryMap(CategoryMap):
     share a next state instead of discarding the truncated ones. Fitting a belief needs
     category counts: :meth:`impute` allocates each observed (state, next state) count to the
     categories that lead there in proportion to the current category probabilities (the
-    E-step of EM for censored data), rounded to integers by largest remainders.
+    E-step of EM for censored data), rounded to integers by deterministic systematic sampling.
     """
 
     destination: np.ndarray | None = None
@@ -479,8 +480,14 @@ class TruncatedCategoryMap(CategoryMap):
         ndarray of shape (S, K)
             Each count ``counts[s, s']`` of a next state inside the window is split over the
             valid categories ``k`` with ``destination[s, k] = s'`` in proportion to
-            ``q[s, k]`` (largest-remainder rounding, ties to the lower category index);
-            counts outside the window go to "other". Row sums equal those of ``counts``.
+            ``q[s, k]``, rounded by systematic sampling: the ``n`` points ``u + j``
+            (``j = 0..n-1``) are dealt to the categories by their cumulative shares, so every
+            category gets the floor or the ceiling of its share. The offset ``u`` in [0, 1) is
+            fixed per (s, s') (the fractional part of golden-ratio multiples), so the split is
+            deterministic yet unbiased across transitions -- largest-remainder rounding would
+            give every single observation to the most likely category (hard EM), which makes
+            the imputed boundary rows too peaked. Counts outside the window go to "other".
+            Row sums equal those of ``counts``.
         """
         c = np.asarray(counts, dtype=np.float64)
         S = self.n_states
@@ -494,17 +501,23 @@ class TruncatedCategoryMap(CategoryMap):
             raise ValueError(f"q: expected finite non-negative probabilities of shape "
                              f"({S}, {self.n_categories}), got shape {q.shape}")
         qv = self._valid_probs(q)
-        n = c.ravel()[self._dflat]                                  # count of each pair's target
+        g = self._dflat                                           # the target of each pair
+        n = c.ravel()[g]
         w = qv[self._drows, self._dcats] + 1e-300
-        share = n * w / np.bincount(self._dflat, weights=w, minlength=S * S)[self._dflat]
-        base = np.floor(share + 1e-9)
-        need = (c.ravel() - np.bincount(self._dflat, weights=base, minlength=S * S))[self._dflat]
-        order = np.lexsort((-(share - base), self._dflat))         # by target, largest first
-        start = np.searchsorted(self._dflat[order], self._dflat[order])
-        rank = np.empty_like(order)
-        rank[order] = np.arange(order.size) - start
+        share = n * w / np.bincount(g, weights=w, minlength=S * S)[g]
+        order = np.argsort(g, kind="stable")                      # by target, then category
+        gs, sh = g[order], share[order]
+        first = np.r_[True, gs[1:] != gs[:-1]]
+        last = np.r_[gs[1:] != gs[:-1], True]
+        cum = np.cumsum(sh)
+        upper = cum - (cum - sh)[first][np.cumsum(first) - 1]     # cumulative share in the group
+        upper[last] = n[order][last]                              # exact group totals
+        lower = np.r_[0.0, upper[:-1]]
+        lower[first] = 0.0
+        u = np.modf(_GOLDEN * (gs + 1.0))[0]                      # fixed offset per target
+        alloc = np.ceil(upper - u) - np.ceil(lower - u)
         out = np.zeros((S, self.n_categories))
-        out[self._drows, self._dcats] = base + (rank < need)
+        out[self._drows[order], self._dcats[order]] = alloc
         if self.has_other:
             out[:, -1] = np.where(self.outside, c, 0.0).sum(axis=-1)
         return out

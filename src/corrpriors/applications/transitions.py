@@ -66,6 +66,7 @@ __all__ = [
     "CorrelatedTransitionModel",
     "DirichletTransitionModel",
     "KnownTransitionModel",
+    "TruncatedCategoryMap",
     "displacement_category_map",
     "identity_category_map",
     "window_displacements",
@@ -75,6 +76,7 @@ __all__ = [
 # --------------------------------------------------------------------------------------
 # Category maps
 # --------------------------------------------------------------------------------------
+_GOLDEN = (np.sqrt(5.0) - 1.0) / 2.0   # offsets frac(k * golden) of the systematic split
 @dataclasses.dataclass(frozen=True, eq=False)
 class CategoryMap:
     """Map from (state, next state) pairs to shared categories.
@@ -220,6 +222,21 @@ class CategoryMap:
         return np.divide(w, z, out=np.zeros_like(w), where=z > 0)
 
     # -- categories -> next states -------------------------------------------------
+    def _valid_probs(self, q: FloatArray) -> FloatArray:
+        """Renormalise ``q`` over the valid categories of each state.
+
+        Mass on structural zeros is discarded; a row with all its mass there falls back to
+        uniform over its valid categories.
+        """
+        qv = np.where(self.valid, q, 0.0)
+        z = qv.sum(axis=-1, keepdims=True)
+        bad = ~(z > 1e-300)
+        if bad.any():
+            uniform = self.valid / self.valid.sum(axis=1, keepdims=True)
+            qv = np.where(bad, uniform, qv)
+            z = np.where(bad, 1.0, z)
+        return qv / z
+
     def next_state_probs(self, q: Any, other_weights: Any | None = None) -> FloatArray:
         """Map category probabilities to next-state probabilities.
 
@@ -242,14 +259,7 @@ class CategoryMap:
         S, K = self.n_states, self.n_categories
         if q.ndim < 2 or q.shape[-2:] != (S, K):
             raise ValueError(f"q: expected shape (..., S, K) = (..., {S}, {K}), got {q.shape}")
-        qv = np.where(self.valid, q, 0.0)
-        z = qv.sum(axis=-1, keepdims=True)
-        bad = ~(z > 1e-300)
-        if bad.any():  # all mass on structural zeros: fall back to uniform over valid ones
-            uniform = self.valid / self.valid.sum(axis=1, keepdims=True)
-            qv = np.where(bad, uniform, qv)
-            z = np.where(bad, 1.0, z)
-        qv = qv / z
+        qv = self._valid_probs(q)
         out = np.zeros(q.shape[:-1] + (S,))
         out[..., self._rows, self._cols] = qv[..., self._rows, self._cats]
         if self.has_other:
@@ -278,15 +288,19 @@ def identity_category_map(n_states: int) -> CategoryMap:
     return CategoryMap(np.tile(np.arange(S, dtype=np.int64), (S, 1)), n_window=S)
 
 
-def displacement_category_map(coordinates: Any, radius: int,
-                              other_prior: float = 0.01) -> CategoryMap:
-    """Relative encoding: category = displacement ``coords[s'] - coords[s]``.
+BOUNDARY_RULES = ("exclude", "clip", "stay")
+"""What a displacement leaving the state space means (see :func:`displacement_category_map`)."""
+
+
+def displacement_category_map(coordinates: Any, radius: int, other_prior: float = 0.01,
+                              boundary: str = "exclude") -> CategoryMap:
+    r"""Relative encoding: category = displacement ``coords[s'] - coords[s]``.
 
     The window holds the ``(2 radius + 1)^D`` displacements ``d`` with
-    ``|d|_inf <= radius``, in lexicographic order of ``d``; a displacement that
-    leaves the state space is a structural zero for that state. Next states beyond
+    ``|d|_inf <= radius``, in lexicographic order of ``d``. Next states beyond
     the window go to one extra, last, "other" category (present only if some state
-    has such a next state).
+    has such a next state). What a displacement that leaves the state space means is
+    set by ``boundary``.
 
     Parameters
     ----------
@@ -296,11 +310,25 @@ def displacement_category_map(coordinates: Any, radius: int,
         Window half-width (>= 1).
     other_prior : float, default=0.01
         See :class:`CategoryMap`.
+    boundary : {"exclude", "clip", "stay"}, default="exclude"
+        ``"exclude"``: such a displacement is a structural zero of that state (its mass
+        is discarded and the rest renormalised). ``"clip"``: the displacement is the
+        *intended* move and the next state is ``coords[s] + d`` clipped coordinate-wise
+        to the box of the coordinates -- the truncation :math:`(\cdot)_0^B` of queues with
+        finite buffers (a clipped point that is not a state is a structural zero).
+        ``"stay"``: a move that does not land on a state leaves the agent where it is
+        -- a grid's walls. With ``"clip"`` and ``"stay"`` several categories can lead to
+        the same next state, so observations are censored: a
+        :class:`TruncatedCategoryMap` is returned, whose beliefs impute the latent
+        displacement (see :meth:`TruncatedCategoryMap.impute`).
 
     Returns
     -------
     CategoryMap
+        A :class:`TruncatedCategoryMap` for ``boundary="clip"`` or ``"stay"``.
     """
+    if boundary not in BOUNDARY_RULES:
+        raise ValueError(f"boundary: expected one of {', '.join(BOUNDARY_RULES)}, got {boundary!r}")
     coords = np.asarray(coordinates)
     if coords.ndim != 2 or coords.shape[0] < 2:
         raise ValueError(f"coordinates: expected shape (S, D) with S >= 2, got {coords.shape}")
@@ -319,7 +347,16 @@ def displacement_category_map(coordinates: Any, radius: int,
     weights = width ** np.arange(D - 1, -1, -1)                  # lexicographic order
     cat = ((disp + r) * weights).sum(axis=-1)
     cat = np.where(inside, cat, -1)
-    return CategoryMap(cat, n_window=width ** D, other_prior=other_prior)
+    if boundary == "exclude":
+        return CategoryMap(cat, n_window=width ** D, other_prior=other_prior)
+    index = {tuple(c): i for i, c in enumerate(coords.tolist())}
+    aim = coords[:, None, :] + window_displacements(D, r)[None]   # (S, n_window, D)
+    if boundary == "clip":
+        aim = np.clip(aim, coords.min(axis=0), coords.max(axis=0))
+    dest = np.array([[index.get(tuple(c), -1 if boundary == "clip" else s) for c in row]
+                     for s, row in enumerate(aim.tolist())], dtype=np.int64)
+    return TruncatedCategoryMap(cat, n_window=width ** D, other_prior=other_prior,
+                                destination=dest)
 
 
 def window_displacements(n_dims: int, radius: int) -> IntArray:
@@ -331,6 +368,171 @@ def window_displacements(n_dims: int, radius: int) -> IntArray:
     """
     return np.array(list(itertools.product(range(-radius, radius + 1), repeat=n_dims)),
                     dtype=np.int64)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class TruncatedCategoryMap(CategoryMap):
+    """A category map in which several categories can lead to the same next state.
+
+    Category ``k`` of state ``s`` is an *intended* move that leads to
+    ``destination[s, k]``; moves that would leave the state space are truncated (a queue's
+    finite buffer) or stay put (a grid's walls), so near the boundary several categories share
+    one next state and an observed transition is *censored*: it says which next state was
+    reached, not which category produced it. ``category`` is the *direct* map of
+    :class:`CategoryMap` (the category whose move is exactly ``coords[s'] - coords[s]``); its
+    :meth:`aggregate` is the uncensored reading of the counts, used to start the imputation.
+
+    Parameters
+    ----------
+    category : ndarray of shape (S, S)
+        Direct categories, as in :class:`CategoryMap` (``-1``: outside the window).
+    n_window : int, optional
+        Number of window categories.
+    other_prior : float, default=0.01
+        See :class:`CategoryMap`.
+    destination : ndarray of shape (S, n_window)
+        Next state of every window category from every state; ``-1`` marks a structural
+        zero. Must agree with ``category`` (a direct category leads to its own next state),
+        and every destination must lie inside the window of its state.
+
+    Notes
+    -----
+    Mapping category probabilities back (:meth:`next_state_probs`) sums the categories that
+    share a next state instead of discarding the truncated ones. Fitting a belief needs
+    category counts: :meth:`impute` allocates each observed (state, next state) count to the
+    categories that lead there in proportion to the current category probabilities (the
+    E-step of EM for censored data), rounded to integers by deterministic systematic sampling.
+    """
+
+    destination: np.ndarray | None = None
+    _dflat: np.ndarray = dataclasses.field(init=False, repr=False)
+    _drows: np.ndarray = dataclasses.field(init=False, repr=False)
+    _dcats: np.ndarray = dataclasses.field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.destination is None:
+            raise ValueError("destination: expected an int array of shape (S, n_window), got None")
+        S, W = self.n_states, int(self.n_window)
+        dest = np.asarray(self.destination)
+        if dest.shape != (S, W) or not np.issubdtype(dest.dtype, np.integer):
+            raise ValueError(f"destination: expected an int array of shape (S, n_window) = "
+                             f"({S}, {W}), got {dest.dtype} {dest.shape}")
+        dest = dest.astype(np.int64)
+        if (dest < -1).any() or (dest >= S).any():
+            raise ValueError(f"destination: entries must lie in [-1, {S}), found "
+                             f"[{dest.min()}, {dest.max()}]")
+        if (dest[self._rows, self._cats] != self._cols).any():
+            raise ValueError("destination: a direct category must lead to its own next state "
+                             "(destination[s, category[s, s']] == s')")
+        rows, cats = np.nonzero(dest >= 0)
+        if self.outside[rows, dest[rows, cats]].any():
+            raise ValueError("destination: every destination must lie inside the window of its "
+                             "state (outside next states belong to the 'other' category)")
+        valid = self.valid.copy()
+        valid[:, :W] = dest >= 0
+        if (valid.sum(axis=1) < 1).any():
+            raise ValueError("destination: every state needs at least one valid category")
+        for name, arr in (("destination", dest), ("valid", valid), ("_dflat", rows * S + dest[rows, cats]),
+                          ("_drows", rows), ("_dcats", cats)):
+            arr.setflags(write=False)
+            object.__setattr__(self, name, arr)
+
+    @property
+    def is_identity(self) -> bool:
+        """Always False (categories are moves, several may share a next state)."""
+        return False
+
+    def next_state_probs(self, q: Any, other_weights: Any | None = None) -> FloatArray:
+        """Map category probabilities to next-state probabilities (truncated moves summed).
+
+        Parameters
+        ----------
+        q : array_like of shape (..., S, K)
+            Category probabilities per state.
+        other_weights : array_like of shape (..., S, S), optional
+            As in :meth:`CategoryMap.next_state_probs`.
+
+        Returns
+        -------
+        ndarray of shape (..., S, S)
+            ``out[..., s, s'] = sum_{k: destination[s, k] = s'} q[..., s, k]`` plus the
+            "other" mass spread by ``other_weights``, with ``q`` renormalised over the valid
+            categories.
+        """
+        q = np.asarray(q, dtype=np.float64)
+        S, K = self.n_states, self.n_categories
+        if q.ndim < 2 or q.shape[-2:] != (S, K):
+            raise ValueError(f"q: expected shape (..., S, K) = (..., {S}, {K}), got {q.shape}")
+        qv = self._valid_probs(q)
+        lead = q.shape[:-2]
+        m = int(np.prod(lead, dtype=np.int64))
+        w = qv.reshape((m, S, K))[:, self._drows, self._dcats]                 # (m, P)
+        idx = (np.arange(m)[:, None] * (S * S) + self._dflat[None, :]).ravel()
+        out = np.bincount(idx, weights=w.ravel(), minlength=m * S * S).reshape(lead + (S, S))
+        if self.has_other:
+            ow = self.other_weights(np.zeros((S, S))) if other_weights is None else \
+                np.asarray(other_weights, dtype=np.float64)
+            out = out + qv[..., -1:] * ow
+        return out
+
+    def impute(self, counts: Any, q: Any | None = None) -> FloatArray:
+        """Integer category counts for observed transitions, given category probabilities.
+
+        Parameters
+        ----------
+        counts : array_like of shape (S, S)
+            Observed next-state counts (one action), non-negative integers.
+        q : array_like of shape (S, K), optional
+            Current category probabilities (e.g. a fitted model's); ``None`` gives the
+            uncensored reading :meth:`aggregate` (each transition counted as its direct move).
+
+        Returns
+        -------
+        ndarray of shape (S, K)
+            Each count ``counts[s, s']`` of a next state inside the window is split over the
+            valid categories ``k`` with ``destination[s, k] = s'`` in proportion to
+            ``q[s, k]``, rounded by systematic sampling: the ``n`` points ``u + j``
+            (``j = 0..n-1``) are dealt to the categories by their cumulative shares, so every
+            category gets the floor or the ceiling of its share. The offset ``u`` in [0, 1) is
+            fixed per (s, s') (the fractional part of golden-ratio multiples), so the split is
+            deterministic yet unbiased across transitions -- largest-remainder rounding would
+            give every single observation to the most likely category (hard EM), which makes
+            the imputed boundary rows too peaked. Counts outside the window go to "other".
+            Row sums equal those of ``counts``.
+        """
+        c = np.asarray(counts, dtype=np.float64)
+        S = self.n_states
+        if c.shape != (S, S) or (c < 0).any() or not np.all(c == np.round(c)):
+            raise ValueError(f"counts: expected non-negative integer counts of shape ({S}, {S}), "
+                             f"got shape {c.shape}")
+        if q is None:
+            return self.aggregate(c)
+        q = np.asarray(q, dtype=np.float64)
+        if q.shape != (S, self.n_categories) or not np.all(np.isfinite(q)) or (q < 0).any():
+            raise ValueError(f"q: expected finite non-negative probabilities of shape "
+                             f"({S}, {self.n_categories}), got shape {q.shape}")
+        qv = self._valid_probs(q)
+        g = self._dflat                                           # the target of each pair
+        n = c.ravel()[g]
+        w = qv[self._drows, self._dcats] + 1e-300
+        share = n * w / np.bincount(g, weights=w, minlength=S * S)[g]
+        order = np.argsort(g, kind="stable")                      # by target, then category
+        gs, sh = g[order], share[order]
+        first = np.r_[True, gs[1:] != gs[:-1]]
+        last = np.r_[gs[1:] != gs[:-1], True]
+        cum = np.cumsum(sh)
+        upper = cum - (cum - sh)[first][np.cumsum(first) - 1]     # cumulative share in the group
+        upper[last] = n[order][last]                              # exact group totals
+        lower = np.r_[0.0, upper[:-1]]
+        lower[first] = 0.0
+        u = np.modf(_GOLDEN * (gs + 1.0))[0]                      # fixed offset per target
+        alloc = np.ceil(upper - u) - np.ceil(lower - u)
+        out = np.zeros((S, self.n_categories))
+        out[self._drows[order], self._dcats[order]] = alloc
+        if self.has_other:
+            out[:, -1] = np.where(self.outside, c, 0.0).sum(axis=-1)
+        return out
 
 
 # --------------------------------------------------------------------------------------
@@ -650,6 +852,10 @@ class CorrelatedTransitionModel(_TransitionBelief):
         CAVI iteration cap per refit (warm starts need few).
     tol : float, default=1e-6
         Relative objective change that stops a refit.
+    impute_rounds : int, default=3
+        With a :class:`TruncatedCategoryMap` (censored observations at the boundary): at
+        most this many impute-then-fit rounds per refit (EM; it stops early when the
+        imputed counts no longer change, and refits continue it across new data).
     selection : {None, "collapsed", "elbo"}, default=None
         ``None``: the scale is learned by (MAP-)EM (``learn_scale``) or fixed. Otherwise, at
         every refit and for every action, the scale :math:`\theta_a` (and, if ``covariance``
@@ -689,7 +895,7 @@ class CorrelatedTransitionModel(_TransitionBelief):
                  scale_prior: tuple[float, float] | None = (2.0, 1.0),
                  probs_method: str = "plugin", max_iter: int = 100, tol: float = 1e-6,
                  selection: str | None = None, scale_range: tuple[float, float] = (1e-2, 1e4),
-                 scale_step: float = 0.25, precision: Any = None,
+                 scale_step: float = 0.25, precision: Any = None, impute_rounds: int = 3,
                  **model_kwargs: Any) -> None:
         super().__init__(n_states, n_actions)
         from ..core.model import CorrelatedMultinomial
@@ -705,6 +911,9 @@ class CorrelatedTransitionModel(_TransitionBelief):
             raise ValueError(f"probs_method: expected 'plugin' or 'mc', got {probs_method!r}")
         if learn_mean not in (None, "constant", "full"):
             raise ValueError(f"learn_mean: expected None, 'constant' or 'full', got {learn_mean!r}")
+        if int(impute_rounds) != impute_rounds or impute_rounds < 1:
+            raise ValueError(f"impute_rounds: expected a positive int, got {impute_rounds!r}")
+        self.impute_rounds = int(impute_rounds)
         if selection is not None:
             check_criterion(selection)
         if (covariance is None) == (precision is None):
@@ -901,26 +1110,51 @@ class CorrelatedTransitionModel(_TransitionBelief):
         if self._cache.get("version") == self._version:
             return self
         which = range(self.n_actions) if actions is None else [int(a) for a in actions]
+        censored = isinstance(self.category_map, TruncatedCategoryMap)
         cat_counts = self.category_map.aggregate(self._counts.transpose(1, 0, 2))   # (A, S, K)
         for a in which:
             model = self.models_[a]
             prev = self._fitted_counts[a]
-            if prev is not None and np.array_equal(prev, cat_counts[a]):
+            data = self._counts[:, a, :] if censored else cat_counts[a]
+            if prev is not None and np.array_equal(prev, data):
                 continue
             tic = time.perf_counter()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ConvergenceWarning)
-                if self._searches is None:
-                    model.fit(cat_counts[a], warm_start=True)
-                    self.n_fits_ += 1
-                else:
-                    model = self._select(a, cat_counts[a])
+                model = self._fit_action(a, cat_counts[a], censored)
             self.fit_seconds_ += time.perf_counter() - tic
             self.n_unconverged_ += int(not model.converged_)
-            self._fitted_counts[a] = cat_counts[a].copy()
+            self._fitted_counts[a] = data.copy()
         if actions is None:
             self._cache = {"version": self._version}
         return self
+
+    def _fit_action(self, a: int, counts: FloatArray, censored: bool) -> Any:
+        """Fit (or select) action ``a``'s model and return it.
+
+        With a censored category map this is EM: impute from the current fit, refit, repeat
+        while the imputation changes (at most ``impute_rounds`` fits or selections, each
+        warm-started).
+        """
+        if not censored:
+            return self._fit_counts(a, counts)
+        cmap, raw = self.category_map, self._counts[:, a, :]
+        current = self.models_[a]
+        x = cmap.impute(raw, current.probs() if hasattr(current, "result_") else None)
+        for _ in range(self.impute_rounds):
+            model = self._fit_counts(a, x)
+            x_new = cmap.impute(raw, model.probs())
+            if np.array_equal(x_new, x):
+                break
+            x = x_new
+        return model
+
+    def _fit_counts(self, a: int, counts: FloatArray) -> Any:
+        """One fit of action ``a``'s model to category counts (or a selection); the model."""
+        if self._searches is None:
+            self.n_fits_ += 1
+            return self.models_[a].fit(counts, warm_start=True)
+        return self._select(a, counts)
 
     def _select(self, a: int, counts: FloatArray) -> Any:
         """Choose action ``a``'s covariance and scale by the criterion; returns the model."""

@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from ..applications.transitions import BOUNDARY_RULES
+from ..core.selection import CRITERIA
 from ._protocol import Claim, SeedResult
 from ._shared import curve_stack
 
@@ -50,8 +52,8 @@ def check_methods(methods: Any) -> None:
 def check_psrl_config(config: Any, counts: tuple[str, ...]) -> None:
     """Raise ``ValueError`` naming the field of an invalid PSRL config.
 
-    Unknown methods, a field of ``counts`` that is not a positive integer, or a discount outside
-    [0, 1) (0 = the environment's).
+    Unknown methods, a field of ``counts`` that is not a positive integer, a discount outside
+    [0, 1) (0 = the environment's) or an unknown ``boundary`` rule of the relative encoding.
     """
     check_methods(config.methods)
     for field in counts:
@@ -60,6 +62,12 @@ def check_psrl_config(config: Any, counts: tuple[str, ...]) -> None:
             raise ValueError(f"{field}: expected a positive integer, got {value!r}")
     if not 0 <= config.discount < 1:
         raise ValueError(f"discount: expected 0 (the environment's) or a value in (0, 1), got {config.discount}")
+    selection = getattr(config, "selection", "")
+    if selection not in ("", *CRITERIA):
+        raise ValueError(f"selection: expected '' (MAP-EM) or one of {', '.join(CRITERIA)}, got {selection!r}")
+    boundary = getattr(config, "boundary", "exclude")
+    if boundary not in BOUNDARY_RULES:
+        raise ValueError(f"boundary: expected one of {', '.join(BOUNDARY_RULES)}, got {boundary!r}")
 
 
 def make_belief(model: str, mdp: Any, covariance: np.ndarray | None, category_map: Any,
@@ -77,9 +85,10 @@ def make_belief(model: str, mdp: Any, covariance: np.ndarray | None, category_ma
     if model == "dirichlet_sparse":
         return DirichletTransitionModel(S, A, alpha=config.alpha_sparse)
     cmap = category_map if model == "pg" else identity_category_map(S)
+    selection = getattr(config, "selection", "") or None
     return CorrelatedTransitionModel(S, A, covariance, category_map=cmap,
                                      learn_scale=config.learn_scale, learn_mean="constant",
-                                     max_iter=config.max_iter, tol=config.tol)
+                                     max_iter=config.max_iter, tol=config.tol, selection=selection)
 
 
 def run_methods(mdp: Any, config: Any, rng: np.random.Generator, start_state: int,

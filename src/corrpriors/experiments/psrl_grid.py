@@ -91,8 +91,16 @@ class Config:
         Kernel length scale in cells; 0 = the largest distance between two cells.
     radius : int
         Displacement window of the relative encoding (``pg``).
+    boundary : {"exclude", "stay", "clip"}
+        What a displacement that leaves the grid means to the relative encoding
+        (:func:`corrpriors.applications.transitions.displacement_category_map`); the grid
+        keeps the agent in place ("stay"), the default keeps the earlier structural zeros.
     learn_scale : bool
-        Learn the kernel scale theta by (MAP-)EM at every refit.
+        Learn the kernel scale theta by (MAP-)EM at every refit (without ``selection``).
+    selection : {"", "collapsed", "elbo"}
+        "" (default): theta by MAP-EM. "collapsed": theta per action by the collapsed bound over
+        a log lattice (0.25 decades in [1e-2, 1e4]), warm-started from the previous refit's
+        choice -- the selection of the system-identification experiment.
     max_iter, tol : int, float
         Variational fit settings per refit. Refits are warm-started, so the cap makes the
         variational EM an anytime optimisation that continues across refits (cold fits
@@ -110,7 +118,9 @@ class Config:
     alpha_sparse: float = 1e-3
     lengthscale: float = 0.0
     radius: int = 3
+    boundary: str = "exclude"
     learn_scale: bool = True
+    selection: str = ""
     max_iter: int = 20
     tol: float = 1e-4
     discount: float = 0.0
@@ -173,7 +183,8 @@ def run_seed(config: Config, rng: np.random.Generator) -> SeedResult:
     needs_pg = any(split_method(m)[0].startswith("pg") for m in config.methods)
     cov = se_covariance(coords, ell) if needs_pg else None
     cells = np.asarray(mdp.cells if getattr(mdp, "cells", None) is not None else coords)
-    cmap = displacement_category_map(np.round(cells).astype(int), config.radius)
+    cmap = displacement_category_map(np.round(cells).astype(int), config.radius,
+                                     boundary=config.boundary)
     out = run_methods(mdp, config, rng, _start_state(mdp, config.start), cov, cmap,
                       "normalized_return", config.n_transitions, normalise=True)
     return dataclasses.replace(out, extras={**out.extras, "lengthscale": np.array([ell])})

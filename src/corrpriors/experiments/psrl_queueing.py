@@ -1,4 +1,4 @@
-"""PSRL on the two-server batch queueing network (paper section 4.3.3, Fig. 4).
+r"""PSRL on the two-server batch queueing network (paper section 4.3.3, Fig. 4).
 
 Per seed and per policy: ``corrpriors.envs.queueing_network()`` (B1 = B2 = 10, S = 121
 queue states (b1, b2), two actions: serve queue 1 / serve queue 2, reward -(b1 + b2), known
@@ -6,7 +6,14 @@ to the agent). 100 learning episodes of 20 transitions, each continuing where th
 one ended (the first from the empty network). After every episode the agent folds the
 episode into its belief, replans and then acts greedily. The same eight policies as
 :mod:`corrpriors.experiments.psrl_grid`; the relative encoding (``pg``) uses the changes of
-the two queue lengths within ``|d|_inf <= radius`` plus an "other" category.
+the two queue lengths within ``|d|_inf <= radius`` plus an "other" category. The changes are
+the *intended* moves ``(q1 - q2, q2 - q3)``, truncated at the buffers like the network's
+:math:`(\cdot)_0^B` (``boundary="clip"``), so one move distribution can describe every state
+and a transition observed at a boundary is censored (its move is imputed by EM). The earlier
+treatment (``boundary="exclude"``: moves that leave the buffers are structural zeros,
+boundary transitions counted as the truncated move they show) cannot represent the network;
+its fit carried the empty queue's truncated moves into the interior and made PSRL bimodal
+(issue 16, ``benchmarks/psrl_bimodality/REPORT.md``).
 
 Kernel: squared exponential on the Euclidean distances between the queue states (b1, b2)
 normalised to [0, 1] (divided by the buffer sizes), length scale sqrt(0.5).
@@ -75,8 +82,16 @@ class Config:
         Kernel length scale on the normalised queue states.
     radius : int
         Window of queue-length changes of the relative encoding (``pg``).
+    boundary : {"clip", "exclude", "stay"}
+        What a change that leaves the buffers means to the relative encoding
+        (:func:`corrpriors.applications.transitions.displacement_category_map`); "clip" is
+        the network's truncation.
     learn_scale : bool
-        Learn the kernel scale theta by (MAP-)EM at every refit.
+        Learn the kernel scale theta by (MAP-)EM at every refit (without ``selection``).
+    selection : {"", "collapsed", "elbo"}
+        "" (default): theta by MAP-EM. "collapsed": theta per action by the collapsed bound over
+        a log lattice (0.25 decades in [1e-2, 1e4]), warm-started from the previous refit's
+        choice -- the selection of the system-identification experiment.
     max_iter, tol : int, float
         Variational fit settings per refit. Refits are warm-started, so the cap makes the
         variational EM an anytime optimisation that continues across refits.
@@ -92,7 +107,9 @@ class Config:
     alpha_sparse: float = 1e-3
     lengthscale: float = math.sqrt(0.5)
     radius: int = 5
+    boundary: str = "clip"
     learn_scale: bool = True
+    selection: str = ""
     max_iter: int = 20
     tol: float = 1e-4
     discount: float = 0.0
@@ -131,10 +148,16 @@ def resolve_config(config: Config) -> Config:
     return dataclasses.replace(config, discount=float(_environment().discount))
 
 
-def run_seed(config: Config, rng: np.random.Generator) -> SeedResult:
-    """Run all configured policies for one seed; curves of shape (n_episodes + 1,)."""
+def category_map(mdp, config: Config):
+    """Build the relative encoding of the ``pg`` beliefs (queue-length changes in the window)."""
     from ..applications.transitions import displacement_category_map
 
+    coords = np.round(np.asarray(mdp.coordinates)).astype(int)
+    return displacement_category_map(coords, config.radius, boundary=config.boundary)
+
+
+def run_seed(config: Config, rng: np.random.Generator) -> SeedResult:
+    """Run all configured policies for one seed; curves of shape (n_episodes + 1,)."""
     check_methods(config.methods)
     mdp = _environment()
     coords = np.asarray(mdp.coordinates, dtype=float)
@@ -142,7 +165,7 @@ def run_seed(config: Config, rng: np.random.Generator) -> SeedResult:
     normalised = (coords - coords.min(axis=0)) / np.where(span > 0, span, 1.0)
     needs_pg = any(split_method(m)[0].startswith("pg") for m in config.methods)
     cov = se_covariance(normalised, config.lengthscale) if needs_pg else None
-    cmap = displacement_category_map(np.round(coords).astype(int), config.radius)
+    cmap = category_map(mdp, config)
     empty = int(np.flatnonzero((coords == coords.min(axis=0)).all(axis=1))[0])
     return run_methods(mdp, config, rng, empty, cov, cmap, "expected_return",
                        config.n_episodes * config.episode_length, normalise=False)

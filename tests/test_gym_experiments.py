@@ -128,12 +128,13 @@ def test_reachable_states_leave_out_the_cliff():
         reachable_states(np.eye(3))
 
 
-def test_steps_to_optimal_needs_the_policy_to_stay_optimal():
+def test_steps_to_optimal_first_reach_stay_and_share():
     x = [0, 50, 100, 150]
-    assert steps_to_optimal(x, [0.2, 1.0, 0.9, 1.0]) == 150
-    assert steps_to_optimal(x, [0.2, 1.0, 1.0, 1.0]) == 50
-    assert steps_to_optimal(x, [1.0, 1.0, 1.0, 1.0]) == 0
-    assert steps_to_optimal(x, [1.0, 1.0, 1.0, 0.5]) is None
+    assert steps_to_optimal(x, [0.2, 1.0, 0.9, 1.0]) == (50, 150, pytest.approx(2 / 3))
+    assert steps_to_optimal(x, [0.2, 1.0, 1.0, 1.0]) == (50, 50, 1.0)
+    assert steps_to_optimal(x, [1.0, 1.0, 1.0, 1.0]) == (0, 0, 1.0)
+    assert steps_to_optimal(x, [0.5, 1.0, 1.0, 0.5]) == (50, None, pytest.approx(2 / 3))
+    assert steps_to_optimal(x, [0.5, 0.9, 0.99, 0.5]) == (None, None, 0.0)
 
 
 # ----------------------------------------------------------------------------- environments and identity

@@ -198,15 +198,41 @@ def metric_names(mdp: Any) -> dict[str, str]:
     return names
 
 
-def steps_to_optimal(x: list[float], curve: np.ndarray) -> float | None:
-    """First x from which ``curve`` (a normalized return) stays optimal to the end; None if it is not at the end."""
-    c = np.asarray(curve, dtype=float)
-    below = np.flatnonzero(c < 1.0 - OPTIMAL_TOL)
-    if below.size == 0:
-        return float(x[0])
-    if below[-1] == len(c) - 1:
-        return None
-    return float(x[below[-1] + 1])
+def steps_to_optimal(x: list[float], curve: np.ndarray) -> tuple[float | None, float | None, float]:
+    """When a normalised-return curve first reaches the optimum, and from when it stays there.
+
+    Parameters
+    ----------
+    x : list of float
+        The scoring steps.
+    curve : ndarray of shape (len(x),)
+        ``normalized_return`` of the greedy policy (optimal: at least ``1 - OPTIMAL_TOL``).
+
+    Returns
+    -------
+    first : float or None
+        First step at which the greedy policy is optimal (None: never).
+    stays : float or None
+        First step from which it is optimal at every later scoring (None: not at the end).
+    share : float
+        Fraction of the scorings from ``first`` on at which it is optimal (0 if never).
+    """
+    optimal = np.asarray(curve, dtype=float) >= 1.0 - OPTIMAL_TOL
+    if not optimal.any():
+        return None, None, 0.0
+    i = int(np.argmax(optimal))
+    not_optimal = np.flatnonzero(~optimal)
+    if not_optimal.size == 0:
+        stays: float | None = float(x[0])
+    elif not_optimal[-1] == len(optimal) - 1:
+        stays = None
+    else:
+        stays = float(x[not_optimal[-1] + 1])
+    return float(x[i]), stays, float(optimal[i:].mean())
+
+
+def _span(values: list[float]) -> str:
+    return f"{min(values):g}" if min(values) == max(values) else f"{min(values):g}-{max(values):g}"
 
 
 class PSRLExperiment(GymExperiment):
@@ -257,16 +283,22 @@ class PSRLExperiment(GymExperiment):
         table: dict[str, Any] = {}
         notes = []
         for method in metrics["normalized_return"]["methods"]:
-            reached = [steps_to_optimal(x, results[s].curves["normalized_return"][method]) for s in seeds]
+            found = [steps_to_optimal(x, results[s].curves["normalized_return"][method]) for s in seeds]
             cpu = float(np.mean([results[s].method_extras["cpu_seconds"][method][0] for s in seeds]))
-            table[method] = {"optimal_from_step": reached,
-                             "seeds_optimal_at_end": int(sum(r is not None for r in reached)),
+            table[method] = {"first_optimal_step": [f[0] for f in found],
+                             "optimal_to_the_end_from_step": [f[1] for f in found],
+                             "share_optimal_after_first": [f[2] for f in found],
                              "cpu_seconds_per_seed": cpu}
-            got = sorted(r for r in reached if r is not None)
-            when = (f"from step {got[0]:g} to {got[-1]:g}" if got and got[0] != got[-1]
-                    else f"from step {got[0]:g}" if got else "")
-            notes.append(f"{method}: greedy policy optimal at the end in {len(got)}/{len(seeds)} seeds"
-                         + (f" ({when})" if when else "") + f"; {cpu:.1f} CPU s per seed")
+            first = [f[0] for f in found if f[0] is not None]
+            stays = [f[1] for f in found if f[1] is not None]
+            if first:
+                share = float(np.mean([f[2] for f in found if f[0] is not None]))
+                text = (f"greedy policy first optimal at {_span(first)} steps in {len(first)}/{len(seeds)} seeds, "
+                        f"then optimal at {share:.0%} of the later scorings; optimal to the end in "
+                        f"{len(stays)}/{len(seeds)} seeds" + (f" (from {_span(stays)})" if stays else ""))
+            else:
+                text = f"greedy policy never optimal in {len(seeds)} seeds"
+            notes.append(f"{method}: {text}; {cpu:.1f} CPU s per seed")
         first = results[seeds[0]].extras
         reference = {"optimal_return": float(first["optimal_return"][0]),
                      "uniform_return": float(first["uniform_return"][0]),

@@ -94,12 +94,26 @@ class Chain(gymnasium.Env):
         return self.s, r, done, False, {}
 
 
+class ChainWithoutModel(Chain):
+    """The same environment, not publishing its model."""
+
+    def __init__(self):
+        super().__init__()
+        self._table, self.P = self.P, None
+
+    def step(self, a):
+        _, self.s, r, done = self._table[self.s][a][0]
+        return self.s, r, done, False, {}
+
+
 @pytest.fixture()
 def chain_id():
     env_id = "corrpriors_test/Chain-v0"
     gymnasium.register(env_id, entry_point=Chain, max_episode_steps=20)
+    gymnasium.register("corrpriors_test/ChainWithoutModel-v0", entry_point=ChainWithoutModel)
     yield env_id
     gymnasium.registry.pop(env_id, None)
+    gymnasium.registry.pop("corrpriors_test/ChainWithoutModel-v0", None)
 
 
 def test_an_environment_without_coordinates_runs_the_dirichlet_methods(tmp_path, capsys, chain_id):
@@ -114,6 +128,10 @@ def test_an_environment_without_coordinates_runs_the_dirichlet_methods(tmp_path,
     assert code == 0, err
     _, m = only_metrics(tmp_path, "psrl-corrpriors_test_Chain-v0")
     assert set(m["metrics"]) == {"normalized_return", "success_probability"}
+    code, _, err = cli(capsys, "sysid", "corrpriors_test/ChainWithoutModel-v0", "--out", str(tmp_path))
+    assert code == 2 and err.count("\n") == 1
+    assert "corrpriors sysid: error: ENV_ID: corrpriors_test/ChainWithoutModel-v0: env: " in err
+    assert "publishes no tabular model" in err
 
 
 @pytest.mark.parametrize("args,message", [

@@ -32,14 +32,14 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the naive reference lives with the tests
 
-from reference import naive_cavi  # noqa: E402
-
 from corrpriors._threads import blas_threads  # noqa: E402
 from corrpriors.core.cavi import CAVIOptions  # noqa: E402
 from corrpriors.core.cavi import run_cavi as _run_cavi  # noqa: E402
 from corrpriors.core.dense_prior import DenseCovariancePrior  # noqa: E402
 from corrpriors.core.fixed_point import FixedPointOptions  # noqa: E402
 from corrpriors.core.stick_breaking import uniform_psi  # noqa: E402
+from reference import naive_cavi  # noqa: E402
+
 
 def jittered_covariance(cov):
     """The dense prior structure (jittered by the core's rule) and its jitter."""

@@ -6,10 +6,10 @@ prior's own dense covariance. A new prior is added to ``PRIORS`` and must pass e
 
 import numpy as np
 import pytest
-from reference import dense_posterior
 
 from corrpriors.core.dense_prior import DenseCovariancePrior
 from corrpriors.core.prior import GaussianPrior, build_layout
+from reference import dense_posterior
 
 
 def _dense(rng, c):
@@ -19,8 +19,26 @@ def _dense(rng, c):
     return prior, prior.base
 
 
+def _sparse(rng, c):
+    import scipy.sparse as sp
+
+    from corrpriors.core.sparse_prior import SparsePrecisionPrior
+
+    # a random sparse SPD precision: a path graph plus a few random edges, diagonally dominant
+    rows = np.arange(c - 1)
+    extra = rng.choice(c, size=(3, 2))
+    i = np.concatenate([rows, extra[:, 0]])
+    j = np.concatenate([rows + 1, extra[:, 1]])
+    keep = i != j
+    w = sp.coo_array((rng.uniform(0.2, 1.0, keep.sum()), (i[keep], j[keep])), shape=(c, c))
+    w = (w + w.T).tocsr()
+    q = sp.diags_array(np.asarray(w.sum(axis=1)).ravel() + rng.uniform(0.1, 0.5, c)) - w
+    prior = SparsePrecisionPrior(sp.csr_array(q))
+    return prior, np.linalg.inv(q.toarray())
+
+
 #: name -> factory(rng, C) returning (prior, its dense covariance Sigma_tilde)
-PRIORS = {"dense": _dense}
+PRIORS = {"dense": _dense, "sparse": _sparse}
 
 
 def _problem(rng, c=9, km1=4):
@@ -107,3 +125,4 @@ def test_draws_are_reproducible(prior_and_base):
     c = prior.sample_posterior(1.0, mu, site, 3, rng=np.random.default_rng(8))
     np.testing.assert_array_equal(a, b)
     assert not np.allclose(a, c)
+

@@ -8,8 +8,7 @@ Sigma_OO + D^-1 form), per stick and over all C covariates.
 import numpy as np
 import pytest
 
-from corrpriors.core.dense_prior import (FactorWorkspace, _chol_inv_blocked,
-                                         _marginal_variances, psi_step)
+from corrpriors.core.dense_prior import FactorWorkspace, _chol_inv_blocked, _marginal_variances, psi_step
 from corrpriors.core.linalg import jittered_cholesky
 from corrpriors.core.prior import build_layout
 

@@ -11,12 +11,11 @@ import sys
 
 import numpy as np
 import pytest
-from scipy.optimize import brentq
 
 from corrpriors.cli import build_parser, main
 from corrpriors.core import CorrelatedMultinomial
 from corrpriors.data import load_example
-from corrpriors.kernels import Matern32, SquaredExponential, graph_distances
+from corrpriors.kernels import Matern32, SquaredExponential
 
 
 def fit(args, capsys):

@@ -8,8 +8,7 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import splu
 from scipy.special import kv
 
-from corrpriors.kernels import (graph_precision, grid_adjacency, grid_precision,
-                                knn_adjacency, matern_kappa)
+from corrpriors.kernels import graph_precision, grid_adjacency, grid_precision, knn_adjacency, matern_kappa
 
 
 def dense_laplacian_1d(n: int) -> np.ndarray:
@@ -204,3 +203,22 @@ def test_disconnected_graph_and_isolated_vertex():
     q = graph_precision(adj, kappa=0.8, alpha=2)
     cov = np.linalg.inv(assert_spd(q))
     assert np.abs(cov[:3, 3:]).max() < 1e-14 and np.abs(cov[3, 4:]).max() < 1e-14
+
+
+def test_lattice_adjacency_is_the_grid_graph_of_occupied_cells():
+    from corrpriors.kernels import grid_adjacency, lattice_adjacency
+
+    cells = np.array([(i, j) for i in range(4) for j in range(5)])
+    got = lattice_adjacency(cells).toarray()
+    want = (grid_adjacency((4, 5)).toarray() > 0).astype(float)
+    np.testing.assert_array_equal(got, want)
+    # a sparse 4-D lattice (Taxi-like) against brute force on |x - y|_1 == 1
+    rng = np.random.default_rng(0)
+    pts = np.unique(rng.integers(-2, 3, size=(200, 4)), axis=0)
+    rng.shuffle(pts)
+    brute = (np.abs(pts[:, None] - pts[None]).sum(-1) == 1).astype(float)
+    np.testing.assert_array_equal(lattice_adjacency(pts).toarray(), brute)
+    with pytest.raises(ValueError, match="coords: expected integer"):
+        lattice_adjacency(np.array([[0.5, 1.0]]))
+    with pytest.raises(ValueError, match="coords: expected distinct"):
+        lattice_adjacency(np.array([[1, 1], [1, 1]]))

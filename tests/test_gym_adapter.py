@@ -12,7 +12,7 @@ from corrpriors.envs import (
     random_exploration,
     tunnel_world,
 )
-from corrpriors.mdp import TabularMDP, check_mdp
+from corrpriors.mdp import check_mdp
 
 LEFT, DOWN, RIGHT, UP = range(4)            # FrozenLake's actions
 C_UP, C_RIGHT, C_DOWN, C_LEFT = range(4)    # CliffWalking's actions

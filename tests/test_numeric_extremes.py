@@ -13,10 +13,8 @@ import numpy as np
 import pytest
 
 from corrpriors.baselines import DirichletMultinomial
-from corrpriors.core import CorrelatedMultinomial
-from corrpriors.core import special
-from corrpriors.core.elbo import (expected_log_likelihood, likelihood_term,
-                                  log_binomial_coefficients, optimal_tilts)
+from corrpriors.core import CorrelatedMultinomial, special
+from corrpriors.core.elbo import expected_log_likelihood, likelihood_term, log_binomial_coefficients, optimal_tilts
 
 TOP = 2.0 ** 53 - 1  # the largest count accepted below 2**53 that is odd
 COUNTS = [1e6, 1e12, 1e15, TOP]

@@ -83,7 +83,7 @@ def test_sample_moments_over_grid():
     cells = [(b, c) for b in GRID_B for c in GRID_C] + EXTRA
     b = np.repeat([bc[0] for bc in cells], n)
     c = np.repeat([bc[1] for bc in cells], n)
-    x = sample_pg(b, c, rng).reshape(len(cells), n)
+    x = sample_pg(b, c, rng=rng).reshape(len(cells), n)
     assert np.all(np.isfinite(x)) and np.all(x > 0)
     bb = np.array([bc[0] for bc in cells])
     cc = np.array([bc[1] for bc in cells])
@@ -98,29 +98,29 @@ def test_sample_moments_over_grid():
 
 def test_sample_pg_regimes_are_not_the_upstream_default():
     """b = 1, c = 180 was 57x too large upstream; our routing must give the right mean."""
-    x = sample_pg(np.ones(2000), 180.0, np.random.default_rng(1))
+    x = sample_pg(np.ones(2000), 180.0, rng=np.random.default_rng(1))
     assert abs(x.mean() / float(pg_mean(1.0, 180.0)) - 1) < 0.1
 
 
 def test_sample_pg_seed_reproducibility_and_shapes():
     b = np.array([[0.0, 1.0, 2.5, 40.0, 300.0]])
     c = np.array([[1.0], [-8.0], [0.0]])
-    x1 = sample_pg(b, c, np.random.default_rng(5))
-    x2 = sample_pg(b, c, np.random.default_rng(5))
-    x3 = sample_pg(b, c, np.random.default_rng(6))
+    x1 = sample_pg(b, c, rng=np.random.default_rng(5))
+    x2 = sample_pg(b, c, rng=np.random.default_rng(5))
+    x3 = sample_pg(b, c, rng=np.random.default_rng(6))
     assert x1.shape == (3, 5)
     np.testing.assert_array_equal(x1, x2)
     assert not np.array_equal(x1[:, 1:], x3[:, 1:])
     np.testing.assert_array_equal(x1[:, 0], 0.0)
     assert np.all(x1[:, 1:] > 0)
-    assert sample_pg(3.0, 0.0, 7) == sample_pg(3.0, 0.0, 7)
-    np.testing.assert_array_equal(sample_pg(np.zeros((2, 3)), 1.0, 0), np.zeros((2, 3)))
+    assert sample_pg(3.0, 0.0, rng=7) == sample_pg(3.0, 0.0, rng=7)
+    np.testing.assert_array_equal(sample_pg(np.zeros((2, 3)), 1.0, rng=0), np.zeros((2, 3)))
 
 
 def test_sample_pg_normal_threshold_switch():
     rng = np.random.default_rng(2)
     n = 4000
-    x = sample_pg(np.full(n, 300.0), 2.0, rng, normal_threshold=np.inf)
+    x = sample_pg(np.full(n, 300.0), 2.0, rng=rng, normal_threshold=np.inf)
     z = (x.mean() - pg_mean(300.0, 2.0)) / np.sqrt(pg_var(300.0, 2.0) / n)
     assert abs(z) < 4.5
 
@@ -135,7 +135,7 @@ def test_sample_pg_normal_threshold_switch():
 ])
 def test_bad_input_raises(b, c, match):
     with pytest.raises(ValueError, match=match):
-        sample_pg(b, c, np.random.default_rng(0))
+        sample_pg(b, c, rng=np.random.default_rng(0))
     with pytest.raises(ValueError, match=match):
         pg_mean(b, c)
     with pytest.raises(ValueError, match=match):
@@ -144,4 +144,4 @@ def test_bad_input_raises(b, c, match):
 
 def test_bad_normal_threshold_raises():
     with pytest.raises(ValueError, match="normal_threshold"):
-        sample_pg(1.0, 1.0, 0, normal_threshold=0.0)
+        sample_pg(1.0, 1.0, rng=0, normal_threshold=0.0)

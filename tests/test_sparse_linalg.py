@@ -11,8 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from corrpriors.core import _supernodal
-from corrpriors.core.sparse_linalg import (CholeskyFactor, NotPositiveDefiniteError,
-                                           SparseCholesky)
+from corrpriors.core.sparse_linalg import CholeskyFactor, NotPositiveDefiniteError, SparseCholesky
 
 ORDERINGS = ["auto", "nested_dissection", "mmd", "rcm", "natural"]
 

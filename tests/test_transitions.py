@@ -331,7 +331,8 @@ def test_for_mdp_relative_by_default_on_integer_coordinates():
     from corrpriors.envs import from_gymnasium
 
     mdp = from_gymnasium(gymnasium.make("FrozenLake-v1", map_name="4x4"))
-    belief = CorrelatedTransitionModel.for_mdp(mdp, lengthscale=1.5)
+    belief = CorrelatedTransitionModel.for_mdp(mdp, lengthscale=1.5,
+                                               category_order="lexicographic")
     want = displacement_category_map(grid_coords(4), 1)
     np.testing.assert_array_equal(belief.category_map.category, want.category)
     d2 = ((mdp.coordinates[:, None] - mdp.coordinates[None]) ** 2).sum(-1)
@@ -385,3 +386,54 @@ def test_beliefs_implement_the_protocol():
     assert isinstance(KnownTransitionModel(np.full((3, 2, 3), 1 / 3)), TransitionBelief)
     assert isinstance(CorrelatedTransitionModel(3, 2, np.eye(3)), TransitionBelief)
     assert not isinstance(np.zeros(3), TransitionBelief)
+
+
+def test_precision_beliefs_equal_covariance_beliefs_and_for_mdp_priors():
+    import scipy.sparse as sp
+
+    from corrpriors.applications.transitions import GMRF_FROM_STATES, CorrelatedTransitionModel
+    from corrpriors.kernels import grid_precision
+
+    rng = np.random.default_rng(2)
+    S, A = 16, 2
+    q = grid_precision((4, 4), length_scale=2.0)
+    cov = np.linalg.inv(q.toarray())
+    s, a = rng.integers(0, S, 80), rng.integers(0, A, 80)
+    s2 = rng.integers(0, S, 80)
+    opts = dict(learn_scale=True, tol=1e-12, max_iter=500)
+    b1 = CorrelatedTransitionModel(S, A, precision=sp.csr_array(q), **opts).update(s, a, s2)
+    b2 = CorrelatedTransitionModel(S, A, covariance=0.5 * (cov + cov.T), **opts).update(s, a, s2)
+    np.testing.assert_allclose(b1.mean(), b2.mean(), atol=1e-7)
+    np.testing.assert_allclose(b1.scale_, b2.scale_, rtol=1e-6)
+    assert b1.sample_many(3, rng=0).shape == (3, S, A, S)
+    with pytest.raises(ValueError, match="covariance, precision: expected exactly one"):
+        CorrelatedTransitionModel(S, A)
+    from corrpriors.mdp import TabularMDP
+
+    coords = np.array([(i, j) for i in range(4) for j in range(4)], float)
+    mdp = TabularMDP(np.full((S, A, S), 1.0 / S), np.zeros(S), 0.9, coordinates=coords)
+    dense = CorrelatedTransitionModel.for_mdp(mdp, selection="fixed")
+    gmrf = CorrelatedTransitionModel.for_mdp(mdp, selection="fixed", prior="gmrf")
+    assert S < GMRF_FROM_STATES and dense.precision is None and gmrf.precision is not None
+    with pytest.raises(ValueError, match="prior: expected 'auto', 'dense' or 'gmrf'"):
+        CorrelatedTransitionModel.for_mdp(mdp, prior="sparse")
+
+
+def test_nearest_first_order_keeps_the_model_and_orders_moves_by_length():
+    from corrpriors.applications.transitions import CorrelatedTransitionModel
+    from corrpriors.mdp import TabularMDP
+
+    coords = np.array([(i, j) for i in range(4) for j in range(4)], float)
+    S = len(coords)
+    mdp = TabularMDP(np.full((S, 1, S), 1.0 / S), np.zeros(S), 0.9, coordinates=coords)
+    near = CorrelatedTransitionModel.for_mdp(mdp, selection="fixed")
+    lex = CorrelatedTransitionModel.for_mdp(mdp, selection="fixed", category_order="lexicographic")
+    cn, cl = near.category_map.category, lex.category_map.category
+    assert np.array_equal(cn < 0, cl < 0)                      # the same window per state
+    assert cn[5, 5] == 0 and cl[5, 5] == 4                     # staying is first
+    assert sorted(cn[5, [1, 4, 6, 9]]) == [1, 2, 3, 4]          # then the unit moves
+    # the same next state for every category pair: a relabelling of the categories only
+    pairs = {(int(a), int(b)) for a, b in zip(cn[cn >= 0], cl[cl >= 0])}
+    assert len({a for a, _ in pairs}) == len(pairs) == 9
+    with pytest.raises(ValueError, match="category_order"):
+        CorrelatedTransitionModel.for_mdp(mdp, category_order="random")

@@ -74,7 +74,8 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
 
 def _link_backup(path: pathlib.Path) -> str | None:
     """Hard-link the current ``path`` to a fresh hidden name (``None`` if it does not exist or
-    the file system cannot link)."""
+    the file system cannot link).
+    """
     if not os.path.lexists(path):
         return None
     while True:

@@ -294,7 +294,8 @@ def _check_output_location(out: Path) -> None:
 
 def _read_table(path: Path, option: str) -> tuple[np.ndarray, list[str] | None]:
     """A numeric 2-D table (a single column or a 1-D ``.npy`` gives one column) and its header
-    row (text tables only, ``None`` if absent); every error names ``option`` and the file."""
+    row (text tables only, ``None`` if absent); every error names ``option`` and the file.
+    """
     where = f"{option}: {path}"
     suffix = path.suffix.lower()
     if suffix not in TABLE_SUFFIXES:
@@ -386,7 +387,8 @@ def _read_npy(path: Path, where: str) -> np.ndarray:
 
 class _Data:
     """The validated inputs: counts, category names, the bound kernel and the covariates to
-    predict at (or ``None``)."""
+    predict at (or ``None``).
+    """
 
     def __init__(self, counts: np.ndarray, names: list[str], kernel: Any,
                  predict_at: np.ndarray | None = None) -> None:
@@ -442,7 +444,8 @@ def _make_kernel(args: argparse.Namespace) -> Any:
 class _Progress:
     """``callback(iteration, objective)`` for the fit, on stderr: one line updated in place on a
     terminal (at most every :data:`PROGRESS_INTERVAL` s), one line per iteration with
-    ``--verbose``, nothing with ``--quiet`` or when stderr is not a terminal."""
+    ``--verbose``, nothing with ``--quiet`` or when stderr is not a terminal.
+    """
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.stream = sys.stderr
@@ -515,9 +518,11 @@ def _relative_jitter(model: Any) -> float:
 
 
 def _sort_warnings(caught: list[warnings.WarningMessage]) -> list[dict[str, Any]]:
-    """One entry per distinct warning (text on one line, no file path), with its count. (The
-    diagonal jitter that smooth kernels on close covariates need is silent in the core up to
-    1e-8 of the mean diagonal and recorded in summary.json.)"""
+    """One entry per distinct warning (text on one line, no file path), with its count.
+
+    The diagonal jitter that smooth kernels on close covariates need is silent in the core up to
+    1e-8 of the mean diagonal and recorded in summary.json.
+    """
     entries: dict[tuple[str, str], dict[str, Any]] = {}
     for w in caught:
         text = _one_line(w.message)

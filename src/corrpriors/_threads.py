@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -20,7 +21,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 @functools.lru_cache(maxsize=1)
 def _controller() -> Any:
     """One ThreadpoolController per process (discovering the BLAS libraries costs ~1.5 ms, more
-    than a small fit's psi step), or ``None`` without threadpoolctl."""
+    than a small fit's psi step), or ``None`` without threadpoolctl.
+    """
     try:
         from threadpoolctl import ThreadpoolController
     except ImportError:  # pragma: no cover - threadpoolctl is a dependency

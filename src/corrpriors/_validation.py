@@ -38,7 +38,8 @@ MAX_EXACT_COUNT = 2 ** 53
 
 def _counts_as_array(counts: Any, name: str) -> np.ndarray:
     """``np.asarray`` with the argument named in every failure; rejects masks, booleans,
-    complex numbers, strings and other non-numbers with a TypeError."""
+    complex numbers, strings and other non-numbers with a TypeError.
+    """
     if isinstance(counts, np.ma.MaskedArray):
         if np.ma.getmaskarray(counts).any():
             raise TypeError(f"{name}: masked arrays are not supported (the mask would be "

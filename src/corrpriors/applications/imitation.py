@@ -59,9 +59,9 @@ def demonstration_counts(states, actions, n_states: int, n_actions: int) -> IntA
 
 
 def state_kernel(*, coordinates=None, distances=None, lengthscale: float | None = None):
-    """Squared-exponential kernel over states, bound to their locations (the paper's prior).
+    r"""Squared-exponential kernel over states, bound to their locations (the paper's prior).
 
-    :math:`k(s, s') = \\exp(-d(s, s')^2 / l^2)` with Euclidean distances between the
+    :math:`k(s, s') = \exp(-d(s, s')^2 / l^2)` with Euclidean distances between the
     coordinates (or the given distances), and by default :math:`l` = the largest distance
     (the paper: "set l to the maximum occurring distance value").
 
@@ -231,7 +231,7 @@ class PolicyEstimator:
         return self
 
     def fit_demonstrations(self, states, actions, n_states: int, n_actions: int) -> PolicyEstimator:
-        """Fit on a demonstration set :math:`\\{(s_d, a_d)\\}`.
+        r"""Fit on a demonstration set :math:`\{(s_d, a_d)\}`.
 
         Parameters
         ----------
@@ -248,15 +248,15 @@ class PolicyEstimator:
         if getattr(self, "model_", None) is None:
             raise ValueError("PolicyEstimator: call fit() before asking for the policy")
 
-    def policy(self, method: str = "plugin", n_samples: int = 2000,
+    def policy(self, method: str = "plugin", n_samples: int = 2000, *,
                rng: SeedLike = None) -> FloatArray:
-        """Posterior-mean policy.
+        r"""Posterior-mean policy.
 
         Parameters
         ----------
         method : {"plugin", "mc"}, default "plugin"
-            ``"plugin"``: :math:`\\Pi_{SB}(\\lambda_s)` (PG) or the Dirichlet posterior mean;
-            ``"mc"``: Monte-Carlo estimate of :math:`E_q[\\boldsymbol\\pi_s]`.
+            ``"plugin"``: :math:`\Pi_{SB}(\lambda_s)` (PG) or the Dirichlet posterior mean;
+            ``"mc"``: Monte-Carlo estimate of :math:`E_q[\boldsymbol\pi_s]`.
         n_samples : int, default 2000
         rng : None, int or numpy.random.Generator
 

@@ -245,7 +245,8 @@ class SubgoalPolicyEstimator:
 
     def __init__(self, action_probs, *, model: str = "pg", coordinates=None, covariance=None,
                  lengthscale: float | None = None, alpha: float = 1e-3, scale: float = 1.0,
-                 learn_scale: bool = False, prior_source: str = "plugin", estimate: str = "samples", n_burnin: int = 100,
+                 learn_scale: bool = False, prior_source: str = "plugin", estimate: str = "samples",
+                 n_burnin: int = 100,
                  n_samples: int = 100, max_iter: int = 10, init: str = "likelihood",
                  model_options: dict | None = None, random_state: SeedLike = None):
         self.action_probs = action_probs

@@ -137,7 +137,8 @@ class DirichletMultinomial:
         if not hasattr(self, "posterior_alpha_"):
             raise ValueError("this DirichletMultinomial is not fitted yet; call fit(counts) first")
 
-    def probs(self, method: str = "plugin", n_samples: int = 2000, rng: SeedLike = None) -> FloatArray:
+    def probs(self, method: str = "plugin", n_samples: int = 2000, *,
+              rng: SeedLike = None) -> FloatArray:
         """Posterior mean probabilities, normalised over the category axis.
 
         Parameters
@@ -164,7 +165,7 @@ class DirichletMultinomial:
             return self.sample_probs(n_samples, rng=rng).mean(axis=0)
         raise ValueError(f"method: expected 'plugin' or 'mc', got {method!r}")
 
-    def sample_probs(self, n: int, rng: SeedLike = None) -> FloatArray:
+    def sample_probs(self, n: int, *, rng: SeedLike = None) -> FloatArray:
         """Draws from the posterior ``Dir(alpha + counts)`` of every covariate.
 
         Sampled in log space (``log G = log Gamma(a + 1) + log(U) / a``), so tiny

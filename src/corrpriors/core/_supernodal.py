@@ -25,6 +25,7 @@ lower triangle is a Fortran upper triangle), so every LAPACK/BLAS call works in 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -333,6 +334,12 @@ def factorize(sym: Symbolic, buffer: np.ndarray) -> None:
                 updates[b] = update
 
 
+@functools.lru_cache(maxsize=256)
+def _strict_upper(n: int) -> np.ndarray:
+    """Boolean mask of the strict upper triangle of an n x n block (cached per size)."""
+    return np.triu(np.ones((n, n), dtype=bool), 1)
+
+
 def selected_inverse(sym: Symbolic, factor: np.ndarray) -> np.ndarray:
     """Entries of ``A^-1`` on the factor's block pattern (supernodal Takahashi recursion).
 
@@ -358,10 +365,10 @@ def selected_inverse(sym: Symbolic, factor: np.ndarray) -> np.ndarray:
         r = sym.struct[b].size
         panel = factor[offsets[b]:offsets[b + 1]].reshape(n + r, n)
         sigma = out[offsets[b]:offsets[b + 1]].reshape(n + r, n)
-        inv11 = panel[:n].copy()
-        potri(inv11.T, lower=0, overwrite_c=1)
-        inv11 = np.tril(inv11)
-        sjj = inv11 + np.tril(inv11, -1).T
+        sjj = panel[:n].copy()
+        potri(sjj.T, lower=0, overwrite_c=1)  # the inverse in the lower triangle
+        upper = _strict_upper(n)
+        sjj[upper] = sjj.T[upper]
         if r:
             p = int(sym.parent[b])
             rel = sym.rel[b]

@@ -22,8 +22,9 @@ is exact, and a worse one is rejected.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -42,20 +43,27 @@ _LEARN_MEAN = (None, "constant", "full")
 
 @dataclass(frozen=True)
 class CAVIOptions:
-    """What a fit learns and how it iterates (validated once, here).
+    r"""What a fit learns and how it iterates (validated once, here).
 
     Attributes
     ----------
     learn_scale : bool
-        EM for :math:`\\theta`.
+        EM for :math:`\theta`.
     learn_mean : {None, "constant", "full"}
     scale_prior : (shape, rate) or None
-        Gamma hyper-prior on :math:`\\theta` (MAP-EM).
+        Gamma hyper-prior on :math:`\theta` (MAP-EM).
     mean_prior_mean : ndarray of shape (K - 1,) or None
     mean_prior_std : float or None
         Normal hyper-prior on constant means.
     learn_kernel : bool
         Kernel M-step (needs a prior that supports it).
+    mean_update : {"joint", "em"}
+        How ``learn_mean="constant"`` updates the means: ``"joint"`` (default) maximises the
+        ELBO over :math:`(q(\psi), m)` together in the psi step (the generalised-least-squares
+        mean of the pseudo-observations, :func:`~corrpriors.core.prior.joint_constant_mean`), which
+        converges in a few iterations; ``"em"`` is the separate M-step after the psi step (the
+        paper's scheme: the same fixed points, reached much more slowly when the prior couples many
+        covariates).
     iteration : FixedPointOptions
         ``max_iter``, ``tol``, ``acceleration``, ``memory``. Kernel learning and
         ``learn_mean="full"`` always iterate plainly.
@@ -67,13 +75,30 @@ class CAVIOptions:
     mean_prior_mean: np.ndarray | None = None
     mean_prior_std: float | None = None
     learn_kernel: bool = False
+    mean_update: str = "joint"
     iteration: FixedPointOptions = FixedPointOptions()
 
     def __post_init__(self) -> None:
         if self.learn_mean not in _LEARN_MEAN:
             raise ValueError(f"learn_mean: expected one of {_LEARN_MEAN}, got {self.learn_mean!r}")
+        if self.mean_update not in ("joint", "em"):
+            raise ValueError(f"mean_update: expected 'joint' or 'em', got {self.mean_update!r}")
         if not isinstance(self.iteration, FixedPointOptions):
             raise TypeError("iteration: expected a FixedPointOptions")
+
+    @property
+    def joint_mean(self) -> bool:
+        """Whether constant means are chosen jointly with :math:`q(\psi)` in the psi step."""
+        return self.learn_mean == "constant" and self.mean_update == "joint"
+
+    @property
+    def constant_mean(self) -> tuple[np.ndarray, float] | None:
+        """``(m0, 1 / tau^2)`` for the joint psi step, or ``None``."""
+        if not self.joint_mean:
+            return None
+        if self.mean_prior_std is None or self.mean_prior_mean is None:
+            return np.zeros(0), 0.0
+        return np.asarray(self.mean_prior_mean, dtype=float), 1.0 / self.mean_prior_std ** 2
 
     @property
     def accelerated(self) -> bool:
@@ -84,19 +109,19 @@ class CAVIOptions:
 
 @dataclass(frozen=True)
 class CountData:
-    """The count statistics of a fit, restricted once to the observed entries.
+    r"""The count statistics of a fit, restricted once to the observed entries.
 
     Attributes
     ----------
     counts : ndarray of shape (C, K)
     b, kappa : ndarray of shape (C, K - 1)
-        Trials and :math:`\\kappa = x - b/2` per stick.
+        Trials and :math:`\kappa = x - b/2` per stick.
     layout : StickLayout
         The observed entries ``b > 0``.
     b_obs, kappa_obs, x_obs : ndarray of shape (E,)
         The same on the observed entries.
     log_binom : float
-        :math:`\\sum\\log\\binom{b}{x}`.
+        :math:`\sum\log\binom{b}{x}`.
     """
 
     counts: np.ndarray
@@ -122,7 +147,7 @@ class CountData:
 
 @dataclass(frozen=True)
 class Hyper:
-    """Hyper-parameters: scale :math:`\\theta`, means (C, K - 1) and the prior structure."""
+    r"""Hyper-parameters: scale :math:`\theta`, means (C, K - 1) and the prior structure."""
 
     scale: float
     mean: np.ndarray
@@ -131,16 +156,16 @@ class Hyper:
 
 @dataclass(frozen=True)
 class Evaluation:
-    """One sweep from (tilts, hyper-parameters).
+    r"""One sweep from (tilts, hyper-parameters).
 
     Attributes
     ----------
     step : PsiStep
     site : ndarray of shape (E,)
-        :math:`E[\\omega]` on the observed entries that defined :math:`q(\\psi)`.
+        :math:`E[\omega]` on the observed entries that defined :math:`q(\psi)`.
     hyper : Hyper
     tilts : ndarray of shape (E,)
-        Optimal tilts for :math:`q(\\psi)`.
+        Optimal tilts for :math:`q(\psi)`.
     elbo, objective : float
     point : ndarray of shape (n,) or None
         The driver's point of the sweep's inputs (:func:`pack`).
@@ -171,7 +196,10 @@ def sweep(data: CountData, hyper: Hyper, tilts: np.ndarray, options: CAVIOptions
     site = pg_mean_unchecked(data.b_obs, tilts)
     kernel = options.learn_kernel
     step = hyper.prior.psi_step(data.layout, hyper.scale, hyper.mean, data.kappa, site,
-                                full=kernel, reduction=kernel)
+                                full=kernel, reduction=kernel,
+                                constant_mean=options.constant_mean)
+    if step.mean is not None:
+        hyper = Hyper(hyper.scale, step.mean, hyper.prior)
     mean_obs = data.layout.gather(step.psi_mean)
     var_obs = data.layout.gather(step.psi_var)
     tilts_out = optimal_tilts(mean_obs, var_obs)
@@ -185,7 +213,7 @@ def pack(tilts: np.ndarray, hyper: Hyper, options: CAVIOptions) -> FloatArray:
     parts = [tilts]
     if options.learn_scale:
         parts.append(np.array([np.log(hyper.scale)]))
-    if options.learn_mean == "constant":
+    if options.learn_mean == "constant" and not options.joint_mean:
         parts.append(hyper.mean[0])
     return np.concatenate(parts)
 
@@ -198,7 +226,7 @@ def unpack(x: np.ndarray, like: Hyper, n_obs: int,
     if options.learn_scale:
         scale = float(np.exp(np.clip(x[pos], -700.0, 700.0)))
         pos += 1
-    if options.learn_mean == "constant":
+    if options.learn_mean == "constant" and not options.joint_mean:
         mean = np.repeat(x[pos:pos + mean.shape[1]][None, :], mean.shape[0], axis=0)
     return x[:n_obs], Hyper(scale, mean, like.prior)
 
@@ -228,19 +256,19 @@ def run_cavi(counts: np.ndarray, prior: GaussianPrior, mean: np.ndarray,
              init: VIResult | None = None,
              callback: Callable[[int, Evaluation], None] | None = None,
              verbose: bool = False) -> VIResult:
-    """Fit :math:`q` (and the learned hyper-parameters) by CAVI with variational (MAP-)EM.
+    r"""Fit :math:`q` (and the learned hyper-parameters) by CAVI with variational (MAP-)EM.
 
     Parameters
     ----------
     counts : ndarray of shape (C, K)
         Validated counts.
     prior : GaussianPrior
-        The prior structure :math:`\\tilde\\Sigma`.
+        The prior structure :math:`\tilde\Sigma`.
     mean : ndarray of shape (C, K - 1)
         Initial prior means.
     options : CAVIOptions
     scale : float
-        Initial :math:`\\theta`.
+        Initial :math:`\theta`.
     init : VIResult, optional
         Warm start: its tilts, and its scale, means and kernel where those are learned.
     callback : callable, optional

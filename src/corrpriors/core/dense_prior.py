@@ -39,7 +39,7 @@ from .._typing import FloatArray
 from .._validation import check_covariance
 from . import hyper_em
 from .linalg import jittered_cholesky
-from .prior import PsiStep, StickLayout, build_layout
+from .prior import PsiStep, StickLayout, build_layout, joint_constant_mean
 
 _potrf = lapack.dpotrf
 _trtri = lapack.dtrtri
@@ -54,17 +54,17 @@ _BLOCKED_FROM, _BLOCKED_BELOW = 96, 512
 
 
 class FactorWorkspace:
-    """Flat buffer for every stick's :math:`|O_k| \\times |O_k|` matrix, reused across psi steps.
+    r"""Flat buffer for every stick's :math:`|O_k| \times |O_k|` matrix, reused across psi steps.
 
     After a psi step the block of stick ``s`` (``views[s]``, column-major) holds the
-    lower-triangular :math:`L_k^{-1}` with :math:`L_k L_k^\\top = \\Sigma_{OO} + D_k^{-1}`, valid
+    lower-triangular :math:`L_k^{-1}` with :math:`L_k L_k^\top = \Sigma_{OO} + D_k^{-1}`, valid
     until the next psi step with this workspace (``last_step`` is that step).
 
     Parameters
     ----------
     layout : StickLayout
     base : ndarray of shape (C, C) or None
-        Covariance whose blocks :math:`\\tilde\\Sigma_{O_kO_k}` are gathered once and rescaled
+        Covariance whose blocks :math:`\tilde\Sigma_{O_kO_k}` are gathered once and rescaled
         in every psi step (``sigma = scale * base``); ``None`` gathers from ``sigma`` every time.
     max_bytes : float
         Skip the pre-gathered copy of ``base`` when it would need more memory.
@@ -113,10 +113,10 @@ class FactorWorkspace:
 
     def load(self, layout: StickLayout, sigma: np.ndarray, scale: float,
              site_precision: np.ndarray) -> None:
-        """Write every block of :math:`B' = \\Sigma_{O_kO_k} + D_k^{-1}` into the buffer.
+        r"""Write every block of :math:`B' = \Sigma_{O_kO_k} + D_k^{-1}` into the buffer.
 
         ``sigma = scale * base`` (the pre-gathered blocks are rescaled, or gathered from
-        ``sigma``); ``site_precision`` (shape (E,)) is :math:`E[\\omega]` on the observed
+        ``sigma``); ``site_precision`` (shape (E,)) is :math:`E[\omega]` on the observed
         entries, stick after stick.
         """
         if self.base_blocks is not None:
@@ -127,7 +127,7 @@ class FactorWorkspace:
 
 
 def _chol_inv_blocked(w: np.ndarray) -> int:
-    """Overwrite the column-major SPD block ``w`` with :math:`L^{-1}` (lower, upper triangle
+    r"""Overwrite the column-major SPD block ``w`` with :math:`L^{-1}` (lower, upper triangle
     zeroed; :math:`LL^\top` = ``w``) by one 2 x 2 block step.
 
     With ``w = [[A11, A21^T], [A21, A22]]``: :math:`L_{11}^{-1}` from potrf/trtri of
@@ -164,7 +164,8 @@ def _chol_inv_blocked(w: np.ndarray) -> int:
 
 def _factor_and_solve(workspace: FactorWorkspace, layout: StickLayout, a: np.ndarray) -> None:
     """Replace every block of the loaded workspace by :math:`L^{-1}` and ``a`` by
-    :math:`B'^{-1}a`, stick after stick, in place."""
+    :math:`B'^{-1}a`, stick after stick, in place.
+    """
     es = layout.entry_bounds
     for s, w in enumerate(workspace.views):
         lo, hi = es[s], es[s + 1]
@@ -184,13 +185,13 @@ def _factor_and_solve(workspace: FactorWorkspace, layout: StickLayout, a: np.nda
 def _marginal_variances(layout: StickLayout, sigma: np.ndarray, workspace: FactorWorkspace,
                         psi_var: np.ndarray, everywhere: bool = False,
                         reduction: np.ndarray | None = None) -> FloatArray:
-    """Marginal variances off the observed sets from the factors of the last psi step.
+    r"""Marginal variances off the observed sets from the factors of the last psi step.
 
     ``workspace`` holds that psi step's :math:`L_k^{-1}` (same ``layout`` and ``sigma``); the
     observed entries of ``psi_var`` are kept unless ``everywhere``.
-    :math:`diag\\,V_k = diag\\,\\Sigma - colsumsq(L_k^{-1}\\Sigma_{O U})` on each stick's
+    :math:`diag\,V_k = diag\,\Sigma - colsumsq(L_k^{-1}\Sigma_{O U})` on each stick's
     unobserved covariates :math:`U_k` (:math:`O(|O_k|^2 |U_k|)` per stick), or on all covariates
-    with ``everywhere``, which also adds :math:`\\Sigma - V_k = h^\\top h` to ``reduction``.
+    with ``everywhere``, which also adds :math:`\Sigma - V_k = h^\top h` to ``reduction``.
 
     Returns
     -------
@@ -219,9 +220,19 @@ def _marginal_variances(layout: StickLayout, sigma: np.ndarray, workspace: Facto
     return var
 
 
+def _inverse_solve(workspace: FactorWorkspace, layout: StickLayout, b: np.ndarray) -> None:
+    """Replace ``b`` (shape (E,)) by :math:`B'^{-1}b` per stick with the workspace's
+    :math:`L^{-1}` blocks, in place."""
+    es = layout.entry_bounds
+    for s, w in enumerate(workspace.views):
+        seg = b[es[s]:es[s + 1]]
+        seg[:] = w.T @ (w @ seg)
+
+
 def psi_step(layout: StickLayout, sigma: np.ndarray, mu: np.ndarray, kappa: np.ndarray,
              site: np.ndarray, *, workspace: FactorWorkspace, scale: float = 1.0,
-             full: bool = False, need_reduction: bool = False) -> PsiStep:
+             full: bool = False, need_reduction: bool = False,
+             constant_mean: tuple[np.ndarray, float] | None = None) -> PsiStep:
     r"""The dense psi step (module docstring) for every stick.
 
     Parameters
@@ -238,6 +249,9 @@ def psi_step(layout: StickLayout, sigma: np.ndarray, mu: np.ndarray, kappa: np.n
     full, need_reduction : bool
         Every marginal variance (:math:`O(|O_k|^2 C)` per stick), and with it
         :math:`\sum_k(\Sigma - V_k)` (:math:`O(|O_k| C^2)` per stick).
+    constant_mean : (ndarray of shape (K - 1,), float), optional
+        Choose constant means jointly with :math:`q(\psi)`
+        (:func:`~corrpriors.core.prior.joint_constant_mean`; :math:`A = B'^{-1}`).
 
     Returns
     -------
@@ -251,10 +265,22 @@ def psi_step(layout: StickLayout, sigma: np.ndarray, mu: np.ndarray, kappa: np.n
     if layout.sticks.size:
         idx = layout.entry_flat
         e = site
-        # alpha_O = B'^-1 y, y = kappa / e - mu: GP regression on pseudo-observations
-        a = np.take(kappa, idx) / e - np.take(mu, idx)
+        # alpha_O = B'^-1 (y - mu), y = kappa / e: GP regression on pseudo-observations
+        a = np.take(kappa, idx) / e
+        if constant_mean is None:
+            a -= np.take(mu, idx)
         workspace.load(layout, sigma, scale, e)
         _factor_and_solve(workspace, layout, a)
+        if constant_mean is not None:  # a = B'^-1 y, v = B'^-1 1: the joint constant mean
+            v = np.ones_like(a)
+            _inverse_solve(workspace, layout, v)
+            starts = layout.entry_start[:-1]
+            sum_ay, sum_a1 = np.zeros(km1), np.zeros(km1)
+            sum_ay[layout.sticks] = np.add.reduceat(a, starts)
+            sum_a1[layout.sticks] = np.add.reduceat(v, starts)
+            m = joint_constant_mean(sum_ay, sum_a1, mu[0], constant_mean)
+            mu = np.repeat(m[None, :], c, axis=0)
+            a -= m[layout.entry_cols] * v
         # diag(B'^-1) = colsumsq(L^-1); e_c (V_k)_cc = 1 - e_c diag(B'^-1)_c, from
         # V_OO = D^-1 - D^-1 B'^-1 D^-1 (absolute error ~1e-16 / e_c)
         one_minus = 1.0 - workspace.colsumsq(layout, np.empty_like(e)) / e
@@ -265,6 +291,9 @@ def psi_step(layout: StickLayout, sigma: np.ndarray, mu: np.ndarray, kappa: np.n
             np.log(e) - 2.0 * np.log(workspace.flat[layout.diag_pos]), starts)
         np.put(alpha, idx, a)
         np.put(var, idx, np.maximum(one_minus, 0.0) / e)
+    elif constant_mean is not None:  # no data: the hyper-prior's mean (or the current one)
+        mu = np.repeat(joint_constant_mean(np.zeros(km1), np.zeros(km1), mu[0],
+                                           constant_mean)[None, :], c, axis=0)
     delta = sigma @ alpha
     psi_mean = mu + delta
     quad = np.sum(alpha * delta, axis=0)
@@ -274,7 +303,7 @@ def psi_step(layout: StickLayout, sigma: np.ndarray, mu: np.ndarray, kappa: np.n
         var = _marginal_variances(layout, sigma, workspace, var, everywhere=True,
                                   reduction=reduction)
     step = PsiStep(psi_mean, np.maximum(var, 0.0), alpha, trace_dv, quad, logdet_b, reduction,
-                   complete=full)
+                   complete=full, mean=None if constant_mean is None else mu)
     workspace.last_step = step
     return step
 
@@ -352,11 +381,12 @@ class DenseCovariancePrior:
         return self._workspace
 
     def psi_step(self, layout: StickLayout, scale: float, mean: np.ndarray, kappa: np.ndarray,
-                 site: np.ndarray, *, full: bool = False, reduction: bool = False) -> PsiStep:
+                 site: np.ndarray, *, full: bool = False, reduction: bool = False,
+                 constant_mean: tuple[np.ndarray, float] | None = None) -> PsiStep:
         """See :meth:`corrpriors.core.prior.GaussianPrior.psi_step`."""
         return psi_step(layout, scale * self.base, mean, kappa, site, scale=scale,
                         workspace=self._workspace_for(layout), full=full,
-                        need_reduction=reduction)
+                        need_reduction=reduction, constant_mean=constant_mean)
 
     def complete_variances(self, layout: StickLayout, scale: float, site: np.ndarray,
                            step: PsiStep) -> FloatArray:

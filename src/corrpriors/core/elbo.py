@@ -36,8 +36,15 @@ from __future__ import annotations
 import numpy as np
 
 from .._typing import FloatArray
-from .special import (binomial_deviance, expected_softplus, log_binomial_at_mle,
-                      log_binomial_coefficient, log_cosh_half, log_cosh_half_gap, softplus_gap)
+from .special import (
+    binomial_deviance,
+    expected_softplus,
+    log_binomial_at_mle,
+    log_binomial_coefficient,
+    log_cosh_half,
+    log_cosh_half_gap,
+    softplus_gap,
+)
 
 # A direct sum whose terms add up to ``scale`` in absolute value is off by at most about
 # 64 eps scale (pairwise summation of products of a few correctly rounded factors); it is
@@ -49,7 +56,8 @@ _LOG2 = float(np.log(2.0))
 
 def _direct_if_accurate(direct: float, scale: float, accurate) -> float:
     """``direct`` if its rounding error bound ``_ROUNDING * scale`` is at most
-    ``_DIRECT_RTOL * |direct|``, else ``accurate()``."""
+    ``_DIRECT_RTOL * |direct|``, else ``accurate()``.
+    """
     if _ROUNDING * scale <= _DIRECT_RTOL * abs(direct):
         return float(direct)
     return float(accurate())

@@ -25,8 +25,9 @@ arithmetic broke down, so the run is recorded as not converged (``monotone=False
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -104,11 +105,11 @@ class FixedPointTrace:
 
 
 class Anderson:
-    """Anderson acceleration (type II, memory ``m``) of a fixed-point map :math:`x \\mapsto F(x)`.
+    r"""Anderson acceleration (type II, memory ``m``) of a fixed-point map :math:`x \mapsto F(x)`.
 
-    ``propose(x, fx)`` returns :math:`x + g - (\\Delta X + \\Delta G)\\gamma` with
-    :math:`g = F(x) - x` and :math:`\\gamma` the least-squares fit of :math:`g` by the recent
-    residual differences :math:`\\Delta G`; with no history it is ``fx``.
+    ``propose(x, fx)`` returns :math:`x + g - (\Delta X + \Delta G)\gamma` with
+    :math:`g = F(x) - x` and :math:`\gamma` the least-squares fit of :math:`g` by the recent
+    residual differences :math:`\Delta G`; with no history it is ``fx``.
     """
 
     def __init__(self, memory: int):

@@ -77,7 +77,7 @@ class GibbsResult:
 
     @cached_property
     def pi(self) -> FloatArray:
-        """ndarray of shape (M, C, K): stick-breaking images of the samples."""
+        """Ndarray of shape (M, C, K): stick-breaking images of the samples."""
         return psi_to_pi(self.psi)
 
     def psi_mean(self) -> FloatArray:
@@ -141,7 +141,7 @@ def sample_omega(psi, b, *, rng: SeedLike) -> FloatArray:
     -------
     omega : ndarray of shape (C, K - 1)
     """
-    return sample_pg(b, psi, as_generator(rng))
+    return sample_pg(b, psi, rng=as_generator(rng))
 
 
 def _as_prior(covariance: Any, n_covariates: int) -> GaussianPrior:
@@ -292,7 +292,7 @@ def run_gibbs(counts, mean, covariance, n_samples: int, burn_in: int = 200, thin
         t0 = time.perf_counter()
         kept = 0
         for sweep in range(burn_in + n_samples * thin):
-            omega = sample_pg(b, psi, gen)
+            omega = sample_pg(b, psi, rng=gen)
             psi = conditional_psi(prior, float(scale), omega, kappa, mu, observed, rng=gen)
             if sweep >= burn_in and (sweep - burn_in) % thin == thin - 1:
                 out[kept] = psi

@@ -235,7 +235,7 @@ def m_step(step: Any, hyper: Any, options: Any) -> Any:
                               *prior_scale_range(prior)))
     if options.learn_kernel:
         prior = prior.kernel_m_step(hyper.scale, scale, step, mean)
-    if options.learn_mean == "constant":
+    if options.learn_mean == "constant" and not options.joint_mean:
         m_new = update_constant_mean(prior.precision_ones() / scale, step.psi_mean,
                                      options.mean_prior_mean, options.mean_prior_std)
         mean = np.repeat(m_new[None, :], c, axis=0)

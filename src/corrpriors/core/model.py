@@ -9,10 +9,9 @@ import numpy as np
 
 from .._random import as_generator
 from .._repr import estimator_repr
-from .._typing import FloatArray, SeedLike
 from .._threads import blas_threads
-from .._validation import (check_array, check_counts, check_covariance, check_positive,
-                           check_shape)
+from .._typing import FloatArray, SeedLike
+from .._validation import check_array, check_counts, check_covariance, check_positive, check_shape
 from ..exceptions import ConvergenceWarning
 from .cavi import CAVIOptions, run_cavi
 from .dense_prior import DenseCovariancePrior
@@ -25,13 +24,13 @@ from .stick_breaking import count_statistics, psi_to_pi, uniform_psi
 def marginal_probs(psi_mean: np.ndarray, psi_var: np.ndarray, *, method: str = "plugin",
                    n_samples: int = 2000, rng: SeedLike = None,
                    return_std: bool = False) -> Any:
-    """Category probabilities from independent Gaussian marginals of the stick logits.
+    r"""Category probabilities from independent Gaussian marginals of the stick logits.
 
     Parameters
     ----------
     psi_mean, psi_var : ndarray of shape (N, K - 1)
     method : {"plugin", "mc"}
-        ``"plugin"``: :math:`\\pi(E[\\psi])`; ``"mc"``: :math:`E[\\pi(\\psi)]` by Monte Carlo.
+        ``"plugin"``: :math:`\pi(E[\psi])`; ``"mc"``: :math:`E[\pi(\psi)]` by Monte Carlo.
     n_samples : int
     rng : None, int or numpy.random.Generator
     return_std : bool
@@ -70,6 +69,29 @@ def marginal_probs(psi_mean: np.ndarray, psi_var: np.ndarray, *, method: str = "
     if not return_std:
         return mean
     return mean, np.sqrt(m2 / max(1, n_samples - 1))
+
+
+def _snapshot(source: Any) -> Any:
+    """A copy of a matrix's values (to notice in-place changes); ``None`` for objects."""
+    import scipy.sparse as sp
+
+    if _is_bound_kernel(source) or isinstance(source, GaussianPrior) or source is None:
+        return None
+    if sp.issparse(source):
+        return sp.csr_array(source, copy=True)
+    return np.array(source, dtype=float, copy=True)
+
+
+def _same_values(snapshot: Any, source: Any) -> bool:
+    import scipy.sparse as sp
+
+    if snapshot is None:
+        return True
+    if sp.issparse(source):
+        current = sp.csr_array(source)
+        return (current.shape == snapshot.shape and current.nnz == snapshot.nnz
+                and abs(current - snapshot).sum() == 0)
+    return np.array_equal(snapshot, np.asarray(source))
 
 
 def _is_bound_kernel(obj: Any) -> bool:
@@ -114,12 +136,15 @@ class CorrelatedMultinomial:
 
     Parameters
     ----------
-    covariance : ndarray of shape (C, C) or BoundKernel
+    covariance : ndarray of shape (C, C), BoundKernel or GaussianPrior, optional
         :math:`\tilde\Sigma`: symmetric positive semi-definite. A rank-deficient matrix is
         accepted with the smallest escalating diagonal jitter :math:`\epsilon` that allows a
-        Cholesky factorisation (:class:`~corrpriors.exceptions.JitterWarning`); the jittered
-        matrix is used everywhere (VI, ELBO, Gibbs), so the ELBO is exact for the fitted model.
-        A bound kernel (``kernel.bind(coords=...)``) enables ``learn_kernel``.
+        Cholesky factorisation (silent up to 1e-8 of the mean diagonal, else a
+        :class:`~corrpriors.exceptions.JitterWarning`); the jittered matrix is used everywhere
+        (VI, ELBO, Gibbs), so the ELBO is exact for the fitted model. A bound kernel
+        (``kernel.bind(coords=...)``) enables ``learn_kernel`` and :meth:`predict_probs`. Any
+        object implementing :class:`~corrpriors.core.prior.GaussianPrior` is used as it is.
+        Exactly one of ``covariance`` and ``precision``.
     mean : None, ndarray of shape (K - 1,) or (C, K - 1)
         :math:`\mu`. ``None``: the logits of the uniform distribution, ``-log(K - k)``, for
         every covariate.
@@ -160,6 +185,12 @@ class CorrelatedMultinomial:
         Start every ``fit`` from the previous solution (tilts, scale, means) when the shapes
         match.
     verbose : bool
+    precision : scipy.sparse matrix or ndarray of shape (C, C), optional
+        A sparse symmetric positive-definite precision :math:`Q` with
+        :math:`\tilde\Sigma = Q^{-1}` (e.g. a GMRF from :func:`corrpriors.kernels.grid_precision`):
+        the same model, fitted exactly through sparse Cholesky factorisations and selected
+        inversion (:class:`~corrpriors.core.sparse_prior.SparsePrecisionPrior`), for 10^4-10^5
+        covariates. Exactly one of ``covariance`` and ``precision``.
     acceleration : {"anderson", None}
         ``"anderson"`` (default) iterates the same CAVI/EM map with safeguarded Anderson
         acceleration: the same fixed point in about half the psi steps, the objective still
@@ -204,13 +235,15 @@ class CorrelatedMultinomial:
     (4, 3)
     """
 
-    def __init__(self, covariance: Any, mean: Any = None, learn_mean: str | None = None,
+    def __init__(self, covariance: Any = None, mean: Any = None, learn_mean: str | None = None,
                  learn_scale: bool = False, max_iter: int = 1000, tol: float = 1e-8, *,
-                 scale: float = 1.0, scale_prior: tuple[float, float] | None = None,
+                 precision: Any = None, scale: float = 1.0,
+                 scale_prior: tuple[float, float] | None = None,
                  mean_prior_std: float | None = None, mean_prior_mean: Any = None,
                  learn_kernel: bool = False, warm_start: bool = False, verbose: bool = False,
                  acceleration: str | None = "anderson"):
         self.covariance = covariance
+        self.precision = precision
         self.mean = mean
         self.learn_mean = learn_mean
         self.learn_scale = learn_scale
@@ -253,6 +286,9 @@ class CorrelatedMultinomial:
             m0 = check_array(self.mean_prior_mean, "mean_prior_mean", ndim=1)
             check_shape(m0, (n_categories - 1,), "mean_prior_mean")
             _check_logits(m0, "mean_prior_mean")
+        if self.learn_kernel and self.precision is not None:
+            raise ValueError("learn_kernel: a precision prior has no kernel to learn; compare "
+                             "precisions (e.g. length scales) with select_kernel instead")
         if self.learn_kernel and not _is_bound_kernel(self.covariance):
             raise ValueError("learn_kernel: needs covariance to be a bound kernel "
                              "(kernel.bind(coords=...)), got an array")
@@ -267,6 +303,15 @@ class CorrelatedMultinomial:
 
     def _build_prior(self, n_covariates: int) -> GaussianPrior:
         cov = self.covariance
+        if (cov is None) == (self.precision is None):
+            raise ValueError("covariance, precision: expected exactly one of them, got "
+                             + ("neither" if cov is None else "both"))
+        if self.precision is not None:
+            from .sparse_prior import SparsePrecisionPrior
+
+            if isinstance(self.precision, GaussianPrior):
+                return check_prior(self.precision, n_covariates, "precision")
+            return SparsePrecisionPrior(self.precision, size=n_covariates)
         if isinstance(cov, GaussianPrior):
             return check_prior(cov, n_covariates, "covariance")
         if _is_bound_kernel(cov):
@@ -286,16 +331,15 @@ class CorrelatedMultinomial:
 
     def _prior(self, n_covariates: int) -> GaussianPrior:
         """The prior structure, cached while ``covariance`` is unchanged (validation, the
-        Cholesky factor and the jitter cost O(C^3); PSRL refits the same prior often)."""
+        Cholesky factor and the jitter cost O(C^3); PSRL refits the same prior often).
+        """
         prev = getattr(self, "_prior_cache", None)
-        cov = self.covariance
-        if (prev is not None and prev[0] is cov and prev[2].n_covariates == n_covariates
-                and (prev[1] is None or np.array_equal(prev[1], np.asarray(cov)))):
+        source = self.covariance if self.precision is None else self.precision
+        if (prev is not None and prev[0] is source and prev[2].n_covariates == n_covariates
+                and _same_values(prev[1], source)):
             return prev[2]
         prior = self._build_prior(n_covariates)
-        plain = _is_bound_kernel(cov) or isinstance(cov, GaussianPrior)
-        raw = None if plain else np.array(cov, dtype=float, copy=True)
-        self._prior_cache = (cov, raw, prior)
+        self._prior_cache = (source, _snapshot(source), prior)
         return prior
 
     def _prepare_mean(self, c: int, k: int) -> np.ndarray:
@@ -418,13 +462,13 @@ class CorrelatedMultinomial:
 
     def probs(self, method: str = "plugin", n_samples: int = 2000, *, rng: SeedLike = None,
               return_std: bool = False) -> Any:
-        """Posterior probability vectors.
+        r"""Posterior probability vectors.
 
         Parameters
         ----------
         method : {"plugin", "mc"}
-            ``"plugin"``: :math:`\\pi(\\lambda)` (what the paper uses). ``"mc"``:
-            :math:`E_q[\\pi(\\psi)]` by Monte Carlo over the marginals :math:`N(\\lambda_{ck},
+            ``"plugin"``: :math:`\pi(\lambda)` (what the paper uses). ``"mc"``:
+            :math:`E_q[\pi(\psi)]` by Monte Carlo over the marginals :math:`N(\lambda_{ck},
             (V_k)_{cc})` (sticks are independent under q, so marginals suffice per covariate).
         n_samples : int
         rng : None, int or numpy.random.Generator
@@ -537,7 +581,7 @@ class CorrelatedMultinomial:
                               return_std=return_std)
 
     def sample_psi(self, n: int, *, rng: SeedLike) -> FloatArray:
-        """Joint draws from :math:`q(\\psi)` (each stick jointly across covariates).
+        r"""Joint draws from :math:`q(\psi)` (each stick jointly across covariates).
 
         The prior's joint sampler (for a dense prior Matheron's rule, see
         :meth:`corrpriors.core.dense_prior.DenseCovariancePrior.sample_posterior`).
@@ -568,8 +612,8 @@ class CorrelatedMultinomial:
         """
         return psi_to_pi(self.sample_psi(n, rng=rng))
 
-    def fit_gibbs(self, counts: Any, n_samples: int, burn_in: int = 200, rng: SeedLike = None,
-                  *, thin: int = 1):
+    def fit_gibbs(self, counts: Any, n_samples: int, burn_in: int = 200, *,
+                  rng: SeedLike = None, thin: int = 1):
         """Exact posterior samples by the Polya-Gamma Gibbs sampler under the same prior.
 
         Uses the jittered, scaled covariance and the prior mean of the last VI fit when there is

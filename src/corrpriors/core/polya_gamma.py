@@ -191,7 +191,7 @@ def _sample_series(b: np.ndarray, c: np.ndarray, rng: np.random.Generator,
     return np.sum(g / denom, axis=1) / (2.0 * np.pi**2) + _series_tail_mean(b, c, n_terms)
 
 
-def sample_pg(b, c, rng: SeedLike, *, normal_threshold: float = 200.0) -> FloatArray:
+def sample_pg(b, c, *, rng: SeedLike, normal_threshold: float = 200.0) -> FloatArray:
     """Draw ``omega ~ PG(b, c)`` element-wise, routed around known upstream bugs.
 
     Parameters

@@ -80,7 +80,7 @@ class StickLayout:
 
     @functools.cached_property
     def entry_bounds(self) -> list:
-        """list of int: ``entry_start`` as Python integers (cheap slicing in loops)."""
+        """List of int: ``entry_start`` as Python integers (cheap slicing in loops)."""
         return [int(i) for i in self.entry_start]
 
     @property
@@ -94,7 +94,7 @@ class StickLayout:
         return int(self.observed.shape[1])
 
     def rows(self, s: int) -> np.ndarray:
-        """ndarray of shape (sizes[s],): the observed covariates of the ``s``-th stick."""
+        """Ndarray of shape (sizes[s],): the observed covariates of the ``s``-th stick."""
         return self.entry_rows[self.entry_start[s]:self.entry_start[s + 1]]
 
     def gather(self, x: np.ndarray) -> FloatArray:
@@ -109,7 +109,7 @@ class StickLayout:
 
 
 def build_layout(observed: np.ndarray) -> StickLayout:
-    """Pack the observed sets :math:`O_k = \\{c: b_{ck} > 0\\}` of the non-empty sticks.
+    r"""Pack the observed sets :math:`O_k = \{c: b_{ck} > 0\}` of the non-empty sticks.
 
     Parameters
     ----------
@@ -159,6 +159,9 @@ class PsiStep:
         :math:`\sum_k (\Sigma - V_k)` when asked for (kernel M-step of dense priors).
     complete : bool
         Whether ``psi_var`` holds every marginal variance.
+    mean : ndarray of shape (C, K - 1) or None
+        With ``constant_mean``: the constant prior means chosen jointly with :math:`q(\psi)`
+        (the step's :math:`\mu`); ``None`` otherwise (the given means were used).
     """
 
     psi_mean: np.ndarray
@@ -169,6 +172,40 @@ class PsiStep:
     logdet_b: np.ndarray
     reduction: np.ndarray | None = None
     complete: bool = False
+    mean: np.ndarray | None = None
+
+
+def joint_constant_mean(sum_ay: np.ndarray, sum_a1: np.ndarray, current: np.ndarray,
+                        constant_mean: tuple[np.ndarray, float]) -> FloatArray:
+    r"""The constant prior mean of every stick, maximised jointly with :math:`q(\psi)`.
+
+    For fixed :math:`q(\omega)` the ELBO is a concave quadratic in :math:`(\lambda_k, m_k)`
+    jointly; its maximiser over :math:`m_k` is the generalised-least-squares mean of the
+    pseudo-observations :math:`y = \kappa/e` (covariance :math:`\Sigma_{OO} + D^{-1}`, inverse
+    :math:`A`), with the normal hyper-prior :math:`N(m_0, \tau^2)`:
+
+    .. math:: m_k = \frac{\mathbf 1^\top A y + m_0/\tau^2}{\mathbf 1^\top A\mathbf 1 + 1/\tau^2}.
+
+    Parameters
+    ----------
+    sum_ay, sum_a1 : ndarray of shape (K - 1,)
+        :math:`\mathbf 1^\top A y` and :math:`\mathbf 1^\top A \mathbf 1` per stick (zero for
+        sticks without observations).
+    current : ndarray of shape (K - 1,)
+        The means so far (kept for sticks without data and without a hyper-prior).
+    constant_mean : (ndarray of shape (K - 1,), float)
+        :math:`m_0` and the hyper-prior precision :math:`1/\tau^2` (0 for none).
+
+    Returns
+    -------
+    ndarray of shape (K - 1,)
+    """
+    m0, precision = constant_mean
+    den = sum_a1 + precision
+    num = sum_ay + (precision * np.asarray(m0, dtype=float) if precision > 0 else 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        m = num / den
+    return np.where(den > 0, m, current)
 
 
 @runtime_checkable
@@ -195,8 +232,8 @@ class GaussianPrior(Protocol):
         ...
 
     def psi_step(self, layout: StickLayout, scale: float, mean: np.ndarray, kappa: np.ndarray,
-                 site: np.ndarray, *, full: bool = False,
-                 reduction: bool = False) -> PsiStep:
+                 site: np.ndarray, *, full: bool = False, reduction: bool = False,
+                 constant_mean: tuple[np.ndarray, float] | None = None) -> PsiStep:
         r"""The update of :math:`q(\psi)` for every stick.
 
         Parameters
@@ -214,6 +251,10 @@ class GaussianPrior(Protocol):
             Also compute every marginal variance.
         reduction : bool
             Also return :math:`\sum_k(\Sigma - V_k)` (only priors supporting kernel learning).
+        constant_mean : (ndarray of shape (K - 1,), float), optional
+            Choose constant prior means :math:`\mu_k = m_k\mathbf 1` jointly with
+            :math:`q(\psi)` (:func:`joint_constant_mean`, hyper-prior mean and precision) instead
+            of using ``mean``; they are returned in ``PsiStep.mean``.
 
         Returns
         -------
@@ -271,8 +312,9 @@ PRIOR_VARIANCE_RANGE = (1e-150, 1e15)
 
 
 def prior_scale_range(prior: GaussianPrior) -> tuple[float, float]:
-    """The usable range of the scale :math:`\theta` for ``prior`` (see
-    :data:`PRIOR_VARIANCE_RANGE`)."""
+    r"""The usable range of the scale :math:`\theta` for ``prior`` (see
+    :data:`PRIOR_VARIANCE_RANGE`).
+    """
     v = float(np.mean(prior.prior_variance()))
     return PRIOR_VARIANCE_RANGE[0] / v, PRIOR_VARIANCE_RANGE[1] / v
 
@@ -303,4 +345,4 @@ def check_prior(prior: Any, n_covariates: int | None = None, name: str = "prior"
 
 
 __all__ = ["PRIOR_VARIANCE_RANGE", "GaussianPrior", "PsiStep", "StickLayout", "build_layout",
-           "check_prior", "check_prior_scale", "prior_scale_range"]
+           "check_prior", "check_prior_scale", "joint_constant_mean", "prior_scale_range"]

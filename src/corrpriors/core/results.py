@@ -81,7 +81,7 @@ class VIResult:
 
     @property
     def covariance(self) -> np.ndarray:
-        """ndarray of shape (C, C): the dense base covariance of a dense prior."""
+        """Ndarray of shape (C, C): the dense base covariance of a dense prior."""
         base = getattr(self.prior, "base", None)
         if base is None:
             raise AttributeError(f"covariance: the prior {type(self.prior).__name__} has no dense "

@@ -86,12 +86,12 @@ def clone_estimator(estimator: CorrelatedMultinomial, **overrides: Any) -> Corre
 
 @dataclass(frozen=True)
 class ScaleSelection:
-    """Outcome of a scale search.
+    r"""Outcome of a scale search.
 
     Attributes
     ----------
     scale : float
-        The chosen :math:`\\theta`.
+        The chosen :math:`\theta`.
     value : float
         The criterion at the chosen scale.
     model : CorrelatedMultinomial
@@ -164,12 +164,19 @@ class ScaleSearch:
 
     def _value(self, j: int, counts: np.ndarray) -> float:
         model = self.models_.get(j)
+        init = None
         if model is None:
             model = self.models_[j] = clone_estimator(
                 self.estimator, scale=self.scale_of(j), learn_scale=False, scale_prior=None,
                 warm_start=True)
+            # a new lattice point starts from the nearest one already fitted to these counts
+            # (the same q up to the scale), not from the prior
+            near = [i for i, m in self.models_.items()
+                    if i != j and hasattr(m, "counts_") and np.array_equal(m.counts_, counts)]
+            if near:
+                init = self.models_[min(near, key=lambda i: abs(i - j))].result_
         if not (hasattr(model, "counts_") and np.array_equal(model.counts_, counts)):
-            model.fit(counts)
+            model.fit(counts, init=init)
             self.n_fits_ += 1
         return criterion_value(model, self.criterion)
 
@@ -245,9 +252,9 @@ def select_scale(estimator: CorrelatedMultinomial, counts: Any, *, criterion: st
 def select_kernel(counts: Any, candidates: Any, criterion: str = "elbo", *,
                   scale_search: dict | None = None,
                   **kwargs: Any) -> list[tuple[Any, CorrelatedMultinomial]]:
-    """Fit one model per candidate covariance and rank them by a bound on the evidence.
+    r"""Fit one model per candidate covariance and rank them by a bound on the evidence.
 
-    Both criteria bound the log evidence :math:`\\log p(X)` of each prior, so they are
+    Both criteria bound the log evidence :math:`\log p(X)` of each prior, so they are
     comparable across kernels. ``"collapsed"`` (:meth:`CorrelatedMultinomial.collapsed_bound`)
     is the tighter one and does not favour small prior scales the way the mean-field ELBO
     does; ``"elbo"`` is the paper's.

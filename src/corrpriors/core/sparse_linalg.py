@@ -65,9 +65,9 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from .._threads import blas_threads
 from . import _supernodal
 from ._ordering import ORDERINGS, fill_reducing_ordering
-from .._threads import blas_threads
 
 __all__ = ["CholeskyFactor", "NotPositiveDefiniteError", "SparseCholesky"]
 
@@ -199,7 +199,8 @@ class SparseCholesky:
 
     def _permuted_lower(self, perm: np.ndarray) -> tuple[np.ndarray, ...]:
         """Permuted pattern: lower-triangle CSC (indptr, rows), every entry's permuted row
-        and column, and which entries are in the lower triangle."""
+        and column, and which entries are in the lower triangle.
+        """
         n = self.n
         iperm = np.empty(n, dtype=np.int64)
         iperm[perm] = np.arange(n)
@@ -315,7 +316,7 @@ class SparseCholesky:
         return vals
 
     def factorize(self, A: Any, *, scale: float = 1.0, diagonal: Any = None
-                  ) -> "CholeskyFactor":
+                  ) -> CholeskyFactor:
         """Numeric factorisation of ``scale * A + diag(diagonal)`` on the analysed pattern.
 
         Parameters
@@ -353,7 +354,7 @@ class SparseCholesky:
             vals[self._diag] += d
         return self._factorize_values(vals)
 
-    def _factorize_values(self, vals: np.ndarray) -> "CholeskyFactor":
+    def _factorize_values(self, vals: np.ndarray) -> CholeskyFactor:
         buffer = np.zeros(self._symbolic.size)
         buffer[self._position[self._lower]] = vals[self._lower]
         try:

@@ -301,7 +301,8 @@ _ONE_MINUS_RHO = (_U - np.log1p(_U)) / _U  # 1 - rho(y), in [0, 1 - log 2], ~ e^
 
 def _normal_loss(a: np.ndarray) -> FloatArray:
     r""":math:`E[(Z - a)^+] = \varphi(a) - a\Phi(-a)` for :math:`a \ge 0` (positive, relative
-    accuracy about :math:`a^2\epsilon`)."""
+    accuracy about :math:`a^2\epsilon`).
+    """
     phi = np.exp(-0.5 * a * a) / np.sqrt(2.0 * np.pi)
     mills = np.sqrt(0.5 * np.pi) * erfcx(a / np.sqrt(2.0))  # Phi(-a) / phi(a)
     return np.where(a <= 1.0, phi - a * ndtr(-a), phi * (1.0 - a * mills))
@@ -309,7 +310,8 @@ def _normal_loss(a: np.ndarray) -> FloatArray:
 
 def _truncated_rho_mean(mu: np.ndarray, s: np.ndarray) -> FloatArray:
     r""":math:`E[\rho(Y) \mid Y > 0]` for :math:`Y \sim N(\mu, s^2)`, :math:`s \ge 1`, as
-    :math:`1 - E[1 - \rho(Y) \mid Y > 0]` (a value in :math:`[\log 2, 1]`)."""
+    :math:`1 - E[1 - \rho(Y) \mid Y > 0]` (a value in :math:`[\log 2, 1]`).
+    """
     z = (_HALF_NODES[None, :] - mu[:, None]) / s[:, None]
     log_dens = (-0.5 * z * z - np.log(s)[:, None] - _HALF_LOG_2PI
                 - log_ndtr(mu / s)[:, None])

@@ -28,8 +28,7 @@ Matern-like Gaussian Markov random field on a grid or a graph,
 from .base import BoundKernel, Hyperparameter, Kernel
 from .combination import Product, Scaled, Sum
 from .distances import euclidean_distances, graph_distances
-from .gmrf import (graph_precision, grid_adjacency, grid_precision, knn_adjacency,
-                   matern_kappa)
+from .gmrf import graph_precision, grid_adjacency, grid_precision, knn_adjacency, lattice_adjacency, matern_kappa
 from .stationary import Exponential, Matern32, Matern52, SquaredExponential
 
 __all__ = [
@@ -49,5 +48,6 @@ __all__ = [
     "grid_adjacency",
     "grid_precision",
     "knn_adjacency",
+    "lattice_adjacency",
     "matern_kappa",
 ]

@@ -116,12 +116,12 @@ class Kernel:
 
     @property
     def theta(self) -> FloatArray:
-        """ndarray of shape (P,): log values of the free hyper-parameters."""
+        """Ndarray of shape (P,): log values of the free hyper-parameters."""
         return np.log(np.array([h.value for h in self._free], dtype=np.float64))
 
     @property
     def bounds(self) -> FloatArray:
-        """ndarray of shape (P, 2): log-space bounds of the free hyper-parameters.
+        """Ndarray of shape (P, 2): log-space bounds of the free hyper-parameters.
 
         Bounds constrain learning only. A kernel may be built with a value outside them (and
         evaluated: nothing is learned then); asking for the bounds, which every optimiser of
@@ -344,12 +344,12 @@ class BoundKernel:
 
     @property
     def theta(self) -> FloatArray:
-        """ndarray of shape (P,): ``kernel.theta``."""
+        """Ndarray of shape (P,): ``kernel.theta``."""
         return self.kernel.theta
 
     @property
     def bounds(self) -> FloatArray:
-        """ndarray of shape (P, 2): ``kernel.bounds``."""
+        """Ndarray of shape (P, 2): ``kernel.bounds``."""
         return self.kernel.bounds
 
     @property

@@ -52,7 +52,7 @@ import numpy as np
 import scipy.sparse as sp
 
 __all__ = ["graph_precision", "grid_adjacency", "grid_precision", "knn_adjacency",
-           "matern_kappa"]
+           "lattice_adjacency", "matern_kappa"]
 
 
 def matern_kappa(length_scale: float, *, alpha: int = 2, dim: int) -> float:
@@ -202,9 +202,9 @@ def graph_precision(adjacency: Any, *, kappa: float | None = None,
 
 def _normalised(q: sp.csr_array) -> sp.csr_array:
     """``q`` scaled so that the geometric mean of diag(q^-1) is one (exact, sparse)."""
-    from ..core.sparse_linalg import SparseCholesky  # lazy: core may import kernels
+    from ..core.sparse_prior import analysis_for  # lazy: core may import kernels
 
-    variances = SparseCholesky(q).factorize(q).inverse_diagonal()
+    variances = analysis_for(q).factorize(q).inverse_diagonal()
     return q * float(np.exp(np.mean(np.log(variances))))
 
 
@@ -341,6 +341,53 @@ def grid_precision(shape: Any, *, kappa: float | None = None,
     k = _kappa(kappa, length_scale, alpha, len(dims))
     adj = grid_adjacency(dims, mask=mask, walls=walls, spacing=spacing)
     return graph_precision(adj, kappa=k, alpha=alpha, tau=tau, normalize=normalize)
+
+
+def lattice_adjacency(coords: Any) -> sp.csr_array:
+    """Unit-weight adjacency of integer points that differ by one in exactly one coordinate.
+
+    The grid graph of the occupied cells of a lattice in any dimension (a grid world's cells,
+    Taxi's (row, column, passenger, destination) states): no bounding box is built, so sparse
+    occupancy in high dimensions costs nothing.
+
+    Parameters
+    ----------
+    coords : array_like of shape (C, D)
+        Integer coordinates, all distinct.
+
+    Returns
+    -------
+    scipy.sparse.csr_array of shape (C, C)
+        Symmetric 0/1 adjacency.
+    """
+    x = np.asarray(coords)
+    if x.ndim != 2 or x.shape[0] < 1:
+        raise ValueError(f"coords: expected an array of shape (C, D), got {x.shape}")
+    xf = np.asarray(x, dtype=np.float64)
+    if not np.all(np.isfinite(xf)) or not np.all(xf == np.round(xf)):
+        raise ValueError("coords: expected integer coordinates")
+    xi = (xf - xf.min(axis=0)).astype(np.int64)
+    extent = xi.max(axis=0) + 2                       # room for the +1 neighbour
+    if float(np.prod(extent.astype(np.float64))) >= 2.0 ** 62:
+        raise ValueError("coords: the lattice is too large to index (extent product >= 2**62)")
+    strides = np.concatenate([np.cumprod(extent[::-1])[::-1][1:], [1]]).astype(np.int64)
+    keys = xi @ strides
+    order = np.argsort(keys, kind="stable")
+    sorted_keys = keys[order]
+    if np.any(np.diff(sorted_keys) == 0):
+        raise ValueError("coords: expected distinct points, found a duplicate")
+    rows, cols = [], []
+    for stride in strides:
+        target = keys + stride
+        pos = np.minimum(np.searchsorted(sorted_keys, target), keys.size - 1)
+        hit = sorted_keys[pos] == target
+        rows.append(np.flatnonzero(hit))
+        cols.append(order[pos[hit]])
+    r, c = np.concatenate(rows), np.concatenate(cols)
+    n = x.shape[0]
+    w = sp.coo_array((np.ones(2 * r.size), (np.concatenate([r, c]), np.concatenate([c, r]))),
+                     shape=(n, n))
+    return sp.csr_array(w)
 
 
 def knn_adjacency(coords: Any, n_neighbors: int, *, weights: str = "spacing"

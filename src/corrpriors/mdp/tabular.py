@@ -228,7 +228,7 @@ class TabularMDP:
         out[self._cells[:, 0], self._cells[:, 1]] = v
         return out
 
-    def with_transitions(self, transitions: Any) -> "TabularMDP":
+    def with_transitions(self, transitions: Any) -> TabularMDP:
         """Return a copy with other (validated) transition probabilities, e.g. a posterior sample.
 
         Transition rewards :math:`r(s, a, s')` stay; the copy's ``reward_matrix`` averages

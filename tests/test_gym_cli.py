@@ -151,6 +151,7 @@ def test_an_environment_without_coordinates_runs_the_dirichlet_methods(tmp_path,
     (["psrl", "FrozenLake-v1", "--steps", "0"], "steps: expected a positive integer, got 0"),
     (["psrl", "FrozenLake-v1", "--set", "env_id=Taxi-v4"], "env_id, env_kwargs: this experiment is FrozenLake-v1"),
     (["psrl", "FrozenLake-v1", "--steps", "9", "--set", "steps=10"], "--steps and --set steps=...: give only one"),
+    (["psrl", "FrozenLake-v1", "--set", "prior=sparse"], "prior: expected auto, dense or gmrf, got 'sparse'"),
     (["psrl", "FrozenLake-v1", "--set", "nonsense=1"], "nonsense: not a Config field of experiment psrl-FrozenLake-v1"),
     (["sysid", "FrozenLake-v1", "--seeds", "3-1"], "seeds: range '3-1' is reversed"),
 ])

@@ -274,8 +274,9 @@ def make_belief(model: str, mdp: Any, config: Any) -> Any:
 
     ``pg``: :meth:`CorrelatedTransitionModel.for_mdp` with the relative encoding (moves as
     displacements within ``config.radius``); ``pg_absolute``: the absolute encoding (next states);
-    both with a squared-exponential kernel of length scale ``config.lengthscale`` on the state
-    coordinates and the scale chosen by ``config.selection``. ``dirichlet_sparse`` /
+    both with a prior of length scale ``config.lengthscale`` on the state coordinates
+    (``config.prior``: ``"auto"``, ``"dense"`` squared-exponential kernel or ``"gmrf"`` sparse
+    precision) and the scale chosen by ``config.selection``. ``dirichlet_sparse`` /
     ``dirichlet_uniform``: independent Dirichlet rows with ``config.alpha_sparse`` /
     ``config.alpha_uniform``.
     """
@@ -289,7 +290,7 @@ def make_belief(model: str, mdp: Any, config: Any) -> Any:
         raise ValueError(f"model: expected one of {', '.join(MODELS)}, got {model!r}")
     return CorrelatedTransitionModel.for_mdp(
         mdp, encoding="relative" if model == "pg" else "absolute", lengthscale=config.lengthscale,
-        radius=config.radius, selection=config.selection)
+        radius=config.radius, selection=config.selection, prior=config.prior)
 
 
 def check_model_settings(config: Any) -> None:
@@ -300,6 +301,8 @@ def check_model_settings(config: Any) -> None:
     positive_int(config, "radius")
     if config.selection not in ("collapsed", "elbo", "em", "fixed"):
         raise ValueError(f"selection: expected collapsed, elbo, em or fixed, got {config.selection!r}")
+    if config.prior not in ("auto", "dense", "gmrf"):
+        raise ValueError(f"prior: expected auto, dense or gmrf, got {config.prior!r}")
 
 
 def method_stream(rng: np.random.Generator, methods: tuple) -> dict[str, np.random.Generator]:

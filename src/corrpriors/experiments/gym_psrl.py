@@ -107,7 +107,7 @@ class PSRLConfig(GymConfig):
         Steps H of ``success_probability`` and ``horizon_return``.
     methods : tuple of str
         ``<model>_<variant>`` names.
-    alpha_sparse, alpha_uniform, lengthscale, radius, selection
+    alpha_sparse, alpha_uniform, lengthscale, radius, selection, prior
         Settings of the beliefs, as in ``corrpriors sysid``.
     """
 
@@ -128,6 +128,7 @@ class PSRLConfig(GymConfig):
     lengthscale: float = 2.0
     radius: int = 1
     selection: str = "collapsed"
+    prior: str = "auto"
 
 
 def x_values(config: Any) -> list[float]:

@@ -82,6 +82,9 @@ class SysIdConfig(GymConfig):
         Window half-width of the relative encoding.
     selection : {"collapsed", "elbo", "em", "fixed"}
         How the prior scale is chosen (see ``CorrelatedTransitionModel.for_mdp``).
+    prior : {"auto", "dense", "gmrf"}
+        The correlated prior: a dense squared-exponential kernel or a sparse GMRF precision
+        (``"auto"``: GMRF from 500 states with at most 30 categories).
     """
 
     _GYM_BASE = True
@@ -95,6 +98,7 @@ class SysIdConfig(GymConfig):
     lengthscale: float = 2.0
     radius: int = 1
     selection: str = "collapsed"
+    prior: str = "auto"
 
 
 def run_seed(config: SysIdConfig, rng: np.random.Generator) -> SeedResult:

@@ -15,6 +15,10 @@ SUBCOMMANDS = {
     "fit": ("corrpriors._fit_cli", "fit a correlated multinomial model to a count matrix"),
     "reproduce": ("corrpriors.experiments._cli", "reproduce the paper's experiments"),
     "report": ("corrpriors.experiments._report", "one HTML page of a results folder (figures, tables, claims)"),
+    "sysid": ("corrpriors.experiments.gym_sysid",
+              "system identification on any discrete Gymnasium environment (Hellinger error vs transitions)"),
+    "psrl": ("corrpriors.experiments.gym_psrl",
+             "PSRL on any discrete Gymnasium environment (normalised return vs steps)"),
 }
 
 

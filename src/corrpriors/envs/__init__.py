@@ -10,7 +10,14 @@ and ``corrpriors/QueueingNetwork-v0`` with Gymnasium. Without importing it first
 ``gymnasium.make("corrpriors.envs:corrpriors/TunnelWorld-v0")``.
 """
 
-from .adapter import EnvInfo, EnvTransitions, env_info, from_gymnasium, random_exploration
+from .adapter import (
+    EnvInfo,
+    EnvTransitions,
+    env_info,
+    from_gymnasium,
+    random_exploration,
+    reachable_states,
+)
 from .gridworld import (
     ACTION_NAMES,
     ACTION_VECTORS,
@@ -34,6 +41,7 @@ __all__ = [
     "EnvInfo",
     "EnvTransitions",
     "random_exploration",
+    "reachable_states",
     "ACTION_NAMES",
     "ACTION_VECTORS",
     "dense_gridworld",

@@ -39,7 +39,8 @@ from .._typing import SeedLike
 from ..mdp.checks import ROW_ATOL, check_distribution
 from ..mdp.tabular import TabularMDP
 
-__all__ = ["EnvInfo", "EnvTransitions", "env_info", "from_gymnasium", "random_exploration"]
+__all__ = ["EnvInfo", "EnvTransitions", "env_info", "from_gymnasium", "random_exploration",
+           "reachable_states"]
 
 #: Discount given to models of environments that do not define one.
 DEFAULT_DISCOUNT = 0.99
@@ -245,6 +246,31 @@ def _reachable(P: np.ndarray, start: np.ndarray, terminal: np.ndarray) -> np.nda
     return seen
 
 
+def reachable_states(mdp: TabularMDP) -> np.ndarray:
+    """Mark the states an episode can visit: reachable from the start distribution under some policy.
+
+    A state counts if a chain of transitions with positive probability leads to it from a
+    state of positive start probability (every state, for a model without a start
+    distribution), never passing *through* a terminal state (reaching one counts).
+
+    Parameters
+    ----------
+    mdp : TabularMDP
+
+    Returns
+    -------
+    ndarray of shape (S,)
+        Boolean mask (e.g. CliffWalking's cliff cells, where no episode ever is, are False).
+    """
+    if not isinstance(mdp, TabularMDP):
+        raise TypeError(f"mdp: expected a TabularMDP, got {type(mdp).__name__}")
+    S = mdp.n_states
+    mu = mdp.initial_distribution
+    start = np.ones(S, dtype=bool) if mu is None else np.asarray(np.asarray(mu) > 0, dtype=bool)
+    terminal = np.zeros(S, dtype=bool) if mdp.terminal is None else np.asarray(mdp.terminal, dtype=bool)
+    return _reachable(np.asarray(mdp.transitions), start, terminal)
+
+
 def _terminal_states(P: np.ndarray, ends: np.ndarray, goes_on: np.ndarray,
                      start: np.ndarray) -> np.ndarray:
     """States whose arrival ends the episode; checks that termination depends on them only.
@@ -267,7 +293,7 @@ def _terminal_states(P: np.ndarray, ends: np.ndarray, goes_on: np.ndarray,
 
 def from_gymnasium(env: Any, *, features: Callable[[int], Any] | Any = None,
                    discount: float | None = None) -> TabularMDP:
-    r"""The exact tabular model of a discrete Gymnasium environment.
+    r"""Read the exact tabular model of a discrete Gymnasium environment.
 
     Parameters
     ----------

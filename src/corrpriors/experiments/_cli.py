@@ -79,8 +79,8 @@ def _list() -> int:
     return 0
 
 
-def _error(message: str) -> None:
-    print(f"{PROG}: error: {message}", file=sys.stderr)
+def _error(message: str, prog: str = PROG) -> None:
+    print(f"{prog}: error: {message}", file=sys.stderr)
 
 
 def _names(args: argparse.Namespace) -> list[str] | None:
@@ -136,6 +136,18 @@ def _run(args: argparse.Namespace) -> int:
         if status == 0:
             print(f"{PROG}: no experiment is available yet", file=sys.stderr)
         return 1
+    return execute_plans(plans, args, status, t_start)
+
+
+def execute_plans(plans: list, args: argparse.Namespace, status: int = 0, t_start: float | None = None,
+                  prog: str = PROG) -> int:
+    """Lock every plan's folder, run the plans, print the closing summary; return the exit code.
+
+    ``args`` carries the run options of ``reproduce`` (``jobs``, ``backend``, ``scheduler``,
+    ``resume``, ``progress``, ``plot``, ``out``); also used by ``corrpriors sysid`` / ``psrl``
+    (``prog`` names the command in error messages).
+    """
+    t_start = time.perf_counter() if t_start is None else t_start
     locks = []
     try:
         try:  # every folder checked and locked before any seed runs
@@ -143,9 +155,9 @@ def _run(args: argparse.Namespace) -> int:
                 _io.prepare_run_dir(plan.run_dir)
                 locks.append(_io.RunLock(plan.run_dir).acquire())
         except _io.OutputError as exc:
-            _error(str(exc))
+            _error(str(exc), prog)
             return 2
-        reports, status = _run_plans(plans, args, status)
+        reports, status = _run_plans(plans, args, status, prog)
     finally:
         for held in locks:
             held.release()
@@ -156,7 +168,8 @@ def _run(args: argparse.Namespace) -> int:
     return status
 
 
-def _run_plans(plans: list, args: argparse.Namespace, status: int) -> tuple[list[RunReport], int]:
+def _run_plans(plans: list, args: argparse.Namespace, status: int,
+               prog: str = PROG) -> tuple[list[RunReport], int]:
     reports: list[RunReport] = []
     for plan in plans:
         try:
@@ -166,16 +179,16 @@ def _run_plans(plans: list, args: argparse.Namespace, status: int) -> tuple[list
             print(str(exc), file=sys.stderr)
             return reports, 130
         except ImportError as exc:  # a missing optional backend: say how to install it
-            _error(str(exc))
+            _error(str(exc), prog)
             return reports, 1
         except (_io.OutputError, _io.ConfigMismatch) as exc:
-            _error(f"{plan.name}: {exc}")
+            _error(f"{plan.name}: {exc}", prog)
             return reports, 2
         except RunFailed as exc:  # one broken experiment must not stop `reproduce all`
             log = _write_error_log(plan.run_dir, exc)
             kept = (f"{exc.saved} of {exc.total} seeds saved under {exc.run_dir} (kept; run again to resume)"
                     if exc.saved else "no seed was saved")
-            print(f"{PROG}: {plan.name} failed: {exc}; {kept}" + (f"; traceback in {log}" if log else ""),
+            print(f"{prog}: {plan.name} failed: {exc}; {kept}" + (f"; traceback in {log}" if log else ""),
                   file=sys.stderr)
             status = 1
     return reports, status
@@ -208,7 +221,8 @@ def closing_summary(reports: list[RunReport], out: str | pathlib.Path, elapsed: 
             entries.append((f"{stem}.png/.pdf", fig.caption))
         width = max(len(e[0]) for e in entries)
         lines += [f"    {f.ljust(width)}  {what}" for f, what in entries]
-    statuses = {r.summary.get("run", {}).get("claims", "paper-scale") for r in reports}
+    statuses = {r.summary.get("run", {}).get("claims", "paper-scale") for r in reports
+                if r.summary.get("extra", {}).get("claims")}
     indicative = sorted(s for s in statuses if s != "paper-scale")
     if indicative:
         lines.append(f"  claim checks: {indicative[0] if len(indicative) == 1 else 'indicative (see each table)'}")
@@ -227,4 +241,4 @@ def closing_summary(reports: list[RunReport], out: str | pathlib.Path, elapsed: 
     return "\n".join(lines)
 
 
-__all__ = ["closing_summary", "configure", "run"]
+__all__ = ["closing_summary", "configure", "execute_plans", "run"]

@@ -30,12 +30,21 @@ def config_hash(name: str, config_json: Mapping) -> str:
 
 
 def settings_label(experiment: Any, config: Any) -> str:
-    """Label a configuration ``"paper"`` (``Config()``), ``"quick"`` (``quick_config()``) or ``"custom"``."""
+    """Label a configuration ``"paper"`` (``Config()``), ``"quick"`` (``quick_config()``) or ``"custom"``.
+
+    An experiment whose defaults are not the paper's names them by ``DEFAULT_LABEL`` (optional).
+    """
     if config == experiment.Config():
-        return "paper"
+        return default_label(experiment)
     if config == experiment.quick_config():
         return "quick"
     return "custom"
+
+
+def default_label(experiment: Any) -> str:
+    """Return the label of an experiment's ``Config()``: its ``DEFAULT_LABEL``, else ``"paper"``."""
+    label = getattr(experiment, "DEFAULT_LABEL", "paper")
+    return label if isinstance(label, str) and label else "paper"
 
 
 def run_folder_name(experiment: Any, config: Any) -> str:
@@ -198,6 +207,7 @@ __all__ = [
     "HASH_LENGTH",
     "apply_overrides",
     "config_hash",
+    "default_label",
     "parse_assignments",
     "run_folder_name",
     "settings_label",

@@ -43,6 +43,8 @@ Optional
     y-axis label of every metric in words with units.
 ``METHOD_LABELS`` : dict of str to str
     Legend label of every method.
+``DEFAULT_LABEL`` : str
+    Folder label of ``Config()`` when its defaults are not the paper's (default ``"paper"``).
 ``check_config(config)``
     Raise ``ValueError`` naming the field for an invalid config (called before any work).
 ``resolve_config(config)`` -> Config

@@ -345,7 +345,7 @@ def claims_status(experiment: Any, settings: str, n_seeds: int) -> str:
     ``"paper-scale"`` for the paper's settings with at least its seed count, else
     ``"indicative (N seeds, quick settings; see README for the paper-scale verdict)"``.
     """
-    if settings == "paper" and n_seeds >= int(experiment.PAPER_SEEDS):
+    if settings == _config.default_label(experiment) and n_seeds >= int(experiment.PAPER_SEEDS):
         return "paper-scale"
     what = {"paper": f"the paper's settings, {experiment.PAPER_SEEDS} seeds in the paper-scale run"}.get(
         settings, f"{settings} settings")

@@ -1,0 +1,469 @@
+"""What ``corrpriors sysid ENV`` and ``corrpriors psrl ENV`` share.
+
+Loading any registered environment, the per-environment experiment object, goal states, the
+exact horizon statistics, the beliefs and the figure.
+
+An experiment on a Gymnasium environment is one *instance* of the experiment protocol
+(:mod:`._protocol`) per environment id and keyword arguments. Its ``Config`` is a dataclass whose
+first two fields are the ``env_id`` and the ``env_kwargs`` (canonical JSON) with that environment
+as their defaults, so the environment is part of the configuration -- recorded in
+``config.json`` and ``metrics.json`` and part of the results folder's hash -- and a ``--set``
+cannot silently change it. Results go to ``OUT/<kind>-<env id>/<settings>-<hash>/``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import re
+import zlib
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+#: Keyword arguments shown in full in titles up to this length; longer values are summarised.
+_SHORT = 24
+
+
+# ----------------------------------------------------------------------------- environments
+
+
+def parse_env_kwargs(text: Any) -> dict:
+    """Parse ``--env-kwargs``: a JSON object (``'{"map_name": "8x8"}'``), a dict, or None (``{}``).
+
+    Raises
+    ------
+    ValueError
+        Not valid JSON, or JSON that is not an object.
+    """
+    if text is None:
+        return {}
+    if isinstance(text, Mapping):
+        value: Any = dict(text)
+    elif isinstance(text, str):
+        try:
+            value = json.loads(text) if text.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"--env-kwargs: expected a JSON object such as '{{\"map_name\": \"8x8\"}}', got "
+                             f"{text!r} ({exc.msg} at character {exc.pos})") from None
+    else:
+        raise TypeError(f"env_kwargs: expected a JSON string or a dict, got {type(text).__name__}")
+    if not isinstance(value, dict):
+        raise ValueError(f"--env-kwargs: expected a JSON object {{...}} of keyword arguments, got "
+                         f"{type(value).__name__} {text!r}")
+    return value
+
+
+def canonical_kwargs(kwargs: Mapping) -> str:
+    """Return the keyword arguments as canonical JSON (sorted keys, no spaces): the configuration's form."""
+    try:
+        return json.dumps(dict(kwargs), sort_keys=True, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"env_kwargs: expected JSON-serialisable keyword arguments, got {kwargs!r} ({exc})") from None
+
+
+def file_safe(env_id: str) -> str:
+    """``env_id`` with every character but letters, digits, ``_ . -`` replaced by ``_`` (a folder name)."""
+    return re.sub(r"[^A-Za-z0-9_.\-]", "_", env_id)
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value):
+        if len({len(v) for v in value}) == 1:
+            return f"custom {len(value)}x{len(value[0])} map"
+    text = str(value)
+    return text if len(text) <= _SHORT else text[: _SHORT - 3] + "..."
+
+
+def env_label(env_id: str, kwargs: Mapping) -> str:
+    """Name the environment as a reader should see it: ``FrozenLake-v1 (map_name=8x8, is_slippery=True)``."""
+    if not kwargs:
+        return env_id
+    parts = [_short(v) if isinstance(v, (list, tuple)) and _short(v).startswith("custom")
+             else f"{k}={_short(v)}" for k, v in sorted(kwargs.items())]
+    return f"{env_id} ({', '.join(parts)})"
+
+
+def load_env(env_id: str, env_kwargs: str | Mapping | None = None) -> tuple[Any, Any]:
+    """Make a registered environment and read its exact tabular model.
+
+    Parameters
+    ----------
+    env_id : str
+        Any id ``gymnasium.make`` accepts (``FrozenLake-v1``, ``corrpriors/TunnelWorld-v0``,
+        ``module:Env-v0``).
+    env_kwargs : str or mapping, optional
+        Keyword arguments for ``gymnasium.make`` (JSON object or dict).
+
+    Returns
+    -------
+    (env, mdp) : gymnasium.Env and TabularMDP
+        The environment and :func:`corrpriors.envs.from_gymnasium` of it.
+
+    Raises
+    ------
+    ValueError
+        Unknown or deprecated id, keyword arguments the environment rejects, no published model,
+        a model that is not a valid one (each message is one line naming the cause).
+    TypeError
+        Observation or action space not Discrete.
+    """
+    import gymnasium
+
+    from .. import envs as _envs  # registers corrpriors/... ids
+
+    if not isinstance(env_id, str) or not env_id.strip():
+        raise ValueError(f"ENV_ID: expected a registered Gymnasium id such as FrozenLake-v1, got {env_id!r}")
+    kwargs = parse_env_kwargs(env_kwargs)
+    try:
+        env = gymnasium.make(env_id, **kwargs)
+    except gymnasium.error.Error as exc:
+        raise ValueError(f"ENV_ID: {env_id!r} is not a usable Gymnasium id: {_one_line(exc)}") from None
+    except ImportError as exc:
+        raise ValueError(f"ENV_ID: {env_id!r}: {_one_line(exc)}") from None
+    except Exception as exc:  # the environment's constructor rejected the keyword arguments
+        raise ValueError(f"--env-kwargs: {env_id} could not be made with {canonical_kwargs(kwargs)}: "
+                         f"{type(exc).__name__}: {_one_line(exc)}") from None
+    try:
+        mdp = _envs.from_gymnasium(env)
+    except TypeError as exc:
+        raise TypeError(f"ENV_ID: {env_id} is not tabular: {_one_line(exc)}") from None
+    except ValueError as exc:
+        raise ValueError(f"ENV_ID: {env_id}: {_one_line(exc)}") from None
+    return env, mdp
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+# ----------------------------------------------------------------------------- scores
+
+
+def goal_states(mdp: Any) -> np.ndarray:
+    """Return the goal states: the terminal states entered with the highest reward.
+
+    FrozenLake's ``G`` (reward 1; holes pay 0), CliffWalking's goal, Taxi's delivered states.
+    With state or state-action rewards every terminal state counts. Empty if the model has no
+    terminal state (a continuing task).
+
+    Returns
+    -------
+    ndarray of shape (G,)
+        State indices.
+    """
+    if mdp.terminal is None or not np.any(mdp.terminal):
+        return np.zeros(0, dtype=np.int64)
+    terminal = np.flatnonzero(mdp.terminal)
+    r = np.asarray(mdp.rewards)
+    if r.ndim != 3:
+        return terminal
+    live = ~np.asarray(mdp.terminal)
+    P = np.asarray(mdp.transitions)[live]
+    entering = np.where(P[:, :, terminal] > 0, r[live][:, :, terminal], -np.inf).max(axis=(0, 1))
+    reached = np.isfinite(entering)
+    if not reached.any():
+        return terminal
+    best = entering[reached].max()
+    return terminal[reached & (entering >= best - 1e-12 * (1.0 + abs(best)))]
+
+
+def return_is_success(mdp: Any, goals: Any) -> bool:
+    """Whether every reward is 1 for entering a goal state and 0 otherwise (FrozenLake).
+
+    Then the expected return over a horizon equals the probability of reaching a goal within it.
+    """
+    goals = np.asarray(goals, dtype=np.int64)
+    r = np.asarray(mdp.rewards)
+    if goals.size == 0 or r.ndim != 3:
+        return False
+    live = np.ones(mdp.n_states, bool) if mdp.terminal is None else ~np.asarray(mdp.terminal)
+    possible = np.asarray(mdp.transitions) > 0
+    possible[~live] = False
+    expected = np.zeros_like(r)
+    expected[:, :, goals] = 1.0
+    return bool(np.all(r[possible] == expected[possible]))
+
+
+def horizon_stats(mdp: Any, policies: Any, goals: Any, horizon: int) -> tuple[np.ndarray, np.ndarray]:
+    r"""Exact goal probability and expected return of policies over ``horizon`` steps.
+
+    The state distribution starts at the model's start distribution (uniform without one) and is
+    pushed through :math:`P_\pi` ``horizon`` times; terminal states are absorbing and pay nothing.
+
+    Parameters
+    ----------
+    mdp : TabularMDP
+        The true model.
+    policies : array_like of int, shape (E, S), or of float, shape (E, S, A)
+        Deterministic policies (an action per state) or action distributions per state.
+    goals : array_like of int, shape (G,)
+        Goal states (:func:`goal_states`).
+    horizon : int
+        Steps H.
+
+    Returns
+    -------
+    success : ndarray of shape (E,)
+        Probability that a goal state has been reached within H steps (0 without goals).
+    ret : ndarray of shape (E,)
+        Expected undiscounted sum of the first H rewards.
+    """
+    from ..mdp.checks import check_policy
+
+    pi = check_policy(policies, mdp.n_states, mdp.n_actions, "policies", batch=True)
+    if pi.ndim != 3:
+        raise ValueError(f"policies: expected a batch of shape (E, S) or (E, S, A), got {np.shape(policies)}")
+    S = mdp.n_states
+    P_pi = np.einsum("esa,sat->est", pi, np.asarray(mdp.transitions))
+    live = np.ones(S) if mdp.terminal is None else (~np.asarray(mdp.terminal)).astype(float)
+    r_pi = np.einsum("esa,sa->es", pi, np.asarray(mdp.reward_matrix)) * live
+    mu = mdp.initial_distribution
+    d = np.tile(np.full(S, 1.0 / S) if mu is None else np.asarray(mu, dtype=float), (pi.shape[0], 1))
+    total = np.zeros(pi.shape[0])
+    for _ in range(int(horizon)):
+        total += np.einsum("es,es->e", d, r_pi)
+        d = np.einsum("es,est->et", d, P_pi)
+    return d[:, np.asarray(goals, dtype=np.int64)].sum(axis=1), total
+
+
+def panels_figure(summary: Mapping, panels: list[tuple[str, str, float | None]], *, x_label: str,
+                  environment: str, labels: Mapping[str, str]) -> Any:
+    """One figure with a panel per metric (mean ± std over seeds) and one legend at the right.
+
+    Parameters
+    ----------
+    summary : mapping
+        A ``metrics.json`` record.
+    panels : list of (metric, y label, reference level or None)
+        The panels, left to right; the reference is drawn dashed as "optimal policy".
+    x_label : str
+        x-axis label in words.
+    environment : str
+        Named in the title, with the seed count.
+    labels : mapping of str to str
+        Legend label of every method.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    from ..plotting._common import new_figure, seeds_text
+    from ..plotting._curves import legend_outside, plot_metric_curves
+
+    fig = new_figure((4.4 * len(panels) + 2.6, 3.9))
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    for ax, (metric, y_label, level) in zip(axes, panels):
+        plot_metric_curves(summary, metric, ax=ax, labels=labels, reference=level, reference_label="optimal policy",
+                           x_label=x_label, y_label=y_label, title="", legend=False)
+    handles, names = axes[0].get_legend_handles_labels()
+    legend_outside(fig, handles, names)
+    n_seeds = max(len(summary.get("seeds", [])), 1)
+    fig.suptitle(f"{environment}: {seeds_text(n_seeds)}, mean ± std over seeds", fontsize="medium")
+    return fig
+
+
+#: The transition models, by the name the methods start with.
+MODELS = ("pg", "pg_absolute", "dirichlet_sparse", "dirichlet_uniform")
+
+
+def make_belief(model: str, mdp: Any, config: Any) -> Any:
+    """Build the transition belief ``model`` for the environment ``mdp`` (fields of ``config`` as settings).
+
+    ``pg``: :meth:`CorrelatedTransitionModel.for_mdp` with the relative encoding (moves as
+    displacements within ``config.radius``); ``pg_absolute``: the absolute encoding (next states);
+    both with a prior of length scale ``config.lengthscale`` on the state coordinates
+    (``config.prior``: ``"auto"``, ``"dense"`` squared-exponential kernel or ``"gmrf"`` sparse
+    precision) and the scale chosen by ``config.selection``. ``dirichlet_sparse`` /
+    ``dirichlet_uniform``: independent Dirichlet rows with ``config.alpha_sparse`` /
+    ``config.alpha_uniform``.
+    """
+    from ..applications.transitions import CorrelatedTransitionModel, DirichletTransitionModel
+
+    if model == "dirichlet_sparse":
+        return DirichletTransitionModel(mdp.n_states, mdp.n_actions, alpha=config.alpha_sparse)
+    if model == "dirichlet_uniform":
+        return DirichletTransitionModel(mdp.n_states, mdp.n_actions, alpha=config.alpha_uniform)
+    if model not in ("pg", "pg_absolute"):
+        raise ValueError(f"model: expected one of {', '.join(MODELS)}, got {model!r}")
+    return CorrelatedTransitionModel.for_mdp(
+        mdp, encoding="relative" if model == "pg" else "absolute", lengthscale=config.lengthscale,
+        radius=config.radius, selection=config.selection, prior=config.prior)
+
+
+def check_model_settings(config: Any) -> None:
+    """Raise ``ValueError`` naming the first invalid model setting of ``config``."""
+    for field in ("alpha_sparse", "alpha_uniform", "lengthscale"):
+        if not float(getattr(config, field)) > 0:
+            raise ValueError(f"{field}: expected a positive number, got {getattr(config, field)!r}")
+    positive_int(config, "radius")
+    if config.selection not in ("collapsed", "elbo", "em", "fixed"):
+        raise ValueError(f"selection: expected collapsed, elbo, em or fixed, got {config.selection!r}")
+    if config.prior not in ("auto", "dense", "gmrf"):
+        raise ValueError(f"prior: expected auto, dense or gmrf, got {config.prior!r}")
+
+
+def method_stream(rng: np.random.Generator, methods: tuple) -> dict[str, np.random.Generator]:
+    """One generator per method, from one draw of ``rng`` and the method's name.
+
+    A method's numbers do not depend on which other methods run (``--methods`` subsets agree).
+    """
+    root = int(rng.integers(2**32))
+    return {m: np.random.default_rng([root, zlib.crc32(m.encode())]) for m in methods}
+
+
+# ----------------------------------------------------------------------------- the experiment object
+
+
+_CONFIG_CLASSES: dict[tuple, type] = {}
+
+
+def config_class(base: type, env_id: str, env_kwargs: str) -> type:
+    """Return the ``Config`` of one environment: ``base`` with ``env_id`` and ``env_kwargs`` defaulting to it.
+
+    One class per (base, id, kwargs) in a process, so configurations compare equal after pickling.
+    """
+    key = (base.__module__, base.__qualname__, env_id, env_kwargs)
+    cls = _CONFIG_CLASSES.get(key)
+    if cls is None:
+        cls = dataclasses.make_dataclass(
+            base.__name__,
+            [("env_id", str, dataclasses.field(default=env_id)),
+             ("env_kwargs", str, dataclasses.field(default=env_kwargs))],
+            bases=(base,), frozen=True)
+        cls.__module__ = base.__module__
+        cls.__doc__ = base.__doc__
+        _CONFIG_CLASSES[key] = cls
+    return cls
+
+
+def _rebuild_config(module: str, name: str, values: dict) -> Any:
+    base = getattr(importlib.import_module(module), name)
+    return config_class(base, values["env_id"], values["env_kwargs"])(**values)
+
+
+class GymConfig:
+    """Mixin of the environment experiments' configs: pickled by value of their fields."""
+
+    env_id: str
+    env_kwargs: str
+
+    def __reduce__(self) -> tuple:
+        base = next(c for c in type(self).__mro__ if c.__dict__.get("_GYM_BASE"))
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+        return _rebuild_config, (base.__module__, base.__qualname__, values)
+
+
+class GymExperiment:
+    """One environment's experiment (the protocol's attributes); subclasses set the kind.
+
+    Parameters
+    ----------
+    env_id : str
+        A registered Gymnasium id.
+    env_kwargs : str or mapping, optional
+        Keyword arguments for ``gymnasium.make`` (JSON object or dict).
+
+    Raises
+    ------
+    ValueError, TypeError
+        The environment cannot be made, is not tabular or publishes no model.
+    """
+
+    KIND = ""
+    BASE_CONFIG: type = object
+    X_NAME = ""
+    METRICS: dict[str, str] = {}
+    PAPER_SEEDS = 1
+    QUICK_SEEDS = 1
+    #: Folder label of ``Config()`` (the runner's default is "paper", which these are not).
+    DEFAULT_LABEL = "default"
+
+    def __init__(self, env_id: str, env_kwargs: str | Mapping | None = None) -> None:
+        kwargs = parse_env_kwargs(env_kwargs)
+        env, mdp = load_env(env_id, kwargs)
+        self.env_id = env_id
+        self.env_kwargs = canonical_kwargs(kwargs)
+        self.NAME = f"{self.KIND}-{file_safe(env_id)}"
+        self.ENVIRONMENT = env_label(env_id, kwargs)
+        self.Config = config_class(self.BASE_CONFIG, env_id, self.env_kwargs)
+        self._setup(env, mdp)
+        env.close()
+
+    def _setup(self, env: Any, mdp: Any) -> None:
+        """Per-kind checks and attributes that depend on the environment."""
+
+    def __reduce__(self) -> tuple:
+        return type(self), (self.env_id, self.env_kwargs)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.env_id!r}, {self.env_kwargs!r})"
+
+    def check_environment(self, config: Any) -> None:
+        """Raise ``ValueError`` if ``config`` names another environment than this experiment's."""
+        if (config.env_id, config.env_kwargs) != (self.env_id, self.env_kwargs):
+            raise ValueError(f"env_id, env_kwargs: this experiment is {self.env_id} with {self.env_kwargs}; "
+                             f"got {config.env_id} with {config.env_kwargs} (make another experiment instead)")
+
+
+def check_methods(methods: Any, known: tuple) -> None:
+    """Raise ``ValueError`` unless ``methods`` is a non-empty tuple of distinct known names."""
+    if not isinstance(methods, (tuple, list)) or not methods:
+        raise ValueError(f"methods: expected a non-empty list of {', '.join(known)}, got {methods!r}")
+    unknown = [m for m in methods if m not in known]
+    if unknown:
+        raise ValueError(f"methods: unknown {', '.join(map(str, unknown))}; expected some of {', '.join(known)}")
+    if len(set(methods)) != len(methods):
+        raise ValueError(f"methods: each method at most once, got {', '.join(methods)}")
+
+
+def check_correlated(coords: Any, methods: tuple, env_id: str) -> None:
+    """Raise ``ValueError`` if a correlated method lacks the state coordinates it needs.
+
+    ``coords`` (ndarray of shape (S, D), or None when the environment has none) must exist for
+    every ``pg`` method and be integers for the relative encoding.
+    """
+    pg = [m for m in methods if m.startswith("pg")]
+    if not pg:
+        return
+    if coords is None:
+        raise ValueError(f"methods: {', '.join(pg)} need state coordinates, and none are known for {env_id}; "
+                         f"run the Dirichlet methods only (--methods) or use the library with "
+                         f"from_gymnasium(env, features=...)")
+    relative = [m for m in pg if not m.startswith("pg_absolute")]
+    if relative and not np.all(np.asarray(coords) == np.round(coords)):
+        raise ValueError(f"methods: {', '.join(relative)} (relative moves) need integer state coordinates; "
+                         f"{env_id}'s are not; use the pg_absolute methods")
+
+
+def positive_int(config: Any, *fields: str) -> None:
+    """Raise ``ValueError`` naming the first of ``fields`` that is not a positive integer."""
+    for field in fields:
+        value = getattr(config, field)
+        if isinstance(value, bool) or int(value) != value or value < 1:
+            raise ValueError(f"{field}: expected a positive integer, got {value!r}")
+
+
+__all__ = [
+    "MODELS",
+    "GymConfig",
+    "GymExperiment",
+    "canonical_kwargs",
+    "check_correlated",
+    "check_methods",
+    "check_model_settings",
+    "config_class",
+    "env_label",
+    "file_safe",
+    "goal_states",
+    "horizon_stats",
+    "load_env",
+    "make_belief",
+    "method_stream",
+    "panels_figure",
+    "parse_env_kwargs",
+    "positive_int",
+    "return_is_success",
+]

@@ -1,0 +1,383 @@
+r"""``corrpriors psrl ENV_ID``: posterior-sampling RL on any discrete Gymnasium environment.
+
+The agent (:class:`~corrpriors.applications.PSRLAgent`) runs on the real ``reset``/``step`` loop
+(:func:`~corrpriors.applications.run_psrl`): it plans from its prior, acts greedily and folds the
+new transitions into its belief every ``replan_every`` steps; a step that reports ``terminated``
+makes the state reached a known terminal state (absorbing), and restarts never enter the belief.
+Rewards are known -- :math:`r(s, a, s')` read from the environment's model by
+:func:`~corrpriors.envs.from_gymnasium` -- or, with ``learn_rewards``, learned by an independent
+Normal-Gamma posterior per (s, a) drawn together with the transitions.
+
+Every ``eval_every`` steps the current greedy policy is scored exactly under the true model from
+the environment's start distribution:
+
+``normalized_return``
+    Its expected discounted return (discount ``discount``) rescaled so that the uniformly random
+    policy scores 0 and the optimal policy 1.
+``success_probability`` (environments with terminal states only)
+    The probability that it reaches a goal state within ``horizon`` steps -- a goal being a
+    terminal state entered with the highest reward (FrozenLake's G, not its holes; CliffWalking's
+    goal; a delivered passenger in Taxi).
+``horizon_return`` (unless it equals ``success_probability``, as on FrozenLake)
+    Its expected undiscounted return over the first ``horizon`` steps (CliffWalking's optimum is -13).
+
+Methods ``<model>_<variant>``: models ``pg`` (correlated prior, relative moves), ``pg_absolute``
+(correlated prior, absolute next states), ``dirichlet_sparse`` (:math:`\alpha = 10^{-3}`),
+``dirichlet_uniform`` (:math:`\alpha = 1`); variants ``sampling`` (greedy on the mean optimal Q
+of ``n_samples`` posterior draws) and ``mean`` (greedy on the posterior-mean model's optimal Q).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ._gym import (
+    GymConfig,
+    GymExperiment,
+    check_correlated,
+    check_methods,
+    check_model_settings,
+    goal_states,
+    horizon_stats,
+    load_env,
+    make_belief,
+    method_stream,
+    panels_figure,
+    positive_int,
+    return_is_success,
+)
+from ._protocol import FigureSpec, SeedResult
+
+KIND = "psrl"
+MODELS = ("pg", "pg_absolute", "dirichlet_sparse", "dirichlet_uniform")
+VARIANTS = ("sampling", "mean")
+#: Every method the command knows.
+ALL_METHODS = tuple(f"{m}_{v}" for m in MODELS for v in VARIANTS)
+#: The methods run by default.
+METHODS = ("pg_sampling", "pg_mean", "pg_absolute_sampling", "dirichlet_sparse_sampling",
+           "dirichlet_sparse_mean", "dirichlet_uniform_sampling")
+_MODEL_LABELS = {"pg": "PG, relative moves", "pg_absolute": "PG, absolute next states",
+                 "dirichlet_sparse": "Dirichlet α=1e-3", "dirichlet_uniform": "Dirichlet α=1"}
+METHOD_LABELS = {f"{m}_{v}": f"{_MODEL_LABELS[m]}, {v}" for m in MODELS for v in VARIANTS}
+DEFAULT_STEPS = 5000
+QUICK_STEPS = 500
+DEFAULT_SEEDS = 5
+QUICK_SEEDS = 2
+#: normalized_return at or above 1 - this counts as optimal.
+OPTIMAL_TOL = 1e-6
+
+
+def split_method(method: str) -> tuple[str, str]:
+    """``"pg_absolute_sampling"`` -> ``("pg_absolute", "sampling")``."""
+    model, _, variant = method.rpartition("_")
+    if model not in MODELS or variant not in VARIANTS:
+        raise ValueError(f"method: expected one of {', '.join(ALL_METHODS)}, got {method!r}")
+    return model, variant
+
+
+@dataclasses.dataclass(frozen=True)
+class PSRLConfig(GymConfig):
+    """Settings of ``corrpriors psrl`` (the environment's ``Config`` defaults its ``env_id``).
+
+    Attributes
+    ----------
+    env_id : str
+        The Gymnasium id.
+    env_kwargs : str
+        Keyword arguments of ``gymnasium.make`` as canonical JSON.
+    steps : int
+        Environment steps T per run.
+    eval_every : int
+        Steps between two scorings of the greedy policy.
+    replan_every : int
+        Steps between two belief updates and replans.
+    n_samples : int
+        Posterior draws per replan (``sampling`` variants).
+    discount : float
+        Discount of planning and of ``normalized_return``, in (0, 1).
+    learn_rewards : bool
+        Learn the rewards (Normal-Gamma per (s, a)) instead of using the model's r(s, a, s').
+    horizon : int
+        Steps H of ``success_probability`` and ``horizon_return``.
+    methods : tuple of str
+        ``<model>_<variant>`` names.
+    alpha_sparse, alpha_uniform, lengthscale, radius, selection, prior
+        Settings of the beliefs, as in ``corrpriors sysid``.
+    """
+
+    _GYM_BASE = True
+
+    env_id: str = ""
+    env_kwargs: str = "{}"
+    steps: int = DEFAULT_STEPS
+    eval_every: int = 50
+    replan_every: int = 50
+    n_samples: int = 10
+    discount: float = 0.99
+    learn_rewards: bool = False
+    horizon: int = 100
+    methods: tuple = METHODS
+    alpha_sparse: float = 1e-3
+    alpha_uniform: float = 1.0
+    lengthscale: float = 2.0
+    radius: int = 1
+    selection: str = "collapsed"
+    prior: str = "auto"
+
+
+def x_values(config: Any) -> list[float]:
+    """Return the scoring steps 0, E, 2E, ..., up to ``steps``."""
+    return [float(t) for t in range(0, int(config.steps) + 1, int(config.eval_every))]
+
+
+def run_seed(config: PSRLConfig, rng: np.random.Generator) -> SeedResult:
+    """Every method's PSRL run on the environment, scored every ``eval_every`` steps.
+
+    All methods of a seed start from the same environment seed; each draws from its own stream.
+    Curves: the environment's :func:`metric_names` per method, shape (len(x_values),). Per-method extras:
+    ``expected_return`` (discounted, shape (E,)), ``cpu_seconds``, ``fit_seconds``, ``n_fits``,
+    ``episodes`` (shape (1,)). Seed extras: ``optimal_return``, ``uniform_return``,
+    ``optimal_success``, ``optimal_horizon_return`` (shape (1,)).
+    """
+    from ..applications.psrl import PSRLAgent, run_psrl
+    from ..mdp import policy_iteration
+
+    env, mdp = load_env(config.env_id, config.env_kwargs)
+    goals = goal_states(mdp)
+    streams = method_stream(rng, tuple(config.methods))
+    env_seed = int(rng.integers(2**32))
+    curves: dict[str, dict[str, np.ndarray]] = {m: {} for m in metric_names(mdp)}
+    per: dict[str, dict[str, np.ndarray]] = {k: {} for k in (
+        "expected_return", "cpu_seconds", "fit_seconds", "n_fits", "episodes")}
+    out: dict[str, Any] = {}
+    for method in config.methods:
+        model, variant = split_method(method)
+        belief = make_belief(model, mdp, config)
+        agent = PSRLAgent(belief, None if config.learn_rewards else mdp.rewards, config.discount,
+                          variant=variant, n_samples=config.n_samples, replan_every=config.replan_every,
+                          learn_rewards=bool(config.learn_rewards))
+        cpu = time.process_time()
+        out = run_psrl(env, agent, config.steps, rng=streams[method], eval_every=config.eval_every,
+                       true_mdp=mdp, env_seed=env_seed)
+        per["cpu_seconds"][method] = np.array([time.process_time() - cpu])
+        success, ret = horizon_stats(mdp, out["policies"], goals, config.horizon)
+        scores = {"normalized_return": out["normalized_return"], "success_probability": success,
+                  "horizon_return": ret}
+        for metric, block in curves.items():
+            block[method] = scores[metric]
+        per["expected_return"][method] = out["expected_return"]
+        per["fit_seconds"][method] = np.array([float(getattr(belief, "fit_seconds_", 0.0))])
+        per["n_fits"][method] = np.array([float(getattr(belief, "n_fits_", 0))])
+        per["episodes"][method] = np.array([float(np.sum(out["terminated"] | out["truncated"]))])
+    env.close()
+    optimal_policy = policy_iteration(dataclasses.replace(mdp, discount=config.discount)).policy
+    opt_success, opt_return = horizon_stats(mdp, optimal_policy[None], goals, config.horizon)
+    extras = {"optimal_return": np.array([float(out["optimal_return"])]),
+              "uniform_return": np.array([float(out["uniform_return"])]),
+              "optimal_success": opt_success, "optimal_horizon_return": opt_return}
+    return SeedResult(curves=curves, extras=extras, method_extras=per)
+
+
+def metric_names(mdp: Any) -> dict[str, str]:
+    """Name the metrics of an environment (and which direction is better).
+
+    ``success_probability`` needs goal states; ``horizon_return`` is left out where it equals
+    ``success_probability`` (rewards 1 for entering a goal, else 0).
+    """
+    goals = goal_states(mdp)
+    names = {"normalized_return": "higher"}
+    if goals.size:
+        names["success_probability"] = "higher"
+    if not return_is_success(mdp, goals):
+        names["horizon_return"] = "higher"
+    return names
+
+
+def steps_to_optimal(x: list[float], curve: np.ndarray) -> tuple[float | None, float | None, float]:
+    """When a normalised-return curve first reaches the optimum, and from when it stays there.
+
+    Parameters
+    ----------
+    x : list of float
+        The scoring steps.
+    curve : ndarray of shape (len(x),)
+        ``normalized_return`` of the greedy policy (optimal: at least ``1 - OPTIMAL_TOL``).
+
+    Returns
+    -------
+    first : float or None
+        First step at which the greedy policy is optimal (None: never).
+    stays : float or None
+        First step from which it is optimal at every later scoring (None: not at the end).
+    share : float
+        Fraction of the scorings from ``first`` on at which it is optimal (0 if never).
+    """
+    optimal = np.asarray(curve, dtype=float) >= 1.0 - OPTIMAL_TOL
+    if not optimal.any():
+        return None, None, 0.0
+    i = int(np.argmax(optimal))
+    not_optimal = np.flatnonzero(~optimal)
+    if not_optimal.size == 0:
+        stays: float | None = float(x[0])
+    elif not_optimal[-1] == len(optimal) - 1:
+        stays = None
+    else:
+        stays = float(x[not_optimal[-1] + 1])
+    return float(x[i]), stays, float(optimal[i:].mean())
+
+
+def _span(values: list[float]) -> str:
+    return f"{min(values):g}" if min(values) == max(values) else f"{min(values):g}-{max(values):g}"
+
+
+class PSRLExperiment(GymExperiment):
+    """``corrpriors psrl`` on one environment (an instance of the experiment protocol)."""
+
+    KIND = KIND
+    BASE_CONFIG = PSRLConfig
+    X_NAME = "steps"
+    PAPER_SEEDS = DEFAULT_SEEDS
+    QUICK_SEEDS = QUICK_SEEDS
+    X_LABEL = "environment steps taken by the agent"
+    METHOD_LABELS = METHOD_LABELS
+    run_seed = staticmethod(run_seed)
+    x_values = staticmethod(x_values)
+
+    @property
+    def DESCRIPTION(self) -> str:  # noqa: N802 - the protocol's name
+        """One line for the run header."""
+        return f"PSRL on {self.ENVIRONMENT}: normalised return of the greedy policy vs steps"
+
+    def _setup(self, env: Any, mdp: Any) -> None:
+        self._coordinates = mdp.coordinates
+        self.METRICS = metric_names(mdp)
+        self.METRIC_LABELS = {
+            "normalized_return": "normalised return of the greedy policy\n(0 = uniformly random, 1 = optimal)",
+            "success_probability": "probability of reaching the goal\nwithin the horizon (greedy policy)",
+            "horizon_return": "expected return over the horizon\n(greedy policy, undiscounted)",
+        }
+
+    def quick_config(self) -> Any:
+        """500 steps (seconds on the toy-text maps)."""
+        return self.Config(steps=QUICK_STEPS)
+
+    def check_config(self, config: Any) -> None:
+        """Raise ``ValueError`` naming the field of an invalid ``config``."""
+        self.check_environment(config)
+        positive_int(config, "steps", "eval_every", "replan_every", "n_samples", "horizon")
+        if not 0.0 < float(config.discount) < 1.0:
+            raise ValueError(f"discount: expected a number in (0, 1), got {config.discount!r}")
+        check_methods(config.methods, ALL_METHODS)
+        check_model_settings(config)
+        check_correlated(self._coordinates, tuple(config.methods), self.env_id)
+
+    def summarise_extra(self, config: Any, results: Mapping[int, SeedResult], metrics: dict) -> dict:
+        """Per method: the step from which the greedy policy stays optimal (per seed), final scores, cost."""
+        x = x_values(config)
+        seeds = sorted(results)
+        table: dict[str, Any] = {}
+        notes = []
+        for method in metrics["normalized_return"]["methods"]:
+            found = [steps_to_optimal(x, results[s].curves["normalized_return"][method]) for s in seeds]
+            cpu = float(np.mean([results[s].method_extras["cpu_seconds"][method][0] for s in seeds]))
+            table[method] = {"first_optimal_step": [f[0] for f in found],
+                             "optimal_to_the_end_from_step": [f[1] for f in found],
+                             "share_optimal_after_first": [f[2] for f in found],
+                             "cpu_seconds_per_seed": cpu}
+            first = [f[0] for f in found if f[0] is not None]
+            stays = [f[1] for f in found if f[1] is not None]
+            if first:
+                share = float(np.mean([f[2] for f in found if f[0] is not None]))
+                text = (f"greedy policy first optimal at {_span(first)} steps in {len(first)}/{len(seeds)} seeds, "
+                        f"then optimal at {share:.0%} of the later scorings; optimal to the end in "
+                        f"{len(stays)}/{len(seeds)} seeds" + (f" (from {_span(stays)})" if stays else ""))
+            else:
+                text = f"greedy policy never optimal in {len(seeds)} seeds"
+            notes.append(f"{method}: {text}; {cpu:.1f} CPU s per seed")
+        first = results[seeds[0]].extras
+        reference = {"optimal_return": float(first["optimal_return"][0]),
+                     "uniform_return": float(first["uniform_return"][0]),
+                     "optimal_horizon_return": float(first["optimal_horizon_return"][0])}
+        if "success_probability" in metrics:
+            reference["optimal_success_probability"] = float(first["optimal_success"][0])
+        notes.append("optimal policy: " + ", ".join(f"{k} {v:.4g}" for k, v in reference.items())
+                     + f" (discount {config.discount:g}, horizon {config.horizon} steps)")
+        return {"methods": table, "reference": reference, "notes": notes}
+
+    def figures(self, config: Any, results: Mapping[int, SeedResult], summary: dict) -> list[FigureSpec]:
+        """One figure: a panel per metric against steps, mean ± std over seeds, the optimal policy dashed."""
+        ref = summary["extra"]["reference"]
+        h = int(config.horizon)
+        panels = {
+            "normalized_return": (1.0, "normalised return of the greedy policy\n(0 = uniformly random, 1 = optimal)",
+                                  "normalised discounted return"),
+            "success_probability": (ref.get("optimal_success_probability"),
+                                    f"probability of reaching the goal\nwithin {h} steps (greedy policy)",
+                                    f"probability of reaching the goal within {h} steps"),
+            "horizon_return": (ref["optimal_horizon_return"],
+                               f"expected return over {h} steps\n(greedy policy, undiscounted)",
+                               f"expected return over {h} steps"),
+        }
+        metrics = list(summary["metrics"])
+        fig = panels_figure(summary, [(m, panels[m][1], panels[m][0]) for m in metrics], x_label=self.X_LABEL,
+                            environment=self.ENVIRONMENT, labels=METHOD_LABELS)
+        what = ", ".join(panels[m][2] for m in metrics)
+        return [FigureSpec(f"{self.NAME}-curves", fig,
+                           f"PSRL on {self.ENVIRONMENT}: {what} of the greedy policy against steps, mean ± std "
+                           "over seeds; dashed: the optimal policy")]
+
+
+# ----------------------------------------------------------------------------- command line
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Add the ``psrl`` arguments to ``parser``."""
+    from ._gym_cli import add_run_arguments
+
+    parser.description = (
+        "Posterior-sampling RL on any discrete Gymnasium environment that publishes its model "
+        "(env.unwrapped.P), on the real reset/step loop: terminal states are learned as absorbing, restarts "
+        "are not data, rewards r(s, a, s') known (default) or learned. Every E steps the greedy policy is "
+        "scored exactly under the true model: normalized_return (0 = uniformly random, 1 = optimal; higher "
+        "is better), the probability of reaching the goal and the expected return within the horizon. "
+        "Results: OUT/psrl-<ENV_ID>/<settings>-<hash>/ (metrics.json, seeds/, PNG and PDF figures); a "
+        "re-run resumes."
+    )
+    add_run_arguments(parser, kind=KIND, seeds=DEFAULT_SEEDS, quick_seeds=QUICK_SEEDS)
+    parser.add_argument("--steps", default=None, metavar="N",
+                        help=f"environment steps per run (default: {DEFAULT_STEPS}; --quick: {QUICK_STEPS})")
+    parser.add_argument("--eval-every", default=None, metavar="E",
+                        help="steps between two scorings of the greedy policy (default: 50)")
+    parser.add_argument("--replan-every", default=None, metavar="R",
+                        help="steps between two posterior updates and replans (default: 50)")
+    parser.add_argument("--samples", default=None, metavar="M",
+                        help="posterior draws per replan of the sampling variants (default: 10)")
+    parser.add_argument("--discount", default=None, metavar="GAMMA",
+                        help="discount of planning and of normalized_return (default: 0.99)")
+    parser.add_argument("--horizon", default=None, metavar="H",
+                        help="steps of the goal probability and of the horizon return (default: 100)")
+    parser.add_argument("--learn-rewards", action="store_true",
+                        help="learn the rewards (Normal-Gamma posterior per state and action) instead of "
+                             "using the environment's r(s, a, s')")
+    parser.add_argument("--methods", default=None, metavar="M1,M2,...",
+                        help=f"some of {', '.join(ALL_METHODS)}, comma-separated (default: {', '.join(METHODS)})")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``corrpriors psrl``; return the exit code (0 ok, 1 a seed failed, 2 bad arguments)."""
+    from ._gym_cli import run_command
+
+    options = {"steps": args.steps, "eval_every": args.eval_every, "replan_every": args.replan_every,
+               "n_samples": args.samples, "discount": args.discount, "horizon": args.horizon,
+               "learn_rewards": True if args.learn_rewards else None, "methods": args.methods}
+    return run_command(PSRLExperiment, args, options)
+
+
+__all__ = ["ALL_METHODS", "METHODS", "PSRLConfig", "PSRLExperiment", "configure", "run", "run_seed",
+           "metric_names", "split_method", "steps_to_optimal", "x_values"]

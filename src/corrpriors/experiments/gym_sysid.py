@@ -1,0 +1,245 @@
+r"""``corrpriors sysid ENV_ID``: system identification on any discrete Gymnasium environment.
+
+An agent picks every action uniformly at random, restarting whenever an episode ends
+(:func:`corrpriors.envs.random_exploration`); restarts are not transitions, and terminal states
+are never left. For every T on a grid the transition belief is fitted to the first T
+transitions, and the error is the Hellinger distance between the true next-state distribution
+:math:`P(\cdot \mid s, a)` (read exactly from the environment by
+:func:`corrpriors.envs.from_gymnasium`) and the belief's posterior mean, averaged over the
+actions and the non-terminal states an episode can reach (:func:`corrpriors.envs.reachable_states`;
+rows no episode can visit, such as CliffWalking's cliff cells, cannot be learned by any method).
+
+Methods (names are part of the ``metrics.json`` contract):
+
+``pg``
+    :meth:`~corrpriors.applications.CorrelatedTransitionModel.for_mdp` with the relative
+    encoding: a next state is the displacement of its coordinates from the current state's
+    (within ``radius``; farther jumps share one "other" category), so the same move is shared
+    between neighbouring states; squared-exponential kernel of length scale ``lengthscale`` on
+    the coordinates, the prior scale of every action chosen by the collapsed bound.
+``pg_absolute``
+    The same with absolute next-state categories (the paper's encoding).
+``dirichlet_sparse``, ``dirichlet_uniform``
+    Independent Dirichlet rows with :math:`\alpha = 10^{-3}` and :math:`\alpha = 1`.
+
+Every belief is updated along the T grid in increasing order (the correlated ones warm-started).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ._gym import (
+    GymConfig,
+    GymExperiment,
+    check_correlated,
+    check_methods,
+    check_model_settings,
+    load_env,
+    make_belief,
+)
+from ._protocol import FigureSpec, SeedResult
+
+KIND = "sysid"
+METHODS = ("pg", "pg_absolute", "dirichlet_sparse", "dirichlet_uniform")
+METHOD_LABELS = {
+    "pg": "PG, relative moves",
+    "pg_absolute": "PG, absolute next states",
+    "dirichlet_sparse": "Dirichlet α=1e-3",
+    "dirichlet_uniform": "Dirichlet α=1",
+}
+DEFAULT_TRANSITIONS = (100, 300, 1000, 3000, 10000)
+QUICK_TRANSITIONS = (100, 300, 1000)
+DEFAULT_SEEDS = 10
+QUICK_SEEDS = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class SysIdConfig(GymConfig):
+    """Settings of ``corrpriors sysid`` (the environment's ``Config`` defaults its ``env_id``).
+
+    Attributes
+    ----------
+    env_id : str
+        The Gymnasium id.
+    env_kwargs : str
+        Keyword arguments of ``gymnasium.make`` as canonical JSON.
+    transitions : tuple of int
+        The T grid, increasing positive integers.
+    methods : tuple of str
+        Some of ``pg``, ``pg_absolute``, ``dirichlet_sparse``, ``dirichlet_uniform``.
+    alpha_sparse, alpha_uniform : float
+        Concentrations of the two Dirichlet baselines.
+    lengthscale : float
+        Length scale of the squared-exponential kernel, in coordinate units.
+    radius : int
+        Window half-width of the relative encoding.
+    selection : {"collapsed", "elbo", "em", "fixed"}
+        How the prior scale is chosen (see ``CorrelatedTransitionModel.for_mdp``).
+    prior : {"auto", "dense", "gmrf"}
+        The correlated prior: a dense squared-exponential kernel or a sparse GMRF precision
+        (``"auto"``: GMRF from 500 states with at most 30 categories).
+    """
+
+    _GYM_BASE = True
+
+    env_id: str = ""
+    env_kwargs: str = "{}"
+    transitions: tuple = DEFAULT_TRANSITIONS
+    methods: tuple = METHODS
+    alpha_sparse: float = 1e-3
+    alpha_uniform: float = 1.0
+    lengthscale: float = 2.0
+    radius: int = 1
+    selection: str = "collapsed"
+    prior: str = "auto"
+
+
+def run_seed(config: SysIdConfig, rng: np.random.Generator) -> SeedResult:
+    """Hellinger error of every method at every T for one random exploration.
+
+    Returns the curves ``hellinger[method]`` of shape (len(transitions),), the per-method extras
+    ``cpu_seconds`` (shape (1,)) and, for the correlated methods, ``scale`` (the selected prior
+    scales, geometric mean over actions, shape (len(transitions),)), and the seed extras
+    ``episodes`` (episodes begun, shape (1,)) and ``rows`` (the states scored, shape (R,)).
+    """
+    from ..envs import random_exploration, reachable_states
+    from ..mdp import hellinger
+
+    env, mdp = load_env(config.env_id, config.env_kwargs)
+    ts = [int(t) for t in config.transitions]
+    data = random_exploration(env, ts[-1], rng=rng)
+    env.close()
+    live = np.ones(mdp.n_states, bool) if mdp.terminal is None else ~np.asarray(mdp.terminal)
+    rows = np.flatnonzero(reachable_states(mdp) & live)
+    P = np.asarray(mdp.transitions)[rows]
+    curves: dict[str, np.ndarray] = {}
+    extras: dict[str, dict[str, np.ndarray]] = {"cpu_seconds": {}, "scale": {}}
+    for method in config.methods:
+        belief = make_belief(method, mdp, config)
+        errors, scales, done = np.empty(len(ts)), np.empty(len(ts)), 0
+        cpu = time.process_time()
+        for i, T in enumerate(ts):
+            belief.update(data.states[done:T], data.actions[done:T], data.next_states[done:T])
+            done = T
+            errors[i] = float(hellinger(P, belief.mean()[rows]).mean())
+            if hasattr(belief, "scale_"):
+                scales[i] = float(np.exp(np.mean(np.log(belief.scale_))))
+        extras["cpu_seconds"][method] = np.array([time.process_time() - cpu])
+        if hasattr(belief, "scale_"):
+            extras["scale"][method] = scales
+        curves[method] = errors
+    episodes = 1 + int(np.sum(data.terminated[:-1] | data.truncated[:-1]))
+    return SeedResult(curves={"hellinger": curves}, extras={"episodes": np.array([episodes]), "rows": rows},
+                      method_extras={k: v for k, v in extras.items() if v})
+
+
+class SysIdExperiment(GymExperiment):
+    """``corrpriors sysid`` on one environment (an instance of the experiment protocol)."""
+
+    KIND = KIND
+    BASE_CONFIG = SysIdConfig
+    X_NAME = "transitions"
+    METRICS = {"hellinger": "lower"}
+    PAPER_SEEDS = DEFAULT_SEEDS
+    QUICK_SEEDS = QUICK_SEEDS
+    X_LABEL = "random transitions observed (T)"
+    METRIC_LABELS = {"hellinger": "Hellinger distance to the true\nP(s' | s, a), mean over (s, a)"}
+    METHOD_LABELS = METHOD_LABELS
+    run_seed = staticmethod(run_seed)
+
+    @property
+    def DESCRIPTION(self) -> str:  # noqa: N802 - the protocol's name
+        """One line for the run header."""
+        return f"system identification on {self.ENVIRONMENT}: Hellinger error vs transitions"
+
+    def _setup(self, env: Any, mdp: Any) -> None:
+        self._coordinates = mdp.coordinates
+
+    def quick_config(self) -> Any:
+        """Return a grid up to T = 1,000 (seconds on the toy-text maps)."""
+        return self.Config(transitions=QUICK_TRANSITIONS)
+
+    def x_values(self, config: Any) -> list[float]:
+        """Return the T grid."""
+        return [float(t) for t in config.transitions]
+
+    def check_config(self, config: Any) -> None:
+        """Raise ``ValueError`` naming the field of an invalid ``config``."""
+        self.check_environment(config)
+        ts = np.asarray(config.transitions)
+        if (ts.ndim != 1 or ts.size < 1 or not np.all(ts == np.round(ts)) or np.any(ts < 1)
+                or np.any(np.diff(ts) <= 0)):
+            raise ValueError(f"transitions: expected increasing positive integers, got {config.transitions}")
+        check_methods(config.methods, METHODS)
+        check_model_settings(config)
+        check_correlated(self._coordinates, tuple(config.methods), self.env_id)
+
+    def summarise_extra(self, config: Any, results: Mapping[int, SeedResult], metrics: dict) -> dict:
+        """Summarise the best method at every T, the error ratios to pg and the CPU time per method."""
+        ts = [int(t) for t in config.transitions]
+        methods = metrics["hellinger"]["methods"]
+        mean = {m: np.asarray(methods[m]["mean"], dtype=float) for m in methods}
+        best = [min(mean, key=lambda m: mean[m][i]) for i in range(len(ts))]
+        cpu = {m: float(np.mean([r.method_extras["cpu_seconds"][m][0] for r in results.values()]))
+               for m in methods}
+        notes = [f"lowest mean error at T = {', '.join(map(str, ts))}: {', '.join(best)}"]
+        if "pg" in mean:
+            for other in ("dirichlet_sparse", "dirichlet_uniform", "pg_absolute"):
+                if other in mean:
+                    ratio = mean[other] / mean["pg"]
+                    notes.append(f"{other} / pg error ratio along T: " + ", ".join(f"{v:.2f}" for v in ratio))
+        notes.append("CPU seconds per seed: " + ", ".join(f"{m} {v:.1f}" for m, v in cpu.items()))
+        n_rows = int(np.mean([r.extras["rows"].size for r in results.values()]))
+        notes.append(f"scored rows: {n_rows} reachable non-terminal states x all actions")
+        return {"best_method": dict(zip(map(str, ts), best)), "cpu_seconds_per_seed": cpu,
+                "scored_states": n_rows, "notes": notes}
+
+    def figures(self, config: Any, results: Mapping[int, SeedResult], summary: dict) -> list[FigureSpec]:
+        """Draw the error against T (linear and log x), mean ± std over seeds."""
+        from ..plotting._curves import curves_figure
+
+        fig = curves_figure(summary, "hellinger", x_label=self.X_LABEL, y_label=self.METRIC_LABELS["hellinger"],
+                            environment=self.ENVIRONMENT, labels=METHOD_LABELS, log_panel=True)
+        return [FigureSpec(f"{self.NAME}-hellinger", fig,
+                           f"error of the learned transition model on {self.ENVIRONMENT} against the number "
+                           "of random transitions observed, mean ± std over seeds (linear and log x)")]
+
+
+# ----------------------------------------------------------------------------- command line
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Add the ``sysid`` arguments to ``parser``."""
+    from ._gym_cli import add_run_arguments
+
+    parser.description = (
+        "System identification on any discrete Gymnasium environment that publishes its model "
+        "(env.unwrapped.P): uniformly random actions with restarts, then the Hellinger distance between the "
+        "true and the learned P(s' | s, a), mean over reachable non-terminal states and actions (lower is "
+        f"better), at every T. Methods: {', '.join(METHODS)}. Results: OUT/sysid-<ENV_ID>/<settings>-<hash>/ "
+        "(metrics.json, seeds/, a PNG and PDF figure); a re-run resumes."
+    )
+    add_run_arguments(parser, kind=KIND, seeds=DEFAULT_SEEDS, quick_seeds=QUICK_SEEDS)
+    parser.add_argument("--transitions", default=None, metavar="T1,T2,...",
+                        help="the T grid, increasing (default: " + ",".join(map(str, DEFAULT_TRANSITIONS))
+                             + "; --quick: " + ",".join(map(str, QUICK_TRANSITIONS)) + ")")
+    parser.add_argument("--methods", default=None, metavar="M1,M2,...",
+                        help=f"some of {', '.join(METHODS)} (default: all)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``corrpriors sysid``; return the exit code (0 ok, 1 a seed failed, 2 bad arguments)."""
+    from ._gym_cli import run_command
+
+    options = {"transitions": args.transitions, "methods": args.methods}
+    return run_command(SysIdExperiment, args, options)
+
+
+__all__ = ["METHODS", "SysIdConfig", "SysIdExperiment", "configure", "run", "run_seed"]

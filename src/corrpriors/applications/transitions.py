@@ -197,8 +197,9 @@ class CategoryMap:
             raise ValueError(f"x: expected shape (..., S, S) = (..., {S}, {S}), got {x.shape}")
         out = np.zeros(x.shape[:-1] + (K,))
         out[..., self._rows, self._cats] = x[..., self._rows, self._cols]
-        if self.has_other:
-            out[..., -1] = np.where(self.outside, x, 0.0).sum(axis=-1)
+        if self.has_other:  # row total minus the window: no (..., S, S) temporary
+            other = x.sum(axis=-1) - out[..., :-1].sum(axis=-1)
+            out[..., -1] = np.maximum(other, 0.0)   # rounding of probabilities only
         return out
 
     def other_weights(self, counts: Any) -> FloatArray:

@@ -171,10 +171,10 @@ class SparsePrecisionPrior:
         r"""See :meth:`corrpriors.core.prior.GaussianPrior.psi_step` (always complete).
 
         With ``constant_mean``, :math:`\lambda_k(m) = g + m\,h` with :math:`g = P_k^{-1}\kappa_k`,
-        :math:`h = P_k^{-1}Q\mathbf 1/	heta = \mathbf 1 - P_k^{-1}e_k`, and the GLS sums of
+        :math:`h = P_k^{-1}Q\mathbf 1/\theta = \mathbf 1 - P_k^{-1}e_k`, and the GLS sums of
         :func:`~corrpriors.core.prior.joint_constant_mean` are
-        :math:`\mathbf 1^	op Ay = \sum\kappa_k - e_k^	op g`, :math:`\mathbf 1^	op A\mathbf 1 =
-        e_k^	op h` (two solves with the stick's factor).
+        :math:`\mathbf 1^\top Ay = \sum\kappa_k - e_k^\top g`, :math:`\mathbf 1^\top A\mathbf 1 =
+        e_k^\top h` (two solves with the stick's factor).
         """
         if reduction:
             raise ValueError("learn_kernel: a precision prior has no kernel to learn; compare "

@@ -7,8 +7,9 @@ scales and the unconverged-refit counter after every replan (and, with ``--full`
 posterior-mean model).
 
 Seed k uses the experiment's own stream (``default_rng([k, crc32("psrl-queueing")])``, the
-method's child of ``rng.spawn(8)``), so ``--ablation base`` reproduces the experiment's
-numbers exactly.
+method's child of ``rng.spawn(8)``), so ``--ablation base`` reproduces the experiment as it
+was before the fix (``corrpriors reproduce psrl-queueing --set boundary=exclude``) and
+``--ablation clip`` as it is. The findings: ``docs/psrl_bimodality.rst``.
 
 Usage (from the repository root)::
 

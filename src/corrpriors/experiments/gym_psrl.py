@@ -136,7 +136,7 @@ def x_values(config: Any) -> list[float]:
     return [float(t) for t in range(0, int(config.steps) + 1, int(config.eval_every))]
 
 
-def run_seed(config: PSRLConfig, rng: np.random.Generator) -> SeedResult:
+def run_seed(config: PSRLConfig, *, rng: np.random.Generator) -> SeedResult:
     """Every method's PSRL run on the environment, scored every ``eval_every`` steps.
 
     All methods of a seed start from the same environment seed; each draws from its own stream.

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from .._random import as_generator
+from .._random import as_generator, inverse_cdf
 from .._typing import FloatArray, IntArray, SeedLike
 from .._validation import check_array, check_positive
 from ..mdp.metrics import expected_return, normalize_returns, return_range
@@ -465,7 +465,6 @@ def _run_matrix(env_mdp: Any, agent: PSRLAgent, n_steps: int, start_state: int, 
         raise ValueError(f"start_state: expected an int in [0, {S}), got {start_state!r}")
 
     cdf = np.cumsum(P, axis=-1)
-    cdf[..., -1] = 1.0
     optimal = float(policy_iteration(true_mdp).values.mean())
 
     def score() -> float:
@@ -480,8 +479,7 @@ def _run_matrix(env_mdp: Any, agent: PSRLAgent, n_steps: int, start_state: int, 
     states[0] = s
     for t in range(n_steps):
         a = agent.act(s)
-        s2 = int(np.searchsorted(cdf[s, a], u[t], side="right"))
-        s2 = min(s2, S - 1)
+        s2 = int(inverse_cdf(cdf[s, a], u[t]))
         agent.observe(s, a, s2, rng=rng)
         actions[t] = a
         states[t + 1] = s = s2

@@ -411,6 +411,7 @@ class TruncatedCategoryMap(CategoryMap):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        assert self.n_window is not None   # set by CategoryMap.__post_init__
         if self.destination is None:
             raise ValueError("destination: expected an int array of shape (S, n_window), got None")
         S, W = self.n_states, int(self.n_window)
@@ -687,6 +688,7 @@ def _nearest_first(cmap: CategoryMap, n_dims: int, radius: int) -> CategoryMap:
     new_index = np.empty_like(order)
     new_index[order] = np.arange(order.size)
     cat = np.array(cmap.category, copy=True)
+    assert cmap.n_window is not None   # set by CategoryMap.__post_init__
     window = (cat >= 0) & (cat < cmap.n_window)
     cat[window] = new_index[cat[window]]
     return CategoryMap(cat, n_window=cmap.n_window, other_prior=cmap.other_prior)
@@ -1067,7 +1069,7 @@ class CorrelatedTransitionModel(_TransitionBelief):
             priors = _gmrf_precisions(coords, integral, scales)
         else:
             raise ValueError(f"prior: expected 'auto', 'dense' or 'gmrf', got {prior!r}")
-        chosen = priors if "selection" in kwargs else priors[scales[0]]
+        chosen: Any = priors if "selection" in kwargs else priors[scales[0]]
         key = "covariance" if prior == "dense" else "precision"
         return cls(S, A, category_map=cmap, **{key: chosen}, **kwargs)
 
@@ -1131,6 +1133,7 @@ class CorrelatedTransitionModel(_TransitionBelief):
         if not censored:
             return self._fit_counts(a, counts)
         cmap, raw = self.category_map, self._counts[:, a, :]
+        assert isinstance(cmap, TruncatedCategoryMap)   # the only censoring map
         current = self.models_[a]
         x = cmap.impute(raw, current.probs() if hasattr(current, "result_") else None)
         for _ in range(self.impute_rounds):
@@ -1151,13 +1154,14 @@ class CorrelatedTransitionModel(_TransitionBelief):
     def _select(self, a: int, counts: FloatArray) -> Any:
         """Choose action ``a``'s covariance and scale by the criterion; returns the model."""
         assert self._searches is not None and self.selected_ is not None
-        best = None
+        best: tuple[float, Any, Any] | None = None
         for name, search in self._searches[a]:
             before = search.n_fits_
             sel = search.select(counts)
             self.n_fits_ += search.n_fits_ - before
             if best is None or sel.value > best[0]:
                 best = (sel.value, name, sel)
+        assert best is not None   # at least one candidate per action
         value, name, sel = best
         self.models_[a] = sel.model
         self.selected_[a] = {"candidate": name, "scale": sel.scale, "value": value}

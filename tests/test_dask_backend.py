@@ -46,7 +46,8 @@ def test_dask_scheduler_address(tmp_path):
             toy.NAME, config=toy.Config(), seeds=[2], backend="dask", scheduler=cluster.scheduler_address,
             out=tmp_path, progress=False, echo=None, plot=False,
         )
-    ref = toy.run_seed(toy.Config(), __import__("corrpriors.experiments", fromlist=["x"]).seed_generator(toy.NAME, 2))
+    from corrpriors.experiments import seed_generator
+    ref = toy.run_seed(toy.Config(), rng=seed_generator(toy.NAME, 2))
     np.testing.assert_allclose(report.summary["metrics"]["error"]["methods"]["a"]["mean"], ref.curves["error"]["a"])
 
 

@@ -76,6 +76,15 @@ def test_readme_test_command_is_the_ci_test_command():
     assert ci == readme
 
 
+def test_readme_lint_commands_are_the_ci_lint_commands():
+    def lint(commands):
+        return [c for c in commands if c.split()[0] in ("ruff", "mypy")]
+
+    readme = lint(readme_commands())
+    assert readme == ["ruff check src tests benchmarks examples", "mypy"]
+    assert lint(ci_commands()) == readme
+
+
 def test_readme_docs_command_is_the_ci_docs_command():
     readme = [c for c in readme_commands() if "sphinx" in c]
     ci = [c for c in ci_commands() if "sphinx" in c]

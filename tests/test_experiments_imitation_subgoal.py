@@ -42,9 +42,9 @@ def test_protocol_attributes():
 
 
 def test_imitation_seed_shapes_and_reproducible():
-    a = imitation.run_seed(TINY_IMITATION, seed_generator("imitation", 0))
-    b = imitation.run_seed(TINY_IMITATION, seed_generator("imitation", 0))
-    c = imitation.run_seed(TINY_IMITATION, seed_generator("imitation", 1))
+    a = imitation.run_seed(TINY_IMITATION, rng=seed_generator("imitation", 0))
+    b = imitation.run_seed(TINY_IMITATION, rng=seed_generator("imitation", 0))
+    c = imitation.run_seed(TINY_IMITATION, rng=seed_generator("imitation", 1))
     for metric in imitation.METRICS:
         for meth in imitation.METHODS:
             v = a.curves[metric][meth]
@@ -60,8 +60,8 @@ def test_imitation_seed_shapes_and_reproducible():
 
 
 def test_subgoal_seed_shapes_and_reproducible():
-    a = subgoal.run_seed(TINY_SUBGOAL, seed_generator("subgoal", 0))
-    b = subgoal.run_seed(TINY_SUBGOAL, seed_generator("subgoal", 0))
+    a = subgoal.run_seed(TINY_SUBGOAL, rng=seed_generator("subgoal", 0))
+    b = subgoal.run_seed(TINY_SUBGOAL, rng=seed_generator("subgoal", 0))
     n_pairs = TINY_SUBGOAL.n_trajectories * TINY_SUBGOAL.trajectory_length
     assert a.extras["counts"].sum() == n_pairs
     for metric in subgoal.METRICS:

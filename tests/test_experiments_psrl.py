@@ -70,8 +70,8 @@ def test_psrl_queueing_tiny_end_to_end(tmp_path):
 
 def test_seed_is_reproducible():
     config = dataclasses.replace(tiny(psrl_grid), methods=("pg_sampling", "dirichlet_sparse_sampling"))
-    a = psrl_grid.run_seed(config, np.random.default_rng(3))
-    b = psrl_grid.run_seed(config, np.random.default_rng(3))
+    a = psrl_grid.run_seed(config, rng=np.random.default_rng(3))
+    b = psrl_grid.run_seed(config, rng=np.random.default_rng(3))
     for m in config.methods:
         np.testing.assert_array_equal(a.curves["normalized_return"][m], b.curves["normalized_return"][m])
     for name, block in a.method_extras.items():

@@ -194,7 +194,7 @@ def test_the_environment_is_part_of_the_configuration_and_survives_pickling():
 def test_sysid_dirichlet_curve_against_counts_of_the_same_exploration():
     exp = SysIdExperiment("CliffWalkingSlippery-v1")
     config = exp.Config(transitions=(30, 200), methods=("dirichlet_uniform", "dirichlet_sparse"))
-    result = exp.run_seed(config, seed_generator(exp.NAME, 0))
+    result = exp.run_seed(config, rng=seed_generator(exp.NAME, 0))
     env = gymnasium.make("CliffWalkingSlippery-v1")
     mdp = from_gymnasium(env)
     data = random_exploration(env, 200, rng=seed_generator(exp.NAME, 0))
@@ -213,9 +213,9 @@ def test_psrl_seed_is_reproducible_and_a_method_does_not_depend_on_the_others():
     exp = PSRLExperiment("FrozenLake-v1", LAKE3)
     assert list(exp.METRICS) == ["normalized_return", "success_probability"]   # return = success here
     config = exp.Config(steps=100, methods=("dirichlet_sparse_sampling", "pg_mean"))
-    a = exp.run_seed(config, seed_generator(exp.NAME, 4))
-    b = exp.run_seed(config, seed_generator(exp.NAME, 4))
-    alone = exp.run_seed(dataclasses.replace(config, methods=("pg_mean",)), seed_generator(exp.NAME, 4))
+    a = exp.run_seed(config, rng=seed_generator(exp.NAME, 4))
+    b = exp.run_seed(config, rng=seed_generator(exp.NAME, 4))
+    alone = exp.run_seed(dataclasses.replace(config, methods=("pg_mean",)), rng=seed_generator(exp.NAME, 4))
     for metric in exp.METRICS:
         for method in config.methods:
             np.testing.assert_array_equal(a.curves[metric][method], b.curves[metric][method])
@@ -228,7 +228,7 @@ def test_psrl_learned_rewards_and_cliff_metrics():
     exp = PSRLExperiment("CliffWalking-v1")
     assert list(exp.METRICS) == ["normalized_return", "success_probability", "horizon_return"]
     config = exp.Config(steps=100, methods=("dirichlet_sparse_mean",), learn_rewards=True, horizon=20)
-    result = exp.run_seed(config, seed_generator(exp.NAME, 0))
+    result = exp.run_seed(config, rng=seed_generator(exp.NAME, 0))
     assert result.extras["optimal_horizon_return"][0] == pytest.approx(-13.0)
     assert result.extras["optimal_success"][0] == pytest.approx(1.0)
     assert result.curves["horizon_return"]["dirichlet_sparse_mean"].shape == (3,)

@@ -71,7 +71,7 @@ def test_end_to_end_files_schema_statistics(tmp_path, capsys):
     assert summary == report.summary
     check_schema(summary, [0, 1, 2], config)
     # mean/std against an independent recomputation of the three seeds
-    rows = np.stack([toy.run_seed(config, seed_generator(NAME, k)).curves["error"]["b"] for k in range(3)])
+    rows = np.stack([toy.run_seed(config, rng=seed_generator(NAME, k)).curves["error"]["b"] for k in range(3)])
     np.testing.assert_allclose(summary["metrics"]["error"]["methods"]["b"]["mean"], rows.mean(0), rtol=1e-12)
     np.testing.assert_allclose(summary["metrics"]["error"]["methods"]["b"]["std"], rows.std(0, ddof=1), rtol=1e-12)
     assert summary["extra"]["n_seed_results"] == 3
@@ -89,7 +89,7 @@ def test_end_to_end_files_schema_statistics(tmp_path, capsys):
 
 
 def test_seed_result_round_trips_through_the_seed_files(tmp_path):
-    result = toy.run_seed(Config(), seed_generator(NAME, 0))
+    result = toy.run_seed(Config(), rng=seed_generator(NAME, 0))
     result = dataclasses.replace(result, extras={**result.extras, "ints": np.arange(6).reshape(2, 3),
                                                  "flags": np.array([True, False])})
     _io.save_seed(tmp_path, 0, result, experiment=NAME, config_json={"a": 1})

@@ -87,7 +87,7 @@ def test_config_validation():
 
 def test_elbo_em_selection_still_runs():
     config = system_id.Config(transitions=(0, 200), lengthscales=(2.0,), selection="elbo-em", max_iter=30)
-    out = system_id.run_seed(config, np.random.default_rng(0))
+    out = system_id.run_seed(config, rng=np.random.default_rng(0))
     assert np.all(out.method_extras["bound"]["pg"] >= out.method_extras["elbo"]["pg"] - 1e-8)
     assert out.curves["hellinger"]["pg"].shape == (2,)
 

@@ -308,6 +308,30 @@ def test_correlated_samples_valid_reproducible_and_centred(fitted_relative):
     np.testing.assert_allclose(d1.mean(0)[observed], mean[observed], atol=0.05)
 
 
+def test_correlated_mc_mean_takes_its_randomness_from_mc_rng():
+    # no hidden seed: probs_method="mc" draws from the explicit mc_rng (issue 12)
+    from corrpriors.applications.transitions import CorrelatedTransitionModel
+
+    rng = np.random.default_rng(3)
+    counts = rng.multinomial(4, np.full(5, 0.2), size=(5, 2)).astype(float)
+    cov = se_cov(np.arange(5.0)[:, None], 1.5)
+
+    def model(mc_rng):
+        return CorrelatedTransitionModel(5, 2, cov, probs_method="mc", mc_rng=mc_rng,
+                                         max_iter=300).set_counts(counts)
+
+    a, b, c = model(5), model(5), model(6)
+    np.testing.assert_array_equal(a.mean(), b.mean())          # an int seed reproduces
+    assert not np.array_equal(a.mean(), c.mean())
+    np.testing.assert_array_equal(a.category_probs(), a.category_probs())  # int: same draws per call
+    g = model(np.random.default_rng(1))
+    assert not np.array_equal(g.category_probs(), g.category_probs())     # a Generator advances
+    # oracle: E[pi(psi)] estimated from joint posterior draws instead of per-stick marginals
+    np.testing.assert_allclose(a.mean(), a.sample_many(20000, rng=7).mean(0), atol=0.01)
+    with pytest.raises(TypeError, match="mc_rng: expected None, an int"):
+        CorrelatedTransitionModel(5, 2, cov, probs_method="mc", mc_rng="seed")
+
+
 def test_correlated_identity_map_with_plenty_of_data_matches_frequencies():
     from corrpriors.applications.transitions import CorrelatedTransitionModel
 

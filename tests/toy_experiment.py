@@ -66,7 +66,7 @@ def resolve_config(config: Config) -> Config:
     return dataclasses.replace(config, lengthscale=float(config.n_points))
 
 
-def run_seed(config: Config, rng: np.random.Generator) -> SeedResult:
+def run_seed(config: Config, *, rng: np.random.Generator) -> SeedResult:
     seed = int(rng.bit_generator.seed_seq.entropy[0])
     if config.log_dir:
         (pathlib.Path(config.log_dir) / f"call-{seed}-{os.getpid()}-{uuid.uuid4().hex}").touch()

@@ -45,7 +45,7 @@ def main(argv=None) -> None:
             if path.exists():
                 continue
             rng = np.random.default_rng([seed, zlib.crc32(psrl_grid.NAME.encode())])
-            out = psrl_grid.run_seed(config, rng)
+            out = psrl_grid.run_seed(config, rng=rng)
             buf = io.BytesIO()
             np.savez_compressed(buf, **out)
             atomic_write_bytes(path, buf.getvalue())

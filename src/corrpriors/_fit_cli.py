@@ -43,7 +43,9 @@ OUTPUTS = {
                     "hyper-parameters, the diagonal jitter and the warnings",
 }
 
-TABLE_SUFFIXES = {".csv": ",", ".tsv": "\t", ".tab": "\t", ".npy": None}
+#: Delimiter of every text table suffix.
+TEXT_DELIMITERS = {".csv": ",", ".tsv": "\t", ".tab": "\t"}
+TABLE_SUFFIXES = (*TEXT_DELIMITERS, ".npy")
 
 #: Seconds between two progress updates on a terminal.
 PROGRESS_INTERVAL = 0.25
@@ -319,7 +321,7 @@ def _read_table(path: Path, option: str) -> tuple[np.ndarray, list[str] | None]:
         line = raw[:exc.start].count(b"\n") + 1
         raise UsageError(f"{where}: is not UTF-8 text (byte 0x{raw[exc.start]:02x} on line "
                          f"{line}); save it as UTF-8 or as .npy") from None
-    return _parse_text(text, TABLE_SUFFIXES[suffix], where)
+    return _parse_text(text, TEXT_DELIMITERS[suffix], where)
 
 
 def _parse_text(text: str, delimiter: str, where: str) -> tuple[np.ndarray, list[str] | None]:
@@ -575,7 +577,7 @@ def _probs_csv(model: Any, args: argparse.Namespace, names: list[str],
 
 def _npz_bytes(**arrays: np.ndarray) -> bytes:
     buf = io.BytesIO()
-    np.savez(buf, **arrays)
+    np.savez(buf, allow_pickle=False, **arrays)
     return buf.getvalue()
 
 

@@ -27,11 +27,12 @@ the greedy policy by its exact expected discounted return under the true model.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from .._random import as_generator
+from .._random import as_generator, inverse_cdf
 from .._typing import FloatArray, IntArray, SeedLike
 from .._validation import check_array, check_positive
 from ..mdp.metrics import expected_return, normalize_returns, return_range
@@ -268,7 +269,7 @@ class PSRLAgent:
         """The planning model with the terminal states known so far."""
         known = self.terminal_ if self.terminal_.any() else None
         current = self.planning_mdp.terminal
-        if (known is None) != (current is None) or (known is not None
+        if (known is None) != (current is None) or (known is not None and current is not None
                                                     and not np.array_equal(known, current)):
             self.planning_mdp = dataclasses.replace(self.planning_mdp, terminal=known)
         return self.planning_mdp
@@ -348,7 +349,7 @@ class PSRLAgent:
         self._buffer.append((int(state), int(action), int(next_state)))
         if terminated:
             self.terminal_[int(next_state)] = True
-        if self.replan_every == "episode":
+        if isinstance(self.replan_every, str):   # "episode" (validated)
             due = terminated or truncated
         else:
             due = len(self._buffer) >= self.replan_every
@@ -459,13 +460,13 @@ def _run_matrix(env_mdp: Any, agent: PSRLAgent, n_steps: int, start_state: int, 
     if (S, A) != (agent.belief.n_states, agent.belief.n_actions):
         raise ValueError(f"env_mdp: expected (S, A) = ({agent.belief.n_states}, "
                          f"{agent.belief.n_actions}) like the agent's belief, got {(S, A)}")
+    assert agent.rewards is not None   # run_psrl refuses reward learning on this path
     true_mdp = TabularMDP(P, agent.rewards, agent.discount)   # validates P
     n_steps, eval_every = _check_run(n_steps, eval_every, agent)
     if int(start_state) != start_state or not 0 <= start_state < S:
         raise ValueError(f"start_state: expected an int in [0, {S}), got {start_state!r}")
 
     cdf = np.cumsum(P, axis=-1)
-    cdf[..., -1] = 1.0
     optimal = float(policy_iteration(true_mdp).values.mean())
 
     def score() -> float:
@@ -480,8 +481,7 @@ def _run_matrix(env_mdp: Any, agent: PSRLAgent, n_steps: int, start_state: int, 
     states[0] = s
     for t in range(n_steps):
         a = agent.act(s)
-        s2 = int(np.searchsorted(cdf[s, a], u[t], side="right"))
-        s2 = min(s2, S - 1)
+        s2 = int(inverse_cdf(cdf[s, a], u[t]))
         agent.observe(s, a, s2, rng=rng)
         actions[t] = a
         states[t + 1] = s = s2
@@ -510,7 +510,7 @@ def _run_env(env: Any, agent: PSRLAgent, n_steps: int, *, rng: SeedLike, eval_ev
            _discrete_n(env.action_space, "action_space"))
     if got != (S, A):
         raise ValueError(f"env: expected (S, A) = ({S}, {A}) like the agent's belief, got {got}")
-    score = None
+    score: Callable[[], float] | None = None
     if true_mdp is not None:
         if not isinstance(true_mdp, TabularMDP):
             raise TypeError(f"true_mdp: expected a TabularMDP, got {type(true_mdp).__name__}")
@@ -521,8 +521,9 @@ def _run_env(env: Any, agent: PSRLAgent, n_steps: int, *, rng: SeedLike, eval_ev
         uniform, optimal = return_range(scored)
         normalize_returns(optimal, uniform, optimal)      # fails early if nothing to normalise
 
-        def score() -> float:
+        def score_policy() -> float:
             return float(expected_return(scored, agent.policy_))
+        score = score_policy
 
     seed = int(gen.integers(2**32)) if env_seed is None else int(env_seed)
     s, _ = env.reset(seed=seed, options=reset_options)
@@ -531,8 +532,8 @@ def _run_env(env: Any, agent: PSRLAgent, n_steps: int, *, rng: SeedLike, eval_ev
     flags = {k: np.zeros(n_steps, dtype=bool) for k in ("terminated", "truncated")}
     episode_returns, running = [], 0.0
     agent.plan(rng=gen)
-    steps, values = [0], ([score()] if score else [])
-    policies = [agent.policy_.copy()]
+    steps, values = [0], ([score()] if score is not None else [])
+    policies = [np.array(agent.policy_, dtype=np.int64)]
     for t in range(n_steps):
         a = agent.act(int(s))
         s2, r, term, trunc, _ = env.step(a)
@@ -546,15 +547,15 @@ def _run_env(env: Any, agent: PSRLAgent, n_steps: int, *, rng: SeedLike, eval_ev
             episode_returns.append(running)
             running = 0.0
             s, _ = env.reset(options=reset_options)
-        if score and (t + 1) % eval_every == 0:
+        if score is not None and (t + 1) % eval_every == 0:
             steps.append(t + 1)
             values.append(score())
-            policies.append(agent.policy_.copy())
+            policies.append(np.array(agent.policy_, dtype=np.int64))
     result = dict(out, rewards=rewards, **flags, episode_returns=np.asarray(episode_returns))
-    if score:
+    if score is not None:
         v = np.asarray(values)
         result.update(steps=np.asarray(steps, dtype=np.int64), expected_return=v,
                       policies=np.asarray(policies, dtype=np.int64),
-                      normalized_return=normalize_returns(v, uniform, optimal),
+                      normalized_return=np.asarray(normalize_returns(v, uniform, optimal)),
                       optimal_return=np.asarray(optimal), uniform_return=np.asarray(uniform))
     return result

@@ -33,8 +33,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._random import as_generator
-from .._typing import FloatArray, IntArray, SeedLike
+from .._random import as_generator, sample_categorical
+from .._typing import FloatArray, SeedLike
 from .._validation import check_array, check_counts, check_positive
 
 __all__ = [
@@ -110,27 +110,6 @@ def subgoal_conditionals(log_prior, log_lik) -> FloatArray:
     z = z - z.max(axis=-1, keepdims=True)
     p = np.exp(z)
     return p / p.sum(axis=-1, keepdims=True)
-
-
-def sample_categorical(probs, *, rng: np.random.Generator) -> IntArray:
-    """Draw one category per row of ``probs`` (inverse CDF, vectorised over rows).
-
-    Parameters
-    ----------
-    probs : array_like of shape (S, G)
-        Row-stochastic matrix.
-    rng : numpy.random.Generator
-
-    Returns
-    -------
-    draws : ndarray of shape (S,)
-        Integers in ``[0, G)``.
-    """
-    p = np.asarray(probs, dtype=np.float64)
-    cdf = np.cumsum(p, axis=-1)
-    u = rng.random(p.shape[:-1])[..., None] * cdf[..., -1:]
-    idx = np.asarray((cdf <= u).sum(axis=-1))
-    return np.asarray(np.minimum(idx, p.shape[-1] - 1), dtype=np.int64)
 
 
 def goal_action_probs(mdp, beta: float, *, normalize: bool = True, goals=None) -> FloatArray:

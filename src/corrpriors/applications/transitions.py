@@ -54,7 +54,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from .._random import as_generator
+from .._random import as_generator, sample_dirichlet
 from .._typing import FloatArray, IntArray, SeedLike
 from .._validation import check_array, check_counts, check_positive, check_shape, check_simplex
 
@@ -412,6 +412,7 @@ class TruncatedCategoryMap(CategoryMap):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        assert self.n_window is not None   # set by CategoryMap.__post_init__
         if self.destination is None:
             raise ValueError("destination: expected an int array of shape (S, n_window), got None")
         S, W = self.n_states, int(self.n_window)
@@ -688,6 +689,7 @@ def _nearest_first(cmap: CategoryMap, n_dims: int, radius: int) -> CategoryMap:
     new_index = np.empty_like(order)
     new_index[order] = np.arange(order.size)
     cat = np.array(cmap.category, copy=True)
+    assert cmap.n_window is not None   # set by CategoryMap.__post_init__
     window = (cat >= 0) & (cat < cmap.n_window)
     cat[window] = new_index[cat[window]]
     return CategoryMap(cat, n_window=cmap.n_window, other_prior=cmap.other_prior)
@@ -724,22 +726,6 @@ def _check_n(n: Any) -> int:
     return int(n)
 
 
-def _dirichlet_draws(shape_param: FloatArray, n: int, rng: np.random.Generator) -> FloatArray:
-    """Draws from Dirichlet(shape_param) along the last axis, stable for tiny shapes.
-
-    Uses ``Gamma(a) = Gamma(a + 1) * U^(1/a)`` in log space, so concentrations like
-    1e-3 (whose Gamma draws underflow to zero) still give valid simplex points.
-    """
-    a = np.broadcast_to(shape_param, (n,) + shape_param.shape)
-    if shape_param.min() >= 1.0:      # no underflow risk: plain Gamma draws
-        g = rng.gamma(a)
-        return g / g.sum(axis=-1, keepdims=True)
-    log_g = np.log(rng.gamma(a + 1.0)) + np.log(rng.random(a.shape)) / a
-    log_g -= log_g.max(axis=-1, keepdims=True)
-    g = np.exp(log_g)
-    return g / g.sum(axis=-1, keepdims=True)
-
-
 class DirichletTransitionModel(_TransitionBelief):
     r"""Independent conjugate Dirichlet belief per (state, action).
 
@@ -767,7 +753,7 @@ class DirichletTransitionModel(_TransitionBelief):
 
     def sample_many(self, n: int, *, rng: SeedLike) -> FloatArray:
         """``n`` posterior draws, ndarray of shape (n, S, A, S)."""
-        return _dirichlet_draws(self._counts + self.alpha, _check_n(n), as_generator(rng))
+        return sample_dirichlet(self._counts + self.alpha, _check_n(n), rng=rng)
 
 
 class KnownTransitionModel(_TransitionBelief):
@@ -848,7 +834,8 @@ class CorrelatedTransitionModel(_TransitionBelief):
         ``collapsed_bound()``, as the system-identification experiment does.
     probs_method : {"plugin", "mc"}, default="plugin"
         How :meth:`mean` turns :math:`q(\psi)` into probabilities: ``"plugin"``
-        :math:`\Pi_{SB}(\lambda)` (the paper's) or a Monte-Carlo posterior mean.
+        :math:`\Pi_{SB}(\lambda)` (the paper's, deterministic) or a Monte-Carlo posterior
+        mean drawn from ``mc_rng``.
     max_iter : int, default=100
         CAVI iteration cap per refit (warm starts need few).
     tol : float, default=1e-6
@@ -869,6 +856,11 @@ class CorrelatedTransitionModel(_TransitionBelief):
         Range of the scale lattice (with ``selection``).
     scale_step : float, default=0.25
         Lattice spacing in decades (with ``selection``).
+    mc_rng : None, int, numpy.random.SeedSequence or numpy.random.Generator, default=None
+        Randomness of ``probs_method="mc"`` (unused by ``"plugin"``). An int or SeedSequence
+        makes every Monte-Carlo mean reproducible (each call restarts from it: common random
+        numbers across refits); a Generator is advanced by every call; ``None`` draws fresh
+        OS entropy.
     **model_kwargs
         Passed on to :class:`~corrpriors.core.model.CorrelatedMultinomial` (for example
         ``mean_prior_std`` -- default 3.0 here, a weak normal hyper-prior on the constant
@@ -896,8 +888,8 @@ class CorrelatedTransitionModel(_TransitionBelief):
                  scale_prior: tuple[float, float] | None = (2.0, 1.0),
                  probs_method: str = "plugin", max_iter: int = 100, tol: float = 1e-6,
                  selection: str | None = None, scale_range: tuple[float, float] = (1e-2, 1e4),
-                 scale_step: float = 0.25, precision: Any = None, impute_rounds: int = 3,
-                 **model_kwargs: Any) -> None:
+                 scale_step: float = 0.25, precision: Any = None, impute_rounds: int = 3, *,
+                 mc_rng: SeedLike = None, **model_kwargs: Any) -> None:
         super().__init__(n_states, n_actions)
         from ..core.model import CorrelatedMultinomial
         from ..core.selection import ScaleSearch, check_criterion
@@ -933,6 +925,8 @@ class CorrelatedTransitionModel(_TransitionBelief):
         self.precision = precision
         self.category_map = cmap
         self.probs_method = probs_method
+        as_generator(mc_rng, name="mc_rng")  # validates the seed now, not at the first mean()
+        self.mc_rng = mc_rng
         self.selection = selection
         kwargs: dict[str, Any] = {"mean_prior_std": 3.0}
         kwargs.update(model_kwargs)
@@ -1076,7 +1070,7 @@ class CorrelatedTransitionModel(_TransitionBelief):
             priors = _gmrf_precisions(coords, integral, scales)
         else:
             raise ValueError(f"prior: expected 'auto', 'dense' or 'gmrf', got {prior!r}")
-        chosen = priors if "selection" in kwargs else priors[scales[0]]
+        chosen: Any = priors if "selection" in kwargs else priors[scales[0]]
         key = "covariance" if prior == "dense" else "precision"
         return cls(S, A, category_map=cmap, **{key: chosen}, **kwargs)
 
@@ -1140,6 +1134,7 @@ class CorrelatedTransitionModel(_TransitionBelief):
         if not censored:
             return self._fit_counts(a, counts)
         cmap, raw = self.category_map, self._counts[:, a, :]
+        assert isinstance(cmap, TruncatedCategoryMap)   # the only censoring map
         current = self.models_[a]
         x = cmap.impute(raw, current.probs() if hasattr(current, "result_") else None)
         for _ in range(self.impute_rounds):
@@ -1160,13 +1155,14 @@ class CorrelatedTransitionModel(_TransitionBelief):
     def _select(self, a: int, counts: FloatArray) -> Any:
         """Choose action ``a``'s covariance and scale by the criterion; returns the model."""
         assert self._searches is not None and self.selected_ is not None
-        best = None
+        best: tuple[float, Any, Any] | None = None
         for name, search in self._searches[a]:
             before = search.n_fits_
             sel = search.select(counts)
             self.n_fits_ += search.n_fits_ - before
             if best is None or sel.value > best[0]:
                 best = (sel.value, name, sel)
+        assert best is not None   # at least one candidate per action
         value, name, sel = best
         self.models_[a] = sel.model
         self.selected_[a] = {"candidate": name, "scale": sel.scale, "value": value}
@@ -1181,7 +1177,7 @@ class CorrelatedTransitionModel(_TransitionBelief):
         if not 0 <= a < self.n_actions:
             raise ValueError(f"action: expected 0 <= action < {self.n_actions}, got {action!r}")
         self.refit([a])
-        q = self.models_[a].probs(method=self.probs_method, rng=0)
+        q = self.models_[a].probs(method=self.probs_method, rng=self.mc_rng)
         return self._to_next_states(q, a)
 
     def _to_next_states(self, q: FloatArray, a: int) -> FloatArray:
@@ -1193,7 +1189,7 @@ class CorrelatedTransitionModel(_TransitionBelief):
     def category_probs(self) -> FloatArray:
         """Posterior category probabilities per action, ndarray of shape (A, S, K)."""
         self.refit()
-        return np.stack([m.probs(method=self.probs_method, rng=0) for m in self.models_])
+        return np.stack([m.probs(method=self.probs_method, rng=self.mc_rng) for m in self.models_])
 
     def mean(self) -> FloatArray:
         """Posterior-mean (``probs_method``) transition model, ndarray of shape (S, A, S)."""

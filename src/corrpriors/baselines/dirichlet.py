@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from .._random import as_generator
+from .._random import sample_dirichlet
 from .._repr import estimator_repr
 from .._typing import FloatArray, SeedLike
 from .._validation import check_counts
@@ -168,8 +168,8 @@ class DirichletMultinomial:
     def sample_probs(self, n: int, *, rng: SeedLike = None) -> FloatArray:
         """Draws from the posterior ``Dir(alpha + counts)`` of every covariate.
 
-        Sampled in log space (``log G = log Gamma(a + 1) + log(U) / a``), so tiny
-        concentrations do not underflow to 0 / 0.
+        Drawn by :func:`corrpriors._random.sample_dirichlet` (log space for concentrations
+        below one), so tiny concentrations do not underflow to 0 / 0.
 
         Parameters
         ----------
@@ -185,14 +185,7 @@ class DirichletMultinomial:
         self._check_fitted()
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
             raise ValueError(f"n: expected an integer >= 1, got {n!r}")
-        gen = as_generator(rng)
-        a = self.posterior_alpha_
-        shape = (int(n),) + a.shape
-        log_g = np.log(gen.standard_gamma(np.broadcast_to(a + 1.0, shape))) \
-            + np.log1p(-gen.random(size=shape)) / a   # log U, U in (0, 1]
-        log_g -= log_g.max(axis=-1, keepdims=True)
-        g = np.exp(log_g)
-        return g / g.sum(axis=-1, keepdims=True)
+        return sample_dirichlet(self.posterior_alpha_, int(n), rng=rng)
 
 
 __all__ = ["DirichletMultinomial"]

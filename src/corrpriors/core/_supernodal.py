@@ -313,7 +313,7 @@ def factorize(sym: Symbolic, buffer: np.ndarray) -> None:
         n = int(bounds[b + 1] - bounds[b])
         r = sym.struct[b].size
         panel = buffer[offsets[b]:offsets[b + 1]].reshape(n + r, n)
-        update = np.zeros((r, r)) if r else None
+        update = np.zeros((r, r))
         for c in sym.children[b]:
             uc = updates.pop(c)
             rel, k = sym.rel[c], sym.split[c]

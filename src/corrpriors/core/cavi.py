@@ -185,7 +185,8 @@ def log_hyper_prior(hyper: Hyper, options: CAVIOptions) -> float:
     out = 0.0
     if options.learn_scale and options.scale_prior is not None:
         out += hyper_em.log_gamma_density(hyper.scale, options.scale_prior)
-    if options.learn_mean == "constant" and options.mean_prior_std is not None:
+    if (options.learn_mean == "constant" and options.mean_prior_std is not None
+            and options.mean_prior_mean is not None):
         out += hyper_em.log_normal_density(hyper.mean[0], options.mean_prior_mean,
                                            options.mean_prior_std)
     return out

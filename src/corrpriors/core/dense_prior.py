@@ -338,6 +338,9 @@ class DenseCovariancePrior:
     n_covariates : int
     """
 
+    base: np.ndarray
+    chol: np.ndarray
+
     def __init__(self, matrix: Any, *, kernel: Any = None, jitter: float | None = None,
                  name: str = "covariance", size: int | None = None):
         arr = check_covariance(matrix, name, size=size)

@@ -28,7 +28,7 @@ JITTER_LEVELS = 14
 
 
 def jittered_cholesky(matrix: np.ndarray, *, name: str = "covariance",
-                      stacklevel: int = 2) -> tuple[FloatArray, FloatArray, float]:
+                      stacklevel: int = 2) -> tuple[np.ndarray, FloatArray, float]:
     """Lower Cholesky factor of ``matrix + eps * I`` with the smallest working jitter ``eps``.
 
     Parameters
@@ -53,7 +53,7 @@ def jittered_cholesky(matrix: np.ndarray, *, name: str = "covariance",
     ValueError
         If the mean diagonal is not positive, or no level up to 1e3 works.
     """
-    a = np.asarray(matrix, dtype=float)
+    a = np.asarray(matrix, dtype=np.float64)
     mean_diag = float(np.mean(np.diag(a)))
     if not mean_diag > 0:
         raise ValueError(f"{name}: diagonal must be positive, mean diagonal is {mean_diag:g}")

@@ -521,7 +521,7 @@ class CorrelatedMultinomial:
         res = self.result_
         kernel = getattr(res.prior, "kernel", None)
         coords = getattr(kernel, "coords", None)
-        if coords is None or not hasattr(res.prior, "conditional"):
+        if kernel is None or coords is None or not hasattr(res.prior, "conditional"):
             raise ValueError("new_covariates: prediction needs a model built on a kernel bound to "
                              "coordinates (kernel.bind(coords=...)); this model's prior is a "
                              "plain matrix (or a distance-bound kernel), whose covariance with "
@@ -530,8 +530,8 @@ class CorrelatedMultinomial:
         check_shape(x_new, (None, coords.shape[1]), "new_covariates")
         km1 = res.psi_mean.shape[1]
         mu_new = self._mean_at(x_new.shape[0], km1, new_mean)
-        cross = np.asarray(kernel.kernel(coords, x_new), dtype=float)       # (C, M)
-        self_var = np.asarray(kernel.kernel.diag(x_new), dtype=float) + res.jitter
+        cross = np.asarray(kernel.kernel(coords, x_new), dtype=np.float64)       # (C, M)
+        self_var = np.asarray(kernel.kernel.diag(x_new), dtype=np.float64) + res.jitter
         b, kappa = count_statistics(self.counts_)
         layout = build_layout(b > 0)
         with blas_threads(1):

@@ -195,7 +195,7 @@ class SparsePrecisionPrior:
             lam[:] = mean
         for k in layout.sticks:
             factor = self._factorize(scale, d[:, k])
-            if ones_q is None:
+            if constant_mean is None or ones_q is None:  # (both or neither)
                 delta = factor.solve(kappa[:, k] - d[:, k] * mean[:, k])  # lambda_k - mu_k
             else:
                 gh = factor.solve(np.stack([kappa[:, k], ones_q], axis=1))

@@ -118,6 +118,7 @@ def _known_coordinates(u: Any, n_states: int) -> tuple[np.ndarray | None, Any, A
     from .gym import TabularEnv
 
     s = np.arange(n_states)
+    shape: tuple[int, ...]
     if isinstance(u, TabularEnv):
         return u.mdp.coordinates, u.mdp.shape, u.mdp.walls
     if isinstance(u, FrozenLakeEnv):
@@ -136,7 +137,7 @@ def _known_coordinates(u: Any, n_states: int) -> tuple[np.ndarray | None, Any, A
 def _features(features: Any, n_states: int) -> np.ndarray:
     """Validate user features: a callable ``state -> (D,)`` or an array of shape (S, D)."""
     if callable(features):
-        rows = []
+        rows: list[np.ndarray] = []
         for s in range(n_states):
             f = np.atleast_1d(np.asarray(features(s), dtype=np.float64))
             if f.ndim != 1 or (rows and f.shape != rows[0].shape):
@@ -278,7 +279,7 @@ def _terminal_states(P: np.ndarray, ends: np.ndarray, goes_on: np.ndarray,
     The check covers the rows an episode can reach from ``start`` (Taxi lists rows for
     states that only exist after an episode has ended, where the rule does not hold).
     """
-    terminal = ends.any(axis=(0, 1))
+    terminal = np.asarray(ends.any(axis=(0, 1)))
     live = _reachable(P, start, terminal) & ~terminal
     clash = goes_on[live][:, :, terminal]       # from a live state into a terminal one, not ending
     if clash.any():

@@ -18,6 +18,7 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
+from .._random import inverse_cdf
 from ..mdp.checks import check_distribution
 from ..mdp.tabular import TabularMDP
 from . import gridworld, queueing
@@ -86,10 +87,6 @@ class TabularEnv(gymnasium.Env):
         self._terminal = mdp.terminal_mask
         self.state: int | None = None
 
-    @staticmethod
-    def _draw(cdf: np.ndarray, u: float) -> int:
-        return int(np.searchsorted(cdf, u * cdf[-1], side="right"))
-
     def reset(self, *, seed: int | None = None,
               options: dict[str, Any] | None = None) -> tuple[int, dict[str, Any]]:
         """Start an episode; ``options={"state": s}`` forces the start state."""
@@ -101,7 +98,7 @@ class TabularEnv(gymnasium.Env):
                                  f"{self.mdp.n_states - 1}], got {options['state']!r}")
             self.state = s
         else:
-            self.state = self._draw(self._cdf0, self.np_random.random())
+            self.state = int(inverse_cdf(self._cdf0, self.np_random.random()))
         return self.state, {}
 
     def step(self, action: Any) -> tuple[int, float, bool, bool, dict[str, Any]]:
@@ -113,7 +110,7 @@ class TabularEnv(gymnasium.Env):
             raise ValueError(f"action: expected an integer in [0, {self.mdp.n_actions - 1}], "
                              f"got {action!r}")
         s = self.state
-        self.state = s2 = self._draw(self._cdf[s, a], self.np_random.random())
+        self.state = s2 = int(inverse_cdf(self._cdf[s, a], self.np_random.random()))
         reward = float(self._rewards[s, a, s2] if self._rewards.ndim == 3 else self._rewards[s, a])
         return s2, reward, bool(self._terminal[s2]), False, {}
 

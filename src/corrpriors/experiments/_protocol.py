@@ -30,8 +30,9 @@ Required
     Small settings that finish in seconds.
 ``x_values(config)`` -> list of float
     The x grid of every curve.
-``run_seed(config, rng)`` -> :class:`SeedResult`
-    One independent repetition, all randomness from ``rng`` (a ``numpy.random.Generator``).
+``run_seed(config, *, rng)`` -> :class:`SeedResult`
+    One independent repetition, all randomness from the keyword-only ``rng`` (a
+    ``numpy.random.Generator``; the runner passes it by keyword).
 
 Optional
 
@@ -83,7 +84,7 @@ A complete experiment (in a module ``toy.py``)::
     def x_values(config):
         return [float(i) for i in range(config.n_points)]
 
-    def run_seed(config, rng):
+    def run_seed(config, *, rng):
         x = np.asarray(x_values(config))
         return SeedResult(curves={"error": {"a": 1 / (1 + x) + rng.normal(size=x.size)}})
 """
@@ -91,6 +92,7 @@ A complete experiment (in a module ``toy.py``)::
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import pathlib
 import re
 from collections.abc import Mapping, Sequence
@@ -231,7 +233,7 @@ class Experiment(Protocol):
 
     def x_values(self, config: Any) -> Sequence[float]: ...
 
-    def run_seed(self, config: Any, rng: np.random.Generator) -> SeedResult: ...
+    def run_seed(self, config: Any, *, rng: np.random.Generator) -> SeedResult: ...
 
 
 REQUIRED_ATTRIBUTES = (
@@ -260,8 +262,23 @@ def validate_experiment(experiment: Any, name: str | None = None) -> None:
         raise ExperimentUnavailable(f"{label}.METRICS: 'better' must be 'lower' or 'higher', got {bad}")
     if not (isinstance(experiment.Config, type) and dataclasses.is_dataclass(experiment.Config)):
         raise ExperimentUnavailable(f"{label}.Config: expected a dataclass")
+    _check_run_seed(experiment.run_seed, label)
     if name is not None and experiment.NAME != name:
         raise ExperimentUnavailable(f"{label}.NAME is {experiment.NAME!r} but it is registered as {name!r}")
+
+
+def _check_run_seed(run_seed: Any, label: str) -> None:
+    """Raise unless ``run_seed`` can be called as ``run_seed(config, rng=generator)``."""
+    try:
+        params = inspect.signature(run_seed).parameters
+    except (TypeError, ValueError):  # a builtin or C callable: cannot inspect, trust it
+        return
+    if "rng" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    raise ExperimentUnavailable(
+        f"{label}.run_seed: expected the signature run_seed(config, *, rng) (the runner passes the "
+        f"generator as the keyword rng), got run_seed{inspect.signature(run_seed)}"
+    )
 
 
 def check_seed_result(experiment: Any, n_x: int, seed: int, result: Any) -> SeedResult:

@@ -214,9 +214,9 @@ def _execute_seed(
         if threading.current_thread() is threading.main_thread():
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                result = run_seed(config, seed_generator(name, seed))
+                result = run_seed(config, rng=seed_generator(name, seed))
         else:  # catch_warnings is process-global: threads (Dask workers) leave warnings alone
-            result = run_seed(config, seed_generator(name, seed))
+            result = run_seed(config, rng=seed_generator(name, seed))
     return int(seed), result, (time.perf_counter() - start, time.process_time() - cpu_start), _collect(caught)
 
 

@@ -136,7 +136,7 @@ def x_values(config: Any) -> list[float]:
     return [float(t) for t in range(0, int(config.steps) + 1, int(config.eval_every))]
 
 
-def run_seed(config: PSRLConfig, rng: np.random.Generator) -> SeedResult:
+def run_seed(config: PSRLConfig, *, rng: np.random.Generator) -> SeedResult:
     """Every method's PSRL run on the environment, scored every ``eval_every`` steps.
 
     All methods of a seed start from the same environment seed; each draws from its own stream.
@@ -300,12 +300,12 @@ class PSRLExperiment(GymExperiment):
             else:
                 text = f"greedy policy never optimal in {len(seeds)} seeds"
             notes.append(f"{method}: {text}; {cpu:.1f} CPU s per seed")
-        first = results[seeds[0]].extras
-        reference = {"optimal_return": float(first["optimal_return"][0]),
-                     "uniform_return": float(first["uniform_return"][0]),
-                     "optimal_horizon_return": float(first["optimal_horizon_return"][0])}
+        extras = results[seeds[0]].extras
+        reference = {"optimal_return": float(extras["optimal_return"][0]),
+                     "uniform_return": float(extras["uniform_return"][0]),
+                     "optimal_horizon_return": float(extras["optimal_horizon_return"][0])}
         if "success_probability" in metrics:
-            reference["optimal_success_probability"] = float(first["optimal_success"][0])
+            reference["optimal_success_probability"] = float(extras["optimal_success"][0])
         notes.append("optimal policy: " + ", ".join(f"{k} {v:.4g}" for k, v in reference.items())
                      + f" (discount {config.discount:g}, horizon {config.horizon} steps)")
         return {"methods": table, "reference": reference, "notes": notes}

@@ -101,7 +101,7 @@ class SysIdConfig(GymConfig):
     prior: str = "auto"
 
 
-def run_seed(config: SysIdConfig, rng: np.random.Generator) -> SeedResult:
+def run_seed(config: SysIdConfig, *, rng: np.random.Generator) -> SeedResult:
     """Hellinger error of every method at every T for one random exploration.
 
     Returns the curves ``hellinger[method]`` of shape (len(transitions),), the per-method extras

@@ -155,7 +155,7 @@ def resolve_config(config: Config) -> Config:
         elbo_lengthscales=tuple(float(v) if float(v) > 0 else d_max for v in config.elbo_lengthscales))
 
 
-def run_seed(config: Config, rng: np.random.Generator) -> SeedResult:
+def run_seed(config: Config, *, rng: np.random.Generator) -> SeedResult:
     """One seed of the sweep; see the module docstring.
 
     The smooth kernel (the largest distance as length scale) is numerically rank deficient on

@@ -172,7 +172,7 @@ def resolve_config(config: Config) -> Config:
     return dataclasses.replace(config, lengthscale=lengthscale, discount=discount)
 
 
-def run_seed(config: Config, rng: np.random.Generator) -> SeedResult:
+def run_seed(config: Config, *, rng: np.random.Generator) -> SeedResult:
     """Run all configured policies for one seed; curves of shape (len(x_values),)."""
     from ..applications.transitions import displacement_category_map
 

@@ -156,7 +156,7 @@ def category_map(mdp, config: Config):
     return displacement_category_map(coords, config.radius, boundary=config.boundary)
 
 
-def run_seed(config: Config, rng: np.random.Generator) -> SeedResult:
+def run_seed(config: Config, *, rng: np.random.Generator) -> SeedResult:
     """Run all configured policies for one seed; curves of shape (n_episodes + 1,)."""
     check_methods(config.methods)
     mdp = _environment()

@@ -147,7 +147,7 @@ def draw_trajectories(mdp, policy: np.ndarray, n: int, length: int, rng: np.rand
             np.asarray(traj.actions, dtype=np.int64).ravel())
 
 
-def run_seed(config: Config, rng: np.random.Generator) -> SeedResult:
+def run_seed(config: Config, *, rng: np.random.Generator) -> SeedResult:
     """One seed: data, the three estimates, their errors; see the module docstring.
 
     The smooth kernel is numerically rank deficient (a tiny jitter is added, with a warning

@@ -275,7 +275,7 @@ def _lengthscale_of(model) -> float:
     return float(getattr(kernel, "lengthscale", np.nan))
 
 
-def run_seed(config: Config, rng: np.random.Generator) -> SeedResult:
+def run_seed(config: Config, *, rng: np.random.Generator) -> SeedResult:
     """Hellinger error of every method at every T for one random walk.
 
     Returns the curves ``hellinger[method]`` of shape (len(transitions),) and, for the

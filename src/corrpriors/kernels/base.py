@@ -128,6 +128,7 @@ class Kernel:
         ``theta`` does, raises ``ValueError`` for such a value.
         """
         for h in self._free:
+            assert h.bounds is not None   # free = not fixed
             lo, hi = h.bounds
             if not lo <= h.value <= hi:
                 leaf = h.name.rsplit("__", 1)[-1]

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .._random import as_generator
+from .._random import as_generator, inverse_cdf
 from .checks import check_distribution, check_policy
 from .tabular import TabularMDP
 
@@ -50,14 +50,6 @@ class Trajectories:
     def state_sequence(self, episode: int = 0) -> np.ndarray:
         r"""Return the T + 1 visited states :math:`(s_0, \dots, s_T)` of one episode, shape (T + 1,)."""
         return np.concatenate([self.states[episode], self.next_states[episode, -1:]])
-
-
-def _inverse_cdf(cdf_rows: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """Index of the first entry of each CDF row exceeding ``u`` (row-wise, vectorised)."""
-    # scale u by the row total so round-off in the cumulative sum never selects a
-    # zero-probability trailing entry
-    x = u * cdf_rows[:, -1]
-    return (cdf_rows <= x[:, None]).sum(axis=1)
 
 
 def sample_trajectories(mdp: TabularMDP, policy: Any, n_steps: int, *, rng: Any,
@@ -102,7 +94,7 @@ def sample_trajectories(mdp: TabularMDP, policy: Any, n_steps: int, *, rng: Any,
     else:
         p0 = np.full(S, 1.0 / S) if initial_distribution is None else \
             check_distribution(initial_distribution, S, "initial_distribution")
-        s = _inverse_cdf(np.broadcast_to(np.cumsum(p0), (E, S)), gen.random(E))
+        s = inverse_cdf(np.cumsum(p0), gen.random(E))
     pi_cdf = np.cumsum(pi, axis=1)
     P_cdf = np.cumsum(mdp.transitions, axis=2)
     R = mdp.reward_matrix
@@ -110,8 +102,8 @@ def sample_trajectories(mdp: TabularMDP, policy: Any, n_steps: int, *, rng: Any,
     actions = np.empty((E, T), dtype=np.int64)
     nxt = np.empty((E, T), dtype=np.int64)
     for t in range(T):
-        a = _inverse_cdf(pi_cdf[s], gen.random(E))
-        s2 = _inverse_cdf(P_cdf[s, a], gen.random(E))
+        a = inverse_cdf(pi_cdf[s], gen.random(E))
+        s2 = inverse_cdf(P_cdf[s, a], gen.random(E))
         states[:, t], actions[:, t], nxt[:, t] = s, a, s2
         s = s2
     return Trajectories(states, actions, nxt, R[states, actions])

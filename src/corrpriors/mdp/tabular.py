@@ -96,7 +96,7 @@ class TabularMDP:
     name: str = "mdp"
     terminal: np.ndarray | None = None
     initial_distribution: np.ndarray | None = None
-    _reward_matrix: np.ndarray | None = field(init=False, repr=False, default=None)
+    _reward_matrix: np.ndarray = field(init=False, repr=False)
     _cells: np.ndarray | None = field(init=False, repr=False, default=None)
 
     def __post_init__(self) -> None:  # noqa: D105

@@ -5,11 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from corrpriors import kernels
 from corrpriors.core import CorrelatedMultinomial
 from corrpriors.core.hyper_em import kernel_objective
 from corrpriors.core.stick_breaking import log_probs, uniform_psi
-
-kernels = pytest.importorskip("corrpriors.kernels")
 
 
 def _coords(n_side):

@@ -11,7 +11,6 @@ EXAMPLE = (pathlib.Path(__file__).resolve().parents[1] / "examples" / "decision_
 
 @pytest.mark.slow
 def test_psrl_gymnasium_example_runs(capsys):
-    pytest.importorskip("matplotlib")
     import matplotlib
 
     matplotlib.use("Agg")

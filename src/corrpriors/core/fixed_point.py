@@ -158,6 +158,19 @@ def _point(ev: Any, x: np.ndarray) -> np.ndarray:
     return x if point is None else np.asarray(point, dtype=float)
 
 
+def _stalled(trace: FixedPointTrace, tol: float) -> bool:
+    """Update ``trace.monotone``; True (and ``trace.converged``) once the objective stalls."""
+    if len(trace.objectives) < 2:
+        return False
+    prev, now = trace.objectives[-2], trace.objectives[-1]
+    if now < prev - ROUNDOFF * max(abs(prev), 1.0):
+        trace.monotone = False
+    if abs(now - prev) <= tol * abs(now):
+        trace.converged = trace.monotone
+        return True
+    return False
+
+
 def maximise(evaluate: Callable[[np.ndarray], Any], update: Callable[[Any], np.ndarray],
              x0: np.ndarray, options: FixedPointOptions, *,
              advance: Callable[[Any], tuple[np.ndarray, Any]] | None = None,
@@ -222,14 +235,7 @@ def maximise(evaluate: Callable[[np.ndarray], Any], update: Callable[[Any], np.n
             trace.evaluations.append(cur)
         if callback is not None:
             callback(len(trace.objectives) - 1, cur)
-        if len(trace.objectives) > 1:
-            prev, now = trace.objectives[-2], trace.objectives[-1]
-            if now < prev - ROUNDOFF * max(abs(prev), 1.0):
-                trace.monotone = False
-            if abs(now - prev) <= options.tol * abs(now):
-                trace.converged = trace.monotone
-                break
-        if trace.n_evaluations >= options.max_iter:
+        if _stalled(trace, options.tol) or trace.n_evaluations >= options.max_iter:
             break
         if anderson is None:
             x, cur = plain(cur)

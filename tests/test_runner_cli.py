@@ -121,8 +121,11 @@ def test_ctrl_c_prints_one_line_and_the_run_resumes(tmp_path):
     out = tmp_path / "out"
     args = [sys.executable, str(TESTS / "toy_experiment.py"), "reproduce", toy.NAME, "--no-plot", "--no-progress",
             "--set", "sleep=1.5", "--set", f"log_dir={log}", "--n-seeds", "4", "--jobs", "1", "--out", str(out)]
+    # SIGINT back to its default in the child: a shell that started this suite in the background
+    # ignores SIGINT, and Python then never raises KeyboardInterrupt
     proc = subprocess.Popen(args, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and len(list(log.glob("call-*"))) < 2:

@@ -680,7 +680,8 @@ def _precision_candidates(precision: Any, n_states: int, many: bool) -> list[tup
 
 def _nearest_first(cmap: CategoryMap, n_dims: int, radius: int) -> CategoryMap:
     """The same relative map with its window categories ordered by move length (L1, then
-    lexicographic); "other" stays last.
+    lexicographic); "other" stays last. A :class:`TruncatedCategoryMap` stays one, its
+    destinations permuted with the categories.
     """
     disp = window_displacements(n_dims, radius)
     order = np.lexsort((np.arange(len(disp)), np.abs(disp).sum(axis=1)))  # new -> old index
@@ -689,6 +690,9 @@ def _nearest_first(cmap: CategoryMap, n_dims: int, radius: int) -> CategoryMap:
     cat = np.array(cmap.category, copy=True)
     window = (cat >= 0) & (cat < cmap.n_window)
     cat[window] = new_index[cat[window]]
+    if isinstance(cmap, TruncatedCategoryMap):   # the intended moves, permuted alike
+        return TruncatedCategoryMap(cat, n_window=cmap.n_window, other_prior=cmap.other_prior,
+                                    destination=cmap.destination[:, order])
     return CategoryMap(cat, n_window=cmap.n_window, other_prior=cmap.other_prior)
 
 
@@ -963,7 +967,7 @@ class CorrelatedTransitionModel(_TransitionBelief):
     @classmethod
     def for_mdp(cls, mdp: Any, *, encoding: str | None = None, lengthscale: Any = 2.0,
                 radius: int = 1, selection: str = "collapsed", prior: str = "auto",
-                category_order: str = "nearest",
+                category_order: str = "nearest", boundary: str | None = None,
                 **kwargs: Any) -> CorrelatedTransitionModel:
         r"""The correlated belief for an MDP's states in one call.
 
@@ -1005,6 +1009,16 @@ class CorrelatedTransitionModel(_TransitionBelief):
             cheaper when the window is large (Taxi, 82 categories: one fit of all actions
             11.2 s -> 1.7 s). ``"lexicographic"``: :func:`displacement_category_map`'s order
             (the paper experiments').
+        boundary : {"exclude", "clip", "stay"}, optional
+            What a move of the relative encoding that would leave the state space means
+            (:func:`displacement_category_map`): ``"exclude"`` (the default) -- a structural
+            zero, so a move into a wall is observed as "stay in place" and the kernel carries
+            that to the neighbouring states; ``"stay"`` -- the categories are the *intended*
+            moves and one that leaves the state space keeps the agent in place (a grid's
+            walls; boundary observations are censored and imputed by EM, see
+            :class:`TruncatedCategoryMap`); ``"clip"`` -- clipped to the coordinates' box (a
+            queue's finite buffer). Only the relative encoding has moves; with
+            ``encoding="absolute"`` it must be ``None`` or ``"exclude"``.
         prior : {"auto", "dense", "gmrf"}, default="auto"
             ``"dense"``: the squared-exponential kernel above (cost per fit about
             :math:`\sum_k |O_k|^3`, cubic in S). ``"gmrf"``: a Matern-like Gaussian Markov random
@@ -1043,6 +1057,9 @@ class CorrelatedTransitionModel(_TransitionBelief):
                              "or use a DirichletTransitionModel")
         coords = check_array(coords, "mdp.coordinates", ndim=2)
         integral = bool(np.all(coords == np.round(coords)))
+        if boundary is not None and boundary not in BOUNDARY_RULES:
+            raise ValueError(f"boundary: expected None or one of {', '.join(BOUNDARY_RULES)}, "
+                             f"got {boundary!r}")
         if encoding is None:
             encoding = "relative" if integral else "absolute"
         if encoding == "relative":
@@ -1050,13 +1067,17 @@ class CorrelatedTransitionModel(_TransitionBelief):
                 raise ValueError("mdp.coordinates: expected integer coordinates for the relative "
                                  "encoding (displacements between states); use "
                                  "encoding='absolute' for real-valued features")
-            cmap = displacement_category_map(coords.astype(np.int64), radius)
+            cmap = displacement_category_map(coords.astype(np.int64), radius,
+                                             boundary=boundary or "exclude")
             if category_order == "nearest":
                 cmap = _nearest_first(cmap, coords.shape[1], radius)
             elif category_order != "lexicographic":
                 raise ValueError(f"category_order: expected 'nearest' or 'lexicographic', got "
                                  f"{category_order!r}")
         elif encoding == "absolute":
+            if boundary not in (None, "exclude"):
+                raise ValueError(f"boundary: the absolute encoding has no moves to truncate; "
+                                 f"expected None or 'exclude', got {boundary!r}")
             cmap = identity_category_map(S)
         else:
             raise ValueError(f"encoding: expected 'relative' or 'absolute', got {encoding!r}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import gymnasium
 import numpy as np
 import pytest
 
@@ -14,6 +15,7 @@ from corrpriors.applications.transitions import (
     displacement_category_map,
     window_displacements,
 )
+from corrpriors.envs import from_gymnasium
 from corrpriors.experiments import gym_psrl, gym_sysid
 from corrpriors.experiments._runner import seed_generator
 
@@ -102,8 +104,24 @@ def test_for_mdp_boundary_errors_name_the_argument():
     with pytest.raises(ValueError, match="boundary.*absolute"):
         CorrelatedTransitionModel.for_mdp(grid, encoding="absolute", boundary="stay")
     assert not isinstance(CorrelatedTransitionModel.for_mdp(grid).category_map, TruncatedCategoryMap)
+    assert not isinstance(CorrelatedTransitionModel.for_mdp(grid, boundary="exclude").category_map,
+                          TruncatedCategoryMap)
     assert isinstance(CorrelatedTransitionModel.for_mdp(grid, boundary="clip").category_map,
                       TruncatedCategoryMap)
+
+
+def test_for_mdp_default_boundary_is_stay_on_grid_maps_only():
+    """Grid maps (``mdp.shape`` set) keep the agent in place at their edges; Taxi's 4-D
+    coordinates (passenger, destination) are no grid and keep the structural zeros."""
+    lake = from_gymnasium(gymnasium.make("FrozenLake-v1", map_name="4x4"))
+    cmap = CorrelatedTransitionModel.for_mdp(lake).category_map
+    assert isinstance(cmap, TruncatedCategoryMap)
+    # the corner (0, 0): the up, left and up-left moves (and staying) all lead back to state 0
+    moves = window_displacements(2, 1)[_lex_to_nearest()[:-1]]      # in the nearest-first order
+    stays = moves[cmap.destination[0] == 0]
+    assert sorted(map(tuple, stays.tolist())) == [(-1, -1), (-1, 0), (-1, 1), (0, -1), (0, 0), (1, -1)]
+    taxi = from_gymnasium(gymnasium.make("Taxi-v4"))
+    assert not isinstance(CorrelatedTransitionModel.for_mdp(taxi).category_map, TruncatedCategoryMap)
 
 
 @pytest.mark.parametrize("module", [gym_sysid, gym_psrl])
@@ -112,7 +130,9 @@ def test_gym_configs_take_and_check_boundary(module):
         "FrozenLake-v1", '{"desc": ["SF", "HG"], "is_slippery": true}')
     with pytest.raises(ValueError, match="boundary.*'wall'"):
         exp.check_config(dataclasses.replace(exp.Config(), boundary="wall"))
-    exp.check_config(dataclasses.replace(exp.Config(), boundary="stay"))
+    assert exp.Config().boundary == "auto"
+    for rule in ("auto", "exclude", "clip", "stay"):
+        exp.check_config(dataclasses.replace(exp.Config(), boundary=rule))
 
 
 def test_sysid_seed_with_stay_walls_runs_and_learns():

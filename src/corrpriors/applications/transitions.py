@@ -1011,14 +1011,21 @@ class CorrelatedTransitionModel(_TransitionBelief):
             (the paper experiments').
         boundary : {"exclude", "clip", "stay"}, optional
             What a move of the relative encoding that would leave the state space means
-            (:func:`displacement_category_map`): ``"exclude"`` (the default) -- a structural
-            zero, so a move into a wall is observed as "stay in place" and the kernel carries
-            that to the neighbouring states; ``"stay"`` -- the categories are the *intended*
-            moves and one that leaves the state space keeps the agent in place (a grid's
-            walls; boundary observations are censored and imputed by EM, see
-            :class:`TruncatedCategoryMap`); ``"clip"`` -- clipped to the coordinates' box (a
-            queue's finite buffer). Only the relative encoding has moves; with
-            ``encoding="absolute"`` it must be ``None`` or ``"exclude"``.
+            (:func:`displacement_category_map`): ``"exclude"`` -- a structural zero, so a
+            move into a wall is observed as "stay in place" and the kernel carries that to
+            the neighbouring states, where the move works; ``"stay"`` -- the categories are
+            the *intended* moves and one that does not land on a state keeps the agent in
+            place (a grid's edges and walls; boundary observations are censored and imputed
+            by EM, see :class:`TruncatedCategoryMap`); ``"clip"`` -- clipped to the
+            coordinates' box (a queue's finite buffer). Default: ``"stay"`` when the states
+            are the cells of a grid (``mdp.shape`` is set: FrozenLake, CliffWalking,
+            corrpriors' grid worlds), else ``"exclude"`` (Taxi, features). Measured with
+            ``corrpriors sysid`` / ``psrl`` (docs: "Your own environment"): on FrozenLake
+            8 x 8 "stay" lowers the Hellinger error by a quarter to three quarters and lets
+            the CliffWalking PSRL policies find the optimum sooner, at no extra cost; on
+            Taxi's 4-D coordinates it helps below 1,000 transitions, hurts beyond and costs
+            1.8x. Only the relative encoding has moves; with ``encoding="absolute"`` it
+            must be ``None`` or ``"exclude"``.
         prior : {"auto", "dense", "gmrf"}, default="auto"
             ``"dense"``: the squared-exponential kernel above (cost per fit about
             :math:`\sum_k |O_k|^3`, cubic in S). ``"gmrf"``: a Matern-like Gaussian Markov random
@@ -1067,8 +1074,9 @@ class CorrelatedTransitionModel(_TransitionBelief):
                 raise ValueError("mdp.coordinates: expected integer coordinates for the relative "
                                  "encoding (displacements between states); use "
                                  "encoding='absolute' for real-valued features")
-            cmap = displacement_category_map(coords.astype(np.int64), radius,
-                                             boundary=boundary or "exclude")
+            if boundary is None:
+                boundary = "stay" if getattr(mdp, "shape", None) is not None else "exclude"
+            cmap = displacement_category_map(coords.astype(np.int64), radius, boundary=boundary)
             if category_order == "nearest":
                 cmap = _nearest_first(cmap, coords.shape[1], radius)
             elif category_order != "lexicographic":

@@ -277,7 +277,7 @@ def make_belief(model: str, mdp: Any, config: Any) -> Any:
     both with a prior of length scale ``config.lengthscale`` on the state coordinates
     (``config.prior``: ``"auto"``, ``"dense"`` squared-exponential kernel or ``"gmrf"`` sparse
     precision) and the scale chosen by ``config.selection``; ``pg``'s moves out of the state space
-    follow ``config.boundary``. ``dirichlet_sparse`` /
+    follow ``config.boundary`` (``"auto"``: ``for_mdp``'s default). ``dirichlet_sparse`` /
     ``dirichlet_uniform``: independent Dirichlet rows with ``config.alpha_sparse`` /
     ``config.alpha_uniform``.
     """
@@ -293,7 +293,7 @@ def make_belief(model: str, mdp: Any, config: Any) -> Any:
     return CorrelatedTransitionModel.for_mdp(
         mdp, encoding="relative" if relative else "absolute", lengthscale=config.lengthscale,
         radius=config.radius, selection=config.selection, prior=config.prior,
-        boundary=config.boundary if relative else None)
+        boundary=config.boundary if relative and config.boundary != "auto" else None)
 
 
 def check_model_settings(config: Any) -> None:
@@ -308,8 +308,8 @@ def check_model_settings(config: Any) -> None:
         raise ValueError(f"selection: expected collapsed, elbo, em or fixed, got {config.selection!r}")
     if config.prior not in ("auto", "dense", "gmrf"):
         raise ValueError(f"prior: expected auto, dense or gmrf, got {config.prior!r}")
-    if config.boundary not in BOUNDARY_RULES:
-        raise ValueError(f"boundary: expected {', '.join(BOUNDARY_RULES)}, got {config.boundary!r}")
+    if config.boundary not in ("auto",) + BOUNDARY_RULES:
+        raise ValueError(f"boundary: expected auto, {', '.join(BOUNDARY_RULES)}, got {config.boundary!r}")
 
 
 def method_stream(rng: np.random.Generator, methods: tuple) -> dict[str, np.random.Generator]:

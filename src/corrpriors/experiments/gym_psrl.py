@@ -129,7 +129,7 @@ class PSRLConfig(GymConfig):
     radius: int = 1
     selection: str = "collapsed"
     prior: str = "auto"
-    boundary: str = "exclude"
+    boundary: str = "auto"
 
 
 def x_values(config: Any) -> list[float]:

@@ -141,3 +141,15 @@ def test_sysid_seed_with_stay_walls_runs_and_learns():
     result = exp.run_seed(config, seed_generator(exp.NAME, 0))
     curve = np.asarray(result.curves["hellinger"]["pg"])
     assert np.all(np.isfinite(curve)) and curve[-1] < curve[0]
+
+
+def test_stay_walls_with_the_sparse_prior_give_a_model():
+    lake = from_gymnasium(gymnasium.make("FrozenLake-v1", map_name="4x4"))
+    data = np.random.default_rng(3).integers(0, 16, size=(3, 60))
+    for prior in ("dense", "gmrf"):
+        belief = CorrelatedTransitionModel.for_mdp(lake, prior=prior, selection="fixed")
+        assert isinstance(belief.category_map, TruncatedCategoryMap)
+        belief.update(data[0], data[1] % 4, data[2])
+        P = belief.mean()
+        assert np.all(np.isfinite(P))
+        np.testing.assert_allclose(P.sum(axis=-1), 1.0, atol=1e-12)

@@ -682,7 +682,8 @@ def _precision_candidates(precision: Any, n_states: int, many: bool) -> list[tup
 
 def _nearest_first(cmap: CategoryMap, n_dims: int, radius: int) -> CategoryMap:
     """The same relative map with its window categories ordered by move length (L1, then
-    lexicographic); "other" stays last.
+    lexicographic); "other" stays last. A :class:`TruncatedCategoryMap` stays one, its
+    destinations permuted with the categories.
     """
     disp = window_displacements(n_dims, radius)
     order = np.lexsort((np.arange(len(disp)), np.abs(disp).sum(axis=1)))  # new -> old index
@@ -692,6 +693,9 @@ def _nearest_first(cmap: CategoryMap, n_dims: int, radius: int) -> CategoryMap:
     assert cmap.n_window is not None   # set by CategoryMap.__post_init__
     window = (cat >= 0) & (cat < cmap.n_window)
     cat[window] = new_index[cat[window]]
+    if isinstance(cmap, TruncatedCategoryMap):   # the intended moves, permuted alike
+        return TruncatedCategoryMap(cat, n_window=cmap.n_window, other_prior=cmap.other_prior,
+                                    destination=cmap.destination[:, order])
     return CategoryMap(cat, n_window=cmap.n_window, other_prior=cmap.other_prior)
 
 
@@ -958,7 +962,7 @@ class CorrelatedTransitionModel(_TransitionBelief):
     @classmethod
     def for_mdp(cls, mdp: Any, *, encoding: str | None = None, lengthscale: Any = 2.0,
                 radius: int = 1, selection: str = "collapsed", prior: str = "auto",
-                category_order: str = "nearest",
+                category_order: str = "nearest", boundary: str | None = None,
                 **kwargs: Any) -> CorrelatedTransitionModel:
         r"""The correlated belief for an MDP's states in one call.
 
@@ -1000,6 +1004,23 @@ class CorrelatedTransitionModel(_TransitionBelief):
             cheaper when the window is large (Taxi, 82 categories: one fit of all actions
             11.2 s -> 1.7 s). ``"lexicographic"``: :func:`displacement_category_map`'s order
             (the paper experiments').
+        boundary : {"exclude", "clip", "stay"}, optional
+            What a move of the relative encoding that would leave the state space means
+            (:func:`displacement_category_map`): ``"exclude"`` -- a structural zero, so a
+            move into a wall is observed as "stay in place" and the kernel carries that to
+            the neighbouring states, where the move works; ``"stay"`` -- the categories are
+            the *intended* moves and one that does not land on a state keeps the agent in
+            place (a grid's edges and walls; boundary observations are censored and imputed
+            by EM, see :class:`TruncatedCategoryMap`); ``"clip"`` -- clipped to the
+            coordinates' box (a queue's finite buffer). Default: ``"stay"`` when the states
+            are the cells of a grid (``mdp.shape`` is set: FrozenLake, CliffWalking,
+            corrpriors' grid worlds), else ``"exclude"`` (Taxi, features). Measured with
+            ``corrpriors sysid`` / ``psrl`` (docs: "Your own environment"): on FrozenLake
+            8 x 8 "stay" lowers the Hellinger error by a quarter to three quarters and lets
+            the CliffWalking PSRL policies find the optimum sooner, at 0.7-2.2x the CPU time;
+            on Taxi's 4-D coordinates it helps below 1,000 transitions, is worse from 3,000
+            on and costs 1.8x. Only the relative encoding has moves; with
+            ``encoding="absolute"`` it must be ``None`` or ``"exclude"``.
         prior : {"auto", "dense", "gmrf"}, default="auto"
             ``"dense"``: the squared-exponential kernel above (cost per fit about
             :math:`\sum_k |O_k|^3`, cubic in S). ``"gmrf"``: a Matern-like Gaussian Markov random
@@ -1038,6 +1059,9 @@ class CorrelatedTransitionModel(_TransitionBelief):
                              "or use a DirichletTransitionModel")
         coords = check_array(coords, "mdp.coordinates", ndim=2)
         integral = bool(np.all(coords == np.round(coords)))
+        if boundary is not None and boundary not in BOUNDARY_RULES:
+            raise ValueError(f"boundary: expected None or one of {', '.join(BOUNDARY_RULES)}, "
+                             f"got {boundary!r}")
         if encoding is None:
             encoding = "relative" if integral else "absolute"
         if encoding == "relative":
@@ -1045,13 +1069,18 @@ class CorrelatedTransitionModel(_TransitionBelief):
                 raise ValueError("mdp.coordinates: expected integer coordinates for the relative "
                                  "encoding (displacements between states); use "
                                  "encoding='absolute' for real-valued features")
-            cmap = displacement_category_map(coords.astype(np.int64), radius)
+            if boundary is None:
+                boundary = "stay" if getattr(mdp, "shape", None) is not None else "exclude"
+            cmap = displacement_category_map(coords.astype(np.int64), radius, boundary=boundary)
             if category_order == "nearest":
                 cmap = _nearest_first(cmap, coords.shape[1], radius)
             elif category_order != "lexicographic":
                 raise ValueError(f"category_order: expected 'nearest' or 'lexicographic', got "
                                  f"{category_order!r}")
         elif encoding == "absolute":
+            if boundary not in (None, "exclude"):
+                raise ValueError(f"boundary: the absolute encoding has no moves to truncate; "
+                                 f"expected None or 'exclude', got {boundary!r}")
             cmap = identity_category_map(S)
         else:
             raise ValueError(f"encoding: expected 'relative' or 'absolute', got {encoding!r}")

@@ -276,7 +276,8 @@ def make_belief(model: str, mdp: Any, config: Any) -> Any:
     displacements within ``config.radius``); ``pg_absolute``: the absolute encoding (next states);
     both with a prior of length scale ``config.lengthscale`` on the state coordinates
     (``config.prior``: ``"auto"``, ``"dense"`` squared-exponential kernel or ``"gmrf"`` sparse
-    precision) and the scale chosen by ``config.selection``. ``dirichlet_sparse`` /
+    precision) and the scale chosen by ``config.selection``; ``pg``'s moves out of the state space
+    follow ``config.boundary`` (``"auto"``: ``for_mdp``'s default). ``dirichlet_sparse`` /
     ``dirichlet_uniform``: independent Dirichlet rows with ``config.alpha_sparse`` /
     ``config.alpha_uniform``.
     """
@@ -288,13 +289,17 @@ def make_belief(model: str, mdp: Any, config: Any) -> Any:
         return DirichletTransitionModel(mdp.n_states, mdp.n_actions, alpha=config.alpha_uniform)
     if model not in ("pg", "pg_absolute"):
         raise ValueError(f"model: expected one of {', '.join(MODELS)}, got {model!r}")
+    relative = model == "pg"
     return CorrelatedTransitionModel.for_mdp(
-        mdp, encoding="relative" if model == "pg" else "absolute", lengthscale=config.lengthscale,
-        radius=config.radius, selection=config.selection, prior=config.prior)
+        mdp, encoding="relative" if relative else "absolute", lengthscale=config.lengthscale,
+        radius=config.radius, selection=config.selection, prior=config.prior,
+        boundary=config.boundary if relative and config.boundary != "auto" else None)
 
 
 def check_model_settings(config: Any) -> None:
     """Raise ``ValueError`` naming the first invalid model setting of ``config``."""
+    from ..applications.transitions import BOUNDARY_RULES
+
     for field in ("alpha_sparse", "alpha_uniform", "lengthscale"):
         if not float(getattr(config, field)) > 0:
             raise ValueError(f"{field}: expected a positive number, got {getattr(config, field)!r}")
@@ -303,6 +308,8 @@ def check_model_settings(config: Any) -> None:
         raise ValueError(f"selection: expected collapsed, elbo, em or fixed, got {config.selection!r}")
     if config.prior not in ("auto", "dense", "gmrf"):
         raise ValueError(f"prior: expected auto, dense or gmrf, got {config.prior!r}")
+    if config.boundary not in ("auto",) + BOUNDARY_RULES:
+        raise ValueError(f"boundary: expected auto, {', '.join(BOUNDARY_RULES)}, got {config.boundary!r}")
 
 
 def method_stream(rng: np.random.Generator, methods: tuple) -> dict[str, np.random.Generator]:

@@ -107,7 +107,7 @@ class PSRLConfig(GymConfig):
         Steps H of ``success_probability`` and ``horizon_return``.
     methods : tuple of str
         ``<model>_<variant>`` names.
-    alpha_sparse, alpha_uniform, lengthscale, radius, selection, prior
+    alpha_sparse, alpha_uniform, lengthscale, radius, selection, prior, boundary
         Settings of the beliefs, as in ``corrpriors sysid``.
     """
 
@@ -129,6 +129,7 @@ class PSRLConfig(GymConfig):
     radius: int = 1
     selection: str = "collapsed"
     prior: str = "auto"
+    boundary: str = "auto"
 
 
 def x_values(config: Any) -> list[float]:

@@ -85,6 +85,11 @@ class SysIdConfig(GymConfig):
     prior : {"auto", "dense", "gmrf"}
         The correlated prior: a dense squared-exponential kernel or a sparse GMRF precision
         (``"auto"``: GMRF from 500 states with at most 30 categories).
+    boundary : {"auto", "exclude", "clip", "stay"}
+        What a move of the relative encoding (``pg``) that would leave the state space means:
+        a structural zero (``"exclude"``), the agent stays in place (``"stay"``, a grid's
+        edges and walls) or is clipped to the box (``"clip"``); ``"auto"``: ``"stay"`` on
+        grid maps, else ``"exclude"`` (see ``CorrelatedTransitionModel.for_mdp``).
     """
 
     _GYM_BASE = True
@@ -99,6 +104,7 @@ class SysIdConfig(GymConfig):
     radius: int = 1
     selection: str = "collapsed"
     prior: str = "auto"
+    boundary: str = "auto"
 
 
 def run_seed(config: SysIdConfig, *, rng: np.random.Generator) -> SeedResult:

@@ -138,7 +138,7 @@ def test_gym_configs_take_and_check_boundary(module):
 def test_sysid_seed_with_stay_walls_runs_and_learns():
     exp = gym_sysid.SysIdExperiment("FrozenLake-v1", '{"desc": ["SFF", "FFF", "FHG"], "is_slippery": true}')
     config = exp.Config(transitions=(30, 300), methods=("pg",), boundary="stay")
-    result = exp.run_seed(config, seed_generator(exp.NAME, 0))
+    result = exp.run_seed(config, rng=seed_generator(exp.NAME, 0))
     curve = np.asarray(result.curves["hellinger"]["pg"])
     assert np.all(np.isfinite(curve)) and curve[-1] < curve[0]
 

@@ -694,6 +694,7 @@ def _nearest_first(cmap: CategoryMap, n_dims: int, radius: int) -> CategoryMap:
     window = (cat >= 0) & (cat < cmap.n_window)
     cat[window] = new_index[cat[window]]
     if isinstance(cmap, TruncatedCategoryMap):   # the intended moves, permuted alike
+        assert cmap.destination is not None   # checked by TruncatedCategoryMap.__post_init__
         return TruncatedCategoryMap(cat, n_window=cmap.n_window, other_prior=cmap.other_prior,
                                     destination=cmap.destination[:, order])
     return CategoryMap(cat, n_window=cmap.n_window, other_prior=cmap.other_prior)

@@ -610,8 +610,10 @@ class _TransitionBelief:
                 raise ValueError(f"{name}: expected integers in [0, {n}), got {v}")
         if s.size == 0:
             return self
-        flat = (s * self.n_actions + a) * self.n_states + s2
-        self._counts += np.bincount(flat, minlength=self._counts.size).reshape(self._counts.shape)
+        # only the touched cells: a dense bincount would allocate S * A * S integers per update
+        cells, times = np.unique((s * self.n_actions + a) * self.n_states + s2, return_counts=True)
+        i, j, k = np.unravel_index(cells, self._counts.shape)
+        self._counts[i, j, k] += times
         self._version += 1
         return self
 

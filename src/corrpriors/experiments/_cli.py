@@ -54,20 +54,26 @@ def configure(parser: argparse.ArgumentParser) -> None:
                        help="seed indices, e.g. 0,1,2 or 0-9 (at most 100,000)")
     seeds.add_argument("--n-seeds", type=int, default=None,
                        help="run seeds 0..N-1 (default: the paper's count, or the quick count)")
-    parser.add_argument("--jobs", "-j", type=int, default=-1, help="parallel workers (default -1: all cores)")
+    parser.add_argument("--out", default="results", help="output directory DIR (default: ./results)")
+    add_execution_arguments(parser)
+    parser.add_argument("--list", action="store_true", help="list the experiments and whether they are available")
+
+
+def add_execution_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add how seeds are run and what is kept: --jobs, --backend, --scheduler, --resume, --progress, --plot."""
+    parser.add_argument("--jobs", "-j", type=int, default=-1,
+                        help="parallel workers, one seed each (default -1: all cores)")
     parser.add_argument("--backend", choices=BACKENDS, default="loky",
                         help="loky (joblib, default), dask or ray (optional extras: pip install 'corrpriors[dist]')")
     parser.add_argument("--scheduler", default=None,
                         help="cluster address: tcp://host:8786 for dask (default: a local cluster), "
                              "ray://host:10001 or auto for ray")
-    parser.add_argument("--out", default="results", help="output directory DIR (default: ./results)")
     parser.add_argument("--resume", action=argparse.BooleanOptionalAction, default=True,
                         help="skip seeds already on disk with the same configuration (default: on)")
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True,
                         help="show a progress bar (default: on)")
     parser.add_argument("--plot", action=argparse.BooleanOptionalAction, default=True,
                         help="draw the figures (default: on; --no-plot writes metrics.json only)")
-    parser.add_argument("--list", action="store_true", help="list the experiments and whether they are available")
 
 
 def _list() -> int:

@@ -14,7 +14,7 @@ import sys
 import time
 from typing import Any
 
-from ._runner import BACKENDS
+from ._cli import add_execution_arguments
 
 
 def add_run_arguments(parser: argparse.ArgumentParser, *, kind: str, seeds: int | None = None,
@@ -42,16 +42,7 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, kind: str, seeds: int 
     parser.add_argument("--out", default="results", metavar="DIR",
                         help=f"output directory (default: ./results); results go to "
                              f"DIR/{kind}-<ENV_ID>/<settings>-<hash>/")
-    parser.add_argument("--jobs", "-j", type=int, default=-1,
-                        help="parallel workers, one seed each (default -1: all cores)")
-    parser.add_argument("--backend", choices=BACKENDS, default="loky", help="loky (default), dask or ray")
-    parser.add_argument("--scheduler", default=None, help="cluster address for dask or ray")
-    parser.add_argument("--resume", action=argparse.BooleanOptionalAction, default=True,
-                        help="skip seeds already on disk with the same configuration (default: on)")
-    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True,
-                        help="show a progress bar (default: on)")
-    parser.add_argument("--plot", action=argparse.BooleanOptionalAction, default=True,
-                        help="draw the figures (default: on)")
+    add_execution_arguments(parser)
 
 
 def run_command(experiment_class: Any, args: argparse.Namespace, options: dict[str, Any]) -> int:

@@ -62,12 +62,11 @@ def check_psrl_config(config: Any, counts: tuple[str, ...]) -> None:
             raise ValueError(f"{field}: expected a positive integer, got {value!r}")
     if not 0 <= config.discount < 1:
         raise ValueError(f"discount: expected 0 (the environment's) or a value in (0, 1), got {config.discount}")
-    selection = getattr(config, "selection", "")
-    if selection not in ("", *CRITERIA):
-        raise ValueError(f"selection: expected '' (MAP-EM) or one of {', '.join(CRITERIA)}, got {selection!r}")
-    boundary = getattr(config, "boundary", "exclude")
-    if boundary not in BOUNDARY_RULES:
-        raise ValueError(f"boundary: expected one of {', '.join(BOUNDARY_RULES)}, got {boundary!r}")
+    if config.selection not in ("", *CRITERIA):
+        raise ValueError(f"selection: expected '' (MAP-EM) or one of {', '.join(CRITERIA)}, "
+                         f"got {config.selection!r}")
+    if config.boundary not in BOUNDARY_RULES:
+        raise ValueError(f"boundary: expected one of {', '.join(BOUNDARY_RULES)}, got {config.boundary!r}")
 
 
 def make_belief(model: str, mdp: Any, covariance: np.ndarray | None, category_map: Any,
@@ -85,10 +84,10 @@ def make_belief(model: str, mdp: Any, covariance: np.ndarray | None, category_ma
     if model == "dirichlet_sparse":
         return DirichletTransitionModel(S, A, alpha=config.alpha_sparse)
     cmap = category_map if model == "pg" else identity_category_map(S)
-    selection = getattr(config, "selection", "") or None
     return CorrelatedTransitionModel(S, A, covariance, category_map=cmap,
                                      learn_scale=config.learn_scale, learn_mean="constant",
-                                     max_iter=config.max_iter, tol=config.tol, selection=selection)
+                                     max_iter=config.max_iter, tol=config.tol,
+                                     selection=config.selection or None)
 
 
 def run_methods(mdp: Any, config: Any, rng: np.random.Generator, start_state: int,

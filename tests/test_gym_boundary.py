@@ -86,8 +86,9 @@ def test_for_mdp_nearest_and_lexicographic_stay_predict_the_same_model_from_the_
     perm = _lex_to_nearest()
     q_lex = lex.category_probs()
     P_lex = lex.mean()
+    far = near.category_map.far_destinations(counts.transpose(1, 0, 2))
     for a in range(grid.n_actions):
-        other = near.category_map.other_weights(counts[:, a, :])
+        other = near.category_map.other_weights(counts[:, a, :], far)
         P_near = near.category_map.next_state_probs(q_lex[a][:, perm], other)
         np.testing.assert_allclose(P_near, P_lex[:, a, :], atol=1e-10)
     # and with no data (uniform prior logits over the valid categories) the two beliefs agree

@@ -71,6 +71,12 @@ def test_psrl_on_a_tiny_map_with_known_and_learned_rewards(tmp_path, capsys):
     assert len(folders) == 2
     assert {json.loads(p.read_text())["config"]["learn_rewards"] for p in folders} == {False, True}
     assert len(list((tmp_path / "psrl-FrozenLake-v1").glob("*/psrl-FrozenLake-v1-curves.png"))) == 2
+    code, out, err = cli(capsys, *base, "--rewards", "expected")
+    assert code == 0, err
+    configs = [json.loads(p.read_text())["config"]
+               for p in sorted((tmp_path / "psrl-FrozenLake-v1").glob("*/metrics.json"))]
+    assert sorted((c["learn_rewards"], c["rewards"]) for c in configs) == [
+        (False, "expected"), (False, "transition"), (True, "transition")]
 
 
 class Chain(gymnasium.Env):
@@ -152,6 +158,10 @@ def test_an_environment_without_coordinates_runs_the_dirichlet_methods(tmp_path,
     (["psrl", "FrozenLake-v1", "--set", "env_id=Taxi-v4"], "env_id, env_kwargs: this experiment is FrozenLake-v1"),
     (["psrl", "FrozenLake-v1", "--steps", "9", "--set", "steps=10"], "--steps and --set steps=...: give only one"),
     (["psrl", "FrozenLake-v1", "--set", "prior=sparse"], "prior: expected auto, dense or gmrf, got 'sparse'"),
+    (["psrl", "FrozenLake-v1", "--learn-rewards", "--rewards", "expected"],
+     "rewards: the learned rewards replace the known ones; got learn_rewards with rewards='expected'"),
+    (["psrl", "FrozenLake-v1", "--set", "rewards=mean"], "rewards: expected 'transition' or 'expected', got 'mean'"),
+    (["sysid", "FrozenLake-v1", "--set", "other_pooling=-1"], "other_pooling: expected a finite number >= 0"),
     (["psrl", "FrozenLake-v1", "--set", "nonsense=1"], "nonsense: not a Config field of experiment psrl-FrozenLake-v1"),
     (["sysid", "FrozenLake-v1", "--seeds", "3-1"], "seeds: range '3-1' is reversed"),
 ])

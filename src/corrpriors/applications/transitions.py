@@ -93,6 +93,12 @@ class CategoryMap:
     other_prior : float, default=0.01
         Pseudo-count of the per-(state, action) Dirichlet that spreads the "other"
         mass over the next states outside the window.
+    other_pooling : float, default=0.0
+        Weight (in pseudo-counts) of a base measure shared by all states and actions in that
+        Dirichlet: the destinations of every "other" transition observed anywhere, restricted
+        to the state's outside next states. Far jumps often lead to the same few states from
+        everywhere (a fall or a trap resets to the start), so one observed fall tells the
+        unvisited states where theirs would lead. 0: each (state, action) on its own.
 
     Attributes
     ----------
@@ -111,6 +117,7 @@ class CategoryMap:
     category: IntArray
     n_window: int | None = None
     other_prior: float = 0.01
+    other_pooling: float = 0.0
     # derived in __post_init__
     has_other: bool = dataclasses.field(init=False, repr=False)
     valid: np.ndarray = dataclasses.field(init=False, repr=False)
@@ -135,6 +142,9 @@ class CategoryMap:
         if n_window < 1 or cat.max() >= n_window:
             raise ValueError(f"n_window: expected an int > max(category) = {cat.max()}, got {n_window}")
         check_positive(self.other_prior, "other_prior")
+        if not (np.isfinite(self.other_pooling) and self.other_pooling >= 0):
+            raise ValueError(f"other_pooling: expected a finite number >= 0, got "
+                             f"{self.other_pooling!r}")
         S = cat.shape[0]
         outside = cat < 0
         has_other = bool(outside.any())
@@ -158,6 +168,7 @@ class CategoryMap:
             object.__setattr__(self, name, arr)
         object.__setattr__(self, "n_window", n_window)
         object.__setattr__(self, "other_prior", float(self.other_prior))
+        object.__setattr__(self, "other_pooling", float(self.other_pooling))
         object.__setattr__(self, "has_other", has_other)
 
     # -- sizes ---------------------------------------------------------------------
@@ -202,25 +213,51 @@ class CategoryMap:
             out[..., -1] = np.maximum(other, 0.0)   # rounding of probabilities only
         return out
 
-    def other_weights(self, counts: Any) -> FloatArray:
+    def other_weights(self, counts: Any, pooled: Any | None = None) -> FloatArray:
         """Distribution of the "other" mass over the next states outside the window.
 
         Parameters
         ----------
         counts : array_like of shape (..., S, S)
             Observed transition counts (one action, or a batch of actions).
+        pooled : array_like of shape (S,), optional
+            Counts of the far jumps observed into each next state, over all states and
+            actions (:meth:`far_destinations`); used with ``other_pooling > 0``.
 
         Returns
         -------
         ndarray of shape (..., S, S)
-            Posterior mean of the Dirichlet(``other_prior``) over the outside states,
-            ``w[s, s'] ∝ (counts[s, s'] + other_prior) * outside[s, s']``; rows whose
-            state has no outside next state are zero.
+            Posterior mean of the Dirichlet over the outside states,
+            ``w[s, s'] ∝ (counts[s, s'] + other_prior + other_pooling * m[s, s'])
+            * outside[s, s']`` with ``m[s]`` the pooled destinations restricted to the
+            outside of ``s`` and normalised (zero where none lies outside); rows whose state
+            has no outside next state are zero.
         """
         counts = np.asarray(counts, dtype=np.float64)
         w = np.where(self.outside, counts + self.other_prior, 0.0)
+        if pooled is not None and self.other_pooling > 0:
+            m = np.where(self.outside, np.asarray(pooled, dtype=np.float64)[None, :], 0.0)
+            zm = m.sum(axis=-1, keepdims=True)
+            w = w + self.other_pooling * np.divide(m, zm, out=np.zeros_like(m), where=zm > 0)
         z = w.sum(axis=-1, keepdims=True)
         return np.divide(w, z, out=np.zeros_like(w), where=z > 0)
+
+    def far_destinations(self, counts: Any) -> FloatArray:
+        """Far jumps ("other" transitions) observed into each next state.
+
+        Parameters
+        ----------
+        counts : array_like of shape (..., S, S)
+            Transition counts (e.g. of every action, shape (A, S, S)).
+
+        Returns
+        -------
+        ndarray of shape (S,)
+            ``sum over the leading axes and s of counts[..., s, s'] * outside[s, s']``.
+        """
+        counts = np.asarray(counts, dtype=np.float64)
+        total = counts.reshape((-1,) + counts.shape[-2:]).sum(axis=0)
+        return np.where(self.outside, total, 0.0).sum(axis=0)
 
     # -- categories -> next states -------------------------------------------------
     def _valid_probs(self, q: FloatArray) -> FloatArray:
@@ -294,7 +331,8 @@ BOUNDARY_RULES = ("exclude", "clip", "stay")
 
 
 def displacement_category_map(coordinates: Any, radius: int, other_prior: float = 0.01,
-                              boundary: str = "exclude") -> CategoryMap:
+                              boundary: str = "exclude", other_pooling: float = 0.0
+                              ) -> CategoryMap:
     r"""Relative encoding: category = displacement ``coords[s'] - coords[s]``.
 
     The window holds the ``(2 radius + 1)^D`` displacements ``d`` with
@@ -322,6 +360,8 @@ def displacement_category_map(coordinates: Any, radius: int, other_prior: float 
         the same next state, so observations are censored: a
         :class:`TruncatedCategoryMap` is returned, whose beliefs impute the latent
         displacement (see :meth:`TruncatedCategoryMap.impute`).
+    other_pooling : float, default=0.0
+        See :class:`CategoryMap`.
 
     Returns
     -------
@@ -349,7 +389,8 @@ def displacement_category_map(coordinates: Any, radius: int, other_prior: float 
     cat = ((disp + r) * weights).sum(axis=-1)
     cat = np.where(inside, cat, -1)
     if boundary == "exclude":
-        return CategoryMap(cat, n_window=width ** D, other_prior=other_prior)
+        return CategoryMap(cat, n_window=width ** D, other_prior=other_prior,
+                           other_pooling=other_pooling)
     index = {tuple(c): i for i, c in enumerate(coords.tolist())}
     aim = coords[:, None, :] + window_displacements(D, r)[None]   # (S, n_window, D)
     if boundary == "clip":
@@ -357,7 +398,7 @@ def displacement_category_map(coordinates: Any, radius: int, other_prior: float 
     dest = np.array([[index.get(tuple(c), -1 if boundary == "clip" else s) for c in row]
                      for s, row in enumerate(aim.tolist())], dtype=np.int64)
     return TruncatedCategoryMap(cat, n_window=width ** D, other_prior=other_prior,
-                                destination=dest)
+                                other_pooling=other_pooling, destination=dest)
 
 
 def window_displacements(n_dims: int, radius: int) -> IntArray:
@@ -697,9 +738,8 @@ def _nearest_first(cmap: CategoryMap, n_dims: int, radius: int) -> CategoryMap:
     cat[window] = new_index[cat[window]]
     if isinstance(cmap, TruncatedCategoryMap):   # the intended moves, permuted alike
         assert cmap.destination is not None   # checked by TruncatedCategoryMap.__post_init__
-        return TruncatedCategoryMap(cat, n_window=cmap.n_window, other_prior=cmap.other_prior,
-                                    destination=cmap.destination[:, order])
-    return CategoryMap(cat, n_window=cmap.n_window, other_prior=cmap.other_prior)
+        return dataclasses.replace(cmap, category=cat, destination=cmap.destination[:, order])
+    return dataclasses.replace(cmap, category=cat)
 
 
 #: From this many states on, :meth:`CorrelatedTransitionModel.for_mdp` uses the sparse GMRF
@@ -961,12 +1001,13 @@ class CorrelatedTransitionModel(_TransitionBelief):
         self.n_unconverged_ = 0
         self._fitted_counts: list[np.ndarray | None] = [None] * self.n_actions
         self._cache: dict[str, Any] = {}
+        self._far: dict[str, Any] = {}
 
     @classmethod
     def for_mdp(cls, mdp: Any, *, encoding: str | None = None, lengthscale: Any = 2.0,
                 radius: int = 1, selection: str = "collapsed", prior: str = "auto",
                 category_order: str = "nearest", boundary: str | None = None,
-                **kwargs: Any) -> CorrelatedTransitionModel:
+                other_pooling: float = 1.0, **kwargs: Any) -> CorrelatedTransitionModel:
         r"""The correlated belief for an MDP's states in one call.
 
         A squared-exponential kernel on the state coordinates,
@@ -1024,6 +1065,13 @@ class CorrelatedTransitionModel(_TransitionBelief):
             on Taxi's 4-D coordinates it helps below 1,000 transitions, is worse from 3,000
             on and costs 1.8x. Only the relative encoding has moves; with
             ``encoding="absolute"`` it must be ``None`` or ``"exclude"``.
+        other_pooling : float, default=1.0
+            Relative encoding: weight (pseudo-counts) of the destinations of all far jumps
+            observed so far in the prior of where an unobserved far jump of a state leads
+            (:class:`CategoryMap`); 0 spreads it uniformly over the states outside the
+            window. Measured (docs: "Your own environment"): on CliffWalking a fall from one
+            cliff cell then tells every other cliff cell that falling leads back to the start,
+            and the PSRL policies find the optimum two to three times sooner.
         prior : {"auto", "dense", "gmrf"}, default="auto"
             ``"dense"``: the squared-exponential kernel above (cost per fit about
             :math:`\sum_k |O_k|^3`, cubic in S). ``"gmrf"``: a Matern-like Gaussian Markov random
@@ -1074,7 +1122,8 @@ class CorrelatedTransitionModel(_TransitionBelief):
                                  "encoding='absolute' for real-valued features")
             if boundary is None:
                 boundary = "stay" if getattr(mdp, "shape", None) is not None else "exclude"
-            cmap = displacement_category_map(coords.astype(np.int64), radius, boundary=boundary)
+            cmap = displacement_category_map(coords.astype(np.int64), radius, boundary=boundary,
+                                             other_pooling=other_pooling)
             if category_order == "nearest":
                 cmap = _nearest_first(cmap, coords.shape[1], radius)
             elif category_order != "lexicographic":
@@ -1216,7 +1265,13 @@ class CorrelatedTransitionModel(_TransitionBelief):
         cmap = self.category_map
         if cmap.is_identity:
             return q
-        return cmap.next_state_probs(q, cmap.other_weights(self._counts[:, a, :]))
+        pooled = None
+        if cmap.other_pooling > 0:   # where far jumps lead, over all states and actions
+            version, pooled = self._far.get("version"), self._far.get("pooled")
+            if version != self._version or pooled is None:
+                pooled = cmap.far_destinations(np.moveaxis(self._counts, 1, 0))
+                self._far = {"version": self._version, "pooled": pooled}
+        return cmap.next_state_probs(q, cmap.other_weights(self._counts[:, a, :], pooled))
 
     def category_probs(self) -> FloatArray:
         """Posterior category probabilities per action, ndarray of shape (A, S, K)."""

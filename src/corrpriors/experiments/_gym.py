@@ -277,7 +277,8 @@ def make_belief(model: str, mdp: Any, config: Any) -> Any:
     both with a prior of length scale ``config.lengthscale`` on the state coordinates
     (``config.prior``: ``"auto"``, ``"dense"`` squared-exponential kernel or ``"gmrf"`` sparse
     precision) and the scale chosen by ``config.selection``; ``pg``'s moves out of the state space
-    follow ``config.boundary`` (``"auto"``: ``for_mdp``'s default). ``dirichlet_sparse`` /
+    follow ``config.boundary`` (``"auto"``: ``for_mdp``'s default) and its far jumps share
+    ``config.other_pooling``. ``dirichlet_sparse`` /
     ``dirichlet_uniform``: independent Dirichlet rows with ``config.alpha_sparse`` /
     ``config.alpha_uniform``.
     """
@@ -293,7 +294,8 @@ def make_belief(model: str, mdp: Any, config: Any) -> Any:
     return CorrelatedTransitionModel.for_mdp(
         mdp, encoding="relative" if relative else "absolute", lengthscale=config.lengthscale,
         radius=config.radius, selection=config.selection, prior=config.prior,
-        boundary=config.boundary if relative and config.boundary != "auto" else None)
+        boundary=config.boundary if relative and config.boundary != "auto" else None,
+        other_pooling=config.other_pooling)
 
 
 def check_model_settings(config: Any) -> None:
@@ -303,6 +305,8 @@ def check_model_settings(config: Any) -> None:
     for field in ("alpha_sparse", "alpha_uniform", "lengthscale"):
         if not float(getattr(config, field)) > 0:
             raise ValueError(f"{field}: expected a positive number, got {getattr(config, field)!r}")
+    if not 0 <= float(config.other_pooling) < np.inf:
+        raise ValueError(f"other_pooling: expected a finite number >= 0, got {config.other_pooling!r}")
     positive_int(config, "radius")
     if config.selection not in ("collapsed", "elbo", "em", "fixed"):
         raise ValueError(f"selection: expected collapsed, elbo, em or fixed, got {config.selection!r}")

@@ -103,11 +103,17 @@ class PSRLConfig(GymConfig):
         Discount of planning and of ``normalized_return``, in (0, 1).
     learn_rewards : bool
         Learn the rewards (Normal-Gamma per (s, a)) instead of using the model's r(s, a, s').
+    rewards : {"transition", "expected"}
+        The known rewards (without ``learn_rewards``): ``"transition"`` -- the model's
+        r(s, a, s'), averaged under each model the agent plans with; ``"expected"`` -- R(s, a)
+        averaged under the *true* transitions, the known-R(s, a) setting of much of the PSRL
+        literature. It tells the agent in advance what every action earns on average (on
+        CliffWalking: which moves fall off the cliff), so it is the easier problem.
     horizon : int
         Steps H of ``success_probability`` and ``horizon_return``.
     methods : tuple of str
         ``<model>_<variant>`` names.
-    alpha_sparse, alpha_uniform, lengthscale, radius, selection, prior, boundary
+    alpha_sparse, alpha_uniform, lengthscale, radius, selection, prior, boundary, other_pooling
         Settings of the beliefs, as in ``corrpriors sysid``.
     """
 
@@ -121,6 +127,7 @@ class PSRLConfig(GymConfig):
     n_samples: int = 10
     discount: float = 0.99
     learn_rewards: bool = False
+    rewards: str = "transition"
     horizon: int = 100
     methods: tuple = METHODS
     alpha_sparse: float = 1e-3
@@ -130,6 +137,7 @@ class PSRLConfig(GymConfig):
     selection: str = "collapsed"
     prior: str = "auto"
     boundary: str = "auto"
+    other_pooling: float = 1.0
 
 
 def x_values(config: Any) -> list[float]:
@@ -153,6 +161,7 @@ def run_seed(config: PSRLConfig, *, rng: np.random.Generator) -> SeedResult:
     goals = goal_states(mdp)
     streams = method_stream(rng, tuple(config.methods))
     env_seed = int(rng.integers(2**32))
+    known = mdp.expected_rewards() if config.rewards == "expected" else mdp.rewards
     curves: dict[str, dict[str, np.ndarray]] = {m: {} for m in metric_names(mdp)}
     per: dict[str, dict[str, np.ndarray]] = {k: {} for k in (
         "expected_return", "cpu_seconds", "fit_seconds", "n_fits", "episodes")}
@@ -160,7 +169,7 @@ def run_seed(config: PSRLConfig, *, rng: np.random.Generator) -> SeedResult:
     for method in config.methods:
         model, variant = split_method(method)
         belief = make_belief(model, mdp, config)
-        agent = PSRLAgent(belief, None if config.learn_rewards else mdp.rewards, config.discount,
+        agent = PSRLAgent(belief, None if config.learn_rewards else known, config.discount,
                           variant=variant, n_samples=config.n_samples, replan_every=config.replan_every,
                           learn_rewards=bool(config.learn_rewards))
         cpu = time.process_time()
@@ -274,6 +283,11 @@ class PSRLExperiment(GymExperiment):
         positive_int(config, "steps", "eval_every", "replan_every", "n_samples", "horizon")
         if not 0.0 < float(config.discount) < 1.0:
             raise ValueError(f"discount: expected a number in (0, 1), got {config.discount!r}")
+        if config.rewards not in ("transition", "expected"):
+            raise ValueError(f"rewards: expected 'transition' or 'expected', got {config.rewards!r}")
+        if config.learn_rewards and config.rewards != "transition":
+            raise ValueError(f"rewards: the learned rewards replace the known ones; got "
+                             f"learn_rewards with rewards={config.rewards!r}")
         check_methods(config.methods, ALL_METHODS)
         check_model_settings(config)
         check_correlated(self._coordinates, tuple(config.methods), self.env_id)
@@ -366,6 +380,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--learn-rewards", action="store_true",
                         help="learn the rewards (Normal-Gamma posterior per state and action) instead of "
                              "using the environment's r(s, a, s')")
+    parser.add_argument("--rewards", default=None, choices=("transition", "expected"),
+                        help="known rewards: the environment's r(s, a, s') (transition, the default) or R(s, a) "
+                             "averaged under the true transitions (expected: the easier known-R(s, a) setting, "
+                             "which reveals what each action earns on average)")
     parser.add_argument("--methods", default=None, metavar="M1,M2,...",
                         help=f"some of {', '.join(ALL_METHODS)}, comma-separated (default: {', '.join(METHODS)})")
 
@@ -376,7 +394,8 @@ def run(args: argparse.Namespace) -> int:
 
     options = {"steps": args.steps, "eval_every": args.eval_every, "replan_every": args.replan_every,
                "n_samples": args.samples, "discount": args.discount, "horizon": args.horizon,
-               "learn_rewards": True if args.learn_rewards else None, "methods": args.methods}
+               "learn_rewards": True if args.learn_rewards else None, "rewards": args.rewards,
+               "methods": args.methods}
     return run_command(PSRLExperiment, args, options)
 
 

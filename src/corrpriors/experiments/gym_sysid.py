@@ -90,6 +90,10 @@ class SysIdConfig(GymConfig):
         a structural zero (``"exclude"``), the agent stays in place (``"stay"``, a grid's
         edges and walls) or is clipped to the box (``"clip"``); ``"auto"``: ``"stay"`` on
         grid maps, else ``"exclude"`` (see ``CorrelatedTransitionModel.for_mdp``).
+    other_pooling : float
+        Weight of the far jumps observed anywhere in the prior of where an unobserved far jump
+        of the relative encoding leads (0: uniform over the far states; see
+        ``CorrelatedTransitionModel.for_mdp``).
     """
 
     _GYM_BASE = True
@@ -105,6 +109,7 @@ class SysIdConfig(GymConfig):
     selection: str = "collapsed"
     prior: str = "auto"
     boundary: str = "auto"
+    other_pooling: float = 1.0
 
 
 def run_seed(config: SysIdConfig, *, rng: np.random.Generator) -> SeedResult:

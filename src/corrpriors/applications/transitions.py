@@ -236,9 +236,15 @@ class CategoryMap:
         counts = np.asarray(counts, dtype=np.float64)
         w = np.where(self.outside, counts + self.other_prior, 0.0)
         if pooled is not None and self.other_pooling > 0:
-            m = np.where(self.outside, np.asarray(pooled, dtype=np.float64)[None, :], 0.0)
-            zm = m.sum(axis=-1, keepdims=True)
-            w = w + self.other_pooling * np.divide(m, zm, out=np.zeros_like(m), where=zm > 0)
+            pooled = np.asarray(pooled, dtype=np.float64)
+            if pooled.shape != (self.n_states,):
+                raise ValueError(f"pooled: expected shape (S,) = ({self.n_states},), got "
+                                 f"{pooled.shape}")
+            dest = np.flatnonzero(pooled)                 # the few states far jumps led to
+            inside = np.bincount(self._rows, weights=pooled[self._cols], minlength=self.n_states)
+            zm = pooled.sum() - inside                    # pooled mass outside each window
+            scale = np.divide(self.other_pooling, zm, out=np.zeros_like(zm), where=zm > 0)
+            w[..., dest] += self.outside[:, dest] * pooled[dest] * scale[:, None]
         z = w.sum(axis=-1, keepdims=True)
         return np.divide(w, z, out=np.zeros_like(w), where=z > 0)
 
@@ -255,9 +261,15 @@ class CategoryMap:
         ndarray of shape (S,)
             ``sum over the leading axes and s of counts[..., s, s'] * outside[s, s']``.
         """
-        counts = np.asarray(counts, dtype=np.float64)
-        total = counts.reshape((-1,) + counts.shape[-2:]).sum(axis=0)
-        return np.where(self.outside, total, 0.0).sum(axis=0)
+        counts = np.asarray(counts)
+        if counts.ndim < 2 or counts.shape[-2:] != self.outside.shape:
+            raise ValueError(f"counts: expected shape (..., S, S) = (..., {self.n_states}, "
+                             f"{self.n_states}), got {counts.shape}")
+        idx = np.nonzero(counts)     # observed transitions only: no (..., S, S) temporaries
+        s, s2 = idx[-2], idx[-1]
+        far = self.outside[s, s2]
+        return np.bincount(s2[far], weights=counts[idx][far].astype(np.float64),
+                           minlength=self.n_states).astype(np.float64)
 
     # -- categories -> next states -------------------------------------------------
     def _valid_probs(self, q: FloatArray) -> FloatArray:

@@ -121,3 +121,25 @@ def test_psrl_rewards_setting_passes_expected_rewards(monkeypatch):
     np.testing.assert_array_equal(seen[0], truth.rewards)
     np.testing.assert_allclose(seen[1], np.einsum("sat,sat->sa", truth.transitions, truth.rewards))
     assert seen[0].shape == (16, 4, 16) and seen[1].shape == (16, 4)
+
+
+def test_far_jumps_tracked_by_update_equal_those_of_set_counts():
+    """The belief keeps the pooled far jumps as transitions arrive; set_counts recounts them."""
+    coords = grid_coords(3, 5)
+
+    @dataclasses.dataclass
+    class Grid:
+        n_states: int = 15
+        n_actions: int = 2
+        coordinates: np.ndarray = dataclasses.field(default_factory=lambda: coords.astype(float))
+
+    rng = np.random.default_rng(3)
+    s, a, s2 = rng.integers(0, 15, 200), rng.integers(0, 2, 200), rng.integers(0, 15, 200)
+    streamed = CorrelatedTransitionModel.for_mdp(Grid(), selection="fixed", prior="dense")
+    for i in range(0, 200, 37):
+        streamed.update(s[i:i + 37], a[i:i + 37], s2[i:i + 37])
+    batch = CorrelatedTransitionModel.for_mdp(Grid(), selection="fixed", prior="dense")
+    batch.set_counts(streamed.counts)
+    np.testing.assert_array_equal(streamed._far, batch._far)
+    assert streamed._far.sum() == streamed.category_map.outside[s, s2].sum() > 0
+    np.testing.assert_allclose(streamed.mean(), batch.mean(), atol=1e-12)

@@ -1013,7 +1013,7 @@ class CorrelatedTransitionModel(_TransitionBelief):
         self.n_unconverged_ = 0
         self._fitted_counts: list[np.ndarray | None] = [None] * self.n_actions
         self._cache: dict[str, Any] = {}
-        self._far: dict[str, Any] = {}
+        self._far = np.zeros(self.n_states)   # far jumps observed into each state (pooling)
 
     @classmethod
     def for_mdp(cls, mdp: Any, *, encoding: str | None = None, lengthscale: Any = 2.0,
@@ -1277,13 +1277,42 @@ class CorrelatedTransitionModel(_TransitionBelief):
         cmap = self.category_map
         if cmap.is_identity:
             return q
-        pooled = None
-        if cmap.other_pooling > 0:   # where far jumps lead, over all states and actions
-            version, pooled = self._far.get("version"), self._far.get("pooled")
-            if version != self._version or pooled is None:
-                pooled = cmap.far_destinations(np.moveaxis(self._counts, 1, 0))
-                self._far = {"version": self._version, "pooled": pooled}
-        return cmap.next_state_probs(q, cmap.other_weights(self._counts[:, a, :], pooled))
+        return cmap.next_state_probs(q, cmap.other_weights(self._counts[:, a, :], self._far))
+
+    def update(self, states: Any, actions: Any, next_states: Any) -> CorrelatedTransitionModel:
+        """Accumulate observed transitions ``(states[t], actions[t]) -> next_states[t]``.
+
+        Parameters
+        ----------
+        states, actions, next_states : array_like of shape (T,) or scalars
+            Integer indices.
+
+        Returns
+        -------
+        self
+        """
+        super().update(states, actions, next_states)   # validates
+        s = np.atleast_1d(np.asarray(states)).astype(np.int64)      # validated above
+        s2 = np.atleast_1d(np.asarray(next_states)).astype(np.int64)
+        far = self.category_map.outside[s, s2]           # where far jumps led (pooling)
+        self._far += np.bincount(s2[far], minlength=self.n_states)
+        return self
+
+    def set_counts(self, counts: Any) -> CorrelatedTransitionModel:
+        """Replace the data by a count array.
+
+        Parameters
+        ----------
+        counts : array_like of shape (S, A, S)
+            Non-negative integer counts.
+
+        Returns
+        -------
+        self
+        """
+        super().set_counts(counts)
+        self._far = self.category_map.far_destinations(np.moveaxis(self._counts, 1, 0))
+        return self
 
     def category_probs(self) -> FloatArray:
         """Posterior category probabilities per action, ndarray of shape (A, S, K)."""

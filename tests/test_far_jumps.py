@@ -102,25 +102,29 @@ def test_one_fall_tells_the_unvisited_cells_where_theirs_lead():
         CategoryMap(np.tile(np.arange(3), (3, 1)), other_pooling=float("nan"))
 
 
-def test_psrl_rewards_setting_passes_expected_rewards(monkeypatch):
-    """``rewards="expected"`` hands the agent R(s, a) under the true model; the default r(s, a, s')."""
-    seen = []
+def test_psrl_rewards_and_terminals_settings_reach_the_agent(monkeypatch):
+    """``rewards="expected"`` hands the agent R(s, a) under the true model, the default r(s, a, s');
+    ``terminals="known"`` (default) the table's terminal mask, ``"observed"`` none up front."""
+    seen, terminals = [], []
 
     class Recording(PSRLAgent):
         def __init__(self, belief, rewards, *args, **kwargs):
             seen.append(np.asarray(rewards))
+            terminals.append(kwargs.get("terminal"))
             super().__init__(belief, rewards, *args, **kwargs)
 
     monkeypatch.setattr("corrpriors.applications.psrl.PSRLAgent", Recording)
-    for rewards in ("transition", "expected"):
+    for rewards, known in (("transition", "known"), ("expected", "observed")):
         config = gym_psrl.PSRLConfig(env_id="FrozenLake-v1", steps=20,
                                      eval_every=10, replan_every=10, methods=("dirichlet_sparse_mean",),
-                                     rewards=rewards)
+                                     rewards=rewards, terminals=known)
         gym_psrl.run_seed(config, rng=np.random.default_rng(0))
     truth = from_gymnasium(gymnasium.make("FrozenLake-v1"))
     np.testing.assert_array_equal(seen[0], truth.rewards)
     np.testing.assert_allclose(seen[1], np.einsum("sat,sat->sa", truth.transitions, truth.rewards))
     assert seen[0].shape == (16, 4, 16) and seen[1].shape == (16, 4)
+    np.testing.assert_array_equal(terminals[0], truth.terminal)
+    assert terminals[0].sum() == 5 and terminals[1] is None          # 4 holes and the goal
 
 
 def test_far_jumps_tracked_by_update_equal_those_of_set_counts():

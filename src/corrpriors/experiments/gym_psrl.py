@@ -2,11 +2,12 @@ r"""``corrpriors psrl ENV_ID``: posterior-sampling RL on any discrete Gymnasium 
 
 The agent (:class:`~corrpriors.applications.PSRLAgent`) runs on the real ``reset``/``step`` loop
 (:func:`~corrpriors.applications.run_psrl`): it plans from its prior, acts greedily and folds the
-new transitions into its belief every ``replan_every`` steps; a step that reports ``terminated``
-makes the state reached a known terminal state (absorbing), and restarts never enter the belief.
-Rewards are known -- :math:`r(s, a, s')` read from the environment's model by
-:func:`~corrpriors.envs.from_gymnasium` -- or, with ``learn_rewards``, learned by an independent
-Normal-Gamma posterior per (s, a) drawn together with the transitions.
+new transitions into its belief every ``replan_every`` steps; terminal states are absorbing and
+never enter the belief as data, and neither do restarts. Like the rewards, the terminal states
+are read from the environment's table (``terminals="known"``, the default) or learned when a step
+reports ``terminated`` (``"observed"``). Rewards are known -- :math:`r(s, a, s')` read from the
+environment's model by :func:`~corrpriors.envs.from_gymnasium` -- or, with ``learn_rewards``,
+learned by an independent Normal-Gamma posterior per (s, a) drawn together with the transitions.
 
 Every ``eval_every`` steps the current greedy policy is scored exactly under the true model from
 the environment's start distribution:
@@ -109,6 +110,11 @@ class PSRLConfig(GymConfig):
         averaged under the *true* transitions, the known-R(s, a) setting of much of the PSRL
         literature. It tells the agent in advance what every action earns on average (on
         CliffWalking: which moves fall off the cliff), so it is the easier problem.
+    terminals : {"known", "observed"}
+        ``"known"``: the terminal states of the environment's table (the ``terminated`` flags
+        of ``env.unwrapped.P``, read with the rewards) are known from the start;
+        ``"observed"``: a state becomes a known terminal state when a step reports
+        ``terminated`` on reaching it.
     horizon : int
         Steps H of ``success_probability`` and ``horizon_return``.
     methods : tuple of str
@@ -128,6 +134,7 @@ class PSRLConfig(GymConfig):
     discount: float = 0.99
     learn_rewards: bool = False
     rewards: str = "transition"
+    terminals: str = "known"
     horizon: int = 100
     methods: tuple = METHODS
     alpha_sparse: float = 1e-3
@@ -162,6 +169,7 @@ def run_seed(config: PSRLConfig, *, rng: np.random.Generator) -> SeedResult:
     streams = method_stream(rng, tuple(config.methods))
     env_seed = int(rng.integers(2**32))
     known = mdp.expected_rewards() if config.rewards == "expected" else mdp.rewards
+    terminal = mdp.terminal if config.terminals == "known" else None
     curves: dict[str, dict[str, np.ndarray]] = {m: {} for m in metric_names(mdp)}
     per: dict[str, dict[str, np.ndarray]] = {k: {} for k in (
         "expected_return", "cpu_seconds", "fit_seconds", "n_fits", "episodes")}
@@ -171,7 +179,7 @@ def run_seed(config: PSRLConfig, *, rng: np.random.Generator) -> SeedResult:
         belief = make_belief(model, mdp, config)
         agent = PSRLAgent(belief, None if config.learn_rewards else known, config.discount,
                           variant=variant, n_samples=config.n_samples, replan_every=config.replan_every,
-                          learn_rewards=bool(config.learn_rewards))
+                          learn_rewards=bool(config.learn_rewards), terminal=terminal)
         cpu = time.process_time()
         out = run_psrl(env, agent, config.steps, rng=streams[method], eval_every=config.eval_every,
                        true_mdp=mdp, env_seed=env_seed)
@@ -285,6 +293,8 @@ class PSRLExperiment(GymExperiment):
             raise ValueError(f"discount: expected a number in (0, 1), got {config.discount!r}")
         if config.rewards not in ("transition", "expected"):
             raise ValueError(f"rewards: expected 'transition' or 'expected', got {config.rewards!r}")
+        if config.terminals not in ("known", "observed"):
+            raise ValueError(f"terminals: expected 'known' or 'observed', got {config.terminals!r}")
         if config.learn_rewards and config.rewards != "transition":
             raise ValueError(f"rewards: the learned rewards replace the known ones; got "
                              f"learn_rewards with rewards={config.rewards!r}")
@@ -357,10 +367,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
     parser.description = (
         "Posterior-sampling RL on any discrete Gymnasium environment that publishes its model "
-        "(env.unwrapped.P), on the real reset/step loop: terminal states are learned as absorbing, restarts "
-        "are not data, rewards r(s, a, s') known (default) or learned. Every E steps the greedy policy is "
-        "scored exactly under the true model: normalized_return (0 = uniformly random, 1 = optimal; higher "
-        "is better), the probability of reaching the goal and the expected return within the horizon. "
+        "(env.unwrapped.P), on the real reset/step loop: terminal states are absorbing (read from the "
+        "table or learned when reached), restarts are not data, rewards r(s, a, s') known (default) or "
+        "learned. Every E steps the greedy policy is scored exactly under the true model: "
+        "normalized_return (0 = uniformly random, 1 = optimal; higher is better), the probability of "
+        "reaching the goal and the expected return within the horizon. "
         "Results: OUT/psrl-<ENV_ID>/<settings>-<hash>/ (metrics.json, seeds/, PNG and PDF figures); a "
         "re-run resumes."
     )
@@ -384,6 +395,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="known rewards: the environment's r(s, a, s') (transition, the default) or R(s, a) "
                              "averaged under the true transitions (expected: the easier known-R(s, a) setting, "
                              "which reveals what each action earns on average)")
+    parser.add_argument("--terminals", default=None, choices=("known", "observed"),
+                        help="terminal states read from the environment's table with the rewards (known, the "
+                             "default) or learned when a step reports terminated (observed)")
     parser.add_argument("--methods", default=None, metavar="M1,M2,...",
                         help=f"some of {', '.join(ALL_METHODS)}, comma-separated (default: {', '.join(METHODS)})")
 
@@ -395,6 +409,7 @@ def run(args: argparse.Namespace) -> int:
     options = {"steps": args.steps, "eval_every": args.eval_every, "replan_every": args.replan_every,
                "n_samples": args.samples, "discount": args.discount, "horizon": args.horizon,
                "learn_rewards": True if args.learn_rewards else None, "rewards": args.rewards,
+               "terminals": args.terminals,
                "methods": args.methods}
     return run_command(PSRLExperiment, args, options)
 

@@ -4,12 +4,13 @@ PSRL on any discrete Gymnasium environment
 
 Part 1 runs posterior-sampling RL with the correlated prior on Gymnasium's FrozenLake 8 x 8
 (slippery) in a few lines of public API: :func:`~corrpriors.envs.from_gymnasium` reads the
-exact model (used here only for the known rewards :math:`r(s, a, s')` and to score the
-policies), :meth:`~corrpriors.applications.CorrelatedTransitionModel.for_mdp` builds the belief
+exact model (used here only for the known rewards :math:`r(s, a, s')` and terminal states,
+and to score the policies), :meth:`~corrpriors.applications.CorrelatedTransitionModel.for_mdp` builds the belief
 over the transitions from the cells' (row, col) coordinates (moves encoded as displacements,
 the prior scale chosen by the collapsed bound), and :func:`~corrpriors.applications.run_psrl`
-runs the real ``reset``/``step`` loop. Holes and the goal end episodes; the agent learns that
-they are terminal when it first falls in, and the restarts never enter its belief.
+runs the real ``reset``/``step`` loop. Holes and the goal end episodes; the agent knows them
+from the table, like the rewards (without ``terminal=`` it learns each when it first gets there),
+and the restarts never enter its belief.
 
 Part 2 is your own environment: anything with Discrete observation and action spaces. Supply
 ``features`` (a vector per state) so that the prior knows which states are alike; no model is
@@ -27,9 +28,9 @@ from corrpriors.envs import env_info, from_gymnasium
 # FrozenLake 8 x 8
 # ----------------
 env = gymnasium.make("FrozenLake-v1", map_name="8x8", is_slippery=True)
-mdp = from_gymnasium(env)                         # exact model: rewards, and to score
+mdp = from_gymnasium(env)                         # exact model: rewards, terminals, to score
 belief = CorrelatedTransitionModel.for_mdp(mdp)   # (row, col) coordinates, relative moves
-agent = PSRLAgent(belief, mdp.rewards, discount=0.99, replan_every=50)
+agent = PSRLAgent(belief, mdp.rewards, discount=0.99, replan_every=50, terminal=mdp.terminal)
 out = run_psrl(env, agent, 1000, rng=0, true_mdp=mdp)
 
 fig, ax = plt.subplots(figsize=(5, 3))

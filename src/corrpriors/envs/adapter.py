@@ -10,9 +10,11 @@ toy-text convention ``env.unwrapped.P[s][a] = [(prob, next_state, reward, termin
   model is planned with, never averaged under the true one behind the agent's back. A next
   state the table does not list for (s, a) gets 0 (no reward is listed). This fill matters
   only for models that put mass on impossible transitions (early posterior draws) and shapes
-  their exploration: on CliffWalking, where every step costs -1, it makes them optimistic
-  (measured: filling with :math:`R(s, a)` instead left PSRL looping safely without ever
-  finding the goal in some seeds);
+  their exploration: on the cliff maps, where every step costs -1, it makes them optimistic
+  about the cliff cells no episode ever enters. Measured with ``corrpriors psrl``: filling with
+  the mean of the rewards listed for (s, a) instead lets CliffWalking's PSRL policies skip
+  those detours, but on CliffWalkingSlippery they then explore too little (success after 3,000
+  steps .30 / .61 against .83 / .86 for ``pg_mean`` / ``pg_sampling``, terminals observed);
 - a terminal mask (a next state reached with ``terminated=True``); terminal rows become
   absorbing self-loops without reward (the environment never steps from them);
 - the initial-state distribution (``initial_state_distrib`` / ``initial_distribution``);

@@ -1082,8 +1082,10 @@ class CorrelatedTransitionModel(_TransitionBelief):
             observed so far in the prior of where an unobserved far jump of a state leads
             (:class:`CategoryMap`); 0 spreads it uniformly over the states outside the
             window. Measured (docs: "Your own environment"): on CliffWalking a fall from one
-            cliff cell then tells every other cliff cell that falling leads back to the start,
-            and the PSRL policies find the optimum two to three times sooner.
+            cliff cell then tells every other cliff cell that falling leads back to the start;
+            the PSRL policies are optimal at step 500 in 7 and 8 of 10 seeds against 1 and 3
+            without, and on CliffWalkingSlippery reach the goal after 500 steps with
+            probability .51 / .45 against .06 / .07.
         prior : {"auto", "dense", "gmrf"}, default="auto"
             ``"dense"``: the squared-exponential kernel above (cost per fit about
             :math:`\sum_k |O_k|^3`, cubic in S). ``"gmrf"``: a Matern-like Gaussian Markov random

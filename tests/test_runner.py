@@ -301,6 +301,9 @@ def test_metric_curves_draw_means_and_std_bands():
     ys = band.get_paths()[0].vertices[:, 1]
     assert ys.max() == pytest.approx(1.1) and ys.min() == pytest.approx(0.25)
     assert ax.get_legend().get_texts()[0].get_text() == "method A"
+    _, ax = plot_metric_curves(summary, "m", methods=["a"], limits=(0.3, 1.05))   # a probability's range
+    ys = ax.collections[0].get_paths()[0].vertices[:, 1]
+    assert ys.max() == pytest.approx(1.05) and ys.min() == pytest.approx(0.3)
     _, ax = plot_metric_curves(summary, "m", logx=True)
     assert ax.get_xscale() == "log" and len(ax.get_lines()[0].get_xdata()) == 2  # x = 0 left out
     with pytest.raises(ValueError, match="metric"):

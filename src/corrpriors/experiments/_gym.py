@@ -229,6 +229,10 @@ def horizon_stats(mdp: Any, policies: Any, goals: Any, horizon: int) -> tuple[np
     return d[:, np.asarray(goals, dtype=np.int64)].sum(axis=1), total
 
 
+#: Metrics with a fixed range: their spread bands are cut to it.
+BOUNDED_METRICS = {"success_probability": (0.0, 1.0)}
+
+
 def panels_figure(summary: Mapping, panels: list[tuple[str, str, float | None]], *, x_label: str,
                   environment: str, labels: Mapping[str, str]) -> Any:
     """One figure with a panel per metric (mean ± std over seeds) and one legend at the right.
@@ -257,7 +261,8 @@ def panels_figure(summary: Mapping, panels: list[tuple[str, str, float | None]],
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     for ax, (metric, y_label, level) in zip(axes, panels):
         plot_metric_curves(summary, metric, ax=ax, labels=labels, reference=level, reference_label="optimal policy",
-                           x_label=x_label, y_label=y_label, title="", legend=False)
+                           x_label=x_label, y_label=y_label, title="", legend=False,
+                           limits=BOUNDED_METRICS.get(metric))
     handles, names = axes[0].get_legend_handles_labels()
     legend_outside(fig, handles, names)
     n_seeds = max(len(summary.get("seeds", [])), 1)

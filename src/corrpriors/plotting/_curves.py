@@ -57,6 +57,7 @@ def plot_metric_curves(
     title: str | None = None,
     legend: bool = True,
     integer_x: bool = False,
+    limits: tuple[float, float] | None = None,
 ):
     """Plot the mean curve of every method with a spread band (the paper's Fig. 3 style).
 
@@ -91,6 +92,8 @@ def plot_metric_curves(
         Draw a framed legend outside the axes (on the right).
     integer_x : bool, default False
         Integer ticks only on the x axis (e.g. episodes).
+    limits : (float, float), optional
+        The range the metric can take (e.g. (0, 1) for a probability); the bands are cut to it.
 
     Returns
     -------
@@ -125,9 +128,10 @@ def plot_metric_curves(
                           color=color)
         if band != "none":
             half = std if band == "std" else std / np.sqrt(n_seeds)
-            ax.fill_between(
-                x[keep], (mean - half)[keep], (mean + half)[keep], color=line.get_color(), alpha=0.2, linewidth=0
-            )
+            low, high = mean - half, mean + half
+            if limits is not None:
+                low, high = np.clip(low, *limits), np.clip(high, *limits)
+            ax.fill_between(x[keep], low[keep], high[keep], color=line.get_color(), alpha=0.2, linewidth=0)
     if reference is not None:
         ax.axhline(reference, color="k", linestyle="--", linewidth=1, label=reference_label)
     if logx:

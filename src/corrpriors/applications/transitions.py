@@ -633,6 +633,7 @@ class _TransitionBelief:
         self.n_actions = int(n_actions)
         self._counts = np.zeros((self.n_states, self.n_actions, self.n_states))
         self._version = 0   # bumped whenever the data change
+        self._action_versions = np.zeros(self.n_actions, dtype=np.int64)   # ... per action
 
     @property
     def counts(self) -> FloatArray:
@@ -668,6 +669,7 @@ class _TransitionBelief:
         i, j, k = np.unravel_index(cells, self._counts.shape)
         self._counts[i, j, k] += times
         self._version += 1
+        self._action_versions[np.unique(j)] += 1
         return self
 
     def set_counts(self, counts: Any) -> _TransitionBelief:
@@ -684,8 +686,10 @@ class _TransitionBelief:
         """
         c = check_counts(counts, "counts", min_categories=1, ndim=3)
         check_shape(c, (self.n_states, self.n_actions, self.n_states), "counts")
+        changed = [not np.array_equal(self._counts[:, b, :], c[:, b, :]) for b in range(self.n_actions)]
         self._counts = c.copy()
         self._version += 1
+        self._action_versions[np.flatnonzero(changed)] += 1
         return self
 
     def mean(self) -> FloatArray:  # pragma: no cover - abstract
@@ -1011,7 +1015,7 @@ class CorrelatedTransitionModel(_TransitionBelief):
         self.n_fits_ = 0
         self.fit_seconds_ = 0.0
         self.n_unconverged_ = 0
-        self._fitted_counts: list[np.ndarray | None] = [None] * self.n_actions
+        self._fitted_versions = np.full(self.n_actions, -1, dtype=np.int64)   # data of each fit
         self._cache: dict[str, Any] = {}
         self._far = np.zeros(self.n_states)   # far jumps observed into each state (pooling)
 
@@ -1203,10 +1207,7 @@ class CorrelatedTransitionModel(_TransitionBelief):
         censored = isinstance(self.category_map, TruncatedCategoryMap)
         cat_counts = self.category_map.aggregate(self._counts.transpose(1, 0, 2))   # (A, S, K)
         for a in which:
-            model = self.models_[a]
-            prev = self._fitted_counts[a]
-            data = self._counts[:, a, :] if censored else cat_counts[a]
-            if prev is not None and np.array_equal(prev, data):
+            if self._fitted_versions[a] == self._action_versions[a]:   # its data are unchanged
                 continue
             tic = time.perf_counter()
             with warnings.catch_warnings():
@@ -1214,7 +1215,7 @@ class CorrelatedTransitionModel(_TransitionBelief):
                 model = self._fit_action(a, cat_counts[a], censored)
             self.fit_seconds_ += time.perf_counter() - tic
             self.n_unconverged_ += int(not model.converged_)
-            self._fitted_counts[a] = data.copy()
+            self._fitted_versions[a] = self._action_versions[a]
         if actions is None:
             self._cache = {"version": self._version}
         return self

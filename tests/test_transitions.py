@@ -461,3 +461,28 @@ def test_nearest_first_order_keeps_the_model_and_orders_moves_by_length():
     assert len({a for a, _ in pairs}) == len(pairs) == 9
     with pytest.raises(ValueError, match="category_order"):
         CorrelatedTransitionModel.for_mdp(mdp, category_order="random")
+
+
+def test_set_counts_refits_only_the_actions_whose_counts_changed():
+    """Per-action data versions: set_counts with one action's counts changed refits that one only
+    (with a wall-aware, censored map too, which no longer keeps copies of the counts)."""
+    from corrpriors.applications.transitions import CorrelatedTransitionModel
+
+    coords = grid_coords(4)
+    for boundary in ("exclude", "stay"):
+        m = CorrelatedTransitionModel(16, 3, se_cov(coords.astype(float), 3.0), max_iter=30,
+                                      category_map=displacement_category_map(coords, 1, boundary=boundary))
+        m.update([0, 1, 2], [0, 1, 2], [1, 2, 3])
+        m.mean()
+        assert m.n_fits_ >= 3
+        before = m.n_fits_
+        counts = m.counts
+        counts[5, 2, 6] += 1
+        m.set_counts(counts)
+        m.mean()
+        fitted = m.n_fits_ - before
+        assert fitted >= 1 and m._fitted_versions.tolist() == m._action_versions.tolist()
+        m.set_counts(counts)                                         # the same again: no refit
+        m.mean()
+        assert m.n_fits_ - before == fitted
+        assert m._action_versions.tolist() == [1, 1, 2]

@@ -38,8 +38,11 @@ def test_frozen_lake_2x2_against_a_hand_built_model():
     P[2, :, 2] = P[3, :, 3] = 1.0               # terminal states are absorbing
     np.testing.assert_allclose(mdp.transitions, P, atol=1e-15)
     r = np.zeros((4, 4, 4))
-    r[1, [LEFT, DOWN, RIGHT], 3] = 1.0      # reward 1 for reaching the goal, nothing else
-    np.testing.assert_array_equal(mdp.rewards, r)
+    r[1, [LEFT, DOWN, RIGHT], 3] = 1.0      # reward 1 for reaching the goal, nothing else listed
+    # a next state not listed for (s, a) earns the mean of the rewards listed for (s, a)
+    r[1, LEFT, 2] = r[1, DOWN, 2] = THIRD   # listed: 0, 1, 3 (rewards 0, 0, 1)
+    r[1, RIGHT, [0, 2]] = 0.5               # listed: 1, 3 (rewards 0, 1)
+    np.testing.assert_allclose(mdp.rewards, r, atol=1e-15)
     np.testing.assert_allclose(mdp.reward_matrix,
                                [[0, 0, 0, 0], [THIRD, THIRD, THIRD, 0], [0] * 4, [0] * 4])
     np.testing.assert_array_equal(mdp.terminal, [False, False, True, True])
@@ -57,6 +60,9 @@ def test_cliff_walking_rows_against_hand_built_ones():
     assert mdp.rewards[start, C_RIGHT, start] == -100.0
     np.testing.assert_array_equal(mdp.transitions[35, C_DOWN], np.eye(48)[goal])
     assert mdp.rewards[35, C_DOWN, goal] == -1.0
+    # the cliff cell below (2, 2) is never entered; stepping "into" it costs what the fall does
+    assert mdp.transitions[26, C_DOWN, 38] == 0.0 and mdp.rewards[26, C_DOWN, 38] == -100.0
+    assert mdp.rewards[25, C_RIGHT, 0] == -1.0           # an impossible jump: the step's cost
     np.testing.assert_array_equal(np.flatnonzero(mdp.terminal), [goal])
     np.testing.assert_array_equal(mdp.initial_distribution, np.eye(48)[start])
     assert mdp.shape == (4, 12)

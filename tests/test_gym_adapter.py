@@ -38,10 +38,10 @@ def test_frozen_lake_2x2_against_a_hand_built_model():
     P[2, :, 2] = P[3, :, 3] = 1.0               # terminal states are absorbing
     np.testing.assert_allclose(mdp.transitions, P, atol=1e-15)
     r = np.zeros((4, 4, 4))
-    r[1, [LEFT, DOWN, RIGHT], 3] = 1.0      # reward 1 for reaching the goal, nothing else listed
-    # a next state not listed for (s, a) earns the mean of the rewards listed for (s, a)
-    r[1, LEFT, 2] = r[1, DOWN, 2] = THIRD   # listed: 0, 1, 3 (rewards 0, 0, 1)
-    r[1, RIGHT, [0, 2]] = 0.5               # listed: 1, 3 (rewards 0, 1)
+    # every listed arrival in the goal earns 1 and in any other state 0: the reward is a
+    # function of the next state, so an unlisted arrival (from state 0) earns it as well,
+    # and the goal's reward is not spread over the other next states of (1, a)
+    r[:2, :, 3] = 1.0
     np.testing.assert_allclose(mdp.rewards, r, atol=1e-15)
     np.testing.assert_allclose(mdp.reward_matrix,
                                [[0, 0, 0, 0], [THIRD, THIRD, THIRD, 0], [0] * 4, [0] * 4])
@@ -145,6 +145,35 @@ def test_a_custom_table_without_coordinates():
     np.testing.assert_array_equal(mdp.terminal, [False, True])
     assert mdp.coordinates is None and mdp.initial_distribution is None
     assert mdp.name == "TableEnv"
+
+
+def test_unlisted_transitions_earn_the_reward_of_the_next_state_or_of_the_step():
+    # arrivals in 2 always earn 5 and in 0, 1 always 0 (terminal 2's own row says 0: ignored)
+    by_next = {0: {0: [(0.5, 1, 0.0, False), (0.5, 2, 5.0, True)], 1: [(1.0, 0, 0.0, False)]},
+               1: {0: [(1.0, 0, 0.0, False)], 1: [(1.0, 2, 5.0, True)]},
+               2: {0: [(1.0, 2, 0.0, True)], 1: [(1.0, 2, 0.0, True)]}}
+    r = from_gymnasium(TableEnv(by_next, n_states=3, n_actions=2)).rewards
+    np.testing.assert_array_equal(r[:2], np.broadcast_to([0.0, 0.0, 5.0], (2, 2, 3)))
+    np.testing.assert_array_equal(r[2], 0.0)
+    # the step from 1 to 0 now costs 1 while another arrival in 0 is free: not a function of
+    # the next state, so an unlisted next state earns the mean of the rewards listed for (s, a)
+    by_step = {**by_next, 1: {0: [(1.0, 0, -1.0, False)], 1: [(1.0, 2, 5.0, True)]}}
+    r = from_gymnasium(TableEnv(by_step, n_states=3, n_actions=2)).rewards
+    np.testing.assert_array_equal(r[0, 0], [2.5, 0.0, 5.0])      # mean of 0 and 5 for state 0
+    np.testing.assert_array_equal(r[0, 1], [0.0, 0.0, 0.0])
+    np.testing.assert_array_equal(r[1, 0], [-1.0, -1.0, -1.0])
+    np.testing.assert_array_equal(r[1, 1], [5.0, 5.0, 5.0])
+
+
+def test_taxi_unlisted_transitions_earn_the_step_reward():
+    env = gymnasium.make("Taxi-v4")
+    mdp, u = from_gymnasium(env), env.unwrapped
+    pickup, dropoff = 4, 5
+    s = u.encode(0, 0, 1, 2)        # taxi at R, passenger at G: pickup and dropoff are illegal
+    np.testing.assert_array_equal(mdp.rewards[s, [pickup, dropoff]], -10.0)
+    s = u.encode(*u.locs[2], 4, 2)  # passenger in the taxi at its destination Y: delivery
+    np.testing.assert_array_equal(mdp.rewards[s, dropoff], 20.0)
+    np.testing.assert_array_equal(mdp.rewards[s, 0], -1.0)
 
 
 @pytest.mark.parametrize("env,error,match", [

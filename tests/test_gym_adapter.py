@@ -165,6 +165,16 @@ def test_unlisted_transitions_earn_the_reward_of_the_next_state_or_of_the_step()
     np.testing.assert_array_equal(r[1, 1], [5.0, 5.0, 5.0])
 
 
+def test_rewards_are_exact_when_the_probabilities_carry_round_off():
+    # the row sums to 1 + 5e-9 (within the check); r(s, a, s') is the listed reward, not
+    # the listed reward over the renormalised probability
+    table = {0: {0: [(0.5 + 5e-9, 0, 3.0, False), (0.5, 1, 7.0, False)]},
+             1: {0: [(1.0, 1, 7.0, False)]}}
+    mdp = from_gymnasium(TableEnv(table))
+    np.testing.assert_array_equal(mdp.rewards[0, 0], [3.0, 7.0])
+    np.testing.assert_allclose(mdp.transitions[0, 0].sum(), 1.0, rtol=0, atol=1e-15)
+
+
 def test_taxi_unlisted_transitions_earn_the_step_reward():
     env = gymnasium.make("Taxi-v4")
     mdp, u = from_gymnasium(env), env.unwrapped

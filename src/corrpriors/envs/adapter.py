@@ -314,7 +314,7 @@ def _transition_rewards(P: np.ndarray, PR: np.ndarray, terminal: np.ndarray) -> 
     high = np.where(live, r, -np.inf).max(axis=(0, 1))
     entered = live.any(axis=(0, 1))                                          # (S,)
     if np.all(high[entered] - low[entered] <= 1e-12 * np.maximum(1.0, np.abs(low[entered]))):
-        fill = np.where(entered, np.where(entered, low, 0.0), fill)   # r(s') where entered
+        fill = np.where(entered, low, fill)   # r(s') where an arrival is listed
     return np.where(listed, r, fill)
 
 
@@ -381,12 +381,12 @@ def from_gymnasium(env: Any, *, features: Callable[[int], Any] | Any = None,
                       "the model returned describes the environment without it", UserWarning,
                       stacklevel=2)
     P, PR, ends, goes_on = _read_table(table, S, A)
-    P /= P.sum(axis=-1, keepdims=True)       # remove the round-off the check allowed
     mu = getattr(u, "initial_state_distrib", None)
     if mu is not None:
         mu = check_distribution(mu, S, "env.unwrapped.initial_state_distrib")
     terminal = _terminal_states(P, ends, goes_on, np.ones(S, bool) if mu is None else mu > 0)
-    r = _transition_rewards(P, PR, terminal)
+    r = _transition_rewards(P, PR, terminal)  # before normalising: PR / P is the listed mean
+    P /= P.sum(axis=-1, keepdims=True)       # remove the round-off the check allowed
     P[terminal] = 0.0
     P[terminal, :, terminal.nonzero()[0]] = 1.0   # absorbing: P[t, a, t] = 1
     r[terminal] = 0.0

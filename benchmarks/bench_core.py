@@ -35,8 +35,8 @@ sys.path.insert(0, str(ROOT / "tests"))  # the naive reference lives with the te
 from corrpriors._threads import blas_threads  # noqa: E402
 from corrpriors.core.cavi import CAVIOptions  # noqa: E402
 from corrpriors.core.cavi import run_cavi as _run_cavi  # noqa: E402
-from corrpriors.core.dense_prior import DenseCovariancePrior  # noqa: E402
 from corrpriors.core.fixed_point import FixedPointOptions  # noqa: E402
+from corrpriors.core.priors.dense import DenseCovariancePrior  # noqa: E402
 from corrpriors.core.stick_breaking import uniform_psi  # noqa: E402
 from reference import naive_cavi  # noqa: E402
 

@@ -51,7 +51,7 @@ LENGTHSCALE: tuple = ("cells", 5.0)
 
 def grid_problem(side: int, k: int = 5, seed: int = 0):
     """``(Q, counts)``: the GMRF precision of a side x side grid and Poisson(2) counts."""
-    from corrpriors.core.sparse_prior import SparsePrecisionPrior
+    from corrpriors.core.priors.sparse import SparsePrecisionPrior
     from corrpriors.kernels import grid_precision
 
     rng = np.random.default_rng(seed)

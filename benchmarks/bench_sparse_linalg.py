@@ -49,8 +49,8 @@ from scipy.sparse.linalg import splu
 from threadpoolctl import threadpool_limits
 
 from corrpriors._fileio import atomic_write_bytes
-from corrpriors.core.sparse_linalg import SparseCholesky
 from corrpriors.kernels import graph_precision, grid_adjacency, grid_precision, knn_adjacency
+from corrpriors.linalg.sparse import SparseCholesky
 
 
 def timed(fn, repeat: int) -> tuple[float, float, object]:

@@ -7,8 +7,8 @@ prior's own dense covariance. A new prior is added to ``PRIORS`` and must pass e
 import numpy as np
 import pytest
 
-from corrpriors.core.dense_prior import DenseCovariancePrior
-from corrpriors.core.prior import GaussianPrior, build_layout
+from corrpriors.core.priors.base import GaussianPrior, build_layout
+from corrpriors.core.priors.dense import DenseCovariancePrior
 from reference import dense_posterior
 
 
@@ -22,7 +22,7 @@ def _dense(rng, c):
 def _sparse(rng, c):
     import scipy.sparse as sp
 
-    from corrpriors.core.sparse_prior import SparsePrecisionPrior
+    from corrpriors.core.priors.sparse import SparsePrecisionPrior
 
     # a random sparse SPD precision: a path graph plus a few random edges, diagonally dominant
     rows = np.arange(c - 1)

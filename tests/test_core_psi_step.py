@@ -8,9 +8,9 @@ Sigma_OO + D^-1 form), per stick and over all C covariates.
 import numpy as np
 import pytest
 
-from corrpriors.core.dense_prior import FactorWorkspace, _chol_inv_blocked, _marginal_variances, psi_step
-from corrpriors.core.linalg import jittered_cholesky
-from corrpriors.core.prior import build_layout
+from corrpriors.core.priors.base import build_layout
+from corrpriors.core.priors.dense import FactorWorkspace, _chol_inv_blocked, _marginal_variances, psi_step
+from corrpriors.linalg.dense import jittered_cholesky
 
 
 def jittered_covariance(cov):

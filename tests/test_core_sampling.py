@@ -101,7 +101,7 @@ def test_select_kernel_ranks_by_elbo():
 def test_joint_draws_equal_dense_matheron_with_the_same_random_numbers():
     # the packed sampler against a dense transcription of Matheron's rule that draws the
     # random numbers in the documented order (per stick: prior draw, then the noise of O_k)
-    from corrpriors.core.dense_prior import DenseCovariancePrior
+    from corrpriors.core.priors.dense import DenseCovariancePrior
 
     rng = np.random.default_rng(5)
     c, km1, n = 9, 5, 4

@@ -149,7 +149,7 @@ def test_largest_usable_scale_gives_the_data_answer_monotonically():
 
 def test_non_finite_objective_raises_instead_of_returning_nan():
     from corrpriors.core.cavi import CAVIOptions, run_cavi
-    from corrpriors.core.dense_prior import DenseCovariancePrior
+    from corrpriors.core.priors.dense import DenseCovariancePrior
 
     class Broken(DenseCovariancePrior):
         def psi_step(self, *args, **kwargs):

@@ -13,9 +13,9 @@ from scipy.stats import multivariate_t
 from corrpriors.core import CorrelatedMultinomial
 from corrpriors.core.cavi import CAVIOptions
 from corrpriors.core.cavi import run_cavi as _run_cavi
-from corrpriors.core.dense_prior import DenseCovariancePrior
 from corrpriors.core.fixed_point import FixedPointOptions
 from corrpriors.core.polya_gamma import pg_mean_unchecked as pg_expectation
+from corrpriors.core.priors.dense import DenseCovariancePrior
 from corrpriors.core.stick_breaking import count_statistics, log_probs, uniform_psi
 from corrpriors.exceptions import ConvergenceWarning
 from reference import naive_cavi

@@ -11,10 +11,10 @@ import pytest
 from corrpriors.applications.transitions import (
     CorrelatedTransitionModel,
     TruncatedCategoryMap,
-    _nearest_first,
     displacement_category_map,
     window_displacements,
 )
+from corrpriors.applications.transitions._categories import _nearest_first
 from corrpriors.envs import from_gymnasium
 from corrpriors.experiments import gym_psrl, gym_sysid
 from corrpriors.experiments._runner import seed_generator

@@ -10,8 +10,8 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from corrpriors.core import _supernodal
-from corrpriors.core.sparse_linalg import CholeskyFactor, NotPositiveDefiniteError, SparseCholesky
+from corrpriors.linalg import _supernodal
+from corrpriors.linalg.sparse import CholeskyFactor, NotPositiveDefiniteError, SparseCholesky
 
 ORDERINGS = ["auto", "nested_dissection", "mmd", "rcm", "natural"]
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from .model import CorrelatedMultinomial
+from .priors.sparse import SparsePrecisionPrior
 from .results import VIResult
 from .selection import ScaleSearch, ScaleSelection, select_kernel, select_scale
-from .sparse_prior import SparsePrecisionPrior
 
 __all__ = ["CorrelatedMultinomial", "ScaleSearch", "ScaleSelection", "SparsePrecisionPrior",
            "VIResult", "select_kernel", "select_scale"]

@@ -7,7 +7,7 @@ One *sweep* (:func:`sweep`, a pure function) goes from tilts :math:`w` and hyper
 :math:`h = (\theta, \mu, \tilde\Sigma)` to
 
 1. the psi step: :math:`q(\psi)` given :math:`E[\omega_{ck}] = b_{ck}\tanh(w_{ck}/2)/(2w_{ck})`
-   (asked of the prior, :class:`~corrpriors.core.prior.GaussianPrior`);
+   (asked of the prior, :class:`~corrpriors.core.priors.GaussianPrior`);
 2. the omega step: the optimal tilts :math:`w_{ck} = \sqrt{(V_k)_{cc} + \lambda_{ck}^2}`;
 3. the exact ELBO (:mod:`corrpriors.core.elbo`) and the objective (ELBO plus log hyper-priors).
 
@@ -34,7 +34,7 @@ from . import hyper_em
 from .elbo import elbo_value, log_binomial_coefficients, optimal_tilts
 from .fixed_point import FixedPointOptions, maximise
 from .polya_gamma import pg_mean_unchecked
-from .prior import GaussianPrior, PsiStep, StickLayout, build_layout, check_prior_scale
+from .priors.base import GaussianPrior, PsiStep, StickLayout, build_layout, check_prior_scale
 from .results import VIResult
 from .stick_breaking import count_statistics
 
@@ -60,7 +60,7 @@ class CAVIOptions:
     mean_update : {"joint", "em"}
         How ``learn_mean="constant"`` updates the means: ``"joint"`` (default) maximises the
         ELBO over :math:`(q(\psi), m)` together in the psi step (the generalised-least-squares
-        mean of the pseudo-observations, :func:`~corrpriors.core.prior.joint_constant_mean`), which
+        mean of the pseudo-observations, :func:`~corrpriors.core.priors.joint_constant_mean`), which
         converges in a few iterations; ``"em"`` is the separate M-step after the psi step (the
         paper's scheme: the same fixed points, reached much more slowly when the prior couples many
         covariates).

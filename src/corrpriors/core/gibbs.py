@@ -15,7 +15,7 @@ with ``b_ck = N_c - sum_{j<k} x_cj`` and ``kappa_ck = x_ck - b_ck / 2``. The two
   ``V_k = (Sigma^-1 + diag omega_k)^-1``, independently over sticks (:func:`sample_psi`).
 
 The Gaussian step never forms ``Sigma^-1`` or ``V_k``: it is the prior's joint posterior
-sampler (:meth:`corrpriors.core.prior.GaussianPrior.sample_posterior`, shared with the VI
+sampler (:meth:`corrpriors.core.priors.GaussianPrior.sample_posterior`, shared with the VI
 sampler) with sites ``omega`` and pseudo-observations ``kappa / omega``; for a dense prior that
 is Matheron's rule (pathwise conditioning) restricted to the observed covariates
 ``O = {c : b_ck > 0}`` (``omega_ck = 0`` exactly elsewhere, so they carry no likelihood), and a
@@ -35,9 +35,9 @@ from .._random import as_generator
 from .._threads import blas_threads
 from .._typing import FloatArray, SeedLike
 from .._validation import check_counts
-from .dense_prior import DenseCovariancePrior
 from .polya_gamma import sample_pg
-from .prior import GaussianPrior, check_prior
+from .priors.base import GaussianPrior, check_prior
+from .priors.dense import DenseCovariancePrior
 from .stick_breaking import count_statistics, psi_to_pi
 
 
@@ -254,7 +254,7 @@ def run_gibbs(counts, mean, covariance, n_samples: int, burn_in: int = 200, thin
         Prior means ``mu`` (a vector is shared by all covariates).
     covariance : array_like of shape (C, C) or GaussianPrior
         Prior covariance ``Sigma`` (jittered by the core's one rule,
-        :func:`corrpriors.core.linalg.jittered_cholesky`), or a prior structure (for example a
+        :func:`corrpriors.linalg.jittered_cholesky`), or a prior structure (for example a
         fitted model's ``prior_``).
     n_samples : int
         Number M of retained samples.

@@ -36,7 +36,7 @@ from scipy.optimize import minimize
 from scipy.special import gammaln
 
 from .._typing import FloatArray
-from .prior import prior_scale_range
+from .priors.base import prior_scale_range
 
 
 def scale_statistic(theta_old: float, n_covariates: int, trace_dv: np.ndarray,

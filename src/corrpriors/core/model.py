@@ -14,9 +14,9 @@ from .._typing import FloatArray, SeedLike
 from .._validation import check_array, check_counts, check_covariance, check_positive, check_shape
 from ..exceptions import ConvergenceWarning
 from .cavi import CAVIOptions, run_cavi
-from .dense_prior import DenseCovariancePrior
 from .fixed_point import FixedPointOptions
-from .prior import GaussianPrior, build_layout, check_prior
+from .priors.base import GaussianPrior, build_layout, check_prior
+from .priors.dense import DenseCovariancePrior
 from .results import VIResult
 from .stick_breaking import count_statistics, psi_to_pi, uniform_psi
 
@@ -143,7 +143,7 @@ class CorrelatedMultinomial:
         :class:`~corrpriors.exceptions.JitterWarning`); the jittered matrix is used everywhere
         (VI, ELBO, Gibbs), so the ELBO is exact for the fitted model. A bound kernel
         (``kernel.bind(coords=...)``) enables ``learn_kernel`` and :meth:`predict_probs`. Any
-        object implementing :class:`~corrpriors.core.prior.GaussianPrior` is used as it is.
+        object implementing :class:`~corrpriors.core.priors.GaussianPrior` is used as it is.
         Exactly one of ``covariance`` and ``precision``.
     mean : None, ndarray of shape (K - 1,) or (C, K - 1)
         :math:`\mu`. ``None``: the logits of the uniform distribution, ``-log(K - k)``, for
@@ -189,7 +189,7 @@ class CorrelatedMultinomial:
         A sparse symmetric positive-definite precision :math:`Q` with
         :math:`\tilde\Sigma = Q^{-1}` (e.g. a GMRF from :func:`corrpriors.kernels.grid_precision`):
         the same model, fitted exactly through sparse Cholesky factorisations and selected
-        inversion (:class:`~corrpriors.core.sparse_prior.SparsePrecisionPrior`), for 10^4-10^5
+        inversion (:class:`~corrpriors.core.priors.SparsePrecisionPrior`), for 10^4-10^5
         covariates. Exactly one of ``covariance`` and ``precision``.
     acceleration : {"anderson", None}
         ``"anderson"`` (default) iterates the same CAVI/EM map with safeguarded Anderson
@@ -307,7 +307,7 @@ class CorrelatedMultinomial:
             raise ValueError("covariance, precision: expected exactly one of them, got "
                              + ("neither" if cov is None else "both"))
         if self.precision is not None:
-            from .sparse_prior import SparsePrecisionPrior
+            from .priors.sparse import SparsePrecisionPrior
 
             if isinstance(self.precision, GaussianPrior):
                 return check_prior(self.precision, n_covariates, "precision")
@@ -584,7 +584,7 @@ class CorrelatedMultinomial:
         r"""Joint draws from :math:`q(\psi)` (each stick jointly across covariates).
 
         The prior's joint sampler (for a dense prior Matheron's rule, see
-        :meth:`corrpriors.core.dense_prior.DenseCovariancePrior.sample_posterior`).
+        :meth:`corrpriors.core.priors.DenseCovariancePrior.sample_posterior`).
 
         Returns
         -------

@@ -202,7 +202,7 @@ def graph_precision(adjacency: Any, *, kappa: float | None = None,
 
 def _normalised(q: sp.csr_array) -> sp.csr_array:
     """``q`` scaled so that the geometric mean of diag(q^-1) is one (exact, sparse)."""
-    from ..core.sparse_prior import analysis_for  # lazy: core may import kernels
+    from ..linalg import analysis_for
 
     variances = analysis_for(q).factorize(q).inverse_diagonal()
     return q * float(np.exp(np.mean(np.log(variances))))

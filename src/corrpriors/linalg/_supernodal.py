@@ -1,6 +1,6 @@
 """Supernodal multifrontal Cholesky and selected inversion on dense LAPACK fronts.
 
-Pure functions on arrays behind :mod:`corrpriors.core.sparse_linalg`. Everything here works
+Pure functions on arrays behind :mod:`corrpriors.linalg.sparse`. Everything here works
 on the *permuted* matrix ``A[perm][:, perm]`` split into contiguous column blocks
 (supernodes) ``[start_b, end_b)``. Block ``b`` owns a dense panel of shape
 ``(n_b + r_b, n_b)`` (C order, one slice of a flat buffer): rows are the block's own

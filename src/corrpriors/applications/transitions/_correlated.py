@@ -1,0 +1,582 @@
+r"""The paper's belief: one correlated multinomial per action over the states."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..._random import as_generator
+from ..._typing import FloatArray, SeedLike
+from ..._validation import check_array, check_positive, check_shape
+from ._beliefs import _check_n, _TransitionBelief
+from ._categories import (
+    BOUNDARY_RULES,
+    CategoryMap,
+    TruncatedCategoryMap,
+    _nearest_first,
+    displacement_category_map,
+    identity_category_map,
+)
+
+__all__ = ["GMRF_FROM_STATES", "GMRF_MAX_CATEGORIES", "CorrelatedTransitionModel"]
+
+
+def _covariance_candidates(covariance: Any, n_states: int, many: bool) -> list[tuple[Any, Any]]:
+    """``[(name, covariance)]``: one entry, or (with ``many``) a dict / sequence of candidates."""
+    if many and isinstance(covariance, dict):
+        items = list(covariance.items())
+    elif many and isinstance(covariance, (list, tuple)):
+        items = list(enumerate(covariance))
+    else:
+        items = [(0, covariance)]
+    if not items:
+        raise ValueError("covariance: expected at least one candidate covariance")
+    out = []
+    for name, cov in items:
+        if not hasattr(cov, "gram"):
+            cov = check_array(cov, "covariance", ndim=2)
+            check_shape(cov, (n_states, n_states), "covariance")
+        out.append((name, cov))
+    return out
+
+
+def _precision_candidates(precision: Any, n_states: int, many: bool) -> list[tuple[Any, Any]]:
+    """``[(name, SparsePrecisionPrior)]`` from one precision or (with ``many``) candidates."""
+    from ...core.priors import GaussianPrior, SparsePrecisionPrior
+
+    if many and isinstance(precision, dict):
+        items = list(precision.items())
+    elif many and isinstance(precision, (list, tuple)):
+        items = list(enumerate(precision))
+    else:
+        items = [(0, precision)]
+    if not items:
+        raise ValueError("precision: expected at least one candidate precision")
+    return [(name, q if isinstance(q, GaussianPrior)
+             else SparsePrecisionPrior(q, size=n_states)) for name, q in items]
+
+
+
+
+#: From this many states on, :meth:`CorrelatedTransitionModel.for_mdp` uses the sparse GMRF
+#: prior by default (``prior="auto"``), if there are at most :data:`GMRF_MAX_CATEGORIES`
+#: categories. Measured on 2-D grid worlds (relative encoding, 10 categories, 4 actions,
+#: 10 S random-walk transitions, all actions at a fixed scale), dense / GMRF fit time:
+#: 0.35x at S = 100, 0.52x at 225, 0.85x at 400, 3.9x at 900. The sparse path factorises the
+#: whole state space once per observed stick, the dense one each stick's observed set, so with
+#: many categories (Taxi's 82 in 4-D: dense 11 s, GMRF 358 s for one fit of 6 actions) dense
+#: stays cheaper.
+GMRF_FROM_STATES = 500
+#: Most categories for which ``prior="auto"`` may choose the GMRF prior.
+GMRF_MAX_CATEGORIES = 30
+
+
+def _gmrf_precisions(coords: np.ndarray, integral: bool, scales: list[float]) -> dict:
+    """One normalised GMRF precision per length scale on the states' graph."""
+    from ...kernels import graph_precision, knn_adjacency, lattice_adjacency
+
+    if integral:
+        adjacency = lattice_adjacency(coords.astype(np.int64))
+    else:
+        adjacency = knn_adjacency(coords, n_neighbors=min(2 * coords.shape[1] + 2,
+                                                          coords.shape[0] - 1))
+    return {v: graph_precision(adjacency, kappa=np.sqrt(8.0) / v, alpha=2) for v in scales}
+
+
+
+
+def _scale_selection(selection: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Constructor arguments of a ``selection`` rule of :meth:`CorrelatedTransitionModel.for_mdp`."""
+    if selection in ("collapsed", "elbo"):
+        return {"selection": selection}
+    if selection == "em":
+        return {"learn_scale": True}
+    if selection == "fixed":
+        return {"learn_scale": False, "scale_prior": None, "scale": kwargs.get("scale", 1.0)}
+    raise ValueError(f"selection: expected 'collapsed', 'elbo', 'em' or 'fixed', got "
+                     f"{selection!r}")
+
+
+class CorrelatedTransitionModel(_TransitionBelief):
+    r"""The paper's correlated belief: one correlated multinomial per action over the states.
+
+    For every action ``a`` the category counts ``X^{(a)}[s, k]`` (next states of ``s`` under
+    ``a``, mapped to categories by ``category_map``) follow
+    :class:`corrpriors.core.model.CorrelatedMultinomial` with the states as covariates:
+
+    .. math:: \psi^{(a)}_{\cdot k} \sim N(\mu_k, \theta_a \tilde\Sigma), \qquad
+              q^{(a)}_s = \Pi_{SB}(\psi^{(a)}_{s \cdot}), \qquad
+              X^{(a)}_{s \cdot} \sim Mult(N_{sa}, q^{(a)}_s),
+
+    and next-state probabilities follow from ``q`` through the category map (see the
+    module docstring). Refits are *lazy* -- an action's model is refitted only when its
+    counts changed since its last fit -- and *warm-started* from that fit.
+
+    Parameters
+    ----------
+    n_states : int
+        S.
+    n_actions : int
+        A.
+    covariance : ndarray of shape (S, S) or BoundKernel
+        :math:`\tilde\Sigma` over the states (e.g. a squared-exponential kernel on the
+        state coordinates), shared by all actions.
+    category_map : CategoryMap, optional
+        Default :func:`identity_category_map` (absolute encoding).
+    learn_scale : bool, default=True
+        Learn :math:`\theta_a` by (MAP-)EM at every fit.
+    learn_mean : {None, "constant", "full"}, default="constant"
+        Learn one prior mean per stick (and action); ``None`` keeps the uniform logits;
+        ``"full"`` is the paper's (coupling-destroying) choice, see the core model.
+    scale_prior : (shape, rate) or None, default=(2.0, 1.0)
+        Gamma hyper-prior on :math:`\theta_a` (MAP-EM); keeps the scale positive while the
+        data are scarce, but cannot stop EM from shrinking it (see
+        :class:`~corrpriors.core.model.CorrelatedMultinomial`); with ``learn_scale=False``
+        and a fixed ``scale`` the scale can instead be chosen by the models'
+        ``collapsed_bound()``, as the system-identification experiment does.
+    probs_method : {"plugin", "mc"}, default="plugin"
+        How :meth:`mean` turns :math:`q(\psi)` into probabilities: ``"plugin"``
+        :math:`\Pi_{SB}(\lambda)` (the paper's, deterministic) or a Monte-Carlo posterior
+        mean drawn from ``mc_rng``.
+    max_iter : int, default=100
+        CAVI iteration cap per refit (warm starts need few).
+    tol : float, default=1e-6
+        Relative objective change that stops a refit.
+    impute_rounds : int, default=3
+        With a :class:`TruncatedCategoryMap` (censored observations at the boundary): at
+        most this many impute-then-fit rounds per refit (EM; it stops early when the
+        imputed counts no longer change, and refits continue it across new data).
+    selection : {None, "collapsed", "elbo"}, default=None
+        ``None``: the scale is learned by (MAP-)EM (``learn_scale``) or fixed. Otherwise, at
+        every refit and for every action, the scale :math:`\theta_a` (and, if ``covariance``
+        lists several candidates, the covariance) maximising this criterion is chosen by a
+        warm-started climb over a log lattice of scales
+        (:class:`~corrpriors.core.selection.ScaleSearch`); ``"collapsed"`` (the collapsed
+        bound) does not shrink :math:`\theta` on scarce data the way EM on the ELBO does.
+        ``learn_scale`` and ``scale_prior`` are then ignored.
+    scale_range : (float, float), default=(1e-2, 1e4)
+        Range of the scale lattice (with ``selection``).
+    scale_step : float, default=0.25
+        Lattice spacing in decades (with ``selection``).
+    mc_rng : None, int, numpy.random.SeedSequence or numpy.random.Generator, default=None
+        Randomness of ``probs_method="mc"`` (unused by ``"plugin"``). An int or SeedSequence
+        makes every Monte-Carlo mean reproducible (each call restarts from it: common random
+        numbers across refits); a Generator is advanced by every call; ``None`` draws fresh
+        OS entropy.
+    **model_kwargs
+        Passed on to :class:`~corrpriors.core.model.CorrelatedMultinomial` (for example
+        ``mean_prior_std`` -- default 3.0 here, a weak normal hyper-prior on the constant
+        means -- ``learn_kernel``, ``scale``).
+
+    Attributes
+    ----------
+    models_ : list of CorrelatedMultinomial
+        One per action (fitted lazily).
+    n_fits_ : int
+        Number of per-action model fits performed so far.
+    fit_seconds_ : float
+        Wall-clock seconds spent in those fits.
+    n_unconverged_ : int
+        Fits that stopped at ``max_iter`` (expected with small caps; their
+        :class:`~corrpriors.exceptions.ConvergenceWarning` is suppressed and counted here).
+    selected_ : list of dict or None
+        With ``selection``: per action, the chosen ``candidate`` (index or name of the
+        covariance), ``scale`` and criterion ``value`` at the last refit (``None`` before).
+    """
+
+    def __init__(self, n_states: int, n_actions: int, covariance: Any = None,
+                 category_map: CategoryMap | None = None, learn_scale: bool = True,
+                 learn_mean: str | None = "constant",
+                 scale_prior: tuple[float, float] | None = (2.0, 1.0),
+                 probs_method: str = "plugin", max_iter: int = 100, tol: float = 1e-6,
+                 selection: str | None = None, scale_range: tuple[float, float] = (1e-2, 1e4),
+                 scale_step: float = 0.25, precision: Any = None, impute_rounds: int = 3, *,
+                 mc_rng: SeedLike = None, **model_kwargs: Any) -> None:
+        super().__init__(n_states, n_actions)
+        from ...core.model import CorrelatedMultinomial
+        from ...core.selection import ScaleSearch, check_criterion
+
+        cmap = identity_category_map(self.n_states) if category_map is None else category_map
+        if not isinstance(cmap, CategoryMap):
+            raise TypeError(f"category_map: expected a CategoryMap, got {type(cmap).__name__}")
+        if cmap.n_states != self.n_states:
+            raise ValueError(f"category_map: expected a map over S = {self.n_states} states, "
+                             f"got {cmap.n_states}")
+        if probs_method not in ("plugin", "mc"):
+            raise ValueError(f"probs_method: expected 'plugin' or 'mc', got {probs_method!r}")
+        if learn_mean not in (None, "constant", "full"):
+            raise ValueError(f"learn_mean: expected None, 'constant' or 'full', got {learn_mean!r}")
+        if int(impute_rounds) != impute_rounds or impute_rounds < 1:
+            raise ValueError(f"impute_rounds: expected a positive int, got {impute_rounds!r}")
+        self.impute_rounds = int(impute_rounds)
+        if selection is not None:
+            check_criterion(selection)
+        if (covariance is None) == (precision is None):
+            raise ValueError("covariance, precision: expected exactly one of them, got "
+                             + ("neither" if covariance is None else "both"))
+        if precision is None:
+            key = "covariance"
+            candidates = _covariance_candidates(covariance, self.n_states,
+                                                many=selection is not None)
+        else:  # one sparse-precision prior per candidate, shared by every action and scale
+            key = "precision"
+            candidates = _precision_candidates(precision, self.n_states,
+                                               many=selection is not None)
+        self.covariance = covariance if selection is not None or covariance is None \
+            else candidates[0][1]
+        self.precision = precision
+        self.category_map = cmap
+        self.probs_method = probs_method
+        as_generator(mc_rng, name="mc_rng")  # validates the seed now, not at the first mean()
+        self.mc_rng = mc_rng
+        self.selection = selection
+        kwargs: dict[str, Any] = {"mean_prior_std": 3.0}
+        kwargs.update(model_kwargs)
+        templates = [
+            (name, CorrelatedMultinomial(**{key: cov}, learn_mean=learn_mean,
+                                         learn_scale=learn_scale, max_iter=max_iter, tol=tol,
+                                         scale_prior=scale_prior, warm_start=True, **kwargs))
+            for name, cov in candidates]
+        self.models_ = [templates[0][1]] + [
+            CorrelatedMultinomial(**{key: candidates[0][1]}, learn_mean=learn_mean,
+                                  learn_scale=learn_scale, max_iter=max_iter, tol=tol,
+                                  scale_prior=scale_prior, warm_start=True, **kwargs)
+            for _ in range(self.n_actions - 1)]
+        self._searches: list[list[tuple[Any, Any]]] | None = None
+        self.selected_: list[dict | None] | None = None
+        if selection is not None:
+            lo, hi = (float(v) for v in scale_range)
+            self._searches = [
+                [(name, ScaleSearch(t, criterion=selection, low=lo, high=hi, step=scale_step))
+                 for name, t in templates]
+                for _ in range(self.n_actions)]
+            self.selected_ = [None] * self.n_actions
+        self.n_fits_ = 0
+        self.fit_seconds_ = 0.0
+        self.n_unconverged_ = 0
+        self._fitted_versions = np.full(self.n_actions, -1, dtype=np.int64)   # data of each fit
+        self._cache: dict[str, Any] = {}
+        self._far = np.zeros(self.n_states)   # far jumps observed into each state (pooling)
+
+    @classmethod
+    def for_mdp(cls, mdp: Any, *, encoding: str | None = None, lengthscale: Any = 2.0,
+                radius: int = 1, selection: str = "collapsed", prior: str = "auto",
+                category_order: str = "nearest", boundary: str | None = None,
+                other_pooling: float = 1.0, **kwargs: Any) -> CorrelatedTransitionModel:
+        r"""The correlated belief for an MDP's states in one call.
+
+        A squared-exponential kernel on the state coordinates,
+        :math:`\tilde\Sigma_{ij} = \exp(-\lVert x_i - x_j\rVert^2 / \ell^2)` (the paper's
+        form, :class:`~corrpriors.kernels.SquaredExponential`), with
+        either category encoding.
+
+        Parameters
+        ----------
+        mdp : TabularMDP or EnvInfo
+            Anything with ``n_states``, ``n_actions`` and ``coordinates`` (ndarray of shape
+            (S, D)); only these are used (never the transitions).
+        encoding : {"relative", "absolute"}, optional
+            ``"relative"``: category = displacement ``coords[s'] - coords[s]`` within
+            ``radius`` (:func:`displacement_category_map`), so that "the same move" is shared
+            between states -- the default when the coordinates are integers. ``"absolute"``:
+            category = next state (the paper's encoding, ``pg_absolute`` in the experiments)
+            -- the default otherwise.
+        lengthscale : float or sequence of float, default=2.0
+            :math:`\ell`, in coordinate units; with several values and a criterion
+            ``selection``, every action picks the best one at every refit.
+        radius : int, default=1
+            Window half-width of the relative encoding (moves beyond it share one "other"
+            category per state).
+        selection : {"collapsed", "elbo", "em", "fixed"}, default="collapsed"
+            How the prior scale :math:`\theta_a` (and the length scale, among several) is
+            chosen at every refit: ``"collapsed"`` -- the maximiser of the collapsed bound on
+            a log lattice of scales (:class:`~corrpriors.core.selection.ScaleSearch`, warm
+            started from the previous choice); ``"elbo"`` -- the same with the ELBO;
+            ``"em"`` -- MAP-EM (Gamma(2, 1) hyper-prior; one fit per refit, the cheapest, but
+            EM shrinks the scale on scarce data); ``"fixed"`` -- kept at ``scale`` (a keyword
+            argument, default 1).
+        category_order : {"nearest", "lexicographic"}, default="nearest"
+            Order of the relative encoding's window categories along the stick-breaking
+            construction. ``"nearest"``: by the length of the move (staying first, then the
+            unit moves, ...), so that the frequent moves come first and the later sticks are
+            observed only where a rare move was seen -- the same model family, and far
+            cheaper when the window is large (Taxi, 82 categories: one fit of all actions
+            11.2 s -> 1.7 s). ``"lexicographic"``: :func:`displacement_category_map`'s order
+            (the paper experiments').
+        boundary : {"exclude", "clip", "stay"}, optional
+            What a move of the relative encoding that would leave the state space means
+            (:func:`displacement_category_map`): ``"exclude"`` -- a structural zero, so a
+            move into a wall is observed as "stay in place" and the kernel carries that to
+            the neighbouring states, where the move works; ``"stay"`` -- the categories are
+            the *intended* moves and one that does not land on a state keeps the agent in
+            place (a grid's edges and walls; boundary observations are censored and imputed
+            by EM, see :class:`TruncatedCategoryMap`); ``"clip"`` -- clipped to the
+            coordinates' box (a queue's finite buffer). Default: ``"stay"`` when the states
+            are the cells of a grid (``mdp.shape`` is set: FrozenLake, CliffWalking,
+            corrpriors' grid worlds), else ``"exclude"`` (Taxi, features). Measured with
+            ``corrpriors sysid`` / ``psrl`` (docs: "Your own environment"): on FrozenLake
+            8 x 8 "stay" lowers the Hellinger error by a quarter to three quarters and lets
+            the CliffWalking PSRL policies find the optimum sooner, at 0.7-2.2x the CPU time;
+            on Taxi's 4-D coordinates it helps below 1,000 transitions, is worse from 3,000
+            on and costs 1.8x. Only the relative encoding has moves; with
+            ``encoding="absolute"`` it must be ``None`` or ``"exclude"``.
+        other_pooling : float, default=1.0
+            Relative encoding: weight (pseudo-counts) of the destinations of all far jumps
+            observed so far in the prior of where an unobserved far jump of a state leads
+            (:class:`CategoryMap`); 0 spreads it uniformly over the states outside the
+            window. Measured (docs: "Your own environment"): on CliffWalking a fall from one
+            cliff cell then tells every other cliff cell that falling leads back to the start;
+            the PSRL policies are optimal at step 500 in 7 and 8 of 10 seeds against 1 and 3
+            without, and on CliffWalkingSlippery reach the goal after 500 steps with
+            probability .51 / .45 against .06 / .07.
+        prior : {"auto", "dense", "gmrf"}, default="auto"
+            ``"dense"``: the squared-exponential kernel above (cost per fit about
+            :math:`\sum_k |O_k|^3`, cubic in S). ``"gmrf"``: a Matern-like Gaussian Markov random
+            field on the states' graph -- the lattice of integer coordinates
+            (:func:`~corrpriors.kernels.lattice_adjacency`) or a k-nearest-neighbour graph of
+            real features -- :math:`Q = \tau(\kappa^2 I + L)^2` with :math:`\kappa = \sqrt8/\ell`
+            (the 2-D Matern range) and unit geometric-mean variance
+            (:func:`~corrpriors.kernels.graph_precision`), fitted exactly by sparse Cholesky
+            factorisations (cost about :math:`S^{1.5}` on grids). ``"auto"``: ``"gmrf"`` from
+            :data:`GMRF_FROM_STATES` states on with at most :data:`GMRF_MAX_CATEGORIES`
+            categories (where it is faster, measured), else ``"dense"``.
+        **kwargs
+            Passed on to the constructor (``max_iter``, ``tol``, ``learn_mean``, ``scale``,
+            ...).
+
+        Returns
+        -------
+        CorrelatedTransitionModel
+
+        Examples
+        --------
+        >>> import gymnasium
+        >>> from corrpriors.envs import from_gymnasium
+        >>> mdp = from_gymnasium(gymnasium.make("FrozenLake-v1", map_name="4x4"))
+        >>> belief = CorrelatedTransitionModel.for_mdp(mdp)
+        >>> belief.n_categories            # the 3 x 3 window of moves and one "other" (jumps)
+        10
+        """
+        from ...kernels import SquaredExponential
+
+        S, A = int(mdp.n_states), int(mdp.n_actions)
+        coords = getattr(mdp, "coordinates", None)
+        if coords is None:
+            raise ValueError(f"mdp: {getattr(mdp, 'name', 'the MDP')} has no state coordinates; "
+                             "give features (corrpriors.envs.from_gymnasium(env, features=...)) "
+                             "or use a DirichletTransitionModel")
+        coords = check_array(coords, "mdp.coordinates", ndim=2)
+        integral = bool(np.all(coords == np.round(coords)))
+        if boundary is not None and boundary not in BOUNDARY_RULES:
+            raise ValueError(f"boundary: expected None or one of {', '.join(BOUNDARY_RULES)}, "
+                             f"got {boundary!r}")
+        if encoding is None:
+            encoding = "relative" if integral else "absolute"
+        if encoding == "relative":
+            if not integral:
+                raise ValueError("mdp.coordinates: expected integer coordinates for the relative "
+                                 "encoding (displacements between states); use "
+                                 "encoding='absolute' for real-valued features")
+            if boundary is None:
+                boundary = "stay" if getattr(mdp, "shape", None) is not None else "exclude"
+            cmap = displacement_category_map(coords.astype(np.int64), radius, boundary=boundary,
+                                             other_pooling=other_pooling)
+            if category_order == "nearest":
+                cmap = _nearest_first(cmap, coords.shape[1], radius)
+            elif category_order != "lexicographic":
+                raise ValueError(f"category_order: expected 'nearest' or 'lexicographic', got "
+                                 f"{category_order!r}")
+        elif encoding == "absolute":
+            if boundary not in (None, "exclude"):
+                raise ValueError(f"boundary: the absolute encoding has no moves to truncate; "
+                                 f"expected None or 'exclude', got {boundary!r}")
+            cmap = identity_category_map(S)
+        else:
+            raise ValueError(f"encoding: expected 'relative' or 'absolute', got {encoding!r}")
+        scales = [check_positive(v, "lengthscale") for v in np.atleast_1d(lengthscale)]
+        kwargs.update(_scale_selection(selection, kwargs))
+        if len(scales) > 1 and "selection" not in kwargs:
+            raise ValueError(f"lengthscale: several candidates need selection='collapsed' or "
+                             f"'elbo', got selection={selection!r}")
+        if prior == "auto":
+            prior = ("gmrf" if S >= GMRF_FROM_STATES and cmap.n_categories <= GMRF_MAX_CATEGORIES
+                     else "dense")
+        if prior == "dense":
+            priors = {v: SquaredExponential(lengthscale=float(v)).bind(coords=coords)
+                      for v in scales}
+        elif prior == "gmrf":
+            priors = _gmrf_precisions(coords, integral, scales)
+        else:
+            raise ValueError(f"prior: expected 'auto', 'dense' or 'gmrf', got {prior!r}")
+        chosen: Any = priors if "selection" in kwargs else priors[scales[0]]
+        key = "covariance" if prior == "dense" else "precision"
+        return cls(S, A, category_map=cmap, **{key: chosen}, **kwargs)
+
+    @property
+    def n_categories(self) -> int:
+        """K, the number of categories per state."""
+        return self.category_map.n_categories
+
+    @property
+    def scale_(self) -> FloatArray:
+        r"""Learned scales :math:`\theta_a`, ndarray of shape (A,)."""
+        self.refit()
+        return np.array([m.scale_ for m in self.models_])
+
+    def refit(self, actions: Any = None) -> CorrelatedTransitionModel:
+        """Fit every action's model whose counts changed since its last fit (lazy, warm).
+
+        Parameters
+        ----------
+        actions : sequence of int, optional
+            Only these actions (default: all).
+
+        Returns
+        -------
+        self
+        """
+        import time
+        import warnings
+
+        from ...exceptions import ConvergenceWarning
+
+        if self._cache.get("version") == self._version:
+            return self
+        which = range(self.n_actions) if actions is None else [int(a) for a in actions]
+        censored = isinstance(self.category_map, TruncatedCategoryMap)
+        cat_counts = self.category_map.aggregate(self._counts.transpose(1, 0, 2))   # (A, S, K)
+        for a in which:
+            if self._fitted_versions[a] == self._action_versions[a]:   # its data are unchanged
+                continue
+            tic = time.perf_counter()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                model = self._fit_action(a, cat_counts[a], censored)
+            self.fit_seconds_ += time.perf_counter() - tic
+            self.n_unconverged_ += int(not model.converged_)
+            self._fitted_versions[a] = self._action_versions[a]
+        if actions is None:
+            self._cache = {"version": self._version}
+        return self
+
+    def _fit_action(self, a: int, counts: FloatArray, censored: bool) -> Any:
+        """Fit (or select) action ``a``'s model and return it.
+
+        With a censored category map this is EM: impute from the current fit, refit, repeat
+        while the imputation changes (at most ``impute_rounds`` fits or selections, each
+        warm-started).
+        """
+        if not censored:
+            return self._fit_counts(a, counts)
+        cmap, raw = self.category_map, self._counts[:, a, :]
+        assert isinstance(cmap, TruncatedCategoryMap)   # the only censoring map
+        current = self.models_[a]
+        x = cmap.impute(raw, current.probs() if hasattr(current, "result_") else None)
+        for _ in range(self.impute_rounds):
+            model = self._fit_counts(a, x)
+            x_new = cmap.impute(raw, model.probs())
+            if np.array_equal(x_new, x):
+                break
+            x = x_new
+        return model
+
+    def _fit_counts(self, a: int, counts: FloatArray) -> Any:
+        """One fit of action ``a``'s model to category counts (or a selection); the model."""
+        if self._searches is None:
+            self.n_fits_ += 1
+            return self.models_[a].fit(counts, warm_start=True)
+        return self._select(a, counts)
+
+    def _select(self, a: int, counts: FloatArray) -> Any:
+        """Choose action ``a``'s covariance and scale by the criterion; returns the model."""
+        assert self._searches is not None and self.selected_ is not None
+        best: tuple[float, Any, Any] | None = None
+        for name, search in self._searches[a]:
+            before = search.n_fits_
+            sel = search.select(counts)
+            self.n_fits_ += search.n_fits_ - before
+            if best is None or sel.value > best[0]:
+                best = (sel.value, name, sel)
+        assert best is not None   # at least one candidate per action
+        value, name, sel = best
+        self.models_[a] = sel.model
+        self.selected_[a] = {"candidate": name, "scale": sel.scale, "value": value}
+        return sel.model
+
+    def action_mean(self, action: int) -> FloatArray:
+        """Posterior-mean next-state probabilities of one action, ndarray of shape (S, S).
+
+        Refits only that action's model (if its counts changed).
+        """
+        a = int(action)
+        if not 0 <= a < self.n_actions:
+            raise ValueError(f"action: expected 0 <= action < {self.n_actions}, got {action!r}")
+        self.refit([a])
+        q = self.models_[a].probs(method=self.probs_method, rng=self.mc_rng)
+        return self._to_next_states(q, a)
+
+    def _to_next_states(self, q: FloatArray, a: int) -> FloatArray:
+        cmap = self.category_map
+        if cmap.is_identity:
+            return q
+        return cmap.next_state_probs(q, cmap.other_weights(self._counts[:, a, :], self._far))
+
+    def update(self, states: Any, actions: Any, next_states: Any) -> CorrelatedTransitionModel:
+        """Accumulate observed transitions ``(states[t], actions[t]) -> next_states[t]``.
+
+        Parameters
+        ----------
+        states, actions, next_states : array_like of shape (T,) or scalars
+            Integer indices.
+
+        Returns
+        -------
+        self
+        """
+        super().update(states, actions, next_states)   # validates
+        s = np.atleast_1d(np.asarray(states)).astype(np.int64)      # validated above
+        s2 = np.atleast_1d(np.asarray(next_states)).astype(np.int64)
+        far = self.category_map.outside[s, s2]           # where far jumps led (pooling)
+        self._far += np.bincount(s2[far], minlength=self.n_states)
+        return self
+
+    def set_counts(self, counts: Any) -> CorrelatedTransitionModel:
+        """Replace the data by a count array.
+
+        Parameters
+        ----------
+        counts : array_like of shape (S, A, S)
+            Non-negative integer counts.
+
+        Returns
+        -------
+        self
+        """
+        super().set_counts(counts)
+        self._far = self.category_map.far_destinations(np.moveaxis(self._counts, 1, 0))
+        return self
+
+    def category_probs(self) -> FloatArray:
+        """Posterior category probabilities per action, ndarray of shape (A, S, K)."""
+        self.refit()
+        return np.stack([m.probs(method=self.probs_method, rng=self.mc_rng) for m in self.models_])
+
+    def mean(self) -> FloatArray:
+        """Posterior-mean (``probs_method``) transition model, ndarray of shape (S, A, S)."""
+        self.refit()
+        if "mean" not in self._cache:
+            q = self.category_probs()
+            self._cache["mean"] = np.stack([self._to_next_states(q[a], a)
+                                            for a in range(self.n_actions)], axis=1)
+        return self._cache["mean"].copy()
+
+    def sample_many(self, n: int, *, rng: SeedLike) -> FloatArray:
+        r"""``n`` joint draws from :math:`q(\psi)` mapped to models, shape (n, S, A, S)."""
+        n = _check_n(n)
+        gen = as_generator(rng)
+        self.refit()
+        out = np.empty((n, self.n_states, self.n_actions, self.n_states))
+        for a, model in enumerate(self.models_):
+            out[:, :, a, :] = self._to_next_states(model.sample_probs(n, rng=gen), a)
+        return out

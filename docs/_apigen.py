@@ -39,8 +39,10 @@ MODULES = [
      "The paper's grid worlds and queueing network, also registered with Gymnasium."),
     ("corrpriors.plotting", "corrpriors.plotting: figures",
      "Policy maps, value and error maps (matplotlib is imported only here)."),
-    ("corrpriors.experiments", "corrpriors.experiments: reproducing the paper",
-     "The experiment registry and the runner behind ``corrpriors reproduce``."),
+    ("corrpriors.runner", "corrpriors.runner: running experiments",
+     "The experiment protocol, the registry and the runner behind ``corrpriors reproduce``."),
+    ("corrpriors.linalg", "corrpriors.linalg: linear algebra",
+     "The jittered dense Cholesky and the sparse Cholesky with selected inversion."),
 ]
 
 

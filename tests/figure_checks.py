@@ -122,7 +122,7 @@ def check_experiment_figures(module, report) -> list[str]:
     """Redraw ``module``'s figures from the seeds ``report`` saved and check each; return the names."""
     import json
 
-    from corrpriors.experiments import _io
+    from corrpriors.runner import _io
 
     config_json = json.loads((report.out_dir / "config.json").read_text())["config"]
     results = {s: _io.load_seed(report.out_dir / "seeds", s, experiment=module.NAME, config_json=config_json).result

@@ -14,7 +14,7 @@ import pytest
 
 import corrpriors
 import toy_experiment as toy
-from corrpriors.experiments._protocol import ExperimentUnavailable, validate_experiment
+from corrpriors.runner.protocol import ExperimentUnavailable, validate_experiment
 
 SRC = pathlib.Path(corrpriors.__file__).parent
 

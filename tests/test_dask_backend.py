@@ -8,8 +8,8 @@ import pytest
 pytest.importorskip("dask.distributed")
 
 import toy_experiment as toy  # noqa: E402  (the toy experiment of the runner tests)
-from corrpriors.experiments import _registry  # noqa: E402
-from corrpriors.experiments._runner import run_experiment  # noqa: E402
+from corrpriors.runner import registry as _registry  # noqa: E402
+from corrpriors.runner._run import run_experiment  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -46,7 +46,7 @@ def test_dask_scheduler_address(tmp_path):
             toy.NAME, config=toy.Config(), seeds=[2], backend="dask", scheduler=cluster.scheduler_address,
             out=tmp_path, progress=False, echo=None, plot=False,
         )
-    from corrpriors.experiments import seed_generator
+    from corrpriors.runner import seed_generator
     ref = toy.run_seed(toy.Config(), rng=seed_generator(toy.NAME, 2))
     np.testing.assert_allclose(report.summary["metrics"]["error"]["methods"]["a"]["mean"], ref.curves["error"]["a"])
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from corrpriors.experiments import imitation, subgoal
-from corrpriors.experiments._runner import run_experiment, seed_generator
+from corrpriors.runner._run import run_experiment, seed_generator
 from figure_checks import check_experiment_figures
 
 # run_seed called directly: the expected tiny-jitter warnings of smooth kernels (the runner counts them)

@@ -12,8 +12,8 @@ import pytest
 
 import corrpriors.experiments as experiments
 import corrpriors.plotting as plotting
-from corrpriors.experiments import EXPERIMENTS, Experiment, SeedResult, get_experiment
-from corrpriors.experiments._config import apply_overrides
+from corrpriors.runner import EXPERIMENTS, Experiment, SeedResult, get_experiment
+from corrpriors.runner._config import apply_overrides
 
 EXPERIMENT_FILES = {name: module.rsplit(".", 1)[1] for name, module in EXPERIMENTS.items()}
 

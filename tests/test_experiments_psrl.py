@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from corrpriors.experiments import psrl_grid, psrl_queueing
-from corrpriors.experiments._runner import run_experiment
+from corrpriors.runner._run import run_experiment
 from figure_checks import check_experiment_figures
 
 # run_seed called directly: the expected tiny-jitter warnings of smooth kernels (the runner counts them)

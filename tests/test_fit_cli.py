@@ -170,7 +170,7 @@ class FakeTerminal(io.StringIO):
 
 
 def test_progress_on_a_terminal(tmp_path, capsys, monkeypatch):
-    from corrpriors import _fit_cli
+    from corrpriors.runner import fit as _fit_cli
 
     monkeypatch.setattr(_fit_cli, "PROGRESS_INTERVAL", 0.0)
     term = FakeTerminal()

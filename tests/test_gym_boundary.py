@@ -17,7 +17,7 @@ from corrpriors.applications.transitions import (
 from corrpriors.applications.transitions._categories import _nearest_first
 from corrpriors.envs import from_gymnasium
 from corrpriors.experiments import gym_psrl, gym_sysid
-from corrpriors.experiments._runner import seed_generator
+from corrpriors.runner._run import seed_generator
 
 
 @dataclasses.dataclass

@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 
 from corrpriors.envs import from_gymnasium, random_exploration, reachable_states
-from corrpriors.experiments import _config
 from corrpriors.experiments._gym import (
     canonical_kwargs,
     env_label,
@@ -27,9 +26,10 @@ from corrpriors.experiments._gym import (
     parse_env_kwargs,
     return_is_success,
 )
-from corrpriors.experiments._runner import run_experiment, seed_generator
 from corrpriors.experiments.gym_psrl import PSRLExperiment, steps_to_optimal
 from corrpriors.experiments.gym_sysid import SysIdExperiment
+from corrpriors.runner import _config
+from corrpriors.runner._run import run_experiment, seed_generator
 from figure_checks import check_experiment_figures
 
 pytestmark = [pytest.mark.filterwarnings("ignore::corrpriors.exceptions.JitterWarning"),

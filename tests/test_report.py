@@ -10,7 +10,8 @@ import pytest
 
 import toy_experiment as toy
 from corrpriors.cli import main
-from corrpriors.experiments import _registry, run_experiment
+from corrpriors.runner import registry as _registry
+from corrpriors.runner import run_experiment
 
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
 

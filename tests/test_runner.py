@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 import toy_experiment as toy
-from corrpriors.experiments import SeedResult, _io, _registry
-from corrpriors.experiments._config import config_hash
-from corrpriors.experiments._runner import format_table, parse_seeds, run_experiment, seed_generator
+from corrpriors.runner import SeedResult, _io
+from corrpriors.runner import registry as _registry
+from corrpriors.runner._config import config_hash
+from corrpriors.runner._run import format_table, parse_seeds, run_experiment, seed_generator
 
 NAME = toy.NAME
 Config = toy.Config
@@ -248,7 +249,7 @@ def test_missing_experiment_module_is_unavailable_not_a_crash():
 
 
 def test_bad_seed_result_is_rejected(tmp_path, monkeypatch):
-    from corrpriors.experiments import RunFailed
+    from corrpriors.runner import RunFailed
 
     monkeypatch.setattr(toy, "run_seed", lambda config, rng: SeedResult(curves={"error": {"a": np.zeros(2)}}))
     with pytest.raises(RunFailed, match=r"shape \(len\(x_values\),\)"):

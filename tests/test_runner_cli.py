@@ -17,7 +17,7 @@ import pytest
 
 import toy_experiment as toy
 from corrpriors.cli import main
-from corrpriors.experiments import _registry
+from corrpriors.runner import registry as _registry
 
 TESTS = pathlib.Path(__file__).resolve().parent
 ENV = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS.parent / "src"), str(TESTS)]), MPLBACKEND="Agg")

@@ -17,8 +17,9 @@ import pytest
 
 import toy_experiment as toy
 from corrpriors.cli import main
-from corrpriors.experiments import ConfigMismatch, RunLocked, _io, _registry
-from corrpriors.experiments._runner import MAX_SEEDS, parse_seeds, plan_run, run_experiment
+from corrpriors.runner import ConfigMismatch, RunLocked, _io
+from corrpriors.runner import registry as _registry
+from corrpriors.runner._run import MAX_SEEDS, parse_seeds, plan_run, run_experiment
 
 TESTS = pathlib.Path(__file__).resolve().parent
 SRC = TESTS.parent / "src"

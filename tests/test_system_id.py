@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from corrpriors.experiments import system_id
-from corrpriors.experiments._runner import run_experiment
+from corrpriors.runner._run import run_experiment
 from figure_checks import check_experiment_figures
 
 # run_seed called directly: the expected tiny-jitter warnings of smooth kernels (the runner counts them)
@@ -131,7 +131,7 @@ def test_summarise_extra_data_efficiency_and_claims_on_known_curves():
     }
     metrics = {"hellinger": {"better": "lower", "methods": {
         m: {"mean": c, "std": [0.01] * 5} for m, c in curves.items()}}}
-    from corrpriors.experiments import SeedResult
+    from corrpriors.runner import SeedResult
 
     seed = SeedResult(curves={"hellinger": {m: np.asarray(c) for m, c in curves.items()}})
     extra = system_id.summarise_extra(config, {0: seed}, metrics)

@@ -21,7 +21,7 @@ import warnings
 
 import numpy as np
 
-from corrpriors.experiments import Claim, SeedResult
+from corrpriors.runner import Claim, SeedResult
 
 NAME = "toy-runner"
 DESCRIPTION = "toy experiment for the runner tests"
@@ -99,7 +99,7 @@ if __name__ == "__main__":  # a `corrpriors` command line that knows the toy exp
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import toy_experiment
     from corrpriors.cli import main
-    from corrpriors.experiments import register
+    from corrpriors.runner import register
 
     register(NAME, toy_experiment)
     sys.exit(main(sys.argv[1:]))

@@ -1,62 +1,22 @@
-"""The paper's experiments and the runner behind ``corrpriors reproduce``.
+"""The paper's experiments (and the Gymnasium studies behind ``corrpriors sysid`` / ``psrl``).
 
-Each experiment is a module (``system_id``, ``imitation``, ``subgoal``, ``psrl_grid``,
-``psrl_queueing``) following the experiment protocol (:mod:`._protocol`: an
-:class:`Experiment` returns one :class:`SeedResult` per seed), imported lazily through the
-registry, so a missing or broken one does not stop the others. Adding an experiment is one
-module implementing the protocol plus :func:`register`.
+Each experiment is one module following the experiment protocol
+(:mod:`corrpriors.runner.protocol`: an :class:`~corrpriors.runner.Experiment` returns one
+:class:`~corrpriors.runner.SeedResult` per seed): ``system_id``, ``imitation``, ``subgoal``,
+``psrl_grid``, ``psrl_queueing``, ``gym_sysid``, ``gym_psrl``; the private modules hold what
+several of them share. Adding an experiment is one module here plus its name in
+:data:`corrpriors.runner.registry.EXPERIMENTS` (or :func:`corrpriors.runner.register`);
+``corrpriors reproduce NAME`` then runs it.
 
-Examples
---------
->>> from corrpriors.experiments import run_experiment
->>> report = run_experiment("system-id", quick=True, out="results")  # doctest: +SKIP
+The runner's names (``run_experiment``, ``SeedResult``, ``register``, ...) moved to
+:mod:`corrpriors.runner`; importing them from here still works, with a ``DeprecationWarning``.
 """
 
 from __future__ import annotations
 
-from ._io import ConfigMismatch, OutputError, RunLocked
-from ._protocol import Claim, Experiment, ExperimentUnavailable, FigureSpec, SavedFigure, SeedResult
-from ._registry import (
-    EXPERIMENTS,
-    available_experiments,
-    experiment_names,
-    get_experiment,
-    register,
-    unregister,
-)
-from ._runner import (
-    BACKENDS,
-    MAX_SEEDS,
-    RunFailed,
-    RunInterrupted,
-    RunReport,
-    run_experiment,
-    seed_generator,
-    summarise,
-)
+from .._deprecation import moved
 
-__all__ = [
-    "BACKENDS",
-    "Claim",
-    "ConfigMismatch",
-    "EXPERIMENTS",
-    "Experiment",
-    "ExperimentUnavailable",
-    "FigureSpec",
-    "MAX_SEEDS",
-    "OutputError",
-    "RunFailed",
-    "RunInterrupted",
-    "RunLocked",
-    "RunReport",
-    "SavedFigure",
-    "SeedResult",
-    "available_experiments",
-    "experiment_names",
-    "get_experiment",
-    "register",
-    "run_experiment",
-    "seed_generator",
-    "summarise",
-    "unregister",
-]
+__getattr__, _dir = moved(__name__, "corrpriors.runner")
+
+#: The experiment modules are imported by name (``corrpriors.experiments.system_id``, ...).
+__all__: list[str] = []

@@ -4,7 +4,7 @@ Loading any registered environment, the per-environment experiment object, goal 
 exact horizon statistics, the beliefs and the figure.
 
 An experiment on a Gymnasium environment is one *instance* of the experiment protocol
-(:mod:`._protocol`) per environment id and keyword arguments. Its ``Config`` is a dataclass whose
+(:mod:`corrpriors.runner.protocol`) per environment id and keyword arguments. Its ``Config`` is a dataclass whose
 first two fields are the ``env_id`` and the ``env_kwargs`` (canonical JSON) with that environment
 as their defaults, so the environment is part of the configuration -- recorded in
 ``config.json`` and ``metrics.json`` and part of the results folder's hash -- and a ``--set``

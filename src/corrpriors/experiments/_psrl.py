@@ -17,7 +17,7 @@ import numpy as np
 
 from ..applications.transitions import BOUNDARY_RULES
 from ..core.selection import CRITERIA
-from ._protocol import Claim, SeedResult
+from ..runner.protocol import Claim, SeedResult
 from ._shared import curve_stack
 
 MODELS = ("pg", "pg_absolute", "dirichlet_uniform", "dirichlet_sparse")

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ._protocol import SeedResult
+from ..runner.protocol import SeedResult
 
 
 def optimal_q(mdp: Any) -> np.ndarray:

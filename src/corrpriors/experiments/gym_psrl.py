@@ -30,7 +30,6 @@ of ``n_samples`` posterior draws) and ``mean`` (greedy on the posterior-mean mod
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import time
 from collections.abc import Mapping
@@ -38,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from ..runner.protocol import FigureSpec, SeedResult
 from ._gym import (
     GymConfig,
     GymExperiment,
@@ -53,7 +53,6 @@ from ._gym import (
     positive_int,
     return_is_success,
 )
-from ._protocol import FigureSpec, SeedResult
 
 KIND = "psrl"
 MODELS = ("pg", "pg_absolute", "dirichlet_sparse", "dirichlet_uniform")
@@ -358,61 +357,5 @@ class PSRLExperiment(GymExperiment):
                            "over seeds; dashed: the optimal policy")]
 
 
-# ----------------------------------------------------------------------------- command line
-
-
-def configure(parser: argparse.ArgumentParser) -> None:
-    """Add the ``psrl`` arguments to ``parser``."""
-    from ._gym_cli import add_run_arguments
-
-    parser.description = (
-        "Posterior-sampling RL on any discrete Gymnasium environment that publishes its model "
-        "(env.unwrapped.P), on the real reset/step loop: terminal states are absorbing (read from the "
-        "table or learned when reached), restarts are not data, rewards r(s, a, s') known (default) or "
-        "learned. Every E steps the greedy policy is scored exactly under the true model: "
-        "normalized_return (0 = uniformly random, 1 = optimal; higher is better), the probability of "
-        "reaching the goal and the expected return within the horizon. "
-        "Results: OUT/psrl-<ENV_ID>/<settings>-<hash>/ (metrics.json, seeds/, PNG and PDF figures); a "
-        "re-run resumes."
-    )
-    add_run_arguments(parser, kind=KIND, seeds=DEFAULT_SEEDS, quick_seeds=QUICK_SEEDS)
-    parser.add_argument("--steps", default=None, metavar="N",
-                        help=f"environment steps per run (default: {DEFAULT_STEPS}; --quick: {QUICK_STEPS})")
-    parser.add_argument("--eval-every", default=None, metavar="E",
-                        help="steps between two scorings of the greedy policy (default: 50)")
-    parser.add_argument("--replan-every", default=None, metavar="R",
-                        help="steps between two posterior updates and replans (default: 50)")
-    parser.add_argument("--samples", default=None, metavar="M",
-                        help="posterior draws per replan of the sampling variants (default: 10)")
-    parser.add_argument("--discount", default=None, metavar="GAMMA",
-                        help="discount of planning and of normalized_return (default: 0.99)")
-    parser.add_argument("--horizon", default=None, metavar="H",
-                        help="steps of the goal probability and of the horizon return (default: 100)")
-    parser.add_argument("--learn-rewards", action="store_true",
-                        help="learn the rewards (Normal-Gamma posterior per state and action) instead of "
-                             "using the environment's r(s, a, s')")
-    parser.add_argument("--rewards", default=None, choices=("transition", "expected"),
-                        help="known rewards: the environment's r(s, a, s') (transition, the default) or R(s, a) "
-                             "averaged under the true transitions (expected: the easier known-R(s, a) setting, "
-                             "which reveals what each action earns on average)")
-    parser.add_argument("--terminals", default=None, choices=("known", "observed"),
-                        help="terminal states read from the environment's table with the rewards (known, the "
-                             "default) or learned when a step reports terminated (observed)")
-    parser.add_argument("--methods", default=None, metavar="M1,M2,...",
-                        help=f"some of {', '.join(ALL_METHODS)}, comma-separated (default: {', '.join(METHODS)})")
-
-
-def run(args: argparse.Namespace) -> int:
-    """Run ``corrpriors psrl``; return the exit code (0 ok, 1 a seed failed, 2 bad arguments)."""
-    from ._gym_cli import run_command
-
-    options = {"steps": args.steps, "eval_every": args.eval_every, "replan_every": args.replan_every,
-               "n_samples": args.samples, "discount": args.discount, "horizon": args.horizon,
-               "learn_rewards": True if args.learn_rewards else None, "rewards": args.rewards,
-               "terminals": args.terminals,
-               "methods": args.methods}
-    return run_command(PSRLExperiment, args, options)
-
-
-__all__ = ["ALL_METHODS", "METHODS", "PSRLConfig", "PSRLExperiment", "configure", "run", "run_seed",
+__all__ = ["ALL_METHODS", "METHODS", "PSRLConfig", "PSRLExperiment", "run_seed",
            "metric_names", "split_method", "steps_to_optimal", "x_values"]

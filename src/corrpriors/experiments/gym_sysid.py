@@ -27,7 +27,6 @@ Every belief is updated along the T grid in increasing order (the correlated one
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import time
 from collections.abc import Mapping
@@ -35,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from ..runner.protocol import FigureSpec, SeedResult
 from ._gym import (
     GymConfig,
     GymExperiment,
@@ -44,7 +44,6 @@ from ._gym import (
     load_env,
     make_belief,
 )
-from ._protocol import FigureSpec, SeedResult
 
 KIND = "sysid"
 METHODS = ("pg", "pg_absolute", "dirichlet_sparse", "dirichlet_uniform")
@@ -223,34 +222,4 @@ class SysIdExperiment(GymExperiment):
                            "of random transitions observed, mean ± std over seeds (linear and log x)")]
 
 
-# ----------------------------------------------------------------------------- command line
-
-
-def configure(parser: argparse.ArgumentParser) -> None:
-    """Add the ``sysid`` arguments to ``parser``."""
-    from ._gym_cli import add_run_arguments
-
-    parser.description = (
-        "System identification on any discrete Gymnasium environment that publishes its model "
-        "(env.unwrapped.P): uniformly random actions with restarts, then the Hellinger distance between the "
-        "true and the learned P(s' | s, a), mean over reachable non-terminal states and actions (lower is "
-        f"better), at every T. Methods: {', '.join(METHODS)}. Results: OUT/sysid-<ENV_ID>/<settings>-<hash>/ "
-        "(metrics.json, seeds/, a PNG and PDF figure); a re-run resumes."
-    )
-    add_run_arguments(parser, kind=KIND, seeds=DEFAULT_SEEDS, quick_seeds=QUICK_SEEDS)
-    parser.add_argument("--transitions", default=None, metavar="T1,T2,...",
-                        help="the T grid, increasing (default: " + ",".join(map(str, DEFAULT_TRANSITIONS))
-                             + "; --quick: " + ",".join(map(str, QUICK_TRANSITIONS)) + ")")
-    parser.add_argument("--methods", default=None, metavar="M1,M2,...",
-                        help=f"some of {', '.join(METHODS)} (default: all)")
-
-
-def run(args: argparse.Namespace) -> int:
-    """Run ``corrpriors sysid``; return the exit code (0 ok, 1 a seed failed, 2 bad arguments)."""
-    from ._gym_cli import run_command
-
-    options = {"transitions": args.transitions, "methods": args.methods}
-    return run_command(SysIdExperiment, args, options)
-
-
-__all__ = ["METHODS", "SysIdConfig", "SysIdExperiment", "configure", "run", "run_seed"]
+__all__ = ["METHODS", "SysIdConfig", "SysIdExperiment", "run_seed"]

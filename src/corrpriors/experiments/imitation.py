@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from ._protocol import Claim, FigureSpec, SeedResult
+from ..runner.protocol import Claim, FigureSpec, SeedResult
 from ._shared import boltzmann_expert, curve_stack, evaluate_policy, extra_stack, grid_extras, largest_distance
 
 NAME = "imitation"

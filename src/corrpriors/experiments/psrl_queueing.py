@@ -39,7 +39,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ._protocol import FigureSpec, SeedResult
+from ..runner.protocol import FigureSpec, SeedResult
 from ._psrl import (  # noqa: F401  (re-exported: the PSRL names of this experiment)
     METHOD_LABELS,
     METHODS,

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ._protocol import Claim, FigureSpec, SeedResult
+from ..runner.protocol import Claim, FigureSpec, SeedResult
 from ._shared import boltzmann_expert, evaluate_policy, grid_extras, largest_distance
 
 NAME = "subgoal"

@@ -52,7 +52,7 @@ from typing import Any
 
 import numpy as np
 
-from ._protocol import Claim, FigureSpec, SeedResult
+from ..runner.protocol import Claim, FigureSpec, SeedResult
 from ._shared import largest_distance
 
 NAME = "system-id"

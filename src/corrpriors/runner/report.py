@@ -1,4 +1,4 @@
-"""``corrpriors report DIR``: one self-contained HTML page of a results folder.
+"""The page behind ``corrpriors report DIR``: one self-contained HTML page of a results folder.
 
 Every ``metrics.json`` under ``DIR`` (any depth) becomes a section: where it is, the seeds and
 settings, the figures (PNG embedded as data URIs, the PDF linked relative to the page), every
@@ -11,18 +11,16 @@ XML (polyglot HTML), so any parser can check it.
 
 from __future__ import annotations
 
-import argparse
 import base64
 import html
 import json
 import os
 import pathlib
-import sys
 from collections.abc import Iterable
 from typing import Any
 
 from .._fileio import atomic_write_bytes
-from ._registry import EXPERIMENTS
+from .registry import EXPERIMENTS
 
 _CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 72em; padding: 0 1em; color: #222; }
@@ -36,35 +34,6 @@ th { background: #f2f2f2; } td.text, th.text { text-align: left; }
 figure { margin: 1em 0; } figure img { max-width: 100%; border: 1px solid #ddd; }
 figcaption { font-size: 0.9em; color: #444; } .wide { overflow-x: auto; }
 """
-
-
-def configure(parser: argparse.ArgumentParser) -> None:
-    """Add the ``report`` arguments to ``parser``."""
-    parser.description = (
-        "Write one self-contained HTML page of a results folder (the --out of corrpriors reproduce): "
-        "every figure, every metric table, the claim checks with their seed counts and the configuration."
-    )
-    parser.add_argument("directory", metavar="DIR", help="results folder (searched for metrics.json at any depth)")
-    parser.add_argument("--output", "-o", default=None, help="the HTML file to write (default: DIR/report.html)")
-
-
-def run(args: argparse.Namespace) -> int:
-    """Write the report; return the exit code (2: no results or an unusable path)."""
-    root = pathlib.Path(args.directory)
-    if not root.is_dir():
-        print(f"corrpriors report: error: {root} is not a directory", file=sys.stderr)
-        return 2
-    output = pathlib.Path(args.output) if args.output else root / "report.html"
-    try:
-        path, n = write_report(root, output)
-    except ValueError as exc:
-        print(f"corrpriors report: error: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:
-        print(f"corrpriors report: error: cannot write {output}: {exc.strerror or exc}", file=sys.stderr)
-        return 2
-    print(f"{path}: {n} result folder(s)")
-    return 0
 
 
 def find_results(root: pathlib.Path) -> list[pathlib.Path]:
@@ -247,4 +216,4 @@ def _config_table(summary: dict, run: dict) -> list[str]:
     return out
 
 
-__all__ = ["build_report", "configure", "find_results", "run", "write_report"]
+__all__ = ["build_report", "find_results", "write_report"]

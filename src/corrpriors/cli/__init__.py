@@ -1,7 +1,9 @@
 """The ``corrpriors`` command line (also ``python -m corrpriors``).
 
-Each sub-command lives in its own module exposing ``configure(parser)`` (adds the
-sub-command's arguments) and ``run(args) -> int`` (does the work, returns an exit code).
+Each sub-command is one module of this package exposing ``configure(parser)`` (adds the
+sub-command's arguments) and ``run(args) -> int`` (turns the arguments into options, calls the
+work in :mod:`corrpriors.runner` and returns an exit code). Adding a command is one module here
+and one line in :data:`SUBCOMMANDS`.
 """
 
 from __future__ import annotations
@@ -12,19 +14,19 @@ import sys
 
 # name -> (module, one-line help)
 SUBCOMMANDS = {
-    "fit": ("corrpriors._fit_cli", "fit a correlated multinomial model to a count matrix"),
-    "reproduce": ("corrpriors.experiments._cli", "reproduce the paper's experiments"),
-    "report": ("corrpriors.experiments._report", "one HTML page of a results folder (figures, tables, claims)"),
-    "sysid": ("corrpriors.experiments.gym_sysid",
+    "fit": ("corrpriors.cli.fit", "fit a correlated multinomial model to a count matrix"),
+    "reproduce": ("corrpriors.cli.reproduce", "reproduce the paper's experiments"),
+    "report": ("corrpriors.cli.report", "one HTML page of a results folder (figures, tables, claims)"),
+    "sysid": ("corrpriors.cli.sysid",
               "system identification on any discrete Gymnasium environment (Hellinger error vs transitions)"),
-    "psrl": ("corrpriors.experiments.gym_psrl",
+    "psrl": ("corrpriors.cli.psrl",
              "PSRL on any discrete Gymnasium environment (normalised return vs steps)"),
 }
 
 
 def build_parser() -> argparse.ArgumentParser:
     """Build the top-level parser with one sub-parser per sub-command."""
-    from . import __version__
+    from .. import __version__
 
     parser = argparse.ArgumentParser(
         prog="corrpriors",

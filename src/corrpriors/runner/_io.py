@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from .._fileio import atomic_write_bytes, check_output_dir
-from ._protocol import SeedResult
+from .protocol import SeedResult
 
 #: Bumped when the seed-file layout changes; files of another format are recomputed.
 SEED_FORMAT = 2

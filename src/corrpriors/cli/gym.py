@@ -1,9 +1,10 @@
 """The command line shared by ``corrpriors sysid ENV_ID`` and ``corrpriors psrl ENV_ID``.
 
-Both build one experiment object for the environment (:class:`._gym.GymExperiment`), turn their
-options into ``--set`` overrides of its ``Config`` and hand the plan to the runner of
-``corrpriors reproduce`` (progress bar, resume, locks, ``metrics.json``, figures, closing
-summary). Exit codes: 0 done, 1 a seed failed (finished seeds are kept), 2 bad arguments or an
+Both build one experiment object for the environment
+(:class:`corrpriors.experiments._gym.GymExperiment`), turn their options into ``--set``
+overrides of its ``Config`` and hand the plan to the runner of ``corrpriors reproduce``
+(progress bar, resume, locks, ``metrics.json``, figures, closing summary). Exit codes: 0
+done, 1 a seed failed (finished seeds are kept), 2 bad arguments or an
 unusable output folder (one line on stderr; nothing ran), 130 Ctrl-C.
 """
 
@@ -14,7 +15,7 @@ import sys
 import time
 from typing import Any
 
-from ._cli import add_execution_arguments
+from ._common import add_execution_arguments
 
 
 def add_run_arguments(parser: argparse.ArgumentParser, *, kind: str, seeds: int | None = None,
@@ -47,9 +48,9 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, kind: str, seeds: int 
 
 def run_command(experiment_class: Any, args: argparse.Namespace, options: dict[str, Any]) -> int:
     """Build the environment's experiment, apply ``options`` (field -> value or None) and run it."""
-    from . import _config
-    from ._cli import execute_plans
-    from ._runner import check_backend, parse_seeds, plan_run
+    from ..runner import _config
+    from ..runner._run import check_backend, parse_seeds, plan_run
+    from ..runner._session import ExecutionOptions, execute_plans
 
     t_start = time.perf_counter()
     prog = f"corrpriors {experiment_class.KIND}"
@@ -72,7 +73,7 @@ def run_command(experiment_class: Any, args: argparse.Namespace, options: dict[s
     except KeyboardInterrupt:
         print("stopped; no seed was running; nothing to resume", file=sys.stderr)
         return 130
-    return execute_plans([plan], args, 0, t_start, prog=prog)
+    return execute_plans([plan], ExecutionOptions.from_namespace(args), 0, t_start, prog=prog)
 
 
 __all__ = ["add_run_arguments", "run_command"]

@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from . import _config, _io
-from ._protocol import (
+from .protocol import (
     FigureSpec,
     SavedFigure,
     SeedResult,
@@ -50,7 +50,7 @@ from ._protocol import (
     label_of,
     validate_experiment,
 )
-from ._registry import get_experiment
+from .registry import get_experiment
 
 BACKENDS = ("loky", "dask", "ray")
 
@@ -559,7 +559,7 @@ def run_experiment(
     ----------
     experiment : str or Experiment
         A registered name (``"system-id"``, ...) or an object following the experiment
-        protocol (see :mod:`corrpriors.experiments._protocol`).
+        protocol (see :mod:`corrpriors.runner.protocol`).
     quick : bool, default False
         Start from ``quick_config()`` and ``QUICK_SEEDS`` instead of ``Config()`` and ``PAPER_SEEDS``.
     config : Config, optional
@@ -602,7 +602,7 @@ def run_experiment(
     ------
     OutputError
         The results folder cannot be created or written (raised before any seed runs);
-        :class:`~corrpriors.experiments._io.RunLocked` if another run is writing it.
+        :class:`~corrpriors.runner.RunLocked` if another run is writing it.
     ConfigMismatch
         The folder holds seeds of another configuration (never reused or overwritten).
     RunInterrupted
@@ -645,7 +645,7 @@ def run_plan(plan: _Plan, *, jobs: int | None = None, backend: str = "loky", sch
     """Run a planned experiment (see :func:`run_experiment`).
 
     ``lock=False`` when the caller already holds the folder's
-    :class:`~corrpriors.experiments._io.RunLock`.
+    :class:`~corrpriors.runner._io.RunLock`.
     """
     t_start = time.perf_counter()
     n_jobs = check_backend(backend, jobs)

@@ -1,7 +1,7 @@
 """Experiment names -> experiments (modules or objects), imported lazily.
 
 The five paper experiments live in their own modules, each following the experiment protocol
-(:mod:`corrpriors.experiments._protocol`). A name whose module cannot be imported is
+(:mod:`corrpriors.runner.protocol`). A name whose module cannot be imported is
 reported as unavailable, with the reason, instead of crashing the command.
 """
 
@@ -11,7 +11,7 @@ import importlib
 import types
 from typing import Any, Union
 
-from ._protocol import REQUIRED_ATTRIBUTES, ExperimentUnavailable, validate_experiment
+from .protocol import REQUIRED_ATTRIBUTES, ExperimentUnavailable, validate_experiment
 
 #: The paper's experiments, in the order ``reproduce all`` runs them.
 EXPERIMENTS: dict[str, str] = {

@@ -1,4 +1,4 @@
-"""``corrpriors fit``: fit a correlated multinomial model to a table of counts.
+"""The work of ``corrpriors fit``: fit a correlated multinomial model to a table of counts.
 
 Reads a (C, K) count table and the covariates' coordinates or distances (CSV, TSV or ``.npy``),
 fits :class:`~corrpriors.core.model.CorrelatedMultinomial` on a stationary kernel and writes the
@@ -12,17 +12,16 @@ input file (if any) in :func:`_input_files`, and its bytes in :func:`_build_outp
 
 from __future__ import annotations
 
-import argparse
 import csv
 import io
 import json
 import os
 import sys
-import textwrap
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import numpy as np
 
@@ -58,161 +57,9 @@ class UsageError(ValueError):
     """A bad command line, input file or output location (one line, exit status 2)."""
 
 
-# ---------------------------------------------------------------------------------- arguments
-def configure(parser: argparse.ArgumentParser) -> None:
-    """Add the ``fit`` sub-command's arguments (every default is stated in ``--help``)."""
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.description = textwrap.fill(
-        "Fit a correlated multinomial model (a Gaussian-process prior over stick-breaking "
-        "logits, Alt et al. 2019) to a table of counts, one row per covariate.", width=78)
-    parser.epilog = _epilog()
-    parser.error = _one_line_error.__get__(parser)  # type: ignore[method-assign]
-    _add_input_arguments(parser)
-    _add_model_arguments(parser)
-    _add_output_arguments(parser)
-
-
-def _epilog() -> str:
-    def fill(text: str, first: str = "", rest: str = "") -> str:
-        return textwrap.fill(text, width=78, initial_indent=first, subsequent_indent=rest)
-
-    files = "\n".join(fill(text, f"  {name:<14}", " " * 16) for name, text in OUTPUTS.items())
-    notes = [
-        "An input that is, or links to, one of these files in --out is refused before fitting.",
-        "Input tables: .csv (comma-separated) or .tsv/.tab (tab-separated) UTF-8 text with an "
-        "optional header row and '#' comment lines, or .npy (numeric, no pickles).",
-        "Exit status: 0 done; 2 bad input, option or output location (one line on stderr); "
-        "1 the fit or the writing failed; 130 interrupted. Only 0 writes anything."]
-    return ("output files (written into --out together: all of them, or none on any error):\n"
-            + files + "\n\n" + "\n".join(fill(n) for n in notes) + "\n")
-
-
-def _one_line_error(self: argparse.ArgumentParser, message: str) -> NoReturn:
-    self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
-def _int_at_least(low: int) -> Any:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = low - 1
-        if value < low:
-            kind = "a positive" if low == 1 else "a non-negative"
-            raise argparse.ArgumentTypeError(f"expected {kind} integer, got {text!r}")
-        return value
-
-    return parse
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not (np.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"expected a finite positive number, got {text!r}")
-    return value
-
-
-def _add_input_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--counts", type=Path, default=None, metavar="FILE",
-                        help="non-negative integer counts, C rows (covariates) x K >= 2 columns "
-                             "(categories). Default: the shipped example (a 5x5 grid random walk, "
-                             "K = 5) with its coordinates")
-    loc = parser.add_mutually_exclusive_group()
-    loc.add_argument("--coords", type=Path, default=None, metavar="FILE",
-                     help="covariate coordinates, C rows x D columns. Required with --counts "
-                          "unless --distances is given. Default: the example's coordinates")
-    loc.add_argument("--distances", type=Path, default=None, metavar="FILE",
-                     help="pairwise covariate distances, C x C (e.g. shortest-path lengths). "
-                          "Default: none")
-    parser.add_argument("--predict-at", type=Path, default=None, metavar="FILE",
-                        help="coordinates of new covariates, M rows x D columns (needs "
-                             "--coords): their predicted probabilities go to predictions.csv. "
-                             "Default: none")
-
-
-def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--kernel", choices=tuple(KERNELS), default="se",
-                        help="covariance function of the distance d: se = exp(-d^2/l^2) (the "
-                             "paper's), exp = exp(-d/l), matern32, matern52. Default: %(default)s")
-    parser.add_argument("--lengthscale", type=_positive_float, default=1.0, metavar="L",
-                        help="kernel length scale l, in the units of the coordinates (the "
-                             "starting value with --learn-lengthscale). Default: %(default)s")
-    parser.add_argument("--lengthscale-bounds", type=_positive_float, nargs=2, default=(1e-2, 1e3),
-                        metavar=("LOW", "HIGH"),
-                        help="range searched by --learn-lengthscale (ignored without it). "
-                             "Default: 0.01 1000")
-    parser.add_argument("--learn-lengthscale", action="store_true",
-                        help="learn l (L-BFGS-B M-step on the ELBO). Default: off")
-    parser.add_argument("--scale", type=_positive_float, default=1.0, metavar="THETA",
-                        help="prior covariance scale theta (the starting value with "
-                             "--learn-scale). Default: %(default)s")
-    parser.add_argument("--learn-scale", action="store_true",
-                        help="learn theta by variational EM. Default: off")
-    parser.add_argument("--scale-prior", type=_positive_float, nargs=2, default=None,
-                        metavar=("SHAPE", "RATE"),
-                        help="Gamma hyper-prior on theta (MAP-EM with --learn-scale). "
-                             "Default: none")
-    parser.add_argument("--learn-mean", choices=("none", "constant"), default="none",
-                        help="none: the prior mean that makes all categories equally likely; "
-                             "constant: learn one prior mean per stick. Default: %(default)s")
-    parser.add_argument("--max-iter", type=_int_at_least(1), default=1000, metavar="N",
-                        help="cap on the CAVI iterations. Default: %(default)s")
-    parser.add_argument("--tol", type=_positive_float, default=1e-8,
-                        help="relative change of the objective that counts as converged. "
-                             "Default: %(default)g")
-
-
-def _add_output_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--method", choices=("plugin", "mc"), default="plugin",
-                        help="probabilities written to probs.csv: plugin = pi(E[psi]) (the "
-                             "paper's), mc = E[pi(psi)] by Monte Carlo. Default: %(default)s")
-    parser.add_argument("--uncertainty", action="store_true",
-                        help="also write the posterior standard deviations of the "
-                             "probabilities (Monte Carlo over q's marginals). Default: off")
-    parser.add_argument("--samples", type=_int_at_least(1), default=4000, metavar="N",
-                        help="Monte Carlo draws for --uncertainty and --method mc. "
-                             "Default: %(default)s")
-    parser.add_argument("--seed", type=_int_at_least(0), default=0,
-                        help="seed of those draws: the same seed and inputs give the same "
-                             "numbers (recorded in summary.json). Default: %(default)s")
-    parser.add_argument("--out", type=Path, required=True, metavar="DIR",
-                        help="output directory (created if missing); see the files below")
-    talk = parser.add_mutually_exclusive_group()
-    talk.add_argument("--verbose", "-v", action="store_true",
-                      help="progress of every iteration (also when not on a terminal). "
-                           "Default: off")
-    talk.add_argument("--quiet", "-q", action="store_true",
-                      help="print errors and warnings only (no progress, no closing line). "
-                           "Default: off")
-
-
 # ------------------------------------------------------------------------------------ running
 class FitFailure(RuntimeError):
     """The fit or the writing failed on valid input (one line, exit status 1)."""
-
-
-def run(args: argparse.Namespace) -> int:
-    """Run ``corrpriors fit``; return the exit status (messages on stderr, one line each).
-
-    0: done. 2: bad input, option or output location. 1: the fit or the writing failed.
-    130: interrupted. In every case but 0 nothing has been written.
-    """
-    from numpy.linalg import LinAlgError
-
-    try:
-        return _run(args)
-    except KeyboardInterrupt:
-        _say("interrupted; nothing written")
-        return 130
-    except (FitFailure, LinAlgError, ArithmeticError) as exc:
-        _say(f"error: {_one_line(exc)}")
-        return 1
-    except (ValueError, TypeError) as exc:  # UsageError and the library's input validation
-        _say(f"error: {_one_line(exc)}")
-        return 2
 
 
 def _say(text: str) -> None:
@@ -223,7 +70,47 @@ def _one_line(exc: BaseException | warnings.WarningMessage | str) -> str:
     return " ".join(str(exc).split())
 
 
-def _run(args: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class FitOptions:
+    """Everything ``corrpriors fit`` was asked to do (the command's options, parsed).
+
+    The fields are those of the command line (``corrpriors fit --help`` documents each);
+    paths are ``pathlib.Path`` or ``None``.
+    """
+
+    out: Path
+    counts: Path | None = None
+    coords: Path | None = None
+    distances: Path | None = None
+    predict_at: Path | None = None
+    kernel: str = "se"
+    lengthscale: float = 1.0
+    lengthscale_bounds: tuple[float, float] = (1e-2, 1e3)
+    learn_lengthscale: bool = False
+    scale: float = 1.0
+    learn_scale: bool = False
+    scale_prior: tuple[float, float] | None = None
+    learn_mean: str = "none"
+    max_iter: int = 1000
+    tol: float = 1e-8
+    method: str = "plugin"
+    uncertainty: bool = False
+    samples: int = 4000
+    seed: int = 0
+    verbose: bool = False
+    quiet: bool = False
+
+
+def fit_files(args: FitOptions) -> int:
+    """Fit the model to the files named in ``args`` and write every output, or nothing.
+
+    Raises
+    ------
+    UsageError
+        Bad input, option or output location (nothing read is written back).
+    FitFailure, numpy.linalg.LinAlgError, ArithmeticError
+        The fit or the writing failed on valid input.
+    """
     start = time.monotonic()
     inputs = _input_files(args)
     out = Path(args.out)
@@ -243,9 +130,9 @@ def _run(args: argparse.Namespace) -> int:
 
 
 # ----------------------------------------------------------------------- inputs and location
-def _input_files(args: argparse.Namespace) -> dict[str, Path]:
+def _input_files(args: FitOptions) -> dict[str, Path]:
     """Every input file by its option (``--counts`` first)."""
-    from .data import example_path
+    from ..data import example_path
 
     counts, coords, distances = args.counts, args.coords, args.distances
     if counts is None:
@@ -281,7 +168,7 @@ def _check_no_input_is_output(inputs: dict[str, Path], out: Path) -> None:
 
 
 def _check_output_location(out: Path) -> None:
-    from ._fileio import check_output_dir
+    from .._fileio import check_output_dir
 
     try:
         check_output_dir(out)
@@ -398,8 +285,8 @@ class _Data:
         self.predict_at = predict_at
 
 
-def _load_inputs(inputs: dict[str, Path], args: argparse.Namespace) -> _Data:
-    from ._validation import check_counts
+def _load_inputs(inputs: dict[str, Path], args: FitOptions) -> _Data:
+    from .._validation import check_counts
 
     raw, header = _read_table(inputs["--counts"], "--counts")
     counts = check_counts(raw, f"--counts: {inputs['--counts']}")
@@ -429,8 +316,8 @@ def _load_inputs(inputs: dict[str, Path], args: argparse.Namespace) -> _Data:
     return _Data(counts, [str(n) for n in names], bound, predict_at)
 
 
-def _make_kernel(args: argparse.Namespace) -> Any:
-    from . import kernels
+def _make_kernel(args: FitOptions) -> Any:
+    from .. import kernels
 
     low, high = args.lengthscale_bounds
     if low > high:
@@ -449,7 +336,7 @@ class _Progress:
     ``--verbose``, nothing with ``--quiet`` or when stderr is not a terminal.
     """
 
-    def __init__(self, args: argparse.Namespace) -> None:
+    def __init__(self, args: FitOptions) -> None:
         self.stream = sys.stderr
         if args.quiet:
             self.mode = "off"
@@ -488,14 +375,14 @@ def _isatty(stream: Any) -> bool:
         return False
 
 
-def _fit(args: argparse.Namespace, data: _Data) -> tuple[Any, list[dict[str, Any]]]:
+def _fit(args: FitOptions, data: _Data) -> tuple[Any, list[dict[str, Any]]]:
     """Fit the model; return it and the warnings met (printed here, one line each)."""
-    from .core.model import CorrelatedMultinomial
+    from ..core.model import CorrelatedMultinomial
 
     model = CorrelatedMultinomial(
         covariance=data.kernel, scale=args.scale, learn_scale=args.learn_scale,
         learn_mean=None if args.learn_mean == "none" else args.learn_mean,
-        scale_prior=None if args.scale_prior is None else tuple(args.scale_prior),
+        scale_prior=args.scale_prior,
         learn_kernel=args.learn_lengthscale, max_iter=args.max_iter, tol=args.tol)
     progress = _Progress(args)
     if args.verbose:
@@ -535,7 +422,7 @@ def _sort_warnings(caught: list[warnings.WarningMessage]) -> list[dict[str, Any]
 
 
 # ---------------------------------------------------------------------------------- outputs
-def _build_outputs(model: Any, args: argparse.Namespace, data: _Data, inputs: dict[str, Path],
+def _build_outputs(model: Any, args: FitOptions, data: _Data, inputs: dict[str, Path],
                    messages: list[dict[str, Any]], start: float) -> dict[str, bytes]:
     """The bytes of every output file of this run, by file name (``summary.json`` last)."""
     files = {"probs.csv": _probs_csv(model, args, data.names),
@@ -547,7 +434,7 @@ def _build_outputs(model: Any, args: argparse.Namespace, data: _Data, inputs: di
     return files
 
 
-def _probs_csv(model: Any, args: argparse.Namespace, names: list[str],
+def _probs_csv(model: Any, args: FitOptions, names: list[str],
                new_covariates: np.ndarray | None = None) -> bytes:
     """``probs.csv`` (fitted covariates) or ``predictions.csv`` (``new_covariates``)."""
     if new_covariates is None:
@@ -581,9 +468,9 @@ def _npz_bytes(**arrays: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
-def _summary_json(model: Any, args: argparse.Namespace, data: _Data, inputs: dict[str, Path],
+def _summary_json(model: Any, args: FitOptions, data: _Data, inputs: dict[str, Path],
                   messages: list[dict[str, Any]], outputs: list[str], start: float) -> bytes:
-    from . import __version__
+    from .. import __version__
 
     hyper = {h.name: h.value for h in model.kernel_.kernel.hyperparameters}
     summary = {
@@ -617,7 +504,7 @@ def _summary_json(model: Any, args: argparse.Namespace, data: _Data, inputs: dic
 
 
 def _write(out: Path, files: dict[str, bytes]) -> None:
-    from ._fileio import atomic_write_many
+    from .._fileio import atomic_write_many
 
     try:
         atomic_write_many({out / name: data for name, data in files.items()})
@@ -627,4 +514,4 @@ def _write(out: Path, files: dict[str, bytes]) -> None:
                          f"files there are unchanged") from None
 
 
-__all__ = ["OUTPUTS", "configure", "run"]
+__all__ = ["KERNELS", "OUTPUTS", "FitFailure", "FitOptions", "UsageError", "fit_files"]

@@ -68,7 +68,7 @@ A complete experiment (in a module ``toy.py``)::
 
     import dataclasses
     import numpy as np
-    from corrpriors.experiments import SeedResult
+    from corrpriors.runner import SeedResult
 
     NAME, DESCRIPTION, X_NAME = "toy", "a toy", "steps"
     METRICS = {"error": "lower"}
@@ -229,11 +229,14 @@ class Experiment(Protocol):
     QUICK_SEEDS: int
     Config: type
 
-    def quick_config(self) -> Any: ...
+    def quick_config(self) -> Any:
+        """The small settings of ``--quick`` (a ``Config`` instance)."""
 
-    def x_values(self, config: Any) -> Sequence[float]: ...
+    def x_values(self, config: Any) -> Sequence[float]:
+        """The x grid of every metric curve under ``config`` (e.g. numbers of transitions)."""
 
-    def run_seed(self, config: Any, *, rng: np.random.Generator) -> SeedResult: ...
+    def run_seed(self, config: Any, *, rng: np.random.Generator) -> SeedResult:
+        """Run one seed with its own random stream; return the curves of every metric and method."""
 
 
 REQUIRED_ATTRIBUTES = (
@@ -252,7 +255,7 @@ def validate_experiment(experiment: Any, name: str | None = None) -> None:
     missing = [a for a in REQUIRED_ATTRIBUTES if not hasattr(experiment, a)]
     if missing:
         raise ExperimentUnavailable(
-            f"experiment {label} lacks {', '.join(missing)} (see corrpriors.experiments._protocol)"
+            f"experiment {label} lacks {', '.join(missing)} (see corrpriors.runner.protocol)"
         )
     metrics = experiment.METRICS
     if not isinstance(metrics, Mapping) or not metrics:

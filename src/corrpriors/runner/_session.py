@@ -1,0 +1,145 @@
+"""Executing planned runs for a command: lock every folder, run, print the closing summary.
+
+Shared by ``corrpriors reproduce`` and the Gymnasium commands (``sysid``, ``psrl``); the command
+line parses, this module does the work and returns an exit status (0 done, 1 an experiment failed,
+its finished seeds kept; 2 an unusable output folder or configuration; 130 Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+from . import _io
+from ._run import WARNING_NOTES, RunFailed, RunInterrupted, RunReport, run_plan
+
+
+def _error(message: str, prog: str) -> None:
+    print(f"{prog}: error: {message}", file=sys.stderr)
+
+
+@dataclass(frozen=True)
+class ExecutionOptions:
+    """How a command runs its plans: parallel workers, backend and cluster, resume, progress bar,
+    figures, and the results root ``out`` (named in the closing summary).
+    """
+
+    out: str | pathlib.Path = "results"
+    jobs: int = -1
+    backend: str = "loky"
+    scheduler: str | None = None
+    resume: bool = True
+    progress: bool = True
+    plot: bool = True
+
+    @classmethod
+    def from_namespace(cls, args: Any) -> ExecutionOptions:
+        """The options of parsed command-line arguments (fields of the same names)."""
+        return cls(**{f: getattr(args, f) for f in cls.__dataclass_fields__ if hasattr(args, f)})
+
+
+def execute_plans(plans: list, args: ExecutionOptions, status: int = 0, t_start: float | None = None,
+                  prog: str = "corrpriors reproduce") -> int:
+    """Lock every plan's folder, run the plans, print the closing summary; return the exit code.
+
+    ``args`` holds the execution options; ``prog`` names the command in error messages.
+    """
+    t_start = time.perf_counter() if t_start is None else t_start
+    locks = []
+    try:
+        try:  # every folder checked and locked before any seed runs
+            for plan in plans:
+                _io.prepare_run_dir(plan.run_dir)
+                locks.append(_io.RunLock(plan.run_dir).acquire())
+        except _io.OutputError as exc:
+            _error(str(exc), prog)
+            return 2
+        reports, status = _run_plans(plans, args, status, prog)
+    finally:
+        for held in locks:
+            held.release()
+    if status == 130:
+        return status
+    if reports:
+        print(closing_summary(reports, args.out, time.perf_counter() - t_start))
+    return status
+
+
+def _run_plans(plans: list, args: ExecutionOptions, status: int,
+               prog: str = "corrpriors reproduce") -> tuple[list[RunReport], int]:
+    reports: list[RunReport] = []
+    for plan in plans:
+        try:
+            reports.append(run_plan(plan, jobs=args.jobs, backend=args.backend, scheduler=args.scheduler,
+                                    resume=args.resume, progress=args.progress, plot=args.plot, lock=False))
+        except RunInterrupted as exc:
+            print(str(exc), file=sys.stderr)
+            return reports, 130
+        except ImportError as exc:  # a missing optional backend: say how to install it
+            _error(str(exc), prog)
+            return reports, 1
+        except (_io.OutputError, _io.ConfigMismatch) as exc:
+            _error(f"{plan.name}: {exc}", prog)
+            return reports, 2
+        except RunFailed as exc:  # one broken experiment must not stop `reproduce all`
+            log = _write_error_log(plan.run_dir, exc)
+            kept = (f"{exc.saved} of {exc.total} seeds saved under {exc.run_dir} (kept; run again to resume)"
+                    if exc.saved else "no seed was saved")
+            print(f"{prog}: {plan.name} failed: {exc}; {kept}" + (f"; traceback in {log}" if log else ""),
+                  file=sys.stderr)
+            status = 1
+    return reports, status
+
+
+def _write_error_log(run_dir: pathlib.Path, exc: RunFailed) -> pathlib.Path | None:
+    text = "".join(traceback.format_exception(type(exc.cause), exc.cause, exc.cause.__traceback__))
+    path = pathlib.Path(run_dir) / "error.log"
+    try:
+        _io.atomic_write_bytes(path, text.encode())
+    except OSError:
+        return None
+    return path
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def closing_summary(reports: list[RunReport], out: str | pathlib.Path, elapsed: float) -> str:
+    """Say what ran, where its results and figures are, what each figure shows, and the warnings."""
+    lines = ["", f"Summary: {_plural(len(reports), 'experiment')} in {elapsed:.1f} s; results under {out}"]
+    for r in reports:
+        run = r.summary.get("run", {})
+        n = len(r.summary.get("seeds", []))
+        lines.append(f"  {r.name}: {r.out_dir}/ ({_plural(n, 'seed')}, {run.get('settings', '?')} settings)")
+        entries = [("metrics.json", "the numbers above, the claim checks and the configuration used")]
+        for fig in r.saved_figures:
+            stem = fig.paths[0].with_suffix("").name if fig.paths else "?"
+            entries.append((f"{stem}.png/.pdf", fig.caption))
+        width = max(len(e[0]) for e in entries)
+        lines += [f"    {f.ljust(width)}  {what}" for f, what in entries]
+    statuses = {r.summary.get("run", {}).get("claims", "paper-scale") for r in reports
+                if r.summary.get("extra", {}).get("claims")}
+    indicative = sorted(s for s in statuses if s != "paper-scale")
+    if indicative:
+        lines.append(f"  claim checks: {indicative[0] if len(indicative) == 1 else 'indicative (see each table)'}")
+    total: dict[str, int] = {}
+    for r in reports:
+        for cat, n in r.warnings.items():
+            total[cat] = total.get(cat, 0) + n
+    if total:
+        parts = [f"{n:,} {cat}" + (f" ({WARNING_NOTES[cat]})" if cat in WARNING_NOTES else "")
+                 for cat, n in sorted(total.items(), key=lambda kv: -kv[1])]
+        lines.append(f"  warnings: {_plural(sum(total.values()), 'warning')} collected, not shown: " + "; ".join(parts))
+        lines.append("    full text: warnings.log in each results folder")
+    else:
+        lines.append("  warnings: none")
+    lines.append(f"  everything on one page: corrpriors report {out}")
+    return "\n".join(lines)
+
+
+__all__ = ["ExecutionOptions", "closing_summary", "execute_plans"]

@@ -3,9 +3,10 @@
 import numpy as np
 import pytest
 
-from corrpriors.envs import dense_gridworld, queueing_network, wall_world
+from corrpriors.envs import ACTION_VECTORS, dense_gridworld, queueing_network, wall_world
 from corrpriors.mdp import hellinger, value_iteration
 from corrpriors.plotting import (
+    GridLayout,
     plot_error_map,
     plot_policy,
     plot_queueing_policy,
@@ -24,9 +25,28 @@ def wall():
 
 def test_policy_arrows():
     pi = np.array([[1, 0, 0, 0], [0, 1, 0, 0], [0.25] * 4, [0.5, 0.5, 0, 0]])
-    np.testing.assert_allclose(policy_arrows(pi), [[-1, 0], [0, 1], [0, 0], [-0.5, 0.5]])
+    np.testing.assert_allclose(policy_arrows(pi, ACTION_VECTORS), [[-1, 0], [0, 1], [0, 0], [-0.5, 0.5]])
     with pytest.raises(ValueError, match="policy"):
-        policy_arrows(np.ones((3, 2)) / 2)
+        policy_arrows(np.ones((3, 2)) / 2, ACTION_VECTORS)
+    with pytest.raises(ValueError, match="action_vectors"):
+        policy_arrows(pi, np.ones((4, 3)))
+
+
+def test_plot_policy_takes_action_vectors_as_data(wall):
+    """The plot draws whatever moves it is given: reversed vectors reverse every arrow, and a
+    layout without action vectors is refused by name (plotting knows no world)."""
+    pi = np.zeros((wall.n_states, 4))
+    pi[:, 1] = 1.0                              # always action 1 (right in the grid worlds)
+    layout = GridLayout(walls=wall.walls, cells=wall.cells)
+    _, ax = plot_policy(layout, pi, action_vectors=ACTION_VECTORS)
+    u_right = ax.collections[-1].U.copy()
+    _, ax = plot_policy(layout, pi, action_vectors=-ACTION_VECTORS)
+    np.testing.assert_allclose(ax.collections[-1].U, -u_right)
+    assert np.all(u_right > 0)
+    _, ax = plot_policy(wall, pi)                # the MDP carries its action vectors
+    np.testing.assert_allclose(ax.collections[-1].U, u_right)
+    with pytest.raises(ValueError, match="action_vectors"):
+        plot_policy(layout, pi)
 
 
 def test_plot_policy_layers_and_arrows(tmp_path, wall):
@@ -122,7 +142,7 @@ def test_draws_into_given_axes():
 def test_grid_layout_matches_the_mdp_and_draws_the_same(wall):
     from corrpriors.plotting import GridLayout
 
-    layout = GridLayout.from_walls(wall.walls)
+    layout = GridLayout.from_walls(wall.walls, action_vectors=ACTION_VECTORS)
     np.testing.assert_array_equal(layout.cells, wall.cells)
     assert layout.shape == wall.shape and layout.n_states == wall.n_states
     values = np.arange(wall.n_states, dtype=float)

@@ -155,7 +155,8 @@ def transitions_from_kernels(kernels: Any, shape: tuple[int, int],
 def _grid_mdp(P, rewards, discount, shape, walls, name) -> TabularMDP:
     free = np.ones(shape, dtype=bool) if walls is None else ~np.asarray(walls, dtype=bool)
     coords = np.argwhere(free).astype(np.float64)
-    return TabularMDP(P, rewards, discount, coordinates=coords, shape=shape, walls=walls, name=name)
+    return TabularMDP(P, rewards, discount, coordinates=coords, shape=shape, walls=walls, name=name,
+                      action_vectors=ACTION_VECTORS)
 
 
 def _default_window(shape: tuple[int, int], window: int | None) -> int:

@@ -66,9 +66,11 @@ def grid_extras(mdp: Any) -> dict[str, np.ndarray]:
 
 def grid_layout(result: SeedResult) -> Any:
     """Return the :class:`~corrpriors.plotting.GridLayout` saved by :func:`grid_extras`."""
+    from ..envs import ACTION_VECTORS
     from ..plotting import GridLayout
 
-    return GridLayout(walls=result.extras["grid_walls"], cells=result.extras["grid_cells"])
+    return GridLayout(walls=result.extras["grid_walls"], cells=result.extras["grid_cells"],
+                      action_vectors=ACTION_VECTORS)
 
 
 def curve_stack(results: Mapping[int, SeedResult], metric: str, method: str) -> np.ndarray:

@@ -60,6 +60,9 @@ class TabularMDP:
     initial_distribution : ndarray of shape (S,), optional
         Start-state distribution :math:`\mu` of an episode (default: unknown; metrics then
         average uniformly over the states).
+    action_vectors : ndarray of shape (A, D), optional
+        Where each action moves in coordinate space when actions are moves (grid worlds: the
+        (d_row, d_col) step of every action); figures draw policies with it.
 
     Attributes
     ----------
@@ -96,6 +99,7 @@ class TabularMDP:
     name: str = "mdp"
     terminal: np.ndarray | None = None
     initial_distribution: np.ndarray | None = None
+    action_vectors: np.ndarray | None = None
     _reward_matrix: np.ndarray = field(init=False, repr=False)
     _cells: np.ndarray | None = field(init=False, repr=False, default=None)
 
@@ -133,6 +137,12 @@ class TabularMDP:
             if not np.all(np.isfinite(C)):
                 raise ValueError("coordinates: contains NaN or infinite values")
             object.__setattr__(self, "coordinates", _frozen(C))
+        if self.action_vectors is not None:
+            U = np.asarray(self.action_vectors, dtype=np.float64)
+            if U.ndim != 2 or U.shape[0] != A or not np.all(np.isfinite(U)):
+                raise ValueError(f"action_vectors: expected finite values of shape (A, D) with A={A}, "
+                                 f"got shape {np.shape(self.action_vectors)}")
+            object.__setattr__(self, "action_vectors", _frozen(U))
         if self.walls is not None and self.shape is None:
             raise ValueError("walls: requires shape (the grid the wall mask lives on)")
         cells = None

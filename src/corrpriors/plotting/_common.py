@@ -28,10 +28,13 @@ class GridLayout:
         True for wall cells (not states).
     cells : ndarray of shape (S, 2)
         (row, col) of every state, in state order.
+    action_vectors : ndarray of shape (A, 2), optional
+        The (d_row, d_col) step of every action, for drawing policies as arrows.
     """
 
     walls: np.ndarray
     cells: np.ndarray
+    action_vectors: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         walls = np.asarray(self.walls, dtype=bool)
@@ -44,12 +47,18 @@ class GridLayout:
             raise ValueError(f"cells: every (row, col) must lie on the {walls.shape} grid")
         object.__setattr__(self, "walls", walls)
         object.__setattr__(self, "cells", cells)
+        if self.action_vectors is not None:
+            vectors = np.asarray(self.action_vectors, dtype=np.float64)
+            if vectors.ndim != 2 or vectors.shape[1] != 2 or not np.all(np.isfinite(vectors)):
+                raise ValueError(f"action_vectors: expected finite (d_row, d_col) steps of shape (A, 2), "
+                                 f"got shape {np.shape(self.action_vectors)}")
+            object.__setattr__(self, "action_vectors", vectors)
 
     @classmethod
-    def from_walls(cls, walls: Any) -> GridLayout:
+    def from_walls(cls, walls: Any, action_vectors: Any = None) -> GridLayout:
         """States = the non-wall cells in row-major order (the convention of ``TabularMDP``)."""
         walls = np.asarray(walls, dtype=bool)
-        return cls(walls=walls, cells=np.argwhere(~walls))
+        return cls(walls=walls, cells=np.argwhere(~walls), action_vectors=action_vectors)
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -78,7 +87,10 @@ def as_layout(grid: Any) -> GridLayout:
                          f"got {type(grid).__name__}")
     walls = getattr(grid, "walls", None)
     walls = np.zeros(grid.shape, dtype=bool) if walls is None else walls
-    return GridLayout(walls=walls, cells=grid.cells)
+    vectors = getattr(grid, "action_vectors", None)
+    if vectors is not None and np.shape(vectors)[-1] != 2:
+        vectors = None   # moves in more than two dimensions cannot be drawn on the grid
+    return GridLayout(walls=walls, cells=grid.cells, action_vectors=vectors)
 
 
 def new_axes(ax: Any = None, size: tuple[float, float] = (4.0, 4.0)):

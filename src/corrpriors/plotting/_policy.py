@@ -6,7 +6,6 @@ from typing import Any
 
 import numpy as np
 
-from ..envs.gridworld import ACTION_VECTORS
 from ..mdp.checks import check_policy
 from ._common import as_layout, decorate_grid, new_axes, per_state
 
@@ -16,7 +15,7 @@ REWARD_GREEN = (0.33, 0.66, 0.41)
 WALL_BLACK = (0.0, 0.0, 0.0)
 
 
-def policy_arrows(policy: Any, action_vectors: Any = None) -> np.ndarray:
+def policy_arrows(policy: Any, action_vectors: Any) -> np.ndarray:
     r"""Arrow of every state: the probability-weighted sum of the unit action moves.
 
     :math:`\mathbf v_s = \sum_a \pi(a \mid s)\, \mathbf u_a`, with :math:`\mathbf u_a` the
@@ -26,8 +25,9 @@ def policy_arrows(policy: Any, action_vectors: Any = None) -> np.ndarray:
     Parameters
     ----------
     policy : array_like of shape (S, A)
-    action_vectors : array_like of shape (A, 2), optional
-        Default :data:`corrpriors.envs.ACTION_VECTORS` (up, right, down, left).
+    action_vectors : array_like of shape (A, 2)
+        The (d_row, d_col) step of every action (for corrpriors' grid worlds
+        :data:`corrpriors.envs.ACTION_VECTORS`, also ``mdp.action_vectors``).
 
     Returns
     -------
@@ -35,7 +35,9 @@ def policy_arrows(policy: Any, action_vectors: Any = None) -> np.ndarray:
         (d_row, d_col) per state.
     """
     pi = np.asarray(policy, dtype=np.float64)
-    U = ACTION_VECTORS if action_vectors is None else np.asarray(action_vectors, dtype=np.float64)
+    U = np.asarray(action_vectors, dtype=np.float64)
+    if U.ndim != 2 or U.shape[1] != 2:
+        raise ValueError(f"action_vectors: expected (d_row, d_col) steps of shape (A, 2), got {U.shape}")
     if pi.ndim != 2 or pi.shape[1] != U.shape[0]:
         raise ValueError(f"policy: expected shape (S, A) with A={U.shape[0]}, got {pi.shape}")
     return pi @ U
@@ -45,7 +47,7 @@ def plot_policy(grid: Any, policy: Any, ax: Any = None, *, data_states: Any = No
                 reward_states: Any = None, errors: Any = None, error_max: float | None = None,
                 error_cmap: str = "Reds", arrow_length: float = 0.8, colorbar: bool = False,
                 error_label: str = "Hellinger distance to the expert policy",
-                title: str | None = None, arrow_color: str = "k"):
+                title: str | None = None, arrow_color: str = "k", action_vectors: Any = None):
     """Policy arrow map on a grid, with background shading.
 
     Layers, bottom to top: white cells; grey cells for states with data (``data_states``) or,
@@ -59,7 +61,7 @@ def plot_policy(grid: Any, policy: Any, ax: Any = None, *, data_states: Any = No
         Where the states sit (a :class:`~corrpriors.plotting.GridLayout`, or a grid-shaped
         MDP); walls are drawn black.
     policy : array_like of shape (S, A)
-        Action distributions (A = 4, the actions of :mod:`corrpriors.envs.gridworld`).
+        Action distributions.
     ax : matplotlib.axes.Axes, optional
         Draw into this axes (default: a new figure).
     data_states : array_like of shape (S,), optional
@@ -81,6 +83,9 @@ def plot_policy(grid: Any, policy: Any, ax: Any = None, *, data_states: Any = No
         Label of that colour bar.
     title : str, optional
     arrow_color : str
+    action_vectors : array_like of shape (A, 2), optional
+        The (d_row, d_col) step of every action; default ``grid.action_vectors`` (set by the
+        grid-world builders and carried by a :class:`~corrpriors.plotting.GridLayout`).
 
     Returns
     -------
@@ -92,7 +97,12 @@ def plot_policy(grid: Any, policy: Any, ax: Any = None, *, data_states: Any = No
     shape, walls, cells = layout.shape, layout.walls, layout.cells
     S = layout.n_states
     pi = check_policy(policy, S, int(getattr(grid, "n_actions", np.shape(policy)[-1])), "policy")
-    vec = policy_arrows(pi)
+    if action_vectors is None:
+        action_vectors = layout.action_vectors
+    if action_vectors is None:
+        raise ValueError("action_vectors: required to draw arrows (the (d_row, d_col) step of every "
+                         "action); give it, or a grid whose action_vectors are set")
+    vec = policy_arrows(pi, action_vectors)
     fig, ax = new_axes(ax)
 
     rgb = np.ones(shape + (3,))

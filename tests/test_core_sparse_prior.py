@@ -85,10 +85,20 @@ def test_gibbs_with_a_precision_matches_the_dense_sampler_in_distribution():
     (sp.csr_array(np.eye(3)), r"precision: expected shape \(C, C\) = \(2, 2\)"),
     (sp.csr_array(np.array([[np.nan, 0.0], [0.0, 1.0]])), "precision: contains NaN"),
     (np.ones((2, 3)), "precision: expected a square 2-D matrix"),
-    ("abc", "precision: expected a scipy.sparse matrix or a numeric"),
 ])
 def test_bad_precision_raises(precision, match):
     with pytest.raises(ValueError, match=match):
+        CorrelatedMultinomial(precision=precision).fit([[1, 2], [0, 3]])
+
+
+@pytest.mark.parametrize("precision,match", [
+    ("abc", "precision: expected a scipy.sparse matrix or a numeric"),
+    (np.array([[2.0 + 1j, 0.0], [0.0, 2.0]]), "precision: expected real numbers, got complex"),
+    (sp.csr_array(np.array([[2.0 + 1j, 0.0], [0.0, 2.0]])), "precision: expected real numbers, got complex"),
+])
+def test_precision_of_the_wrong_type_is_a_type_error(precision, match):
+    """Complex precisions used to lose their imaginary part (a NumPy ComplexWarning at most)."""
+    with pytest.raises(TypeError, match=match):
         CorrelatedMultinomial(precision=precision).fit([[1, 2], [0, 3]])
 
 

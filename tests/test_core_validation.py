@@ -188,3 +188,14 @@ def test_repr_shows_the_parameters_that_differ_from_the_defaults():
     assert text == ("CorrelatedMultinomial(covariance=array(shape=(3, 3)), learn_scale=True, "
                     "scale=0.5)")
     assert repr(DirichletMultinomial(alpha=1e-3)) == "DirichletMultinomial(alpha=0.001)"
+
+
+@pytest.mark.parametrize("make", [
+    lambda X: __import__("corrpriors").kernels.SquaredExponential(lengthscale=1.0).bind(coords=X),
+    lambda X: __import__("corrpriors").kernels.euclidean_distances(X),
+])
+def test_complex_coordinates_are_a_type_error(make):
+    """Complex covariates used to lose their imaginary part (NumPy's ComplexWarning only)."""
+    X = np.array([[0.0 + 1j, 0.0], [1.0, 0.0]])
+    with pytest.raises(TypeError, match="expected real numbers, got complex"):
+        make(X)

@@ -10,14 +10,55 @@ import numbers
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
+
+
+def as_real_array(x: Any, name: str, *, allow_bool: bool = True, expected: str = "real numbers") -> np.ndarray:
+    """``np.asarray(x)`` of real numbers, with the argument named in every failure.
+
+    The one conversion behind every array check here: a masked array with masked cells, complex
+    numbers, strings and other non-numbers raise :class:`TypeError` (complex input is never
+    silently cut to its real part); ragged nested sequences raise :class:`ValueError`. Booleans
+    pass unless ``allow_bool`` is false. The dtype is kept (integers stay integers).
+    """
+    if isinstance(x, np.ma.MaskedArray):
+        if np.ma.getmaskarray(x).any():
+            raise TypeError(f"{name}: masked arrays are not supported (the mask would be "
+                            f"ignored); fill or drop the masked cells first, e.g. "
+                            f"{name}.filled(0) to count them as zero")
+        x = np.ma.getdata(x)
+    try:
+        arr = np.asarray(x)
+    except ValueError as exc:  # ragged nested sequences
+        raise ValueError(f"{name}: expected a rectangular array; the nested sequences have "
+                         f"different lengths ({exc})") from None
+    kind = arr.dtype.kind
+    if kind == "b" and not allow_bool:
+        raise TypeError(f"{name}: expected integer counts, got a boolean array; convert it "
+                        f"explicitly (e.g. {name}.astype(int)) if True means one count")
+    if kind == "c":
+        raise TypeError(f"{name}: expected {expected}, got complex dtype {arr.dtype} (the "
+                        f"imaginary part would be lost)")
+    if kind == "O":
+        flat = arr.ravel()
+        bad = [v for v in flat if (isinstance(v, (bool, np.bool_)) and not allow_bool)
+               or not isinstance(v, (numbers.Real, np.bool_))][:1]
+        if bad or flat.size == 0:
+            held = type(bad[0]).__name__ if bad else "nothing"
+            raise TypeError(f"{name}: expected a numeric array, got dtype object holding {held}")
+        return arr
+    if kind not in "biuf":
+        raise TypeError(f"{name}: expected a numeric array, got dtype {arr.dtype}")
+    return arr
 
 
 def check_array(x: Any, name: str, ndim: int | None = None, dtype=float) -> np.ndarray:
     """Convert ``x`` to an array of ``dtype``; check its dimension and finiteness."""
+    arr = as_real_array(x, name)
     try:
-        arr = np.asarray(x, dtype=dtype)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name}: expected a numeric array, got {type(x).__name__} ({exc})") from None
+        arr = arr.astype(dtype, copy=False)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise ValueError(f"{name}: expected values representable as {np.dtype(dtype).name} ({exc})") from None
     if ndim is not None and arr.ndim != ndim:
         raise ValueError(f"{name}: expected a {ndim}-D array, got shape {arr.shape}")
     if np.issubdtype(arr.dtype, np.floating) and not np.all(np.isfinite(arr)):
@@ -32,46 +73,47 @@ def check_shape(x: np.ndarray, shape: tuple, name: str) -> None:
         raise ValueError(f"{name}: expected shape {want}, got {x.shape}")
 
 
+def check_points(x: Any, name: str = "X", n_dims: int | None = None,
+                 n_points: int | None = None, what: str = "points", symbol: str = "N") -> np.ndarray:
+    """Validate an (N, D) array of finite coordinates or features; return it as float64.
+
+    The one check of covariate coordinates, prediction points and state features: real numbers
+    (complex and non-numeric input raise :class:`TypeError`), two axes, at least one row and one
+    column, finite; ``n_dims`` fixes D and ``n_points`` fixes the rows (``what`` and ``symbol`` name
+    them in that message, e.g. "states" and "S").
+    """
+    arr = as_real_array(x, name).astype(np.float64)
+    if arr.ndim != 2:
+        hint = " (use X.reshape(-1, 1) for one-dimensional covariates)" if arr.ndim == 1 else ""
+        raise ValueError(f"{name}: expected a 2-D array of shape (N, D), got shape {arr.shape}{hint}")
+    if arr.shape[0] < 1 or arr.shape[1] < 1:
+        raise ValueError(f"{name}: expected at least one point and one dimension, got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name}: contains NaN or infinite values")
+    if n_dims is not None and arr.shape[1] != n_dims:
+        raise ValueError(f"{name}: expected D={n_dims} columns to match the other coordinates, "
+                         f"got shape {arr.shape}")
+    if n_points is not None and arr.shape[0] != n_points:
+        raise ValueError(f"{name}: expected shape ({symbol}, D) with {symbol} = {n_points} {what}, "
+                         f"got {arr.shape}")
+    return arr
+
+
 #: The largest count accepted: float64 holds every integer exactly only up to 2**53.
 MAX_EXACT_COUNT = 2 ** 53
 
 
 def _counts_as_array(counts: Any, name: str) -> np.ndarray:
-    """``np.asarray`` with the argument named in every failure; rejects masks, booleans,
-    complex numbers, strings and other non-numbers with a TypeError.
-    """
-    if isinstance(counts, np.ma.MaskedArray):
-        if np.ma.getmaskarray(counts).any():
-            raise TypeError(f"{name}: masked arrays are not supported (the mask would be "
-                            f"ignored); fill or drop the masked cells first, e.g. "
-                            f"{name}.filled(0) to count them as zero")
-        counts = np.ma.getdata(counts)
-    try:
-        arr = np.asarray(counts)
-    except ValueError as exc:  # ragged nested sequences
-        raise ValueError(f"{name}: expected a rectangular array; the nested sequences have "
-                         f"different lengths ({exc})") from None
-    kind = arr.dtype.kind
-    if kind == "b":
-        raise TypeError(f"{name}: expected integer counts, got a boolean array; convert it "
-                        f"explicitly (e.g. {name}.astype(int)) if True means one count")
-    if kind == "c":
-        raise TypeError(f"{name}: expected real integer counts, got complex dtype {arr.dtype}")
-    if kind == "O":
+    """:func:`as_real_array` without booleans, with integers above 2**53 refused exactly."""
+    arr = as_real_array(counts, name, allow_bool=False, expected="real integer counts")
+    if arr.dtype.kind == "O":
         flat = arr.ravel()
-        bad = [v for v in flat if isinstance(v, (bool, np.bool_))
-               or not isinstance(v, numbers.Real)][:1]
-        if bad or flat.size == 0:
-            held = type(bad[0]).__name__ if bad else "nothing"
-            raise TypeError(f"{name}: expected a numeric array, got dtype object holding {held}")
         if all(isinstance(v, numbers.Integral) for v in flat):
             big = max((int(v) for v in flat), default=0)
             if big > MAX_EXACT_COUNT:
                 raise ValueError(_too_large(name, big))
         return arr.astype(np.float64)
-    if kind not in "iuf":
-        raise TypeError(f"{name}: expected a numeric array, got dtype {arr.dtype}")
-    if kind in "iu" and arr.size and arr.max() > MAX_EXACT_COUNT:
+    if arr.dtype.kind in "iu" and arr.size and arr.max() > MAX_EXACT_COUNT:
         raise ValueError(_too_large(name, int(arr.max())))
     return arr
 
@@ -181,7 +223,7 @@ def check_covariance(cov: Any, name: str = "covariance", size: int | None = None
     (below ``-1e-8`` times the largest). Rank-deficient PSD matrices pass; jitter is
     added later, where the matrix is factorised.
     """
-    arr = np.asarray(cov, dtype=np.float64) if not isinstance(cov, np.ndarray) else cov.astype(np.float64)
+    arr = as_real_array(cov, name).astype(np.float64)
     if arr.ndim != 2 or arr.shape[0] != arr.shape[1]:
         raise ValueError(f"{name}: expected a square 2-D array, got shape {arr.shape}")
     if size is not None and arr.shape[0] != size:
@@ -201,5 +243,39 @@ def check_covariance(cov: Any, name: str = "covariance", size: int | None = None
     return arr
 
 
-__all__ = ["MAX_EXACT_COUNT", "check_array", "check_shape", "check_counts", "check_positive",
-           "check_simplex", "check_covariance"]
+def check_precision(precision: Any, name: str = "precision",
+                    size: int | None = None) -> sp.csr_array:
+    """Validate a symmetric (C, C) precision (scipy.sparse or dense); return canonical CSR."""
+    if sp.issparse(precision):
+        as_real_array(precision.data, name)
+        q = sp.csr_array(precision, dtype=np.float64)
+    else:
+        if isinstance(precision, (str, bytes)):
+            raise TypeError(f"{name}: expected a scipy.sparse matrix or a numeric (C, C) array, got "
+                            f"{type(precision).__name__}")
+        arr = as_real_array(precision, name).astype(np.float64)
+        if arr.ndim != 2:
+            raise ValueError(f"{name}: expected a square 2-D matrix, got shape {arr.shape}")
+        q = sp.csr_array(arr)
+    if q.shape[0] != q.shape[1]:
+        raise ValueError(f"{name}: expected a square 2-D matrix, got shape {q.shape}")
+    if size is not None and q.shape[0] != size:
+        raise ValueError(f"{name}: expected shape (C, C) = ({size}, {size}) to match the {size} "
+                         f"covariates (rows of counts), got {q.shape}")
+    q.sum_duplicates()
+    q.sort_indices()
+    if not np.all(np.isfinite(q.data)):
+        raise ValueError(f"{name}: contains NaN or infinite values")
+    scale = float(np.max(np.abs(q.data), initial=0.0))
+    if scale == 0.0:
+        raise ValueError(f"{name}: is zero; expected a positive-definite matrix")
+    asym = abs(q - q.T)
+    if asym.nnz and float(asym.max()) > 1e-10 * scale:
+        raise ValueError(f"{name}: must be symmetric (largest |Q - Q^T| is "
+                         f"{float(asym.max()):.3g}, relative {float(asym.max()) / scale:.3g})")
+    return q
+
+
+
+__all__ = ["MAX_EXACT_COUNT", "as_real_array", "check_array", "check_counts", "check_covariance",
+           "check_points", "check_positive", "check_precision", "check_shape", "check_simplex"]

@@ -42,6 +42,7 @@ import numpy as np
 
 from .._random import as_generator
 from .._typing import SeedLike
+from .._validation import as_real_array, check_points
 from ..mdp.checks import ROW_ATOL, check_distribution
 from ..mdp.tabular import TabularMDP
 
@@ -141,31 +142,27 @@ def _known_coordinates(u: Any, n_states: int) -> tuple[np.ndarray | None, Any, A
 
 
 def _features(features: Any, n_states: int) -> np.ndarray:
-    """Validate user features: a callable ``state -> (D,)`` or an array of shape (S, D)."""
+    """Validate user features: a callable ``state -> (D,)`` or an array of shape (S, D)
+    (one row per state; :func:`corrpriors._validation.check_points`).
+    """
     if callable(features):
         rows: list[np.ndarray] = []
         for s in range(n_states):
-            f = np.atleast_1d(np.asarray(features(s), dtype=np.float64))
+            f = np.atleast_1d(as_real_array(features(s), f"features({s})")).astype(np.float64)
             if f.ndim != 1 or (rows and f.shape != rows[0].shape):
                 raise ValueError(f"features: expected every state to give a vector of one length "
                                  f"D = {rows[0].size if rows else f.size}; state {s} gave shape "
                                  f"{f.shape}")
             rows.append(f)
-        X = np.stack(rows)
+        X: Any = np.stack(rows)
+    elif isinstance(features, (str, bytes)) or not hasattr(features, "__len__"):
+        raise TypeError(f"features: expected a callable state -> vector or an array of shape "
+                        f"(S, D), got {type(features).__name__}")
     else:
-        try:
-            X = np.asarray(features, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise TypeError(f"features: expected a callable state -> vector or an array of shape "
-                            f"(S, D), got {type(features).__name__}") from None
+        X = as_real_array(features, "features")
         if X.ndim == 1:
             X = X[:, None]
-        if X.ndim != 2 or X.shape[0] != n_states:
-            raise ValueError(f"features: expected shape (S, D) with S = {n_states} states, got "
-                             f"{np.shape(features)}")
-    if not np.all(np.isfinite(X)):
-        raise ValueError("features: contains NaN or infinite values")
-    return X
+    return check_points(X, "features", n_points=n_states, what="states", symbol="S")
 
 
 def env_info(env: Any, *, features: Callable[[int], Any] | Any = None) -> EnvInfo:

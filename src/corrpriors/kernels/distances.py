@@ -13,26 +13,14 @@ from scipy.sparse import csgraph
 from scipy.spatial.distance import cdist
 
 from .._typing import FloatArray
+from .._validation import as_real_array, check_points
 
 
 def check_coords(X: Any, name: str = "X", n_dims: int | None = None) -> FloatArray:
-    """Validate a (N, D) array of finite covariate coordinates; return it as float64."""
-    try:
-        arr = np.asarray(X, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name}: expected a numeric array of shape (N, D), "
-                         f"got {type(X).__name__}") from None
-    if arr.ndim != 2:
-        hint = " (use X.reshape(-1, 1) for one-dimensional covariates)" if arr.ndim == 1 else ""
-        raise ValueError(f"{name}: expected a 2-D array of shape (N, D), got shape {arr.shape}{hint}")
-    if arr.shape[0] < 1 or arr.shape[1] < 1:
-        raise ValueError(f"{name}: expected at least one point and one dimension, got shape {arr.shape}")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name}: contains NaN or infinite values")
-    if n_dims is not None and arr.shape[1] != n_dims:
-        raise ValueError(f"{name}: expected D={n_dims} columns to match the other coordinates, "
-                         f"got shape {arr.shape}")
-    return arr
+    """Validate a (N, D) array of finite covariate coordinates; return it as float64
+    (:func:`corrpriors._validation.check_points`).
+    """
+    return check_points(X, name, n_dims)
 
 
 def check_distances(D: Any, name: str = "distances", square: bool = True,
@@ -44,10 +32,7 @@ def check_distances(D: Any, name: str = "distances", square: bool = True,
     ``square=True`` the matrix must also be square, symmetric (to ``rtol`` times its largest
     finite entry) and have a zero diagonal.
     """
-    try:
-        arr = np.asarray(D, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name}: expected a numeric 2-D array, got {type(D).__name__}") from None
+    arr = as_real_array(D, name).astype(np.float64)
     if arr.ndim != 2:
         raise ValueError(f"{name}: expected a 2-D array, got shape {arr.shape}")
     if np.isnan(arr).any():

@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from .._threads import single_blas_thread
 from ..exceptions import ConvergenceWarning
-from ._threads import blas_single_thread
 from .checks import check_discount, check_policy, check_transitions
 from .tabular import TabularMDP
 
@@ -177,7 +177,7 @@ def _value_iteration(P, R, gamma, V, tol, max_iter, keep=None):
 
 
 # ----------------------------------------------------------------------------- public API
-@blas_single_thread
+@single_blas_thread
 def q_values(mdp: TabularMDP, values: Any, transitions: Any = None) -> np.ndarray:
     r"""One Bellman backup: :math:`Q(s,a) = R(s,a) + \gamma \sum_{s'} P(s'|s,a) V(s')`.
 
@@ -204,7 +204,7 @@ def q_values(mdp: TabularMDP, values: Any, transitions: Any = None) -> np.ndarra
     return _backup(P, R, gamma, V, keep)
 
 
-@blas_single_thread
+@single_blas_thread
 def value_iteration(mdp: TabularMDP, transitions: Any = None, *, tol: float = 1e-10,
                     max_iter: int = 100_000, initial_values: Any = None) -> PlanningResult:
     r"""Optimal values by value iteration (vectorised over a batch of models).
@@ -241,7 +241,7 @@ def value_iteration(mdp: TabularMDP, transitions: Any = None, *, tol: float = 1e
     return PlanningResult(V, Q, greedy_policy(Q), n_iter, conv)
 
 
-@blas_single_thread
+@single_blas_thread
 def policy_iteration(mdp: TabularMDP, transitions: Any = None, *, initial_policy: Any = None,
                      max_iter: int = 1000, rewards: Any = None) -> PlanningResult:
     """Optimal values by Howard's policy iteration with exact (linear-solve) evaluation.
@@ -286,7 +286,7 @@ def policy_iteration(mdp: TabularMDP, transitions: Any = None, *, initial_policy
     return PlanningResult(V, Q, greedy_policy(Q), n_iter, conv)
 
 
-@blas_single_thread
+@single_blas_thread
 def policy_evaluation(mdp: TabularMDP, policy: Any, transitions: Any = None) -> np.ndarray:
     r"""Exact values of a (stochastic) policy: solve :math:`(I - \gamma P_\pi) V = r_\pi`.
 
@@ -403,7 +403,7 @@ def boltzmann_policy(q: Any, beta: float, normalize: bool = False,
     return _softmax(b * Q, axis=action_axis)
 
 
-@blas_single_thread
+@single_blas_thread
 def goal_q_values(mdp: TabularMDP, goals: Any = None, *, terminal: bool = False,
                   transitions: Any = None, warm_start_sweeps: int = 50,
                   max_iter: int = 1000) -> np.ndarray:
@@ -468,7 +468,7 @@ def goal_q_values(mdp: TabularMDP, goals: Any = None, *, terminal: bool = False,
     return np.moveaxis(Q, 0, -1)
 
 
-@blas_single_thread
+@single_blas_thread
 def finite_horizon(mdp: TabularMDP, horizon: int, *, discount: float | None = None,
                    terminal_values: Any = None, transitions: Any = None) -> FiniteHorizonResult:
     r"""Backward induction over ``horizon`` steps.

@@ -32,44 +32,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from ..._typing import FloatArray
+from ..._validation import check_precision
 from ...linalg import NotPositiveDefiniteError, analysis_for
 from .base import PsiStep, StickLayout, joint_constant_mean
-
-
-def check_precision(precision: Any, name: str = "precision",
-                    size: int | None = None) -> sp.csr_array:
-    """Validate a symmetric (C, C) precision (scipy.sparse or dense); return canonical CSR."""
-    if sp.issparse(precision):
-        q = sp.csr_array(precision, dtype=np.float64)
-    else:
-        try:
-            arr = np.asarray(precision, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise ValueError(f"{name}: expected a scipy.sparse matrix or a numeric (C, C) array, "
-                             f"got {type(precision).__name__}") from None
-        if arr.ndim != 2:
-            raise ValueError(f"{name}: expected a square 2-D matrix, got shape {arr.shape}")
-        q = sp.csr_array(arr)
-    if q.shape[0] != q.shape[1]:
-        raise ValueError(f"{name}: expected a square 2-D matrix, got shape {q.shape}")
-    if size is not None and q.shape[0] != size:
-        raise ValueError(f"{name}: expected shape (C, C) = ({size}, {size}) to match the {size} "
-                         f"covariates (rows of counts), got {q.shape}")
-    q.sum_duplicates()
-    q.sort_indices()
-    if not np.all(np.isfinite(q.data)):
-        raise ValueError(f"{name}: contains NaN or infinite values")
-    scale = float(np.max(np.abs(q.data), initial=0.0))
-    if scale == 0.0:
-        raise ValueError(f"{name}: is zero; expected a positive-definite matrix")
-    asym = abs(q - q.T)
-    if asym.nnz and float(asym.max()) > 1e-10 * scale:
-        raise ValueError(f"{name}: must be symmetric (largest |Q - Q^T| is "
-                         f"{float(asym.max()):.3g}, relative {float(asym.max()) / scale:.3g})")
-    return q
 
 
 class SparsePrecisionPrior:

@@ -19,7 +19,7 @@ evidence is the Dirichlet-multinomial (Polya) probability
 It includes the multinomial coefficient, so it is on the same scale as the correlated
 model's ELBO (which bounds :math:`\log p(\mathbf X)` under the multinomial likelihood) and the
 two can be compared for model selection. It is evaluated in Loader's deviance form
-(:func:`corrpriors.core.special.dirichlet_multinomial_logpmf`), accurate to about 1e-14
+(:func:`corrpriors._special.dirichlet_multinomial_logpmf`), accurate to about 1e-14
 relative for counts up to :math:`2^{53}` and any concentrations: the plain ``gammaln`` sum
 cancels catastrophically for large counts or concentrations.
 """
@@ -34,7 +34,7 @@ from .._random import sample_dirichlet
 from .._repr import estimator_repr
 from .._typing import FloatArray, SeedLike
 from .._validation import check_counts
-from ..core.special import dirichlet_multinomial_logpmf
+from .._special import dirichlet_multinomial_logpmf
 
 
 def _check_alpha(alpha: Any) -> np.ndarray:

@@ -26,7 +26,7 @@ The sum of :math:`\log\binom{b_{ck}}{x_{ck}}` over sticks is the multinomial coe
 
 The likelihood sum has terms of size :math:`b` and a total of order :math:`\log b` per entry;
 with large counts it is evaluated in a cancellation-free form (:func:`likelihood_term`,
-:mod:`corrpriors.core.special`), so the ELBO and the collapsed bound are accurate to about
+:mod:`corrpriors._special`), so the ELBO and the collapsed bound are accurate to about
 1e-10 relative for counts up to :math:`2^{53}` (larger counts are refused by
 :func:`corrpriors._validation.check_counts`).
 """
@@ -36,7 +36,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._typing import FloatArray
-from .special import (
+from .._special import (
     binomial_deviance,
     expected_softplus,
     log_binomial_at_mle,
@@ -83,7 +83,7 @@ def optimal_tilts(psi_mean: np.ndarray, psi_var: np.ndarray) -> FloatArray:
 def log_binomial_coefficients(b: np.ndarray, x: np.ndarray) -> float:
     """``sum_{c,k} log C(b_ck, x_ck)`` (equals the log multinomial coefficients of the rows),
     to a few ulps for counts up to ``2**53``
-    (:func:`~corrpriors.core.special.log_binomial_coefficient`).
+    (:func:`~corrpriors._special.log_binomial_coefficient`).
 
     Parameters
     ----------
@@ -115,9 +115,9 @@ def likelihood_term(b: np.ndarray, kappa: np.ndarray, psi_mean: np.ndarray, w: n
         \sum_{c,k}\Big[\log Bin(x; b, \tfrac xb) - b\,KL(\tfrac xb \,\|\, \sigma(\lambda))
         - b\big(\log\cosh\tfrac w2 - \log\cosh\tfrac\lambda2\big)\Big]
 
-    (:func:`~corrpriors.core.special.log_binomial_at_mle`,
-    :func:`~corrpriors.core.special.binomial_deviance`,
-    :func:`~corrpriors.core.special.log_cosh_half_gap`), with :math:`x = \kappa + b/2`.
+    (:func:`~corrpriors._special.log_binomial_at_mle`,
+    :func:`~corrpriors._special.binomial_deviance`,
+    :func:`~corrpriors._special.log_cosh_half_gap`), with :math:`x = \kappa + b/2`.
 
     Parameters
     ----------
@@ -198,7 +198,7 @@ def expected_log_likelihood(b: np.ndarray, x: np.ndarray, psi_mean: np.ndarray,
     The direct sum when its rounding error bound is below 1e-11 of its value, otherwise the
     cancellation-free :math:`\sum_{c,k} \log Bin(x; b, \tfrac xb) - b\,KL(\tfrac xb \,\|\,
     \sigma(\lambda)) - b\,(E[\log(1 + e^{\psi})] - \log(1 + e^{\lambda}))`
-    (:func:`~corrpriors.core.special.softplus_gap`), as in :func:`likelihood_term`.
+    (:func:`~corrpriors._special.softplus_gap`), as in :func:`likelihood_term`.
 
     Parameters
     ----------

@@ -6,7 +6,7 @@ Matrix: the alpha = 2 Matern-like GMRF precision on a k x k grid (13-point stenc
 ``corrpriors.kernels.grid_precision``), C = k^2. Candidates:
 
 * ``supernodal-nd``   supernodal multifrontal Cholesky + selected inversion
-  (``core.sparse_linalg``), nested dissection by BFS level separators;
+  (``linalg.sparse``), nested dissection by BFS level separators;
 * ``supernodal-auto`` the library's default: analyses nested dissection and MMD, keeps the
   one with fewer flops (its analysis time is the sum);
 * ``supernodal-metis`` the same with METIS nested dissection (optional ``pymetis``);

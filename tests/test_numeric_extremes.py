@@ -12,8 +12,9 @@ import mpmath as mp
 import numpy as np
 import pytest
 
+from corrpriors import _special as special
 from corrpriors.baselines import DirichletMultinomial
-from corrpriors.core import CorrelatedMultinomial, special
+from corrpriors.core import CorrelatedMultinomial
 from corrpriors.core.elbo import expected_log_likelihood, likelihood_term, log_binomial_coefficients, optimal_tilts
 
 TOP = 2.0 ** 53 - 1  # the largest count accepted below 2**53 that is odd

@@ -145,3 +145,39 @@ def test_the_checker_accepts_allowed_imports():
     assert violations(SRC / "core/priors/sparse.py", "from ...linalg import SparseCholesky\n") == []
     assert violations(SRC / "cli/reproduce.py", "from ..runner import _config\n") == []
     assert violations(SRC / "experiments/psrl_grid.py", "from ..runner.protocol import SeedResult\n") == []
+
+
+@pytest.mark.parametrize("old,new,name", [
+    ("corrpriors.core.prior", "corrpriors.core.priors.base", "GaussianPrior"),
+    ("corrpriors.core.dense_prior", "corrpriors.core.priors.dense", "DenseCovariancePrior"),
+    ("corrpriors.core.sparse_prior", "corrpriors.core.priors.sparse", "SparsePrecisionPrior"),
+    ("corrpriors.core.sparse_prior", "corrpriors.linalg", "analysis_for"),
+    ("corrpriors.core.sparse_prior", "corrpriors._validation", "check_precision"),
+    ("corrpriors.core.linalg", "corrpriors.linalg.dense", "jittered_cholesky"),
+    ("corrpriors.core.sparse_linalg", "corrpriors.linalg.sparse", "SparseCholesky"),
+    ("corrpriors.core.special", "corrpriors._special", "softplus_gap"),
+    ("corrpriors.experiments", "corrpriors.runner", "run_experiment"),
+    ("corrpriors.experiments", "corrpriors.runner", "SeedResult"),
+])
+def test_moved_modules_still_import_with_a_deprecation_warning(old, new, name):
+    """Every import path users had before the 0.2 layout works and names the new one."""
+    import importlib
+
+    with pytest.warns(DeprecationWarning, match=rf"{old.replace('.', '[.]')} moved to corrpriors[.]"):
+        value = getattr(importlib.import_module(old), name)
+    assert value is getattr(importlib.import_module(new), name)
+
+
+def test_public_names_of_the_old_layout_still_import():
+    """The names the root, core, applications and experiments packages exported before 0.2."""
+    import corrpriors.applications as apps
+    import corrpriors.core as core
+
+    for module, names in [(core, ["CorrelatedMultinomial", "ScaleSearch", "SparsePrecisionPrior", "VIResult"]),
+                          (apps, ["CorrelatedTransitionModel", "PSRLAgent", "run_psrl"]),
+                          (corrpriors, ["CorrelatedMultinomial", "DirichletMultinomial", "run_gibbs"])]:
+        for name in names:
+            assert hasattr(module, name), (module.__name__, name)
+    from corrpriors.cli import build_parser, main  # noqa: F401  (the console script's target)
+    from corrpriors.experiments import psrl_grid, system_id  # noqa: F401
+

@@ -32,9 +32,9 @@ import numpy as np
 
 from .._random import sample_dirichlet
 from .._repr import estimator_repr
+from .._special import dirichlet_multinomial_logpmf
 from .._typing import FloatArray, SeedLike
 from .._validation import check_counts
-from .._special import dirichlet_multinomial_logpmf
 
 
 def _check_alpha(alpha: Any) -> np.ndarray:

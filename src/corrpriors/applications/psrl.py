@@ -32,18 +32,23 @@ from typing import Any
 
 import numpy as np
 
-from .._random import as_generator, inverse_cdf
+from .._random import as_generator
 from .._typing import FloatArray, IntArray, SeedLike
 from .._validation import check_array, check_positive
+from ..mdp._sparse import SparseTransitionRewards, SparseTransitions, is_sparse_table
+from ..mdp.checks import check_rewards
 from ..mdp.metrics import expected_return, normalize_returns, return_range
 from ..mdp.planning import policy_evaluation, policy_iteration
+from ..mdp.rollout import NextStateSampler
 from ..mdp.tabular import TabularMDP
 from .transitions import TransitionBelief
 
 __all__ = ["NormalGammaRewards", "PSRLAgent", "run_psrl"]
 
 
-def _as_rewards(rewards: Any, n_states: int, n_actions: int) -> FloatArray:
+def _as_rewards(rewards: Any, n_states: int, n_actions: int) -> Any:
+    if isinstance(rewards, SparseTransitionRewards):     # r(s, a, s') of a large model
+        return check_rewards(rewards, n_states, n_actions, "rewards")
     r = check_array(rewards, "rewards")
     if r.shape == (n_states,):
         r = np.repeat(r[:, None], n_actions, axis=1)
@@ -169,10 +174,11 @@ class PSRLAgent:
         Any object implementing :class:`~corrpriors.applications.TransitionBelief`
         (``n_states``, ``n_actions``, ``update``, ``mean``, ``sample_many``), e.g. a
         :class:`~corrpriors.applications.CorrelatedTransitionModel`.
-    rewards : array_like of shape (S,), (S, A) or (S, A, S), or None
+    rewards : array_like of shape (S,), (S, A) or (S, A, S), SparseTransitionRewards, or None
         Known rewards: a state reward is received for acting in that state; transition rewards
-        :math:`r(s, a, s')` are averaged under each model planned with. None with
-        ``learn_rewards=True``.
+        :math:`r(s, a, s')` (dense, or the sparse ones of a large
+        :func:`~corrpriors.envs.from_gymnasium` model) are averaged under each model planned
+        with. None with ``learn_rewards=True``.
     discount : float
         Discount factor in [0, 1).
     variant : {"sampling", "mean"}, default="sampling"
@@ -233,8 +239,10 @@ class PSRLAgent:
                 raise ValueError(f"terminal: expected a boolean mask of shape (S,) = ({S},), got "
                                  f"dtype {t.dtype}, shape {t.shape}")
             self.terminal_ |= t
-        # the rewards and discount the agent plans with; transitions come from the belief
-        self.planning_mdp = TabularMDP(np.full((S, A, S), 1.0 / S),
+        # the rewards and discount the agent plans with; transitions come from the belief (the
+        # placeholder self-loops are never planned with and cost O(S A), not a dense (S, A, S))
+        stay = np.broadcast_to(np.arange(S)[:, None, None], (S, A, 1))
+        self.planning_mdp = TabularMDP(SparseTransitions.from_entries(stay, np.ones((S, A, 1))),
                                        np.zeros((S, A)) if self.rewards is None else self.rewards,
                                        self.discount)
         self.variant = variant
@@ -399,11 +407,12 @@ def run_psrl(env: Any, agent: PSRLAgent, n_steps: int, start_state: int | None =
 
     Parameters
     ----------
-    env : gymnasium.Env, TabularMDP or ndarray of shape (S, A, S)
+    env : gymnasium.Env, TabularMDP, ndarray of shape (S, A, S) or sparse table
         A discrete Gymnasium environment (anything with ``reset``/``step`` and Discrete
         spaces): episodes restart after ``terminated`` or ``truncated``; the restart is not a
         transition. Or the true transitions of a continuing task (the paper experiments' path;
-        only the transitions are used -- rewards and discount are the agent's).
+        only the transitions are used -- rewards and discount are the agent's): dense, a
+        SparseTransitions or a scipy sparse array of shape (S·A, S).
     agent : PSRLAgent
     n_steps : int
         Number of transitions T.
@@ -455,8 +464,8 @@ def _run_matrix(env_mdp: Any, agent: PSRLAgent, n_steps: int, start_state: int, 
     """The paper experiments' loop: a continuing task simulated from its transition matrix."""
     rng = as_generator(rng)
     P = env_mdp.transitions if isinstance(env_mdp, TabularMDP) else env_mdp
-    P = check_array(P, "env_mdp", ndim=3)
-    S, A = P.shape[0], P.shape[1]
+    P = P if is_sparse_table(P) else check_array(P, "env_mdp", ndim=3)
+    S, A = P.shape[-1], P.shape[0] // P.shape[-1] if P.ndim == 2 else P.shape[1]
     if (S, A) != (agent.belief.n_states, agent.belief.n_actions):
         raise ValueError(f"env_mdp: expected (S, A) = ({agent.belief.n_states}, "
                          f"{agent.belief.n_actions}) like the agent's belief, got {(S, A)}")
@@ -466,7 +475,7 @@ def _run_matrix(env_mdp: Any, agent: PSRLAgent, n_steps: int, start_state: int, 
     if int(start_state) != start_state or not 0 <= start_state < S:
         raise ValueError(f"start_state: expected an int in [0, {S}), got {start_state!r}")
 
-    cdf = np.cumsum(P, axis=-1)
+    step = NextStateSampler(true_mdp.transitions)
     optimal = float(policy_iteration(true_mdp).values.mean())
 
     def score() -> float:
@@ -481,7 +490,7 @@ def _run_matrix(env_mdp: Any, agent: PSRLAgent, n_steps: int, start_state: int, 
     states[0] = s
     for t in range(n_steps):
         a = agent.act(s)
-        s2 = int(inverse_cdf(cdf[s, a], u[t]))
+        s2 = int(step(s, a, u[t]))
         agent.observe(s, a, s2, rng=rng)
         actions[t] = a
         states[t + 1] = s = s2

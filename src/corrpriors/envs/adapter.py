@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -43,8 +43,10 @@ import numpy as np
 from .._random import as_generator
 from .._typing import SeedLike
 from .._validation import as_real_array, check_points
+from ..mdp._sparse import SparseTransitionRewards, SparseTransitions, prefer_sparse
 from ..mdp.checks import ROW_ATOL, check_distribution
 from ..mdp.tabular import TabularMDP
+from ._sparse_adapter import reachable_sparse, sparse_model
 
 __all__ = ["EnvInfo", "EnvTransitions", "env_info", "from_gymnasium", "random_exploration",
            "reachable_states"]
@@ -202,13 +204,8 @@ def env_info(env: Any, *, features: Callable[[int], Any] | Any = None) -> EnvInf
 # --------------------------------------------------------------------------------------
 # The exact model
 # --------------------------------------------------------------------------------------
-def _read_table(table: Any, S: int,
-                A: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """P (S, A, S), summed rewards p*r (S, A, S), and which next states end / continue."""
-    P = np.zeros((S, A, S))
-    PR = np.zeros((S, A, S))
-    ends = np.zeros((S, A, S), dtype=bool)     # reached with terminated=True (prob > 0)
-    goes_on = np.zeros((S, A, S), dtype=bool)  # reached with terminated=False (prob > 0)
+def _listed(table: Any, S: int, A: int) -> Iterator[tuple[int, int, list[tuple[float, int, float, bool]]]]:
+    """Every (s, a) of a toy-text table with its validated entries (prob, next_state, reward, terminated)."""
     for s in range(S):
         for a in range(A):
             try:
@@ -216,6 +213,7 @@ def _read_table(table: Any, S: int,
             except (KeyError, IndexError, TypeError):
                 raise ValueError(f"env.unwrapped.P: expected P[s][a] for every state s < {S} and "
                                  f"action a < {A}; P[{s}][{a}] is missing") from None
+            out = []
             for entry in entries:
                 if len(entry) != 4:
                     raise ValueError(f"env.unwrapped.P[{s}][{a}]: expected entries (prob, "
@@ -227,20 +225,37 @@ def _read_table(table: Any, S: int,
                 if not (np.isfinite(p) and p >= 0 and np.isfinite(r)):
                     raise ValueError(f"env.unwrapped.P[{s}][{a}]: expected a probability >= 0 and "
                                      f"a finite reward, got {entry!r}")
-                s2 = int(s2)
-                P[s, a, s2] += p
-                PR[s, a, s2] += p * r
-                if p > 0:
-                    (ends if done else goes_on)[s, a, s2] = True
-            total = P[s, a].sum()
-            if abs(total - 1.0) > ROW_ATOL:
-                raise ValueError(f"env.unwrapped.P[{s}][{a}]: probabilities must sum to 1, they "
-                                 f"sum to {total:.12g}")
+                out.append((p, int(s2), r, done))
+            yield s, a, out
+
+
+def _row_sum_error(s: int, a: int, total: float) -> ValueError:
+    return ValueError(f"env.unwrapped.P[{s}][{a}]: probabilities must sum to 1, they sum to {total:.12g}")
+
+
+def _read_table(table: Any, S: int,
+                A: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """P (S, A, S), summed rewards p*r (S, A, S), and which next states end / continue."""
+    P = np.zeros((S, A, S))
+    PR = np.zeros((S, A, S))
+    ends = np.zeros((S, A, S), dtype=bool)     # reached with terminated=True (prob > 0)
+    goes_on = np.zeros((S, A, S), dtype=bool)  # reached with terminated=False (prob > 0)
+    for s, a, entries in _listed(table, S, A):
+        for p, s2, r, done in entries:
+            P[s, a, s2] += p
+            PR[s, a, s2] += p * r
+            if p > 0:
+                (ends if done else goes_on)[s, a, s2] = True
+        total = P[s, a].sum()
+        if abs(total - 1.0) > ROW_ATOL:
+            raise _row_sum_error(s, a, total)
     return P, PR, ends, goes_on
 
 
-def _reachable(P: np.ndarray, start: np.ndarray, terminal: np.ndarray) -> np.ndarray:
+def _reachable(P: Any, start: np.ndarray, terminal: np.ndarray) -> np.ndarray:
     """States reachable from ``start`` without stepping out of a terminal state."""
+    if isinstance(P, SparseTransitions):
+        return reachable_sparse(P, start, terminal)
     edges = (P > 0).any(axis=1) & ~terminal[:, None]     # (S, S): s -> s' possible
     seen = start.copy()
     frontier = start.copy()
@@ -272,7 +287,8 @@ def reachable_states(mdp: TabularMDP) -> np.ndarray:
     mu = mdp.initial_distribution
     start = np.ones(S, dtype=bool) if mu is None else np.asarray(np.asarray(mu) > 0, dtype=bool)
     terminal = np.zeros(S, dtype=bool) if mdp.terminal is None else np.asarray(mdp.terminal, dtype=bool)
-    return _reachable(np.asarray(mdp.transitions), start, terminal)
+    P = mdp.transitions
+    return _reachable(P if isinstance(P, SparseTransitions) else np.asarray(P), start, terminal)
 
 
 def _terminal_states(P: np.ndarray, ends: np.ndarray, goes_on: np.ndarray,
@@ -316,7 +332,7 @@ def _transition_rewards(P: np.ndarray, PR: np.ndarray, terminal: np.ndarray) -> 
 
 
 def from_gymnasium(env: Any, *, features: Callable[[int], Any] | Any = None,
-                   discount: float | None = None) -> TabularMDP:
+                   discount: float | None = None, sparse: bool | None = None) -> TabularMDP:
     r"""Read the exact tabular model of a discrete Gymnasium environment.
 
     Parameters
@@ -330,13 +346,21 @@ def from_gymnasium(env: Any, *, features: Callable[[int], Any] | Any = None,
         derivable from the environment, if any.
     discount : float, optional
         :math:`\gamma` of the returned model (default: a TabularEnv's own, else 0.99).
+    sparse : bool or None
+        Store the model sparsely (True), densely (False) or by size (None: sparse when the
+        dense (S, A, S) table would exceed :data:`~corrpriors.mdp.DENSE_LIMIT_BYTES`, e.g.
+        FrozenLake maps beyond 38 x 38). A sparse model never allocates an (S, A, S) array:
+        memory grows with the number of listed transitions. A TabularEnv keeps its model's
+        form unless True / False is given.
 
     Returns
     -------
     TabularMDP
-        ``transitions`` (S, A, S); ``rewards`` :math:`r(s, a, s')` of shape (S, A, S) (the
-        model's own rewards for a TabularEnv); ``terminal`` (S,); ``initial_distribution``
-        (S,) if the environment has one; ``coordinates`` (S, D) and, for grids, ``shape``.
+        ``transitions`` (S, A, S) (dense, or a :class:`~corrpriors.mdp.SparseTransitions`);
+        ``rewards`` :math:`r(s, a, s')` of shape (S, A, S) (a
+        :class:`~corrpriors.mdp.SparseTransitionRewards` for a sparse model, the model's own
+        rewards for a TabularEnv); ``terminal`` (S,); ``initial_distribution`` (S,) if the
+        environment has one; ``coordinates`` (S, D) and, for grids, ``shape``.
 
     Raises
     ------
@@ -365,8 +389,8 @@ def from_gymnasium(env: Any, *, features: Callable[[int], Any] | Any = None,
         shape, walls = None, None
     if isinstance(u, TabularEnv):
         gamma = u.mdp.discount if discount is None else discount
-        return dataclasses.replace(u.mdp, discount=gamma, coordinates=info.coordinates,
-                                   shape=shape, walls=walls,
+        return dataclasses.replace(_in_form(u.mdp, sparse), discount=gamma,
+                                   coordinates=info.coordinates, shape=shape, walls=walls,
                                    initial_distribution=u.initial_distribution)
     table = getattr(u, "P", None)
     if table is None:
@@ -377,19 +401,36 @@ def from_gymnasium(env: Any, *, features: Callable[[int], Any] | Any = None,
         warnings.warn("env: Taxi's fickle passenger changes destination outside env.unwrapped.P; "
                       "the model returned describes the environment without it", UserWarning,
                       stacklevel=2)
-    P, PR, ends, goes_on = _read_table(table, S, A)
     mu = getattr(u, "initial_state_distrib", None)
     if mu is not None:
         mu = check_distribution(mu, S, "env.unwrapped.initial_state_distrib")
+    gamma = DEFAULT_DISCOUNT if discount is None else discount
+    if prefer_sparse(S, A, sparse):
+        P_sp, r_sp, terminal = sparse_model(_listed(table, S, A), S, A,
+                                            np.ones(S, bool) if mu is None else mu > 0)
+        return TabularMDP(P_sp, r_sp, gamma, coordinates=info.coordinates, shape=shape, walls=walls,
+                          name=info.name, terminal=terminal, initial_distribution=mu)
+    P, PR, ends, goes_on = _read_table(table, S, A)
     terminal = _terminal_states(P, ends, goes_on, np.ones(S, bool) if mu is None else mu > 0)
     r = _transition_rewards(P, PR, terminal)  # before normalising: PR / P is the listed mean
     P /= P.sum(axis=-1, keepdims=True)       # remove the round-off the check allowed
     P[terminal] = 0.0
     P[terminal, :, terminal.nonzero()[0]] = 1.0   # absorbing: P[t, a, t] = 1
     r[terminal] = 0.0
-    return TabularMDP(P, r, DEFAULT_DISCOUNT if discount is None else discount,
-                      coordinates=info.coordinates, shape=shape, walls=walls, name=info.name,
-                      terminal=terminal, initial_distribution=mu)
+    return TabularMDP(P, r, gamma, coordinates=info.coordinates, shape=shape, walls=walls,
+                      name=info.name, terminal=terminal, initial_distribution=mu)
+
+
+def _in_form(mdp: TabularMDP, sparse: bool | None) -> TabularMDP:
+    """``mdp`` with dense or sparse tables as asked (None: as it is)."""
+    if sparse is None or bool(prefer_sparse(mdp.n_states, mdp.n_actions, sparse)) == mdp.is_sparse:
+        return mdp
+    if isinstance(mdp.transitions, SparseTransitions):
+        rewards = mdp.rewards
+        return dataclasses.replace(mdp, transitions=mdp.transitions.toarray(),
+                                   rewards=rewards.toarray()
+                                   if isinstance(rewards, SparseTransitionRewards) else rewards)
+    return dataclasses.replace(mdp, transitions=SparseTransitions.from_dense(mdp.transitions))
 
 
 # --------------------------------------------------------------------------------------

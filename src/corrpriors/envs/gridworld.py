@@ -11,6 +11,10 @@ Conventions (shared by every builder here)
 - Probability mass that would leave the grid or enter a wall stays in the current cell,
   so every row sums to one exactly (up to round-off).
 - Rewards are state rewards :math:`R(s)` collected for the current state.
+- Transitions are dense (S, A, S) arrays, or :class:`~corrpriors.mdp.SparseTransitions`
+  when the dense table would exceed :data:`~corrpriors.mdp.DENSE_LIMIT_BYTES` (64 MiB,
+  about 38 x 38 cells with 4 actions); ``sparse=True`` / ``False`` forces either. The
+  numbers are the same bit for bit.
 
 Two motion models:
 
@@ -24,11 +28,14 @@ Two motion models:
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from .._random import as_generator
+from ..mdp._sparse import CHUNK_ENTRIES, SparseTransitions, absorb_rows, prefer_sparse
 from ..mdp.tabular import TabularMDP
 
 #: Action names in index order.
@@ -108,7 +115,8 @@ def cardinal_kernels(success_prob: float = 0.7) -> np.ndarray:
 
 
 def transitions_from_kernels(kernels: Any, shape: tuple[int, int],
-                             walls: np.ndarray | None = None) -> np.ndarray:
+                             walls: np.ndarray | None = None, *,
+                             sparse: bool | None = None) -> np.ndarray | SparseTransitions:
     """Transition tensor of a grid from per-action offset kernels.
 
     Parameters
@@ -119,37 +127,113 @@ def transitions_from_kernels(kernels: Any, shape: tuple[int, int],
         Grid (n_rows, n_cols).
     walls : ndarray of bool of shape ``shape``, optional
         Wall cells (not states). Mass that would land outside the grid or on a wall stays put.
+    sparse : bool or None
+        Build a :class:`~corrpriors.mdp.SparseTransitions` (True), a dense array (False), or
+        choose by size (None: sparse when the dense table would exceed
+        :data:`~corrpriors.mdp.DENSE_LIMIT_BYTES`). Both hold the same numbers bit for bit.
 
     Returns
     -------
-    ndarray of shape (S, A, S)
+    ndarray of shape (S, A, S) or SparseTransitions
         S = number of non-wall cells, in row-major order.
     """
     K = np.asarray(kernels, dtype=np.float64)
     if K.ndim != 3 or K.shape[1] != K.shape[2] or K.shape[1] % 2 == 0:
         raise ValueError(f"kernels: expected shape (A, 2W+1, 2W+1), got {K.shape}")
-    n_rows, n_cols = shape
     W = np.zeros(shape, dtype=bool) if walls is None else np.asarray(walls, dtype=bool)
     free = ~W
     index = np.full(shape, -1, dtype=np.int64)
     index[free] = np.arange(int(free.sum()))
     cells = np.argwhere(free)
-    S, A, half = cells.shape[0], K.shape[0], K.shape[1] // 2
+    S, A = cells.shape[0], K.shape[0]
+    if prefer_sparse(S, A, sparse):
+        return _sparse_transitions_from_kernels(K, shape, free, index, cells)
     P = np.zeros((S, A, S))
     states = np.arange(S)
-    for i in range(K.shape[1]):
-        for j in range(K.shape[2]):
-            w = K[:, i, j]
-            if not np.any(w):
-                continue
-            r, c = cells[:, 0] + i - half, cells[:, 1] + j - half
-            inside = (r >= 0) & (r < n_rows) & (c >= 0) & (c < n_cols)
-            target = states.copy()
-            ok = inside.copy()
-            ok[inside] = free[r[inside], c[inside]]
-            target[ok] = index[r[ok], c[ok]]
-            np.add.at(P, (states[:, None], np.arange(A)[None, :], target[:, None]), w[None, :])
+    for di, dj, w in _offsets(K):
+        target, _ = _targets(cells, di, dj, shape, free, index)
+        np.add.at(P, (states[:, None], np.arange(A)[None, :], target[:, None]), w[None, :])
     return P
+
+
+def _offsets(K: np.ndarray) -> list[tuple[int, int, np.ndarray]]:
+    """The offsets (d_row, d_col) with some positive weight, in raster order, with their weights (A,)."""
+    half = K.shape[1] // 2
+    return [(int(i) - half, int(j) - half, K[:, i, j]) for i, j in np.argwhere(K.any(axis=0))]
+
+
+def _targets(cells: np.ndarray, di: int, dj: int, shape: tuple[int, int], free: np.ndarray,
+             index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Next state of every cell under the offset (di, dj): the target cell, or the cell itself
+    when the target is off the grid or a wall; and the mask of moves that happen.
+    """
+    r, c = cells[:, 0] + di, cells[:, 1] + dj
+    inside = (r >= 0) & (r < shape[0]) & (c >= 0) & (c < shape[1])
+    ok = inside.copy()
+    ok[inside] = free[r[inside], c[inside]]
+    target = np.arange(cells.shape[0])
+    target[ok] = index[r[ok], c[ok]]
+    return target, ok
+
+
+def _check_sparse_size(n_rows: int, n_slots: int) -> None:
+    """Refuse a build whose entries alone would exceed the machine's memory (clear error, no MemoryError)."""
+    need = 12 * n_rows * n_slots
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # pragma: no cover - not POSIX
+        return
+    if need > total:
+        raise ValueError(f"window: the motion kernel has {n_slots} offsets per move, i.e. up to "
+                         f"{n_rows * n_slots:.3g} transitions ({need / 2**30:.1f} GiB) for "
+                         f"{n_rows} (state, action) pairs, more than this machine's memory; pass a "
+                         f"smaller window (the Gaussian's mass beyond 6 step_spreads is below 1e-8)")
+
+
+def _sparse_transitions_from_kernels(K: np.ndarray, shape: tuple[int, int], free: np.ndarray,
+                                     index: np.ndarray, cells: np.ndarray) -> SparseTransitions:
+    """The sparse table of :func:`transitions_from_kernels`, built in blocks of states.
+
+    Row (s, a) lists its moves in the kernel's raster order, which is the order of the next
+    states (states are row-major cells), with the "stay" entry at the centre offset. The stay
+    probability accumulates the centre weight and every blocked move in raster order -- the
+    additions of the dense ``np.add.at`` -- so the values equal the dense table's bit for bit.
+    """
+    S, A = cells.shape[0], K.shape[0]
+    _check_sparse_size(S * A, int(np.count_nonzero(K.any(axis=0))) + 1)
+    offsets = _offsets(K)
+    centre = sum(1 for di, dj, _ in offsets if (di, dj) < (0, 0))   # slot of the stay entry
+    moves = [(di, dj, w) for di, dj, w in offsets if (di, dj) != (0, 0)]
+    stay_w = next((w for di, dj, w in offsets if (di, dj) == (0, 0)), np.zeros(A))
+    n_slots = len(moves) + 1
+    block = max(1, CHUNK_ENTRIES // (A * n_slots))
+    counts, cols_parts, vals_parts = [], [], []
+    for lo in range(0, S, block):
+        ids = np.arange(lo, min(S, lo + block))
+        cols = np.empty((ids.size, A, n_slots), dtype=np.int64)
+        vals = np.zeros((ids.size, A, n_slots))
+        stay = np.zeros((ids.size, A))
+        slot = 0
+        for di, dj, w in offsets:
+            if (di, dj) == (0, 0):
+                stay += stay_w[None, :]
+                continue
+            if slot == centre:
+                slot += 1
+            target, ok = _targets(cells[ids], di, dj, shape, free, index)
+            cols[:, :, slot] = target[:, None]
+            vals[:, :, slot] = np.where(ok[:, None], w[None, :], 0.0)
+            stay[~ok] += w[None, :]
+            slot += 1
+        cols[:, :, centre] = ids[:, None]
+        vals[:, :, centre] = stay
+        keep = (vals != 0).reshape(-1, n_slots)
+        counts.append(keep.sum(axis=1))
+        cols_parts.append(cols.reshape(-1, n_slots)[keep])
+        vals_parts.append(vals.reshape(-1, n_slots)[keep])
+    indptr = np.concatenate([[0], np.cumsum(np.concatenate(counts))])
+    M = sp.csr_array((np.concatenate(vals_parts), np.concatenate(cols_parts), indptr), shape=(S * A, S))
+    return SparseTransitions(M, copy=False)
 
 
 def _grid_mdp(P, rewards, discount, shape, walls, name) -> TabularMDP:
@@ -165,7 +249,7 @@ def _default_window(shape: tuple[int, int], window: int | None) -> int:
 
 def dense_gridworld(shape: tuple[int, int] = (10, 10), step_spread: float = 1.0,
                     window: int | None = None, rewards: Any = None,
-                    discount: float = 0.9) -> TabularMDP:
+                    discount: float = 0.9, *, sparse: bool | None = None) -> TabularMDP:
     """Grid with dense Gaussian moves in the four cardinal directions.
 
     Parameters
@@ -175,10 +259,16 @@ def dense_gridworld(shape: tuple[int, int] = (10, 10), step_spread: float = 1.0,
     step_spread : float
         Standard deviation of the Gaussian move (cells).
     window : int, optional
-        Half-width of the truncation window around the current cell (default ``max(shape) // 2``).
+        Half-width of the truncation window around the current cell (default ``max(shape) // 2``,
+        which makes every row hold up to a quarter of the grid; pass a small window, e.g. 3, for
+        large grids).
     rewards : array_like of shape (S,) or (S, A), optional
         Default zeros.
     discount : float
+    sparse : bool or None
+        Transitions as a :class:`~corrpriors.mdp.SparseTransitions` (True), dense (False) or
+        by size (None: sparse above :data:`~corrpriors.mdp.DENSE_LIMIT_BYTES`); the numbers
+        are the same bit for bit.
 
     Returns
     -------
@@ -186,14 +276,15 @@ def dense_gridworld(shape: tuple[int, int] = (10, 10), step_spread: float = 1.0,
         With ``coordinates`` (S, 2) = (row, col), ``shape`` set, S = n_rows * n_cols.
     """
     shape = _check_shape(shape)
-    P = transitions_from_kernels(gaussian_kernels(step_spread, _default_window(shape, window)), shape)
+    P = transitions_from_kernels(gaussian_kernels(step_spread, _default_window(shape, window)), shape,
+                                 sparse=sparse)
     R = np.zeros(P.shape[0]) if rewards is None else rewards
     return _grid_mdp(P, R, discount, shape, None, "DenseGridworld")
 
 
 def tunnel_world(shape: tuple[int, int] = (10, 10), goal: Any = None, start: Any = (0, 0),
                  step_spread: float = 1.0, window: int | None = None,
-                 discount: float = 0.9) -> TabularMDP:
+                 discount: float = 0.9, *, sparse: bool | None = None) -> TabularMDP:
     """Build the "Grid10"-like domain of the system-identification and PSRL experiments.
 
     The dense grid of :func:`dense_gridworld` with state reward :math:`R(s) = 1` at the
@@ -208,8 +299,11 @@ def tunnel_world(shape: tuple[int, int] = (10, 10), goal: Any = None, start: Any
         (row, col) cells.
     step_spread : float
     window : int, optional
+        As in :func:`dense_gridworld` (pass a small one for large grids).
     discount : float
         Default 0.9.
+    sparse : bool or None
+        As in :func:`dense_gridworld`.
 
     Returns
     -------
@@ -220,10 +314,14 @@ def tunnel_world(shape: tuple[int, int] = (10, 10), goal: Any = None, start: Any
     s0 = _cell_of(start, shape, "start")
     if g == s0:
         raise ValueError("goal, start: must be different cells")
-    P = transitions_from_kernels(gaussian_kernels(step_spread, _default_window(shape, window)), shape)
+    P = transitions_from_kernels(gaussian_kernels(step_spread, _default_window(shape, window)), shape,
+                                 sparse=sparse)
     gi, si = np.ravel_multi_index(g, shape), np.ravel_multi_index(s0, shape)
-    P[gi] = 0.0
-    P[gi, :, si] = 1.0
+    if isinstance(P, SparseTransitions):
+        P = absorb_rows(P, [gi], [si])
+    else:
+        P[gi] = 0.0
+        P[gi, :, si] = 1.0
     R = np.zeros(P.shape[0])
     R[gi] = 1.0
     return _grid_mdp(P, R, discount, shape, None, "TunnelWorld")
@@ -231,7 +329,8 @@ def tunnel_world(shape: tuple[int, int] = (10, 10), goal: Any = None, start: Any
 
 def goal_gridworld(shape: tuple[int, int] = (10, 10), n_rewards: int = 3, *, rng: Any,
                    motion: str = "cardinal", success_prob: float = 0.7, step_spread: float = 1.0,
-                   window: int | None = None, discount: float = 0.9) -> TabularMDP:
+                   window: int | None = None, discount: float = 0.9,
+                   sparse: bool | None = None) -> TabularMDP:
     """Imitation-learning grid: reward 1 at ``n_rewards`` random cells.
 
     Parameters
@@ -250,6 +349,8 @@ def goal_gridworld(shape: tuple[int, int] = (10, 10), n_rewards: int = 3, *, rng
     step_spread, window : float, int
         Dense-motion parameters (``motion="gaussian"``).
     discount : float
+    sparse : bool or None
+        As in :func:`dense_gridworld`.
 
     Returns
     -------
@@ -267,7 +368,7 @@ def goal_gridworld(shape: tuple[int, int] = (10, 10), n_rewards: int = 3, *, rng
         kernels = gaussian_kernels(step_spread, _default_window(shape, window))
     else:
         raise ValueError(f"motion: expected 'cardinal' or 'gaussian', got {motion!r}")
-    P = transitions_from_kernels(kernels, shape)
+    P = transitions_from_kernels(kernels, shape, sparse=sparse)
     R = np.zeros(S)
     R[gen.choice(S, size=n, replace=False)] = 1.0
     return _grid_mdp(P, R, discount, shape, None, "GoalGridworld")
@@ -294,7 +395,7 @@ def default_walls(shape: tuple[int, int] = (11, 11)) -> np.ndarray:
 
 def wall_world(shape: tuple[int, int] = (11, 11), walls: Any = None,
                reward_states: Any = (10, 90), success_prob: float = 0.7,
-               discount: float = 0.9) -> TabularMDP:
+               discount: float = 0.9, *, sparse: bool | None = None) -> TabularMDP:
     """Subgoal domain: two wall columns, cardinal 0.7/0.1 moves, two reward states.
 
     Parameters
@@ -308,6 +409,8 @@ def wall_world(shape: tuple[int, int] = (11, 11), walls: Any = None,
         90 are the cells (1, 1) and (9, 9).
     success_prob : float
     discount : float
+    sparse : bool or None
+        As in :func:`dense_gridworld`.
 
     Returns
     -------
@@ -318,7 +421,7 @@ def wall_world(shape: tuple[int, int] = (11, 11), walls: Any = None,
     W = default_walls(shape) if walls is None else np.asarray(walls, dtype=bool)
     if W.shape != shape:
         raise ValueError(f"walls: expected shape {shape}, got {W.shape}")
-    P = transitions_from_kernels(cardinal_kernels(success_prob), shape, W)
+    P = transitions_from_kernels(cardinal_kernels(success_prob), shape, W, sparse=sparse)
     S = P.shape[0]
     idx = np.asarray(reward_states)
     if idx.ndim != 1 or not np.issubdtype(idx.dtype, np.integer) or (idx < 0).any() or (idx >= S).any():

@@ -20,6 +20,7 @@ from gymnasium import spaces
 
 from .._random import inverse_cdf
 from ..mdp.checks import check_distribution
+from ..mdp.rollout import NextStateSampler
 from ..mdp.tabular import TabularMDP
 from . import gridworld, queueing
 
@@ -37,7 +38,9 @@ class TabularEnv(gymnasium.Env):
     ``terminated`` is True when :math:`s'` is one of the MDP's ``terminal`` states (never, for
     the paper's continuing tasks); wrap with a time limit (the registered ids do) to truncate
     episodes. The environment owns one :class:`numpy.random.Generator`, ``self.np_random``,
-    re-seeded by ``reset(seed=...)``.
+    re-seeded by ``reset(seed=...)``. A sparse model (:class:`~corrpriors.mdp.SparseTransitions`)
+    is stepped from its sparse table (a binary search in the row) with the same draws as the
+    dense table.
 
     Parameters
     ----------
@@ -81,9 +84,9 @@ class TabularEnv(gymnasium.Env):
         self.observation_space = spaces.Discrete(S)
         self.action_space = spaces.Discrete(mdp.n_actions)
         self.render_mode = render_mode
-        self._cdf = np.cumsum(mdp.transitions, axis=-1)
+        self._next = NextStateSampler(mdp.transitions)   # dense or sparse table
         self._cdf0 = np.cumsum(p0)
-        self._rewards = np.asarray(mdp.rewards if mdp.rewards.ndim == 3 else mdp.reward_matrix)
+        self._rewards = mdp.rewards if mdp.rewards.ndim == 3 else mdp.reward_matrix
         self._terminal = mdp.terminal_mask
         self.state: int | None = None
 
@@ -110,7 +113,7 @@ class TabularEnv(gymnasium.Env):
             raise ValueError(f"action: expected an integer in [0, {self.mdp.n_actions - 1}], "
                              f"got {action!r}")
         s = self.state
-        self.state = s2 = int(inverse_cdf(self._cdf[s, a], self.np_random.random()))
+        self.state = s2 = int(self._next(s, a, self.np_random.random()))
         reward = float(self._rewards[s, a, s2] if self._rewards.ndim == 3 else self._rewards[s, a])
         return s2, reward, bool(self._terminal[s2]), False, {}
 

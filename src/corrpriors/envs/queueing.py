@@ -39,9 +39,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.stats import poisson
 
 from .._random import as_generator
+from ..mdp._sparse import CHUNK_ENTRIES, SparseTransitions, prefer_sparse
 from ..mdp.tabular import TabularMDP
 
 
@@ -92,7 +94,8 @@ def _clip_out_pmf(y: np.ndarray, rate: float, upper: int) -> np.ndarray:
 
 def queueing_transitions(buffers: tuple[int, int] = (10, 10), arrival_rate: float = 1.0,
                          service_rates: tuple[float, float] = (3.0, 2.0), capped: bool = False,
-                         tail_mass: float = 1e-30) -> np.ndarray:
+                         tail_mass: float = 1e-30, *,
+                         sparse: bool | None = None) -> np.ndarray | SparseTransitions:
     r"""Exact transition tensor of the queueing network (see the module docstring).
 
     Parameters
@@ -108,10 +111,14 @@ def queueing_transitions(buffers: tuple[int, int] = (10, 10), arrival_rate: floa
         Cap the batch moved to queue 2 at :math:`b_1 + q_1`.
     tail_mass : float
         Poisson tail mass beyond the summation cut-off (folded into the cut-off).
+    sparse : bool or None
+        A :class:`~corrpriors.mdp.SparseTransitions` (True), a dense array (False), or by size
+        (None: sparse above :data:`~corrpriors.mdp.DENSE_LIMIT_BYTES`). The numbers are the
+        same bit for bit; the sparse table is built in blocks of states (bounded temporaries).
 
     Returns
     -------
-    ndarray of shape (S, 2, S)
+    ndarray of shape (S, 2, S) or SparseTransitions
         S = (B1 + 1)(B2 + 1).
     """
     B1, B2 = _check_buffers(buffers)
@@ -121,30 +128,67 @@ def queueing_transitions(buffers: tuple[int, int] = (10, 10), arrival_rate: floa
     except TypeError:
         raise ValueError(f"service_rates: expected two rates, got {service_rates!r}") from None
     S = (B1 + 1) * (B2 + 1)
-    # (S,) each, row-major like ravel_multi_index
-    b1, b2 = np.unravel_index(np.arange(S), (B1 + 1, B2 + 1))
     p1 = _truncated_pmf(lam1, tail_mass)
+    rates = ((beta1, 0.0), (0.0, beta2))
+    pmfs = [_truncated_pmf(r2, tail_mass) for r2, _ in rates]
+    if prefer_sparse(S, 2, sparse):
+        return _sparse_queueing(B1, B2, p1, pmfs, rates, capped)
     P = np.zeros((S, 2, S))
-    for a, (r2, r3) in enumerate(((beta1, 0.0), (0.0, beta2))):
-        p2 = _truncated_pmf(r2, tail_mass)
-        q1 = np.arange(p1.size)[None, :, None]
-        q2 = np.arange(p2.size)[None, None, :]
-        w = p1[None, :, None] * p2[None, None, :]           # (1, Q1, Q2)
-        x1 = b1[:, None, None] + q1                         # queue 1 after arrivals
-        nb1 = np.clip(x1 - q2, 0, B1)                       # (S, Q1, Q2)
-        served = np.minimum(q2, x1) if capped else q2 + 0 * x1
-        y = b2[:, None, None] + served                      # queue 2 before service
-        pb2 = _clip_out_pmf(y, r3, B2)                      # (S, Q1, Q2, B2 + 1)
-        weights = (w[..., None] * pb2).reshape(S, -1)
-        target = (nb1[..., None] * (B2 + 1) + np.arange(B2 + 1)).reshape(S, -1)
+    for a in range(2):
+        weights, target = _outcomes(np.arange(S), B1, B2, p1, pmfs[a], rates[a][1], capped)
         flat = (np.arange(S)[:, None] * S + target).ravel()
         P[:, a, :] = np.bincount(flat, weights=weights.ravel(), minlength=S * S).reshape(S, S)
     return P
 
 
+def _outcomes(states: np.ndarray, B1: int, B2: int, p1: np.ndarray, p2: np.ndarray, r3: float,
+              capped: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Probability and next state of every (q1, q2, b2') outcome of ``states``: two arrays (n, Q1 * Q2 * (B2 + 1))."""
+    b1, b2 = np.unravel_index(states, (B1 + 1, B2 + 1))
+    q1 = np.arange(p1.size)[None, :, None]
+    q2 = np.arange(p2.size)[None, None, :]
+    w = p1[None, :, None] * p2[None, None, :]           # (1, Q1, Q2)
+    x1 = b1[:, None, None] + q1                         # queue 1 after arrivals
+    nb1 = np.clip(x1 - q2, 0, B1)                       # (n, Q1, Q2)
+    served = np.minimum(q2, x1) if capped else q2 + 0 * x1
+    y = b2[:, None, None] + served                      # queue 2 before service
+    pb2 = _clip_out_pmf(y, r3, B2)                      # (n, Q1, Q2, B2 + 1)
+    n = states.size
+    weights = (w[..., None] * pb2).reshape(n, -1)
+    target = (nb1[..., None] * (B2 + 1) + np.arange(B2 + 1)).reshape(n, -1)
+    return weights, target
+
+
+def _sparse_queueing(B1: int, B2: int, p1: np.ndarray, pmfs: list[np.ndarray],
+                     rates: tuple[tuple[float, float], ...], capped: bool) -> SparseTransitions:
+    """The sparse table, a block of states at a time; each entry sums its outcomes in the dense
+    ``bincount``'s order, so the values are the dense ones bit for bit.
+    """
+    S = (B1 + 1) * (B2 + 1)
+    per_state = max(p1.size * p.size for p in pmfs) * (B2 + 1)
+    block = max(1, CHUNK_ENTRIES // per_state)
+    rows_parts, cols_parts, vals_parts = [], [], []
+    for lo in range(0, S, block):
+        ids = np.arange(lo, min(S, lo + block))
+        for a in range(2):
+            weights, target = _outcomes(ids, B1, B2, p1, pmfs[a], rates[a][1], capped)
+            keys = ((ids[:, None] - lo) * S + target).ravel()
+            uniq, inverse = np.unique(keys, return_inverse=True)
+            vals = np.bincount(inverse.ravel(), weights=weights.ravel(), minlength=uniq.size)
+            s_loc, cols = np.divmod(uniq, S)
+            rows_parts.append((s_loc + lo) * 2 + a)
+            cols_parts.append(cols)
+            vals_parts.append(vals)
+    rows, cols, vals = (np.concatenate(x) for x in (rows_parts, cols_parts, vals_parts))
+    nz = vals != 0
+    M = sp.csr_array((vals[nz], (rows[nz], cols[nz])), shape=(2 * S, S))
+    return SparseTransitions(M, copy=False)
+
+
 def queueing_network(buffers: tuple[int, int] = (10, 10), arrival_rate: float = 1.0,
                      service_rates: tuple[float, float] = (3.0, 2.0), discount: float = 0.9,
-                     capped: bool = False, normalize_coordinates: bool = False) -> TabularMDP:
+                     capped: bool = False, normalize_coordinates: bool = False, *,
+                     sparse: bool | None = None) -> TabularMDP:
     """Build the paper's two-queue batch network as a :class:`~corrpriors.mdp.TabularMDP`.
 
     Parameters
@@ -161,6 +205,9 @@ def queueing_network(buffers: tuple[int, int] = (10, 10), arrival_rate: float = 
         See the module docstring (default False: the paper's formula).
     normalize_coordinates : bool
         Coordinates (b1 / B1, b2 / B2) in [0, 1] instead of (b1, b2).
+    sparse : bool or None
+        As in :func:`queueing_transitions` (default: sparse above
+        :data:`~corrpriors.mdp.DENSE_LIMIT_BYTES`, i.e. beyond about 2,050 states).
 
     Returns
     -------
@@ -169,7 +216,7 @@ def queueing_network(buffers: tuple[int, int] = (10, 10), arrival_rate: float = 
         as an image with b1 down the rows and b2 along the columns.
     """
     B1, B2 = _check_buffers(buffers)
-    P = queueing_transitions((B1, B2), arrival_rate, service_rates, capped)
+    P = queueing_transitions((B1, B2), arrival_rate, service_rates, capped, sparse=sparse)
     coords = np.argwhere(np.ones((B1 + 1, B2 + 1), dtype=bool)).astype(np.float64)
     R = -coords.sum(axis=1)
     if normalize_coordinates:

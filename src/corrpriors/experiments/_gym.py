@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from ..mdp._sparse import transition_entries, transition_reward_values
+
 #: Keyword arguments shown in full in titles up to this length; longer values are summarised.
 _SHORT = 24
 
@@ -157,12 +159,13 @@ def goal_states(mdp: Any) -> np.ndarray:
     if mdp.terminal is None or not np.any(mdp.terminal):
         return np.zeros(0, dtype=np.int64)
     terminal = np.flatnonzero(mdp.terminal)
-    r = np.asarray(mdp.rewards)
-    if r.ndim != 3:
+    if mdp.rewards.ndim != 3:
         return terminal
-    live = ~np.asarray(mdp.terminal)
-    P = np.asarray(mdp.transitions)[live]
-    entering = np.where(P[:, :, terminal] > 0, r[live][:, :, terminal], -np.inf).max(axis=(0, 1))
+    s, a, s2, _ = transition_entries(mdp.transitions)      # dense or sparse tables
+    into = ~mdp.terminal[s] & mdp.terminal[s2]
+    best_in = np.full(mdp.n_states, -np.inf)
+    np.maximum.at(best_in, s2[into], transition_reward_values(mdp.rewards, s[into], a[into], s2[into]))
+    entering = best_in[terminal]
     reached = np.isfinite(entering)
     if not reached.any():
         return terminal
@@ -176,15 +179,12 @@ def return_is_success(mdp: Any, goals: Any) -> bool:
     Then the expected return over a horizon equals the probability of reaching a goal within it.
     """
     goals = np.asarray(goals, dtype=np.int64)
-    r = np.asarray(mdp.rewards)
-    if goals.size == 0 or r.ndim != 3:
+    if goals.size == 0 or mdp.rewards.ndim != 3:
         return False
-    live = np.ones(mdp.n_states, bool) if mdp.terminal is None else ~np.asarray(mdp.terminal)
-    possible = np.asarray(mdp.transitions) > 0
-    possible[~live] = False
-    expected = np.zeros_like(r)
-    expected[:, :, goals] = 1.0
-    return bool(np.all(r[possible] == expected[possible]))
+    s, a, s2, _ = transition_entries(mdp.transitions)      # dense or sparse tables
+    live = ~mdp.terminal_mask[s]
+    expected = np.isin(s2[live], goals).astype(float)
+    return bool(np.all(transition_reward_values(mdp.rewards, s[live], a[live], s2[live]) == expected))
 
 
 def horizon_stats(mdp: Any, policies: Any, goals: Any, horizon: int) -> tuple[np.ndarray, np.ndarray]:
@@ -217,12 +217,18 @@ def horizon_stats(mdp: Any, policies: Any, goals: Any, horizon: int) -> tuple[np
     if pi.ndim != 3:
         raise ValueError(f"policies: expected a batch of shape (E, S) or (E, S, A), got {np.shape(policies)}")
     S = mdp.n_states
-    P_pi = np.einsum("esa,sat->est", pi, np.asarray(mdp.transitions))
     live = np.ones(S) if mdp.terminal is None else (~np.asarray(mdp.terminal)).astype(float)
     r_pi = np.einsum("esa,sa->es", pi, np.asarray(mdp.reward_matrix)) * live
     mu = mdp.initial_distribution
     d = np.tile(np.full(S, 1.0 / S) if mu is None else np.asarray(mu, dtype=float), (pi.shape[0], 1))
     total = np.zeros(pi.shape[0])
+    if mdp.is_sparse:                  # one sparse P_pi per policy, no dense (S, S)
+        P_pis = [mdp.transitions.policy_matrix(p).T.tocsr() for p in pi]
+        for _ in range(int(horizon)):
+            total += np.einsum("es,es->e", d, r_pi)
+            d = np.stack([P_T @ de for P_T, de in zip(P_pis, d)])
+        return d[:, np.asarray(goals, dtype=np.int64)].sum(axis=1), total
+    P_pi = np.einsum("esa,sat->est", pi, np.asarray(mdp.transitions))
     for _ in range(int(horizon)):
         total += np.einsum("es,es->e", d, r_pi)
         d = np.einsum("es,est->et", d, P_pi)

@@ -1,5 +1,17 @@
-"""Tabular MDPs: the model record, planners, rollouts and evaluation metrics."""
+"""Tabular MDPs: the model record, planners, rollouts and evaluation metrics.
 
+Transition tables are dense (S, A, S) arrays or, for large state spaces,
+:class:`SparseTransitions` (a CSR matrix of shape (S·A, S), row ``s * A + a``); every
+planner, rollout and metric here accepts both.
+"""
+
+from ._sparse import (
+    DENSE_LIMIT_BYTES,
+    SparseTransitionRewards,
+    SparseTransitions,
+    dense_nbytes,
+    prefer_sparse,
+)
 from .checks import check_distribution, check_mdp, check_policy, check_transitions
 from .metrics import (
     emd,
@@ -25,11 +37,23 @@ from .planning import (
     q_values,
     value_iteration,
 )
-from .rollout import Trajectories, sample_trajectories, state_action_counts, transition_counts
+from .rollout import (
+    NextStateSampler,
+    Trajectories,
+    sample_trajectories,
+    state_action_counts,
+    transition_counts,
+)
 from .tabular import TabularMDP
 
 __all__ = [
     "TabularMDP",
+    "SparseTransitions",
+    "SparseTransitionRewards",
+    "DENSE_LIMIT_BYTES",
+    "prefer_sparse",
+    "dense_nbytes",
+    "NextStateSampler",
     "check_mdp",
     "check_policy",
     "check_distribution",

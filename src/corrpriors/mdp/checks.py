@@ -15,25 +15,46 @@ ROW_ATOL = 1e-8
 
 
 def check_transitions(transitions: Any, name: str = "transitions", batch: bool = False,
-                      atol: float = ROW_ATOL) -> np.ndarray:
+                      atol: float = ROW_ATOL, allow_sparse: bool = False) -> Any:
     """Validate a transition tensor ``P[s, a, s']``.
 
     Parameters
     ----------
     transitions : array_like of shape (S, A, S), or (..., S, A, S) when ``batch``
         Next-state distributions; every row ``P[..., s, a, :]`` must be a probability vector.
+        With ``allow_sparse`` also a :class:`~corrpriors.mdp.SparseTransitions`, a scipy sparse
+        array of shape (S*A, S) (row s*A + a, column s') or, with ``batch``, a list of them.
     name : str
         Argument name used in error messages.
     batch : bool
         Accept leading batch axes.
     atol : float
         Tolerance on the row sums.
+    allow_sparse : bool
+        Accept sparse tables (otherwise they raise a TypeError saying a dense one is needed).
 
     Returns
     -------
-    ndarray of shape (S, A, S) or (..., S, A, S)
-        The tensor as float64.
+    ndarray of shape (S, A, S) or (..., S, A, S), SparseTransitions, or list of SparseTransitions
+        The tensor as float64; sparse input as SparseTransitions (a list for a sparse batch).
     """
+    from ._sparse import SparseTransitions, is_sparse_table
+
+    many = batch and isinstance(transitions, (list, tuple)) and len(transitions) > 0 and \
+        all(is_sparse_table(t) for t in transitions)
+    if is_sparse_table(transitions) or many:
+        if not allow_sparse:
+            raise TypeError(f"{name}: this needs a dense (S, A, S) array, got a sparse table; "
+                            f"use .toarray() if it fits in memory")
+        if not many:
+            return transitions if isinstance(transitions, SparseTransitions) else \
+                SparseTransitions(transitions, name=name, atol=atol)
+        out = [t if isinstance(t, SparseTransitions) else SparseTransitions(t, name=f"{name}[{i}]", atol=atol)
+               for i, t in enumerate(transitions)]
+        if len({t.shape for t in out}) != 1:
+            raise ValueError(f"{name}: the sparse tables of a batch must have one shape (S, A, S), got "
+                             f"{sorted({t.shape for t in out})}")
+        return out
     try:
         P = np.asarray(transitions, dtype=np.float64)
     except (TypeError, ValueError) as exc:
@@ -62,8 +83,19 @@ def check_transitions(transitions: Any, name: str = "transitions", batch: bool =
     return P
 
 
-def check_rewards(rewards: Any, n_states: int, n_actions: int, name: str = "rewards") -> np.ndarray:
-    """Validate rewards R(s) (S,), R(s, a) (S, A) or r(s, a, s') (S, A, S); return float64."""
+def check_rewards(rewards: Any, n_states: int, n_actions: int, name: str = "rewards") -> Any:
+    """Validate rewards R(s) (S,), R(s, a) (S, A) or r(s, a, s') (S, A, S); return float64.
+
+    A :class:`~corrpriors.mdp.SparseTransitionRewards` (validated when built) is returned as
+    is after a shape check.
+    """
+    from ._sparse import SparseTransitionRewards
+
+    if isinstance(rewards, SparseTransitionRewards):
+        if rewards.shape != (n_states, n_actions, n_states):
+            raise ValueError(f"{name}: expected transition rewards of shape (S, A, S) = ({n_states}, "
+                             f"{n_actions}, {n_states}), got {rewards.shape}")
+        return rewards
     try:
         R = np.asarray(rewards, dtype=np.float64)
     except (TypeError, ValueError) as exc:
@@ -176,7 +208,10 @@ def check_mdp(mdp: Any) -> None:
     ValueError
         If any ingredient is invalid.
     """
-    P = check_transitions(mdp.transitions)
+    from ._sparse import SparseTransitions
+
+    T = mdp.transitions
+    P = SparseTransitions(T.matrix) if isinstance(T, SparseTransitions) else check_transitions(T)
     check_rewards(mdp.rewards, P.shape[0], P.shape[1])
     check_discount(mdp.discount)
     if mdp.coordinates is not None:

@@ -4,6 +4,15 @@ All planners are vectorised and accept a *batch* of transition tensors of shape
 (M, S, A, S) (e.g. M posterior samples of the dynamics) in place of the MDP's own
 (S, A, S) tensor; results then carry the same leading batch axis.
 
+Sparse tables work everywhere a dense one does: an MDP built with a
+:class:`~corrpriors.mdp.SparseTransitions`, or ``transitions=`` given as a
+SparseTransitions, a scipy sparse array of shape (S·A, S) (row ``s * A + a``) or a list of M
+of them (a batch). Backups are sparse mat-vecs; policy evaluation solves
+:math:`(I - \gamma P_\pi) V = r_\pi` with sparse LU for small problems and an iterative
+solver with a certified error bound above :data:`~corrpriors.mdp._sparse_solve.DIRECT_MAX_STATES`
+states (``solver=`` and ``tol=`` choose, see :func:`policy_evaluation`); no dense S x S
+matrix is formed. On small problems dense and sparse planning agree to round-off.
+
 Conventions
 -----------
 - Bellman backup: :math:`Q(s, a) = R(s, a) + \gamma \sum_{s'} P(s' \mid s, a) V(s')`,
@@ -27,6 +36,8 @@ import numpy as np
 
 from .._threads import single_blas_thread
 from ..exceptions import ConvergenceWarning
+from ._sparse import SparseTransitions
+from ._sparse_solve import check_solver, solve_policy_values
 from .checks import check_discount, check_policy, check_transitions
 from .tabular import TabularMDP
 
@@ -78,8 +89,8 @@ class FiniteHorizonResult:
 
 # ----------------------------------------------------------------------------- internals
 def _model(mdp: TabularMDP, transitions: Any,
-           rewards: Any = None) -> tuple[np.ndarray, np.ndarray, float, Any]:
-    """Dynamics, expected rewards (zero at terminal states), discount and the continuation mask.
+           rewards: Any = None) -> tuple[Any, np.ndarray, float, Any]:
+    """Dynamics (dense, sparse or a list of sparse), expected rewards (zero at terminal states), discount, mask.
 
     The mask ``keep`` (None without terminal states) zeroes the future of terminal states.
     ``rewards`` (..., S, A) replaces the MDP's expected rewards (e.g. sampled ones).
@@ -89,10 +100,11 @@ def _model(mdp: TabularMDP, transitions: Any,
     if transitions is None:
         P = mdp.transitions
     else:
-        P = check_transitions(transitions, "transitions", batch=True)
-        if P.shape[-3:] != mdp.transitions.shape:
+        P = check_transitions(transitions, "transitions", batch=True, allow_sparse=True)
+        shape = P[0].shape if isinstance(P, list) else P.shape
+        if tuple(shape[-3:]) != mdp.transitions.shape:
             raise ValueError(f"transitions: expected shape (..., S, A, S) = (..., "
-                             f"{mdp.n_states}, {mdp.n_actions}, {mdp.n_states}), got {P.shape}")
+                             f"{mdp.n_states}, {mdp.n_actions}, {mdp.n_states}), got {shape}")
     if rewards is None:
         R = mdp.expected_rewards(None if transitions is None else P)
     else:
@@ -108,8 +120,15 @@ def _model(mdp: TabularMDP, transitions: Any,
     return P, R, mdp.discount, keep
 
 
-def _expect(P: np.ndarray, V: np.ndarray) -> np.ndarray:
-    """E[V(s') | s, a]; P (S, A, S) or (..., S, A, S), V (..., S) -> (..., S, A)."""
+def _pick(x: Any, m: int, base_ndim: int) -> Any:
+    """Model ``m``'s slice of ``x`` if it carries a leading batch axis, else ``x``."""
+    return x if x is None or np.ndim(x) <= base_ndim else x[m]
+
+
+def _expect(P: Any, V: np.ndarray) -> np.ndarray:
+    """E[V(s') | s, a]; P (S, A, S), (..., S, A, S) or sparse, V (..., S) -> (..., S, A)."""
+    if isinstance(P, SparseTransitions):
+        return P.expect(V)
     S, A = P.shape[-3], P.shape[-2]
     if P.ndim == 3:
         flat = V.reshape(-1, S)
@@ -127,8 +146,40 @@ def _backup(P, R, gamma, V, keep=None):
     return R + gamma * future
 
 
-def _evaluate_deterministic(P, R, gamma, actions, keep=None):
-    """Exact values of deterministic policies ``actions`` (..., S) by a batched linear solve."""
+def _evaluate_sparse(P: SparseTransitions, R: np.ndarray, gamma: float, pi: np.ndarray,
+                     keep: Any, solver: str, tol: float, x0: Any = None) -> tuple[np.ndarray, float]:
+    """Values of policies ``pi`` (..., S, A) (or integer actions (..., S)) on one sparse model.
+
+    ``R`` (..., S, A), ``keep`` (S,) or (..., S) and ``x0`` (..., S) broadcast against the batch
+    axes of ``pi``; returns the values (..., S) and the largest certified error bound.
+    """
+    S, A = P.n_states, P.n_actions
+    det = np.issubdtype(pi.dtype, np.integer)
+    lead = np.broadcast_shapes(pi.shape[:-1] if det else pi.shape[:-2], R.shape[:-2],
+                               () if keep is None else np.shape(keep)[:-1])
+    pib = np.broadcast_to(pi, lead + pi.shape[-1:] if det else lead + (S, A))
+    Rb = np.broadcast_to(R, lead + (S, A))
+    kb = None if keep is None else np.broadcast_to(keep, lead + (S,))
+    x0b = None if x0 is None else np.broadcast_to(x0, lead + (S,))
+    V = np.empty(lead + (S,))
+    worst = 0.0
+    for idx in np.ndindex(*lead):
+        p = np.eye(A)[pib[idx]] if det else pib[idx]
+        k = None if kb is None else kb[idx]
+        r_pi = np.sum(p * Rb[idx], axis=-1)
+        V[idx], err = solve_policy_values(P.policy_matrix(p, k), r_pi, gamma, solver=solver, tol=tol,
+                                          x0=None if x0b is None else x0b[idx])
+        worst = max(worst, err)
+    return V, worst
+
+
+def _evaluate_deterministic(P, R, gamma, actions, keep=None, solver="auto", tol=1e-10, x0=None):
+    """Exact values of deterministic policies ``actions`` (..., S) by a batched linear solve.
+
+    Returns the values and an error bound (0 except for iterative sparse solves).
+    """
+    if isinstance(P, SparseTransitions):
+        return _evaluate_sparse(P, R, gamma, actions, keep, solver, tol, x0)
     S = P.shape[-1]
     lead = actions.shape[:-1]
     idx = actions[..., :, None, None]
@@ -139,20 +190,21 @@ def _evaluate_deterministic(P, R, gamma, actions, keep=None):
     if keep is not None:
         P_pi = P_pi * keep[..., :, None]
     M = np.eye(S) - gamma * P_pi
-    return np.linalg.solve(M, r_pi[..., None])[..., 0]
+    return np.linalg.solve(M, r_pi[..., None])[..., 0], 0.0
 
 
-def _policy_iteration(P, R, gamma, actions, keep=None, max_iter=1000):
+def _policy_iteration(P, R, gamma, actions, keep=None, max_iter=1000, solver="auto", tol=1e-10):
     n_iter, converged = 0, False
     V = Q = None
     for _ in range(max_iter):
         n_iter += 1
-        V = _evaluate_deterministic(P, R, gamma, actions, keep)
+        V, err = _evaluate_deterministic(P, R, gamma, actions, keep, solver, tol, V)
         Q = _backup(P, R, gamma, V, keep)
         best = Q.max(axis=-1)
         current = np.take_along_axis(Q, actions[..., None], axis=-1)[..., 0]
-        # switch only on a strict improvement (avoids cycling between tied actions)
-        improve = current < best - 1e-12 * (1.0 + np.abs(best))
+        # switch only on a strict improvement (avoids cycling between tied actions); with an
+        # iterative evaluation accurate to err, Q is accurate to gamma * err
+        improve = current < best - np.maximum(1e-12 * (1.0 + np.abs(best)), 2.0 * gamma * err)
         if not improve.any():
             converged = True
             break
@@ -187,8 +239,9 @@ def q_values(mdp: TabularMDP, values: Any, transitions: Any = None) -> np.ndarra
         Rewards and discount (and transitions unless ``transitions`` is given).
     values : array_like of shape (S,) or (..., S)
         State values :math:`V` (taken as 0 at terminal states).
-    transitions : array_like of shape (S, A, S) or (M, S, A, S), optional
-        Dynamics to use instead of ``mdp.transitions``.
+    transitions : array_like of shape (S, A, S) or (M, S, A, S), or sparse, optional
+        Dynamics to use instead of ``mdp.transitions`` (a SparseTransitions, a scipy sparse
+        array of shape (S·A, S), or a list of M of them).
 
     Returns
     -------
@@ -201,6 +254,9 @@ def q_values(mdp: TabularMDP, values: Any, transitions: Any = None) -> np.ndarra
         raise ValueError(f"values: expected shape (..., S) with S={mdp.n_states}, got {V.shape}")
     if keep is not None:
         V = V * keep            # a terminal state has no future, whatever ``values`` says
+    if isinstance(P, list):
+        return np.stack([_backup(p, _pick(R, m, 2), gamma, _pick(V, m, 1), keep)
+                         for m, p in enumerate(P)])
     return _backup(P, R, gamma, V, keep)
 
 
@@ -216,8 +272,10 @@ def value_iteration(mdp: TabularMDP, transitions: Any = None, *, tol: float = 1e
     Parameters
     ----------
     mdp : TabularMDP
-    transitions : array_like of shape (S, A, S) or (M, S, A, S), optional
-        Dynamics to plan with instead of ``mdp.transitions`` (e.g. M posterior samples).
+    transitions : array_like of shape (S, A, S) or (M, S, A, S), or sparse, optional
+        Dynamics to plan with instead of ``mdp.transitions`` (e.g. M posterior samples; a
+        SparseTransitions, a scipy sparse array of shape (S·A, S) or a list of M of them).
+        A list is solved model by model, each to ``tol``.
     tol : float
         Sup-norm accuracy of the returned values.
     max_iter : int
@@ -231,10 +289,16 @@ def value_iteration(mdp: TabularMDP, transitions: Any = None, *, tol: float = 1e
         ``values`` (..., S), ``q_values`` (..., S, A), greedy ``policy`` (..., S, A).
     """
     P, R, gamma, keep = _model(mdp, transitions)
-    lead = P.shape[:-3]
+    lead = (len(P),) if isinstance(P, list) else P.shape[:-3]
     V0 = np.zeros(lead + (mdp.n_states,)) if initial_values is None else \
         np.broadcast_to(np.asarray(initial_values, dtype=np.float64), lead + (mdp.n_states,))
-    V, Q, n_iter, conv = _value_iteration(P, R, gamma, V0, float(tol), int(max_iter), keep)
+    if isinstance(P, list):
+        runs = [_value_iteration(p, _pick(R, m, 2), gamma, V0[m], float(tol), int(max_iter), keep)
+                for m, p in enumerate(P)]
+        V, Q = np.stack([r[0] for r in runs]), np.stack([r[1] for r in runs])
+        n_iter, conv = max(r[2] for r in runs), all(r[3] for r in runs)
+    else:
+        V, Q, n_iter, conv = _value_iteration(P, R, gamma, V0, float(tol), int(max_iter), keep)
     if not conv:
         warnings.warn(f"value_iteration: no convergence to tol={tol} in {max_iter} sweeps",
                       ConvergenceWarning, stacklevel=2)
@@ -243,14 +307,16 @@ def value_iteration(mdp: TabularMDP, transitions: Any = None, *, tol: float = 1e
 
 @single_blas_thread
 def policy_iteration(mdp: TabularMDP, transitions: Any = None, *, initial_policy: Any = None,
-                     max_iter: int = 1000, rewards: Any = None) -> PlanningResult:
-    """Optimal values by Howard's policy iteration with exact (linear-solve) evaluation.
+                     max_iter: int = 1000, rewards: Any = None, solver: str = "auto",
+                     tol: float = 1e-10) -> PlanningResult:
+    r"""Optimal values by Howard's policy iteration with exact (linear-solve) evaluation.
 
     Parameters
     ----------
     mdp : TabularMDP
-    transitions : array_like of shape (S, A, S) or (M, S, A, S), optional
-        Dynamics to plan with instead of ``mdp.transitions``.
+    transitions : array_like of shape (S, A, S) or (M, S, A, S), or sparse, optional
+        Dynamics to plan with instead of ``mdp.transitions`` (a SparseTransitions, a scipy
+        sparse array of shape (S·A, S) or a list of M of them).
     initial_policy : array_like of int, shape (S,) or (M, S), optional
         Starting deterministic policy (default: greedy w.r.t. the immediate reward).
     max_iter : int
@@ -258,6 +324,9 @@ def policy_iteration(mdp: TabularMDP, transitions: Any = None, *, initial_policy
     rewards : array_like of shape (S, A) or (M, S, A), optional
         Expected rewards to plan with instead of the MDP's (e.g. M posterior draws, planned
         together with M drawn ``transitions``).
+    solver, tol
+        Sparse tables: how each policy is evaluated (see :func:`policy_evaluation`); the dense
+        path always solves exactly.
 
     Returns
     -------
@@ -268,9 +337,12 @@ def policy_iteration(mdp: TabularMDP, transitions: Any = None, *, initial_policy
     -----
     An action is switched only if it improves the Q-value by more than 1e-12 (relative),
     which prevents cycling among tied actions; the loop ends after a finite number of steps.
+    With an iterative sparse evaluation accurate to :math:`\epsilon` the margin is at least
+    :math:`2\gamma\epsilon`, so only true improvements switch.
     """
+    solver, tol = check_solver(solver, tol)
     P, R, gamma, keep = _model(mdp, transitions, rewards)
-    lead = np.broadcast_shapes(P.shape[:-3], R.shape[:-2])
+    lead = np.broadcast_shapes((len(P),) if isinstance(P, list) else P.shape[:-3], R.shape[:-2])
     if initial_policy is None:
         actions = np.broadcast_to(R.argmax(axis=-1), lead + (mdp.n_states,)).copy()
     else:
@@ -279,7 +351,13 @@ def policy_iteration(mdp: TabularMDP, transitions: Any = None, *, initial_policy
             raise ValueError("initial_policy: expected integer actions of shape (S,)")
         check_policy(actions, mdp.n_states, mdp.n_actions, "initial_policy", batch=True)
         actions = np.broadcast_to(actions, lead + (mdp.n_states,)).copy()
-    V, Q, n_iter, conv = _policy_iteration(P, R, gamma, actions, keep, max_iter=int(max_iter))
+    if isinstance(P, list):
+        runs = [_policy_iteration(p, _pick(R, m, 2), gamma, actions[m], keep, int(max_iter), solver, tol)
+                for m, p in enumerate(P)]
+        V, Q = np.stack([r[0] for r in runs]), np.stack([r[1] for r in runs])
+        n_iter, conv = max(r[2] for r in runs), all(r[3] for r in runs)
+    else:
+        V, Q, n_iter, conv = _policy_iteration(P, R, gamma, actions, keep, int(max_iter), solver, tol)
     if not conv:
         warnings.warn(f"policy_iteration: policy still changing after {max_iter} iterations",
                       ConvergenceWarning, stacklevel=2)
@@ -287,7 +365,8 @@ def policy_iteration(mdp: TabularMDP, transitions: Any = None, *, initial_policy
 
 
 @single_blas_thread
-def policy_evaluation(mdp: TabularMDP, policy: Any, transitions: Any = None) -> np.ndarray:
+def policy_evaluation(mdp: TabularMDP, policy: Any, transitions: Any = None, *,
+                      solver: str = "auto", tol: float = 1e-10) -> np.ndarray:
     r"""Exact values of a (stochastic) policy: solve :math:`(I - \gamma P_\pi) V = r_\pi`.
 
     Parameters
@@ -295,16 +374,33 @@ def policy_evaluation(mdp: TabularMDP, policy: Any, transitions: Any = None) -> 
     mdp : TabularMDP
     policy : array_like of shape (S, A) or (..., S, A), or integer actions (S,) / (..., S)
         Row-stochastic action distributions or deterministic actions.
-    transitions : array_like of shape (S, A, S) or (M, S, A, S), optional
-        Dynamics to use instead of ``mdp.transitions``.
+    transitions : array_like of shape (S, A, S) or (M, S, A, S), or sparse, optional
+        Dynamics to use instead of ``mdp.transitions`` (a SparseTransitions, a scipy sparse
+        array of shape (S·A, S) or a list of M of them).
+    solver : {"auto", "direct", "iterative"}
+        Sparse tables only (a dense table is always solved by dense LU): ``"direct"`` -- sparse
+        LU, exact to round-off; ``"iterative"`` -- BiCGSTAB with a Richardson fallback until
+        the residual certifies :math:`\lVert V - V^\pi\rVert_\infty \le`
+        ``tol`` :math:`\cdot \max(1, \lVert V\rVert_\infty)`; ``"auto"`` -- direct up to
+        :data:`~corrpriors.mdp._sparse_solve.DIRECT_MAX_STATES` states, iterative above.
+    tol : float
+        Relative accuracy of the iterative solver (see ``solver``).
 
     Returns
     -------
     ndarray of shape (..., S)
         :math:`V^\pi`, with the batch axes of ``policy`` and ``transitions`` broadcast.
     """
+    solver, tol = check_solver(solver, tol)
     P, R, gamma, keep = _model(mdp, transitions)
     pi = check_policy(policy, mdp.n_states, mdp.n_actions, "policy", batch=True)
+    if isinstance(P, SparseTransitions):
+        return _evaluate_sparse(P, R, gamma, pi, keep, solver, tol)[0]
+    if isinstance(P, list):
+        lead = np.broadcast_shapes((len(P),), pi.shape[:-2])
+        pib = np.broadcast_to(pi, lead + pi.shape[-2:])
+        return np.stack([_evaluate_sparse(p, _pick(R, m, 2), gamma, pib[m], keep, solver, tol)[0]
+                         for m, p in enumerate(P)])
     P_pi = np.einsum("...sa,...sat->...st", pi, P)
     if keep is not None:
         P_pi = P_pi * keep[:, None]
@@ -428,8 +524,9 @@ def goal_q_values(mdp: TabularMDP, goals: Any = None, *, terminal: bool = False,
         Goal states (default: all S states, G = S).
     terminal : bool
         Goal handling, see above.
-    transitions : array_like of shape (S, A, S), optional
-        Dynamics instead of ``mdp.transitions``.
+    transitions : array_like of shape (S, A, S) or sparse, optional
+        Dynamics instead of ``mdp.transitions`` (a SparseTransitions or a scipy sparse array of
+        shape (S·A, S)).
     warm_start_sweeps : int
         Value-iteration sweeps before policy iteration.
     max_iter : int
@@ -441,8 +538,9 @@ def goal_q_values(mdp: TabularMDP, goals: Any = None, *, terminal: bool = False,
         ``Q[s, a, g]``.
     """
     P, _, gamma, mdp_keep = _model(mdp, transitions)
-    if P.ndim != 3:
-        raise ValueError(f"transitions: expected shape (S, A, S) for goal planning, got {P.shape}")
+    if isinstance(P, list) or P.ndim != 3:
+        shape = f"a batch of {len(P)}" if isinstance(P, list) else P.shape
+        raise ValueError(f"transitions: expected shape (S, A, S) for goal planning, got {shape}")
     S, A = mdp.n_states, mdp.n_actions
     g = np.arange(S) if goals is None else np.asarray(goals)
     if g.ndim != 1 or not np.issubdtype(g.dtype, np.integer) or (g < 0).any() or (g >= S).any():
@@ -484,8 +582,9 @@ def finite_horizon(mdp: TabularMDP, horizon: int, *, discount: float | None = No
         Discount in [0, 1] (default: ``mdp.discount``; 1 is allowed here).
     terminal_values : array_like of shape (S,), optional
         :math:`V_H` (default zeros).
-    transitions : array_like of shape (S, A, S) or (M, S, A, S), optional
-        Dynamics instead of ``mdp.transitions``.
+    transitions : array_like of shape (S, A, S) or (M, S, A, S), or sparse, optional
+        Dynamics instead of ``mdp.transitions`` (a SparseTransitions, a scipy sparse array of
+        shape (S·A, S) or a list of M of them).
 
     Returns
     -------
@@ -497,7 +596,7 @@ def finite_horizon(mdp: TabularMDP, horizon: int, *, discount: float | None = No
     H = int(horizon)
     if H < 1 or H != horizon:
         raise ValueError(f"horizon: expected a positive integer, got {horizon!r}")
-    lead = P.shape[:-3]
+    lead = (len(P),) if isinstance(P, list) else P.shape[:-3]
     S = mdp.n_states
     VT = np.zeros(S) if terminal_values is None else np.asarray(terminal_values, dtype=np.float64)
     if VT.shape[-1:] != (S,):
@@ -506,7 +605,10 @@ def finite_horizon(mdp: TabularMDP, horizon: int, *, discount: float | None = No
     Q = np.empty((H,) + lead + (S, mdp.n_actions))
     V[H] = VT
     for t in range(H - 1, -1, -1):
-        Q[t] = _backup(P, R, gamma, V[t + 1], keep)
+        if isinstance(P, list):
+            Q[t] = np.stack([_backup(p, _pick(R, m, 2), gamma, V[t + 1, m], keep) for m, p in enumerate(P)])
+        else:
+            Q[t] = _backup(P, R, gamma, V[t + 1], keep)
         V[t] = Q[t].max(axis=-1)
     return FiniteHorizonResult(V, Q, greedy_policy(Q))
 

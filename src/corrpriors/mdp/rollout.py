@@ -10,10 +10,41 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from .._random import as_generator, inverse_cdf
+from ._sparse import SparseTransitions, prefer_sparse
 from .checks import check_distribution, check_policy
 from .tabular import TabularMDP
+
+
+class NextStateSampler:
+    r"""Draw next states :math:`s' \sim P(\cdot \mid s, a)` by inverse CDF from a dense or sparse table.
+
+    The cumulative sums are computed once. Dense and sparse tables with equal probabilities
+    map equal uniforms to equal next states (:meth:`SparseTransitions.sample`), so rollouts,
+    the Gymnasium wrapper and the PSRL loop give the same trajectories for both.
+
+    Parameters
+    ----------
+    transitions : ndarray of shape (S, A, S) or SparseTransitions
+    """
+
+    def __init__(self, transitions: Any) -> None:
+        if isinstance(transitions, SparseTransitions):
+            self._sparse: SparseTransitions | None = transitions
+            transitions.row_cdf   # noqa: B018 - computed once, here
+            self._cdf = None
+        else:
+            self._sparse = None
+            self._cdf = np.cumsum(np.asarray(transitions, dtype=np.float64), axis=-1)
+
+    def __call__(self, states: Any, actions: Any, u: Any) -> Any:
+        """Next states for ``states``, ``actions`` and uniforms ``u`` (arrays of shape (E,) or scalars)."""
+        if self._sparse is not None:
+            return self._sparse.sample(states, actions, u)
+        assert self._cdf is not None
+        return inverse_cdf(self._cdf[states, actions], u)
 
 
 @dataclass(frozen=True)
@@ -96,14 +127,14 @@ def sample_trajectories(mdp: TabularMDP, policy: Any, n_steps: int, *, rng: Any,
             check_distribution(initial_distribution, S, "initial_distribution")
         s = inverse_cdf(np.cumsum(p0), gen.random(E))
     pi_cdf = np.cumsum(pi, axis=1)
-    P_cdf = np.cumsum(mdp.transitions, axis=2)
+    step = NextStateSampler(mdp.transitions)
     R = mdp.reward_matrix
     states = np.empty((E, T), dtype=np.int64)
     actions = np.empty((E, T), dtype=np.int64)
     nxt = np.empty((E, T), dtype=np.int64)
     for t in range(T):
         a = inverse_cdf(pi_cdf[s], gen.random(E))
-        s2 = inverse_cdf(P_cdf[s, a], gen.random(E))
+        s2 = step(s, a, gen.random(E))
         states[:, t], actions[:, t], nxt[:, t] = s, a, s2
         s = s2
     return Trajectories(states, actions, nxt, R[states, actions])
@@ -145,7 +176,8 @@ def state_action_counts(data: Any, n_states: int, n_actions: int) -> np.ndarray:
     return np.bincount(s * n_actions + a, minlength=n_states * n_actions).reshape(n_states, n_actions)
 
 
-def transition_counts(data: Any, n_states: int, n_actions: int) -> np.ndarray:
+def transition_counts(data: Any, n_states: int, n_actions: int, *,
+                      sparse: bool | None = False) -> Any:
     r"""Count tensor :math:`X_{s a s'} = \#\{t: s_t = s, a_t = a, s_{t+1} = s'\}`.
 
     Parameters
@@ -154,19 +186,31 @@ def transition_counts(data: Any, n_states: int, n_actions: int) -> np.ndarray:
         Integer arrays of equal size.
     n_states, n_actions : int
         S and A.
+    sparse : bool or None
+        Return a scipy CSR array of shape (S·A, S) (row ``s * A + a``, column ``s'``)
+        instead of the dense tensor; None chooses as the environment builders do
+        (:func:`~corrpriors.mdp.prefer_sparse`). Memory then grows with the number of
+        distinct observed transitions, not S²·A.
 
     Returns
     -------
-    ndarray of shape (S, A, S), int64
+    ndarray of shape (S, A, S), int64, or scipy.sparse.csr_array of shape (S·A, S), int64
         ``counts[:, a, :]`` is the paper's :math:`\mathbf X^{(a)}`.
     """
     s, a, s2 = _as_arrays(data, "states", "actions", "next_states")
     if s.size and ((np.minimum(s, s2) < 0).any() or (np.maximum(s, s2) >= n_states).any()
                    or (a < 0).any() or (a >= n_actions).any()):
         raise ValueError(f"data: indices out of range for S={n_states}, A={n_actions}")
+    if prefer_sparse(n_states, n_actions, sparse):
+        rows = s.astype(np.int64) * n_actions + a
+        out = sp.coo_array((np.ones(s.size, dtype=np.int64), (rows, s2.astype(np.int64))),
+                           shape=(n_states * n_actions, n_states)).tocsr()
+        out.sum_duplicates()
+        return out
     flat = (s * n_actions + a) * n_states + s2
     return np.bincount(flat, minlength=n_states * n_actions * n_states).reshape(
         n_states, n_actions, n_states)
 
 
-__all__ = ["Trajectories", "sample_trajectories", "state_action_counts", "transition_counts"]
+__all__ = ["Trajectories", "sample_trajectories", "state_action_counts", "transition_counts",
+           "NextStateSampler"]

@@ -6,7 +6,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
+from ._sparse import SparseTransitionRewards, SparseTransitions, expected_transition_rewards
 from .checks import check_discount, check_distribution, check_rewards, check_transitions
 
 
@@ -39,11 +41,15 @@ class TabularMDP:
 
     Parameters
     ----------
-    transitions : ndarray of shape (S, A, S)
+    transitions : ndarray of shape (S, A, S), SparseTransitions, or scipy sparse array of shape (S·A, S)
         ``transitions[s, a, s']`` = :math:`P(s' \mid s, a)`; rows sum to one (within 1e-8).
-    rewards : ndarray of shape (S,), (S, A) or (S, A, S)
+        A sparse table (row ``s * A + a``, column ``s'``) is stored as a
+        :class:`~corrpriors.mdp.SparseTransitions`; every planner, rollout and metric accepts
+        either form.
+    rewards : ndarray of shape (S,), (S, A) or (S, A, S), or SparseTransitionRewards
         State rewards :math:`R(s)`, state-action rewards :math:`R(s, a)` or transition
-        rewards :math:`r(s, a, s')`; finite.
+        rewards :math:`r(s, a, s')` (dense, or listed on a sparse support with a default
+        elsewhere); finite.
     discount : float
         :math:`\gamma \in [0, 1)`.
     coordinates : ndarray of shape (S, D), optional
@@ -70,6 +76,10 @@ class TabularMDP:
         S.
     n_actions : int
         A.
+    is_sparse : bool
+        Whether ``transitions`` is a :class:`~corrpriors.mdp.SparseTransitions` (then
+        ``transitions[s, a]`` is still the dense row (S,), but ``np.asarray(transitions)``
+        raises; :meth:`transition_matrix` is the (S·A, S) CSR matrix of either form).
     reward_matrix : ndarray of shape (S, A)
         Rewards broadcast to state-action form (transition rewards averaged under
         ``transitions``).
@@ -79,7 +89,9 @@ class TabularMDP:
     Notes
     -----
     The arrays are copied and made read-only, so a ``TabularMDP`` is immutable. Use
-    :meth:`with_transitions` / :func:`dataclasses.replace` for variants.
+    :meth:`with_transitions` / :func:`dataclasses.replace` for variants. A dense table costs
+    8·S²·A bytes (320 GB at 10⁵ states and 4 actions); the environment builders switch to
+    sparse tables above :data:`~corrpriors.mdp.DENSE_LIMIT_BYTES` (64 MiB).
 
     Examples
     --------
@@ -90,8 +102,8 @@ class TabularMDP:
     (2, 1)
     """
 
-    transitions: np.ndarray
-    rewards: np.ndarray
+    transitions: np.ndarray | SparseTransitions
+    rewards: np.ndarray | SparseTransitionRewards
     discount: float
     coordinates: np.ndarray | None = None
     shape: tuple[int, ...] | None = None
@@ -104,15 +116,15 @@ class TabularMDP:
     _cells: np.ndarray | None = field(init=False, repr=False, default=None)
 
     def __post_init__(self) -> None:  # noqa: D105
-        P = check_transitions(self.transitions, "transitions")
+        P = check_transitions(self.transitions, "transitions", allow_sparse=True)
         S, A = P.shape[0], P.shape[1]
         R = check_rewards(self.rewards, S, A, "rewards")
         gamma = check_discount(self.discount, "discount")
-        object.__setattr__(self, "transitions", _frozen(P))
-        object.__setattr__(self, "rewards", _frozen(R))
+        object.__setattr__(self, "transitions", P if isinstance(P, SparseTransitions) else _frozen(P))
+        object.__setattr__(self, "rewards", R if isinstance(R, SparseTransitionRewards) else _frozen(R))
         object.__setattr__(self, "discount", gamma)
         if R.ndim == 3:
-            RM = np.einsum("sat,sat->sa", P, R)
+            RM = expected_transition_rewards(P, R)
         elif R.ndim == 1:
             RM = np.repeat(R[:, None], A, axis=1)
         else:
@@ -178,6 +190,20 @@ class TabularMDP:
         return int(self.transitions.shape[1])
 
     @property
+    def is_sparse(self) -> bool:
+        """Whether the transitions are stored sparsely (:class:`~corrpriors.mdp.SparseTransitions`)."""
+        return isinstance(self.transitions, SparseTransitions)
+
+    def transition_matrix(self) -> sp.csr_array:
+        """The transitions as a CSR matrix of shape (S·A, S): row ``s * A + a``, column ``s'``.
+
+        Shared (read-only) for a sparse MDP; built from the dense table otherwise.
+        """
+        if isinstance(self.transitions, SparseTransitions):
+            return self.transitions.matrix
+        return sp.csr_array(self.transitions.reshape(self.n_states * self.n_actions, self.n_states))
+
+    @property
     def reward_matrix(self) -> np.ndarray:
         """Expected rewards :math:`R(s, a)` under ``transitions``, ndarray of shape (S, A)."""
         return self._reward_matrix
@@ -194,21 +220,24 @@ class TabularMDP:
 
         Parameters
         ----------
-        transitions : ndarray of shape (S, A, S) or (..., S, A, S), optional
-            The model to average transition rewards :math:`r(s, a, s')` under (default:
-            ``self.transitions``). State and state-action rewards do not depend on it.
-            Not validated here (the planners validate it).
+        transitions : ndarray of shape (S, A, S) or (..., S, A, S), or sparse, optional
+            The model (a SparseTransitions or a list of them too) to average transition
+            rewards :math:`r(s, a, s')` under (default: ``self.transitions``). State and
+            state-action rewards do not depend on it. Not validated here (the planners do).
 
         Returns
         -------
         ndarray of shape (S, A) or (..., S, A)
             :math:`\sum_{s'} P(s' \mid s, a)\, r(s, a, s')` for transition rewards, else
-            ``reward_matrix`` (broadcast against the batch axes of ``transitions``).
+            ``reward_matrix`` (broadcast against the batch axes of ``transitions``; a list
+            of M sparse tables gives (M, S, A)).
         """
         if transitions is None or self.rewards.ndim < 3:
             return self._reward_matrix
+        if isinstance(transitions, (SparseTransitions, list)):
+            return expected_transition_rewards(transitions, self.rewards)
         P = np.asarray(transitions, dtype=np.float64)
-        return np.einsum("...sat,sat->...sa", P, self.rewards)
+        return expected_transition_rewards(P, self.rewards)
 
     @property
     def cells(self) -> np.ndarray | None:
@@ -241,14 +270,18 @@ class TabularMDP:
     def with_transitions(self, transitions: Any) -> TabularMDP:
         """Return a copy with other (validated) transition probabilities, e.g. a posterior sample.
 
-        Transition rewards :math:`r(s, a, s')` stay; the copy's ``reward_matrix`` averages
-        them under the new transitions.
+        ``transitions`` may be dense (S, A, S), a :class:`~corrpriors.mdp.SparseTransitions`
+        or a scipy sparse array of shape (S·A, S) (e.g. a posterior draw with K non-zeros per
+        row). Transition rewards :math:`r(s, a, s')` stay; the copy's ``reward_matrix``
+        averages them under the new transitions.
         """
         return replace(self, transitions=transitions)
 
     def __repr__(self) -> str:  # noqa: D105
+        T = self.transitions
+        sparse = f", sparse nnz={T.nnz}" if isinstance(T, SparseTransitions) else ""
         return (f"TabularMDP(name={self.name!r}, n_states={self.n_states}, "
-                f"n_actions={self.n_actions}, discount={self.discount})")
+                f"n_actions={self.n_actions}, discount={self.discount}{sparse})")
 
 
 __all__ = ["TabularMDP"]

@@ -225,3 +225,20 @@ def test_316_grid_builds_plans_and_evaluates_within_bounds():
         tracemalloc.stop()
     assert peak < 1024 * 2**20
     assert np.abs(V - res.values).max() < 1e-7
+
+
+def test_transition_model_and_agent_accept_a_sparse_mdp():
+    from corrpriors.applications import CorrelatedTransitionModel
+
+    dense, sparse = BUILDERS["goal_gridworld"](False), BUILDERS["goal_gridworld"](True)
+    a = CorrelatedTransitionModel.for_mdp(dense)
+    b = CorrelatedTransitionModel.for_mdp(sparse)          # reads coordinates and sizes only
+    assert (a.n_states, a.n_actions, a.n_categories) == (b.n_states, b.n_actions, b.n_categories)
+    lake = from_gymnasium(gymnasium.make("FrozenLake-v1", map_name="4x4"), sparse=True)
+    agent = PSRLAgent(_PointMass(lake.transitions.toarray(), True), lake.rewards, 0.95, variant="mean",
+                      terminal=lake.terminal)            # sparse transition rewards
+    dense_lake = from_gymnasium(gymnasium.make("FrozenLake-v1", map_name="4x4"), sparse=False)
+    ref = PSRLAgent(_PointMass(dense_lake.transitions, False), dense_lake.rewards, 0.95, variant="mean",
+                    terminal=dense_lake.terminal)
+    np.testing.assert_array_equal(agent.plan(rng=0), ref.plan(rng=0))
+    np.testing.assert_allclose(agent.q_values_, ref.q_values_, rtol=0, atol=1e-12)

@@ -207,7 +207,10 @@ def _sparse_transitions_from_kernels(K: np.ndarray, shape: tuple[int, int], free
     stay_w = next((w for di, dj, w in offsets if (di, dj) == (0, 0)), np.zeros(A))
     n_slots = len(moves) + 1
     block = max(1, CHUNK_ENTRIES // (A * n_slots))
-    counts, cols_parts, vals_parts = [], [], []
+    index_type = np.int32 if S * A * n_slots < 2**31 else np.int64
+    data = np.empty(S * A * n_slots)                 # filled block by block, then cut to size
+    indices = np.empty(S * A * n_slots, dtype=index_type)
+    counts, filled = [], 0
     for lo in range(0, S, block):
         ids = np.arange(lo, min(S, lo + block))
         cols = np.empty((ids.size, A, n_slots), dtype=np.int64)
@@ -229,10 +232,14 @@ def _sparse_transitions_from_kernels(K: np.ndarray, shape: tuple[int, int], free
         vals[:, :, centre] = stay
         keep = (vals != 0).reshape(-1, n_slots)
         counts.append(keep.sum(axis=1))
-        cols_parts.append(cols.reshape(-1, n_slots)[keep])
-        vals_parts.append(vals.reshape(-1, n_slots)[keep])
-    indptr = np.concatenate([[0], np.cumsum(np.concatenate(counts))])
-    M = sp.csr_array((np.concatenate(vals_parts), np.concatenate(cols_parts), indptr), shape=(S * A, S))
+        n = int(counts[-1].sum())
+        indices[filled:filled + n] = cols.reshape(-1, n_slots)[keep]
+        data[filled:filled + n] = vals.reshape(-1, n_slots)[keep]
+        filled += n
+    indptr = np.concatenate([[0], np.cumsum(np.concatenate(counts))]).astype(index_type)
+    M = sp.csr_array((data[:filled].copy() if filled < 0.8 * data.size else data[:filled],
+                      indices[:filled].copy() if filled < 0.8 * data.size else indices[:filled], indptr),
+                     shape=(S * A, S))
     return SparseTransitions(M, copy=False)
 
 

@@ -146,8 +146,8 @@ class SparseTransitions:
         self._S, self._A = S, rows // S
         self._check_values(M, name, atol)
         M.eliminate_zeros()
-        if M.indices.dtype != M.indptr.dtype:    # pragma: no cover - scipy keeps them equal
-            M.indices = M.indices.astype(M.indptr.dtype)
+        if M.nnz < 2**31 and M.indptr.dtype != np.int32:   # 4-byte indices: a third less memory
+            M.indices, M.indptr = M.indices.astype(np.int32), M.indptr.astype(np.int32)
         _freeze(M.data, M.indices, M.indptr)
         self._M = M
         self._cdf: np.ndarray | None = None
@@ -642,28 +642,32 @@ def absorb_rows(P: SparseTransitions, states: Any, targets: Any) -> SparseTransi
     Returns
     -------
     SparseTransitions
+        The untouched rows are copied segment by segment (no masks over the non-zeros).
     """
     S, A = P.n_states, P.n_actions
     st = np.asarray(states, dtype=np.int64).ravel()
     tg = np.broadcast_to(np.asarray(targets, dtype=np.int64), st.shape)
-    M = P.matrix
-    replaced = np.zeros(S * A, bool)
-    replaced[(st[:, None] * A + np.arange(A)).ravel()] = True
-    lengths = np.where(replaced, 1, np.diff(M.indptr))
-    indptr = np.concatenate([[0], np.cumsum(lengths)])
-    keep_entries = ~np.repeat(replaced, np.diff(M.indptr))
-    indices = np.empty(int(indptr[-1]), dtype=np.int64)
-    data = np.empty(int(indptr[-1]))
-    new_rows = np.repeat(replaced, lengths)
-    indices[~new_rows] = M.indices[keep_entries]
-    data[~new_rows] = M.data[keep_entries]
     target_of_state = np.full(S, -1, dtype=np.int64)
     target_of_state[st] = tg
-    rows_new = np.flatnonzero(replaced)
-    indices[indptr[rows_new]] = target_of_state[rows_new // A]
+    replaced = np.flatnonzero(target_of_state >= 0)          # sorted states
+    M = P.matrix
+    old_ptr = M.indptr.astype(np.int64)
+    lengths = np.diff(old_ptr)
+    rows_new = (replaced[:, None] * A + np.arange(A)).ravel()
+    lengths[rows_new] = 1
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(M.indptr.dtype)
+    data = np.empty(int(indptr[-1]))
+    indices = np.empty(int(indptr[-1]), dtype=M.indices.dtype)
+    bounds = np.concatenate([[0], replaced * A, [S * A]])    # kept row ranges between replaced states
+    for i in range(bounds.size - 1):
+        lo = bounds[i] + (A if i > 0 else 0)
+        hi = bounds[i + 1]
+        if lo < hi:
+            src, dst = slice(old_ptr[lo], old_ptr[hi]), slice(indptr[lo], indptr[hi])
+            data[dst], indices[dst] = M.data[src], M.indices[src]
     data[indptr[rows_new]] = 1.0
-    out = sp.csr_array((data, indices, indptr), shape=(S * A, S))
-    return SparseTransitions(out, copy=False)
+    indices[indptr[rows_new]] = target_of_state[rows_new // A]
+    return SparseTransitions(sp.csr_array((data, indices, indptr), shape=(S * A, S)), copy=False)
 
 
 __all__ = ["SparseTransitions", "SparseTransitionRewards", "DENSE_LIMIT_BYTES", "prefer_sparse",

@@ -212,6 +212,32 @@ def _policy_iteration(P, R, gamma, actions, keep=None, max_iter=1000, solver="au
     return V, Q, n_iter, converged
 
 
+#: Sparse policy iteration without an initial policy starts from the greedy policy of value
+#: iteration run to an absolute accuracy of this fraction of max |R(s, a)|.
+WARM_START_RTOL = 1e-3
+
+
+def _warm_start(P: Any, R: np.ndarray, gamma: float, keep: Any, actions: np.ndarray) -> np.ndarray:
+    """Greedy actions after cheap value-iteration sweeps (sparse tables only).
+
+    From the immediate-reward policy, Howard's iterations spread value about one step per
+    improvement (300 improvements on a 316 x 316 FrozenLake maze); value-iteration sweeps cost
+    one mat-vec each instead of a linear solve, so they carry the values across the state
+    space first and policy iteration only polishes. The result is the same optimal policy.
+    """
+    models = P if isinstance(P, list) else [P]
+    out = actions.copy()
+    for m, p in enumerate(models):
+        Rm = _pick(R, m, 2) if isinstance(P, list) else R
+        tol = WARM_START_RTOL * max(float(np.max(np.abs(Rm))), 1e-300)
+        _, Q, _, _ = _value_iteration(p, Rm, gamma, np.zeros(p.n_states), tol, 100_000, keep)
+        if isinstance(P, list):
+            out[m] = Q.argmax(axis=-1)
+        else:
+            out = np.broadcast_to(Q.argmax(axis=-1), actions.shape).copy()
+    return out
+
+
 def _value_iteration(P, R, gamma, V, tol, max_iter, keep=None):
     converged = gamma == 0.0
     n_iter = 0
@@ -345,6 +371,8 @@ def policy_iteration(mdp: TabularMDP, transitions: Any = None, *, initial_policy
     lead = np.broadcast_shapes((len(P),) if isinstance(P, list) else P.shape[:-3], R.shape[:-2])
     if initial_policy is None:
         actions = np.broadcast_to(R.argmax(axis=-1), lead + (mdp.n_states,)).copy()
+        if isinstance(P, SparseTransitions) or isinstance(P, list):
+            actions = _warm_start(P, R, gamma, keep, actions)
     else:
         actions = np.asarray(initial_policy)
         if not np.issubdtype(actions.dtype, np.integer):

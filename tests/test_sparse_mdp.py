@@ -1,5 +1,6 @@
 """Sparse transition tables against dense oracles: the table, planners, rollouts, metrics."""
 
+import pickle
 import warnings
 
 import numpy as np
@@ -69,6 +70,10 @@ def test_sparse_table_holds_the_dense_numbers_and_refuses_implicit_densifying():
         T[5, 0]
     with pytest.raises(ValueError, match="read-only"):
         T.matrix.data[0] = 0.5
+    U = pickle.loads(pickle.dumps(T))              # stays immutable through pickling (joblib)
+    np.testing.assert_array_equal(U.toarray(), P)
+    with pytest.raises(ValueError, match="read-only"):
+        U.matrix.data[0] = 0.5
     # a scipy matrix of either flavour, COO with duplicates summed, explicit zeros dropped
     rows, cols = np.nonzero(P.reshape(15, 5))
     vals = P.reshape(15, 5)[rows, cols]

@@ -84,7 +84,34 @@ def _row_cumsum(data: np.ndarray, indptr: np.ndarray) -> np.ndarray:
     return out
 
 
-class SparseTransitions:
+class _StateActionTable:
+    """The (S, A, S) shape shared by the sparse tables (they set ``_S`` and ``_A``)."""
+
+    _S: int
+    _A: int
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """(S, A, S), the shape of the dense table."""
+        return (self._S, self._A, self._S)
+
+    @property
+    def ndim(self) -> int:
+        """3, like the dense table."""
+        return 3
+
+    @property
+    def n_states(self) -> int:
+        """S."""
+        return self._S
+
+    @property
+    def n_actions(self) -> int:
+        """A."""
+        return self._A
+
+
+class SparseTransitions(_StateActionTable):
     r"""Transition probabilities :math:`P(s' \mid s, a)` stored sparsely, shape (S, A, S).
 
     The table is a CSR matrix of shape (S·A, S) (:attr:`matrix`): row ``s * A + a`` holds
@@ -152,6 +179,10 @@ class SparseTransitions:
         self._M = M
         self._cdf: np.ndarray | None = None
 
+    def __setstate__(self, state: dict) -> None:      # unpickled arrays are read-only again
+        self.__dict__.update(state)
+        _freeze(self._M.data, self._M.indices, self._M.indptr)
+
     def _check_values(self, M: sp.csr_array, name: str, atol: float) -> None:
         d = M.data
         if not np.all(np.isfinite(d)):
@@ -218,26 +249,6 @@ class SparseTransitions:
         return cls(M.tocsr(), name=name, copy=False)
 
     # ------------------------------------------------------------------ array-like surface
-    @property
-    def shape(self) -> tuple[int, int, int]:
-        """(S, A, S), the shape of the dense table."""
-        return (self._S, self._A, self._S)
-
-    @property
-    def ndim(self) -> int:
-        """3, like the dense table."""
-        return 3
-
-    @property
-    def n_states(self) -> int:
-        """S."""
-        return self._S
-
-    @property
-    def n_actions(self) -> int:
-        """A."""
-        return self._A
-
     @property
     def nnz(self) -> int:
         """Number of stored probabilities."""
@@ -375,7 +386,7 @@ class SparseTransitions:
         return sp.csr_array(G @ self._M)
 
 
-class SparseTransitionRewards:
+class SparseTransitionRewards(_StateActionTable):
     r"""Transition rewards :math:`r(s, a, s')` listed on a sparse support, with a default elsewhere.
 
     .. math::
@@ -438,6 +449,11 @@ class SparseTransitionRewards:
         self._keys = keys                     # sorted: row-major (s*A + a, s')
         self._correction = self._build_correction()
 
+    def __setstate__(self, state: dict) -> None:      # unpickled arrays are read-only again
+        self.__dict__.update(state)
+        _freeze(self.indptr, self.indices, self.values, self.arrival, self.arrival_known,
+                self.fallback, self.inert, self._keys)
+
     def _validate(self) -> None:
         S, A = self._S, self._A
         ip, ix, v = self.indptr, self.indices, self.values
@@ -495,16 +511,6 @@ class SparseTransitionRewards:
         return cls(S, A, indptr, np.nonzero(flat)[1], r.reshape(S * A, S)[flat])
 
     # ------------------------------------------------------------------ array-like surface
-    @property
-    def shape(self) -> tuple[int, int, int]:
-        """(S, A, S)."""
-        return (self._S, self._A, self._S)
-
-    @property
-    def ndim(self) -> int:
-        """3: these are transition rewards."""
-        return 3
-
     @property
     def n_listed(self) -> int:
         """Number of listed transitions."""

@@ -344,7 +344,9 @@ def policy_iteration(mdp: TabularMDP, transitions: Any = None, *, initial_policy
         Dynamics to plan with instead of ``mdp.transitions`` (a SparseTransitions, a scipy
         sparse array of shape (S·A, S) or a list of M of them).
     initial_policy : array_like of int, shape (S,) or (M, S), optional
-        Starting deterministic policy (default: greedy w.r.t. the immediate reward).
+        Starting deterministic policy (default: greedy w.r.t. the immediate reward; for sparse
+        tables greedy w.r.t. a value iteration to :data:`WARM_START_RTOL` times the largest
+        reward, which saves most improvement steps on large state spaces).
     max_iter : int
         Cap on policy improvements.
     rewards : array_like of shape (S, A) or (M, S, A), optional

@@ -234,8 +234,9 @@ class TabularMDP:
         """
         if transitions is None or self.rewards.ndim < 3:
             return self._reward_matrix
-        if isinstance(transitions, (SparseTransitions, list)):
-            return expected_transition_rewards(transitions, self.rewards)
+        if isinstance(transitions, (SparseTransitions, list)) or sp.issparse(transitions):
+            return expected_transition_rewards(check_transitions(transitions, batch=True, allow_sparse=True),
+                                               self.rewards)
         P = np.asarray(transitions, dtype=np.float64)
         return expected_transition_rewards(P, self.rewards)
 

@@ -354,3 +354,55 @@ def test_bad_right_hand_sides_raise(chol):
         f.sample(np.full(16, np.nan))
     with pytest.raises(ValueError, match="B: has 1 non-zero entries outside"):
         f.trace_inverse_product(sp.csr_array(([1.0], ([0], [15])), shape=(16, 16)))
+
+
+# ---------------------------------------------------------------- reuse of buffers
+@pytest.mark.parametrize("ordering", ["nested_dissection", "mmd"])
+def test_prepared_matrix_and_workspace_give_bit_identical_factors(ordering):
+    """Analysis once, numbers many times: a prepared matrix factorised into one reused
+    workspace gives exactly the factor, inverse, solves and log-determinant of a fresh
+    factorisation, whatever was factorised into the workspace before."""
+    rng = np.random.default_rng(11)
+    q = grid_matern(12)
+    chol = SparseCholesky(q, ordering=ordering, leaf_size=8)
+    prepared = chol.prepare(q)
+    ws = chol.workspace()
+    b = rng.standard_normal((q.shape[0], 2))
+    for _ in range(4):
+        theta = rng.uniform(0.1, 10)
+        d = rng.uniform(0, 5, q.shape[0]) * (rng.random(q.shape[0]) < 0.5)
+        fresh = chol.factorize(q, scale=1 / theta, diagonal=d)
+        chol.factorize(prepared, scale=theta, diagonal=d[::-1].copy(), workspace=ws)  # junk
+        reused = chol.factorize(prepared, scale=1 / theta, diagonal=d, workspace=ws)
+        assert np.array_equal(reused.L.data, fresh.L.data)
+        assert np.array_equal(reused.inverse_diagonal(), fresh.inverse_diagonal())
+        assert np.array_equal(reused.solve(b), fresh.solve(b))
+        assert np.array_equal(reused.sample(b), fresh.sample(b))
+        assert reused.logdet() == fresh.logdet()
+        assert reused.trace_inverse_product(q) == fresh.trace_inverse_product(q)
+        np.testing.assert_array_equal(reused.matvec(b), fresh.matvec(b))
+    # the dense oracle for the last one
+    check_against_dense(sp.csr_array(q / theta + sp.diags_array(d)), reused, rng)
+
+
+def test_stale_factor_of_a_reused_workspace_raises():
+    q = grid_matern(5)
+    chol = SparseCholesky(q)
+    ws = chol.workspace()
+    first = chol.factorize(q, workspace=ws)
+    first.inverse_diagonal()
+    chol.factorize(q, scale=2.0, workspace=ws)
+    with pytest.raises(RuntimeError, match="workspace was reused"):
+        first.solve(np.ones(q.shape[0]))
+    with pytest.raises(ValueError, match="workspace"):
+        SparseCholesky(grid_matern(4)).factorize(grid_matern(4), workspace=ws)
+    with pytest.raises(ValueError, match="PreparedMatrix of another analysis"):
+        SparseCholesky(q).factorize(chol.prepare(q))
+
+
+def test_prepared_matrix_is_validated_once():
+    q = grid_matern(4).tolil()
+    q[0, 1] = 5.0   # not symmetric
+    chol = SparseCholesky(grid_matern(4))
+    with pytest.raises(ValueError, match="symmetric"):
+        chol.prepare(q)

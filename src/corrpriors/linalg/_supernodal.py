@@ -25,6 +25,7 @@ lower triangle is a Fortran upper triangle), so every LAPACK/BLAS call works in 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 
@@ -60,6 +61,15 @@ class Symbolic:
         Panel ``b`` is ``buffer[offsets[b]:offsets[b + 1]]`` with shape ``(n_b + r_b, n_b)``.
     diag : ndarray of shape (C,)
         Buffer position of every diagonal entry ``L[j, j]`` (permuted order).
+    panel_map : list of ndarray
+        ``panel_map[c]``: flat buffer positions, shape (r_c, split_c), where block ``c``'s
+        update columns ``[:split_c]`` are added into its parent's panel (extend-add).
+    update_map : list of ndarray
+        ``update_map[c]``: flat positions, shape (r_c - split_c, r_c - split_c), of block
+        ``c``'s remaining update rows/columns in its parent's update matrix.
+    gather_map : list of ndarray
+        ``gather_map[c]``: flat positions, shape (r_c, r_c), of block ``c``'s row structure
+        in its parent's selected-inverse front (of shape (n_p + r_p, n_p + r_p)).
     """
 
     n: int
@@ -71,6 +81,9 @@ class Symbolic:
     split: np.ndarray
     offsets: np.ndarray
     diag: np.ndarray
+    panel_map: list = dataclasses.field(default_factory=list)
+    update_map: list = dataclasses.field(default_factory=list)
+    gather_map: list = dataclasses.field(default_factory=list)
 
     @property
     def n_blocks(self) -> int:
@@ -252,8 +265,39 @@ def analyse(indptr: np.ndarray, indices: np.ndarray, bounds: np.ndarray) -> Symb
     cols = np.arange(n)
     local = cols - bounds[block_of]
     diag = offsets[block_of] + local * width[block_of] + local
+    panel_map, update_map, gather_map = _extend_add_maps(offsets, width, below, parent, rel,
+                                                         split)
     return Symbolic(n, bounds.astype(np.int64), struct, parent, children, rel, split,
-                    offsets, diag.astype(np.int64))
+                    offsets, diag.astype(np.int64), panel_map, update_map, gather_map)
+
+
+def _extend_add_maps(offsets: np.ndarray, width: np.ndarray, below: np.ndarray,
+                     parent: np.ndarray, rel: list, split: np.ndarray
+                     ) -> tuple[list, list, list]:
+    """Flat positions of every block's update in its parent and of its row structure in the
+    parent's selected-inverse front (computed once, at the analysis).
+
+    Scattering and gathering through flat indices precomputed here is 2-10x faster than the
+    2-D broadcast fancy index per factorisation (measured, fronts of 30-500 rows) and moves
+    the same numbers in the same order, so the factor and the inverse are bit for bit the same.
+    The maps hold about as many integers as the factor has entries.
+    """
+    panel_map: list[np.ndarray] = []
+    update_map: list[np.ndarray] = []
+    gather_map: list[np.ndarray] = []
+    empty = np.zeros((0, 0), dtype=np.intp)
+    for c, p in enumerate(parent):
+        if p < 0:
+            panel_map.append(empty)
+            update_map.append(empty)
+            gather_map.append(empty)
+            continue
+        r, k, w = rel[c], int(split[c]), int(width[p])
+        panel_map.append((offsets[p] + r[:, None] * w + r[None, :k]).astype(np.intp))
+        low = r[k:] - w
+        update_map.append((low[:, None] * int(below[p]) + low[None, :]).astype(np.intp))
+        gather_map.append((r[:, None] * (w + int(below[p])) + r[None, :]).astype(np.intp))
+    return panel_map, update_map, gather_map
 
 
 def positions(sym: Symbolic, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
@@ -307,6 +351,7 @@ def factorize(sym: Symbolic, buffer: np.ndarray) -> None:
         With the permuted column whose pivot is not positive.
     """
     bounds, offsets = sym.bounds, sym.offsets
+    panel_map, update_map = sym.panel_map, sym.update_map
     updates: dict[int, np.ndarray] = {}
     potrf, trsm, syrk = lapack.dpotrf, blas.dtrsm, blas.dsyrk
     for b in range(sym.n_blocks):
@@ -314,14 +359,14 @@ def factorize(sym: Symbolic, buffer: np.ndarray) -> None:
         r = sym.struct[b].size
         panel = buffer[offsets[b]:offsets[b + 1]].reshape(n + r, n)
         update = np.zeros((r, r))
+        flat = update.reshape(-1)
         for c in sym.children[b]:
             uc = updates.pop(c)
-            rel, k = sym.rel[c], sym.split[c]
+            k = sym.split[c]
             if k:
-                panel[rel[:, None], rel[None, :k]] += uc[:, :k]  # (not np.ix_: 14 us each)
-            if k < rel.size:
-                low = rel[k:] - n
-                update[low[:, None], low[None, :]] += uc[k:, k:]
+                buffer[panel_map[c]] += uc[:, :k]
+            if k < uc.shape[0]:
+                flat[update_map[c]] += uc[k:, k:]
         top = panel[:n]
         _, info = potrf(top.T, lower=0, clean=1, overwrite_a=1)
         if info != 0:
@@ -340,7 +385,8 @@ def _strict_upper(n: int) -> np.ndarray:
     return np.triu(np.ones((n, n), dtype=bool), 1)
 
 
-def selected_inverse(sym: Symbolic, factor: np.ndarray) -> np.ndarray:
+def selected_inverse(sym: Symbolic, factor: np.ndarray, out: np.ndarray | None = None
+                     ) -> np.ndarray:
     """Entries of ``A^-1`` on the factor's block pattern (supernodal Takahashi recursion).
 
     Parameters
@@ -348,6 +394,8 @@ def selected_inverse(sym: Symbolic, factor: np.ndarray) -> np.ndarray:
     sym : Symbolic
     factor : ndarray of shape (sym.size,)
         The factor ``L`` from :func:`factorize`.
+    out : ndarray of shape (sym.size,), optional
+        Buffer to write into (every entry is overwritten); a new one by default.
 
     Returns
     -------
@@ -356,7 +404,8 @@ def selected_inverse(sym: Symbolic, factor: np.ndarray) -> np.ndarray:
         above ``Sigma[struct_b, cols_b]``.
     """
     bounds, offsets = sym.bounds, sym.offsets
-    out = np.empty_like(factor)
+    if out is None:
+        out = np.empty_like(factor)
     fronts: dict[int, np.ndarray] = {}
     remaining = [len(c) for c in sym.children]
     potri, trsm = lapack.dpotri, blas.dtrsm
@@ -371,8 +420,7 @@ def selected_inverse(sym: Symbolic, factor: np.ndarray) -> np.ndarray:
         sjj[upper] = sjj.T[upper]
         if r:
             p = int(sym.parent[b])
-            rel = sym.rel[b]
-            srr = fronts[p][rel[:, None], rel[None, :]]
+            srr = fronts[p].reshape(-1)[sym.gather_map[b]]
             remaining[p] -= 1
             if remaining[p] == 0:
                 del fronts[p]

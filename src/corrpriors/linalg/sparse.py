@@ -71,7 +71,8 @@ from .._threads import blas_threads
 from . import _supernodal
 from ._ordering import ORDERINGS, fill_reducing_ordering
 
-__all__ = ["CholeskyFactor", "NotPositiveDefiniteError", "SparseCholesky", "analysis_for"]
+__all__ = ["CholeskyFactor", "FactorWorkspace", "NotPositiveDefiniteError", "PreparedMatrix",
+           "SparseCholesky", "analysis_for"]
 
 #: Largest accepted |A - A^T| relative to max |A| (round-off of products such as M @ M).
 SYMMETRY_RTOL = 1e-10
@@ -317,18 +318,56 @@ class SparseCholesky:
         vals[pos[inside]] = csr.data[inside]
         return vals
 
-    def factorize(self, A: Any, *, scale: float = 1.0, diagonal: Any = None
-                  ) -> CholeskyFactor:
-        """Numeric factorisation of ``scale * A + diag(diagonal)`` on the analysed pattern.
+    def prepare(self, A: Any, name: str = "A") -> PreparedMatrix:
+        """Validate ``A`` once and lay it out for repeated factorisations.
+
+        ``factorize(prepared, scale=..., diagonal=...)`` then skips the validation and the
+        scatter into the factor's layout: it scales a copy of the prepared lower triangle and
+        adds the diagonal (the same numbers as ``factorize(A, ...)``, bit for bit).
 
         Parameters
         ----------
         A : scipy.sparse matrix or ndarray of shape (C, C)
             Symmetric, finite, non-zeros within the analysed pattern.
+        name : str
+            Argument name used in error messages.
+
+        Returns
+        -------
+        PreparedMatrix
+        """
+        vals = self.values(A, name)
+        lower = np.zeros(self._symbolic.size)
+        lower[self._position[self._lower]] = vals[self._lower]
+        vals.setflags(write=False)
+        lower.setflags(write=False)
+        return PreparedMatrix(self, vals, lower)
+
+    def workspace(self) -> FactorWorkspace:
+        """Factor and selected-inverse buffers to reuse across factorisations.
+
+        A factor computed into a workspace (``factorize(..., workspace=ws)``) is valid until
+        the next factorisation into the same workspace; using it afterwards raises.
+        Workspaces are not thread-safe: give every thread its own.
+        """
+        return FactorWorkspace(self._symbolic.size)
+
+    def factorize(self, A: Any, *, scale: float = 1.0, diagonal: Any = None,
+                  workspace: FactorWorkspace | None = None) -> CholeskyFactor:
+        """Numeric factorisation of ``scale * A + diag(diagonal)`` on the analysed pattern.
+
+        Parameters
+        ----------
+        A : scipy.sparse matrix, ndarray of shape (C, C) or PreparedMatrix
+            Symmetric, finite, non-zeros within the analysed pattern; a matrix from
+            :meth:`prepare` is not validated again.
         scale : float, default=1.0
             Positive multiplier of ``A`` (e.g. ``1 / theta``).
         diagonal : ndarray of shape (C,), optional
             Added to the diagonal (e.g. the Polya-Gamma expectations ``E[omega]``).
+        workspace : FactorWorkspace, optional
+            Buffers (from :meth:`workspace`) to factorise into instead of fresh ones; the
+            factor previously computed there becomes invalid.
 
         Returns
         -------
@@ -341,11 +380,10 @@ class SparseCholesky:
         ValueError
             Bad shape, non-finite values, not symmetric, or outside the pattern.
         """
-        vals = self.values(A, "A")
         scale = float(scale)
         if not np.isfinite(scale) or scale <= 0:
             raise ValueError(f"scale: expected a finite positive number, got {scale!r}")
-        vals = vals * scale if scale != 1.0 else vals.copy()
+        d = None
         if diagonal is not None:
             d = np.asarray(diagonal, dtype=np.float64)
             if d.shape != (self.n,):
@@ -353,12 +391,36 @@ class SparseCholesky:
                                  f"{d.shape}")
             if not np.all(np.isfinite(d)):
                 raise ValueError("diagonal: contains NaN or infinite values")
-            vals[self._diag] += d
-        return self._factorize_values(vals)
+        if workspace is not None and (not isinstance(workspace, FactorWorkspace)
+                                      or workspace.factor.size != self._symbolic.size):
+            raise ValueError("workspace: expected a FactorWorkspace of this analysis "
+                             "(SparseCholesky.workspace())")
+        prepared = A if isinstance(A, PreparedMatrix) else None
+        if prepared is not None and prepared.analysis is not self:
+            raise ValueError("A: a PreparedMatrix of another analysis")
+        if prepared is None:
+            vals = self.values(A, "A")
+            vals = vals * scale if scale != 1.0 else vals.copy()
+            if d is not None:
+                vals[self._diag] += d
+            buffer = np.zeros(self._symbolic.size) if workspace is None \
+                else workspace.acquire(zero=True)
+            buffer[self._position[self._lower]] = vals[self._lower]
+            values: Any = vals
+        else:
+            buffer = np.empty(self._symbolic.size) if workspace is None \
+                else workspace.acquire(zero=False)
+            if scale != 1.0:
+                np.multiply(prepared.lower, scale, out=buffer)
+            else:
+                buffer[:] = prepared.lower
+            if d is not None:
+                buffer[self._symbolic.diag] += d[self.perm]
+            values = (prepared, scale, d)
+        return self._factorize_buffer(buffer, values, workspace)
 
-    def _factorize_values(self, vals: np.ndarray) -> CholeskyFactor:
-        buffer = np.zeros(self._symbolic.size)
-        buffer[self._position[self._lower]] = vals[self._lower]
+    def _factorize_buffer(self, buffer: np.ndarray, values: Any,
+                          workspace: FactorWorkspace | None) -> CholeskyFactor:
         try:
             with blas_threads(1):
                 _supernodal.factorize(self._symbolic, buffer)
@@ -368,7 +430,7 @@ class SparseCholesky:
                 f"A: expected a positive-definite matrix, but the Cholesky factorisation "
                 f"broke down at row/column {index} (pivot {err.column + 1} of {self.n} in "
                 "elimination order)", index) from None
-        return CholeskyFactor(self, buffer, vals)
+        return CholeskyFactor(self, buffer, values, workspace)
 
     def lower_slots(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Rows, columns (elimination order) and buffer positions of the factor's slots."""
@@ -391,14 +453,38 @@ class CholeskyFactor:
         Elimination order :math:`P` (``A[perm][:, perm] = L L^T``).
     """
 
-    def __init__(self, analysis: SparseCholesky, factor: np.ndarray, values: np.ndarray):
+    def __init__(self, analysis: SparseCholesky, factor: np.ndarray, values: Any,
+                 workspace: FactorWorkspace | None = None):
         self.analysis = analysis
         self.n = analysis.n
         self.perm = analysis.perm
-        self._factor = factor
-        self._values = values
-        self._sigma: np.ndarray | None = None
+        self._buffer = factor
+        self._values_spec = values
+        self._sigma_buffer: np.ndarray | None = None
         self._matrix: sp.csr_array | None = None
+        self._workspace = workspace
+        self._generation = None if workspace is None else workspace.generation
+
+    @property
+    def _factor(self) -> np.ndarray:
+        """The factor's buffer (checked to be still this factor's when in a workspace)."""
+        ws = self._workspace
+        if ws is not None and ws.generation != self._generation:
+            raise RuntimeError("CholeskyFactor: its workspace was reused by a later "
+                               "factorisation; this factor is no longer valid")
+        return self._buffer
+
+    @property
+    def _values(self) -> np.ndarray:
+        """Entries of the factorised matrix aligned with the analysed pattern."""
+        spec = self._values_spec
+        if isinstance(spec, tuple):   # (prepared, scale, diagonal): built on first use
+            prepared, scale, d = spec
+            vals = prepared.values * scale if scale != 1.0 else prepared.values.copy()
+            if d is not None:
+                vals[self.analysis._diag] += d
+            self._values_spec = spec = vals
+        return spec
 
     def _rhs(self, b: Any, name: str) -> tuple[np.ndarray, bool]:
         arr = np.asarray(b, dtype=np.float64)
@@ -489,11 +575,13 @@ class CholeskyFactor:
         return self._matrix @ arr
 
     def _selected(self) -> np.ndarray:
-        if self._sigma is None:
+        factor = self._factor   # (checks the workspace first)
+        if self._sigma_buffer is None:
+            out = None if self._workspace is None else self._workspace.sigma
             with blas_threads(1):
-                self._sigma = _supernodal.selected_inverse(self.analysis._symbolic,
-                                                           self._factor)
-        return self._sigma
+                self._sigma_buffer = _supernodal.selected_inverse(self.analysis._symbolic,
+                                                                  factor, out)
+        return self._sigma_buffer
 
     def inverse_diagonal(self) -> np.ndarray:
         r"""Exact diagonal of :math:`A^{-1}` (marginal variances), by selected inversion.
@@ -548,6 +636,47 @@ class CholeskyFactor:
         """Lower-triangular factor of ``A[perm][:, perm]`` (explicit zeros included)."""
         rows, cols, pos = self.analysis.lower_slots()
         return sp.csc_array((self._factor[pos], (rows, cols)), shape=(self.n, self.n))
+
+
+class PreparedMatrix:
+    """A matrix validated once and laid out in a factor's layout (:meth:`SparseCholesky.prepare`).
+
+    Attributes
+    ----------
+    analysis : SparseCholesky
+    values : ndarray of shape (nnz_pattern,)
+        Symmetric entries aligned with the analysed pattern (read-only).
+    lower : ndarray of shape (factor size,)
+        Its lower triangle scattered into the factor's panels, zeros elsewhere (read-only).
+    """
+
+    def __init__(self, analysis: SparseCholesky, values: np.ndarray, lower: np.ndarray):
+        self.analysis = analysis
+        self.values = values
+        self.lower = lower
+
+
+class FactorWorkspace:
+    """Reusable factor and selected-inverse buffers (:meth:`SparseCholesky.workspace`).
+
+    Attributes
+    ----------
+    factor, sigma : ndarray of shape (factor size,)
+    generation : int
+        Bumped by every factorisation into the workspace (older factors become invalid).
+    """
+
+    def __init__(self, size: int):
+        self.factor = np.zeros(int(size))
+        self.sigma = np.empty(int(size))
+        self.generation = 0
+
+    def acquire(self, *, zero: bool) -> np.ndarray:
+        """The factor buffer for a new factorisation (zeroed on request)."""
+        self.generation += 1
+        if zero:
+            self.factor[:] = 0.0
+        return self.factor
 
 
 #: Analyses kept for reuse (a fit, a scale search and a normalisation share one pattern).

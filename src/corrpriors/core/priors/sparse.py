@@ -29,6 +29,7 @@ Kernel learning is not available (compare precisions with
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import numpy as np
@@ -70,7 +71,9 @@ class SparsePrecisionPrior:
         self.jitter = 0.0
         self.name = name
         self.analysis = analysis_for(self.precision, ordering)
-        self._prior_factor = self._factorize(1.0, None)
+        self._prepared = self.analysis.prepare(self.precision, name)   # validated once
+        self._local = threading.local()    # one reusable factor workspace per thread
+        self._prior_factor = self._factorize(1.0, None, reuse=False)
         self.logdet_precision = self._prior_factor.logdet()
         self._prior_variance: np.ndarray | None = None
 
@@ -78,9 +81,28 @@ class SparsePrecisionPrior:
         return (f"SparsePrecisionPrior(C={self.n_covariates}, nnz={self.precision.nnz}, "
                 f"factor nnz={self.analysis.nnz_factor})")
 
-    def _factorize(self, scale: float, diagonal: np.ndarray | None) -> Any:
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        del state["_local"]   # workspaces are per thread and per process
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._local = threading.local()
+
+    def _factorize(self, scale: float, diagonal: np.ndarray | None, reuse: bool = True) -> Any:
+        """Factor of :math:`Q/\theta + diag(d)`; with ``reuse`` into this thread's workspace
+        (valid until this thread's next factorisation: the psi step and the draws use each
+        stick's factor before the next one).
+        """
+        workspace = None
+        if reuse:
+            workspace = getattr(self._local, "workspace", None)
+            if workspace is None:
+                workspace = self._local.workspace = self.analysis.workspace()
         try:
-            return self.analysis.factorize(self.precision, scale=1.0 / scale, diagonal=diagonal)
+            return self.analysis.factorize(self._prepared, scale=1.0 / scale, diagonal=diagonal,
+                                           workspace=workspace)
         except NotPositiveDefiniteError as err:
             raise ValueError(f"{self.name}: expected a positive-definite precision; the "
                              f"Cholesky factorisation broke down at row/column {err.index}") \

@@ -91,7 +91,7 @@ class SparsePrecisionPrior:
         self._local = threading.local()
 
     def _factorize(self, scale: float, diagonal: np.ndarray | None, reuse: bool = True) -> Any:
-        """Factor of :math:`Q/\theta + diag(d)`; with ``reuse`` into this thread's workspace
+        r"""Factor of :math:`Q/\theta + diag(d)`; with ``reuse`` into this thread's workspace
         (valid until this thread's next factorisation: the psi step and the draws use each
         stick's factor before the next one).
         """

@@ -48,7 +48,12 @@ Mapping category probabilities ``q[s, k]`` back to next-state probabilities:
 
 from __future__ import annotations
 
-from ._beliefs import DirichletTransitionModel, KnownTransitionModel, TransitionBelief
+from ._beliefs import (
+    SPARSE_FROM_STATES,
+    DirichletTransitionModel,
+    KnownTransitionModel,
+    TransitionBelief,
+)
 from ._categories import (
     BOUNDARY_RULES,
     CategoryMap,
@@ -58,18 +63,24 @@ from ._categories import (
     window_displacements,
 )
 from ._correlated import GMRF_FROM_STATES, GMRF_MAX_CATEGORIES, CorrelatedTransitionModel
+from ._tables import SparseTransitions
+from ._window import WindowCategoryMap, window_category_map
 
 __all__ = [
     "BOUNDARY_RULES",
     "GMRF_FROM_STATES",
     "GMRF_MAX_CATEGORIES",
+    "SPARSE_FROM_STATES",
     "CategoryMap",
     "CorrelatedTransitionModel",
     "DirichletTransitionModel",
     "KnownTransitionModel",
+    "SparseTransitions",
     "TransitionBelief",
     "TruncatedCategoryMap",
+    "WindowCategoryMap",
     "displacement_category_map",
     "identity_category_map",
+    "window_category_map",
     "window_displacements",
 ]

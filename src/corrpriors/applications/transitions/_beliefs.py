@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
+import scipy.sparse as sp
 
-from ..._random import sample_dirichlet
-from ..._typing import FloatArray, SeedLike
+from ..._random import as_generator, sample_dirichlet
+from ..._typing import FloatArray, IntArray, SeedLike
 from ..._validation import check_array, check_counts, check_positive, check_shape, check_simplex
 
 __all__ = ["DirichletTransitionModel", "KnownTransitionModel", "TransitionBelief"]
@@ -41,24 +42,77 @@ class TransitionBelief(Protocol):
         """``n`` posterior draws of the model, ndarray of shape (n, S, A, S)."""
 
 
-class _TransitionBelief:
-    """Shared count bookkeeping of every transition belief."""
+#: From this many states on, beliefs store their counts sparsely and return sparse tables
+#: (``sparse=None``): dense (S, A, S) arrays take 8 S^2 A bytes (128 MB at 2,000 states and
+#: 4 actions, 320 GB at 10^5).
+SPARSE_FROM_STATES = 2000
 
-    def __init__(self, n_states: int, n_actions: int) -> None:
+
+def _resolve_sparse(sparse: Any, n_states: int) -> bool:
+    if sparse is None:
+        return n_states >= SPARSE_FROM_STATES
+    if not isinstance(sparse, (bool, np.bool_)):
+        raise ValueError(f"sparse: expected True, False or None (automatic), got {sparse!r}")
+    return bool(sparse)
+
+
+class _TransitionBelief:
+    """Shared count bookkeeping of every transition belief.
+
+    Dense storage keeps an (S, A, S) count array; sparse storage (``sparse=True``, or
+    ``None`` from :data:`SPARSE_FROM_STATES` states on) the observed cells only, as sorted
+    keys ``(a S + s) S + s'`` and their counts (memory O(distinct transitions)).
+    """
+
+    def __init__(self, n_states: int, n_actions: int, sparse: bool | None = False) -> None:
         if int(n_states) != n_states or n_states < 1:
             raise ValueError(f"n_states: expected a positive int, got {n_states}")
         if int(n_actions) != n_actions or n_actions < 1:
             raise ValueError(f"n_actions: expected a positive int, got {n_actions}")
         self.n_states = int(n_states)
         self.n_actions = int(n_actions)
-        self._counts = np.zeros((self.n_states, self.n_actions, self.n_states))
+        self.sparse = _resolve_sparse(sparse, self.n_states)
+        if self.sparse:
+            self._keys = np.zeros(0, dtype=np.int64)
+            self._vals = np.zeros(0)
+        else:
+            self._counts = np.zeros((self.n_states, self.n_actions, self.n_states))
         self._version = 0   # bumped whenever the data change
         self._action_versions = np.zeros(self.n_actions, dtype=np.int64)   # ... per action
 
     @property
-    def counts(self) -> FloatArray:
-        """Observed transition counts, ndarray of shape (S, A, S) (a copy)."""
-        return self._counts.copy()
+    def counts(self) -> Any:
+        """Observed transition counts (a copy): ndarray of shape (S, A, S), or with sparse
+        storage a scipy.sparse.csr_array of shape (S A, S) (row ``s * A + a``).
+        """
+        if not self.sparse:
+            return self._counts.copy()
+        S, A = self.n_states, self.n_actions
+        a, rest = np.divmod(self._keys, S * S)
+        s, s2 = np.divmod(rest, S)
+        out = sp.csr_array((self._vals.copy(), (s * A + a, s2)), shape=(S * A, S))
+        out.sort_indices()
+        return out
+
+    def _action_pairs(self, a: int) -> tuple[IntArray, IntArray, FloatArray]:
+        """Observed ``(states, next_states, counts)`` of action ``a`` (distinct pairs)."""
+        S = self.n_states
+        if not self.sparse:
+            s, s2 = np.nonzero(self._counts[:, a, :])
+            return s, s2, self._counts[s, a, s2]
+        lo, hi = np.searchsorted(self._keys, [a * S * S, (a + 1) * S * S])
+        s, s2 = np.divmod(self._keys[lo:hi] - a * S * S, S)
+        return s, s2, self._vals[lo:hi]
+
+    def _merge(self, keys: IntArray, vals: FloatArray) -> None:
+        """Add counts at (sorted, distinct) keys to the sparse storage."""
+        pos = np.searchsorted(self._keys, keys)
+        hit = pos < self._keys.size
+        hit[hit] = self._keys[pos[hit]] == keys[hit]
+        self._vals[pos[hit]] += vals[hit]
+        if (~hit).any():
+            self._keys = np.insert(self._keys, pos[~hit], keys[~hit])
+            self._vals = np.insert(self._vals, pos[~hit], vals[~hit])
 
     def update(self, states: Any, actions: Any, next_states: Any) -> _TransitionBelief:
         """Accumulate observed transitions ``(states[t], actions[t]) -> next_states[t]``.
@@ -84,6 +138,13 @@ class _TransitionBelief:
                 raise ValueError(f"{name}: expected integers in [0, {n}), got {v}")
         if s.size == 0:
             return self
+        if self.sparse:
+            cells, times = np.unique((a.astype(np.int64) * self.n_states + s) * self.n_states
+                                     + s2, return_counts=True)
+            self._merge(cells, times.astype(np.float64))
+            self._version += 1
+            self._action_versions[np.unique(a)] += 1
+            return self
         # only the touched cells: a dense bincount would allocate S * A * S integers per update
         cells, times = np.unique((s * self.n_actions + a) * self.n_states + s2, return_counts=True)
         i, j, k = np.unravel_index(cells, self._counts.shape)
@@ -97,17 +158,40 @@ class _TransitionBelief:
 
         Parameters
         ----------
-        counts : array_like of shape (S, A, S)
-            Non-negative integer counts.
+        counts : array_like of shape (S, A, S), or scipy.sparse array of shape (S A, S)
+            Non-negative integer counts (a sparse table: row ``s * A + a``).
 
         Returns
         -------
         self
         """
-        c = check_counts(counts, "counts", min_categories=1, ndim=3)
-        check_shape(c, (self.n_states, self.n_actions, self.n_states), "counts")
-        changed = [not np.array_equal(self._counts[:, b, :], c[:, b, :]) for b in range(self.n_actions)]
-        self._counts = c.copy()
+        S, A = self.n_states, self.n_actions
+        if sp.issparse(counts):
+            if counts.shape != (S * A, S):
+                raise ValueError(f"counts: expected a sparse table of shape (S A, S) = "
+                                 f"({S * A}, {S}), got {counts.shape}")
+            coo = sp.coo_array(counts)
+            coo.sum_duplicates()
+            vals = check_counts(coo.data.astype(np.float64), "counts", min_categories=1, ndim=1)
+            keep = vals > 0
+            s, a = np.divmod(coo.row[keep].astype(np.int64), A)
+            keys, vals = (a * S + s) * S + coo.col[keep], vals[keep]
+        else:
+            c = check_counts(counts, "counts", min_categories=1, ndim=3)
+            check_shape(c, (S, A, S), "counts")
+            s, a, s2 = np.nonzero(c)
+            keys, vals = (a * S + s) * S + s2, c[s, a, s2]
+        order = np.argsort(keys)
+        keys, vals = keys[order], vals[order].astype(np.float64)
+        old = [self._action_pairs(b) for b in range(A)]
+        if self.sparse:
+            self._keys, self._vals = keys, vals
+        else:
+            a, rest = np.divmod(keys, S * S)
+            self._counts = np.zeros((S, A, S))
+            self._counts[rest // S, a, rest % S] = vals
+        changed = [not all(np.array_equal(x, y) for x, y in zip(old[b], self._action_pairs(b)))
+                   for b in range(A)]
         self._version += 1
         self._action_versions[np.flatnonzero(changed)] += 1
         return self
@@ -144,20 +228,56 @@ class DirichletTransitionModel(_TransitionBelief):
         A.
     alpha : float, default=1.0
         Symmetric concentration (1 = uniform prior, 1e-3 = sparse prior).
+    sparse : bool or None, default=None
+        Store the counts sparsely and return :class:`SparseTransitions` means and draws
+        (``None``: from :data:`SPARSE_FROM_STATES` states on).
     """
 
-    def __init__(self, n_states: int, n_actions: int, alpha: float = 1.0) -> None:
-        super().__init__(n_states, n_actions)
+    def __init__(self, n_states: int, n_actions: int, alpha: float = 1.0, *,
+                 sparse: bool | None = None) -> None:
+        super().__init__(n_states, n_actions, sparse)
         self.alpha = check_positive(alpha, "alpha")
 
-    def mean(self) -> FloatArray:
-        """Posterior mean, ndarray of shape (S, A, S)."""
-        post = self._counts + self.alpha
-        return post / post.sum(axis=-1, keepdims=True)
+    def mean(self) -> Any:
+        """Posterior mean, ndarray of shape (S, A, S); sparse storage: a
+        :class:`SparseTransitions` (the counts' cells plus a uniform background).
+        """
+        if not self.sparse:
+            post = self._counts + self.alpha
+            return post / post.sum(axis=-1, keepdims=True)
+        counts = self.counts
+        z = np.asarray(counts.sum(axis=1)).ravel() + self.alpha * self.n_states
+        return self._table(counts, counts.data / np.repeat(z, np.diff(counts.indptr)),
+                           self.alpha * self.n_states / z)
 
-    def sample_many(self, n: int, *, rng: SeedLike) -> FloatArray:
-        """``n`` posterior draws, ndarray of shape (n, S, A, S)."""
-        return sample_dirichlet(self._counts + self.alpha, _check_n(n), rng=rng)
+    def _table(self, counts: Any, values: FloatArray, background: FloatArray) -> Any:
+        from ._tables import SparseTransitions
+
+        table = sp.csr_array((values, counts.indices, counts.indptr), shape=counts.shape)
+        return SparseTransitions(table, background[:, None], np.ones((1, self.n_states)), None,
+                                 self.n_actions)
+
+    def sample_many(self, n: int, *, rng: SeedLike) -> Any:
+        """``n`` posterior draws, ndarray of shape (n, S, A, S); sparse storage: a list of
+        ``n`` :class:`SparseTransitions`.
+
+        Sparse draws are exact in the mass of every observed cell and in the total mass of
+        the pseudo-counts (``Gamma(c + alpha) = Gamma(c) + Gamma(alpha)``), whose split over
+        the states is replaced by its mean (uniform): the (S, A, S) draw is never formed.
+        """
+        n = _check_n(n)
+        if not self.sparse:
+            return sample_dirichlet(self._counts + self.alpha, n, rng=rng)
+        gen = as_generator(rng)
+        counts = self.counts
+        rows = np.repeat(np.arange(counts.shape[0]), np.diff(counts.indptr))
+        out = []
+        for _ in range(n):
+            g = gen.standard_gamma(counts.data)
+            bg = gen.standard_gamma(np.full(counts.shape[0], self.alpha * self.n_states))
+            z = np.bincount(rows, weights=g, minlength=counts.shape[0]) + bg
+            out.append(self._table(counts, g / z[rows], bg / z))
+        return out
 
 
 class KnownTransitionModel(_TransitionBelief):

@@ -20,6 +20,7 @@ __all__ = [
     "TruncatedCategoryMap",
     "displacement_category_map",
     "identity_category_map",
+    "valid_probs",
     "window_displacements",
 ]
 
@@ -221,19 +222,8 @@ class CategoryMap:
 
     # -- categories -> next states -------------------------------------------------
     def _valid_probs(self, q: FloatArray) -> FloatArray:
-        """Renormalise ``q`` over the valid categories of each state.
-
-        Mass on structural zeros is discarded; a row with all its mass there falls back to
-        uniform over its valid categories.
-        """
-        qv = np.where(self.valid, q, 0.0)
-        z = qv.sum(axis=-1, keepdims=True)
-        bad = ~(z > 1e-300)
-        if bad.any():
-            uniform = self.valid / self.valid.sum(axis=1, keepdims=True)
-            qv = np.where(bad, uniform, qv)
-            z = np.where(bad, 1.0, z)
-        return qv / z
+        """Renormalise ``q`` over the valid categories of each state (:func:`valid_probs`)."""
+        return valid_probs(self.valid, q)
 
     def next_state_probs(self, q: Any, other_weights: Any | None = None) -> FloatArray:
         """Map category probabilities to next-state probabilities.
@@ -265,6 +255,31 @@ class CategoryMap:
                 np.asarray(other_weights, dtype=np.float64)
             out = out + qv[..., -1:] * w
         return out
+
+
+def valid_probs(valid: np.ndarray, q: FloatArray) -> FloatArray:
+    """Renormalise category probabilities over the valid categories of each state.
+
+    Mass on structural zeros is discarded; a row with all its mass there falls back to
+    uniform over its valid categories.
+
+    Parameters
+    ----------
+    valid : ndarray of bool, shape (S, K)
+    q : ndarray of shape (..., S, K)
+
+    Returns
+    -------
+    ndarray of shape (..., S, K)
+    """
+    qv = np.where(valid, q, 0.0)
+    z = qv.sum(axis=-1, keepdims=True)
+    bad = ~(z > 1e-300)
+    if bad.any():
+        uniform = valid / valid.sum(axis=1, keepdims=True)
+        qv = np.where(bad, uniform, qv)
+        z = np.where(bad, 1.0, z)
+    return qv / z
 
 
 def identity_category_map(n_states: int) -> CategoryMap:

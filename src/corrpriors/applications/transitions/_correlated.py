@@ -9,7 +9,7 @@ import numpy as np
 from ..._random import as_generator
 from ..._typing import FloatArray, SeedLike
 from ..._validation import check_array, check_positive, check_shape
-from ._beliefs import _check_n, _TransitionBelief
+from ._beliefs import _check_n, _resolve_sparse, _TransitionBelief
 from ._categories import (
     BOUNDARY_RULES,
     CategoryMap,
@@ -17,6 +17,14 @@ from ._categories import (
     _nearest_first,
     displacement_category_map,
     identity_category_map,
+)
+from ._window import (
+    WindowCategoryMap,
+    aggregate_pairs,
+    far_destinations_pairs,
+    impute_pairs,
+    next_state_tables,
+    window_category_map,
 )
 
 __all__ = ["GMRF_FROM_STATES", "GMRF_MAX_CATEGORIES", "CorrelatedTransitionModel"]
@@ -159,6 +167,13 @@ class CorrelatedTransitionModel(_TransitionBelief):
         Range of the scale lattice (with ``selection``).
     scale_step : float, default=0.25
         Lattice spacing in decades (with ``selection``).
+    sparse : bool or None, default=None
+        Store the counts sparsely, compute categories for the observed transitions only and
+        return :meth:`mean` and :meth:`sample_many` as
+        :class:`~corrpriors.applications.transitions.SparseTransitions` tables (memory
+        O(S A K + T) instead of O(S^2 A)); ``None``: from
+        :data:`~corrpriors.applications.transitions.SPARSE_FROM_STATES` states on. Small
+        models keep dense (S, A, S) arrays.
     mc_rng : None, int, numpy.random.SeedSequence or numpy.random.Generator, default=None
         Randomness of ``probs_method="mc"`` (unused by ``"plugin"``). An int or SeedSequence
         makes every Monte-Carlo mean reproducible (each call restarts from it: common random
@@ -186,20 +201,24 @@ class CorrelatedTransitionModel(_TransitionBelief):
     """
 
     def __init__(self, n_states: int, n_actions: int, covariance: Any = None,
-                 category_map: CategoryMap | None = None, learn_scale: bool = True,
+                 category_map: CategoryMap | WindowCategoryMap | None = None, learn_scale: bool = True,
                  learn_mean: str | None = "constant",
                  scale_prior: tuple[float, float] | None = (2.0, 1.0),
                  probs_method: str = "plugin", max_iter: int = 100, tol: float = 1e-6,
                  selection: str | None = None, scale_range: tuple[float, float] = (1e-2, 1e4),
                  scale_step: float = 0.25, precision: Any = None, impute_rounds: int = 3, *,
-                 mc_rng: SeedLike = None, **model_kwargs: Any) -> None:
-        super().__init__(n_states, n_actions)
+                 mc_rng: SeedLike = None, sparse: bool | None = None,
+                 **model_kwargs: Any) -> None:
+        super().__init__(n_states, n_actions, sparse)
         from ...core.model import CorrelatedMultinomial
         from ...core.selection import ScaleSearch, check_criterion
 
         cmap = identity_category_map(self.n_states) if category_map is None else category_map
-        if not isinstance(cmap, CategoryMap):
-            raise TypeError(f"category_map: expected a CategoryMap, got {type(cmap).__name__}")
+        if not isinstance(cmap, (CategoryMap, WindowCategoryMap)):
+            raise TypeError(f"category_map: expected a CategoryMap or WindowCategoryMap, got "
+                            f"{type(cmap).__name__}")
+        if isinstance(cmap, WindowCategoryMap) and not self.sparse:
+            cmap = cmap.to_dense()
         if cmap.n_states != self.n_states:
             raise ValueError(f"category_map: expected a map over S = {self.n_states} states, "
                              f"got {cmap.n_states}")
@@ -380,13 +399,19 @@ class CorrelatedTransitionModel(_TransitionBelief):
                                  "encoding='absolute' for real-valued features")
             if boundary is None:
                 boundary = "stay" if getattr(mdp, "shape", None) is not None else "exclude"
-            cmap = displacement_category_map(coords.astype(np.int64), radius, boundary=boundary,
-                                             other_pooling=other_pooling)
-            if category_order == "nearest":
-                cmap = _nearest_first(cmap, coords.shape[1], radius)
-            elif category_order != "lexicographic":
+            if category_order not in ("nearest", "lexicographic"):
                 raise ValueError(f"category_order: expected 'nearest' or 'lexicographic', got "
                                  f"{category_order!r}")
+            cmap: CategoryMap | WindowCategoryMap
+            if _resolve_sparse(kwargs.get("sparse"), S):   # no (S, S) arrays
+                cmap = window_category_map(coords.astype(np.int64), radius, boundary=boundary,
+                                           other_pooling=other_pooling, order=category_order)
+            else:
+                cmap = displacement_category_map(coords.astype(np.int64), radius,
+                                                 boundary=boundary, other_pooling=other_pooling)
+                if category_order == "nearest":
+                    assert isinstance(cmap, CategoryMap)
+                    cmap = _nearest_first(cmap, coords.shape[1], radius)
         elif encoding == "absolute":
             if boundary not in (None, "exclude"):
                 raise ValueError(f"boundary: the absolute encoding has no moves to truncate; "
@@ -444,15 +469,20 @@ class CorrelatedTransitionModel(_TransitionBelief):
         if self._cache.get("version") == self._version:
             return self
         which = range(self.n_actions) if actions is None else [int(a) for a in actions]
-        censored = isinstance(self.category_map, TruncatedCategoryMap)
-        cat_counts = self.category_map.aggregate(self._counts.transpose(1, 0, 2))   # (A, S, K)
+        cmap = self.category_map
+        censored = isinstance(cmap, TruncatedCategoryMap) or getattr(cmap, "censored", False)
+        if not self.sparse:
+            assert isinstance(cmap, CategoryMap)   # dense storage has a dense map
+            cat_counts = cmap.aggregate(self._counts.transpose(1, 0, 2))   # (A, S, K)
         for a in which:
             if self._fitted_versions[a] == self._action_versions[a]:   # its data are unchanged
                 continue
+            counts = (cat_counts[a] if not self.sparse
+                      else aggregate_pairs(cmap, *self._action_pairs(a)))
             tic = time.perf_counter()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ConvergenceWarning)
-                model = self._fit_action(a, cat_counts[a], censored)
+                model = self._fit_action(a, counts, censored)
             self.fit_seconds_ += time.perf_counter() - tic
             self.n_unconverged_ += int(not model.converged_)
             self._fitted_versions[a] = self._action_versions[a]
@@ -469,13 +499,23 @@ class CorrelatedTransitionModel(_TransitionBelief):
         """
         if not censored:
             return self._fit_counts(a, counts)
-        cmap, raw = self.category_map, self._counts[:, a, :]
-        assert isinstance(cmap, TruncatedCategoryMap)   # the only censoring map
+        cmap = self.category_map
+        if self.sparse:
+            pairs = self._action_pairs(a)
+
+            def impute(q: Any) -> FloatArray:
+                return impute_pairs(cmap, *pairs, q)
+        else:
+            assert isinstance(cmap, TruncatedCategoryMap)   # the only dense censoring map
+            raw = self._counts[:, a, :]
+
+            def impute(q: Any) -> FloatArray:
+                return cmap.impute(raw, q)
         current = self.models_[a]
-        x = cmap.impute(raw, current.probs() if hasattr(current, "result_") else None)
+        x = impute(current.probs() if hasattr(current, "result_") else None)
         for _ in range(self.impute_rounds):
             model = self._fit_counts(a, x)
-            x_new = cmap.impute(raw, model.probs())
+            x_new = impute(model.probs())
             if np.array_equal(x_new, x):
                 break
             x = x_new
@@ -504,8 +544,9 @@ class CorrelatedTransitionModel(_TransitionBelief):
         self.selected_[a] = {"candidate": name, "scale": sel.scale, "value": value}
         return sel.model
 
-    def action_mean(self, action: int) -> FloatArray:
-        """Posterior-mean next-state probabilities of one action, ndarray of shape (S, S).
+    def action_mean(self, action: int) -> Any:
+        """Posterior-mean next-state probabilities of one action, ndarray of shape (S, S)
+        (sparse storage: a :class:`SparseTransitions` with one action).
 
         Refits only that action's model (if its counts changed).
         """
@@ -514,13 +555,21 @@ class CorrelatedTransitionModel(_TransitionBelief):
             raise ValueError(f"action: expected 0 <= action < {self.n_actions}, got {action!r}")
         self.refit([a])
         q = self.models_[a].probs(method=self.probs_method, rng=self.mc_rng)
+        if self.sparse:
+            return self._tables(q[None], [a])
         return self._to_next_states(q, a)
 
     def _to_next_states(self, q: FloatArray, a: int) -> FloatArray:
         cmap = self.category_map
+        assert isinstance(cmap, CategoryMap)   # dense storage
         if cmap.is_identity:
             return q
         return cmap.next_state_probs(q, cmap.other_weights(self._counts[:, a, :], self._far))
+
+    def _tables(self, q: FloatArray, actions: list[int]) -> Any:
+        """Category probabilities ``q`` (len(actions), S, K) to a sparse table."""
+        return next_state_tables(self.category_map, q,
+                                 [self._action_pairs(a) for a in actions], self._far)
 
     def update(self, states: Any, actions: Any, next_states: Any) -> CorrelatedTransitionModel:
         """Accumulate observed transitions ``(states[t], actions[t]) -> next_states[t]``.
@@ -537,7 +586,11 @@ class CorrelatedTransitionModel(_TransitionBelief):
         super().update(states, actions, next_states)   # validates
         s = np.atleast_1d(np.asarray(states)).astype(np.int64)      # validated above
         s2 = np.atleast_1d(np.asarray(next_states)).astype(np.int64)
-        far = self.category_map.outside[s, s2]           # where far jumps led (pooling)
+        if self.sparse:   # where far jumps led (pooling)
+            self._far += far_destinations_pairs(self.category_map, s, s2, np.ones(s.size))
+            return self
+        assert isinstance(self.category_map, CategoryMap)   # dense storage has a dense map
+        far = self.category_map.outside[s, s2]
         self._far += np.bincount(s2[far], minlength=self.n_states)
         return self
 
@@ -554,6 +607,13 @@ class CorrelatedTransitionModel(_TransitionBelief):
         self
         """
         super().set_counts(counts)
+        if self.sparse:
+            pairs = [self._action_pairs(a) for a in range(self.n_actions)]
+            self._far = np.zeros(self.n_states)
+            for p in pairs:
+                self._far += far_destinations_pairs(self.category_map, *p)
+            return self
+        assert isinstance(self.category_map, CategoryMap)
         self._far = self.category_map.far_destinations(np.moveaxis(self._counts, 1, 0))
         return self
 
@@ -562,20 +622,32 @@ class CorrelatedTransitionModel(_TransitionBelief):
         self.refit()
         return np.stack([m.probs(method=self.probs_method, rng=self.mc_rng) for m in self.models_])
 
-    def mean(self) -> FloatArray:
-        """Posterior-mean (``probs_method``) transition model, ndarray of shape (S, A, S)."""
+    def mean(self) -> Any:
+        """Posterior-mean (``probs_method``) transition model, ndarray of shape (S, A, S)
+        (sparse storage: a :class:`SparseTransitions`).
+        """
         self.refit()
         if "mean" not in self._cache:
             q = self.category_probs()
-            self._cache["mean"] = np.stack([self._to_next_states(q[a], a)
-                                            for a in range(self.n_actions)], axis=1)
-        return self._cache["mean"].copy()
+            if self.sparse:
+                self._cache["mean"] = self._tables(q, list(range(self.n_actions)))
+            else:
+                self._cache["mean"] = np.stack([self._to_next_states(q[a], a)
+                                                for a in range(self.n_actions)], axis=1)
+        return self._cache["mean"] if self.sparse else self._cache["mean"].copy()
 
-    def sample_many(self, n: int, *, rng: SeedLike) -> FloatArray:
-        r"""``n`` joint draws from :math:`q(\psi)` mapped to models, shape (n, S, A, S)."""
+    def sample_many(self, n: int, *, rng: SeedLike) -> Any:
+        r"""``n`` joint draws from :math:`q(\psi)` mapped to models, shape (n, S, A, S)
+        (sparse storage: a list of ``n`` :class:`SparseTransitions`, drawn with the same
+        random numbers as the dense path).
+        """
         n = _check_n(n)
         gen = as_generator(rng)
         self.refit()
+        if self.sparse:
+            q = np.stack([model.sample_probs(n, rng=gen) for model in self.models_], axis=1)
+            actions = list(range(self.n_actions))
+            return [self._tables(q[m], actions) for m in range(n)]
         out = np.empty((n, self.n_states, self.n_actions, self.n_states))
         for a, model in enumerate(self.models_):
             out[:, :, a, :] = self._to_next_states(model.sample_probs(n, rng=gen), a)

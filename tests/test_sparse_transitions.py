@@ -1,0 +1,174 @@
+"""Sparse count storage, window category maps and sparse transition tables against the dense
+(S, S) implementations on small problems (identity, displacement and censored maps, far jumps).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from corrpriors.applications.transitions import (
+    CorrelatedTransitionModel,
+    DirichletTransitionModel,
+    displacement_category_map,
+    identity_category_map,
+)
+from corrpriors.applications.transitions._categories import _nearest_first
+from corrpriors.applications.transitions._window import (
+    aggregate_pairs,
+    far_destinations_pairs,
+    impute_pairs,
+    next_state_tables,
+    window_category_map,
+)
+
+
+def grid_coords(rows: int, cols: int) -> np.ndarray:
+    r, c = np.divmod(np.arange(rows * cols), cols)
+    return np.stack([r, c], axis=1)
+
+
+def random_counts(S: int, rng: np.random.Generator, far: int = 3) -> np.ndarray:
+    """Counts of one action: moves to grid neighbours plus a few far jumps."""
+    coords = grid_coords(*_shape(S))
+    counts = np.zeros((S, S))
+    for s in range(S):
+        near = np.flatnonzero(np.abs(coords - coords[s]).max(axis=1) <= 1)
+        for s2 in rng.choice(near, size=3):
+            counts[s, s2] += rng.integers(0, 4)
+    for _ in range(far):
+        counts[rng.integers(S), rng.integers(S)] += rng.integers(1, 3)
+    return counts
+
+
+def _shape(S: int) -> tuple[int, int]:
+    return {20: (4, 5), 30: (5, 6), 12: (3, 4)}[S]
+
+
+MAPS = [("exclude", "lexicographic"), ("exclude", "nearest"), ("stay", "nearest"),
+        ("clip", "lexicographic")]
+
+
+def dense_map(S, boundary, order, pooling=0.0):
+    coords = grid_coords(*_shape(S))
+    cmap = displacement_category_map(coords, 1, boundary=boundary, other_pooling=pooling)
+    return _nearest_first(cmap, 2, 1) if order == "nearest" else cmap
+
+
+@pytest.mark.parametrize("boundary, order", MAPS)
+def test_window_map_is_the_displacement_map(boundary, order):
+    S = 20
+    dense = dense_map(S, boundary, order)
+    window = window_category_map(grid_coords(4, 5), 1, boundary=boundary, order=order)
+    back = window.to_dense()
+    np.testing.assert_array_equal(back.category, dense.category)
+    np.testing.assert_array_equal(back.valid, dense.valid)
+    np.testing.assert_array_equal(window.valid, dense.valid)
+    assert type(back) is type(dense)
+    if boundary != "exclude":
+        np.testing.assert_array_equal(back.destination, dense.destination)
+
+
+@pytest.mark.parametrize("boundary, order", MAPS)
+def test_pair_algebra_matches_dense_methods(boundary, order):
+    rng = np.random.default_rng(3)
+    S = 30
+    coords = grid_coords(5, 6)
+    dense = dense_map(S, boundary, order, pooling=1.0)
+    window = window_category_map(coords, 1, boundary=boundary, order=order, other_pooling=1.0)
+    counts = random_counts(S, rng)
+    s, s2 = np.nonzero(counts)
+    n = counts[s, s2]
+    for cmap in (dense, window):
+        np.testing.assert_array_equal(aggregate_pairs(cmap, s, s2, n), dense.aggregate(counts))
+        np.testing.assert_array_equal(far_destinations_pairs(cmap, s, s2, n),
+                                      dense.far_destinations(counts))
+    q = rng.dirichlet(np.ones(dense.n_categories), size=S)
+    if boundary != "exclude":
+        for cmap in (dense, window):
+            np.testing.assert_array_equal(impute_pairs(cmap, s, s2, n, q), dense.impute(counts, q))
+    pooled = dense.far_destinations(counts)
+    expected = dense.next_state_probs(q, dense.other_weights(counts, pooled))
+    for cmap in (dense, window):
+        table = next_state_tables(cmap, q[None], [(s, s2, n)], pooled)
+        np.testing.assert_allclose(table.toarray()[:, 0, :], expected, rtol=0, atol=1e-15)
+        np.testing.assert_allclose(table.row_sums(), 1.0, atol=1e-12)
+        v = rng.standard_normal((S, 2))
+        np.testing.assert_allclose(table.expect(v)[:, 0], expected @ v, rtol=1e-12, atol=1e-14)
+        rows, cols = rng.integers(S, size=50), rng.integers(S, size=50)
+        np.testing.assert_allclose(table.entries(rows, cols), expected[rows, cols],
+                                   rtol=1e-13, atol=1e-16)
+
+
+def test_tables_without_pooling_and_identity_map():
+    rng = np.random.default_rng(4)
+    S = 12
+    cmap = dense_map(S, "exclude", "lexicographic")
+    counts = random_counts(S, rng)
+    s, s2 = np.nonzero(counts)
+    q = rng.dirichlet(np.ones(cmap.n_categories), size=(2, S))
+    table = next_state_tables(cmap, q, [(s, s2, counts[s, s2])] * 2, None)
+    for a in range(2):
+        np.testing.assert_allclose(table.toarray()[:, a],
+                                   cmap.next_state_probs(q[a], cmap.other_weights(counts)),
+                                   atol=1e-15)
+    ident = identity_category_map(S)
+    qi = rng.dirichlet(np.ones(S), size=(1, S))
+    table = next_state_tables(ident, qi, [(s, s2, counts[s, s2])], None)
+    np.testing.assert_allclose(table.toarray()[:, 0], qi[0], atol=1e-15)
+
+
+@pytest.mark.parametrize("boundary", ["exclude", "stay"])
+def test_sparse_model_matches_dense_model(boundary):
+    """The same belief with dense and with sparse storage: counts, category counts, fits,
+    means and draws agree (means and draws to 1e-12; fits on equal category counts)."""
+    rng = np.random.default_rng(5)
+    S, A = 30, 2
+    coords = grid_coords(5, 6)
+    cmap = dense_map(S, boundary, "nearest", pooling=1.0)
+    window = window_category_map(coords, 1, boundary=boundary, order="nearest",
+                                 other_pooling=1.0)
+    kw = dict(precision=None, covariance=np.exp(-0.5 * ((coords[:, None] - coords[None]) ** 2)
+                                                .sum(-1)) + 1e-6 * np.eye(S),
+              selection=None, learn_scale=False, scale=1.0, max_iter=30)
+    dense = CorrelatedTransitionModel(S, A, category_map=cmap, sparse=False, **kw)
+    sparse = CorrelatedTransitionModel(S, A, category_map=window, sparse=True, **kw)
+    for _ in range(2):
+        s, a, s2 = rng.integers(S, size=60), rng.integers(A, size=60), rng.integers(S, size=60)
+        near = rng.random(60) < 0.9
+        s2 = np.where(near, np.clip(s + rng.integers(-1, 2, 60), 0, S - 1), s2)
+        dense.update(s, a, s2)
+        sparse.update(s, a, s2)
+    np.testing.assert_array_equal(sparse.counts.toarray().reshape(S, A, S), dense.counts)
+    np.testing.assert_array_equal(sparse._far, dense._far)
+    dense.refit()
+    sparse.refit()
+    for md, ms in zip(dense.models_, sparse.models_):
+        np.testing.assert_array_equal(md.psi_mean_, ms.psi_mean_)
+    mean = sparse.mean()
+    np.testing.assert_allclose(mean.toarray(), dense.mean(), rtol=0, atol=1e-12)
+    draws_s = sparse.sample_many(2, rng=np.random.default_rng(9))
+    draws_d = dense.sample_many(2, rng=np.random.default_rng(9))
+    for m in range(2):
+        np.testing.assert_allclose(draws_s[m].toarray(), draws_d[m], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(sparse.action_mean(1).toarray()[:, 0], dense.action_mean(1),
+                               atol=1e-12)
+
+
+def test_sparse_counts_storage_and_set_counts():
+    rng = np.random.default_rng(6)
+    S, A = 12, 3
+    dense = DirichletTransitionModel(S, A, sparse=False)
+    sparse = DirichletTransitionModel(S, A, sparse=True)
+    for _ in range(3):
+        s, a, s2 = rng.integers(S, size=40), rng.integers(A, size=40), rng.integers(S, size=40)
+        dense.update(s, a, s2)
+        sparse.update(s, a, s2)
+    np.testing.assert_array_equal(sparse.counts.toarray(), dense.counts.reshape(S * A, S))
+    np.testing.assert_allclose(sparse.mean().toarray(), dense.mean(), rtol=0, atol=1e-15)
+    sparse.set_counts(dense.counts)
+    np.testing.assert_array_equal(sparse.counts.toarray(), dense.counts.reshape(S * A, S))
+    sparse.set_counts(sparse.counts)       # a sparse (S A, S) table is accepted too
+    np.testing.assert_array_equal(sparse.counts.toarray(), dense.counts.reshape(S * A, S))
+    with pytest.raises(ValueError, match="sparse"):
+        DirichletTransitionModel(S, A, sparse="yes")

@@ -2,6 +2,8 @@ r"""The paper's belief: one correlated multinomial per action over the states.""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -27,7 +29,7 @@ from ._window import (
     window_category_map,
 )
 
-__all__ = ["GMRF_FROM_STATES", "GMRF_MAX_CATEGORIES", "CorrelatedTransitionModel"]
+__all__ = ["BACKENDS", "GMRF_FROM_STATES", "GMRF_MAX_CATEGORIES", "CorrelatedTransitionModel"]
 
 
 def _covariance_candidates(covariance: Any, n_states: int, many: bool) -> list[tuple[Any, Any]]:
@@ -106,6 +108,120 @@ def _scale_selection(selection: str, kwargs: dict[str, Any]) -> dict[str, Any]:
                      f"{selection!r}")
 
 
+BACKENDS = ("threads", "loky", "dask")
+"""Where :meth:`CorrelatedTransitionModel.refit` runs the actions' fits with ``n_jobs``."""
+
+
+@dataclasses.dataclass
+class _ActionTask:
+    """Everything one action's refit needs (picklable: runs on a process or a Dask worker)."""
+
+    action: int
+    counts: FloatArray            # category counts, uncensored reading (S, K)
+    cmap: Any                     # censored maps only: to impute
+    raw: Any                      # censored maps only: the observed next states
+    impute_rounds: int
+    model: Any                    # the action's current model (warm start)
+    searches: list | None         # [(name, ScaleSearch)] with a selection criterion
+
+
+@dataclasses.dataclass
+class _ActionResult:
+    model: Any
+    searches: list | None
+    selected: dict | None
+    n_fits: int
+    seconds: float
+
+
+def _impute(task: _ActionTask, q: Any) -> FloatArray:
+    if isinstance(task.raw, tuple):   # observed pairs (sparse storage)
+        s, s2, n = task.raw
+        return impute_pairs(task.cmap, s, s2, n, q)
+    return task.cmap.impute(task.raw, q)
+
+
+def _fit_counts(task: _ActionTask, counts: FloatArray, state: dict) -> Any:
+    """One fit (or selection) of the task's model to category counts; the model."""
+    if task.searches is None:
+        state["n_fits"] += 1
+        state["model"] = state["model"].fit(counts, warm_start=True)
+        return state["model"]
+    best: tuple[float, Any, Any] | None = None
+    for name, search in task.searches:
+        before = search.n_fits_
+        sel = search.select(counts)
+        state["n_fits"] += search.n_fits_ - before
+        if best is None or sel.value > best[0]:
+            best = (sel.value, name, sel)
+    assert best is not None   # at least one candidate per action
+    value, name, sel = best
+    state["model"] = sel.model
+    state["selected"] = {"candidate": name, "scale": sel.scale, "value": value}
+    return sel.model
+
+
+def _run_action(task: _ActionTask, quiet: bool = False) -> _ActionResult:
+    """Fit (or select) one action's model. With a censored category map this is EM: impute
+    from the current fit, refit, repeat while the imputation changes (at most
+    ``impute_rounds`` fits or selections, each warm-started).
+    """
+    import time
+    import warnings
+
+    from ...exceptions import ConvergenceWarning
+
+    tic = time.perf_counter()
+    state: dict[str, Any] = {"model": task.model, "n_fits": 0, "selected": None}
+    with warnings.catch_warnings() if quiet else contextlib.nullcontext():
+        if quiet:
+            warnings.simplefilter("ignore", ConvergenceWarning)
+        if task.cmap is None:
+            model = _fit_counts(task, task.counts, state)
+        else:
+            current = task.model
+            x = _impute(task, current.probs() if hasattr(current, "result_") else None)
+            for _ in range(task.impute_rounds):
+                model = _fit_counts(task, x, state)
+                x_new = _impute(task, model.probs())
+                if np.array_equal(x_new, x):
+                    break
+                x = x_new
+    return _ActionResult(model, task.searches, state["selected"], state["n_fits"],
+                         time.perf_counter() - tic)
+
+
+def _run_action_quietly(task: _ActionTask) -> _ActionResult:
+    """:func:`_run_action` in a worker process (its own warning filters, one BLAS thread)."""
+    from ..._threads import blas_threads
+
+    with blas_threads(1):
+        return _run_action(task, quiet=True)
+
+
+def _run_tasks(tasks: list[_ActionTask], n_jobs: int, backend: Any) -> list[_ActionResult]:
+    """Run the tasks one after the other, on joblib threads or processes, or on Dask."""
+    if n_jobs == 1 or len(tasks) <= 1:
+        return [_run_action(t) for t in tasks]
+    if backend == "dask" or not isinstance(backend, str):
+        from dask.distributed import get_client
+
+        client = get_client() if backend == "dask" else backend
+        futures = client.map(_run_action_quietly, tasks, pure=False)
+        return list(client.gather(futures))
+    from joblib import Parallel, delayed
+
+    from ..._threads import blas_threads
+
+    jobs = min(len(tasks), n_jobs if n_jobs > 0 else len(tasks))
+    if backend == "threads":   # one BLAS thread for the whole section (the limit is global)
+        with blas_threads(1):
+            return list(Parallel(n_jobs=jobs, backend="threading")(
+                delayed(_run_action)(t) for t in tasks))
+    return list(Parallel(n_jobs=jobs, backend="loky")(
+        delayed(_run_action_quietly)(t) for t in tasks))
+
+
 class CorrelatedTransitionModel(_TransitionBelief):
     r"""The paper's correlated belief: one correlated multinomial per action over the states.
 
@@ -174,6 +290,15 @@ class CorrelatedTransitionModel(_TransitionBelief):
         O(S A K + T) instead of O(S^2 A)); ``None``: from
         :data:`~corrpriors.applications.transitions.SPARSE_FROM_STATES` states on. Small
         models keep dense (S, A, S) arrays.
+    n_jobs : int or None, default=None
+        Fit this many actions at a time (``None`` or 1: one after the other; -1: all at once).
+        The fits are independent and give the same numbers in any case.
+    backend : {"threads", "loky", "dask"} or dask.distributed.Client, default="threads"
+        Where parallel fits run: joblib threads (measured fastest: LAPACK releases the GIL,
+        and the priors' symbolic analyses are shared, not copied), joblib processes
+        (``"loky"``: each action's model and prior are pickled there and back), or a Dask
+        cluster (a ``Client``, or ``"dask"`` for the current default client) -- e.g. to fit
+        the actions of a large model on several machines.
     mc_rng : None, int, numpy.random.SeedSequence or numpy.random.Generator, default=None
         Randomness of ``probs_method="mc"`` (unused by ``"plugin"``). An int or SeedSequence
         makes every Monte-Carlo mean reproducible (each call restarts from it: common random
@@ -207,9 +332,22 @@ class CorrelatedTransitionModel(_TransitionBelief):
                  probs_method: str = "plugin", max_iter: int = 100, tol: float = 1e-6,
                  selection: str | None = None, scale_range: tuple[float, float] = (1e-2, 1e4),
                  scale_step: float = 0.25, precision: Any = None, impute_rounds: int = 3, *,
-                 mc_rng: SeedLike = None, sparse: bool | None = None,
-                 **model_kwargs: Any) -> None:
+                 mc_rng: SeedLike = None, sparse: bool | None = None, n_jobs: int | None = None,
+                 backend: Any = "threads", **model_kwargs: Any) -> None:
         super().__init__(n_states, n_actions, sparse)
+        if n_jobs is None:
+            n_jobs = 1
+        if isinstance(n_jobs, bool) or int(n_jobs) != n_jobs or n_jobs == 0 or n_jobs < -1:
+            raise ValueError(f"n_jobs: expected a positive int, -1 (one per action) or None, "
+                             f"got {n_jobs!r}")
+        if isinstance(backend, str) and backend not in BACKENDS:
+            raise ValueError(f"backend: expected one of {', '.join(BACKENDS)} or a "
+                             f"dask.distributed.Client, got {backend!r}")
+        if not isinstance(backend, str) and not hasattr(backend, "map"):
+            raise TypeError(f"backend: expected a string or a dask.distributed.Client, got "
+                            f"{type(backend).__name__}")
+        self.n_jobs = int(n_jobs)
+        self.backend = backend
         from ...core.model import CorrelatedMultinomial
         from ...core.selection import ScaleSearch, check_criterion
 
@@ -452,6 +590,9 @@ class CorrelatedTransitionModel(_TransitionBelief):
     def refit(self, actions: Any = None) -> CorrelatedTransitionModel:
         """Fit every action's model whose counts changed since its last fit (lazy, warm).
 
+        The actions' fits are independent; with ``n_jobs`` they run in parallel on
+        ``backend`` and give the same numbers as one after the other.
+
         Parameters
         ----------
         actions : sequence of int, optional
@@ -461,7 +602,6 @@ class CorrelatedTransitionModel(_TransitionBelief):
         -------
         self
         """
-        import time
         import warnings
 
         from ...exceptions import ConvergenceWarning
@@ -474,75 +614,37 @@ class CorrelatedTransitionModel(_TransitionBelief):
         if not self.sparse:
             assert isinstance(cmap, CategoryMap)   # dense storage has a dense map
             cat_counts = cmap.aggregate(self._counts.transpose(1, 0, 2))   # (A, S, K)
+        tasks = []
         for a in which:
             if self._fitted_versions[a] == self._action_versions[a]:   # its data are unchanged
                 continue
-            counts = (cat_counts[a] if not self.sparse
-                      else aggregate_pairs(cmap, *self._action_pairs(a)))
-            tic = time.perf_counter()
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", ConvergenceWarning)
-                model = self._fit_action(a, counts, censored)
-            self.fit_seconds_ += time.perf_counter() - tic
-            self.n_unconverged_ += int(not model.converged_)
+            raw: Any
+            if self.sparse:
+                pairs = self._action_pairs(a)
+                counts, raw = aggregate_pairs(cmap, *pairs), pairs
+            else:
+                counts, raw = cat_counts[a], self._counts[:, a, :]
+            tasks.append(_ActionTask(a, counts, cmap if censored else None,
+                                     raw if censored else None, self.impute_rounds,
+                                     self.models_[a],
+                                     None if self._searches is None else self._searches[a]))
+        with warnings.catch_warnings():   # (threads share the filters: set them here)
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            results = _run_tasks(tasks, self.n_jobs, self.backend)
+        for task, res in zip(tasks, results):
+            a = task.action
+            self.models_[a] = res.model
+            if self._searches is not None and self.selected_ is not None:
+                assert res.searches is not None
+                self._searches[a] = res.searches
+                self.selected_[a] = res.selected
+            self.n_fits_ += res.n_fits
+            self.fit_seconds_ += res.seconds
+            self.n_unconverged_ += int(not res.model.converged_)
             self._fitted_versions[a] = self._action_versions[a]
         if actions is None:
             self._cache = {"version": self._version}
         return self
-
-    def _fit_action(self, a: int, counts: FloatArray, censored: bool) -> Any:
-        """Fit (or select) action ``a``'s model and return it.
-
-        With a censored category map this is EM: impute from the current fit, refit, repeat
-        while the imputation changes (at most ``impute_rounds`` fits or selections, each
-        warm-started).
-        """
-        if not censored:
-            return self._fit_counts(a, counts)
-        cmap = self.category_map
-        if self.sparse:
-            pairs = self._action_pairs(a)
-
-            def impute(q: Any) -> FloatArray:
-                return impute_pairs(cmap, *pairs, q)
-        else:
-            assert isinstance(cmap, TruncatedCategoryMap)   # the only dense censoring map
-            raw = self._counts[:, a, :]
-
-            def impute(q: Any) -> FloatArray:
-                return cmap.impute(raw, q)
-        current = self.models_[a]
-        x = impute(current.probs() if hasattr(current, "result_") else None)
-        for _ in range(self.impute_rounds):
-            model = self._fit_counts(a, x)
-            x_new = impute(model.probs())
-            if np.array_equal(x_new, x):
-                break
-            x = x_new
-        return model
-
-    def _fit_counts(self, a: int, counts: FloatArray) -> Any:
-        """One fit of action ``a``'s model to category counts (or a selection); the model."""
-        if self._searches is None:
-            self.n_fits_ += 1
-            return self.models_[a].fit(counts, warm_start=True)
-        return self._select(a, counts)
-
-    def _select(self, a: int, counts: FloatArray) -> Any:
-        """Choose action ``a``'s covariance and scale by the criterion; returns the model."""
-        assert self._searches is not None and self.selected_ is not None
-        best: tuple[float, Any, Any] | None = None
-        for name, search in self._searches[a]:
-            before = search.n_fits_
-            sel = search.select(counts)
-            self.n_fits_ += search.n_fits_ - before
-            if best is None or sel.value > best[0]:
-                best = (sel.value, name, sel)
-        assert best is not None   # at least one candidate per action
-        value, name, sel = best
-        self.models_[a] = sel.model
-        self.selected_[a] = {"candidate": name, "scale": sel.scale, "value": value}
-        return sel.model
 
     def action_mean(self, action: int) -> Any:
         """Posterior-mean next-state probabilities of one action, ndarray of shape (S, S)

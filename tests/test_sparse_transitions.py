@@ -172,3 +172,47 @@ def test_sparse_counts_storage_and_set_counts():
     np.testing.assert_array_equal(sparse.counts.toarray(), dense.counts.reshape(S * A, S))
     with pytest.raises(ValueError, match="sparse"):
         DirichletTransitionModel(S, A, sparse="yes")
+
+
+@pytest.mark.parametrize("variant", ["sampling", "mean"])
+def test_psrl_plans_sparse_tables_like_dense_ones(variant):
+    """The agent's sparse path (plan_sparse on SparseTransitions draws) gives the Q-values of
+    the dense path (policy_iteration on (S, A, S) draws), with terminal states."""
+    from corrpriors.applications import PSRLAgent
+
+    rng = np.random.default_rng(8)
+    S, A = 20, 2
+    coords = grid_coords(4, 5)
+    cmap = dense_map(S, "stay", "nearest", pooling=1.0)
+    window = window_category_map(coords, 1, boundary="stay", order="nearest", other_pooling=1.0)
+    kw = dict(covariance=np.exp(-0.5 * ((coords[:, None] - coords[None]) ** 2).sum(-1))
+              + 1e-6 * np.eye(S), learn_scale=False, scale=1.0, max_iter=30)
+    rewards = rng.standard_normal((S, A))
+    agents = [PSRLAgent(CorrelatedTransitionModel(S, A, category_map=m, sparse=sp_, **kw),
+                        rewards, 0.9, variant=variant, n_samples=3, terminal=term)
+              for m, sp_ in ((cmap, False), (window, True))
+              for term in [np.arange(S) == S - 1]]
+    s, a, s2 = rng.integers(S, size=80), rng.integers(A, size=80), rng.integers(S, size=80)
+    s2 = np.where(rng.random(80) < 0.9, np.clip(s + rng.integers(-1, 2, 80), 0, S - 1), s2)
+    for agent in agents:
+        agent.belief.update(s, a, s2)
+        agent.plan(rng=np.random.default_rng(1))
+    dense, sparse = agents
+    np.testing.assert_allclose(sparse.q_values_, dense.q_values_, rtol=1e-8, atol=1e-8)
+    np.testing.assert_array_equal(sparse.policy_, dense.policy_)
+
+
+def test_sparse_tables_sample_next_states_by_their_probabilities():
+    rng = np.random.default_rng(12)
+    S = 12
+    cmap = dense_map(S, "exclude", "lexicographic", pooling=1.0)
+    counts = random_counts(S, rng, far=6)
+    s, s2 = np.nonzero(counts)
+    q = rng.dirichlet(np.ones(cmap.n_categories) * 0.5, size=(1, S))
+    table = next_state_tables(cmap, q, [(s, s2, counts[s, s2])], cmap.far_destinations(counts))
+    P = table.toarray()[:, 0]
+    n = 20000
+    draws = table.sample_next(np.full(n, 3), np.zeros(n, dtype=int), rng=rng)
+    freq = np.bincount(draws, minlength=S) / n
+    se = np.sqrt(P[3] * (1 - P[3]) / n)
+    assert np.all(np.abs(freq - P[3]) <= 5 * se + 1e-12)

@@ -38,12 +38,12 @@ from .._validation import check_array, check_positive
 from ..mdp._sparse import SparseTransitionRewards, SparseTransitions, is_sparse_table
 from ..mdp.checks import check_rewards
 from ..mdp.metrics import expected_return, normalize_returns, return_range
-from ..mdp.planning import policy_evaluation, policy_iteration
+from ..mdp.planning import PlanningResult, greedy_policy, policy_evaluation, policy_iteration
 from ..mdp.rollout import NextStateSampler
 from ..mdp.tabular import TabularMDP
 from .transitions import TransitionBelief
 
-__all__ = ["NormalGammaRewards", "PSRLAgent", "run_psrl"]
+__all__ = ["NormalGammaRewards", "PSRLAgent", "plan_sparse", "run_psrl"]
 
 
 def _as_rewards(rewards: Any, n_states: int, n_actions: int) -> Any:
@@ -239,12 +239,18 @@ class PSRLAgent:
                 raise ValueError(f"terminal: expected a boolean mask of shape (S,) = ({S},), got "
                                  f"dtype {t.dtype}, shape {t.shape}")
             self.terminal_ |= t
-        # the rewards and discount the agent plans with; transitions come from the belief (the
-        # placeholder self-loops are never planned with and cost O(S A), not a dense (S, A, S))
-        stay = np.broadcast_to(np.arange(S)[:, None, None], (S, A, 1))
-        self.planning_mdp = TabularMDP(SparseTransitions.from_entries(stay, np.ones((S, A, 1))),
-                                       np.zeros((S, A)) if self.rewards is None else self.rewards,
-                                       self.discount)
+        # the rewards and discount the agent plans with; transitions come from the belief
+        self.sparse = bool(getattr(belief, "sparse", False))
+        if self.sparse:   # the belief's tables are planned by plan_sparse
+            if self.rewards is not None and self.rewards.ndim == 3:
+                raise ValueError("rewards: a belief with sparse tables plans with rewards of "
+                                 "shape (S,) or (S, A), got (S, A, S)")
+            self.planning_mdp = None
+        else:   # (the placeholder self-loops are never planned with and cost O(S A))
+            stay = np.broadcast_to(np.arange(S)[:, None, None], (S, A, 1))
+            self.planning_mdp = TabularMDP(SparseTransitions.from_entries(stay, np.ones((S, A, 1))),
+                                           np.zeros((S, A)) if self.rewards is None
+                                           else self.rewards, self.discount)
         self.variant = variant
         self.n_samples = int(n_samples)
         self.replan_every = replan_every if replan_every == "episode" else int(replan_every)
@@ -275,6 +281,7 @@ class PSRLAgent:
 
     def _planning_mdp(self) -> TabularMDP:
         """The planning model with the terminal states known so far."""
+        assert self.planning_mdp is not None   # dense beliefs only
         known = self.terminal_ if self.terminal_.any() else None
         current = self.planning_mdp.terminal
         if (known is None) != (current is None) or (known is not None and current is not None
@@ -298,6 +305,9 @@ class PSRLAgent:
         self._flush()
         rng = as_generator(rng)
         warm = self.policy_
+        if self.sparse:
+            Q = self._plan_sparse(rng, warm)
+            return self._greedy(Q, rng)
         mdp = self._planning_mdp()
         rewards = None
         if self.variant == "mean":
@@ -311,6 +321,35 @@ class PSRLAgent:
                 rewards = self.reward_belief_.sample_many(self.n_samples, rng=rng)
             Q = policy_iteration(mdp, models, initial_policy=warm,
                                  rewards=rewards).q_values.mean(axis=0)
+        return self._greedy(Q, rng)
+
+    def _plan_sparse(self, rng: np.random.Generator, warm: IntArray | None) -> FloatArray:
+        """Q-values of the sparse-table path (:func:`plan_sparse` per model)."""
+        S, A = self.belief.n_states, self.belief.n_actions
+        known = self.rewards
+        if self.variant == "mean":
+            models = [self.belief.mean()]
+            rewards = [self.reward_belief_.mean() if self.reward_belief_ is not None else known]
+        else:
+            models = list(self.belief.sample_many(self.n_samples, rng=rng))
+            if self.reward_belief_ is not None:
+                rewards = list(self.reward_belief_.sample_many(self.n_samples, rng=rng))
+            else:
+                rewards = [known] * self.n_samples
+        terminal = self.terminal_ if self.terminal_.any() else None
+        Q = np.zeros((S, A))
+        values = getattr(self, "_sparse_values", None)
+        for m, (model, r) in enumerate(zip(models, rewards)):
+            assert r is not None
+            res = plan_sparse(model, r, self.discount, terminal=terminal, initial_policy=warm,
+                              initial_values=values)
+            Q += res.q_values / len(models)
+            if m == 0:
+                self._sparse_values = res.values
+        return Q
+
+    def _greedy(self, Q: FloatArray, rng: np.random.Generator) -> IntArray:
+        """Store ``Q`` and its greedy policy (ties broken at random)."""
         self.q_values_ = Q
         best = Q.max(axis=1, keepdims=True)
         tied = Q >= best - 1e-10 * (1.0 + np.abs(best))
@@ -372,6 +411,84 @@ class PSRLAgent:
             if self.reward_belief_ is not None:
                 self.reward_belief_.update(s, a, np.array(self._reward_buffer))
             self._buffer, self._reward_buffer = [], []
+
+
+def plan_sparse(transitions: Any, rewards: Any, discount: float, *, terminal: Any = None,
+                initial_policy: Any = None, initial_values: Any = None, tol: float = 1e-10,
+                max_iter: int = 1000) -> PlanningResult:
+    r"""Howard's policy iteration on a :class:`~corrpriors.applications.SparseTransitions` table.
+
+    The same algorithm and tie rule as :func:`corrpriors.mdp.planning.policy_iteration` (an
+    action is switched only on a relative improvement above 1e-12; terminal states have no
+    reward and no future), with each policy evaluated by GMRES on
+    :math:`(I - \gamma P_\pi) V = r_\pi`, matrix-free: :math:`P_\pi` is the sparse part of the
+    table plus its background profiles, so nothing of size S^2 is formed. The evaluation is
+    warm-started from the previous policy's values.
+
+    Parameters
+    ----------
+    transitions : SparseTransitions
+        Of shape (S, A, S).
+    rewards : array_like of shape (S,) or (S, A)
+        Expected rewards.
+    discount : float
+        In [0, 1).
+    terminal : array_like of bool, shape (S,), optional
+    initial_policy : array_like of int, shape (S,), optional
+        Default: greedy on the immediate reward.
+    initial_values : array_like of shape (S,), optional
+        Warm start of the first evaluation.
+    tol : float, default=1e-10
+        Relative residual of every evaluation.
+    max_iter : int, default=1000
+        Cap on policy improvements.
+
+    Returns
+    -------
+    PlanningResult
+        ``values`` (S,), ``q_values`` (S, A), ``policy`` (S,), ``n_iter``, ``converged``.
+    """
+    import scipy.sparse.linalg as spla
+
+    S, A = transitions.n_states, transitions.n_actions
+    R = _as_rewards(rewards, S, A)
+    if R.ndim != 2:
+        raise ValueError(f"rewards: expected shape (S,) or (S, A) = ({S},) or ({S}, {A}), got "
+                         f"{np.shape(rewards)}")
+    gamma = float(discount)
+    if not 0.0 <= gamma < 1.0:
+        raise ValueError(f"discount: expected a number in [0, 1), got {discount!r}")
+    keep = np.ones(S) if terminal is None else (~np.asarray(terminal, dtype=bool)).astype(float)
+    R = R * keep[:, None]
+    actions = (R.argmax(axis=1) if initial_policy is None
+               else np.asarray(initial_policy, dtype=np.int64).copy())
+    V = np.zeros(S) if initial_values is None else np.asarray(initial_values, float).copy()
+    Q = R
+    converged = False
+    n_iter = 0
+    for _ in range(int(max_iter)):
+        n_iter += 1
+        p_pi = transitions.policy_rows(actions)
+        r_pi = R[np.arange(S), actions]
+
+        def matvec(v: np.ndarray, p_pi: Any = p_pi) -> np.ndarray:
+            v = np.asarray(v).ravel()
+            return v - gamma * keep * p_pi.expect(v)[:, 0]
+
+        op = spla.LinearOperator((S, S), matvec=matvec, dtype=np.float64)
+        V, info = spla.gmres(op, r_pi, x0=V, rtol=tol, atol=0.0, restart=60,
+                             maxiter=max(100, 20 * S))
+        if info != 0:   # pragma: no cover - well conditioned for discount < 1
+            raise RuntimeError(f"plan_sparse: the policy evaluation did not converge ({info})")
+        Q = R + gamma * keep[:, None] * transitions.expect(V)
+        best = Q.max(axis=1)
+        current = Q[np.arange(S), actions]
+        improve = current < best - 1e-12 * (1.0 + np.abs(best))
+        if not improve.any():
+            converged = True
+            break
+        actions = np.where(improve, Q.argmax(axis=1), actions)
+    return PlanningResult(V, Q, greedy_policy(Q), n_iter, converged)
 
 
 # --------------------------------------------------------------------------------------

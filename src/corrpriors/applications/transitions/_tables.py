@@ -124,6 +124,25 @@ class SparseTransitions:
                 out += w[:, j:j + 1] * np.repeat(outside, A, axis=0)
         return out.reshape((S, A) + v.shape[1:])
 
+    def policy_rows(self, actions: Any) -> SparseTransitions:
+        r"""The rows ``(s, actions[s])`` of a deterministic policy, as a one-action table.
+
+        Parameters
+        ----------
+        actions : array_like of int, shape (S,)
+
+        Returns
+        -------
+        SparseTransitions
+            With ``n_actions = 1`` (:math:`P_\pi`).
+        """
+        act = np.asarray(actions, dtype=np.int64)
+        if act.shape != (self.n_states,):
+            raise ValueError(f"actions: expected shape (S,) = ({self.n_states},), got {act.shape}")
+        rows = np.arange(self.n_states) * self.n_actions + act
+        return SparseTransitions(sp.csr_array(self.table[rows]), self.background[rows],
+                                 self.profiles, self.excluded, 1)
+
     def entries(self, rows: Any, cols: Any) -> FloatArray:
         """Probabilities ``P[rows, cols]`` (rows ``s * A + a``) without building the table.
 

@@ -213,6 +213,12 @@ def mean_hellinger(world: TunnelGrid, belief) -> float:
     total = 0.0
     for a in range(world.n_actions):
         est = belief.action_mean(a)                       # (S, S), one action at a time
+        if hasattr(est, "entries"):   # a SparseTransitions table: the truth's support suffices
+            truth = world.rows(a).tocoo()
+            bc = np.bincount(truth.row, weights=np.sqrt(truth.data * est.entries(truth.row, truth.col)),
+                             minlength=world.n_states)
+            total += float(np.sum(np.sqrt(np.maximum(1.0 - bc, 0.0))))
+            continue
         truth = world.rows(a).toarray() if world.n_states <= 4000 else None
         if truth is not None:
             total += float(np.sum(np.sqrt(0.5 * np.sum((np.sqrt(est) - np.sqrt(truth)) ** 2,

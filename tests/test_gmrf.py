@@ -222,3 +222,34 @@ def test_lattice_adjacency_is_the_grid_graph_of_occupied_cells():
         lattice_adjacency(np.array([[0.5, 1.0]]))
     with pytest.raises(ValueError, match="coords: expected distinct"):
         lattice_adjacency(np.array([[1, 1], [1, 1]]))
+
+
+def test_low_rank_sticks_match_the_factorised_psi_step():
+    """Sticks observed at a few covariates (Woodbury from the prior's factor) give the psi step
+    of the factorised path, and a whole fit the same answer."""
+    import scipy.sparse as sp
+
+    from corrpriors import CorrelatedMultinomial
+    from corrpriors.core.priors import sparse as sparse_prior
+    from corrpriors.kernels import grid_precision
+
+    rng = np.random.default_rng(2)
+    q = grid_precision((9, 9), length_scale=3.0)
+    counts = np.zeros((81, 4))
+    counts[:, 0] = rng.poisson(3.0, 81)                 # stick 0: observed everywhere
+    counts[rng.choice(81, 3, replace=False), 1] = 2     # sticks 1-2: at a few states
+    counts[rng.choice(81, 5, replace=False), 2] = 1
+    fits = []
+    for low_rank_max in (0, 8):
+        old = sparse_prior.LOW_RANK_MAX
+        sparse_prior.LOW_RANK_MAX = low_rank_max
+        try:
+            fits.append(CorrelatedMultinomial(precision=sp.csr_array(q), learn_scale=True,
+                                              tol=1e-12, max_iter=500).fit(counts))
+        finally:
+            sparse_prior.LOW_RANK_MAX = old
+    full, low = fits
+    np.testing.assert_allclose(low.psi_mean_, full.psi_mean_, rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(low.psi_var_, full.psi_var_, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(low.elbo_, full.elbo_, rtol=1e-11)
+    np.testing.assert_allclose(low.scale_, full.scale_, rtol=1e-9)

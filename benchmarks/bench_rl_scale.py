@@ -1,0 +1,202 @@
+"""Benchmark: system identification and PSRL at 10^4-10^5 states (issue 25), in one run.
+
+Problem: ``bench_scale.TunnelGrid`` (side x side, 4 actions, random walk), the correlated
+belief ``CorrelatedTransitionModel.for_mdp(info, prior="gmrf")`` (relative encoding, 10
+categories, collapsed-bound scale selection), T = 10 S transitions. Every measurement runs in a
+fresh process (CPU seconds of that process, peak resident memory VmHWM):
+
+* ``sysid``  -- build (belief + counts) and refit of all actions at each ``--sides``; growth
+  exponents in the number of states. With ``--baseline SRC`` the same child runs on another
+  checkout's ``src`` (e.g. a worktree of 54b191b) at the sides it can hold (``--baseline-sides``).
+* ``fit``    -- one ``CorrelatedMultinomial(precision=Q).fit`` (``bench_scale.grid_problem``,
+  K = 5) at ``--fit-side``, this checkout and ``--baseline`` alternated ``--repeats`` times.
+* ``psrl``   -- after the refit at ``--psrl-side``: one posterior draw and one planning step of
+  the PSRL agent (discount 0.95, reward 1 at the goal corner).
+* ``jobs``   -- refit of all actions at ``--jobs-side`` with ``n_jobs=1`` and ``n_jobs=2``
+  (threads), alternated ``--repeats`` times: wall-clock ratio (the machine's load is printed).
+
+Run from the repository root::
+
+    python benchmarks/bench_rl_scale.py --quick
+    python benchmarks/bench_rl_scale.py --sections sysid --sides 100,316 \
+        --baseline /path/to/54b191b/src --baseline-sides 100
+
+Writes ``benchmarks/out/bench_rl_scale.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parent
+
+
+def _peak_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return float(line.split()[1]) / 1024.0
+    return float("nan")   # pragma: no cover - not Linux
+
+
+def _belief(side: int, n_jobs: int = 1):
+    from types import SimpleNamespace
+
+    from bench_scale import TunnelGrid
+
+    from corrpriors.applications import CorrelatedTransitionModel
+
+    world = TunnelGrid(side)
+    info = SimpleNamespace(n_states=world.n_states, n_actions=4, coordinates=world.coordinates)
+    kw = {} if n_jobs == 1 else {"n_jobs": n_jobs}
+    return world, CorrelatedTransitionModel.for_mdp(info, prior="gmrf", **kw)
+
+
+def child_sysid(side: int, n_jobs: int = 1, psrl: bool = False) -> dict:
+    world, _ = _belief(2)   # imports outside the timings
+    world = None
+    from bench_scale import TunnelGrid
+
+    world = TunnelGrid(side)
+    s, a, s2 = world.random_walk(10 * side * side, rng=np.random.default_rng(0))
+    c0, w0 = time.process_time(), time.perf_counter()
+    _, belief = _belief(side, n_jobs)
+    belief.update(s, a, s2)
+    build = time.process_time() - c0
+    c1, w1 = time.process_time(), time.perf_counter()
+    belief.refit()
+    out = {"side": side, "S": side * side, "T": 10 * side * side, "n_jobs": n_jobs,
+           "build_cpu": build, "build_wall": w1 - w0, "refit_cpu": time.process_time() - c1,
+           "refit_wall": time.perf_counter() - w1, "fits": belief.n_fits_,
+           "scales": [float(m.scale_) for m in belief.models_]}
+    if psrl:
+        from corrpriors.applications import PSRLAgent
+
+        rewards = np.zeros(world.n_states)
+        rewards[world.goal] = 1.0
+        agent = PSRLAgent(belief, rewards, 0.95, n_samples=1)
+        c2, w2 = time.process_time(), time.perf_counter()
+        agent.plan(rng=np.random.default_rng(1))
+        out.update(psrl_cpu=time.process_time() - c2, psrl_wall=time.perf_counter() - w2)
+    out["peak_mb"] = _peak_mb()
+    return out
+
+
+def child_fit(side: int) -> dict:
+    import bench_scale
+
+    q, counts = bench_scale.grid_problem(side)
+    c0 = time.process_time()
+    model = bench_scale.fit_sparse(q, counts)
+    return {"side": side, "cpu": time.process_time() - c0, "psi_steps": model.n_psi_steps_,
+            "elbo": float(model.elbo_), "peak_mb": _peak_mb()}
+
+
+def _run(args: list[str], src: str | None = None, bench: str | None = None) -> dict:
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    if src is not None:
+        env["PYTHONPATH"] = src
+    cmd = [sys.executable, __file__, "--child", *args]
+    if bench is not None:
+        cmd += ["--bench-dir", bench]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _exponents(rows: list[dict], key: str) -> None:
+    for a, b in zip(rows, rows[1:]):
+        b[f"{key}_exponent"] = float(np.log(b[key] / a[key]) / np.log(b["S"] / a["S"]))
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--sections", default="sysid,fit,psrl,jobs")
+    parser.add_argument("--sides", default="100,316")
+    parser.add_argument("--baseline", help="src directory of a baseline checkout")
+    parser.add_argument("--baseline-sides", default="100")
+    parser.add_argument("--fit-side", type=int, default=316)
+    parser.add_argument("--psrl-side", type=int, default=316)
+    parser.add_argument("--jobs-side", type=int, default=100)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
+    parser.add_argument("--bench-dir", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    warnings.simplefilter("ignore")
+    if args.child:
+        sys.path.insert(0, args.bench_dir or str(HERE))
+        kind, side, *rest = args.child
+        if kind == "sysid":
+            res = child_sysid(int(side), int(rest[0]) if rest else 1, psrl="psrl" in rest)
+        else:
+            res = child_fit(int(side))
+        print(json.dumps(res))
+        return 0
+    if args.quick:
+        args.sides, args.baseline_sides = "20,40", "20"
+        args.fit_side = args.psrl_side = args.jobs_side = 30
+    report: dict = {"load_average": os.getloadavg()}
+    sections = args.sections.split(",")
+    base_bench = None if args.baseline is None else str(Path(args.baseline).parent / "benchmarks")
+    if "sysid" in sections:
+        rows = [_run(["sysid", s]) for s in args.sides.split(",")]
+        _exponents(rows, "refit_cpu")
+        _exponents(rows, "build_cpu")
+        report["sysid"] = rows
+        for r in rows:
+            print(f"sysid {r['side']}x{r['side']} (S={r['S']:,}, T={r['T']:,}): build "
+                  f"{r['build_cpu']:.1f} CPU s, refit {r['refit_cpu']:.1f} CPU s "
+                  f"({r['fits']} fits), peak {r['peak_mb']:.0f} MB", flush=True)
+        if args.baseline:
+            base = [_run(["sysid", s], args.baseline, base_bench)
+                    for s in args.baseline_sides.split(",")]
+            report["sysid_baseline"] = base
+            for r in base:
+                print(f"  baseline {r['side']}x{r['side']}: build {r['build_cpu']:.1f} CPU s, "
+                      f"refit {r['refit_cpu']:.1f} CPU s, peak {r['peak_mb']:.0f} MB", flush=True)
+    if "fit" in sections:
+        rows = []
+        for _ in range(args.repeats):
+            rows.append({"new": _run(["fit", str(args.fit_side)])})
+            if args.baseline:
+                rows[-1]["baseline"] = _run(["fit", str(args.fit_side)], args.baseline, base_bench)
+            print("fit " + ", ".join(f"{k} {v['cpu']:.1f} CPU s ({v['peak_mb']:.0f} MB)"
+                                     for k, v in rows[-1].items()), flush=True)
+        report["fit"] = rows
+    if "psrl" in sections:
+        r = _run(["sysid", str(args.psrl_side), "1", "psrl"])
+        report["psrl"] = r
+        print(f"psrl {r['side']}x{r['side']}: one draw + plan {r['psrl_cpu']:.1f} CPU s "
+              f"({r['psrl_wall']:.1f} s wall), peak {r['peak_mb']:.0f} MB", flush=True)
+    if "jobs" in sections:
+        rows = []
+        for _ in range(args.repeats):
+            pair = {str(j): _run(["sysid", str(args.jobs_side), str(j)]) for j in (1, 2)}
+            pair["ratio_wall"] = pair["2"]["refit_wall"] / pair["1"]["refit_wall"]
+            pair["same_scales"] = pair["1"]["scales"] == pair["2"]["scales"]
+            pair["load_average"] = os.getloadavg()
+            rows.append(pair)
+            print(f"jobs {args.jobs_side}: serial {pair['1']['refit_wall']:.1f} s, n_jobs=2 "
+                  f"{pair['2']['refit_wall']:.1f} s wall -> {pair['ratio_wall']:.2f}x "
+                  f"(load {pair['load_average'][0]:.1f})", flush=True)
+        report["jobs"] = rows
+    out = ROOT / "benchmarks" / "out" / "bench_rl_scale.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(report, indent=2) + "\n")
+    os.replace(tmp, out)
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -39,7 +39,6 @@ from ..._validation import check_precision
 from ...linalg import NotPositiveDefiniteError, analysis_for
 from .base import PsiStep, StickLayout, joint_constant_mean
 
-
 #: A stick observed at no more than this many covariates is updated by the Woodbury identity
 #: from the prior's factor (m + 1 solves) instead of a factorisation and a selected inversion
 #: of :math:`Q/\theta + D_k` (rare categories -- a grid's diagonal moves, far jumps -- are

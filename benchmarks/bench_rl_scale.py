@@ -12,6 +12,9 @@ fresh process (CPU seconds of that process, peak resident memory VmHWM):
   K = 5) at ``--fit-side``, this checkout and ``--baseline`` alternated ``--repeats`` times.
 * ``psrl``   -- after the refit at ``--psrl-side``: one posterior draw and one planning step of
   the PSRL agent (discount 0.95, reward 1 at the goal corner).
+* ``frozenlake`` -- Gymnasium FrozenLake on a random ``--psrl-side`` map: random-walk system
+  identification (10 S transitions) and PSRL (20 side steps, one draw per episode), from Python
+  (the library side of ``corrpriors sysid`` / ``psrl`` at scale).
 * ``jobs``   -- refit of all actions at ``--jobs-side`` with ``n_jobs=1`` and ``n_jobs=2``
   (threads), alternated ``--repeats`` times: wall-clock ratio (the machine's load is printed).
 
@@ -91,6 +94,47 @@ def child_sysid(side: int, n_jobs: int = 1, psrl: bool = False) -> dict:
     return out
 
 
+def child_frozenlake(side: int, n_transitions: int, n_steps: int) -> dict:
+    """Gymnasium FrozenLake on a random side x side map (slippery): system identification from
+    a random walk, then PSRL (one draw per episode) -- nothing of size S^2 is formed."""
+    import gymnasium
+    from gymnasium.envs.toy_text.frozen_lake import generate_random_map
+
+    from corrpriors.applications import CorrelatedTransitionModel, PSRLAgent, run_psrl
+    from corrpriors.envs import env_info, random_exploration
+
+    c0 = time.process_time()
+    env = gymnasium.make("FrozenLake-v1", desc=generate_random_map(size=side, p=0.9, seed=0),
+                         max_episode_steps=4 * side)
+    info = env_info(env)
+    desc = np.asarray(env.unwrapped.desc).ravel()
+    c1 = time.process_time()
+    walk = random_exploration(env, n_transitions, rng=0)
+    c2 = time.process_time()
+    belief = CorrelatedTransitionModel.for_mdp(info)
+    belief.update(walk.states, walk.actions, walk.next_states)
+    belief.refit()
+    c3 = time.process_time()
+    import scipy.sparse as sp
+
+    goal = int(np.flatnonzero(desc == b"G")[0])
+    S, A = info.n_states, info.n_actions
+    rows = np.arange(S * A)                       # reward 1 on arriving at the goal
+    rewards = sp.csr_array((np.ones(S * A), (rows, np.full(S * A, goal))), shape=(S * A, S))
+    terminal = (desc == b"G") | (desc == b"H")
+    if not belief.sparse:
+        rewards = rewards.toarray().reshape(S, A, S)
+    agent = PSRLAgent(belief, rewards, 0.99, n_samples=1, replan_every="episode",
+                      terminal=terminal)
+    out = run_psrl(env, agent, n_steps, rng=1)
+    c4 = time.process_time()
+    return {"side": side, "S": info.n_states, "sparse": bool(belief.sparse),
+            "env_cpu": c1 - c0, "walk_cpu": c2 - c1, "sysid_cpu": c3 - c2,
+            "psrl_cpu": c4 - c3, "psrl_steps": n_steps, "n_plans": agent.n_plans_,
+            "episodes": int(out["episode_returns"].size),
+            "return_sum": float(out["episode_returns"].sum()), "peak_mb": _peak_mb()}
+
+
 def child_fit(side: int) -> dict:
     import bench_scale
 
@@ -137,6 +181,8 @@ def main(argv=None) -> int:
         kind, side, *rest = args.child
         if kind == "sysid":
             res = child_sysid(int(side), int(rest[0]) if rest else 1, psrl="psrl" in rest)
+        elif kind == "frozenlake":
+            res = child_frozenlake(int(side), int(rest[0]), int(rest[1]))
         else:
             res = child_fit(int(side))
         print(json.dumps(res))
@@ -189,6 +235,13 @@ def main(argv=None) -> int:
                   f"{pair['2']['refit_wall']:.1f} s wall -> {pair['ratio_wall']:.2f}x "
                   f"(load {pair['load_average'][0]:.1f})", flush=True)
         report["jobs"] = rows
+    if "frozenlake" in sections:
+        side = 20 if args.quick else args.psrl_side
+        r = _run(["frozenlake", str(side), str(10 * side * side), str(20 * side)])
+        report["frozenlake"] = r
+        print(f"frozenlake {side}x{side} (S={r['S']:,}): walk {r['walk_cpu']:.1f}, sysid "
+              f"{r['sysid_cpu']:.1f}, PSRL {r['psrl_steps']} steps / {r['n_plans']} plans "
+              f"{r['psrl_cpu']:.1f} CPU s, peak {r['peak_mb']:.0f} MB", flush=True)
     out = ROOT / "benchmarks" / "out" / "bench_rl_scale.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".tmp")

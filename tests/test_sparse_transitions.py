@@ -216,3 +216,31 @@ def test_sparse_tables_sample_next_states_by_their_probabilities():
     freq = np.bincount(draws, minlength=S) / n
     se = np.sqrt(P[3] * (1 - P[3]) / n)
     assert np.all(np.abs(freq - P[3]) <= 5 * se + 1e-12)
+
+
+def test_psrl_sparse_transition_rewards_match_dense_ones():
+    import scipy.sparse as sp
+
+    from corrpriors.applications import PSRLAgent
+
+    rng = np.random.default_rng(13)
+    S, A = 12, 2
+    cmap = dense_map(S, "exclude", "lexicographic", pooling=1.0)
+    window = window_category_map(grid_coords(3, 4), 1, other_pooling=1.0)
+    coords = grid_coords(3, 4)
+    kw = dict(covariance=np.exp(-0.5 * ((coords[:, None] - coords[None]) ** 2).sum(-1))
+              + 1e-6 * np.eye(S), learn_scale=False, scale=1.0, max_iter=30)
+    r = np.zeros((S, A, S))
+    r[:, :, 5] = 1.0
+    r[:, 1, 7] = -0.5
+    dense = PSRLAgent(CorrelatedTransitionModel(S, A, category_map=cmap, sparse=False, **kw),
+                      r, 0.9, variant="mean")
+    sparse = PSRLAgent(CorrelatedTransitionModel(S, A, category_map=window, sparse=True, **kw),
+                       sp.csr_array(r.reshape(S * A, S)), 0.9, variant="mean")
+    s, a, s2 = rng.integers(S, size=50), rng.integers(A, size=50), rng.integers(S, size=50)
+    for agent in (dense, sparse):
+        agent.belief.update(s, a, s2)
+        agent.plan(rng=0)
+    np.testing.assert_allclose(sparse.q_values_, dense.q_values_, rtol=1e-8, atol=1e-9)
+    with pytest.raises(ValueError, match="sparse table of transition rewards"):
+        PSRLAgent(dense.belief, sp.csr_array(r.reshape(S * A, S)), 0.9)

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from .._random import as_generator
 from .._typing import FloatArray, IntArray, SeedLike
@@ -174,11 +175,13 @@ class PSRLAgent:
         Any object implementing :class:`~corrpriors.applications.TransitionBelief`
         (``n_states``, ``n_actions``, ``update``, ``mean``, ``sample_many``), e.g. a
         :class:`~corrpriors.applications.CorrelatedTransitionModel`.
-    rewards : array_like of shape (S,), (S, A) or (S, A, S), SparseTransitionRewards, or None
+    rewards : array_like of shape (S,), (S, A) or (S, A, S), SparseTransitionRewards, scipy.sparse table, or None
         Known rewards: a state reward is received for acting in that state; transition rewards
         :math:`r(s, a, s')` (dense, or the sparse ones of a large
         :func:`~corrpriors.envs.from_gymnasium` model) are averaged under each model planned
-        with. None with ``learn_rewards=True``.
+        with; with a belief that returns :class:`~corrpriors.applications.BackgroundTransitions`
+        they are given as a scipy.sparse (S A, S) table (row ``s * A + a``). None with
+        ``learn_rewards=True``.
     discount : float
         Discount factor in [0, 1).
     variant : {"sampling", "mean"}, default="sampling"
@@ -230,6 +233,18 @@ class PSRLAgent:
         S, A = int(belief.n_states), int(belief.n_actions)
         self.belief = belief
         self.reward_belief_ = self._reward_belief(learn_rewards, rewards, S, A)
+        self._transition_rewards = None
+        if sp.issparse(rewards):   # r(s, a, s') as a sparse (S A, S) table: sparse beliefs only
+            if rewards.shape != (S * A, S) or not getattr(belief, "sparse", False):
+                raise ValueError(f"rewards: a sparse table of transition rewards needs a belief "
+                                 f"with sparse tables and shape (S A, S) = ({S * A}, {S}), got "
+                                 f"{rewards.shape}")
+            coo = sp.coo_array(rewards)
+            coo.sum_duplicates()
+            if not np.all(np.isfinite(coo.data)):
+                raise ValueError("rewards: contains NaN or infinite values")
+            self._transition_rewards = coo
+            rewards = np.zeros((S, A))   # planned with the expectation under each model
         self.rewards = None if rewards is None else _as_rewards(rewards, S, A)
         self.discount = float(discount)
         self.terminal_ = np.zeros(S, dtype=bool)
@@ -243,8 +258,9 @@ class PSRLAgent:
         self.sparse = bool(getattr(belief, "sparse", False))
         if self.sparse:   # the belief's tables are planned by plan_sparse
             if self.rewards is not None and self.rewards.ndim == 3:
-                raise ValueError("rewards: a belief with sparse tables plans with rewards of "
-                                 "shape (S,) or (S, A), got (S, A, S)")
+                raise ValueError(f"rewards: a belief with sparse tables plans with rewards of "
+                                 f"shape (S,) or (S, A), or transition rewards as a scipy.sparse "
+                                 f"(S A, S) table; got {type(rewards).__name__} of shape (S, A, S)")
             self.planning_mdp = None
         else:   # (the placeholder self-loops are never planned with and cost O(S A))
             stay = np.broadcast_to(np.arange(S)[:, None, None], (S, A, 1))
@@ -327,6 +343,8 @@ class PSRLAgent:
         """Q-values of the sparse-table path (:func:`plan_sparse` per model)."""
         S, A = self.belief.n_states, self.belief.n_actions
         known = self.rewards
+        models: list[Any]
+        rewards: list[Any]
         if self.variant == "mean":
             models = [self.belief.mean()]
             rewards = [self.reward_belief_.mean() if self.reward_belief_ is not None else known]
@@ -339,8 +357,12 @@ class PSRLAgent:
         terminal = self.terminal_ if self.terminal_.any() else None
         Q = np.zeros((S, A))
         values = getattr(self, "_sparse_values", None)
+        tr = self._transition_rewards
         for m, (model, r) in enumerate(zip(models, rewards)):
             assert r is not None
+            if tr is not None:   # E[r(s, a, s')] under this model, from the reward's cells
+                r = np.bincount(tr.row, weights=tr.data * model.entries(tr.row, tr.col),
+                                minlength=S * A).reshape(S, A)
             res = plan_sparse(model, r, self.discount, terminal=terminal, initial_policy=warm,
                               initial_values=values)
             Q += res.q_values / len(models)

@@ -201,17 +201,21 @@ def _run_action_quietly(task: _ActionTask) -> _ActionResult:
 
 def _run_tasks(tasks: list[_ActionTask], n_jobs: int, backend: Any) -> list[_ActionResult]:
     """Run the tasks one after the other, on joblib threads or processes, or on Dask."""
-    if n_jobs == 1 or len(tasks) <= 1:
-        return [_run_action(t) for t in tasks]
+    from ..._threads import blas_threads
+
+    if n_jobs == 1 or len(tasks) <= 1:   # (one BLAS thread as on the workers: same numbers)
+        with blas_threads(1):
+            return [_run_action(t) for t in tasks]
     if backend == "dask" or not isinstance(backend, str):
         from dask.distributed import get_client
 
         client = get_client() if backend == "dask" else backend
-        futures = client.map(_run_action_quietly, tasks, pure=False)
-        return list(client.gather(futures))
+        # the BLAS limit is per process: hold it here for workers in this process (an
+        # in-process cluster), so that no worker thread's exit lifts it under another
+        with blas_threads(1):
+            futures = client.map(_run_action_quietly, tasks, pure=False)
+            return list(client.gather(futures))
     from joblib import Parallel, delayed
-
-    from ..._threads import blas_threads
 
     jobs = min(len(tasks), n_jobs if n_jobs > 0 else len(tasks))
     if backend == "threads":   # one BLAS thread for the whole section (the limit is global)
@@ -298,7 +302,10 @@ class CorrelatedTransitionModel(_TransitionBelief):
         and the priors' symbolic analyses are shared, not copied), joblib processes
         (``"loky"``: each action's model and prior are pickled there and back), or a Dask
         cluster (a ``Client``, or ``"dask"`` for the current default client) -- e.g. to fit
-        the actions of a large model on several machines.
+        the actions of a large model on several machines. BLAS is limited to one thread per
+        process while fitting, so give Dask workers one thread each (several threads in one
+        worker process may see the limit lifted by another's exit: the numbers then differ in
+        the last digits).
     mc_rng : None, int, numpy.random.SeedSequence or numpy.random.Generator, default=None
         Randomness of ``probs_method="mc"`` (unused by ``"plugin"``). An int or SeedSequence
         makes every Monte-Carlo mean reproducible (each call restarts from it: common random

@@ -51,7 +51,7 @@ def _peak_mb() -> float:
     return float("nan")   # pragma: no cover - not Linux
 
 
-def _belief(side: int, n_jobs: int = 1):
+def _belief(side: int, n_jobs: int = 1, backend: str = "threads"):
     from types import SimpleNamespace
 
     from bench_scale import TunnelGrid
@@ -60,11 +60,12 @@ def _belief(side: int, n_jobs: int = 1):
 
     world = TunnelGrid(side)
     info = SimpleNamespace(n_states=world.n_states, n_actions=4, coordinates=world.coordinates)
-    kw = {} if n_jobs == 1 else {"n_jobs": n_jobs}
+    kw = {} if n_jobs == 1 else {"n_jobs": n_jobs, "backend": backend}
     return world, CorrelatedTransitionModel.for_mdp(info, prior="gmrf", **kw)
 
 
-def child_sysid(side: int, n_jobs: int = 1, psrl: bool = False) -> dict:
+def child_sysid(side: int, n_jobs: int = 1, psrl: bool = False,
+                backend: str = "threads") -> dict:
     world, _ = _belief(2)   # imports outside the timings
     world = None
     from bench_scale import TunnelGrid
@@ -72,7 +73,7 @@ def child_sysid(side: int, n_jobs: int = 1, psrl: bool = False) -> dict:
     world = TunnelGrid(side)
     s, a, s2 = world.random_walk(10 * side * side, rng=np.random.default_rng(0))
     c0, w0 = time.process_time(), time.perf_counter()
-    _, belief = _belief(side, n_jobs)
+    _, belief = _belief(side, n_jobs, backend)
     belief.update(s, a, s2)
     build = time.process_time() - c0
     c1, w1 = time.process_time(), time.perf_counter()
@@ -172,6 +173,8 @@ def main(argv=None) -> int:
     parser.add_argument("--psrl-side", type=int, default=316)
     parser.add_argument("--jobs-side", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--backend", default="threads", choices=["threads", "loky"],
+                        help="backend of the n_jobs=2 refit (jobs section)")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     parser.add_argument("--bench-dir", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -180,7 +183,8 @@ def main(argv=None) -> int:
         sys.path.insert(0, args.bench_dir or str(HERE))
         kind, side, *rest = args.child
         if kind == "sysid":
-            res = child_sysid(int(side), int(rest[0]) if rest else 1, psrl="psrl" in rest)
+            res = child_sysid(int(side), int(rest[0]) if rest else 1, psrl="psrl" in rest,
+                              backend="loky" if "loky" in rest else "threads")
         elif kind == "frozenlake":
             res = child_frozenlake(int(side), int(rest[0]), int(rest[1]))
         else:
@@ -226,12 +230,13 @@ def main(argv=None) -> int:
     if "jobs" in sections:
         rows = []
         for _ in range(args.repeats):
-            pair = {str(j): _run(["sysid", str(args.jobs_side), str(j)]) for j in (1, 2)}
+            pair = {str(j): _run(["sysid", str(args.jobs_side), str(j), args.backend])
+                    for j in (1, 2)}
             pair["ratio_wall"] = pair["2"]["refit_wall"] / pair["1"]["refit_wall"]
             pair["same_scales"] = pair["1"]["scales"] == pair["2"]["scales"]
             pair["load_average"] = os.getloadavg()
             rows.append(pair)
-            print(f"jobs {args.jobs_side}: serial {pair['1']['refit_wall']:.1f} s, n_jobs=2 "
+            print(f"jobs {args.jobs_side} ({args.backend}): serial {pair['1']['refit_wall']:.1f} s, n_jobs=2 "
                   f"{pair['2']['refit_wall']:.1f} s wall -> {pair['ratio_wall']:.2f}x "
                   f"(load {pair['load_average'][0]:.1f})", flush=True)
         report["jobs"] = rows

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from corrpriors.applications.transitions import (
     CorrelatedTransitionModel,
@@ -98,6 +99,14 @@ def test_pair_algebra_matches_dense_methods(boundary, order):
         rows, cols = rng.integers(S, size=50), rng.integers(S, size=50)
         np.testing.assert_allclose(table.entries(rows, cols), expected[rows, cols],
                                    rtol=1e-13, atol=1e-16)
+        truth = rng.dirichlet(np.full(S, 0.3), size=S)
+        truth[truth < 0.02] = 0.0
+        truth /= truth.sum(axis=1, keepdims=True)
+        hell = np.sqrt(0.5 * ((np.sqrt(expected) - np.sqrt(truth)) ** 2).sum(axis=1))
+        np.testing.assert_allclose(table.hellinger_to(sp.csr_array(truth))[:, 0], hell,
+                                   rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(table.hellinger_to(truth[:, None, :])[:, 0], hell,
+                                   rtol=1e-10, atol=1e-12)
 
 
 def test_tables_without_pooling_and_identity_map():

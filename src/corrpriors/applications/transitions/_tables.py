@@ -168,6 +168,41 @@ class SparseTransitions:
             return np.zeros(s.shape, dtype=bool)
         return np.asarray(self.excluded[s, c]).ravel() != 0
 
+    def hellinger_to(self, other: Any) -> FloatArray:
+        r"""Hellinger distance of every row to another transition model.
+
+        :math:`H = \sqrt{1 - \sum_{s'} \sqrt{P(s') P'(s')}}` (both rows on the simplex), read on
+        the support of ``other`` only -- exact when ``other`` is sparse (a true model), with
+        no (S, S) array.
+
+        Parameters
+        ----------
+        other : scipy.sparse array of shape (S A, S) (row ``s * A + a``) or ndarray of shape
+            (S, A, S)
+
+        Returns
+        -------
+        ndarray of shape (S, A)
+        """
+        S, A = self.n_states, self.n_actions
+        if sp.issparse(other):
+            if other.shape != (S * A, S):
+                raise ValueError(f"other: expected shape (S A, S) = ({S * A}, {S}), got "
+                                 f"{other.shape}")
+            coo = sp.coo_array(other)
+            coo.sum_duplicates()
+        else:
+            arr = np.asarray(other, dtype=np.float64)
+            if arr.shape != (S, A, S):
+                raise ValueError(f"other: expected shape (S, A, S) = ({S}, {A}, {S}), got "
+                                 f"{arr.shape}")
+            coo = sp.coo_array(arr.reshape(S * A, S))
+        keep = coo.data > 0
+        rows, cols, p = coo.row[keep], coo.col[keep], coo.data[keep]
+        bc = np.bincount(rows, weights=np.sqrt(p * np.maximum(self.entries(rows, cols), 0.0)),
+                         minlength=S * A)
+        return np.sqrt(np.maximum(1.0 - bc, 0.0)).reshape(S, A)
+
     def row_sums(self) -> FloatArray:
         """Total probability of every row (1 up to round-off), ndarray of shape (S A,)."""
         return np.asarray(self.table.sum(axis=1)).ravel() + self.background.sum(axis=1)

@@ -253,3 +253,30 @@ def test_low_rank_sticks_match_the_factorised_psi_step():
     np.testing.assert_allclose(low.psi_var_, full.psi_var_, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(low.elbo_, full.elbo_, rtol=1e-11)
     np.testing.assert_allclose(low.scale_, full.scale_, rtol=1e-9)
+
+
+@pytest.mark.parametrize("n_observed", [0, 3])
+def test_low_rank_stick_draws_have_the_posterior_moments(n_observed):
+    """Draws of a stick observed nowhere (the prior's factor) or at a few covariates
+    (Matheron's rule) have the posterior mean and covariance of the dense algebra."""
+    from corrpriors.core.priors import SparsePrecisionPrior
+    from corrpriors.kernels import grid_precision
+
+    rng = np.random.default_rng(4)
+    q = grid_precision((4, 4), length_scale=2.0)
+    prior = SparsePrecisionPrior(q)
+    c, theta = 16, 0.7
+    site = np.zeros((c, 1))
+    obs = rng.choice(c, n_observed, replace=False)
+    site[obs, 0] = rng.uniform(0.5, 2.0, n_observed)
+    center = rng.standard_normal((c, 1))
+    pseudo = rng.standard_normal((c, 1))
+    n = 40000
+    draws = prior.sample_posterior(theta, center, site, n, rng=rng, pseudo=pseudo)[:, :, 0]
+    prec = q.toarray() / theta + np.diag(site[:, 0])
+    cov = np.linalg.inv(prec)
+    mean = cov @ (q.toarray() @ center[:, 0] / theta + site[:, 0] * pseudo[:, 0])
+    sd = np.sqrt(np.diag(cov))
+    np.testing.assert_array_less(np.abs(draws.mean(axis=0) - mean), 5 * sd / np.sqrt(n))
+    emp = np.cov(draws.T)
+    np.testing.assert_allclose(emp, cov, atol=6 * np.outer(sd, sd).max() / np.sqrt(n))

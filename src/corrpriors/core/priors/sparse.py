@@ -60,6 +60,7 @@ class _LowRankStick:
     def __init__(self, prior: SparsePrecisionPrior, scale: float, observed: np.ndarray,
                  site: np.ndarray):
         self.prior, self.scale, self.observed = prior, float(scale), observed
+        self.site = site
         c = prior.n_covariates
         if observed.size:
             e = np.zeros((c, observed.size))
@@ -82,7 +83,7 @@ class _LowRankStick:
         r""":math:`P^{-1} b` for b of shape (C,) or (C, r)."""
         x = self.scale * self.prior._prior_factor.solve(b)
         if self.observed.size:
-            x = x - self.sigma_o @ self._m_solve(x[self.observed])
+            x = x - self.sigma_o @ self._m_solve(x[self.observed] + eps)
         return x
 
     def inverse_diagonal(self) -> np.ndarray:
@@ -92,6 +93,19 @@ class _LowRankStick:
             w = self._m_solve(self.sigma_o.T)                                 # (m, C)
             var = var - np.einsum("ij,ji->i", self.sigma_o, w)
         return var
+
+    def sample(self, z: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        r"""Draws with covariance :math:`P^{-1}` from standard normal ``z`` of shape (C, n).
+
+        Matheron's rule: :math:`x_0 = \sqrt\theta\,L_Q^{-\top}z \sim N(0, \Sigma)` from the
+        prior's factor, :math:`\varepsilon \sim N(0, D_O^{-1})` (drawn here, after ``z``), then
+        :math:`x = x_0 - \Sigma_{:O} M^{-1}(x_{0,O} + \varepsilon) \sim N(0, P^{-1})`.
+        """
+        x = np.sqrt(self.scale) * self.prior._prior_factor.sample(z)
+        if self.observed.size:
+            eps = rng.standard_normal((self.observed.size, z.shape[1])) / np.sqrt(self.site)[:, None]
+            x = x - self.sigma_o @ self._m_solve(x[self.observed] + eps)
+        return x
 
     def logdet(self) -> float:
         r""":math:`\log|P|`."""
@@ -253,8 +267,15 @@ class SparsePrecisionPrior:
         out = np.empty((m, c, km1))
         for k in range(km1):
             z = rng.standard_normal((c, m))
-            factor = self._factorize(scale, site[:, k])
+            observed = np.flatnonzero(site[:, k])
             loc = center[:, k]
+            if observed.size <= self.low_rank_max:   # the prior's factor (Matheron's rule)
+                stick = _LowRankStick(self, scale, observed, site[observed, k])
+                if pseudo is not None and observed.size:
+                    loc = loc + stick.solve(site[:, k] * (pseudo[:, k] - center[:, k]))
+                out[:, :, k] = (loc[:, None] + stick.sample(z, rng)).T
+                continue
+            factor = self._factorize(scale, site[:, k])
             if pseudo is not None:
                 loc = loc + factor.solve(site[:, k] * (pseudo[:, k] - center[:, k]))
             out[:, :, k] = (loc[:, None] + factor.sample(z)).T

@@ -83,7 +83,7 @@ class _LowRankStick:
         r""":math:`P^{-1} b` for b of shape (C,) or (C, r)."""
         x = self.scale * self.prior._prior_factor.solve(b)
         if self.observed.size:
-            x = x - self.sigma_o @ self._m_solve(x[self.observed] + eps)
+            x = x - self.sigma_o @ self._m_solve(x[self.observed])
         return x
 
     def inverse_diagonal(self) -> np.ndarray:

@@ -19,6 +19,19 @@ The interface: ``update(states, actions, next_states)`` accumulates transitions,
 one posterior draw of shape (S, A, S) and ``sample_many(n, rng=...)`` a batch of
 shape (n, S, A, S).
 
+Large state spaces
+------------------
+From :data:`SPARSE_FROM_STATES` states on (or with ``sparse=True``) the beliefs store their
+counts sparsely and return :class:`SparseTransitions` tables from ``mean()``,
+``sample_many()`` and ``action_mean()``: the window categories' next states and the observed
+far jumps as a scipy.sparse (S A, S) table, the rest of the "other" mass as background profiles
+(uniform, and the pooled far-jump destinations) over each state's outside -- exact, in
+O(S A K + T) memory. :meth:`CorrelatedTransitionModel.for_mdp` then builds a
+:class:`WindowCategoryMap` (the (S, W) window of the displacement map, no (S, S) arrays), and
+:class:`~corrpriors.applications.PSRLAgent` plans such tables with
+:func:`~corrpriors.applications.psrl.plan_sparse`. ``n_jobs`` / ``backend`` fit the actions in
+parallel (joblib threads or processes, or a Dask cluster) with the serial numbers.
+
 Category maps
 -------------
 The correlated model shares statistical strength between states through the

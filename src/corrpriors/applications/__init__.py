@@ -8,7 +8,7 @@
 """
 
 from .imitation import PolicyEstimator, demonstration_counts, state_kernel
-from .psrl import PSRLAgent, run_psrl
+from .psrl import PSRLAgent, plan_sparse, run_psrl
 from .subgoals import (
     SubgoalPolicyEstimator,
     goal_action_probs,
@@ -21,10 +21,13 @@ from .transitions import (
     CorrelatedTransitionModel,
     DirichletTransitionModel,
     KnownTransitionModel,
+    SparseTransitions,
     TransitionBelief,
     TruncatedCategoryMap,
+    WindowCategoryMap,
     displacement_category_map,
     identity_category_map,
+    window_category_map,
     window_displacements,
 )
 
@@ -35,17 +38,21 @@ __all__ = [
     "KnownTransitionModel",
     "PSRLAgent",
     "PolicyEstimator",
+    "SparseTransitions",
     "SubgoalPolicyEstimator",
     "TransitionBelief",
     "TruncatedCategoryMap",
+    "WindowCategoryMap",
     "demonstration_counts",
     "displacement_category_map",
     "goal_action_probs",
     "identity_category_map",
+    "plan_sparse",
     "run_psrl",
     "sample_categorical",
     "state_kernel",
     "subgoal_conditionals",
     "subgoal_log_likelihoods",
+    "window_category_map",
     "window_displacements",
 ]

@@ -51,7 +51,8 @@ def _peak_mb() -> float:
     return float("nan")   # pragma: no cover - not Linux
 
 
-def _belief(side: int, n_jobs: int = 1, backend: str = "threads", selection: str = "collapsed"):
+def _belief(side: int, n_jobs: int = 1, backend: str = "threads", selection: str = "collapsed",
+            max_iter: int = 100):
     from types import SimpleNamespace
 
     from bench_scale import TunnelGrid
@@ -63,11 +64,13 @@ def _belief(side: int, n_jobs: int = 1, backend: str = "threads", selection: str
     kw = {} if n_jobs == 1 else {"n_jobs": n_jobs, "backend": backend}
     if selection != "collapsed":
         kw["selection"] = selection
+    if max_iter != 100:
+        kw["max_iter"] = max_iter
     return world, CorrelatedTransitionModel.for_mdp(info, prior="gmrf", **kw)
 
 
 def child_sysid(side: int, n_jobs: int = 1, psrl: bool = False,
-                backend: str = "threads", selection: str = "collapsed") -> dict:
+                backend: str = "threads", selection: str = "collapsed", max_iter: int = 100) -> dict:
     world, _ = _belief(2)   # imports outside the timings
     world = None
     from bench_scale import TunnelGrid
@@ -75,13 +78,13 @@ def child_sysid(side: int, n_jobs: int = 1, psrl: bool = False,
     world = TunnelGrid(side)
     s, a, s2 = world.random_walk(10 * side * side, rng=np.random.default_rng(0))
     c0, w0 = time.process_time(), time.perf_counter()
-    _, belief = _belief(side, n_jobs, backend, selection)
+    _, belief = _belief(side, n_jobs, backend, selection, max_iter)
     belief.update(s, a, s2)
     build = time.process_time() - c0
     c1, w1 = time.process_time(), time.perf_counter()
     belief.refit()
     out = {"side": side, "S": side * side, "T": 10 * side * side, "n_jobs": n_jobs,
-           "selection": selection,
+           "selection": selection, "max_iter": max_iter,
            "build_cpu": build, "build_wall": w1 - w0, "refit_cpu": time.process_time() - c1,
            "refit_wall": time.perf_counter() - w1, "fits": belief.n_fits_,
            "scales": [float(m.scale_) for m in belief.models_]}
@@ -178,6 +181,9 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--psrl-selection", default="collapsed", choices=["collapsed", "fixed"],
                         help="scale selection of the belief fitted before the PSRL step")
+    parser.add_argument("--psrl-max-iter", type=int, default=100,
+                        help="CAVI cap of the belief fitted before the PSRL step (the step's cost "
+                             "does not depend on it; a small cap times the step sooner)")
     parser.add_argument("--backend", default="threads", choices=["threads", "loky"],
                         help="backend of the n_jobs=2 refit (jobs section)")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
@@ -190,7 +196,8 @@ def main(argv=None) -> int:
         if kind == "sysid":
             res = child_sysid(int(side), int(rest[0]) if rest else 1, psrl="psrl" in rest,
                               backend="loky" if "loky" in rest else "threads",
-                              selection="fixed" if "fixed" in rest else "collapsed")
+                              selection="fixed" if "fixed" in rest else "collapsed",
+                              max_iter=int(rest[-1][4:]) if rest[-1].startswith("iter") else 100)
         elif kind == "frozenlake":
             res = child_frozenlake(int(side), int(rest[0]), int(rest[1]))
         else:
@@ -229,7 +236,8 @@ def main(argv=None) -> int:
                                      for k, v in rows[-1].items()), flush=True)
         report["fit"] = rows
     if "psrl" in sections:
-        r = _run(["sysid", str(args.psrl_side), "1", "psrl", args.psrl_selection])
+        r = _run(["sysid", str(args.psrl_side), "1", "psrl", args.psrl_selection,
+                  f"iter{args.psrl_max_iter}"])
         report["psrl"] = r
         print(f"psrl {r['side']}x{r['side']} (selection {r['selection']}): build "
               f"{r['build_cpu']:.1f} CPU s, refit {r['refit_cpu']:.1f} CPU s ({r['fits']} fits), "

@@ -213,7 +213,7 @@ def mean_hellinger(world: TunnelGrid, belief) -> float:
     total = 0.0
     for a in range(world.n_actions):
         est = belief.action_mean(a)                       # (S, S), one action at a time
-        if hasattr(est, "entries"):   # a SparseTransitions table: the truth's support suffices
+        if hasattr(est, "entries"):   # a BackgroundTransitions table: the truth's support suffices
             truth = world.rows(a).tocoo()
             bc = np.bincount(truth.row, weights=np.sqrt(truth.data * est.entries(truth.row, truth.col)),
                              minlength=world.n_states)

@@ -185,7 +185,7 @@ def test_sparse_counts_storage_and_set_counts():
 
 @pytest.mark.parametrize("variant", ["sampling", "mean"])
 def test_psrl_plans_sparse_tables_like_dense_ones(variant):
-    """The agent's sparse path (plan_sparse on SparseTransitions draws) gives the Q-values of
+    """The agent's sparse path (plan_sparse on BackgroundTransitions draws) gives the Q-values of
     the dense path (policy_iteration on (S, A, S) draws), with terminal states."""
     from corrpriors.applications import PSRLAgent
 

@@ -438,7 +438,7 @@ class PSRLAgent:
 def plan_sparse(transitions: Any, rewards: Any, discount: float, *, terminal: Any = None,
                 initial_policy: Any = None, initial_values: Any = None, tol: float = 1e-10,
                 max_iter: int = 1000) -> PlanningResult:
-    r"""Howard's policy iteration on a :class:`~corrpriors.applications.SparseTransitions` table.
+    r"""Howard's policy iteration on a :class:`~corrpriors.applications.BackgroundTransitions` table.
 
     The same algorithm and tie rule as :func:`corrpriors.mdp.planning.policy_iteration` (an
     action is switched only on a relative improvement above 1e-12; terminal states have no
@@ -449,7 +449,7 @@ def plan_sparse(transitions: Any, rewards: Any, discount: float, *, terminal: An
 
     Parameters
     ----------
-    transitions : SparseTransitions
+    transitions : BackgroundTransitions
         Of shape (S, A, S).
     rewards : array_like of shape (S,) or (S, A)
         Expected rewards.

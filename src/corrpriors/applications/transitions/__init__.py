@@ -22,7 +22,7 @@ shape (n, S, A, S).
 Large state spaces
 ------------------
 From :data:`SPARSE_FROM_STATES` states on (or with ``sparse=True``) the beliefs store their
-counts sparsely and return :class:`SparseTransitions` tables from ``mean()``,
+counts sparsely and return :class:`BackgroundTransitions` tables from ``mean()``,
 ``sample_many()`` and ``action_mean()``: the window categories' next states and the observed
 far jumps as a scipy.sparse (S A, S) table, the rest of the "other" mass as background profiles
 (uniform, and the pooled far-jump destinations) over each state's outside -- exact, in
@@ -76,7 +76,7 @@ from ._categories import (
     window_displacements,
 )
 from ._correlated import GMRF_FROM_STATES, GMRF_MAX_CATEGORIES, CorrelatedTransitionModel
-from ._tables import SparseTransitions
+from ._tables import BackgroundTransitions
 from ._window import WindowCategoryMap, window_category_map
 
 __all__ = [
@@ -88,7 +88,7 @@ __all__ = [
     "CorrelatedTransitionModel",
     "DirichletTransitionModel",
     "KnownTransitionModel",
-    "SparseTransitions",
+    "BackgroundTransitions",
     "TransitionBelief",
     "TruncatedCategoryMap",
     "WindowCategoryMap",

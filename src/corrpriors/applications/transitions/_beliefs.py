@@ -229,7 +229,7 @@ class DirichletTransitionModel(_TransitionBelief):
     alpha : float, default=1.0
         Symmetric concentration (1 = uniform prior, 1e-3 = sparse prior).
     sparse : bool or None, default=None
-        Store the counts sparsely and return :class:`SparseTransitions` means and draws
+        Store the counts sparsely and return :class:`BackgroundTransitions` means and draws
         (``None``: from :data:`SPARSE_FROM_STATES` states on).
     """
 
@@ -240,7 +240,7 @@ class DirichletTransitionModel(_TransitionBelief):
 
     def mean(self) -> Any:
         """Posterior mean, ndarray of shape (S, A, S); sparse storage: a
-        :class:`SparseTransitions` (the counts' cells plus a uniform background).
+        :class:`BackgroundTransitions` (the counts' cells plus a uniform background).
         """
         if not self.sparse:
             post = self._counts + self.alpha
@@ -251,15 +251,15 @@ class DirichletTransitionModel(_TransitionBelief):
                            self.alpha * self.n_states / z)
 
     def _table(self, counts: Any, values: FloatArray, background: FloatArray) -> Any:
-        from ._tables import SparseTransitions
+        from ._tables import BackgroundTransitions
 
         table = sp.csr_array((values, counts.indices, counts.indptr), shape=counts.shape)
-        return SparseTransitions(table, background[:, None], np.ones((1, self.n_states)), None,
+        return BackgroundTransitions(table, background[:, None], np.ones((1, self.n_states)), None,
                                  self.n_actions)
 
     def sample_many(self, n: int, *, rng: SeedLike) -> Any:
         """``n`` posterior draws, ndarray of shape (n, S, A, S); sparse storage: a list of
-        ``n`` :class:`SparseTransitions`.
+        ``n`` :class:`BackgroundTransitions`.
 
         Sparse draws are exact in the mass of every observed cell and in the total mass of
         the pseudo-counts (``Gamma(c + alpha) = Gamma(c) + Gamma(alpha)``), whose split over

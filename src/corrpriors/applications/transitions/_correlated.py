@@ -290,7 +290,7 @@ class CorrelatedTransitionModel(_TransitionBelief):
     sparse : bool or None, default=None
         Store the counts sparsely, compute categories for the observed transitions only and
         return :meth:`mean` and :meth:`sample_many` as
-        :class:`~corrpriors.applications.transitions.SparseTransitions` tables (memory
+        :class:`~corrpriors.applications.transitions.BackgroundTransitions` tables (memory
         O(S A K + T) instead of O(S^2 A)); ``None``: from
         :data:`~corrpriors.applications.transitions.SPARSE_FROM_STATES` states on. Small
         models keep dense (S, A, S) arrays.
@@ -655,7 +655,7 @@ class CorrelatedTransitionModel(_TransitionBelief):
 
     def action_mean(self, action: int) -> Any:
         """Posterior-mean next-state probabilities of one action, ndarray of shape (S, S)
-        (sparse storage: a :class:`SparseTransitions` with one action).
+        (sparse storage: a :class:`BackgroundTransitions` with one action).
 
         Refits only that action's model (if its counts changed).
         """
@@ -733,7 +733,7 @@ class CorrelatedTransitionModel(_TransitionBelief):
 
     def mean(self) -> Any:
         """Posterior-mean (``probs_method``) transition model, ndarray of shape (S, A, S)
-        (sparse storage: a :class:`SparseTransitions`).
+        (sparse storage: a :class:`BackgroundTransitions`).
         """
         self.refit()
         if "mean" not in self._cache:
@@ -747,7 +747,7 @@ class CorrelatedTransitionModel(_TransitionBelief):
 
     def sample_many(self, n: int, *, rng: SeedLike) -> Any:
         r"""``n`` joint draws from :math:`q(\psi)` mapped to models, shape (n, S, A, S)
-        (sparse storage: a list of ``n`` :class:`SparseTransitions`, drawn with the same
+        (sparse storage: a list of ``n`` :class:`BackgroundTransitions`, drawn with the same
         random numbers as the dense path).
         """
         n = _check_n(n)

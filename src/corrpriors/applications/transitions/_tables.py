@@ -1,9 +1,9 @@
-r"""Transition tables without (S, S) arrays: sparse part plus per-row background profiles.
+r"""Transition tables without (S, S) arrays: a sparse part plus per-row background profiles.
 
 A posterior mean or draw of :math:`P(s' \mid s, a)` of a belief with a category map puts the
 window categories on at most K next states per (s, a), the observed far jumps on a few more,
 and spreads the rest of the "other" mass (the Dirichlet pseudo-counts) over *every* state
-outside the window of ``s``. :class:`SparseTransitions` holds that exactly in O(S A K + S J)
+outside the window of ``s``. :class:`BackgroundTransitions` holds that exactly in O(S A K + S J)
 memory:
 
 .. math::
@@ -28,11 +28,11 @@ import scipy.sparse as sp
 
 from ..._typing import FloatArray, IntArray
 
-__all__ = ["SparseTransitions"]
+__all__ = ["BackgroundTransitions"]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class SparseTransitions:
+class BackgroundTransitions:
     r"""A transition model :math:`P(s' \mid s, a)` as a sparse table plus background profiles.
 
     Parameters
@@ -124,7 +124,7 @@ class SparseTransitions:
                 out += w[:, j:j + 1] * np.repeat(outside, A, axis=0)
         return out.reshape((S, A) + v.shape[1:])
 
-    def policy_rows(self, actions: Any) -> SparseTransitions:
+    def policy_rows(self, actions: Any) -> BackgroundTransitions:
         r"""The rows ``(s, actions[s])`` of a deterministic policy, as a one-action table.
 
         Parameters
@@ -133,14 +133,14 @@ class SparseTransitions:
 
         Returns
         -------
-        SparseTransitions
+        BackgroundTransitions
             With ``n_actions = 1`` (:math:`P_\pi`).
         """
         act = np.asarray(actions, dtype=np.int64)
         if act.shape != (self.n_states,):
             raise ValueError(f"actions: expected shape (S,) = ({self.n_states},), got {act.shape}")
         rows = np.arange(self.n_states) * self.n_actions + act
-        return SparseTransitions(sp.csr_array(self.table[rows]), self.background[rows],
+        return BackgroundTransitions(sp.csr_array(self.table[rows]), self.background[rows],
                                  self.profiles, self.excluded, 1)
 
     def entries(self, rows: Any, cols: Any) -> FloatArray:

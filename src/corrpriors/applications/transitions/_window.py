@@ -7,7 +7,7 @@ r"""Category maps stored by their window only, and the category algebra on obser
 lookup. The functions below compute from *observed pairs* ``(s, s', n)`` what the dense
 :class:`CategoryMap` methods compute from (S, S) count arrays -- category counts, imputed
 counts of censored maps, pooled far-jump destinations -- and map category probabilities to a
-:class:`SparseTransitions` table. They accept either kind of map (a dense map is read through
+:class:`BackgroundTransitions` table. They accept either kind of map (a dense map is read through
 the same window pairs), so the dense methods are their oracle on small problems.
 """
 
@@ -30,7 +30,7 @@ from ._categories import (
     valid_probs,
     window_displacements,
 )
-from ._tables import SparseTransitions
+from ._tables import BackgroundTransitions
 
 __all__ = ["WindowCategoryMap", "window_category_map"]
 
@@ -370,8 +370,8 @@ def impute_pairs(cmap: Any, states: IntArray, next_states: IntArray, counts: Flo
 
 def next_state_tables(cmap: Any, q: FloatArray, observed: list[tuple[IntArray, IntArray,
                                                                      FloatArray]],
-                      pooled: FloatArray | None) -> SparseTransitions:
-    """Category probabilities of every action to a :class:`SparseTransitions` table.
+                      pooled: FloatArray | None) -> BackgroundTransitions:
+    """Category probabilities of every action to a :class:`BackgroundTransitions` table.
 
     The sparse counterpart of :meth:`CategoryMap.next_state_probs` with
     :meth:`CategoryMap.other_weights`: window categories go to their next states (censored maps
@@ -391,7 +391,7 @@ def next_state_tables(cmap: Any, q: FloatArray, observed: list[tuple[IntArray, I
 
     Returns
     -------
-    SparseTransitions
+    BackgroundTransitions
     """
     A, S, K = q.shape
     p = _pairs(cmap)
@@ -435,4 +435,4 @@ def next_state_tables(cmap: Any, q: FloatArray, observed: list[tuple[IntArray, I
                              else np.zeros(S)])
     else:
         profiles = np.zeros((0, S))
-    return SparseTransitions(table, background.reshape(S * A, -1), profiles, p.excluded, A)
+    return BackgroundTransitions(table, background.reshape(S * A, -1), profiles, p.excluded, A)

@@ -17,11 +17,11 @@ from .subgoals import (
     subgoal_log_likelihoods,
 )
 from .transitions import (
+    BackgroundTransitions,
     CategoryMap,
     CorrelatedTransitionModel,
     DirichletTransitionModel,
     KnownTransitionModel,
-    BackgroundTransitions,
     TransitionBelief,
     TruncatedCategoryMap,
     WindowCategoryMap,

@@ -107,6 +107,11 @@ def test_pair_algebra_matches_dense_methods(boundary, order):
                                    rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(table.hellinger_to(truth[:, None, :])[:, 0], hell,
                                    rtol=1e-10, atol=1e-12)
+        from corrpriors.mdp import SparseTransitions
+
+        np.testing.assert_allclose(
+            table.hellinger_to(SparseTransitions(sp.csr_array(truth)))[:, 0], hell,
+            rtol=1e-10, atol=1e-12)
 
 
 def test_tables_without_pooling_and_identity_map():

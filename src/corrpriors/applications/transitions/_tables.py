@@ -177,14 +177,16 @@ class BackgroundTransitions:
 
         Parameters
         ----------
-        other : scipy.sparse array of shape (S A, S) (row ``s * A + a``) or ndarray of shape
-            (S, A, S)
+        other : corrpriors.mdp.SparseTransitions, scipy.sparse array of shape (S A, S) (row
+            ``s * A + a``) or ndarray of shape (S, A, S)
 
         Returns
         -------
         ndarray of shape (S, A)
         """
         S, A = self.n_states, self.n_actions
+        if hasattr(other, "matrix") and sp.issparse(other.matrix):   # mdp.SparseTransitions
+            other = other.matrix
         if sp.issparse(other):
             if other.shape != (S * A, S):
                 raise ValueError(f"other: expected shape (S A, S) = ({S * A}, {S}), got "

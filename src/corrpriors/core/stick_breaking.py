@@ -18,6 +18,7 @@ Polya-Gamma augmentation uses ``kappa_ck = x_ck - b_ck / 2``.
 from __future__ import annotations
 
 import numpy as np
+from scipy.special import expit
 
 from .._typing import FloatArray
 
@@ -63,8 +64,17 @@ def psi_to_pi(psi) -> FloatArray:
     pi : ndarray of shape (..., K)
         Non-negative, sums to one along the last axis.
     """
-    lp = log_probs(psi)
-    pi = np.exp(lp)
+    psi = np.asarray(psi, dtype=float)
+    if psi.ndim == 0 or psi.shape[-1] < 1:
+        raise ValueError(f"psi: expected shape (..., K-1) with K-1 >= 1, got {psi.shape}")
+    # products of sigma(psi) and 1 - sigma(psi) = sigma(-psi), each accurate to a few ulps
+    # relative: the same numbers as exp(log_probs(psi)) at a third of the cost
+    stick = expit(psi)
+    rest = np.cumprod(expit(-psi), axis=-1)
+    pi = np.empty(psi.shape[:-1] + (psi.shape[-1] + 1,))
+    pi[..., 0] = stick[..., 0]
+    pi[..., 1:-1] = stick[..., 1:] * rest[..., :-1]
+    pi[..., -1] = rest[..., -1]
     # Exact renormalisation guards against round-off when all mass sits on one category.
     return pi / pi.sum(axis=-1, keepdims=True)
 

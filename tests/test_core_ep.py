@@ -234,3 +234,22 @@ def test_ep_reports_non_convergence(small_problem):
     with pytest.warns(ConvergenceWarning, match="EP did not converge"):
         ep = _ep(data, res, max_iter=1, tol=1e-14)
     assert not ep.converged
+
+
+def test_tilted_tables_belong_to_their_entries():
+    rng = np.random.default_rng(11)
+    cov = np.exp(-np.subtract.outer(np.arange(6.0), np.arange(6.0)) ** 2 / 8) + 1e-9 * np.eye(6)
+    counts = rng.multinomial(7, [0.2, 0.3, 0.1, 0.4], size=6)
+    counts[2] = 0
+    _, data, res = _fit(counts, cov, scale=2.0)
+    ep = _ep(data, res, tol=1e-8)
+    marg = ep_marginals(ep, data)
+    assert np.all(np.diff(marg.entries) > 0)
+    for e, flat in enumerate(data.layout.entry_flat):  # layout order: stick after stick
+        row = np.searchsorted(marg.entries, flat)
+        own = tilted_quantiles(ep.cavity_mean[e:e + 1], ep.cavity_var[e:e + 1],
+                               data.b_obs[e:e + 1], data.x_obs[e:e + 1], SCORES)[0]
+        np.testing.assert_allclose(marg.table[row], own, rtol=0, atol=1e-6)
+        c, k = divmod(flat, 3)
+        mid = np.interp(0.0, SCORES, own)  # the tilted median is near the EP mean
+        assert abs(mid - ep.psi_mean[c, k]) < 0.2 * np.sqrt(ep.psi_var[c, k])

@@ -100,30 +100,53 @@ def test_csv_tsv_npy_give_the_same_fit(tmp_path, capsys):
         np.testing.assert_allclose(table[:, 1:], m.probs(), rtol=1e-11)
 
 
-def test_uncertainty_columns_are_reproducible_posterior_sds(tmp_path, capsys):
+def test_uncertainty_columns_are_reproducible_calibrated_intervals(tmp_path, capsys):
     counts, coords, names = load_example()
     common = ["--learn-scale", "--uncertainty", "--samples", "3000"]
     for name, seed in (("a", 3), ("b", 3), ("c", 4)):
         assert fit([*common, "--seed", seed, "--out", tmp_path / name], capsys)[0] == 0
     header, table = read_probs(tmp_path / "a" / "probs.csv")
-    assert header == ["row", *names, *(f"{n}_sd" for n in names)]
+    assert header == ["row", *names, *(f"{n}_{what}" for what in ("sd", "lower", "upper")
+                                       for n in names)]
     a, b = (tmp_path / name / "probs.csv" for name in "ab")
     assert a.read_bytes() == b.read_bytes()
     other = read_probs(tmp_path / "c" / "probs.csv")[1]
     assert not np.array_equal(other[:, 6:], table[:, 6:])
     np.testing.assert_array_equal(other[:, 1:6], table[:, 1:6])  # plug-in means need no draws
     m = CorrelatedMultinomial(SquaredExponential(1.0).bind(coords=coords), learn_scale=True)
-    mean, sd = m.fit(counts).probs(n_samples=3000, rng=3, return_std=True)
-    np.testing.assert_allclose(table[:, 1:6], mean, rtol=1e-11)
-    np.testing.assert_allclose(table[:, 6:], sd, rtol=1e-11)
+    m.fit(counts)
+    lower, upper, sd = m.credible_interval(0.9, n_samples=3000, rng=3, return_std=True)
+    np.testing.assert_allclose(table[:, 1:6], m.probs(), rtol=1e-11)
+    np.testing.assert_allclose(table[:, 6:11], sd, rtol=1e-11)
+    np.testing.assert_allclose(table[:, 11:16], lower, rtol=1e-11)
+    np.testing.assert_allclose(table[:, 16:21], upper, rtol=1e-11)
     s = json.loads((tmp_path / "a" / "summary.json").read_text())
     assert s["options"]["seed"] == 3 and s["options"]["samples"] == 3000
-    # --method mc writes the Monte Carlo means of the same draws
+    assert s["uncertainty"]["method"] == "calibrated" and s["uncertainty"]["level"] == 0.9
+    assert s["uncertainty"]["integrated_hyperparameters"] == ["log_scale"]
+    # --method mc writes the Monte Carlo means of q; the uncertainty columns are unchanged
     assert fit([*common, "--seed", 3, "--method", "mc", "--out", tmp_path / "d"], capsys)[0] == 0
     mc = read_probs(tmp_path / "d" / "probs.csv")[1]
     np.testing.assert_allclose(mc[:, 1:6], m.probs(method="mc", n_samples=3000, rng=3),
                                rtol=1e-11)
     np.testing.assert_array_equal(mc[:, 6:], table[:, 6:])
+
+
+@pytest.mark.parametrize("method", ["vi", "gibbs"])
+def test_interval_method_and_level_are_honoured(tmp_path, capsys, method):
+    counts, coords, names = load_example()
+    args = ["--uncertainty", "--interval-method", method, "--level", "0.5", "--samples", "400",
+            "--seed", "5", "--out", tmp_path / method]
+    assert fit(args, capsys)[0] == 0
+    table = read_probs(tmp_path / method / "probs.csv")[1]
+    m = CorrelatedMultinomial(SquaredExponential(1.0).bind(coords=coords)).fit(counts)
+    lower, upper, sd = m.credible_interval(0.5, method=method, n_samples=400, rng=5,
+                                           return_std=True)
+    np.testing.assert_allclose(table[:, 6:], np.hstack([sd, lower, upper]), rtol=1e-10)
+    s = json.loads((tmp_path / method / "summary.json").read_text())
+    assert s["uncertainty"]["method"] == method and s["options"]["level"] == 0.5
+    rc, _, err = fit(["--uncertainty", "--level", "1.5", "--out", tmp_path / "x"], capsys)
+    assert rc == 2 and "--level" in err
 
 
 def test_help_states_every_default_and_output_file():
@@ -230,11 +253,14 @@ def test_predict_at_writes_the_library_predictions(tmp_path, capsys):
                       "--seed", "3"], capsys)
     assert rc == 0 and err == ""
     header, table = read_probs(out / "predictions.csv")
-    assert header == ["row", *names, *(f"{n}_sd" for n in names)]
+    k = len(names)
+    assert header == ["row", *names, *(f"{n}_{what}" for what in ("sd", "lower", "upper")
+                                       for n in names)]
     m = CorrelatedMultinomial(covariance=SquaredExponential(1.0).bind(coords=coords)).fit(counts)
-    p, sd = m.predict_probs(new, return_std=True, n_samples=4000, rng=3)
-    np.testing.assert_allclose(table[:, 1:1 + len(names)], p, rtol=1e-10)
-    np.testing.assert_allclose(table[:, 1 + len(names):], sd, rtol=1e-10)
+    lower, upper, sd = m.predict_credible_interval(new, 0.9, n_samples=4000, rng=3,
+                                                   return_std=True)
+    np.testing.assert_allclose(table[:, 1:1 + k], m.predict_probs(new), rtol=1e-10)
+    np.testing.assert_allclose(table[:, 1 + k:], np.hstack([sd, lower, upper]), rtol=1e-10)
     summary = json.loads((out / "summary.json").read_text())
     assert "predictions.csv" in summary["outputs"]
 

@@ -89,7 +89,7 @@ class EPOptions:
     """
 
     max_iter: int = 100
-    tol: float = 1e-4
+    tol: float = 1e-3
     damping: float = 1.0
     min_damping: float = 0.2
 

@@ -16,13 +16,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from scipy.special import expit, ndtri
+from scipy.stats import qmc
 
 from .._typing import FloatArray
 from .stick_breaking import psi_to_pi
 
 #: Normal scores at which non-Gaussian marginals are tabulated (quantile :math:`F^{-1}(\Phi(z))`);
 #: draws beyond them (probability 2e-9) take the end values.
-SCORES = np.linspace(-6.0, 6.0, 481)
+SCORES = np.linspace(-6.0, 6.0, 121)
 
 #: Most numbers held by one block of draws (about 64 MB of float64).
 BLOCK = 2 ** 23
@@ -37,7 +39,8 @@ class MarginalPsi:
     mean, var : ndarray of shape (C, K - 1)
         Gaussian marginals :math:`N(mean, var)` of the entries without a table.
     entries : ndarray of shape (E,)
-        Flat positions (C-ordered in (C, K - 1)) of the entries with a tabulated marginal.
+        Flat positions (C-ordered in (C, K - 1)), increasing, of the entries with a tabulated
+        marginal.
     table : ndarray of shape (E, Z)
         Their quantiles at the normal scores :data:`SCORES`.
     """
@@ -53,21 +56,23 @@ class MarginalPsi:
         return self.mean.shape
 
     def draw(self, z: np.ndarray, rows: slice) -> FloatArray:
-        r"""Marginal draws from standard normal variates (the quantile transform).
+        r"""Marginal draws from normal scores (the quantile transform), shared by the rows.
 
         Parameters
         ----------
-        z : ndarray of shape (M, R, K - 1)
-            Independent standard normal variates for the covariates ``rows``.
+        z : ndarray of shape (K - 1, M)
+            Normal scores, one row per stick; every covariate of ``rows`` uses the same ones
+            (per-covariate draws: the covariates are not jointly distributed).
         rows : slice
             A contiguous block of covariates (R of them).
 
         Returns
         -------
-        ndarray of shape (M, R, K - 1)
+        ndarray of shape (K - 1, R, M)
+            Stick-major, each covariate's draws contiguous.
         """
-        mean, sd = self.mean[rows], np.sqrt(self.var[rows])
-        out = mean + sd * z
+        mean, sd = self.mean[rows].T, np.sqrt(self.var[rows]).T  # (K - 1, R)
+        out = mean[:, :, None] + sd[:, :, None] * z[:, None, :]
         if self.entries.size == 0:
             return out
         km1 = self.mean.shape[1]
@@ -75,16 +80,15 @@ class MarginalPsi:
         lo, hi = np.searchsorted(self.entries, [start * km1, stop * km1])
         if lo == hi:
             return out
-        local = self.entries[lo:hi] - start * km1
-        r, k = np.divmod(local, km1)
-        zs = z[:, r, k]  # (M, e)
-        pos = (np.clip(zs, SCORES[0], SCORES[-1]) - SCORES[0]) / (SCORES[1] - SCORES[0])
-        j = np.minimum(pos.astype(np.intp), SCORES.size - 2)
+        r, k = np.divmod(self.entries[lo:hi] - start * km1, km1)
+        pos = (np.clip(z, SCORES[0], SCORES[-1]) - SCORES[0]) / (SCORES[1] - SCORES[0])
+        j = np.minimum(pos.astype(np.intp), SCORES.size - 2)  # (K - 1, M)
         frac = pos - j
         tab = self.table[lo:hi]
-        cols = np.arange(hi - lo)[None, :]
-        left = tab[cols, j]
-        out[:, r, k] = left + frac * (tab[cols, j + 1] - left)
+        for stick in np.unique(k):
+            sel = np.flatnonzero(k == stick)
+            left = tab[sel][:, j[stick]]  # (e, M)
+            out[stick, r[sel]] = left + frac[stick] * (tab[sel][:, j[stick] + 1] - left)
         return out
 
 
@@ -121,47 +125,98 @@ class MarginalMixture:
         """(C, K - 1)."""
         return self.components[0].shape
 
-    def allocation(self, n: int, *, rng: np.random.Generator) -> FloatArray:
-        """Component of every one of ``n`` draws (systematic resampling, in random order).
+    def allocation(self, u: np.ndarray) -> FloatArray:
+        """Component of every draw from uniforms ``u`` (shape (M,)): inverse CDF of the weights.
 
         Returns
         -------
-        ndarray of shape (n,), int
+        ndarray of shape (M,), int
         """
         edges = np.cumsum(self.weights)
-        u = (rng.random() + np.arange(n)) / n
-        comp = np.minimum(np.searchsorted(edges / edges[-1], u, side="right"),
+        return np.minimum(np.searchsorted(edges / edges[-1], u, side="right"),
                           len(self.components) - 1)
-        return rng.permutation(comp)
 
-    def draw_psi(self, n: int, *, rng: np.random.Generator,
-                 rows: slice = slice(None)) -> FloatArray:
-        r"""Per-entry draws: the sticks of a draw are independent given its hyper-parameters.
+    def draw_sticks(self, n: int, *, rng: np.random.Generator,
+                    rows: slice = slice(None)) -> FloatArray:
+        r"""Per-covariate draws by randomised quasi-Monte Carlo, stick-major.
+
+        One scrambled Sobol' sequence (Owen 1998) in K - 1 dimensions (one per stick; one more
+        choosing the mixture component) gives the normal scores of every draw; the covariates
+        of ``rows`` share them, each through its own marginals (:meth:`MarginalPsi.draw`). The
+        sticks of a draw are independent given its hyper-parameter point, as in the posterior;
+        the covariates are not jointly distributed. Randomised QMC is unbiased like plain Monte
+        Carlo and more accurate per draw; every call scrambles anew.
 
         Parameters
         ----------
         n : int
-            M.
+            M (the first M points of a sequence of the next power of two).
         rng : numpy.random.Generator
         rows : slice
             Covariates to draw (default all).
 
         Returns
         -------
-        ndarray of shape (M, R, K - 1)
+        ndarray of shape (K - 1, R, M)
         """
         c, km1 = self.shape
         start, stop, _ = rows.indices(c)
         rows = slice(start, stop)
-        z = rng.standard_normal((n, stop - start, km1))
-        if len(self.components) == 1:
+        mix = len(self.components) > 1
+        sobol = qmc.Sobol(km1 + int(mix), scramble=True, seed=rng)
+        u = sobol.random_base2(max(0, int(np.ceil(np.log2(n)))))[:n]
+        z = np.ascontiguousarray(ndtri(np.clip(u[:, int(mix):], 1e-16, 1.0 - 1e-16)).T)
+        if not mix:
             return self.components[0].draw(z, rows)
-        comp = self.allocation(n, rng=rng)
-        out = np.empty_like(z)
+        comp = self.allocation(u[:, 0])
+        out = np.empty((km1, stop - start, n))
         for g in np.unique(comp):
-            sel = comp == g
-            out[sel] = self.components[g].draw(z[sel], rows)
+            sel = np.flatnonzero(comp == g)
+            out[:, :, sel] = self.components[g].draw(z[:, sel], rows)
         return out
+
+    def draw_psi(self, n: int, *, rng: np.random.Generator,
+                 rows: slice = slice(None)) -> FloatArray:
+        """:meth:`draw_sticks` as an ndarray of shape (M, R, K - 1)."""
+        return np.moveaxis(self.draw_sticks(n, rng=rng, rows=rows), (0, 2), (2, 0))
+
+
+def stick_major_probs(psi: np.ndarray) -> FloatArray:
+    r"""The stick-breaking map on stick-major draws.
+
+    The same numbers as :func:`~corrpriors.core.stick_breaking.psi_to_pi` (products of
+    :math:`\sigma(\psi)` and :math:`\sigma(-\psi)`), on arrays whose sticks are the first axis,
+    so every operation runs on contiguous memory (4x faster on (M, R, K - 1) draws).
+
+    Parameters
+    ----------
+    psi : ndarray of shape (K - 1, ...)
+
+    Returns
+    -------
+    ndarray of shape (K, ...)
+    """
+    km1 = psi.shape[0]
+    out = np.empty((km1 + 1,) + psi.shape[1:])
+    rest = np.ones(psi.shape[1:])
+    for k in range(km1):
+        np.multiply(rest, expit(psi[k]), out=out[k])
+        rest *= expit(-psi[k])
+    out[-1] = rest
+    out /= out.sum(axis=0)  # as psi_to_pi: exact renormalisation
+    return out
+
+
+def _central_last(x: np.ndarray, level: float) -> tuple[FloatArray, FloatArray]:
+    """Central interval along the last axis of a C-contiguous array (linear interpolation)."""
+    m = x.shape[-1]
+    flat = x.reshape(-1, m)
+    pos = np.array([(1.0 - level) / 2.0, (1.0 + level) / 2.0]) * (m - 1)
+    lo = np.floor(pos).astype(np.intp)
+    hi = np.minimum(lo + 1, m - 1)
+    part = np.partition(flat, np.unique(np.concatenate([lo, hi])), axis=1)
+    q = part[:, lo] + (pos - lo) * (part[:, hi] - part[:, lo])
+    return q[:, 0].reshape(x.shape[:-1]), q[:, 1].reshape(x.shape[:-1])
 
 
 def central_interval(draws: np.ndarray, level: float) -> tuple[FloatArray, FloatArray]:
@@ -180,13 +235,8 @@ def central_interval(draws: np.ndarray, level: float) -> tuple[FloatArray, Float
     lower, upper : ndarray of shape (...)
     """
     m = draws.shape[0]
-    flat = np.ascontiguousarray(draws.reshape(m, -1).T)
-    pos = np.array([(1.0 - level) / 2.0, (1.0 + level) / 2.0]) * (m - 1)
-    lo = np.floor(pos).astype(np.intp)
-    hi = np.minimum(lo + 1, m - 1)
-    part = np.partition(flat, np.unique(np.concatenate([lo, hi])), axis=1)
-    q = part[:, lo] + (pos - lo) * (part[:, hi] - part[:, lo])
-    return q[:, 0].reshape(draws.shape[1:]), q[:, 1].reshape(draws.shape[1:])
+    lo, hi = _central_last(np.ascontiguousarray(draws.reshape(m, -1).T), level)
+    return lo.reshape(draws.shape[1:]), hi.reshape(draws.shape[1:])
 
 
 def probability_interval(mixture: MarginalMixture, level: float, n_samples: int, *,
@@ -212,16 +262,17 @@ def probability_interval(mixture: MarginalMixture, level: float, n_samples: int,
         Only with ``return_std``.
     """
     c, km1 = mixture.shape
-    out = np.empty((3, c, km1 + 1))
+    out = np.empty((3, km1 + 1, c))
     step = max(1, BLOCK // max(1, n_samples * (km1 + 1)))
     for start in range(0, c, step):
         rows = slice(start, min(c, start + step))
-        pi = psi_to_pi(mixture.draw_psi(n_samples, rng=rng, rows=rows))
-        out[0, rows], out[1, rows] = central_interval(pi, level)
+        pi = stick_major_probs(mixture.draw_sticks(n_samples, rng=rng, rows=rows))
+        out[0, :, rows], out[1, :, rows] = _central_last(pi, level)
         if return_std:
-            out[2, rows] = pi.std(axis=0, ddof=1)
-    return (out[0], out[1], out[2]) if return_std else (out[0], out[1])
+            out[2, :, rows] = pi.std(axis=-1, ddof=1)
+    lower, upper, std = out[0].T, out[1].T, out[2].T
+    return (lower, upper, std) if return_std else (lower, upper)
 
 
 __all__ = ["BLOCK", "SCORES", "MarginalMixture", "MarginalPsi", "central_interval",
-           "probability_interval"]
+           "probability_interval", "stick_major_probs"]

@@ -20,7 +20,6 @@ from scipy.special import expit, ndtri
 from scipy.stats import qmc
 
 from .._typing import FloatArray
-from .stick_breaking import psi_to_pi
 
 #: Normal scores at which non-Gaussian marginals are tabulated (quantile :math:`F^{-1}(\Phi(z))`);
 #: draws beyond them (probability 2e-9) take the end values.

@@ -170,8 +170,8 @@ def _from_mixture(mixture: Any, n_rank: int, n_samples: int, rng: np.random.Gene
     from corrpriors.core.stick_breaking import psi_to_pi
 
     intervals = {lv: probability_interval(mixture, lv, n_samples, rng=rng) for lv in LEVELS}
-    draws = psi_to_pi(mixture.draw_psi(max(n_rank, 2000), rng=rng))
-    return intervals, draws[:n_rank], draws.mean(axis=0)
+    mean = psi_to_pi(mixture.draw_psi(2048, rng=rng)).mean(axis=0)
+    return intervals, psi_to_pi(mixture.draw_psi(n_rank, rng=rng, quasi=False)), mean
 
 
 def m_calibrated(model: Any, rep: Replicate, n_rank: int, rng: np.random.Generator) -> MethodOutput:
@@ -180,9 +180,10 @@ def m_calibrated(model: Any, rep: Replicate, n_rank: int, rng: np.random.Generat
 
     intervals = {lv: model.credible_interval(lv, rng=rng) for lv in LEVELS}
     post = model.calibrated_posterior()
-    draws = psi_to_pi(post.marginals.draw_psi(2000, rng=rng))
+    mean = psi_to_pi(post.marginals.draw_psi(2048, rng=rng)).mean(axis=0)
+    draws = psi_to_pi(post.marginals.draw_psi(n_rank, rng=rng, quasi=False))
     info = {"grid_points": int(post.marginals.weights.size), "psi_steps": post.n_psi_steps}
-    return MethodOutput(intervals, draws[:n_rank], draws.mean(axis=0), info=info)
+    return MethodOutput(intervals, draws, mean, info=info)
 
 
 def _ep_variant(tilted: bool, hyper: str) -> Callable:
@@ -194,7 +195,7 @@ def _ep_variant(tilted: bool, hyper: str) -> Callable:
         post = calibrated_marginals(rep.counts, model.result_, integrate_scale=scale_on,
                                     integrate_kernel=kernel_on,
                                     options=CalibrationOptions(tilted=tilted))
-        return MethodOutput(*_from_mixture(post.marginals, n_rank, 2000, rng))
+        return MethodOutput(*_from_mixture(post.marginals, n_rank, 1024, rng))
 
     return run
 
@@ -203,7 +204,7 @@ def m_vi(model: Any, rep: Replicate, n_rank: int, rng: np.random.Generator) -> M
     """``credible_interval(method="vi")``: the mean-field marginals."""
     from corrpriors.core.intervals import vi_marginals
 
-    return MethodOutput(*_from_mixture(vi_marginals(model.result_), n_rank, 2000, rng))
+    return MethodOutput(*_from_mixture(vi_marginals(model.result_), n_rank, 1024, rng))
 
 
 def _quantile_output(pi: np.ndarray, n_rank: int) -> tuple[dict, np.ndarray, np.ndarray]:

@@ -135,8 +135,8 @@ class MarginalMixture:
         return np.minimum(np.searchsorted(edges / edges[-1], u, side="right"),
                           len(self.components) - 1)
 
-    def draw_sticks(self, n: int, *, rng: np.random.Generator,
-                    rows: slice = slice(None)) -> FloatArray:
+    def draw_sticks(self, n: int, *, rng: np.random.Generator, rows: slice = slice(None),
+                    quasi: bool = True) -> FloatArray:
         r"""Per-covariate draws by randomised quasi-Monte Carlo, stick-major.
 
         One scrambled Sobol' sequence (Owen 1998) in K - 1 dimensions (one per stick; one more
@@ -153,6 +153,9 @@ class MarginalMixture:
         rng : numpy.random.Generator
         rows : slice
             Covariates to draw (default all).
+        quasi : bool
+            ``False``: independent uniforms instead of the Sobol' points (independent draws,
+            e.g. for rank statistics, which stratified draws bias at the edges).
 
         Returns
         -------
@@ -162,8 +165,11 @@ class MarginalMixture:
         start, stop, _ = rows.indices(c)
         rows = slice(start, stop)
         mix = len(self.components) > 1
-        sobol = qmc.Sobol(km1 + int(mix), scramble=True, seed=rng)
-        u = sobol.random_base2(max(0, int(np.ceil(np.log2(n)))))[:n]
+        if quasi:
+            sobol = qmc.Sobol(km1 + int(mix), scramble=True, seed=rng)
+            u = sobol.random_base2(max(0, int(np.ceil(np.log2(n)))))[:n]
+        else:
+            u = rng.random((n, km1 + int(mix)))
         z = np.ascontiguousarray(ndtri(np.clip(u[:, int(mix):], 1e-16, 1.0 - 1e-16)).T)
         if not mix:
             return self.components[0].draw(z, rows)
@@ -174,10 +180,10 @@ class MarginalMixture:
             out[:, :, sel] = self.components[g].draw(z[:, sel], rows)
         return out
 
-    def draw_psi(self, n: int, *, rng: np.random.Generator,
-                 rows: slice = slice(None)) -> FloatArray:
+    def draw_psi(self, n: int, *, rng: np.random.Generator, rows: slice = slice(None),
+                 quasi: bool = True) -> FloatArray:
         """:meth:`draw_sticks` as an ndarray of shape (M, R, K - 1)."""
-        return np.moveaxis(self.draw_sticks(n, rng=rng, rows=rows), (0, 2), (2, 0))
+        return np.moveaxis(self.draw_sticks(n, rng=rng, rows=rows, quasi=quasi), (0, 2), (2, 0))
 
 
 def stick_major_probs(psi: np.ndarray) -> FloatArray:

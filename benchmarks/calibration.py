@@ -25,7 +25,8 @@ marginals, integrated over learned hyper-parameters), ``ep-gaussian`` (EP's Gaus
 ``vi`` (the mean-field q), ``gibbs`` (2,000 Polya-Gamma Gibbs draws after 500 burn-in sweeps).
 
 Hyper-parameters (``--hyper``): ``true`` (fixed at the truth), ``scale`` (the scale learned:
-``learn_scale=True``, started at 1), ``all`` (scale and length scale learned:
+``learn_scale=True``, started at 1), ``selected`` (the scale chosen by ``select_scale``, the
+collapsed-bound lattice climb), ``all`` (scale and length scale learned:
 ``learn_scale=True, learn_kernel=True`` from length scale 1; dense prior only).
 
 Run from the repository root::
@@ -56,6 +57,7 @@ from scipy.stats import chi2
 
 ROOT = Path(__file__).resolve().parents[1]
 LEVELS = (0.5, 0.9)
+HYPER_MODES = ("true", "scale", "selected", "all")
 SMALL = 0.02
 N_BINS = 10
 
@@ -74,7 +76,7 @@ class Problem:
     lengthscale : float
         Length scale of the prior (cells): SE kernel exp(-d^2/l^2), or the GMRF's.
     prior : {"dense", "sparse"}
-    hyper : {"true", "scale", "all"}
+    hyper : {"true", "scale", "selected", "all"}
     regimes : tuple of int
         Row totals N; each replication gives a random equal share of the rows each.
     """
@@ -89,8 +91,8 @@ class Problem:
     def __post_init__(self) -> None:
         if self.prior not in ("dense", "sparse"):
             raise ValueError(f"prior: expected 'dense' or 'sparse', got {self.prior!r}")
-        if self.hyper not in ("true", "scale", "all"):
-            raise ValueError(f"hyper: expected 'true', 'scale' or 'all', got {self.hyper!r}")
+        if self.hyper not in HYPER_MODES:
+            raise ValueError(f"hyper: expected one of {HYPER_MODES}, got {self.hyper!r}")
         if self.hyper == "all" and self.prior == "sparse":
             raise ValueError("hyper: 'all' learns the kernel's length scale; the sparse prior "
                              "has none to learn")
@@ -113,16 +115,18 @@ class Problem:
         return {"covariance": SquaredExponential(lengthscale=ls, lengthscale_bounds=(0.25, 16.0))
                 .bind(coords=coords)}
 
-    def model(self, theta: float) -> Any:
-        """The unfitted model the default way for this design's hyper-parameters."""
-        from corrpriors import CorrelatedMultinomial
+    def fitted_model(self, theta: float, counts: np.ndarray) -> Any:
+        """The model fitted the default way for this design's hyper-parameters."""
+        from corrpriors import CorrelatedMultinomial, select_scale
 
         if self.hyper == "true":
-            return CorrelatedMultinomial(**self.structure(), scale=theta)
+            return CorrelatedMultinomial(**self.structure(), scale=theta).fit(counts)
         if self.hyper == "scale":
-            return CorrelatedMultinomial(**self.structure(), learn_scale=True)
+            return CorrelatedMultinomial(**self.structure(), learn_scale=True).fit(counts)
+        if self.hyper == "selected":
+            return select_scale(CorrelatedMultinomial(**self.structure()), counts).model
         return CorrelatedMultinomial(**self.structure(lengthscale=1.0), learn_scale=True,
-                                     learn_kernel=True)
+                                     learn_kernel=True).fit(counts)
 
 
 @dataclass(frozen=True)
@@ -247,11 +251,10 @@ def run_replicate(problem: Problem, theta: float, methods: list[str], n_rank: in
                   rng: np.random.Generator) -> dict[str, Any]:
     """Simulate, fit and ask every method; per-entry results of one replication."""
     rep = simulate(problem, theta, rng=rng)
-    model = problem.model(theta)
     t0 = time.process_time()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model.fit(rep.counts)
+        model = problem.fitted_model(theta, rep.counts)
     record: dict[str, Any] = {"theta": theta, "totals": rep.totals,
                               "fit_seconds": time.process_time() - t0,
                               "fitted_scale": float(model.scale_), "methods": {}}
@@ -453,7 +456,7 @@ def _sparse_problem(side: int, k: int, rng: np.random.Generator) -> tuple[Any, n
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--prior", choices=("dense", "sparse"), default="dense")
-    parser.add_argument("--hyper", choices=("true", "scale", "all"), default="true")
+    parser.add_argument("--hyper", choices=HYPER_MODES, default="true")
     parser.add_argument("--theta", type=float, nargs="+", default=[0.5, 1.0, 4.0])
     parser.add_argument("--reps", type=int, default=200)
     parser.add_argument("--methods", nargs="+", default=["calibrated", "vi"],

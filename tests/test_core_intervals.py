@@ -268,6 +268,17 @@ def test_learned_scale_is_integrated_over(fitted, bounded_kernel):
     assert draws.shape == (50,) + counts.shape
 
 
+def test_a_selected_scale_is_integrated_over_until_refitted(fitted):
+    from corrpriors import select_scale
+
+    _, counts, kernel = fitted
+    sel = select_scale(CorrelatedMultinomial(kernel), counts, step=0.5)
+    assert sel.model.scale_selected_
+    assert sel.model.calibrated_posterior().names == ("log_scale",)
+    sel.model.fit(counts)
+    assert not sel.model.scale_selected_ and sel.model.calibrated_posterior().names == ()
+
+
 def test_sparse_prior_gives_calibrated_intervals():
     q = grid_precision((5, 5), length_scale=2.0)
     cov = np.linalg.inv(q.toarray())

@@ -231,6 +231,9 @@ class CorrelatedMultinomial:
         Psi steps computed (the cost; ``>= n_iter_``).
     converged_ : bool
     result_ : VIResult
+    scale_selected_ : bool
+        Whether the fixed scale was chosen from these data by :func:`~corrpriors.select_scale`
+        (then :meth:`credible_interval` integrates over it).
 
     Examples
     --------
@@ -426,6 +429,7 @@ class CorrelatedMultinomial:
 
     def _set_result(self, res: VIResult) -> None:
         self.result_ = res
+        self.scale_selected_ = False  # set by ScaleSearch after its fits
         self.psi_mean_ = res.psi_mean
         self.psi_var_ = res.psi_var
         self.elbo_ = res.elbo
@@ -574,7 +578,9 @@ class CorrelatedMultinomial:
         method : {"plugin", "mc"}
             As in :meth:`probs`.
         return_std : bool, default=False
-            Also return posterior standard deviations (scikit-learn's ``return_std``).
+            Also return posterior standard deviations (scikit-learn's ``return_std``) under the
+            **mean-field** :math:`q(\psi)` of the VI fit, like :meth:`probs`: too small. For
+            calibrated uncertainty use ``predict_credible_interval(return_std=True)``.
         n_samples : int
         rng : None, int or numpy.random.Generator
             Needed for ``method="mc"`` or ``return_std``.
@@ -601,11 +607,13 @@ class CorrelatedMultinomial:
         Parameters
         ----------
         hyper : {"auto", "fixed", "scale", "all"}
-            ``"auto"``: integrate the scale if ``learn_scale`` and the kernel's free parameters
-            if ``learn_kernel`` (flat hyper-priors on their logarithms; the scale's is the
-            ``scale_prior`` when given), keep the rest at the fitted values. ``"fixed"``: plug in
-            every fitted value. ``"scale"``: integrate the scale only. ``"all"``: the scale and
-            the kernel's parameters.
+            ``"auto"``: integrate the scale if ``learn_scale`` or the model was chosen by
+            :func:`~corrpriors.select_scale` / :class:`~corrpriors.ScaleSearch`
+            (``scale_selected_``), and the kernel's free parameters if ``learn_kernel`` (flat
+            hyper-priors on their logarithms; the scale's is the ``scale_prior`` when given);
+            keep the rest at the fitted values. ``"fixed"``: plug in every fitted value.
+            ``"scale"``: integrate the scale only. ``"all"``: the scale and the kernel's
+            parameters.
 
         Returns
         -------
@@ -618,8 +626,8 @@ class CorrelatedMultinomial:
         cached = getattr(self, "_calibrated", None)
         if cached is not None and cached[0] == key and cached[1] is self.result_:
             return cached[2]
-        scale_on, kernel_on = hyper_axes(self.result_, hyper, bool(self.learn_scale),
-                                         bool(self.learn_kernel))
+        learned = bool(self.learn_scale) or bool(getattr(self, "scale_selected_", False))
+        scale_on, kernel_on = hyper_axes(self.result_, hyper, learned, bool(self.learn_kernel))
         post = calibrated_marginals(self.counts_, self.result_, integrate_scale=scale_on,
                                     integrate_kernel=kernel_on,
                                     scale_prior=self.scale_prior if self.learn_scale else None)

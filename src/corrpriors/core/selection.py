@@ -96,7 +96,9 @@ class ScaleSelection:
         The criterion at the chosen scale.
     model : CorrelatedMultinomial
         The model fitted at the chosen scale (owned by the search; refitted by later
-        :meth:`ScaleSearch.select` calls).
+        :meth:`ScaleSearch.select` calls). Its ``scale_selected_`` is ``True``, so its
+        :meth:`~CorrelatedMultinomial.credible_interval` integrates over the scale (the choice
+        was made from the data) unless asked for ``hyper="fixed"``.
     values : dict of float to float
         The criterion at every scale evaluated in this call.
     """
@@ -178,6 +180,7 @@ class ScaleSearch:
         if not (hasattr(model, "counts_") and np.array_equal(model.counts_, counts)):
             model.fit(counts, init=init)
             self.n_fits_ += 1
+            model.scale_selected_ = True  # chosen from the data: credible_interval integrates it
         return criterion_value(model, self.criterion)
 
     def select(self, counts: Any) -> ScaleSelection:

@@ -570,7 +570,7 @@ class CorrelatedMultinomial:
     def predict_probs(self, new_covariates: Any, method: str = "plugin", *,
                       return_std: bool = False, n_samples: int = 2000, rng: SeedLike = None,
                       new_mean: Any = None) -> Any:
-        """Category probabilities at new covariates (see :meth:`predict_psi`).
+        r"""Category probabilities at new covariates (see :meth:`predict_psi`).
 
         Parameters
         ----------

@@ -22,7 +22,7 @@ Methods (``--methods``): ``calibrated`` (``credible_interval()``'s default: EP w
 marginals, integrated over learned hyper-parameters), ``ep-gaussian`` (EP's Gaussian marginals),
 ``ep-plugin`` (EP with tilted marginals at the fitted hyper-parameters, no integration),
 ``psis`` (Pareto-smoothed importance sampling of the VI draws, Gibbs where khat > 0.7),
-``vi`` (the mean-field q), ``gibbs`` (2,000 Polya-Gamma Gibbs draws after 500 burn-in sweeps).
+``vi`` (the mean-field q), ``gibbs`` (1,000 Polya-Gamma Gibbs draws after 250 burn-in sweeps).
 
 Hyper-parameters (``--hyper``): ``true`` (fixed at the truth), ``scale`` (the scale learned:
 ``learn_scale=True``, started at 1), ``selected`` (the scale chosen by ``select_scale``, the
@@ -220,17 +220,17 @@ def _quantile_output(pi: np.ndarray, n_rank: int) -> tuple[dict, np.ndarray, np.
 
 
 def m_gibbs(model: Any, rep: Replicate, n_rank: int, rng: np.random.Generator) -> MethodOutput:
-    """2,000 Gibbs draws after 500 burn-in sweeps at the fitted hyper-parameters."""
-    pi = model.fit_gibbs(rep.counts, 2000, burn_in=500, rng=rng).pi
+    """1,000 Gibbs draws after 250 burn-in sweeps at the fitted hyper-parameters."""
+    pi = model.fit_gibbs(rep.counts, 1000, burn_in=250, rng=rng).pi
     return MethodOutput(*_quantile_output(pi, n_rank))
 
 
 def m_psis(model: Any, rep: Replicate, n_rank: int, rng: np.random.Generator) -> MethodOutput:
-    """PSIS of 4,000 VI draws per stick, resampled to 2,000; Gibbs where khat > 0.7."""
+    """PSIS of 2,000 VI draws per stick, resampled to 1,000; Gibbs where khat > 0.7."""
     from corrpriors.core.psis import psis_draws
     from corrpriors.core.stick_breaking import psi_to_pi
 
-    out = psis_draws(rep.counts, model.result_, 2000, rng=rng)
+    out = psis_draws(rep.counts, model.result_, 1000, rng=rng)
     res = MethodOutput(*_quantile_output(psi_to_pi(out.psi), n_rank))
     res.info = {"khat": [float(k) for k in out.khat], "fallback": int(out.fallback.sum())}
     return res

@@ -361,6 +361,34 @@ def print_tables(summary: dict, problem: Problem) -> None:
               + f"| {table['fit_seconds'] * 1e3:.0f} |")
 
 
+def rst_tables(summaries: list[dict], levels: tuple = (90, 50)) -> str:
+    """reStructuredText list-tables of coverage (per level) from saved summaries, for the docs.
+
+    Parameters
+    ----------
+    summaries : list of dict
+        The JSON outputs of :func:`main` (``problem``, ``summary``).
+    levels : tuple of int
+    """
+    lines = []
+    for level in levels:
+        lines += [f".. list-table:: {level} % intervals: coverage at N = 0 / 1 / 5 / 50, "
+                  f"and of the entries with posterior mean < {SMALL}", "   :header-rows: 1", "",
+                  "   * - prior, hyper-parameters", "     - theta", "     - method",
+                  "     - N = 0 / 1 / 5 / 50", "     - small (n)"]
+        for record in summaries:
+            prob = record["problem"]
+            for theta, table in record["summary"].items():
+                for name, row in table["methods"].items():
+                    cells = " / ".join(f"{row[f'cover{level}_N{n}'][0]:.3f}"
+                                       for n in prob["regimes"])
+                    lines += [f"   * - {prob['prior']}, {prob['hyper']}", f"     - {theta}",
+                              f"     - {name}", f"     - {cells}",
+                              f"     - {row[f'cover{level}_small'][0]:.2f} ({row['n_small']})"]
+        lines.append("")
+    return "\n".join(lines)
+
+
 def _jsonable(x: Any) -> Any:
     if isinstance(x, dict):
         return {str(k): _jsonable(v) for k, v in x.items()}
@@ -468,8 +496,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="5 replications, side 5")
     parser.add_argument("--cost", action="store_true", help="the cost study only")
+    parser.add_argument("--report", nargs="+", type=Path, default=None, metavar="JSON",
+                        help="print the docs' tables from saved outputs and exit")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out")
     args = parser.parse_args(argv)
+    if args.report:
+        print(rst_tables([json.loads(p.read_text()) for p in args.report]))
+        return 0
     args.out.mkdir(parents=True, exist_ok=True)
     if args.cost:
         result = cost_study()

@@ -469,7 +469,7 @@ def cost_study(repeat: int = 5, seed: int = 0) -> dict[str, Any]:
 
 
 def _sparse_problem(side: int, k: int, rng: np.random.Generator) -> tuple[Any, np.ndarray]:
-    from corrpriors.core.sparse_prior import SparsePrecisionPrior
+    from corrpriors.core.priors.sparse import SparsePrecisionPrior
     from corrpriors.core.stick_breaking import psi_to_pi, uniform_psi
     from corrpriors.kernels import grid_precision
 

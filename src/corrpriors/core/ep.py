@@ -13,7 +13,7 @@ binomial-logit factor by a Gaussian *site* :math:`\exp(\tilde\nu_{ck}\psi - \til
     \lambda_k = V_k\big(\tilde\nu_k + (\theta\tilde\Sigma)^{-1}\mu_k\big),
 
 which is exactly the prior protocol's psi step with site precisions :math:`\tilde\tau` and linear
-terms :math:`\tilde\nu` (:meth:`~corrpriors.core.prior.GaussianPrior.psi_step`): dense and sparse
+terms :math:`\tilde\nu` (:meth:`~corrpriors.core.priors.base.GaussianPrior.psi_step`): dense and sparse
 priors work unchanged. The mean-field VI fit is the same family with
 :math:`\tilde\tau = E[\omega]`, :math:`\tilde\nu = \kappa`, and is EP's starting point.
 
@@ -64,7 +64,7 @@ from .._threads import blas_threads
 from .._typing import FloatArray
 from ..exceptions import ConvergenceWarning
 from .cavi import CountData
-from .prior import GaussianPrior, PsiStep
+from .priors.base import GaussianPrior, PsiStep
 from .tilted import TiltedMoments, tilted_moments, tilted_quantiles
 
 #: Smallest site precision kept (the likelihood of an entry far in a tail is almost flat).

@@ -29,7 +29,7 @@ from .cavi import CountData
 from .ep import EPOptions, EPResult, ep_marginals, run_ep
 from .hyper_grid import GridOptions, HyperGrid, integrate
 from .marginals import MarginalMixture, MarginalPsi
-from .prior import GaussianPrior, prior_scale_range
+from .priors.base import GaussianPrior, prior_scale_range
 from .results import VIResult
 
 #: Hyper-parameter handling of :func:`calibrated_marginals`.
@@ -49,7 +49,7 @@ class CalibrationOptions:
         Tilted marginals on the observed entries (else EP's Gaussian marginals).
     scale_range : (float, float)
         Support of the flat hyper-prior on :math:`\log\theta` (clipped to the usable range of
-        the prior, :func:`~corrpriors.core.prior.prior_scale_range`).
+        the prior, :func:`~corrpriors.core.priors.base.prior_scale_range`).
     ep : EPOptions
     grid : GridOptions
     """

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import expit, ndtri
 
+from .._special import log_binomial_coefficient
 from .._typing import FloatArray
-from .special import log_binomial_coefficient
 
 #: Nodes of the first trapezoid rule per entry (odd: the every-other-node rule is nested).
 N_NODES = 33

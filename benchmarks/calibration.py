@@ -361,30 +361,32 @@ def print_tables(summary: dict, problem: Problem) -> None:
               + f"| {table['fit_seconds'] * 1e3:.0f} |")
 
 
-def rst_tables(summaries: list[dict], levels: tuple = (90, 50)) -> str:
-    """reStructuredText list-tables of coverage (per level) from saved summaries, for the docs.
+def rst_tables(summaries: list[dict]) -> str:
+    """reStructuredText list-tables of the coverage from saved outputs, one per study (docs).
 
     Parameters
     ----------
     summaries : list of dict
-        The JSON outputs of :func:`main` (``problem``, ``summary``).
-    levels : tuple of int
+        The JSON outputs of :func:`main` (``problem``, ``summary``, ``reps``).
     """
     lines = []
-    for level in levels:
-        lines += [f".. list-table:: {level} % intervals: coverage at N = 0 / 1 / 5 / 50, "
-                  f"and of the entries with posterior mean < {SMALL}", "   :header-rows: 1", "",
-                  "   * - prior, hyper-parameters", "     - theta", "     - method",
-                  "     - N = 0 / 1 / 5 / 50", "     - small (n)"]
-        for record in summaries:
-            prob = record["problem"]
-            for theta, table in record["summary"].items():
-                for name, row in table["methods"].items():
-                    cells = " / ".join(f"{row[f'cover{level}_N{n}'][0]:.3f}"
-                                       for n in prob["regimes"])
-                    lines += [f"   * - {prob['prior']}, {prob['hyper']}", f"     - {theta}",
-                              f"     - {name}", f"     - {cells}",
-                              f"     - {row[f'cover{level}_small'][0]:.2f} ({row['n_small']})"]
+    for record in summaries:
+        prob = record["problem"]
+        regimes = "/".join(str(n) for n in prob["regimes"])
+        lines += [f".. list-table:: {prob['prior']} prior, hyper-parameters {prob['hyper']} "
+                  f"({record.get('reps', '?')} replications per theta)", "   :header-rows: 1",
+                  "", "   * - theta", "     - method", f"     - 50 %, N = {regimes}",
+                  f"     - 90 %, N = {regimes}", f"     - mean < {SMALL}: 50 % / 90 % (n)",
+                  f"     - rank test p, N = {regimes}"]
+        for theta, table in record["summary"].items():
+            for name, row in table["methods"].items():
+                cover = [" / ".join(f"{row[f'cover{lv}_N{n}'][0]:.3f}" for n in prob["regimes"])
+                         for lv in (50, 90)]
+                small = (f"{row['cover50_small'][0]:.2f} / {row['cover90_small'][0]:.2f} "
+                         f"({row['n_small']})" if row["n_small"] else "-")
+                ranks = " / ".join(f"{row[f'ranks_N{n}'][1]:.2f}" for n in prob["regimes"])
+                lines += [f"   * - {theta}", f"     - {name}", f"     - {cover[0]}",
+                          f"     - {cover[1]}", f"     - {small}", f"     - {ranks}"]
         lines.append("")
     return "\n".join(lines)
 

@@ -223,6 +223,9 @@ def run_ep(data: CountData, prior: GaussianPrior, scale: float, mean: np.ndarray
             n_iter += 1
             cav_mean, cav_var = cavities(step, data, tau, nu)
             tilted = tilted_moments(cav_mean, cav_var, data.b_obs, data.x_obs)
+            if not (np.all(np.isfinite(tilted.mean)) and np.all(tilted.var > 0)):
+                raise FloatingPointError("EP: a tilted distribution has no finite mean or "
+                                         "positive variance (extreme prior scale or counts?)")
             previous, residual = residual, _residual(step, data, tilted)
             if residual > previous:
                 damping = max(0.5 * damping, min(options.min_damping, options.damping))

@@ -257,4 +257,40 @@ def maximise(evaluate: Callable[[np.ndarray], Any], update: Callable[[Any], np.n
     return trace
 
 
-__all__ = ["Anderson", "FixedPointOptions", "FixedPointTrace", "ROUNDOFF", "maximise"]
+def stall_forecast(objectives: Any, tol: float, window: int = 20) -> tuple[float, int | None]:
+    """How far a run that stopped at its cap was from the tolerance.
+
+    Parameters
+    ----------
+    objectives : array_like of shape (n,)
+        The accepted objectives (non-decreasing).
+    tol : float
+        The relative tolerance of :func:`maximise`.
+    window : int
+        Recent iterations used to estimate the rate.
+
+    Returns
+    -------
+    last : float
+        Relative change of the objective in the last iteration.
+    more : int or None
+        Iterations still needed at the recent rate, if the changes shrink geometrically
+        (a least-squares line through the logarithms of the last ``window`` changes), else
+        ``None``.
+    """
+    obj = np.asarray(objectives, dtype=float)
+    if obj.size < 2:
+        return float("nan"), None
+    rel = np.abs(np.diff(obj)) / np.maximum(np.abs(obj[1:]), 1e-300)
+    last = float(rel[-1])
+    recent = rel[-window:]
+    if recent.size < 5 or np.any(recent <= 0) or last <= tol:
+        return last, None
+    slope = float(np.polyfit(np.arange(recent.size), np.log(recent), 1)[0])
+    if not slope < -1e-6:
+        return last, None
+    return last, int(math.ceil(math.log(tol / last) / slope))
+
+
+__all__ = ["Anderson", "FixedPointOptions", "FixedPointTrace", "ROUNDOFF", "maximise",
+           "stall_forecast"]

@@ -31,7 +31,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy.linalg import cho_solve
+from scipy.linalg import cho_factor, cho_solve
 from scipy.optimize import minimize
 from scipy.special import gammaln
 
@@ -210,6 +210,170 @@ def optimise_kernel(bound_kernel, scale: float, jitter: float, m_stat: np.ndarra
     return bound_kernel, f0, f0
 
 
+# ------------------------------------------------------------------------ joint (marginal) step
+#: Trust region of one joint M-step (:func:`optimise_marginal`), in log units of the scale and
+#: of the kernel's hyper-parameters: a factor of at most e^3 = 20 per iteration.
+MARGINAL_MAX_LOG_STEP = 3.0
+
+
+def marginal_objective(params: np.ndarray, bound_kernel: Any, jitter: float, layout: Any,
+                       resid: np.ndarray, noise: np.ndarray, *, scale: float, learn_scale: bool,
+                       scale_prior: tuple[float, float] | None = None
+                       ) -> tuple[float, FloatArray]:
+    r"""Value and gradient of the ELBO maximised over :math:`q(\psi)` with :math:`q(\omega)`
+    fixed, as a function of :math:`(\log\theta, \eta)`.
+
+    With :math:`q(\omega)` fixed the ELBO depends on :math:`\psi` through the Gaussian sites
+    :math:`\exp(\kappa\psi - e\psi^2/2)`, :math:`e = E[\omega]`; its maximum over
+    :math:`q(\psi)` is, up to terms free of the prior, the log marginal likelihood of GP
+    regression of the pseudo-observations :math:`y = \kappa/e` with noise variances :math:`1/e`:
+
+    .. math::
+
+        g(\theta, \eta) = \sum_k \log N\big(y_{O_k};\ \mu_{O_k},\
+            \theta(\tilde\Sigma_\eta + \epsilon I)_{O_kO_k} + D_k^{-1}\big)
+            \;[+ \log Gamma(\theta \mid a, r)],
+
+    with :math:`\partial g/\partial\phi = \frac12\sum_k tr\big((\alpha_k\alpha_k^\top -
+    B_k^{-1})\,\partial B_k/\partial\phi\big)`, :math:`B_k = \theta\tilde\Sigma_{O_kO_k} +
+    D_k^{-1}`, :math:`\alpha_k = B_k^{-1}(y - \mu)_{O_k}`. (The constant
+    :math:`-\frac{|O|}{2}\log 2\pi` is left out.)
+
+    Parameters
+    ----------
+    params : ndarray of shape (P,) or (P + 1,)
+        :math:`(\log\theta, \eta)` with ``learn_scale``, else :math:`\eta`.
+    bound_kernel : BoundKernel
+    jitter : float
+        :math:`\epsilon`, fixed.
+    layout : StickLayout
+    resid : ndarray of shape (E,)
+        :math:`y - \mu` on the observed entries, stick after stick.
+    noise : ndarray of shape (E,)
+        :math:`1/e` on the observed entries.
+    scale : float
+        :math:`\theta` when it is not learned.
+    learn_scale : bool
+    scale_prior : (shape, rate) or None
+        Gamma hyper-prior on :math:`\theta` (only with ``learn_scale``).
+
+    Returns
+    -------
+    value : float
+        ``-inf`` when a :math:`B_k` cannot be factorised.
+    grad : ndarray of the shape of ``params``
+    """
+    params = np.asarray(params, dtype=float)
+    n_scale = 1 if learn_scale else 0
+    if learn_scale:
+        scale = float(np.exp(params[0]))
+    kern = bound_kernel.with_theta(params[n_scale:]) if params.size > n_scale else bound_kernel
+    base = kern.gram()
+    base[np.diag_indices_from(base)] += jitter
+    w = np.zeros_like(base)  # sum_k (alpha alpha^T - B^-1), scattered onto the covariates
+    value = 0.0
+    es = layout.entry_bounds
+    for s in range(layout.sticks.size):
+        r, seg = layout.rows(s), slice(es[s], es[s + 1])
+        b = scale * base[np.ix_(r, r)]
+        b[np.diag_indices_from(b)] += noise[seg]
+        try:
+            chol = cho_factor(b, lower=True, check_finite=False)
+        except np.linalg.LinAlgError:
+            return -np.inf, np.zeros(params.size)
+        alpha = cho_solve(chol, resid[seg], check_finite=False)
+        value -= 0.5 * float(resid[seg] @ alpha) + float(np.sum(np.log(np.diag(chol[0]))))
+        w[np.ix_(r, r)] += np.outer(alpha, alpha) - cho_solve(chol, np.eye(r.size),
+                                                                check_finite=False)
+    grad = np.empty(params.size)
+    if learn_scale:
+        grad[0] = 0.5 * scale * float(np.sum(w * base))
+        if scale_prior is not None:
+            value += log_gamma_density(scale, scale_prior)
+            grad[0] += (scale_prior[0] - 1.0) - scale_prior[1] * scale
+    if params.size > n_scale:
+        grad[n_scale:] = 0.5 * scale * np.einsum("ij,ijp->p", w, kern.gram_gradient())
+    return float(value), grad
+
+
+def optimise_marginal(bound_kernel: Any, jitter: float, layout: Any, resid: np.ndarray,
+                      noise: np.ndarray, scale: float, *, learn_scale: bool, learn_kernel: bool,
+                      scale_range: tuple[float, float],
+                      scale_prior: tuple[float, float] | None = None,
+                      max_log_step: float = MARGINAL_MAX_LOG_STEP,
+                      maxiter: int = 100) -> tuple[float, Any]:
+    r"""The joint M-step: maximise :func:`marginal_objective` over :math:`(\log\theta, \eta)`.
+
+    L-BFGS-B from the current values within ``scale_range``, the kernel's bounds and a trust
+    region of ``max_log_step`` around the current values; the best point evaluated is kept and
+    accepted only if it raises the objective, so the ELBO cannot drop.
+
+    The trust region matters: :math:`g` flattens out as :math:`\theta \to 0` (every
+    hyper-parameter then stops mattering), and an unrestricted quasi-Newton step from a steep
+    start lands on that plateau, where the line search fails and the fit would stall at a
+    point that is not stationary. Within the region a step moves :math:`\theta` and the
+    length scales by at most a factor :math:`e^{\Delta}` (20 for the default 3), so a
+    maximum on the boundary :math:`\theta \to 0` is approached geometrically and the
+    objective's change per iteration measures the distance to it honestly.
+
+    Parameters
+    ----------
+    bound_kernel : BoundKernel
+    jitter : float
+    layout : StickLayout
+    resid, noise : ndarray of shape (E,)
+        See :func:`marginal_objective`.
+    scale : float
+        The current :math:`\theta`.
+    learn_scale, learn_kernel : bool
+        Which of :math:`\theta` and :math:`\eta` to optimise (at least one).
+    scale_range : (float, float)
+        The usable range of :math:`\theta`.
+    scale_prior : (shape, rate) or None
+    max_log_step : float
+        Half-width :math:`\Delta` of the trust region, in log units.
+    maxiter : int
+        L-BFGS-B iterations.
+
+    Returns
+    -------
+    scale : float
+    kernel : BoundKernel
+        ``bound_kernel`` itself when :math:`\eta` is unchanged.
+    """
+    parts: list[np.ndarray] = []
+    bounds: list[np.ndarray] = []
+    if learn_scale:
+        parts.append(np.array([np.log(scale)]))
+        bounds.append(np.log(np.asarray(scale_range, dtype=float)).reshape(1, 2))
+    if learn_kernel:
+        parts.append(np.asarray(bound_kernel.theta, dtype=float))
+        bounds.append(np.asarray(bound_kernel.bounds, dtype=float).reshape(-1, 2))
+    box = np.concatenate(bounds)
+    x0 = np.clip(np.concatenate(parts), box[:, 0], box[:, 1])
+    box = np.column_stack([np.maximum(box[:, 0], x0 - max_log_step),
+                           np.minimum(box[:, 1], x0 + max_log_step)])
+    best: dict[str, Any] = {"value": -np.inf, "x": x0}
+
+    def neg(x: np.ndarray) -> tuple[float, FloatArray]:
+        v, g = marginal_objective(x, bound_kernel, jitter, layout, resid, noise, scale=scale,
+                                  learn_scale=learn_scale, scale_prior=scale_prior)
+        if not np.isfinite(v):
+            return 1e300, np.zeros_like(x)
+        if v > best["value"]:
+            best.update(value=v, x=np.array(x, dtype=float))
+        return -v, -g
+
+    f0 = -neg(x0)[0]
+    minimize(neg, x0, jac=True, method="L-BFGS-B", bounds=list(map(tuple, box)),
+             options={"maxiter": maxiter, "ftol": 1e-13, "gtol": 1e-9})
+    if not best["value"] > f0:
+        return scale, bound_kernel
+    x = best["x"]
+    new_scale = float(np.exp(x[0])) if learn_scale else scale
+    kernel = bound_kernel.with_theta(x[1 if learn_scale else 0:]) if learn_kernel else bound_kernel
+    return new_scale, kernel
+
 def m_step(step: Any, hyper: Any, options: Any) -> Any:
     """All M-steps for the :math:`q` of one psi step: scale, kernel, then means.
 
@@ -244,5 +408,39 @@ def m_step(step: Any, hyper: Any, options: Any) -> Any:
     return type(hyper)(scale, mean, prior)
 
 
+def marginal_m_step(layout: Any, kappa: np.ndarray, site: np.ndarray, hyper: Any,
+                    options: Any) -> Any:
+    r"""The joint M-step of the scale and the kernel with :math:`q(\omega)` fixed.
+
+    Maximises the ELBO over :math:`(q(\psi), \theta, \eta)` together, given the sites
+    :math:`e = E[\omega]` of the current :math:`q(\omega)`
+    (:func:`marginal_objective`); the next psi step then computes the :math:`q(\psi)` that goes
+    with the new hyper-parameters. Unlike the EM steps of :func:`m_step`, which hold
+    :math:`q(\psi)` fixed, this step moves the scale and the length scale as far as the data
+    allow in one iteration: holding :math:`q(\psi)` fixed couples the hyper-parameters to the
+    previous posterior so tightly on small tables that EM needs thousands of iterations.
+
+    Parameters
+    ----------
+    layout : StickLayout
+    kappa : ndarray of shape (C, K - 1)
+    site : ndarray of shape (E,)
+        :math:`E[\omega]` on the observed entries, positive.
+    hyper : corrpriors.core.cavi.Hyper
+    options : corrpriors.core.cavi.CAVIOptions
+
+    Returns
+    -------
+    Hyper
+        A new record (the means are those of ``hyper``).
+    """
+    resid = layout.gather(kappa) / site - layout.gather(hyper.mean)
+    scale, prior = hyper.prior.marginal_m_step(
+        layout, resid, 1.0 / site, hyper.scale, learn_scale=options.learn_scale,
+        scale_prior=options.scale_prior)
+    return type(hyper)(scale, hyper.mean, prior)
+
+
 __all__ = ["m_step", "scale_statistic", "update_scale", "log_gamma_density", "log_normal_density",
-           "update_constant_mean", "kernel_objective", "optimise_kernel"]
+           "update_constant_mean", "kernel_objective", "optimise_kernel", "marginal_objective",
+           "optimise_marginal", "marginal_m_step"]

@@ -14,7 +14,7 @@ from .._typing import FloatArray, SeedLike
 from .._validation import check_array, check_counts, check_covariance, check_positive, check_shape
 from ..exceptions import ConvergenceWarning
 from .cavi import CAVIOptions, run_cavi
-from .fixed_point import FixedPointOptions
+from .fixed_point import FixedPointOptions, stall_forecast
 from .priors.base import GaussianPrior, build_layout, check_prior
 from .priors.dense import DenseCovariancePrior
 from .results import VIResult
@@ -420,12 +420,38 @@ class CorrelatedMultinomial:
                           "(an extreme prior scale or extreme counts?); the result is recorded "
                           "with converged_=False.", ConvergenceWarning, stacklevel=2)
         elif not res.converged:
-            warnings.warn(f"CAVI did not converge in max_iter={self.max_iter} iterations "
-                          f"(tol={self.tol:g}); the result is recorded with converged_=False.",
-                          ConvergenceWarning, stacklevel=2)
+            warnings.warn(self._not_converged_message(res, options), ConvergenceWarning,
+                          stacklevel=2)
         self._set_result(res)
         self.counts_ = x
         return self
+
+    def _not_converged_message(self, res: VIResult, options: CAVIOptions) -> str:
+        """The ConvergenceWarning of a fit stopped at ``max_iter``: how far it was and what to
+        try.
+        """
+        last, more = stall_forecast(res.objective_trace, float(self.tol))
+        rate = (f"; at its recent rate about {more:,} more iterations would reach tol"
+                if more is not None else "")
+        tries = [f"max_iter={self.max_iter + more}" if more is not None
+                 else f"max_iter={10 * self.max_iter}"]
+        if last < 1e-5:  # close: a looser tolerance is a fair choice
+            tries.append(f"tol={10 * last:.0e}")
+        if options.learn_kernel and not options.joint_kernel:
+            tries.append("learn_mean=None or 'constant' (the joint kernel step, which "
+                         "converges in tens of iterations)")
+        if (options.iteration.acceleration is None and not options.learn_kernel
+                and options.learn_mean != "full"):
+            tries.append("acceleration='anderson'")
+        if options.learn_scale and res.scale < 0.02 * float(self.scale):
+            tries.append(f"a fixed scale or a scale_prior (the scale fell to {res.scale:.2g}: "
+                         f"the counts may vary no more than the prior mean allows)")
+        elif options.learn_scale or options.learn_kernel:
+            tries.append("fewer learned hyper-parameters (a fixed scale or kernel)")
+        return (f"CAVI did not converge in max_iter={self.max_iter} iterations "
+                f"(tol={self.tol:g}): the objective still changed by {last:.2g} (relative) in "
+                f"the last iteration{rate}. Try {'; '.join(tries)}. The result is recorded "
+                f"with converged_=False.")
 
     def _set_result(self, res: VIResult) -> None:
         self.result_ = res

@@ -39,7 +39,7 @@ from ..._typing import FloatArray
 from ..._validation import check_covariance
 from ...linalg import jittered_cholesky
 from .. import hyper_em
-from .base import PsiStep, StickLayout, build_layout, joint_constant_mean
+from .base import PsiStep, StickLayout, build_layout, joint_constant_mean, prior_scale_range
 
 _potrf = lapack.dpotrf
 _trtri = lapack.dtrtri
@@ -541,6 +541,43 @@ class DenseCovariancePrior:
         if kernel is self.kernel:
             return self
         return DenseCovariancePrior.from_kernel(kernel, jitter=self.jitter)
+
+    def marginal_m_step(self, layout: StickLayout, resid: np.ndarray, noise: np.ndarray,
+                        scale: float, *, learn_scale: bool,
+                        scale_prior: tuple[float, float] | None = None
+                        ) -> tuple[float, DenseCovariancePrior]:
+        r"""The joint M-step of the scale and the kernel given :math:`q(\omega)`.
+
+        Maximises the GP log marginal likelihood of the pseudo-observations
+        (:func:`corrpriors.core.hyper_em.optimise_marginal`) over :math:`(\log\theta, \eta)`
+        (or :math:`\eta` alone without ``learn_scale``).
+
+        Parameters
+        ----------
+        layout : StickLayout
+        resid, noise : ndarray of shape (E,)
+            Pseudo-observations minus prior means, and their noise variances :math:`1/e`.
+        scale : float
+            The current :math:`\theta`.
+        learn_scale : bool
+        scale_prior : (shape, rate) or None
+
+        Returns
+        -------
+        scale : float
+        prior : DenseCovariancePrior
+            ``self`` if the kernel did not change, else the prior of the new kernel (same
+            jitter).
+        """
+        if self.kernel is None:
+            raise ValueError("learn_kernel: needs a prior built from a bound kernel")
+        new_scale, kernel = hyper_em.optimise_marginal(
+            self.kernel, self.jitter, layout, resid, noise, scale, learn_scale=learn_scale,
+            learn_kernel=True, scale_range=prior_scale_range(self), scale_prior=scale_prior)
+        if kernel is self.kernel:
+            return new_scale, self
+        prior = DenseCovariancePrior.from_kernel(kernel, jitter=self.jitter)
+        return float(np.clip(new_scale, *prior_scale_range(prior))), prior
 
 
 __all__ = ["DenseCovariancePrior", "FactorWorkspace", "psi_step"]

@@ -39,7 +39,8 @@ def test_fit_on_shipped_example(tmp_path, capsys):
     rc, stdout, err = fit(["--out", out, "--learn-scale"], capsys)
     assert rc == 0 and err == ""
     assert re.fullmatch(r"fitted C=25 covariates, K=5 categories in \d+ iterations \(converged\); "
-                        r"ELBO -?[\d.]+; wrote probs.csv, psi.npz, summary.json to .*\n", stdout)
+                        r"ELBO -?[\d.]+; wrote probs.csv, psi.npz, summary.json, manifest.json to "
+                        r".*\n", stdout)
     summary = json.loads((out / "summary.json").read_text())
     counts, coords, names = load_example()
     header, table = read_probs(out / "probs.csv")
@@ -55,7 +56,7 @@ def test_fit_on_shipped_example(tmp_path, capsys):
     assert summary["scale"] == pytest.approx(m.scale_, rel=1e-12)
     assert summary["n_iter"] == m.n_iter_ and summary["converged"] is True
     assert summary["jitter"] == m.jitter_ and summary["options"]["max_iter"] == 1000
-    assert summary["outputs"] == ["probs.csv", "psi.npz", "summary.json"]
+    assert summary["outputs"] == ["probs.csv", "psi.npz", "summary.json", "manifest.json"]
     assert sorted(p.name for p in out.iterdir()) == sorted(summary["outputs"])
 
 
@@ -221,9 +222,10 @@ def test_verbose_quiet_and_no_terminal(tmp_path, capsys):
     rc, out, err = fit(["--out", tmp_path / "d", "--max-iter", "3"], capsys)
     assert rc == 0 and "NOT converged: --max-iter 3 reached" in out
     assert json.loads((tmp_path / "d" / "summary.json").read_text())["n_iter"] == 3
-    assert err.splitlines() == [
-        "corrpriors fit: warning: CAVI did not converge in max_iter=3 iterations (tol=1e-08); "
-        "the result is recorded with converged_=False."]
+    [line] = err.splitlines()
+    assert line.startswith("corrpriors fit: warning: not converged in --max-iter 3 iterations "
+                           "(--tol 1e-08): the objective still changed by ")
+    assert "try --max-iter " in line and "summary.json: converged false" in line
     assert fit(["--out", tmp_path / "e", "--verbose", "--quiet"], capsys)[0] == 2
 
 

@@ -18,7 +18,7 @@ import pathlib
 import secrets
 import tempfile
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 _UMASK_LOCK = threading.Lock()
 
@@ -89,8 +89,9 @@ def _link_backup(path: pathlib.Path) -> str | None:
             return None
 
 
-def atomic_write_many(files: Mapping[str | os.PathLike, bytes]) -> None:
-    """Write several files all or nothing.
+def atomic_write_many(files: Mapping[str | os.PathLike, bytes],
+                      remove: Iterable[str | os.PathLike] = ()) -> None:
+    """Write several files all or nothing (and remove others, as part of the same change).
 
     Every file is first written completely (``fsync``) to a temporary name next to its
     destination; only when all of them are written are they renamed into place. If writing any
@@ -105,6 +106,10 @@ def atomic_write_many(files: Mapping[str | os.PathLike, bytes]) -> None:
     files : mapping of path-like to bytes
         Destination paths (distinct) and their contents; parent directories are created if
         missing.
+    remove : iterable of path-like
+        Paths (not among ``files``) to remove once every file is in place: each is first
+        renamed aside to a hidden name in its directory (a symbolic link is removed, never its
+        target), so a failure puts it back; the hidden names are deleted at the end.
 
     Raises
     ------
@@ -114,6 +119,9 @@ def atomic_write_many(files: Mapping[str | os.PathLike, bytes]) -> None:
     items = [(pathlib.Path(p), data) for p, data in files.items()]
     if len({os.path.abspath(p) for p, _ in items}) != len(items):
         raise ValueError("files: destination paths must be distinct")
+    stale = [pathlib.Path(p) for p in remove]
+    if {os.path.abspath(p) for p in stale} & {os.path.abspath(p) for p, _ in items}:
+        raise ValueError("remove: a path is both written and removed")
     temps: list[tuple[str, pathlib.Path]] = []
     try:
         for path, data in items:
@@ -123,12 +131,23 @@ def atomic_write_many(files: Mapping[str | os.PathLike, bytes]) -> None:
         for tmp, _ in temps:
             _unlink_quietly(tmp)
         raise
-    _replace_all(temps)
+    _replace_all(temps, stale)
 
 
-def _replace_all(temps: list[tuple[str, pathlib.Path]]) -> None:
-    """Rename every temporary onto its destination; on failure restore the previous state."""
+def _aside_name(path: pathlib.Path) -> pathlib.Path:
+    while True:
+        aside = path.parent / f".{path.name}.{secrets.token_hex(4)}.old"
+        if not os.path.lexists(aside):
+            return aside
+
+
+def _replace_all(temps: list[tuple[str, pathlib.Path]],
+                 stale: list[pathlib.Path] | None = None) -> None:
+    """Rename every temporary onto its destination and move every ``stale`` path aside; on
+    failure restore the previous state.
+    """
     backups: list[tuple[pathlib.Path, str | None, bool]] = []  # (dest, backup, existed)
+    moved: list[tuple[pathlib.Path, pathlib.Path]] = []  # (stale path, where it was moved)
     try:
         for _, dest in temps:
             backups.append((dest, _link_backup(dest), os.path.lexists(dest)))
@@ -137,13 +156,26 @@ def _replace_all(temps: list[tuple[str, pathlib.Path]]) -> None:
             for tmp, dest in temps:
                 os.replace(tmp, dest)
                 done += 1
+            for path in stale or ():
+                if os.path.lexists(path):
+                    aside = _aside_name(path)
+                    os.replace(path, aside)
+                    moved.append((path, aside))
         except BaseException:
+            for path, aside in reversed(moved):
+                os.replace(aside, path)
+            moved.clear()
             for dest, backup, existed in backups[:done]:
                 if backup is not None:
                     os.replace(backup, dest)
                 elif not existed:
                     _unlink_quietly(dest)
             raise
+        for _, aside in moved:
+            try:
+                os.unlink(aside)
+            except OSError:  # already gone, or a directory: leave it hidden
+                pass
     finally:
         for tmp, _ in temps:
             _unlink_quietly(tmp)

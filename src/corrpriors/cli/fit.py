@@ -34,11 +34,17 @@ def _epilog() -> str:
     def fill(text: str, first: str = "", rest: str = "") -> str:
         return textwrap.fill(text, width=78, initial_indent=first, subsequent_indent=rest)
 
-    files = "\n".join(fill(text, f"  {name:<14}", " " * 16) for name, text in OUTPUTS.items())
+    width = max(map(len, OUTPUTS)) + 2  # every name, then at least two spaces
+    files = "\n".join(fill(text, f"  {name:<{width}}", " " * (width + 2))
+                      for name, text in OUTPUTS.items())
     notes = [
         "An input that is, or links to, one of these files in --out is refused before fitting.",
-        "Input tables: .csv (comma-separated) or .tsv/.tab (tab-separated) UTF-8 text with an "
-        "optional header row and '#' comment lines, or .npy (numeric, no pickles).",
+        "Input tables: .csv (comma-separated) or .tsv/.tab (tab-separated) UTF-8 text, or .npy "
+        "(numeric, no pickles). In text, empty lines and lines starting with '#' are skipped; "
+        "the first row is a header when none of its fields is a number; every other row "
+        "holds numbers only, written in decimal (-1.5, .5, 2e-3; no '_' or thousands "
+        "separators, nan or inf). A blank field, a first row mixing names and numbers, or rows "
+        "of different lengths are errors naming the file and line.",
         "Exit status: 0 done; 2 bad input, option or output location (one line on stderr); "
         "1 the fit or the writing failed; 130 interrupted. Only 0 writes anything."]
     return ("output files (written into --out together: all of them, or none on any error):\n"
@@ -102,6 +108,14 @@ def _add_input_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--prior", choices=("kernel", "gmrf"), default="kernel",
+                        help="kernel: a dense covariance k(d) of the coordinates or distances "
+                             "(memory grows with C^2: up to a few thousand rows); gmrf: a "
+                             "sparse Gaussian Markov random field on the graph of --coords "
+                             "(integer coordinates: the grid of the occupied cells, else the 2D "
+                             "nearest neighbours), a Matern-like prior of range --lengthscale "
+                             "(correlation 0.14 at that distance) for up to ~10^5 rows; no "
+                             "--learn-lengthscale or --predict-at. Default: %(default)s")
     parser.add_argument("--kernel", choices=tuple(KERNELS), default="se",
                         help="covariance function of the distance d: se = exp(-d^2/l^2) (the "
                              "paper's), exp = exp(-d/l), matern32, matern52. Default: %(default)s")

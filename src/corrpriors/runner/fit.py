@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from ._text_tables import TableError, parse_text_table
+
 KERNELS = {"se": "SquaredExponential", "exp": "Exponential", "matern32": "Matern32",
            "matern52": "Matern52"}
 
@@ -43,6 +45,10 @@ OUTPUTS = {
                        "interval bounds as in probs.csv",
     "summary.json": "inputs, options, ELBO, iterations, convergence, learned scale and kernel "
                     "hyper-parameters, the diagonal jitter and the warnings",
+    "manifest.json": "the files of this run (name, bytes, SHA-256). --out holds this run's "
+                     "outputs only: a file above left by an earlier run and not written by "
+                     "this one (predictions.csv without --predict-at) is removed together "
+                     "with the writing",
 }
 
 #: Delimiter of every text table suffix.
@@ -86,6 +92,7 @@ class FitOptions:
     coords: Path | None = None
     distances: Path | None = None
     predict_at: Path | None = None
+    prior: str = "kernel"
     kernel: str = "se"
     lengthscale: float = 1.0
     lengthscale_bounds: tuple[float, float] = (1e-2, 1e3)
@@ -124,13 +131,15 @@ def fit_files(args: FitOptions) -> int:
     data = _load_inputs(inputs, args)
     model, messages = _fit(args, data)
     files = _build_outputs(model, args, data, inputs, messages, start)
-    _write(out, files)
+    stale = [name for name in OUTPUTS if name not in files and os.path.lexists(out / name)]
+    _write(out, files, stale)
     if not args.quiet:
         state = ("converged" if model.converged_
                  else f"NOT converged: --max-iter {args.max_iter} reached")
+        removed = (f"; removed {', '.join(stale)} of an earlier run" if stale else "")
         print(f"fitted C={data.counts.shape[0]} covariates, K={data.counts.shape[1]} categories "
               f"in {model.n_iter_} iterations ({state}); ELBO {model.elbo_:.6g}; "
-              f"wrote {', '.join(files)} to {out}")
+              f"wrote {', '.join(files)} to {out}{removed}")
     return 0
 
 
@@ -147,12 +156,27 @@ def _input_files(args: FitOptions) -> dict[str, Path]:
     elif coords is None and distances is None:
         raise UsageError("--coords or --distances is required with --counts (the prior's "
                          "covariance is a kernel of the covariates' locations)")
+    if args.prior == "gmrf":
+        _check_gmrf_options(args, coords)
     if args.predict_at is not None and coords is None:
         raise UsageError("--predict-at: needs --coords (prediction uses the kernel between "
                          "coordinates; a distance matrix says nothing about new covariates)")
     files = {"--counts": counts, "--coords": coords, "--distances": distances,
              "--predict-at": args.predict_at}
     return {option: Path(p) for option, p in files.items() if p is not None}
+
+
+def _check_gmrf_options(args: FitOptions, coords: Any) -> None:
+    if coords is None:
+        raise UsageError("--prior gmrf: needs --coords (the field lives on the graph of the "
+                         "coordinates; a distance matrix is the dense prior's input)")
+    if args.learn_lengthscale:
+        raise UsageError("--prior gmrf: --learn-lengthscale is for --prior kernel; compare "
+                         "a few --lengthscale values by the ELBO in summary.json instead")
+    if args.predict_at is not None:
+        raise UsageError("--prior gmrf: --predict-at is for --prior kernel (the GMRF has no "
+                         "covariance with points off its graph); add the new points as rows "
+                         "of zero counts instead")
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -213,41 +237,10 @@ def _read_table(path: Path, option: str) -> tuple[np.ndarray, list[str] | None]:
         line = raw[:exc.start].count(b"\n") + 1
         raise UsageError(f"{where}: is not UTF-8 text (byte 0x{raw[exc.start]:02x} on line "
                          f"{line}); save it as UTF-8 or as .npy") from None
-    return _parse_text(text, TEXT_DELIMITERS[suffix], where)
-
-
-def _parse_text(text: str, delimiter: str, where: str) -> tuple[np.ndarray, list[str] | None]:
-    rows = [(n, [f.strip() for f in fields])
-            for n, fields in enumerate(csv.reader(io.StringIO(text), delimiter=delimiter), 1)
-            if fields and not (len(fields) == 1 and not fields[0].strip())
-            and not fields[0].lstrip().startswith("#")]
-    if not rows:
-        raise UsageError(f"{where}: no data (the file is empty)")
-    header = None
-    if not all(_is_number(f) for f in rows[0][1]):
-        header, rows = rows[0][1], rows[1:]
-        if not rows:
-            raise UsageError(f"{where}: a header row but no data rows")
-    width = len(rows[0][1])
-    values = []
-    for line, fields in rows:
-        if len(fields) != width:
-            raise UsageError(f"{where}: line {line} has {len(fields)} columns, the first data "
-                             f"row has {width}")
-        bad = next((j for j, f in enumerate(fields) if not _is_number(f)), None)
-        if bad is not None:
-            raise UsageError(f"{where}: line {line}, column {bad + 1}: {fields[bad]!r} is not "
-                             f"a number")
-        values.append([float(f) for f in fields])
-    return np.asarray(values, dtype=float), header
-
-
-def _is_number(field: str) -> bool:
     try:
-        float(field)
-    except ValueError:
-        return False
-    return True
+        return parse_text_table(text, TEXT_DELIMITERS[suffix], where)
+    except TableError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _read_npy(path: Path, where: str) -> np.ndarray:
@@ -280,14 +273,14 @@ def _read_npy(path: Path, where: str) -> np.ndarray:
 
 
 class _Data:
-    """The validated inputs: counts, category names, the bound kernel and the covariates to
-    predict at (or ``None``).
+    """The validated inputs: counts, category names, the bound kernel (``--prior kernel``) or
+    the sparse precision (``--prior gmrf``) and the covariates to predict at (or ``None``).
     """
 
     def __init__(self, counts: np.ndarray, names: list[str], kernel: Any,
-                 predict_at: np.ndarray | None = None) -> None:
+                 predict_at: np.ndarray | None = None, precision: Any = None) -> None:
         self.counts, self.names, self.kernel = counts, names, kernel
-        self.predict_at = predict_at
+        self.predict_at, self.precision = predict_at, precision
 
 
 def _load_inputs(inputs: dict[str, Path], args: FitOptions) -> _Data:
@@ -297,7 +290,11 @@ def _load_inputs(inputs: dict[str, Path], args: FitOptions) -> _Data:
     counts = check_counts(raw, f"--counts: {inputs['--counts']}")
     c, k = counts.shape
     names = header if header is not None and len(header) == k else [f"p{j + 1}" for j in range(k)]
-    kernel = _make_kernel(args)
+    kernel = _make_kernel(args) if args.prior == "kernel" else None
+    predict_at = None
+    if "--predict-at" in inputs:
+        predict_at, _ = _read_table(inputs["--predict-at"], "--predict-at")
+    _check_memory(args, c, k, 0 if predict_at is None else predict_at.shape[0])
     option = "--coords" if "--coords" in inputs else "--distances"
     path = inputs[option]
     values, _ = _read_table(path, option)
@@ -307,18 +304,36 @@ def _load_inputs(inputs: dict[str, Path], args: FitOptions) -> _Data:
     if option == "--distances" and values.shape != (c, c):
         raise UsageError(f"--distances: {path}: expected shape ({c}, {c}) to match the {c} rows "
                          f"of --counts, got {values.shape}")
+    if predict_at is not None and predict_at.shape[1] != values.shape[1]:
+        raise UsageError(f"--predict-at: {inputs['--predict-at']}: expected {values.shape[1]} "
+                         f"columns (like --coords), got {predict_at.shape[1]}")
     try:
+        if kernel is None:
+            return _Data(counts, [str(n) for n in names], None, predict_at,
+                          precision=_gmrf(values, args.lengthscale))
         bound = kernel.bind(**{option.lstrip("-"): values})
     except ValueError as exc:
         raise UsageError(f"{option}: {path}: {_one_line(exc)}") from None
-    predict_at = None
-    if "--predict-at" in inputs:
-        where = inputs["--predict-at"]
-        predict_at, _ = _read_table(where, "--predict-at")
-        if predict_at.shape[1] != values.shape[1]:
-            raise UsageError(f"--predict-at: {where}: expected {values.shape[1]} columns (like "
-                             f"--coords), got {predict_at.shape[1]}")
     return _Data(counts, [str(n) for n in names], bound, predict_at)
+
+
+def _check_memory(args: FitOptions, n_rows: int, n_categories: int, n_predict: int) -> None:
+    """Refuse, before any C x C array exists, a run that cannot fit in memory."""
+    from ._fit_prior import check_fit_memory
+
+    samples = args.samples if (args.uncertainty or args.method == "mc") else 0
+    try:
+        check_fit_memory(n_rows, n_categories, prior=args.prior,
+                         learn_lengthscale=args.learn_lengthscale, n_predict=n_predict,
+                         mc_samples=samples)
+    except ValueError as exc:
+        raise UsageError(f"--counts: {exc}") from None
+
+
+def _gmrf(coords: np.ndarray, lengthscale: float) -> Any:
+    from ._fit_prior import gmrf_precision
+
+    return gmrf_precision(coords, lengthscale)
 
 
 def _make_kernel(args: FitOptions) -> Any:
@@ -385,7 +400,7 @@ def _fit(args: FitOptions, data: _Data) -> tuple[Any, list[dict[str, Any]]]:
     from ..core.model import CorrelatedMultinomial
 
     model = CorrelatedMultinomial(
-        covariance=data.kernel, scale=args.scale, learn_scale=args.learn_scale,
+        covariance=data.kernel, precision=data.precision, scale=args.scale, learn_scale=args.learn_scale,
         learn_mean=None if args.learn_mean == "none" else args.learn_mean,
         scale_prior=args.scale_prior,
         learn_kernel=args.learn_lengthscale, max_iter=args.max_iter, tol=args.tol)
@@ -401,13 +416,44 @@ def _fit(args: FitOptions, data: _Data) -> tuple[Any, list[dict[str, Any]]]:
             progress.close()
     messages = _sort_warnings(caught)
     for m in messages:
+        if m["category"] == "ConvergenceWarning" and m["message"].startswith(
+                "CAVI did not converge"):
+            m["message"] = _not_converged_advice(model, args)
+    for m in messages:
         repeat = f" ({m['count']} times)" if m["count"] > 1 else ""
         _say(f"warning: {m['message']}{repeat}")
     return model, messages
 
 
+def _not_converged_advice(model: Any, args: FitOptions) -> str:
+    """The library's ConvergenceWarning in the command's terms: how far the fit was from
+    --tol when it stopped at --max-iter, and which options to try.
+    """
+    from ..core.fixed_point import stall_forecast
+
+    last, more = stall_forecast(model.objective_trace_, args.tol)
+    rate = (f"; at its recent rate about {more:,} more iterations would reach --tol"
+            if more is not None else "")
+    tries = [f"--max-iter {args.max_iter + more}" if more is not None
+             else f"--max-iter {10 * args.max_iter}"]
+    if last < 1e-5:  # close: a looser tolerance is a fair choice
+        tries.append(f"--tol {10 * last:.0e}")
+    if args.learn_scale and model.scale_ < 0.02 * args.scale:
+        tries.append(f"a fixed --scale or --scale-prior 2 1 (the scale fell to "
+                     f"{model.scale_:.2g}: the counts may vary no more than the prior mean "
+                     f"allows)")
+    elif args.learn_lengthscale:
+        tries.append("a fixed --lengthscale (without --learn-lengthscale)")
+    return (f"not converged in --max-iter {args.max_iter} iterations (--tol {args.tol:g}): "
+            f"the objective still changed by {last:.2g} (relative) in the last "
+            f"iteration{rate}; try {', or '.join(tries)}. The results are written all the "
+            f"same (summary.json: converged false).")
+
+
 def _relative_jitter(model: Any) -> float:
     """The diagonal jitter relative to the mean diagonal of the un-jittered covariance."""
+    if model.covariance_ is None:  # a precision prior: no jitter
+        return 0.0
     return float(model.jitter_ / (np.mean(np.diag(model.covariance_)) - model.jitter_))
 
 
@@ -435,8 +481,23 @@ def _build_outputs(model: Any, args: FitOptions, data: _Data, inputs: dict[str, 
     if data.predict_at is not None:
         files["predictions.csv"] = _probs_csv(model, args, data.names, data.predict_at)
     files["summary.json"] = _summary_json(model, args, data, inputs, messages,
-                                          [*files, "summary.json"], start)
+                                          [*files, "summary.json", "manifest.json"], start)
+    files["manifest.json"] = _manifest_json(files)
     return files
+
+
+def _manifest_json(files: dict[str, bytes]) -> bytes:
+    """``manifest.json``: every other output of the run with its size and SHA-256 digest."""
+    import hashlib
+
+    from .. import __version__
+
+    manifest = {
+        "command": "corrpriors fit", "corrpriors_version": __version__,
+        "files": {name: {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+                  for name, data in files.items()},
+    }
+    return (json.dumps(manifest, indent=2) + "\n").encode()
 
 
 def _probs_csv(model: Any, args: FitOptions, names: list[str],
@@ -502,14 +563,16 @@ def _summary_json(model: Any, args: FitOptions, data: _Data, inputs: dict[str, P
                   messages: list[dict[str, Any]], outputs: list[str], start: float) -> bytes:
     from .. import __version__
 
-    hyper = {h.name: h.value for h in model.kernel_.kernel.hyperparameters}
+    hyper = ({} if model.kernel_ is None
+             else {h.name: h.value for h in model.kernel_.kernel.hyperparameters})
     summary = {
         "corrpriors_version": __version__,
         "inputs": {option.lstrip("-"): str(path) for option, path in inputs.items()},
         "n_covariates": int(data.counts.shape[0]),
         "n_categories": int(data.counts.shape[1]),
         "categories": data.names,
-        "kernel": args.kernel,
+        "prior": args.prior,
+        "kernel": args.kernel if args.prior == "kernel" else None,
         "options": {
             "lengthscale": args.lengthscale, "lengthscale_bounds": list(args.lengthscale_bounds),
             "learn_lengthscale": args.learn_lengthscale, "scale": args.scale,
@@ -524,7 +587,7 @@ def _summary_json(model: Any, args: FitOptions, data: _Data, inputs: dict[str, P
         "n_iter": int(model.n_iter_),
         "converged": bool(model.converged_),
         "scale": float(model.scale_),
-        "lengthscale": float(hyper["lengthscale"]),
+        "lengthscale": float(hyper.get("lengthscale", args.lengthscale)),
         "kernel_hyperparameters": hyper,
         "jitter": float(model.jitter_),
         "jitter_relative_to_mean_diagonal": _relative_jitter(model),
@@ -535,11 +598,15 @@ def _summary_json(model: Any, args: FitOptions, data: _Data, inputs: dict[str, P
     return (json.dumps(summary, indent=2) + "\n").encode()
 
 
-def _write(out: Path, files: dict[str, bytes]) -> None:
+def _write(out: Path, files: dict[str, bytes], stale: list[str]) -> None:
+    """Write ``files`` into ``out`` and remove the ``stale`` outputs of an earlier run there,
+    all or nothing.
+    """
     from .._fileio import atomic_write_many
 
     try:
-        atomic_write_many({out / name: data for name, data in files.items()})
+        atomic_write_many({out / name: data for name, data in files.items()},
+                          remove=[out / name for name in stale])
     except OSError as exc:
         raise FitFailure(f"could not write the results into {out} "
                          f"({exc.strerror or _one_line(exc)}); nothing was written and earlier "

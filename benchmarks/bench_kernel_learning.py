@@ -16,19 +16,33 @@ M-step (``kernel_update="joint"``, the default) and with EM (``kernel_update="em
 algorithm before issue 22). Reports how many converge within ``--max-iter``, their iterations
 and CPU seconds (``time.process_time``) and the ELBO difference.
 
+``--cli`` runs the case of issue 22 (finding 6) through the command line instead:
+``corrpriors fit --learn-scale --learn-lengthscale`` (``--max-iter`` 1000) on 30 tables of
+30 x 3 counts on a 5 x 6 grid (six each of ``sparse`` Poisson(0.6), ``walk`` random-walk
+moves, ``smooth``, ``iid`` 0..9, ``dense`` 0..29) and on the shipped example, each fit in a
+separate process; with ``--baseline SRC`` the same fits by the package at ``SRC`` (another
+checkout's ``src``), alternated in chunks of four with this one.
+
 Run from the repository root::
 
     python benchmarks/bench_kernel_learning.py            # 80 tables, max_iter 1000
     python benchmarks/bench_kernel_learning.py --quick    # 12 tables
+    python benchmarks/bench_kernel_learning.py --cli --baseline BASE/src
 
-Writes ``benchmarks/out/bench_kernel_learning.json``.
+Writes ``benchmarks/out/bench_kernel_learning.json`` (``..._cli.json`` with ``--cli``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import io
 import json
+import os
+import subprocess
+import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -40,6 +54,7 @@ from corrpriors.core.model import CorrelatedMultinomial
 
 ROOT = Path(__file__).resolve().parents[1]
 KINDS = ("sparse", "dense", "smooth", "iid")
+CLI_KINDS = ("sparse", "walk", "smooth", "iid", "dense")
 
 
 def make_case(seed: int) -> dict:
@@ -66,6 +81,103 @@ def make_case(seed: int) -> dict:
         counts = rng.integers(0, 6, size=(c, k))
     return {"seed": seed, "grid": f"{nx}x{ny}", "K": k, "kind": kind, "xy": xy,
             "counts": counts}
+
+
+def issue_table(kind: str, seed: int) -> np.ndarray:
+    """A (30, 3) table of counts on the 5 x 6 grid :func:`grid56` (issue 22, finding 6)."""
+    rng = np.random.default_rng(1000 + seed)
+    xy = grid56()
+    if kind == "sparse":
+        return rng.poisson(0.6, size=(30, 3))
+    if kind == "iid":
+        return rng.integers(0, 10, size=(30, 3))
+    if kind == "dense":
+        return rng.integers(0, 30, size=(30, 3))
+    if kind == "smooth":
+        ell = rng.uniform(0.7, 3)
+        cov = np.exp(-((xy[:, None] - xy[None]) ** 2).sum(-1) / ell ** 2) + 1e-8 * np.eye(30)
+        p = np.exp(np.linalg.cholesky(cov) @ rng.standard_normal((30, 3)) * 1.5)
+        p /= p.sum(1, keepdims=True)
+        n = rng.integers(0, 15, size=30)
+        return np.array([rng.multinomial(n[i], p[i]) for i in range(30)])
+    # walk: categories stay (bumped into the wall), moved along x, moved along y; in the last
+    # column the wind pushes along y half of the time
+    counts = np.zeros((30, 3), dtype=int)
+    x, y = 2, 3
+    for _ in range(int(rng.integers(100, 800))):
+        a = int(rng.integers(0, 4))
+        if x == 4 and rng.random() < 0.5:
+            a = 2
+        dx, dy = [(1, 0), (-1, 0), (0, 1), (0, -1)][a]
+        if 0 <= x + dx < 5 and 0 <= y + dy < 6:
+            counts[x * 6 + y, 1 if dx else 2] += 1
+            x, y = x + dx, y + dy
+        else:
+            counts[x * 6 + y, 0] += 1
+    return counts
+
+
+def grid56() -> np.ndarray:
+    """The (30, 2) cell coordinates of the 5 x 6 grid."""
+    return np.array([(i, j) for i in range(5) for j in range(6)], dtype=float)
+
+
+def run_cli(src: str, folder: str, names: list[str]) -> None:
+    """Fit each named table of ``folder`` with ``corrpriors fit`` from the package at ``src``
+    (``example``: the shipped example); print one JSON line per fit."""
+    sys.path.insert(0, src)
+    import corrpriors
+    from corrpriors.cli import main as cli_main
+
+    assert Path(corrpriors.__file__).resolve().is_relative_to(Path(src).resolve())
+    for name in names:
+        with tempfile.TemporaryDirectory() as tmp:
+            argv = ["fit", "--learn-scale", "--learn-lengthscale", "--max-iter", "1000",
+                    "--out", tmp]
+            if name != "example":
+                argv += ["--counts", f"{folder}/{name}.counts.csv",
+                         "--coords", f"{folder}/{name}.coords.csv"]
+            err = io.StringIO()
+            start = time.process_time()
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+                code = cli_main(argv)
+            cpu = time.process_time() - start
+            summary = json.loads((Path(tmp) / "summary.json").read_text())
+        print(json.dumps({"case": name, "exit": code, "n_iter": summary["n_iter"],
+                          "converged": summary["converged"], "cpu": cpu,
+                          "elbo": summary["elbo"], "stderr": err.getvalue().strip()}),
+              flush=True)
+
+
+def cli_battery(baseline: str | None) -> list[dict]:
+    """The issue's tables and the example through ``corrpriors fit``, this checkout and the
+    baseline alternated in chunks of four; one row per table."""
+    sides = {"this": str(ROOT / "src")}
+    if baseline is not None:
+        sides["baseline"] = baseline
+    rows: dict[str, dict] = {}
+    with tempfile.TemporaryDirectory() as folder:
+        names = ["example"]
+        for kind in CLI_KINDS:
+            for seed in range(6):
+                name = f"{kind}-{seed}"
+                np.savetxt(f"{folder}/{name}.counts.csv", issue_table(kind, seed), fmt="%d",
+                           delimiter=",")
+                np.savetxt(f"{folder}/{name}.coords.csv", grid56(), fmt="%g", delimiter=",")
+                names.append(name)
+        for i in range(0, len(names), 4):
+            order = list(sides) if i % 8 == 0 else list(sides)[::-1]
+            for side in order:
+                res = subprocess.run(
+                    [sys.executable, __file__, "--run-cli", sides[side], folder,
+                     *names[i:i + 4]], capture_output=True, text=True, check=True,
+                    env={**os.environ, "PYTHONPATH": ""})
+                for line in res.stdout.splitlines():
+                    fit_ = json.loads(line)
+                    rows.setdefault(fit_["case"], {"case": fit_["case"]})[side] = fit_
+                    print(side, fit_["case"], fit_["n_iter"], fit_["converged"],
+                          f"{fit_['cpu']:.2f}", flush=True)
+    return list(rows.values())
 
 
 def fit(case: dict, kernel_update: str, max_iter: int) -> dict:
@@ -104,7 +216,18 @@ def main() -> None:
     parser.add_argument("--cases", type=int, default=80)
     parser.add_argument("--first", type=int, default=0, help="first seed (default 0)")
     parser.add_argument("--max-iter", type=int, default=1000)
+    parser.add_argument("--cli", action="store_true",
+                        help="the issue's 30 x 3 tables on a 5 x 6 grid via corrpriors fit")
+    parser.add_argument("--baseline", metavar="SRC",
+                        help="with --cli: also the package at SRC (a checkout's src)")
+    parser.add_argument("--run-cli", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.run_cli:
+        run_cli(args.run_cli[0], args.run_cli[1], args.run_cli[2:])
+        return
+    if args.cli:
+        report_cli(cli_battery(args.baseline))
+        return
     n = 12 if args.quick else args.cases
     rows = []
     for seed in range(args.first, args.first + n):
@@ -130,6 +253,26 @@ def main() -> None:
     (out / "bench_kernel_learning.json").write_text(
         json.dumps({"max_iter": args.max_iter, "first": args.first, "rows": rows,
                     "summary": table}, indent=1))
+
+
+def report_cli(rows: list[dict]) -> None:
+    """Print and save the command-line battery's table (by kind of table)."""
+    sides = [side for side in ("baseline", "this") if side in rows[0]]
+    print(f"\n{'tables':<9}" + "".join(f"{s + ' conv':>15}{'median/max it':>15}{'CPU s':>8}"
+                                        for s in sides))
+    for kind in ("example", *CLI_KINDS):
+        group = [r for r in rows if r["case"].split("-")[0] == kind]
+        line = f"{kind:<9}"
+        for side in sides:
+            its = [r[side]["n_iter"] for r in group]
+            conv = sum(r[side]["converged"] for r in group)
+            cpu = np.median([r[side]["cpu"] for r in group])
+            line += (f"{conv:>10} / {len(group):<2}{np.median(its):>10.0f} / {max(its):<4}"
+                     f"{cpu:>8.2f}")
+        print(line)
+    out = ROOT / "benchmarks" / "out"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench_kernel_learning_cli.json").write_text(json.dumps({"rows": rows}, indent=1))
 
 
 if __name__ == "__main__":

@@ -444,10 +444,11 @@ def _not_converged_advice(model: Any, args: FitOptions) -> str:
                      f"allows)")
     elif args.learn_lengthscale:
         tries.append("a fixed --lengthscale (without --learn-lengthscale)")
-    return (f"not converged in --max-iter {args.max_iter} iterations (--tol {args.tol:g}): "
-            f"the objective still changed by {last:.2g} (relative) in the last "
-            f"iteration{rate}; try {', or '.join(tries)}. The results are written all the "
-            f"same (summary.json: converged false).")
+    change = (f": the objective still changed by {last:.2g} (relative) in the last "
+              f"iteration{rate}" if np.isfinite(last) else "")  # nan: a single objective
+    return (f"not converged in --max-iter {args.max_iter} iterations (--tol {args.tol:g})"
+            f"{change}; try {', or '.join(tries)}. The results are written all the same "
+            f"(summary.json: converged false).")
 
 
 def _relative_jitter(model: Any) -> float:

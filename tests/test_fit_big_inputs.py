@@ -145,6 +145,29 @@ def test_gmrf_refuses_what_it_cannot_do(tmp_path, capsys, extra, needle):
     assert code == 2 and needle in err and err.count("\n") == 1
 
 
+@pytest.mark.parametrize("spacing", [1.0, 0.37])
+def test_gmrf_range_outside_what_the_factorisation_resolves_is_refused(tmp_path, capsys,
+                                                                        spacing):
+    """--lengthscale 10^4 on a 6 x 5 grid: the arithmetic broke down in the fit ('the objective
+    decreased'), 10^6 gave 'A: expected a positive-definite matrix' blamed on --coords, 1e-150
+    'A: contains NaN'. Now one line naming --lengthscale and the range; the largest allowed
+    range fits cleanly (lattice and nearest-neighbour graphs)."""
+    counts, coords, _, _ = _grid_files(tmp_path, 6, 5, spacing=spacing)
+    for length, needle in (("1e4", "longer ranges"), ("1e6", "longer ranges"),
+                           ("1e-150", "shorter ranges")):
+        code, _, err = run(["--counts", counts, "--coords", coords, "--prior", "gmrf",
+                            "--lengthscale", length, "--out", tmp_path / "o"], capsys)
+        assert code == 2 and err.count("\n") == 1
+        assert err.startswith(f"corrpriors fit: error: --lengthscale {float(length):g}: with "
+                              "--prior gmrf on these coordinates the range must lie in [")
+        assert needle in err
+    longest = float(err.split("[")[1].split(",")[1].split("]")[0])
+    code, out, err = run(["--counts", counts, "--coords", coords, "--prior", "gmrf",
+                          "--lengthscale", longest * 0.999, "--learn-scale", "--out",
+                          tmp_path / "o"], capsys)
+    assert code == 0 and err == "" and "(converged)" in out
+
+
 def test_gmrf_needs_coordinates(tmp_path, capsys):
     counts, _, _, xy = _grid_files(tmp_path, 3, 3)
     d = np.sqrt(((xy[:, None] - xy[None]) ** 2).sum(-1))
@@ -162,3 +185,14 @@ def test_gmrf_fits_200000_rows(tmp_path, capsys):
                           "--lengthscale", "5", "--out", tmp_path / "o"], capsys)
     assert code == 0, err
     assert "C=200000 covariates" in out
+
+
+def test_too_many_samples_are_blamed_on_samples(tmp_path, capsys):
+    """A small table with --samples 10^9 draws: the draws, not the rows, do not fit."""
+    code, _, err = run(["--uncertainty", "--samples", 10 ** 9, "--out", tmp_path / "o"], capsys)
+    assert code == 2 and err.count("\n") == 1
+    assert "--samples: 1,000,000,000 draws of C = 25 rows x K = 5 probabilities need about" in err
+    assert "use fewer --samples" in err and "--prior gmrf" not in err
+    with pytest.raises(ValueError, match="^--counts: C = 3,000 rows need .* or fewer --samples"):
+        _fit_prior.check_fit_memory(3000, 3, prior="kernel", learn_lengthscale=False,
+                                    mc_samples=100, available=1e8)

@@ -114,7 +114,8 @@ def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
                              "sparse Gaussian Markov random field on the graph of --coords "
                              "(integer coordinates: the grid of the occupied cells, else the 2D "
                              "nearest neighbours), a Matern-like prior of range --lengthscale "
-                             "(correlation 0.14 at that distance) for up to ~10^5 rows; no "
+                             "(correlation 0.14 at that distance; up to ~300 graph spacings) for up to "
+                             "~10^5 rows; no "
                              "--learn-lengthscale or --predict-at. Default: %(default)s")
     parser.add_argument("--kernel", choices=tuple(KERNELS), default="se",
                         help="covariance function of the distance d: se = exp(-d^2/l^2) (the "

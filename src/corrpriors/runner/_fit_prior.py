@@ -29,6 +29,19 @@ BASE_BYTES = 150e6
 #: Bytes per row of the sparse GMRF prior on a 2-D grid (measured; generous).
 GMRF_BYTES_PER_ROW = 12e3
 
+#: Smallest kappa^2 / lambda_max(L) of ``--prior gmrf``: the condition number of
+#: Q = (kappa^2 I + L)^2 stays below about 1e10 (measured on a 5 x 6 grid: the fit's arithmetic
+#: broke down at a ratio of 2.5e-7, range 2,000 spacings, and was sound at 1e-6).
+GMRF_MIN_KAPPA2_RATIO = 1e-5
+
+#: Largest kappa^2 of ``--prior gmrf`` (kappa^4 must not overflow; far beyond it the prior is
+#: already independent across rows).
+GMRF_MAX_KAPPA2 = 1e100
+
+
+class LengthscaleRangeError(ValueError):
+    """``--lengthscale`` outside the range that ``--prior gmrf`` can factorise."""
+
 
 def fit_memory_estimate(n_rows: int, n_categories: int, *, prior: str, learn_lengthscale: bool,
                         n_predict: int = 0, mc_samples: int = 0) -> float:
@@ -61,7 +74,8 @@ def fit_memory_estimate(n_rows: int, n_categories: int, *, prior: str, learn_len
 def check_fit_memory(n_rows: int, n_categories: int, *, prior: str, learn_lengthscale: bool,
                      n_predict: int = 0, mc_samples: int = 0,
                      available: float | None = None) -> None:
-    """Refuse (``ValueError``, one line) a fit whose memory estimate exceeds what is available.
+    """Refuse (``ValueError``, one line starting with the option to change: ``--counts`` or
+    ``--samples``) a fit whose memory estimate exceeds what is available.
 
     Parameters
     ----------
@@ -78,6 +92,14 @@ def check_fit_memory(n_rows: int, n_categories: int, *, prior: str, learn_length
         available = available_memory()
     if available is None or need <= available:
         return
+    draws = need - fit_memory_estimate(n_rows, n_categories, prior=prior,
+                                       learn_lengthscale=learn_lengthscale,
+                                       n_predict=n_predict)
+    here = f"about {format_bytes(available)} is available here"
+    if draws > need / 2:  # the Monte Carlo draws, not the prior, are what does not fit
+        raise ValueError(f"--samples: {mc_samples:,} draws of C = {n_rows + n_predict:,} rows x "
+                         f"K = {n_categories} probabilities need about {format_bytes(need)} of "
+                         f"memory; {here}: use fewer --samples")
     what = (f"the dense kernel prior holds about {DENSE_MATRICES[bool(learn_lengthscale)]:g} "
             f"C x C matrices" if prior == "kernel" else "the sparse GMRF prior")
     if prior == "kernel":
@@ -86,10 +108,10 @@ def check_fit_memory(n_rows: int, n_categories: int, *, prior: str, learn_length
                "CorrelatedMultinomial(precision=corrpriors.kernels.graph_precision(...)))")
     else:
         way = "use fewer rows"
-    if mc_samples and prior == "gmrf":
+    if mc_samples:
         way += " or fewer --samples"
-    raise ValueError(f"C = {n_rows:,} rows need about {format_bytes(need)} of memory ({what}); "
-                     f"about {format_bytes(available)} is available here: {way}")
+    raise ValueError(f"--counts: C = {n_rows:,} rows need about {format_bytes(need)} of memory "
+                     f"({what}); {here}: {way}")
 
 
 def gmrf_precision(coords: np.ndarray, lengthscale: float) -> Any:
@@ -116,7 +138,8 @@ def gmrf_precision(coords: np.ndarray, lengthscale: float) -> Any:
     Raises
     ------
     ValueError
-        D > 3, fewer than 2 points, or duplicate points.
+        D > 3, fewer than 2 points, or duplicate points; :class:`LengthscaleRangeError` for a
+        range the factorisation cannot resolve (see :func:`_check_gmrf_range`).
     """
     from ..kernels import graph_precision, knn_adjacency, lattice_adjacency
 
@@ -132,8 +155,34 @@ def gmrf_precision(coords: np.ndarray, lengthscale: float) -> Any:
             adjacency = lattice
     if adjacency is None:
         adjacency = knn_adjacency(coords, min(2 * d, c - 1))
+    _check_gmrf_range(adjacency, lengthscale, d)
     return graph_precision(adjacency, length_scale=lengthscale, alpha=2, dim=d)
 
 
-__all__ = ["BASE_BYTES", "DENSE_MATRICES", "GMRF_BYTES_PER_ROW", "check_fit_memory",
+def _check_gmrf_range(adjacency: Any, lengthscale: float, dim: int) -> None:
+    """Refuse a range that the sparse factorisation cannot resolve (:class:`LengthscaleRangeError`).
+
+    ``lambda_max(L) <= 2 max_i sum_j w_ij`` (Gershgorin) bounds the Laplacian; kappa^2 below
+    :data:`GMRF_MIN_KAPPA2_RATIO` of it leaves Q too ill-conditioned (a nearly constant
+    field), above :data:`GMRF_MAX_KAPPA2` kappa^4 overflows.
+    """
+    from ..kernels import matern_kappa
+
+    bound = 2.0 * float(np.max(np.asarray(adjacency.sum(axis=1)).ravel()))
+    k2_min, k2_max = GMRF_MIN_KAPPA2_RATIO * bound, GMRF_MAX_KAPPA2
+    factor = matern_kappa(1.0, alpha=2, dim=dim)  # kappa = factor / lengthscale
+    kappa2 = (factor / lengthscale) ** 2
+    if k2_min <= kappa2 <= k2_max:
+        return
+    longest, shortest = factor / np.sqrt(k2_min), factor / np.sqrt(k2_max)
+    why = ("longer ranges make the precision too ill-conditioned to factorise (the prior is "
+           "then nearly one constant field: use --prior kernel)" if kappa2 < k2_min
+           else "shorter ranges overflow (the prior is independent across rows long before)")
+    raise LengthscaleRangeError(
+        f"--lengthscale {lengthscale:g}: with --prior gmrf on these coordinates the range must "
+        f"lie in [{shortest:.3g}, {longest:.3g}]; {why}")
+
+
+__all__ = ["BASE_BYTES", "DENSE_MATRICES", "GMRF_BYTES_PER_ROW", "GMRF_MAX_KAPPA2",
+           "GMRF_MIN_KAPPA2_RATIO", "LengthscaleRangeError", "check_fit_memory",
            "fit_memory_estimate", "gmrf_precision"]

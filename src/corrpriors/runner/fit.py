@@ -312,6 +312,8 @@ def _load_inputs(inputs: dict[str, Path], args: FitOptions) -> _Data:
             return _Data(counts, [str(n) for n in names], None, predict_at,
                           precision=_gmrf(values, args.lengthscale))
         bound = kernel.bind(**{option.lstrip("-"): values})
+    except UsageError:
+        raise
     except ValueError as exc:
         raise UsageError(f"{option}: {path}: {_one_line(exc)}") from None
     return _Data(counts, [str(n) for n in names], bound, predict_at)
@@ -327,13 +329,16 @@ def _check_memory(args: FitOptions, n_rows: int, n_categories: int, n_predict: i
                          learn_lengthscale=args.learn_lengthscale, n_predict=n_predict,
                          mc_samples=samples)
     except ValueError as exc:
-        raise UsageError(f"--counts: {exc}") from None
+        raise UsageError(str(exc)) from None
 
 
 def _gmrf(coords: np.ndarray, lengthscale: float) -> Any:
-    from ._fit_prior import gmrf_precision
+    from ._fit_prior import LengthscaleRangeError, gmrf_precision
 
-    return gmrf_precision(coords, lengthscale)
+    try:
+        return gmrf_precision(coords, lengthscale)
+    except LengthscaleRangeError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _make_kernel(args: FitOptions) -> Any:

@@ -30,6 +30,12 @@ from .base import Hyperparameter, Kernel, parse_bounds, parse_positive
 _SQRT3 = np.sqrt(3.0)
 _SQRT5 = np.sqrt(5.0)
 
+#: Scaled distances beyond this are evaluated at it: every profile and its log-derivative is
+#: exactly 0.0 in float64 there (the slowest, exp(-r), underflows from r = 746), so the result
+#: is unchanged, and a length scale far below the distances (d / l = 1e300) cannot overflow
+#: into inf * 0 = NaN.
+_R_MAX = 1e3
+
 
 @dataclass(frozen=True)
 class _Stationary(Kernel):
@@ -81,7 +87,8 @@ class _Stationary(Kernel):
 
     def _scaled_distance(self, D: FloatArray) -> tuple[FloatArray, FloatArray]:
         inf = np.isinf(D)
-        r = np.where(inf, 0.0, D) / self.lengthscale
+        with np.errstate(over="ignore"):
+            r = np.minimum(np.where(inf, 0.0, D) / self.lengthscale, _R_MAX)
         return r, inf
 
     def _k_dist(self, D: FloatArray) -> FloatArray:

@@ -319,3 +319,16 @@ def test_stall_forecast_of_a_geometric_sequence():
     assert last == pytest.approx(0.5 ** 29 / (1 + 0.5 ** 29))
     assert more == pytest.approx(np.log2(last / 1e-12), abs=1.5)
     assert stall_forecast([1.0], 1e-8)[1] is None
+
+
+def test_stall_advice_retry_settings():
+    from corrpriors.core.fixed_point import stall_advice
+
+    obj = -1.0 - 0.5 ** np.arange(30)
+    advice = stall_advice(obj, 1e-12, 30)
+    assert advice.max_iter == 30 + advice.more and advice.tol == pytest.approx(10 * advice.last)
+    assert "more iterations would reach --tol" in advice.how_far("--tol")
+    single = stall_advice([1.0], 1e-8, 1)
+    assert single.max_iter == 10 and single.tol is None and single.how_far("tol") == ""
+    far = stall_advice(-1.0 - 0.9 ** np.arange(5), 1e-8, 5)
+    assert far.tol is None and "changed by" in far.how_far("tol")

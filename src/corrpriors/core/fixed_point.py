@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -292,5 +292,50 @@ def stall_forecast(objectives: Any, tol: float, window: int = 20) -> tuple[float
     return last, int(math.ceil(math.log(tol / last) / slope))
 
 
+class StallAdvice(NamedTuple):
+    """What to retry a fit stopped at its cap with (:func:`stall_advice`)."""
+
+    #: Relative change of the objective in the last iteration (NaN after one objective).
+    last: float
+    #: Iterations the recent rate still needs, or ``None`` if it cannot tell.
+    more: int | None
+    #: The iteration cap to try: ``max_iter + more``, else ten times ``max_iter``.
+    max_iter: int
+    #: A looser tolerance worth trying when the fit was close (last change < 1e-5), else None.
+    tol: float | None
+
+    def how_far(self, tol_name: str) -> str:
+        """``": the objective still changed by ... (relative) in the last iteration; at its
+        recent rate about N more iterations would reach <tol_name>"`` (empty after a single
+        objective, whose change is unknown).
+        """
+        if not np.isfinite(self.last):
+            return ""
+        rate = (f"; at its recent rate about {self.more:,} more iterations would reach "
+                f"{tol_name}" if self.more is not None else "")
+        return (f": the objective still changed by {self.last:.2g} (relative) in the last "
+                f"iteration{rate}")
+
+
+def stall_advice(objectives: Any, tol: float, max_iter: int) -> StallAdvice:
+    """The retry settings for a run that stopped at ``max_iter`` (see :func:`stall_forecast`).
+
+    Parameters
+    ----------
+    objectives : array_like of shape (n,)
+        The accepted objectives.
+    tol : float
+    max_iter : int
+
+    Returns
+    -------
+    StallAdvice
+    """
+    last, more = stall_forecast(objectives, tol)
+    close = bool(np.isfinite(last) and last < 1e-5)
+    return StallAdvice(last, more, max_iter + more if more is not None else 10 * max_iter,
+                       10 * last if close else None)
+
+
 __all__ = ["Anderson", "FixedPointOptions", "FixedPointTrace", "ROUNDOFF", "maximise",
-           "stall_forecast"]
+           "StallAdvice", "stall_advice", "stall_forecast"]

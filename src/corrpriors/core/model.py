@@ -14,7 +14,7 @@ from .._typing import FloatArray, SeedLike
 from .._validation import check_array, check_counts, check_covariance, check_positive, check_shape
 from ..exceptions import ConvergenceWarning
 from .cavi import CAVIOptions, run_cavi
-from .fixed_point import FixedPointOptions, stall_forecast
+from .fixed_point import FixedPointOptions, stall_advice
 from .priors.base import GaussianPrior, build_layout, check_prior
 from .priors.dense import DenseCovariancePrior
 from .results import VIResult
@@ -430,13 +430,10 @@ class CorrelatedMultinomial:
         """The ConvergenceWarning of a fit stopped at ``max_iter``: how far it was and what to
         try.
         """
-        last, more = stall_forecast(res.objective_trace, float(self.tol))
-        rate = (f"; at its recent rate about {more:,} more iterations would reach tol"
-                if more is not None else "")
-        tries = [f"max_iter={self.max_iter + more}" if more is not None
-                 else f"max_iter={10 * self.max_iter}"]
-        if last < 1e-5:  # close: a looser tolerance is a fair choice
-            tries.append(f"tol={10 * last:.0e}")
+        advice = stall_advice(res.objective_trace, float(self.tol), int(self.max_iter))
+        tries = [f"max_iter={advice.max_iter}"]
+        if advice.tol is not None:  # close: a looser tolerance is a fair choice
+            tries.append(f"tol={advice.tol:.0e}")
         if options.learn_kernel and not options.joint_kernel:
             tries.append("learn_mean=None or 'constant' (the joint kernel step, which "
                          "converges in tens of iterations)")
@@ -449,9 +446,8 @@ class CorrelatedMultinomial:
         elif options.learn_scale or options.learn_kernel:
             tries.append("fewer learned hyper-parameters (a fixed scale or kernel)")
         return (f"CAVI did not converge in max_iter={self.max_iter} iterations "
-                f"(tol={self.tol:g}): the objective still changed by {last:.2g} (relative) in "
-                f"the last iteration{rate}. Try {'; '.join(tries)}. The result is recorded "
-                f"with converged_=False.")
+                f"(tol={self.tol:g}){advice.how_far('tol')}. Try {'; '.join(tries)}. The "
+                f"result is recorded with converged_=False.")
 
     def _set_result(self, res: VIResult) -> None:
         self.result_ = res

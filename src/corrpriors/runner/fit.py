@@ -434,26 +434,21 @@ def _not_converged_advice(model: Any, args: FitOptions) -> str:
     """The library's ConvergenceWarning in the command's terms: how far the fit was from
     --tol when it stopped at --max-iter, and which options to try.
     """
-    from ..core.fixed_point import stall_forecast
+    from ..core.fixed_point import stall_advice
 
-    last, more = stall_forecast(model.objective_trace_, args.tol)
-    rate = (f"; at its recent rate about {more:,} more iterations would reach --tol"
-            if more is not None else "")
-    tries = [f"--max-iter {args.max_iter + more}" if more is not None
-             else f"--max-iter {10 * args.max_iter}"]
-    if last < 1e-5:  # close: a looser tolerance is a fair choice
-        tries.append(f"--tol {10 * last:.0e}")
+    advice = stall_advice(model.objective_trace_, args.tol, args.max_iter)
+    tries = [f"--max-iter {advice.max_iter}"]
+    if advice.tol is not None:  # close: a looser tolerance is a fair choice
+        tries.append(f"--tol {advice.tol:.0e}")
     if args.learn_scale and model.scale_ < 0.02 * args.scale:
         tries.append(f"a fixed --scale or --scale-prior 2 1 (the scale fell to "
                      f"{model.scale_:.2g}: the counts may vary no more than the prior mean "
                      f"allows)")
     elif args.learn_lengthscale:
         tries.append("a fixed --lengthscale (without --learn-lengthscale)")
-    change = (f": the objective still changed by {last:.2g} (relative) in the last "
-              f"iteration{rate}" if np.isfinite(last) else "")  # nan: a single objective
     return (f"not converged in --max-iter {args.max_iter} iterations (--tol {args.tol:g})"
-            f"{change}; try {', or '.join(tries)}. The results are written all the same "
-            f"(summary.json: converged false).")
+            f"{advice.how_far('--tol')}; try {', or '.join(tries)}. The results are written "
+            f"all the same (summary.json: converged false).")
 
 
 def _relative_jitter(model: Any) -> float:

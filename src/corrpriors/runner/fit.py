@@ -138,8 +138,8 @@ def fit_files(args: FitOptions) -> int:
                  else f"NOT converged: --max-iter {args.max_iter} reached")
         removed = (f"; removed {', '.join(stale)} of an earlier run" if stale else "")
         print(f"fitted C={data.counts.shape[0]} covariates, K={data.counts.shape[1]} categories "
-              f"in {model.n_iter_} iterations ({state}); ELBO {model.elbo_:.6g}; "
-              f"wrote {', '.join(files)} to {out}{removed}")
+              f"in {model.n_iter_} iterations ({state})\nELBO {model.elbo_:.6g}; "
+              f"wrote {', '.join(files)} to {out}{removed}")  # two lines: <= 100 columns
     return 0
 
 

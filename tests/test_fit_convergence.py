@@ -10,6 +10,7 @@ On 3d402a9/cd14b96 (EM M-steps) the tables below took: sparse 1,000 (not converg
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -103,3 +104,18 @@ def test_warning_after_a_single_iteration_has_no_nan(tmp_path, capsys):
     summary, err = _fit(tmp_path, _table("iid", 0), "--max-iter", 1, capsys=capsys)
     assert not summary["converged"]
     assert "nan" not in err and "try --max-iter 10" in err
+
+
+def test_a_long_fit_says_its_time_bound_at_once(tmp_path, capsys, monkeypatch):
+    """Issue 22 item 7: a run of more than about a minute says so before it goes on; here
+    the threshold is lowered so that the example's first iteration crosses it."""
+    from corrpriors.runner import fit as runner
+
+    monkeypatch.setattr(runner, "ESTIMATE_FROM", 0.0)
+    assert main(["fit", "--out", str(tmp_path / "a"), "--max-iter", "500"]) == 0
+    [line] = capsys.readouterr().err.splitlines()
+    assert re.fullmatch(r"corrpriors fit: the first iteration took \d+\.\d s: up to \S+ (s|min|h) "
+                        r"for --max-iter 500 \(less if it converges sooner\)", line)
+    assert main(["fit", "--out", str(tmp_path / "b"), "--quiet"]) == 0
+    assert capsys.readouterr().err == ""
+    assert [runner._duration(s) for s in (45, 720, 11520)] == ["45 s", "12 min", "3.2 h"]

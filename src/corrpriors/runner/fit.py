@@ -58,6 +58,9 @@ TABLE_SUFFIXES = (*TEXT_DELIMITERS, ".npy")
 #: Seconds between two progress updates on a terminal.
 PROGRESS_INTERVAL = 0.25
 
+#: A fit whose first iteration, times --max-iter, exceeds this many seconds says so at once.
+ESTIMATE_FROM = 60.0
+
 #: The starting jitter of ``jittered_covariance`` (relative to the mean diagonal): a covariance
 #: that needs no more than this is an ordinary smooth-kernel matrix, not a problem to report.
 
@@ -370,14 +373,17 @@ class _Progress:
         else:
             self.mode = "tty" if _isatty(self.stream) else "off"
         self.max_iter = args.max_iter
+        self.quiet = args.quiet
         self.start = time.monotonic()
         self.last = -np.inf
         self.shown = False
 
     def __call__(self, iteration: int, objective: float) -> None:
+        now = time.monotonic()
+        if iteration == 0 and not self.quiet:
+            self._estimate(now - self.start)
         if self.mode == "off":
             return
-        now = time.monotonic()
         text = (f"iteration {iteration + 1}/{self.max_iter}  objective {objective:.10g}  "
                 f"elapsed {now - self.start:.1f} s")
         if self.mode == "lines":
@@ -387,10 +393,26 @@ class _Progress:
             self.stream.flush()
             self.last, self.shown = now, True
 
+    def _estimate(self, first: float) -> None:
+        """Say the time --max-iter iterations would take when that is over a minute."""
+        bound = first * self.max_iter
+        if bound > ESTIMATE_FROM:
+            _say(f"the first iteration took {first:.1f} s: up to {_duration(bound)} for "
+                 f"--max-iter {self.max_iter} (less if it converges sooner)")
+
     def close(self) -> None:
         if self.shown:
             self.stream.write("\r\x1b[K")
             self.stream.flush()
+
+
+def _duration(seconds: float) -> str:
+    """``"45 s"``, ``"12 min"``, ``"3.2 h"``."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def _isatty(stream: Any) -> bool:

@@ -58,8 +58,14 @@ TABLE_SUFFIXES = (*TEXT_DELIMITERS, ".npy")
 #: Seconds between two progress updates on a terminal.
 PROGRESS_INTERVAL = 0.25
 
-#: A fit whose first iteration, times --max-iter, exceeds this many seconds says so at once.
+#: A fit whose first iteration, times the iterations it may well need, exceeds this many
+#: seconds says at once how long --max-iter iterations would take.
 ESTIMATE_FROM = 60.0
+
+#: Iterations a fit may well need: the joint step took at most 88 on the 41 tables of
+#: benchmarks/README.md (plain fits fewer). A bound by --max-iter alone fired on the shipped
+#: example (0.07-0.1 s first iteration x 1000) whenever the machine was loaded.
+LIKELY_ITERATIONS = 100
 
 #: The starting jitter of ``jittered_covariance`` (relative to the mean diagonal): a covariance
 #: that needs no more than this is an ordinary smooth-kernel matrix, not a problem to report.
@@ -394,9 +400,11 @@ class _Progress:
             self.last, self.shown = now, True
 
     def _estimate(self, first: float) -> None:
-        """Say the time --max-iter iterations would take when that is over a minute."""
+        """Say the time --max-iter iterations would take when even a likely number of
+        iterations would take over a minute.
+        """
         bound = first * self.max_iter
-        if bound > ESTIMATE_FROM:
+        if first * min(self.max_iter, LIKELY_ITERATIONS) > ESTIMATE_FROM:
             _say(f"the first iteration took {first:.1f} s: up to {_duration(bound)} for "
                  f"--max-iter {self.max_iter} (less if it converges sooner)")
 

@@ -258,3 +258,83 @@ def test_psrl_sparse_transition_rewards_match_dense_ones():
     np.testing.assert_allclose(sparse.q_values_, dense.q_values_, rtol=1e-8, atol=1e-9)
     with pytest.raises(ValueError, match="sparse table of transition rewards"):
         PSRLAgent(dense.belief, sp.csr_array(r.reshape(S * A, S)), 0.9)
+
+
+def _two_action_table(rng: np.random.Generator, S: int = 20):
+    """A BackgroundTransitions with two actions (sparse part plus background profiles)."""
+    import dataclasses
+
+    cmap = dense_map(S, "exclude", "lexicographic", pooling=1.0)
+    both = [random_counts(S, rng, far=6) for _ in range(2)]
+    far = cmap.far_destinations(both[0] + both[1])      # one excluded pattern for the actions
+    tables = []
+    for counts in both:
+        s, s2 = np.nonzero(counts)
+        q = rng.dirichlet(np.ones(cmap.n_categories) * 0.5, size=(1, S))
+        tables.append(next_state_tables(cmap, q, [(s, s2, counts[s, s2])], far))
+    t0, t1 = tables
+    A = 2
+    order = np.arange(2 * S).reshape(A, S).T.ravel()      # rows s * A + a
+    table = sp.csr_array(sp.vstack([t0.table, t1.table])[order])
+    background = np.vstack([t0.background, t1.background])[order]
+    return dataclasses.replace(t0, table=table, background=background, n_actions=A)
+
+
+@pytest.mark.parametrize("terminal", [False, True])
+def test_operator_policy_iteration_is_the_dense_planner(terminal):
+    """policy_iteration_operator / plan_sparse on a BackgroundTransitions give the values, Q-values
+    and policy of policy_iteration on its dense (S, A, S) table (the dense LU oracle)."""
+    from corrpriors.applications import plan_sparse
+    from corrpriors.mdp import TabularMDP, policy_iteration, policy_iteration_operator
+
+    rng = np.random.default_rng(21)
+    table = _two_action_table(rng)
+    S, A = table.n_states, table.n_actions
+    P = table.toarray()
+    np.testing.assert_allclose(P.sum(axis=2), 1.0, atol=1e-12)
+    R = rng.standard_normal((S, A))
+    term = (np.arange(S) % 7 == 3) if terminal else None
+    dense = policy_iteration(TabularMDP(P, R, 0.9, terminal=term))
+    for res in (policy_iteration_operator(table, R, 0.9, terminal=term, tol=1e-12),
+                plan_sparse(table, R, 0.9, terminal=term, tol=1e-12,
+                            initial_policy=np.zeros(S, dtype=int))):
+        assert res.converged
+        np.testing.assert_allclose(res.values, dense.values, rtol=0, atol=1e-9)
+        np.testing.assert_allclose(res.q_values, dense.q_values, rtol=0, atol=1e-9)
+        np.testing.assert_array_equal(res.policy, dense.policy)
+
+
+def test_background_policy_matrix_is_the_dense_policy_matrix():
+    """P_pi of deterministic and stochastic policies, with terminal rows, against the dense table."""
+    rng = np.random.default_rng(22)
+    table = _two_action_table(rng)
+    S, A = table.n_states, table.n_actions
+    P = table.toarray()
+    keep = (np.arange(S) % 5 != 0).astype(float)
+    v = rng.standard_normal(S)
+    for pi in (np.eye(A)[rng.integers(A, size=S)], rng.dirichlet(np.ones(A), size=S)):
+        want = keep * np.einsum("sa,sat,t->s", pi, P, v)
+        np.testing.assert_allclose(table.policy_matrix(pi, keep) @ v, want, atol=1e-13)
+    with pytest.raises(ValueError, match="policy"):
+        table.policy_matrix(np.ones((S, A + 1)))
+
+
+def test_operator_planner_rejects_bad_input():
+    from corrpriors.mdp import policy_iteration_operator
+    from corrpriors.mdp._sparse_solve import solve_policy_values
+
+    table = _two_action_table(np.random.default_rng(23))
+    S = table.n_states
+    with pytest.raises(TypeError, match="transitions"):
+        policy_iteration_operator(np.ones((S, 2, S)) / S, np.zeros(S), 0.9)
+    with pytest.raises(ValueError, match="rewards"):
+        policy_iteration_operator(table, np.zeros((S, 3)), 0.9)
+    with pytest.raises(ValueError, match="discount"):
+        policy_iteration_operator(table, np.zeros(S), 1.0)
+    with pytest.raises(ValueError, match="terminal"):
+        policy_iteration_operator(table, np.zeros(S), 0.9, terminal=np.zeros(S))
+    with pytest.raises(ValueError, match="initial_values"):
+        policy_iteration_operator(table, np.zeros(S), 0.9, initial_values=np.zeros(S + 1))
+    with pytest.raises(ValueError, match="direct"):
+        solve_policy_values(table.policy_matrix(np.eye(2)[np.zeros(S, dtype=int)]),
+                            np.zeros(S), 0.9, solver="direct")

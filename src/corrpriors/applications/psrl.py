@@ -39,7 +39,12 @@ from .._validation import check_array, check_positive
 from ..mdp._sparse import SparseTransitionRewards, SparseTransitions, is_sparse_table
 from ..mdp.checks import check_rewards
 from ..mdp.metrics import expected_return, normalize_returns, return_range
-from ..mdp.planning import PlanningResult, greedy_policy, policy_evaluation, policy_iteration
+from ..mdp.planning import (
+    PlanningResult,
+    policy_evaluation,
+    policy_iteration,
+    policy_iteration_operator,
+)
 from ..mdp.rollout import NextStateSampler
 from ..mdp.tabular import TabularMDP
 from .transitions import TransitionBelief
@@ -438,79 +443,41 @@ class PSRLAgent:
 def plan_sparse(transitions: Any, rewards: Any, discount: float, *, terminal: Any = None,
                 initial_policy: Any = None, initial_values: Any = None, tol: float = 1e-10,
                 max_iter: int = 1000) -> PlanningResult:
-    r"""Howard's policy iteration on a :class:`~corrpriors.applications.BackgroundTransitions` table.
+    r"""Policy iteration on a :class:`~corrpriors.applications.BackgroundTransitions` table.
 
-    The same algorithm and tie rule as :func:`corrpriors.mdp.planning.policy_iteration` (an
-    action is switched only on a relative improvement above 1e-12; terminal states have no
-    reward and no future), with each policy evaluated by GMRES on
-    :math:`(I - \gamma P_\pi) V = r_\pi`, matrix-free: :math:`P_\pi` is the sparse part of the
-    table plus its background profiles, so nothing of size S^2 is formed. The evaluation is
-    warm-started from the previous policy's values.
+    :func:`corrpriors.mdp.planning.policy_iteration_operator` (the planners' own Howard
+    iteration, tie rule and certified iterative evaluation, warm-started from the previous
+    policy's values), with the table as a
+    :class:`~corrpriors.mdp.planning.TransitionOperator`: :math:`P_\pi` is the sparse part of
+    the table plus its background profiles, so nothing of size S^2 is formed.
 
     Parameters
     ----------
     transitions : BackgroundTransitions
-        Of shape (S, A, S).
+        Of shape (S, A, S) (any TransitionOperator is accepted).
     rewards : array_like of shape (S,) or (S, A)
         Expected rewards.
     discount : float
         In [0, 1).
     terminal : array_like of bool, shape (S,), optional
     initial_policy : array_like of int, shape (S,), optional
-        Default: greedy on the immediate reward.
+        Default: greedy after value-iteration sweeps (as :func:`~corrpriors.mdp.policy_iteration`).
     initial_values : array_like of shape (S,), optional
         Warm start of the first evaluation.
     tol : float, default=1e-10
-        Relative residual of every evaluation.
+        Certified accuracy of every evaluation, relative to :math:`\max(1, \lVert V\rVert_\infty)`.
     max_iter : int, default=1000
         Cap on policy improvements.
 
     Returns
     -------
     PlanningResult
-        ``values`` (S,), ``q_values`` (S, A), ``policy`` (S,), ``n_iter``, ``converged``.
+        ``values`` (S,), ``q_values`` (S, A), ``policy`` (S, A), ``n_iter``, ``converged``.
     """
-    import scipy.sparse.linalg as spla
-
-    S, A = transitions.n_states, transitions.n_actions
-    R = _as_rewards(rewards, S, A)
-    if R.ndim != 2:
-        raise ValueError(f"rewards: expected shape (S,) or (S, A) = ({S},) or ({S}, {A}), got "
-                         f"{np.shape(rewards)}")
-    gamma = float(discount)
-    if not 0.0 <= gamma < 1.0:
-        raise ValueError(f"discount: expected a number in [0, 1), got {discount!r}")
-    keep = np.ones(S) if terminal is None else (~np.asarray(terminal, dtype=bool)).astype(float)
-    R = R * keep[:, None]
-    actions = (R.argmax(axis=1) if initial_policy is None
-               else np.asarray(initial_policy, dtype=np.int64).copy())
-    V = np.zeros(S) if initial_values is None else np.asarray(initial_values, float).copy()
-    Q = R
-    converged = False
-    n_iter = 0
-    for _ in range(int(max_iter)):
-        n_iter += 1
-        p_pi = transitions.policy_rows(actions)
-        r_pi = R[np.arange(S), actions]
-
-        def matvec(v: np.ndarray, p_pi: Any = p_pi) -> np.ndarray:
-            v = np.asarray(v).ravel()
-            return v - gamma * keep * p_pi.expect(v)[:, 0]
-
-        op = spla.LinearOperator((S, S), matvec=matvec, dtype=np.float64)
-        V, info = spla.gmres(op, r_pi, x0=V, rtol=tol, atol=0.0, restart=60,
-                             maxiter=max(100, 20 * S))
-        if info != 0:   # pragma: no cover - well conditioned for discount < 1
-            raise RuntimeError(f"plan_sparse: the policy evaluation did not converge ({info})")
-        Q = R + gamma * keep[:, None] * transitions.expect(V)
-        best = Q.max(axis=1)
-        current = Q[np.arange(S), actions]
-        improve = current < best - 1e-12 * (1.0 + np.abs(best))
-        if not improve.any():
-            converged = True
-            break
-        actions = np.where(improve, Q.argmax(axis=1), actions)
-    return PlanningResult(V, Q, greedy_policy(Q), n_iter, converged)
+    return policy_iteration_operator(transitions, rewards, discount, terminal=terminal,
+                                     initial_policy=initial_policy,
+                                     initial_values=initial_values, max_iter=max_iter,
+                                     solver="iterative", tol=tol)
 
 
 # --------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from .metrics import (
 from .planning import (
     FiniteHorizonResult,
     PlanningResult,
+    TransitionOperator,
     boltzmann_policy,
     finite_horizon,
     goal_q_values,
@@ -34,6 +35,7 @@ from .planning import (
     normalize_q,
     policy_evaluation,
     policy_iteration,
+    policy_iteration_operator,
     q_values,
     value_iteration,
 )
@@ -63,6 +65,8 @@ __all__ = [
     "q_values",
     "value_iteration",
     "policy_iteration",
+    "policy_iteration_operator",
+    "TransitionOperator",
     "policy_evaluation",
     "finite_horizon",
     "greedy_policy",

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -56,14 +57,15 @@ def _bicgstab(M: sp.csr_array, b: np.ndarray, x0: np.ndarray, atol: float) -> np
     return np.asarray(x, dtype=np.float64)
 
 
-def solve_policy_values(P_pi: sp.csr_array, r: np.ndarray, gamma: float, *, solver: str = "auto",
+def solve_policy_values(P_pi: sp.csr_array | spla.LinearOperator, r: np.ndarray, gamma: float, *, solver: str = "auto",
                         tol: float = 1e-10, x0: np.ndarray | None = None) -> tuple[np.ndarray, float]:
     r"""Solve :math:`(I - \gamma P_\pi) V = r_\pi` for one policy.
 
     Parameters
     ----------
-    P_pi : scipy.sparse.csr_array of shape (S, S)
-        Row sums at most one (terminal rows empty).
+    P_pi : scipy.sparse.csr_array or scipy.sparse.linalg.LinearOperator of shape (S, S)
+        Row sums at most one (terminal rows empty). An operator (a table known only through
+        its products) is solved iteratively; ``solver="direct"`` then raises.
     r : ndarray of shape (S,)
         :math:`r_\pi`.
     gamma : float
@@ -85,9 +87,17 @@ def solve_policy_values(P_pi: sp.csr_array, r: np.ndarray, gamma: float, *, solv
     S = r.shape[0]
     if gamma == 0.0:
         return r.copy(), 0.0
-    M = sp.csr_array(sp.eye_array(S, format="csr") - gamma * P_pi)
-    if solver == "direct" or (solver == "auto" and S <= DIRECT_MAX_STATES):
+    if not sp.issparse(P_pi):
+        if solver == "direct":
+            raise ValueError("solver: 'direct' needs P_pi as a sparse matrix, got an operator")
+        op = spla.aslinearoperator(P_pi)
+        M: Any = spla.LinearOperator((S, S), matvec=lambda v: v - gamma * (op @ v),
+                                     dtype=np.float64)
+    elif solver == "direct" or (solver == "auto" and S <= DIRECT_MAX_STATES):
+        M = sp.csr_array(sp.eye_array(S, format="csr") - gamma * P_pi)
         return np.asarray(spla.spsolve(sp.csc_array(M), r), dtype=np.float64), 0.0
+    else:
+        M = sp.csr_array(sp.eye_array(S, format="csr") - gamma * P_pi)
     x = r.copy() if x0 is None else np.array(x0, dtype=np.float64)
 
     def target(v: np.ndarray) -> float:

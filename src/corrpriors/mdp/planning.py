@@ -13,6 +13,10 @@ solver with a certified error bound above :data:`~corrpriors.mdp._sparse_solve.D
 states (``solver=`` and ``tol=`` choose, see :func:`policy_evaluation`); no dense S x S
 matrix is formed. On small problems dense and sparse planning agree to round-off.
 
+Any other table that implements the :class:`TransitionOperator` protocol (expected next-state
+values and policy operators, e.g. a posterior draw that is a sparse part plus background
+profiles) is planned by the same policy iteration through :func:`policy_iteration_operator`.
+
 Conventions
 -----------
 - Bellman backup: :math:`Q(s, a) = R(s, a) + \gamma \sum_{s'} P(s' \mid s, a) V(s')`,
@@ -30,7 +34,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -40,6 +44,36 @@ from ._sparse import SparseTransitions
 from ._sparse_solve import check_solver, solve_policy_values
 from .checks import check_discount, check_policy, check_transitions
 from .tabular import TabularMDP
+
+
+@runtime_checkable
+class TransitionOperator(Protocol):
+    r"""What the planners need of a transition table :math:`P(s' \mid s, a)` that is not dense.
+
+    :class:`~corrpriors.mdp.SparseTransitions` implements it, and so can tables that exist
+    only as an operator (e.g. a sparse part plus background profiles).
+
+    Attributes
+    ----------
+    n_states, n_actions : int
+        S and A.
+    """
+
+    @property
+    def n_states(self) -> int:
+        """S."""
+
+    @property
+    def n_actions(self) -> int:
+        """A."""
+
+    def expect(self, values: Any) -> np.ndarray:
+        r""":math:`\sum_{s'} P(s' \mid s, a) V(s')` for values of shape (S,): shape (S, A)."""
+
+    def policy_matrix(self, policy: np.ndarray, keep: np.ndarray | None = None) -> Any:
+        r""":math:`P_\pi` of a policy (S, A), rows scaled by ``keep`` (S,): a scipy sparse
+        array or a :class:`scipy.sparse.linalg.LinearOperator` of shape (S, S).
+        """
 
 
 @dataclass(frozen=True)
@@ -127,7 +161,7 @@ def _pick(x: Any, m: int, base_ndim: int) -> Any:
 
 def _expect(P: Any, V: np.ndarray) -> np.ndarray:
     """E[V(s') | s, a]; P (S, A, S), (..., S, A, S) or sparse, V (..., S) -> (..., S, A)."""
-    if isinstance(P, SparseTransitions):
+    if not isinstance(P, np.ndarray):   # SparseTransitions or another TransitionOperator
         return P.expect(V)
     S, A = P.shape[-3], P.shape[-2]
     if P.ndim == 3:
@@ -146,9 +180,10 @@ def _backup(P, R, gamma, V, keep=None):
     return R + gamma * future
 
 
-def _evaluate_sparse(P: SparseTransitions, R: np.ndarray, gamma: float, pi: np.ndarray,
+def _evaluate_sparse(P: TransitionOperator, R: np.ndarray, gamma: float, pi: np.ndarray,
                      keep: Any, solver: str, tol: float, x0: Any = None) -> tuple[np.ndarray, float]:
-    """Values of policies ``pi`` (..., S, A) (or integer actions (..., S)) on one sparse model.
+    """Values of policies ``pi`` (..., S, A) (or integer actions (..., S)) on one sparse model
+    (any :class:`TransitionOperator`).
 
     ``R`` (..., S, A), ``keep`` (S,) or (..., S) and ``x0`` (..., S) broadcast against the batch
     axes of ``pi``; returns the values (..., S) and the largest certified error bound.
@@ -178,7 +213,7 @@ def _evaluate_deterministic(P, R, gamma, actions, keep=None, solver="auto", tol=
 
     Returns the values and an error bound (0 except for iterative sparse solves).
     """
-    if isinstance(P, SparseTransitions):
+    if not isinstance(P, np.ndarray):
         return _evaluate_sparse(P, R, gamma, actions, keep, solver, tol, x0)
     S = P.shape[-1]
     lead = actions.shape[:-1]
@@ -193,9 +228,13 @@ def _evaluate_deterministic(P, R, gamma, actions, keep=None, solver="auto", tol=
     return np.linalg.solve(M, r_pi[..., None])[..., 0], 0.0
 
 
-def _policy_iteration(P, R, gamma, actions, keep=None, max_iter=1000, solver="auto", tol=1e-10):
+def _policy_iteration(P, R, gamma, actions, keep=None, max_iter=1000, solver="auto", tol=1e-10,
+                      V=None):
+    """Howard's policy iteration from ``actions``; ``V`` warm-starts the first (iterative)
+    evaluation. Returns the values, Q-values, evaluations and whether the policy is stable.
+    """
     n_iter, converged = 0, False
-    V = Q = None
+    Q = None
     for _ in range(max_iter):
         n_iter += 1
         V, err = _evaluate_deterministic(P, R, gamma, actions, keep, solver, tol, V)
@@ -391,6 +430,83 @@ def policy_iteration(mdp: TabularMDP, transitions: Any = None, *, initial_policy
     if not conv:
         warnings.warn(f"policy_iteration: policy still changing after {max_iter} iterations",
                       ConvergenceWarning, stacklevel=2)
+    return PlanningResult(V, Q, greedy_policy(Q), n_iter, conv)
+
+
+@single_blas_thread
+def policy_iteration_operator(transitions: TransitionOperator, rewards: Any, discount: float, *,
+                              terminal: Any = None, initial_policy: Any = None,
+                              initial_values: Any = None, max_iter: int = 1000,
+                              solver: str = "auto", tol: float = 1e-10) -> PlanningResult:
+    r""":func:`policy_iteration` on a table given as a :class:`TransitionOperator` (no MDP object).
+
+    The same Howard iteration, tie rule and warm start as :func:`policy_iteration` on a sparse
+    table (it runs the same code); a policy's values are solved iteratively with the certified
+    bound of :func:`policy_evaluation` (``"direct"`` needs :math:`P_\pi` as a sparse matrix).
+
+    Parameters
+    ----------
+    transitions : TransitionOperator
+        Of shape (S, A, S), e.g. a :class:`~corrpriors.mdp.SparseTransitions` or a
+        :class:`~corrpriors.applications.BackgroundTransitions` posterior draw.
+    rewards : array_like of shape (S,) or (S, A)
+        Expected rewards (state rewards are broadcast over actions).
+    discount : float
+        In [0, 1).
+    terminal : array_like of bool, shape (S,), optional
+        Absorbing states with no reward and no future.
+    initial_policy : array_like of int, shape (S,), optional
+        Default: greedy after value-iteration sweeps, as in :func:`policy_iteration`.
+    initial_values : array_like of shape (S,), optional
+        Warm start of the first evaluation.
+    max_iter, solver, tol
+        As for :func:`policy_iteration`.
+
+    Returns
+    -------
+    PlanningResult
+        ``values`` (S,), ``q_values`` (S, A), ``policy`` (S, A), ``n_iter``, ``converged``.
+    """
+    if not isinstance(transitions, TransitionOperator) or isinstance(transitions, np.ndarray):
+        raise TypeError(f"transitions: expected a TransitionOperator (n_states, n_actions, "
+                        f"expect, policy_matrix), got {type(transitions).__name__}")
+    solver, tol = check_solver(solver, tol)
+    S, A = int(transitions.n_states), int(transitions.n_actions)
+    R = np.asarray(rewards, dtype=np.float64)
+    if R.shape == (S,):
+        R = np.repeat(R[:, None], A, axis=1)
+    if R.shape != (S, A) or not np.all(np.isfinite(R)):
+        raise ValueError(f"rewards: expected finite values of shape (S,) or (S, A) = ({S},) or "
+                         f"({S}, {A}), got shape {np.shape(rewards)}")
+    gamma = check_discount(discount)
+    keep = None
+    if terminal is not None:
+        t = np.asarray(terminal)
+        if t.shape != (S,) or t.dtype != bool:
+            raise ValueError(f"terminal: expected a boolean mask of shape (S,) = ({S},), got "
+                             f"dtype {t.dtype}, shape {t.shape}")
+        if t.any():
+            keep = (~t).astype(np.float64)
+            R = R * keep[:, None]
+    V0 = None
+    if initial_values is not None:
+        V0 = np.asarray(initial_values, dtype=np.float64)
+        if V0.shape != (S,) or not np.all(np.isfinite(V0)):
+            raise ValueError(f"initial_values: expected finite values of shape (S,) = ({S},), "
+                             f"got shape {V0.shape}")
+    if initial_policy is None:
+        actions = _warm_start(transitions, R, gamma, keep, R.argmax(axis=-1))
+    else:
+        actions = np.asarray(initial_policy)
+        if not np.issubdtype(actions.dtype, np.integer):
+            raise ValueError("initial_policy: expected integer actions of shape (S,)")
+        check_policy(actions, S, A, "initial_policy")
+        actions = actions.astype(np.int64)
+    V, Q, n_iter, conv = _policy_iteration(transitions, R, gamma, actions, keep, int(max_iter),
+                                           solver, tol, V0)
+    if not conv:
+        warnings.warn(f"policy_iteration_operator: policy still changing after {max_iter} "
+                      f"iterations", ConvergenceWarning, stacklevel=2)
     return PlanningResult(V, Q, greedy_policy(Q), n_iter, conv)
 
 
@@ -643,6 +759,7 @@ def finite_horizon(mdp: TabularMDP, horizon: int, *, discount: float | None = No
     return FiniteHorizonResult(V, Q, greedy_policy(Q))
 
 
-__all__ = ["PlanningResult", "FiniteHorizonResult", "q_values", "value_iteration",
-           "policy_iteration", "policy_evaluation", "greedy_policy", "normalize_q",
+__all__ = ["PlanningResult", "FiniteHorizonResult", "TransitionOperator", "q_values",
+           "value_iteration", "policy_iteration", "policy_iteration_operator", "policy_evaluation",
+           "greedy_policy", "normalize_q",
            "boltzmann_policy", "goal_q_values", "finite_horizon"]

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+import scipy.sparse.linalg as spla
 
 from ..._typing import FloatArray, IntArray
 
@@ -142,6 +143,36 @@ class BackgroundTransitions:
         rows = np.arange(self.n_states) * self.n_actions + act
         return BackgroundTransitions(sp.csr_array(self.table[rows]), self.background[rows],
                                  self.profiles, self.excluded, 1)
+
+    def policy_matrix(self, policy: Any, keep: Any = None) -> spla.LinearOperator:
+        r""":math:`P_\pi(s, s') = \sum_a \pi(a \mid s) P(s' \mid s, a)` as an operator (nothing
+        of size S^2 is formed): the :class:`~corrpriors.mdp.planning.TransitionOperator` protocol.
+
+        Parameters
+        ----------
+        policy : ndarray of shape (S, A)
+            Row-stochastic action probabilities.
+        keep : ndarray of shape (S,), optional
+            Row weights (0 empties the rows of terminal states).
+
+        Returns
+        -------
+        scipy.sparse.linalg.LinearOperator of shape (S, S)
+        """
+        S, A = self.n_states, self.n_actions
+        w = np.asarray(policy, dtype=np.float64)
+        if w.shape != (S, A):
+            raise ValueError(f"policy: expected shape (S, A) = ({S}, {A}), got {w.shape}")
+        k = np.ones(S) if keep is None else np.asarray(keep, dtype=np.float64)
+        if np.array_equal(w, np.eye(A)[w.argmax(axis=1)]):   # deterministic: its rows only
+            rows = self.policy_rows(w.argmax(axis=1))
+
+            def matvec(v: np.ndarray) -> np.ndarray:
+                return k * rows.expect(np.ravel(v))[:, 0]
+        else:
+            def matvec(v: np.ndarray) -> np.ndarray:
+                return k * np.sum(w * self.expect(np.ravel(v)), axis=1)
+        return spla.LinearOperator((S, S), matvec=matvec, dtype=np.float64)
 
     def entries(self, rows: Any, cols: Any) -> FloatArray:
         """Probabilities ``P[rows, cols]`` (rows ``s * A + a``) without building the table.

@@ -18,6 +18,7 @@ from corrpriors.envs import (
     from_gymnasium,
     gaussian_kernels,
     goal_gridworld,
+    gridworld,
     queueing_network,
     random_exploration,
     reachable_states,
@@ -82,7 +83,31 @@ def test_kernels_with_walls_and_the_automatic_choice(monkeypatch):
 
 def test_a_window_too_wide_for_memory_is_refused_before_allocating():
     with pytest.raises(ValueError, match="smaller window"):
-        tunnel_world((400, 400), sparse=True)       # default window 200: ~2.6e11 transitions
+        tunnel_world((400, 400), window=200, sparse=True)       # ~2.6e11 transitions
+
+
+def test_default_window_is_the_half_grid_up_to_six_spreads():
+    """The default window is n // 2 (the companion code's) where that is within 6 step spreads
+    of the move -- the paper's 10 x 10 grid bit for bit -- and is capped beyond: the cut-off mass
+    changes no probability by more than 1e-9."""
+    assert gridworld._default_window((316, 316), None, 1.0) == 7
+    assert gridworld._default_window((316, 316), None, 0.5) == 4
+    assert gridworld._default_window((10, 10), None, 1.0) == 5
+    assert gridworld._default_window((3, 1), None, 1.0) == 1
+    np.testing.assert_array_equal(dense_gridworld((10, 10)).transitions,
+                                  dense_gridworld((10, 10), window=5).transitions)
+    capped = dense_gridworld((30, 30)).transitions
+    half = dense_gridworld((30, 30), window=15).transitions
+    assert 0 < np.abs(capped - half).max() < 1e-9
+    with pytest.raises(ValueError, match="step_spread"):
+        tunnel_world((30, 30), step_spread=float("nan"))
+
+
+@pytest.mark.slow
+def test_default_tunnel_world_builds_at_ten_to_the_five_states():
+    mdp = tunnel_world((316, 316))
+    assert mdp.n_states == 316 ** 2 and mdp.transitions.nnz <= 4 * 316 ** 2 * 225
+    np.testing.assert_allclose(mdp.transitions.matrix.sum(axis=1), 1.0, atol=1e-12)
 
 
 # ----------------------------------------------------------------------------- the Gymnasium adapter

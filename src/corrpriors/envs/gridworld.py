@@ -28,6 +28,7 @@ Two motion models:
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any
 
@@ -250,8 +251,21 @@ def _grid_mdp(P, rewards, discount, shape, walls, name) -> TabularMDP:
                       action_vectors=ACTION_VECTORS)
 
 
-def _default_window(shape: tuple[int, int], window: int | None) -> int:
-    return max(max(shape) // 2, 1) if window is None else int(window)
+#: The default window of the Gaussian moves reaches this many step spreads beyond the move's
+#: centre: the normal tail cut off is below 1e-9 (relative) on every side.
+WINDOW_SPREADS = 6.0
+
+
+def _default_window(shape: tuple[int, int], window: int | None, step_spread: float) -> int:
+    """``window``, or the default: ``max(shape) // 2``, capped at the move plus
+    :data:`WINDOW_SPREADS` step spreads (at least 1).
+    """
+    if window is not None:
+        return int(window)
+    if not (np.isfinite(step_spread) and step_spread > 0):
+        raise ValueError(f"step_spread: expected a positive number, got {step_spread!r}")
+    reach = math.ceil(1.0 + WINDOW_SPREADS * float(step_spread))
+    return max(min(max(shape) // 2, reach), 1)
 
 
 def dense_gridworld(shape: tuple[int, int] = (10, 10), step_spread: float = 1.0,
@@ -266,9 +280,9 @@ def dense_gridworld(shape: tuple[int, int] = (10, 10), step_spread: float = 1.0,
     step_spread : float
         Standard deviation of the Gaussian move (cells).
     window : int, optional
-        Half-width of the truncation window around the current cell (default ``max(shape) // 2``,
-        which makes every row hold up to a quarter of the grid; pass a small window, e.g. 3, for
-        large grids).
+        Half-width of the truncation window around the current cell (default ``max(shape) // 2``
+        capped at ``ceil(1 + 6 step_spread)``, see :data:`WINDOW_SPREADS`: 5 on the paper's
+        10 x 10 grid, 7 on any grid of 16 x 16 or more with ``step_spread=1``).
     rewards : array_like of shape (S,) or (S, A), optional
         Default zeros.
     discount : float
@@ -283,8 +297,8 @@ def dense_gridworld(shape: tuple[int, int] = (10, 10), step_spread: float = 1.0,
         With ``coordinates`` (S, 2) = (row, col), ``shape`` set, S = n_rows * n_cols.
     """
     shape = _check_shape(shape)
-    P = transitions_from_kernels(gaussian_kernels(step_spread, _default_window(shape, window)), shape,
-                                 sparse=sparse)
+    kernels = gaussian_kernels(step_spread, _default_window(shape, window, step_spread))
+    P = transitions_from_kernels(kernels, shape, sparse=sparse)
     R = np.zeros(P.shape[0]) if rewards is None else rewards
     return _grid_mdp(P, R, discount, shape, None, "DenseGridworld")
 
@@ -321,8 +335,8 @@ def tunnel_world(shape: tuple[int, int] = (10, 10), goal: Any = None, start: Any
     s0 = _cell_of(start, shape, "start")
     if g == s0:
         raise ValueError("goal, start: must be different cells")
-    P = transitions_from_kernels(gaussian_kernels(step_spread, _default_window(shape, window)), shape,
-                                 sparse=sparse)
+    kernels = gaussian_kernels(step_spread, _default_window(shape, window, step_spread))
+    P = transitions_from_kernels(kernels, shape, sparse=sparse)
     gi, si = np.ravel_multi_index(g, shape), np.ravel_multi_index(s0, shape)
     if isinstance(P, SparseTransitions):
         P = absorb_rows(P, [gi], [si])
@@ -372,7 +386,7 @@ def goal_gridworld(shape: tuple[int, int] = (10, 10), n_rewards: int = 3, *, rng
     if motion == "cardinal":
         kernels = cardinal_kernels(success_prob)
     elif motion == "gaussian":
-        kernels = gaussian_kernels(step_spread, _default_window(shape, window))
+        kernels = gaussian_kernels(step_spread, _default_window(shape, window, step_spread))
     else:
         raise ValueError(f"motion: expected 'cardinal' or 'gaussian', got {motion!r}")
     P = transitions_from_kernels(kernels, shape, sparse=sparse)
@@ -438,6 +452,6 @@ def wall_world(shape: tuple[int, int] = (11, 11), walls: Any = None,
     return _grid_mdp(P, R, discount, shape, W, "WallWorld")
 
 
-__all__ = ["ACTION_NAMES", "ACTION_VECTORS", "gaussian_kernels", "cardinal_kernels",
+__all__ = ["ACTION_NAMES", "ACTION_VECTORS", "WINDOW_SPREADS", "gaussian_kernels", "cardinal_kernels",
            "transitions_from_kernels", "dense_gridworld", "tunnel_world", "goal_gridworld",
            "default_walls", "wall_world"]

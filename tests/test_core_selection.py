@@ -44,6 +44,22 @@ def test_select_scale_finds_the_lattice_maximum(criterion):
     assert sel.model.scale_ == pytest.approx(best, rel=1e-12)
 
 
+def test_climb_tries_the_smaller_scale_first_and_skips_the_larger():
+    """From above the maximum the climb never fits the larger neighbour of its start; from below it
+    climbs up; both end at the brute-force lattice maximum (this criterion is unimodal)."""
+    cov, counts = _problem()
+    values = _brute_force(cov, counts, "collapsed")
+    best = max(values, key=values.get)
+    j_best = round(np.log10(best) / 0.25)
+    above = ScaleSearch(CorrelatedMultinomial(cov, tol=1e-10), start=10.0 ** ((j_best + 2) * 0.25))
+    sel = above.select(counts)
+    assert sel.scale == pytest.approx(best, rel=1e-12)
+    assert sorted(above.models_) == [j_best - 1, j_best, j_best + 1, j_best + 2]   # not j_best + 3
+    below = ScaleSearch(CorrelatedMultinomial(cov, tol=1e-10), start=10.0 ** ((j_best - 2) * 0.25))
+    assert below.select(counts).scale == pytest.approx(best, rel=1e-12)
+    assert sorted(below.models_) == [j_best - 3, j_best - 2, j_best - 1, j_best, j_best + 1]
+
+
 def test_collapsed_and_elbo_disagree_on_scarce_data():
     # The ELBO's mean-field gap grows with the scale, so it prefers smaller scales.
     cov, counts = _problem(seed=2, n=2)

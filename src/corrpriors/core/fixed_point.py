@@ -25,7 +25,7 @@ arithmetic broke down, so the run is recorded as not converged (``monotone=False
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -171,6 +171,78 @@ def _stalled(trace: FixedPointTrace, tol: float) -> bool:
     return False
 
 
+def iterate(evaluate: Callable[[np.ndarray], Any], update: Callable[[Any], np.ndarray],
+            x0: np.ndarray, options: FixedPointOptions, *,
+            advance: Callable[[Any], tuple[np.ndarray, Any]] | None = None,
+            initial: Any = None, keep_history: bool = False) -> Iterator[FixedPointTrace]:
+    """:func:`maximise` one accepted iteration at a time.
+
+    A generator: it yields the (same, updated) :class:`FixedPointTrace` after every accepted
+    iteration, ``trace.best`` being that iteration's evaluation, and stops where
+    :func:`maximise` stops (the trace is then final). Several problems can so be iterated in
+    lockstep (e.g. independent blocks of one objective, each to its own tolerance).
+
+    Parameters
+    ----------
+    evaluate, update, x0, options, advance, initial, keep_history
+        As for :func:`maximise`.
+
+    Yields
+    ------
+    FixedPointTrace
+
+    Raises
+    ------
+    FloatingPointError
+        If the objective at the start or after a plain step is not finite.
+    """
+    def checked(ev: Any, what: str) -> Any:
+        trace.n_evaluations += 1
+        if not math.isfinite(_objective(ev)):
+            raise FloatingPointError(
+                f"the objective is not finite ({_objective(ev)!r}) at {what} "
+                f"(iteration {len(trace.objectives) + 1}); the inputs overflow the arithmetic")
+        return ev
+
+    def plain(ev: Any, fx: np.ndarray | None = None) -> tuple[np.ndarray, Any]:
+        if advance is not None:
+            fx, new = advance(ev)
+        else:
+            fx = np.asarray(update(ev), dtype=float) if fx is None else fx
+            new = evaluate(fx)
+        return np.asarray(fx, dtype=float), checked(new, "a coordinate-ascent step")
+
+    trace = FixedPointTrace(best=None, last=None)
+    x = np.asarray(x0, dtype=float)
+    cur = trace.last = checked(evaluate(x) if initial is None else initial,
+                               "the starting point")
+    anderson = Anderson(options.memory) if options.acceleration == "anderson" else None
+    while True:
+        trace.objectives.append(_objective(cur))
+        trace.best = cur
+        if keep_history:
+            trace.evaluations.append(cur)
+        yield trace
+        if _stalled(trace, options.tol) or trace.n_evaluations >= options.max_iter:
+            break
+        if anderson is None:
+            x, cur = plain(cur)
+            trace.last = cur
+            continue
+        fx = np.asarray(update(cur), dtype=float)
+        prop = anderson.propose(x, fx)
+        trial = trace.last = evaluate(prop)
+        trace.n_evaluations += 1
+        if math.isfinite(_objective(trial)) and _objective(trial) >= _objective(cur):
+            x, cur = _point(trial, prop), trial
+            continue
+        if trace.n_evaluations >= options.max_iter:  # out of budget on a rejected step
+            break
+        anderson.reset()
+        x, cur = plain(cur, fx)
+        trace.last = cur
+
+
 def maximise(evaluate: Callable[[np.ndarray], Any], update: Callable[[Any], np.ndarray],
              x0: np.ndarray, options: FixedPointOptions, *,
              advance: Callable[[Any], tuple[np.ndarray, Any]] | None = None,
@@ -208,52 +280,12 @@ def maximise(evaluate: Callable[[np.ndarray], Any], update: Callable[[Any], np.n
     FloatingPointError
         If the objective at the start or after a plain step is not finite.
     """
-    def checked(ev: Any, what: str) -> Any:
-        trace.n_evaluations += 1
-        if not math.isfinite(_objective(ev)):
-            raise FloatingPointError(
-                f"the objective is not finite ({_objective(ev)!r}) at {what} "
-                f"(iteration {len(trace.objectives) + 1}); the inputs overflow the arithmetic")
-        return ev
-
-    def plain(ev: Any, fx: np.ndarray | None = None) -> tuple[np.ndarray, Any]:
-        if advance is not None:
-            fx, new = advance(ev)
-        else:
-            fx = np.asarray(update(ev), dtype=float) if fx is None else fx
-            new = evaluate(fx)
-        return np.asarray(fx, dtype=float), checked(new, "a coordinate-ascent step")
-
-    trace = FixedPointTrace(best=None, last=None)
-    x = np.asarray(x0, dtype=float)
-    cur = trace.last = checked(evaluate(x) if initial is None else initial,
-                               "the starting point")
-    anderson = Anderson(options.memory) if options.acceleration == "anderson" else None
-    while True:
-        trace.objectives.append(_objective(cur))
-        if keep_history:
-            trace.evaluations.append(cur)
+    trace = None
+    for trace in iterate(evaluate, update, x0, options, advance=advance, initial=initial,
+                         keep_history=keep_history):
         if callback is not None:
-            callback(len(trace.objectives) - 1, cur)
-        if _stalled(trace, options.tol) or trace.n_evaluations >= options.max_iter:
-            break
-        if anderson is None:
-            x, cur = plain(cur)
-            trace.last = cur
-            continue
-        fx = np.asarray(update(cur), dtype=float)
-        prop = anderson.propose(x, fx)
-        trial = trace.last = evaluate(prop)
-        trace.n_evaluations += 1
-        if math.isfinite(_objective(trial)) and _objective(trial) >= _objective(cur):
-            x, cur = _point(trial, prop), trial
-            continue
-        if trace.n_evaluations >= options.max_iter:  # out of budget on a rejected step
-            break
-        anderson.reset()
-        x, cur = plain(cur, fx)
-        trace.last = cur
-    trace.best = cur
+            callback(len(trace.objectives) - 1, trace.best)
+    assert trace is not None   # the generator yields at least the starting point
     return trace
 
 
@@ -337,5 +369,5 @@ def stall_advice(objectives: Any, tol: float, max_iter: int) -> StallAdvice:
                        10 * last if close else None)
 
 
-__all__ = ["Anderson", "FixedPointOptions", "FixedPointTrace", "ROUNDOFF", "maximise",
+__all__ = ["Anderson", "FixedPointOptions", "FixedPointTrace", "ROUNDOFF", "iterate", "maximise",
            "StallAdvice", "stall_advice", "stall_forecast"]

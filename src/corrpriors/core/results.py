@@ -54,7 +54,13 @@ class VIResult:
     jitter : float
         The diagonal jitter :math:`\epsilon` added to the base covariance.
     n_psi_steps : int
-        Number of psi steps computed (``n_iter`` plus rejected accelerated steps); the cost.
+        Number of psi steps computed (``n_iter`` plus rejected accelerated steps); with
+        sticks iterated separately (see :func:`~corrpriors.core.cavi.run_cavi`) the most any
+        stick took.
+    n_stick_steps : int
+        Stick updates computed: the number of non-empty sticks times ``n_psi_steps``, or with
+        sticks iterated separately the sum over the sticks (the cost of a sparse prior: one
+        factorisation per update of an observed stick).
     monotone : bool
         No plain step lowered the objective by more than round-off (when False the arithmetic
         broke down and ``converged`` is False).
@@ -78,6 +84,7 @@ class VIResult:
     jitter: float
     n_psi_steps: int = 0
     monotone: bool = True
+    n_stick_steps: int = 0
 
     @property
     def covariance(self) -> np.ndarray:

@@ -150,6 +150,9 @@ class SparsePrecisionPrior:
         self.logdet_precision = self._prior_factor.logdet()
         self._prior_variance: np.ndarray | None = None
         self.low_rank_max = LOW_RANK_MAX
+        #: Iterate independent sticks separately (:func:`corrpriors.core.cavi.separable`):
+        #: every update of an observed stick is a factorisation and a selected inversion.
+        self.split_sticks = True
 
     def __repr__(self) -> str:
         return (f"SparsePrecisionPrior(C={self.n_covariates}, nnz={self.precision.nnz}, "

@@ -197,7 +197,7 @@ def main(argv=None) -> int:
             res = child_sysid(int(side), int(rest[0]) if rest else 1, psrl="psrl" in rest,
                               backend="loky" if "loky" in rest else "threads",
                               selection="fixed" if "fixed" in rest else "collapsed",
-                              max_iter=int(rest[-1][4:]) if rest[-1].startswith("iter") else 100)
+                              max_iter=int(rest[-1][4:]) if rest and rest[-1].startswith("iter") else 100)
         elif kind == "frozenlake":
             res = child_frozenlake(int(side), int(rest[0]), int(rest[1]))
         else:

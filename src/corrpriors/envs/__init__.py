@@ -5,19 +5,24 @@ Any other discrete Gymnasium environment becomes a :class:`~corrpriors.mdp.Tabul
 without a published model, is described for the beliefs by :func:`env_info`.
 
 Importing this package registers ``corrpriors/DenseGridworld-v0``,
-``corrpriors/TunnelWorld-v0``, ``corrpriors/GoalGridworld-v0``, ``corrpriors/WallWorld-v0``
-and ``corrpriors/QueueingNetwork-v0`` with Gymnasium. Without importing it first, use
+``corrpriors/TunnelWorld-v0``, ``corrpriors/GoalGridworld-v0``, ``corrpriors/WallWorld-v0``,
+``corrpriors/QueueingNetwork-v0``, ``corrpriors/DeepSea-v0`` (bsuite's deep-exploration
+benchmark, :func:`deep_sea`) and ``corrpriors/RandomMDP-v0`` (no structure, :func:`random_mdp`)
+with Gymnasium. Without importing it first, use
 ``gymnasium.make("corrpriors.envs:corrpriors/TunnelWorld-v0")``.
 """
 
 from .adapter import (
+    DiscreteTupleObservation,
     EnvInfo,
     EnvTransitions,
+    discrete_observations,
     env_info,
     from_gymnasium,
     random_exploration,
     reachable_states,
 )
+from .deepsea import DeepSeaEnv, deep_sea, deep_sea_right_actions
 from .gridworld import (
     ACTION_NAMES,
     ACTION_VECTORS,
@@ -32,12 +37,15 @@ from .gridworld import (
 )
 from .gym import ENV_IDS, TabularEnv, register_envs
 from .queueing import queueing_network, queueing_transitions, simulate_queueing
+from .unstructured import RandomMDPEnv, random_mdp, state_index
 
 register_envs()
 
 __all__ = [
     "from_gymnasium",
     "env_info",
+    "discrete_observations",
+    "DiscreteTupleObservation",
     "EnvInfo",
     "EnvTransitions",
     "random_exploration",
@@ -56,6 +64,12 @@ __all__ = [
     "cardinal_kernels",
     "transitions_from_kernels",
     "TabularEnv",
+    "DeepSeaEnv",
+    "deep_sea",
+    "deep_sea_right_actions",
+    "RandomMDPEnv",
+    "random_mdp",
+    "state_index",
     "register_envs",
     "ENV_IDS",
 ]

@@ -22,9 +22,24 @@ toy-text convention ``env.unwrapped.P[s][a] = [(prob, next_state, reward, termin
 - a terminal mask (a next state reached with ``terminated=True``); terminal rows become
   absorbing self-loops without reward (the environment never steps from them);
 - the initial-state distribution (``initial_state_distrib`` / ``initial_distribution``);
-- state **coordinates** for the kernel: (row, col) for FrozenLake and CliffWalking, Taxi's
-  ``decode(s)`` = (taxi row, taxi col, passenger location, destination), the grid cells of
-  corrpriors' own environments, or any ``features=`` you supply.
+- state **coordinates** for the kernel, from the first of: the ``features=`` you supply; the
+  environment's own ``state_coordinates`` attribute (see below); the known environments'
+  layouts -- (row, col) for FrozenLake and CliffWalking, Taxi's ``decode(s)`` = (taxi row,
+  taxi col, passenger location, destination), the grid cells of corrpriors' own environments;
+  the components of a ``Tuple`` observation.
+
+**Your own environment** publishes its coordinates by giving its unwrapped class an attribute
+(or property) ``state_coordinates``: an array of shape (S, D), row ``s`` the coordinates of
+state ``s`` (integers, such as grid cells, let the beliefs share *moves* between states; any
+real features work with absolute next-state categories). On the command line,
+``--features module:function`` does the same from outside: ``function(env)`` receives the
+environment and returns that array.
+
+**Tuple observations.** An observation space that is a ``Tuple`` of ``Discrete`` spaces
+(Blackjack's (player sum, dealer card, usable ace)) is a grid: :func:`discrete_observations`
+flattens it to one ``Discrete`` index (row-major over the components, ``np.ravel_multi_index``)
+and the components become the state coordinates. Its model table may be keyed by either the
+index or the tuple.
 
 Environments without a published model can still be learned and controlled: :func:`env_info`
 gives the sizes and coordinates the beliefs need (only exact evaluation needs the true model).
@@ -38,6 +53,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import gymnasium
 import numpy as np
 
 from .._random import as_generator
@@ -48,8 +64,8 @@ from ..mdp.checks import ROW_ATOL, check_distribution
 from ..mdp.tabular import TabularMDP
 from ._sparse_adapter import reachable_sparse, sparse_model
 
-__all__ = ["EnvInfo", "EnvTransitions", "env_info", "from_gymnasium", "random_exploration",
-           "reachable_states"]
+__all__ = ["DiscreteTupleObservation", "EnvInfo", "EnvTransitions", "discrete_observations",
+           "env_info", "from_gymnasium", "random_exploration", "reachable_states"]
 
 #: Discount given to models of environments that do not define one.
 DEFAULT_DISCOUNT = 0.99
@@ -118,8 +134,103 @@ def _discrete_size(space: Any, name: str) -> int:
     return int(space.n)
 
 
+class DiscreteTupleObservation(gymnasium.ObservationWrapper):
+    """Gymnasium wrapper: a ``Tuple`` of ``Discrete`` observations as one ``Discrete`` index.
+
+    The index of an observation ``(o_1, ..., o_D)`` is ``np.ravel_multi_index`` of
+    ``o_i - start_i`` over the component sizes (row-major); state ``s`` has the components
+    ``state_coordinates[s]``.
+
+    Parameters
+    ----------
+    env : gymnasium.Env
+        With an observation space that is a Tuple of Discrete spaces.
+
+    Attributes
+    ----------
+    sizes : tuple of int
+        The components' sizes.
+    starts : ndarray of shape (D,)
+        The components' ``start`` values.
+    """
+
+    def __init__(self, env: Any) -> None:
+        super().__init__(env)
+        parts = _tuple_parts(env.observation_space)
+        if parts is None:
+            raise TypeError(f"env.observation_space: expected a Tuple of Discrete spaces, got "
+                            f"{env.observation_space!r}")
+        self.sizes = tuple(n for n, _ in parts)
+        self.starts = np.array([st for _, st in parts], dtype=np.int64)
+        self.observation_space = gymnasium.spaces.Discrete(int(np.prod(self.sizes)))
+
+    def observation(self, observation: Any) -> int:
+        """The index of a tuple observation."""
+        comps = np.asarray(observation, dtype=np.int64).ravel() - self.starts
+        return int(np.ravel_multi_index(tuple(comps), self.sizes))
+
+    def components(self, index: int) -> tuple[int, ...]:
+        """The tuple observation of an index."""
+        comps = np.unravel_index(int(index), self.sizes)
+        return tuple(int(c) + int(st) for c, st in zip(comps, self.starts))
+
+    @property
+    def state_coordinates(self) -> np.ndarray:
+        """The components of every index, ndarray of shape (S, D)."""
+        grid = np.unravel_index(np.arange(int(np.prod(self.sizes))), self.sizes)
+        return (np.stack(grid, axis=1) + self.starts).astype(np.float64)
+
+
+def _tuple_parts(space: Any) -> list[tuple[int, int]] | None:
+    """``[(n, start)]`` of a Tuple of Discrete spaces, else None."""
+    spaces = gymnasium.spaces
+    if not isinstance(space, spaces.Tuple) or not space.spaces:
+        return None
+    parts = [sp for sp in space.spaces if isinstance(sp, spaces.Discrete)]
+    if len(parts) != len(space.spaces):
+        return None
+    return [(int(sp.n), int(sp.start)) for sp in parts]
+
+
+def discrete_observations(env: Any) -> Any:
+    """The environment with one ``Discrete`` observation index.
+
+    Parameters
+    ----------
+    env : gymnasium.Env
+        With a ``Discrete`` observation space (returned unchanged) or a ``Tuple`` of
+        ``Discrete`` spaces (wrapped in :class:`DiscreteTupleObservation`).
+
+    Returns
+    -------
+    gymnasium.Env
+
+    Raises
+    ------
+    TypeError
+        Any other observation space (continuous or other composite spaces are not tabular).
+    """
+    if isinstance(env.observation_space, gymnasium.spaces.Discrete):
+        return env
+    if _tuple_parts(env.observation_space) is not None:
+        return DiscreteTupleObservation(env)
+    raise TypeError(f"env.observation_space: expected a gymnasium.spaces.Discrete space or a Tuple "
+                    f"of Discrete spaces (a tabular environment), got {env.observation_space!r}")
+
+
+def _published_coordinates(u: Any, n_states: int) -> np.ndarray | None:
+    """The environment's own ``state_coordinates`` attribute, validated (None if absent)."""
+    coords = getattr(u, "state_coordinates", None)
+    if coords is None:
+        return None
+    if callable(coords):
+        raise TypeError(f"env.unwrapped.state_coordinates: expected an array of shape (S, D) "
+                        f"(an attribute or property, not a method), got {coords!r}")
+    return _features(coords, n_states, name="env.unwrapped.state_coordinates")
+
+
 def _known_coordinates(u: Any, n_states: int) -> tuple[np.ndarray | None, Any, Any]:
-    """Coordinates, grid shape and walls derivable from a known environment class."""
+    """Coordinates, grid shape and walls published by the environment or derivable from its class."""
     from gymnasium.envs.toy_text.cliffwalking import CliffWalkingEnv
     from gymnasium.envs.toy_text.frozen_lake import FrozenLakeEnv
     from gymnasium.envs.toy_text.taxi import TaxiEnv
@@ -130,6 +241,9 @@ def _known_coordinates(u: Any, n_states: int) -> tuple[np.ndarray | None, Any, A
     shape: tuple[int, ...]
     if isinstance(u, TabularEnv):
         return u.mdp.coordinates, u.mdp.shape, u.mdp.walls
+    published = _published_coordinates(u, n_states)
+    if published is not None:
+        return published, None, None
     if isinstance(u, FrozenLakeEnv):
         shape = (int(u.nrow), int(u.ncol))
     elif isinstance(u, CliffWalkingEnv):
@@ -143,28 +257,28 @@ def _known_coordinates(u: Any, n_states: int) -> tuple[np.ndarray | None, Any, A
     return np.stack(np.unravel_index(s, shape), axis=1).astype(np.float64), shape, None
 
 
-def _features(features: Any, n_states: int) -> np.ndarray:
-    """Validate user features: a callable ``state -> (D,)`` or an array of shape (S, D)
-    (one row per state; :func:`corrpriors._validation.check_points`).
-    """
+def _features(features: Any, n_states: int, name: str = "features") -> np.ndarray:
+    """Validate user features (called ``name`` in errors): a callable ``state -> (D,)`` or an
+    array of shape (S, D) (one row per state; :func:`corrpriors._validation.check_points`).
+    """ (envs: DeepSea (bsuite's deep-exploration benchmark; deterministic and stochastic, with or without the unreachable cells as walls; corrpriors/DeepSea-v0) and an MDP without structure (random_mdp, corrpriors/RandomMDP-v0, state_index for index features). TabularEnv publishes its model as a toy-text table (P) and state_coordinates. from_gymnasium/env_info read an environment's own state_coordinates attribute and flatten Tuple-of-Discrete observations (DiscreteTupleObservation: one index, the components as coordinates; tables keyed by index or tuple). Tested against a line-by-line transcription of bsuite's step)
     if callable(features):
         rows: list[np.ndarray] = []
         for s in range(n_states):
-            f = np.atleast_1d(as_real_array(features(s), f"features({s})")).astype(np.float64)
+            f = np.atleast_1d(as_real_array(features(s), f"{name}({s})")).astype(np.float64)
             if f.ndim != 1 or (rows and f.shape != rows[0].shape):
-                raise ValueError(f"features: expected every state to give a vector of one length "
+                raise ValueError(f"{name}: expected every state to give a vector of one length "
                                  f"D = {rows[0].size if rows else f.size}; state {s} gave shape "
                                  f"{f.shape}")
             rows.append(f)
         X: Any = np.stack(rows)
     elif isinstance(features, (str, bytes)) or not hasattr(features, "__len__"):
-        raise TypeError(f"features: expected a callable state -> vector or an array of shape "
+        raise TypeError(f"{name}: expected a callable state -> vector or an array of shape "
                         f"(S, D), got {type(features).__name__}")
     else:
-        X = as_real_array(features, "features")
+        X = as_real_array(features, name)
         if X.ndim == 1:
             X = X[:, None]
-    return check_points(X, "features", n_points=n_states, what="states", symbol="S")
+    return check_points(X, name, n_points=n_states, what="states", symbol="S")
 
 
 def env_info(env: Any, *, features: Callable[[int], Any] | Any = None) -> EnvInfo:
@@ -173,11 +287,13 @@ def env_info(env: Any, *, features: Callable[[int], Any] | Any = None) -> EnvInf
     Parameters
     ----------
     env : gymnasium.Env
-        An environment (wrapped or not) with Discrete observation and action spaces.
+        An environment (wrapped or not) with a Discrete action space and a Discrete observation
+        space or a Tuple of Discrete ones (flattened by :func:`discrete_observations`).
     features : callable or array_like of shape (S, D), optional
         ``features(s)`` -> a length-D vector per state, or the (S, D) array; replaces the
-        coordinates derived from known environments (FrozenLake, CliffWalking: (row, col);
-        Taxi: ``decode(s)``; corrpriors' own: their grid cells).
+        coordinates the environment publishes (``env.unwrapped.state_coordinates``) or that
+        are derived from known environments (FrozenLake, CliffWalking: (row, col);
+        Taxi: ``decode(s)``; corrpriors' own: their grid cells) or from Tuple observations.
 
     Returns
     -------
@@ -186,14 +302,18 @@ def env_info(env: Any, *, features: Callable[[int], Any] | Any = None) -> EnvInf
     Raises
     ------
     TypeError
-        If a space is not Discrete (continuous or composite spaces are not tabular).
+        If a space is not Discrete or a Tuple of Discrete (continuous or other composite spaces
+        are not tabular).
     ValueError
-        If the features have the wrong length.
+        If the features or the published coordinates have the wrong length.
     """
     u = env.unwrapped
-    S = _discrete_size(env.observation_space, "observation_space")
+    flat = discrete_observations(env)
+    S = _discrete_size(flat.observation_space, "observation_space")
     A = _discrete_size(env.action_space, "action_space")
     coords, shape, _ = _known_coordinates(u, S)
+    if coords is None and flat is not env:
+        coords = flat.state_coordinates
     if features is not None:
         coords, shape = _features(features, S), None
     spec = getattr(env, "spec", None)
@@ -204,12 +324,20 @@ def env_info(env: Any, *, features: Callable[[int], Any] | Any = None) -> EnvInf
 # --------------------------------------------------------------------------------------
 # The exact model
 # --------------------------------------------------------------------------------------
-def _listed(table: Any, S: int, A: int) -> Iterator[tuple[int, int, list[tuple[float, int, float, bool]]]]:
-    """Every (s, a) of a toy-text table with its validated entries (prob, next_state, reward, terminated)."""
+def _listed(table: Any, S: int, A: int, flat: Any = None
+            ) -> Iterator[tuple[int, int, list[tuple[float, int, float, bool]]]]:
+    """Every (s, a) of a toy-text table with its validated entries (prob, next_state, reward,
+    terminated).
+
+    With ``flat`` (a :class:`DiscreteTupleObservation`), rows and next states may be given by
+    their tuple observations instead of their indices.
+    """
     for s in range(S):
         for a in range(A):
             try:
-                entries = table[s][a]
+                row = table[flat.components(s)] if flat is not None and isinstance(table, dict) \
+                    and s not in table else table[s]
+                entries = row[a]
             except (KeyError, IndexError, TypeError):
                 raise ValueError(f"env.unwrapped.P: expected P[s][a] for every state s < {S} and "
                                  f"action a < {A}; P[{s}][{a}] is missing") from None
@@ -219,6 +347,8 @@ def _listed(table: Any, S: int, A: int) -> Iterator[tuple[int, int, list[tuple[f
                     raise ValueError(f"env.unwrapped.P[{s}][{a}]: expected entries (prob, "
                                      f"next_state, reward, terminated), got {entry!r}")
                 p, s2, r, done = float(entry[0]), entry[1], float(entry[2]), bool(entry[3])
+                if flat is not None and np.ndim(s2) == 1:
+                    s2 = flat.observation(s2)
                 if int(s2) != s2 or not 0 <= int(s2) < S:
                     raise ValueError(f"env.unwrapped.P[{s}][{a}]: next state {s2!r} is not a state "
                                      f"in [0, {S - 1}]")
@@ -233,14 +363,16 @@ def _row_sum_error(s: int, a: int, total: float) -> ValueError:
     return ValueError(f"env.unwrapped.P[{s}][{a}]: probabilities must sum to 1, they sum to {total:.12g}")
 
 
-def _read_table(table: Any, S: int,
-                A: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """P (S, A, S), summed rewards p*r (S, A, S), and which next states end / continue."""
+def _read_table(table: Any, S: int, A: int, flat: Any = None
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """P (S, A, S), summed rewards p*r (S, A, S), and which next states end / continue
+    (``flat``: see :func:`_listed`).
+    """
     P = np.zeros((S, A, S))
     PR = np.zeros((S, A, S))
     ends = np.zeros((S, A, S), dtype=bool)     # reached with terminated=True (prob > 0)
     goes_on = np.zeros((S, A, S), dtype=bool)  # reached with terminated=False (prob > 0)
-    for s, a, entries in _listed(table, S, A):
+    for s, a, entries in _listed(table, S, A, flat):
         for p, s2, r, done in entries:
             P[s, a, s2] += p
             PR[s, a, s2] += p * r
@@ -401,16 +533,18 @@ def from_gymnasium(env: Any, *, features: Callable[[int], Any] | Any = None,
         warnings.warn("env: Taxi's fickle passenger changes destination outside env.unwrapped.P; "
                       "the model returned describes the environment without it", UserWarning,
                       stacklevel=2)
+    flat = discrete_observations(env)
+    flat = flat if flat is not env else None
     mu = getattr(u, "initial_state_distrib", None)
     if mu is not None:
         mu = check_distribution(mu, S, "env.unwrapped.initial_state_distrib")
     gamma = DEFAULT_DISCOUNT if discount is None else discount
     if prefer_sparse(S, A, sparse):
-        P_sp, r_sp, terminal = sparse_model(_listed(table, S, A), S, A,
+        P_sp, r_sp, terminal = sparse_model(_listed(table, S, A, flat), S, A,
                                             np.ones(S, bool) if mu is None else mu > 0)
         return TabularMDP(P_sp, r_sp, gamma, coordinates=info.coordinates, shape=shape, walls=walls,
                           name=info.name, terminal=terminal, initial_distribution=mu)
-    P, PR, ends, goes_on = _read_table(table, S, A)
+    P, PR, ends, goes_on = _read_table(table, S, A, flat)
     terminal = _terminal_states(P, ends, goes_on, np.ones(S, bool) if mu is None else mu > 0)
     r = _transition_rewards(P, PR, terminal)  # before normalising: PR / P is the listed mean
     P /= P.sum(axis=-1, keepdims=True)       # remove the round-off the check allowed
@@ -442,7 +576,8 @@ def random_exploration(env: Any, n_steps: int, *, rng: SeedLike) -> EnvTransitio
     Parameters
     ----------
     env : gymnasium.Env
-        A discrete environment (wrapped or not; a time limit truncates episodes).
+        A discrete environment (wrapped or not; a time limit truncates episodes; Tuple
+        observations are flattened by :func:`discrete_observations`).
     n_steps : int
         Number of transitions T.
     rng : numpy.random.Generator or seed
@@ -455,6 +590,7 @@ def random_exploration(env: Any, n_steps: int, *, rng: SeedLike) -> EnvTransitio
     info = env_info(env)
     if int(n_steps) != n_steps or n_steps < 0:
         raise ValueError(f"n_steps: expected a non-negative int, got {n_steps!r}")
+    env = discrete_observations(env)
     gen = as_generator(rng)
     T = int(n_steps)
     out = {k: np.zeros(T, dtype=np.int64) for k in ("states", "actions", "next_states")}

@@ -1,13 +1,17 @@
 """Gymnasium interface: one generic :class:`TabularEnv` wrapping any :class:`~corrpriors.mdp.TabularMDP`.
 
-The five paper environments are registered (on ``import corrpriors.envs``) as
+The five paper environments, bsuite's DeepSea and a random MDP are registered (on ``import corrpriors.envs``)
+as
 
 - ``corrpriors/DenseGridworld-v0``, ``corrpriors/TunnelWorld-v0``,
   ``corrpriors/GoalGridworld-v0``, ``corrpriors/WallWorld-v0``,
-  ``corrpriors/QueueingNetwork-v0``,
+  ``corrpriors/QueueingNetwork-v0``, ``corrpriors/DeepSea-v0``
+  (:class:`~corrpriors.envs.deepsea.DeepSeaEnv`) and ``corrpriors/RandomMDP-v0`` (an MDP without
+  structure, :class:`~corrpriors.envs.unstructured.RandomMDPEnv`),
 
-each with ``max_episode_steps=1000`` (the tasks are infinite-horizon, so episodes end by
-truncation only). Builder keyword arguments pass through ``gymnasium.make(id, **kwargs)``.
+each with ``max_episode_steps=1000`` (the paper's tasks are infinite-horizon, so their episodes
+end by truncation only; DeepSea's end after N steps). Builder keyword arguments pass through
+``gymnasium.make(id, **kwargs)``.
 """
 
 from __future__ import annotations
@@ -56,6 +60,13 @@ class TabularEnv(gymnasium.Env):
     ----------
     state : int
         Current state index (None before the first reset).
+    state_coordinates : ndarray of shape (S, D) or None
+        The MDP's state coordinates: the attribute through which any environment gives
+        :func:`~corrpriors.envs.from_gymnasium` (and so the ``psrl`` and ``sysid`` commands)
+        coordinates for its states.
+    P : dict
+        The model as Gymnasium's toy-text table, ``P[s][a] = [(prob, next_state, reward,
+        terminated), ...]`` (built on first use).
     """
 
     metadata: dict[str, Any] = {"render_modes": []}
@@ -89,6 +100,31 @@ class TabularEnv(gymnasium.Env):
         self._rewards = mdp.rewards if mdp.rewards.ndim == 3 else mdp.reward_matrix
         self._terminal = mdp.terminal_mask
         self.state: int | None = None
+
+    @property
+    def state_coordinates(self) -> np.ndarray | None:
+        """The MDP's state coordinates, ndarray of shape (S, D) (None if it has none)."""
+        return self.mdp.coordinates
+
+    @property
+    def P(self) -> dict[int, dict[int, list[tuple[float, int, float, bool]]]]:  # noqa: N802
+        """The model as a toy-text table ``P[s][a] = [(prob, next_state, reward, terminated)]``."""
+        table = getattr(self, "_table", None)
+        if table is None:
+            P = np.asarray(self.mdp.transitions)
+            table = {}
+            for s in range(self.mdp.n_states):
+                table[s] = {}
+                for a in range(self.mdp.n_actions):
+                    nxt = np.flatnonzero(P[s, a])
+                    table[s][a] = [
+                        (float(P[s, a, t]),
+                         int(t),
+                         float(self._rewards[s, a, t] if self._rewards.ndim == 3
+                               else self._rewards[s, a]),
+                         bool(self._terminal[t])) for t in nxt]
+            self._table = table
+        return table
 
     def reset(self, *, seed: int | None = None,
               options: dict[str, Any] | None = None) -> tuple[int, dict[str, Any]]:
@@ -156,11 +192,13 @@ ENV_IDS = {
     "corrpriors/GoalGridworld-v0": "corrpriors.envs.gym:make_goal_gridworld",
     "corrpriors/WallWorld-v0": "corrpriors.envs.gym:make_wall_world",
     "corrpriors/QueueingNetwork-v0": "corrpriors.envs.gym:make_queueing_network",
+    "corrpriors/DeepSea-v0": "corrpriors.envs.deepsea:DeepSeaEnv",
+    "corrpriors/RandomMDP-v0": "corrpriors.envs.unstructured:RandomMDPEnv",
 }
 
 
 def register_envs() -> None:
-    """Register the five environments with Gymnasium (idempotent)."""
+    """Register the environments of :data:`ENV_IDS` with Gymnasium (idempotent)."""
     for env_id, entry_point in ENV_IDS.items():
         if env_id not in gymnasium.registry:
             gymnasium.register(id=env_id, entry_point=entry_point,

@@ -1,0 +1,100 @@
+r"""An MDP without structure: random successors, no geometry (a test of when priors do harm).
+
+Every (state, action) pair moves to ``n_successors`` distinct next states drawn uniformly at
+random, with probabilities drawn from a flat Dirichlet; rewards :math:`R(s, a)` are uniform on
+[0, 1). Nothing about one state tells anything about another, so a correlated prior can only
+lose against independent beliefs -- the case its per-(state, action) layer must recognise
+(:class:`~corrpriors.applications.CorrelatedTransitionModel`). The model has no coordinates;
+:func:`state_index` gives the index as a one-dimensional coordinate ("index features").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .._random import as_generator
+from ..mdp.tabular import TabularMDP
+from .gym import TabularEnv
+
+__all__ = ["RandomMDPEnv", "random_mdp", "state_index"]
+
+
+def random_mdp(n_states: int = 50, n_actions: int = 4, n_successors: int = 3, *, rng: Any,
+               discount: float = 0.95) -> TabularMDP:
+    """A random MDP: ``n_successors`` random next states per pair, flat-Dirichlet probabilities.
+
+    Parameters
+    ----------
+    n_states, n_actions : int
+        S >= 2 and A >= 1.
+    n_successors : int
+        Next states per (state, action), 1 <= n_successors <= S.
+    rng : int, numpy.random.Generator or None
+        Draws the model (required; an int fixes it).
+    discount : float, default=0.95
+
+    Returns
+    -------
+    TabularMDP
+        ``transitions`` (S, A, S) with ``n_successors`` non-zero entries per row; ``rewards``
+        (S, A) uniform on [0, 1); no coordinates.
+
+    Examples
+    --------
+    >>> mdp = random_mdp(10, 2, 3, rng=0)
+    >>> (mdp.transitions > 0).sum(axis=-1).tolist()[0]
+    [3, 3]
+    """
+    for name, v, low in (("n_states", n_states, 2), ("n_actions", n_actions, 1),
+                         ("n_successors", n_successors, 1)):
+        if isinstance(v, bool) or int(v) != v or v < low:
+            raise ValueError(f"{name}: expected an int >= {low}, got {v!r}")
+    S, A, k = int(n_states), int(n_actions), int(n_successors)
+    if k > S:
+        raise ValueError(f"n_successors: expected at most n_states = {S}, got {k}")
+    gen = as_generator(rng)
+    P = np.zeros((S, A, S))
+    for s in range(S):
+        for a in range(A):
+            P[s, a, gen.choice(S, size=k, replace=False)] = gen.dirichlet(np.ones(k))
+    R = gen.random((S, A))
+    return TabularMDP(P, R, discount, name=f"random MDP (S={S}, A={A}, {k} successors)")
+
+
+def state_index(env: Any) -> np.ndarray:
+    """The state index as a coordinate: ``--features corrpriors.envs:state_index``.
+
+    Parameters
+    ----------
+    env : gymnasium.Env
+        With a Discrete observation space of S states.
+
+    Returns
+    -------
+    ndarray of shape (S, 1)
+        ``0, 1, ..., S - 1``.
+    """
+    return np.arange(int(env.observation_space.n), dtype=np.float64)[:, None]
+
+
+class RandomMDPEnv(TabularEnv):
+    """:func:`random_mdp` as a Gymnasium environment (``corrpriors/RandomMDP-v0``).
+
+    Parameters
+    ----------
+    n_states, n_actions, n_successors : int
+        As in :func:`random_mdp`.
+    mdp_seed : int, default=0
+        Seed of the model.
+    discount : float, default=0.95
+    """
+
+    def __init__(self, n_states: int = 50, n_actions: int = 4, n_successors: int = 3,
+                 mdp_seed: int = 0, discount: float = 0.95,
+                 render_mode: str | None = None) -> None:
+        if isinstance(mdp_seed, bool) or int(mdp_seed) != mdp_seed or mdp_seed < 0:
+            raise ValueError(f"mdp_seed: expected an int >= 0, got {mdp_seed!r}")
+        super().__init__(random_mdp(n_states, n_actions, n_successors, rng=int(mdp_seed),
+                                    discount=discount), render_mode=render_mode)

@@ -1,0 +1,166 @@
+"""DeepSea (bsuite's deep-exploration benchmark) and the random MDP without structure."""
+
+import warnings
+
+import gymnasium
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+from corrpriors.envs import (
+    DeepSeaEnv,
+    deep_sea,
+    deep_sea_right_actions,
+    from_gymnasium,
+    random_mdp,
+    state_index,
+)
+from corrpriors.mdp import check_mdp, policy_iteration
+
+
+def bsuite_step(row, col, action, right_action, size, deterministic, u=0.0):
+    """A line-by-line transcription of bsuite's ``DeepSea._step`` (without the reward noise).
+
+    ``u`` plays bsuite's ``self._rng.rand()`` of the stochastic variant. Returns
+    ``(row, col, reward)`` after the step.
+    """
+    reward = 0.0
+    action_right = action == right_action[row, col]
+    if col == size - 1 and action_right:
+        reward += 1.0
+    if action_right:
+        if u > 1 / size or deterministic:
+            col = int(np.clip(col + 1, 0, size - 1))
+        reward -= 0.01 / size
+    else:
+        col = int(np.clip(col - 1, 0, size - 1))
+    row += 1
+    return row, col, reward
+
+
+@pytest.mark.parametrize("walls", [False, True])
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_deep_sea_matches_bsuite_transcription(walls, deterministic):
+    n = 5
+    mdp = deep_sea(n, rng=3, deterministic=deterministic, walls=walls)
+    check_mdp(mdp)
+    right = deep_sea_right_actions(n, rng=3)
+    index = {tuple(c): i for i, c in enumerate(mdp.cells.tolist())}
+    for (r, c), s in index.items():
+        if r == n:                                    # the terminal row: absorbing
+            assert mdp.terminal[s] and np.all(mdp.transitions[s, :, s] == 1.0)
+            continue
+        for a in range(2):
+            expected = np.zeros(mdp.n_states)
+            # integrate bsuite's step over its uniform draw u (two outcomes at most)
+            for u, w in ((0.0, 1.0 / n), (1.0, 1.0 - 1.0 / n)):
+                r2, c2, reward = bsuite_step(r, c, a, right, n, deterministic, u)
+                expected[index[(r2, c2)]] += w
+            np.testing.assert_allclose(mdp.transitions[s, a], expected, atol=1e-15)
+            assert mdp.rewards[s, a] == pytest.approx(reward)
+    assert not mdp.terminal[0] and mdp.initial_distribution[0] == 1.0
+
+
+def test_walls_keep_exactly_the_reachable_cells():
+    full, walled = deep_sea(6, rng=1), deep_sea(6, rng=1, walls=True)
+    assert (full.n_states, walled.n_states) == (6 * 6 + 6, 21 + 6)
+    cells = walled.cells
+    assert np.all((cells[:, 1] <= cells[:, 0]) | (cells[:, 0] == 6))
+    # the same dynamics on the cells both have
+    keep = [int(np.flatnonzero((full.cells == c).all(1))[0]) for c in cells.tolist()]
+    np.testing.assert_array_equal(full.transitions[np.ix_(keep, [0, 1], keep)], walled.transitions)
+    np.testing.assert_array_equal(full.rewards[keep], walled.rewards)
+    # nothing leaves the reachable set: the walls only remove cells no episode enters
+    np.testing.assert_allclose(walled.transitions.sum(-1), 1.0)
+
+
+def test_optimal_return_and_mapping_seed():
+    n = 8
+    mdp = deep_sea(n, rng=0, discount=0.999)
+    plan = policy_iteration(mdp)
+    # the optimal policy goes right N times: 1 - move_cost, discounted
+    expected = sum(-0.01 / n * 0.999 ** t for t in range(n)) + 0.999 ** (n - 1)
+    assert plan.values[0] == pytest.approx(expected, rel=1e-9)
+    a = deep_sea_right_actions(n, rng=5)
+    np.testing.assert_array_equal(a, deep_sea_right_actions(n, rng=5))
+    assert not np.array_equal(a, deep_sea_right_actions(n, rng=6))
+    assert np.all(deep_sea_right_actions(n, rng=0, randomize_actions=False) == 1)
+
+
+def test_deep_sea_bad_arguments():
+    with pytest.raises(ValueError, match="size"):
+        deep_sea(1, rng=0)
+    with pytest.raises(ValueError, match="move_cost"):
+        deep_sea(4, rng=0, move_cost=-1.0)
+    with pytest.raises(ValueError, match="mapping_seed"):
+        DeepSeaEnv(4, mapping_seed=-1)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"deterministic": False, "walls": True, "size": 6}])
+def test_registered_env_publishes_its_model_and_coordinates(kwargs):
+    env = gymnasium.make("corrpriors/DeepSea-v0", **kwargs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_env(env.unwrapped, skip_render_check=True)
+    u = env.unwrapped
+    mdp = from_gymnasium(env)
+    np.testing.assert_array_equal(mdp.coordinates, u.state_coordinates)
+    assert mdp.shape == u.mdp.shape
+    # the toy-text table reads back to the same model
+    table_model = from_gymnasium(_TableOnly(u))
+    np.testing.assert_allclose(table_model.transitions, mdp.transitions, atol=1e-15)
+    np.testing.assert_array_equal(table_model.terminal, mdp.terminal)
+    # every episode lasts exactly N steps and starts in the top-left cell
+    n = u.size
+    for seed in range(3):
+        obs, _ = env.reset(seed=seed)
+        assert obs == 0
+        for t in range(n):
+            obs, _, term, trunc, _ = env.step(env.action_space.sample())
+            assert term == (t == n - 1) and not trunc
+
+
+class _TableOnly(gymnasium.Env):
+    """Another environment exposing only a toy-text table (as a user's environment would)."""
+
+    def __init__(self, inner):
+        self.observation_space, self.action_space = inner.observation_space, inner.action_space
+        self.P = inner.P
+        self.initial_state_distrib = inner.initial_distribution
+        self.state_coordinates = inner.state_coordinates
+
+
+def test_stochastic_rewards_carry_bsuite_noise_at_the_ends_only():
+    n = 4
+    env = DeepSeaEnv(n, mapping_seed=2, deterministic=False)
+    mdp = env.mdp
+    cells = mdp.cells
+    noisy = int(np.flatnonzero((cells == [n - 1, 0]).all(1))[0])
+    quiet = int(np.flatnonzero((cells == [n - 1, 1]).all(1))[0])
+    env.reset(seed=0)
+    draws = {noisy: [], quiet: []}
+    for s in draws:
+        for _ in range(400):
+            env.reset(options={"state": s})
+            _, r, *_ = env.step(0)
+            draws[s].append(r - mdp.rewards[s, 0])
+    assert np.all(np.asarray(draws[quiet]) == 0.0)
+    noise = np.asarray(draws[noisy])
+    assert abs(noise.mean()) < 4 / np.sqrt(400) and abs(noise.std() - 1.0) < 0.15
+    # the deterministic variant has none
+    env = DeepSeaEnv(n, mapping_seed=2)
+    env.reset(seed=0, options={"state": noisy})
+    assert env.step(0)[1] == env.mdp.rewards[noisy, 0]
+
+
+def test_random_mdp():
+    mdp = random_mdp(20, 3, 4, rng=7)
+    check_mdp(mdp)
+    assert np.all((mdp.transitions > 0).sum(-1) == 4)
+    np.testing.assert_array_equal(random_mdp(20, 3, 4, rng=7).transitions, mdp.transitions)
+    assert mdp.coordinates is None
+    with pytest.raises(ValueError, match="n_successors"):
+        random_mdp(5, 2, 6, rng=0)
+    env = gymnasium.make("corrpriors/RandomMDP-v0", n_states=12, mdp_seed=1)
+    assert state_index(env).tolist() == [[float(i)] for i in range(12)]
+    assert from_gymnasium(env).coordinates is None

@@ -127,8 +127,8 @@ def test_an_environment_without_coordinates_runs_the_dirichlet_methods(tmp_path,
     assert code == 2
     assert err.strip().splitlines() == [
         f"corrpriors psrl: error: methods: pg_sampling, pg_mean, pg_absolute_sampling need state coordinates, "
-        f"and none are known for {chain_id}; run the Dirichlet methods only (--methods) or use the library "
-        f"with from_gymnasium(env, features=...)"]
+        f"and none are known for {chain_id}; give them with --features module:function (or as the "
+        f"environment's state_coordinates attribute) or run the Dirichlet methods only (--methods)"]
     code, out, err = cli(capsys, "psrl", chain_id, "--steps", "40", "--n-seeds", "1", "--out", str(tmp_path),
                          "--methods", "dirichlet_sparse_sampling,dirichlet_uniform_sampling")
     assert code == 0, err

@@ -36,7 +36,13 @@ import scipy.sparse as sp
 from .._random import as_generator
 from .._typing import FloatArray, IntArray, SeedLike
 from .._validation import check_array, check_positive
-from ..mdp._sparse import SparseTransitionRewards, SparseTransitions, is_sparse_table
+from ..mdp._sparse import (
+    SparseTransitionRewards,
+    SparseTransitions,
+    is_sparse_table,
+    transition_entries,
+    transition_reward_values,
+)
 from ..mdp.checks import check_rewards
 from ..mdp.metrics import expected_return, normalize_returns, return_range
 from ..mdp.planning import (
@@ -49,7 +55,10 @@ from ..mdp.rollout import NextStateSampler
 from ..mdp.tabular import TabularMDP
 from .transitions import TransitionBelief
 
-__all__ = ["NormalGammaRewards", "PSRLAgent", "plan_sparse", "run_psrl"]
+__all__ = ["OPTIMAL_TOL", "NormalGammaRewards", "PSRLAgent", "plan_sparse", "run_psrl"]
+
+#: A greedy policy counts as optimal when its normalised return is at least ``1 - OPTIMAL_TOL``.
+OPTIMAL_TOL = 1e-6
 
 
 def _as_rewards(rewards: Any, n_states: int, n_actions: int) -> Any:
@@ -483,12 +492,17 @@ def plan_sparse(transitions: Any, rewards: Any, discount: float, *, terminal: An
 # --------------------------------------------------------------------------------------
 # Run loops
 # --------------------------------------------------------------------------------------
-def _check_run(n_steps: Any, eval_every: Any, agent: PSRLAgent,
-               scoring: bool = True) -> tuple[int, int]:
+def _check_run(n_steps: Any, eval_every: Any, agent: PSRLAgent, scoring: bool = True,
+               episodes: bool = True) -> tuple[int, int | str]:
     if not isinstance(agent, PSRLAgent):
         raise TypeError(f"agent: expected a PSRLAgent, got {type(agent).__name__}")
     if int(n_steps) != n_steps or n_steps < 0:
         raise ValueError(f"n_steps: expected a non-negative int, got {n_steps!r}")
+    if isinstance(eval_every, str):
+        if eval_every != "episode" or not episodes:
+            allowed = "a positive int or 'episode'" if episodes else "a positive int (no episodes)"
+            raise ValueError(f"eval_every: expected {allowed}, got {eval_every!r}")
+        return int(n_steps), "episode"
     if eval_every is None:
         if not scoring:
             return int(n_steps), 1
@@ -500,10 +514,67 @@ def _check_run(n_steps: Any, eval_every: Any, agent: PSRLAgent,
     return int(n_steps), int(eval_every)
 
 
+class _Progress:
+    """What :func:`run_psrl` reports besides the curves: regret, first reward, first optimum.
+
+    Built from the true model ``mdp`` (at the agent's discount): the action gaps
+    :math:`V^*(s) - Q^*(s, a)`, the noise-free reward of every transition and the largest one
+    the model pays (over the transitions an agent can take from non-terminal states).
+    """
+
+    def __init__(self, mdp: TabularMDP, uniform: float, optimal: float) -> None:
+        plan = policy_iteration(mdp)
+        live = ~mdp.terminal_mask
+        self.gap = np.where(live[:, None], plan.values[:, None] - plan.q_values, 0.0)
+        s, a, s2, _ = transition_entries(mdp.transitions)
+        keep = live[s]
+        self.rewards = mdp.rewards if mdp.rewards.ndim == 3 else mdp.reward_matrix
+        paid = self._reward(s[keep], a[keep], s2[keep])
+        self.best = float(paid.max()) if paid.size else np.inf
+        self.uniform, self.optimal = uniform, optimal
+        self.regret = 0.0
+        self.first_reward = (np.nan, np.nan)
+
+    def _reward(self, s: IntArray, a: IntArray, s2: IntArray) -> FloatArray:
+        """Noise-free rewards of transitions (s, a, s') (``R(s, a)`` if the rewards are such)."""
+        if self.rewards.ndim == 2:
+            return np.asarray(self.rewards, dtype=np.float64)[s, a]
+        return transition_reward_values(self.rewards, s, a, s2)
+
+    def step(self, t: int, episode: int, s: int, a: int, s2: int) -> float:
+        """Account for transition ``t`` (0-based) of episode ``episode``; the cumulative regret."""
+        self.regret += float(self.gap[s, a])
+        r = float(self._reward(np.array([s]), np.array([a]), np.array([s2]))[0])
+        if np.isnan(self.first_reward[0]) and r >= self.best - 1e-9 * (1.0 + abs(self.best)):
+            self.first_reward = (float(t + 1), float(episode))
+        return self.regret
+
+    def first_optimal(self, values: Any, steps: Any, episodes: Any) -> tuple[float, float]:
+        """(step, episode) of the first scoring at which the greedy policy is optimal (NaN: never)."""
+        v = np.asarray(values, dtype=np.float64)
+        if self.optimal - self.uniform > 1e-12 * max(1.0, abs(self.optimal)):
+            hit = np.flatnonzero(normalize_returns(v, self.uniform, self.optimal)
+                                 >= 1.0 - OPTIMAL_TOL)
+        else:   # every policy is optimal (nothing to normalise by)
+            hit = np.flatnonzero(v >= self.optimal - 1e-9 * (1.0 + abs(self.optimal)))
+        if hit.size == 0:
+            return np.nan, np.nan
+        return float(np.asarray(steps)[hit[0]]), float(np.asarray(episodes)[hit[0]])
+
+    def report(self, regret: Any, values: Any, steps: Any, episodes: Any) -> dict[str, np.ndarray]:
+        """The entries :func:`run_psrl` adds to its result."""
+        first_step, first_episode = self.first_optimal(values, steps, episodes)
+        return {"regret": np.asarray(regret, dtype=np.float64),
+                "first_reward_step": np.asarray(self.first_reward[0]),
+                "first_reward_episode": np.asarray(self.first_reward[1]),
+                "first_optimal_step": np.asarray(first_step),
+                "first_optimal_episode": np.asarray(first_episode)}
+
+
 def run_psrl(env: Any, agent: PSRLAgent, n_steps: int, start_state: int | None = None, *,
-             rng: SeedLike, eval_every: int | None = None, true_mdp: TabularMDP | None = None,
-             env_seed: int | None = None, reset_options: dict[str, Any] | None = None
-             ) -> dict[str, np.ndarray]:
+             rng: SeedLike, eval_every: int | str | None = None,
+             true_mdp: TabularMDP | None = None, env_seed: int | None = None,
+             reset_options: dict[str, Any] | None = None) -> dict[str, np.ndarray]:
     r"""Let a PSRL agent interact with an environment and score its greedy policies.
 
     The agent plans once from its prior, then acts greedily, replanning on its schedule. At
@@ -514,10 +585,12 @@ def run_psrl(env: Any, agent: PSRLAgent, n_steps: int, start_state: int | None =
     Parameters
     ----------
     env : gymnasium.Env, TabularMDP, ndarray of shape (S, A, S) or sparse table
-        A discrete Gymnasium environment (anything with ``reset``/``step`` and Discrete
-        spaces): episodes restart after ``terminated`` or ``truncated``; the restart is not a
-        transition. Or the true transitions of a continuing task (the paper experiments' path;
-        only the transitions are used -- rewards and discount are the agent's): dense, a
+        A discrete Gymnasium environment (anything with ``reset``/``step``, a Discrete action
+        space and a Discrete observation space, or a Tuple of Discrete ones, which is
+        flattened to one index by :func:`corrpriors.envs.discrete_observations`): episodes
+        restart after ``terminated`` or ``truncated``; the restart is not a transition. Or the
+        true transitions of a continuing task (the paper experiments' path; only the
+        transitions are used -- rewards and discount are the agent's): dense, a
         SparseTransitions or a scipy sparse array of shape (S·A, S).
     agent : PSRLAgent
     n_steps : int
@@ -527,8 +600,9 @@ def run_psrl(env: Any, agent: PSRLAgent, n_steps: int, start_state: int | None =
     rng : numpy.random.Generator or seed
         Drives the agent's posterior draws, the matrix path's dynamics and, unless
         ``env_seed`` is given, the seed of the environment's first reset.
-    eval_every : int, optional
-        Evaluation period (default ``agent.replan_every``).
+    eval_every : int or "episode", optional
+        Evaluation period (default ``agent.replan_every``); ``"episode"`` (environment path):
+        after every episode.
     true_mdp : TabularMDP, optional
         Environment path: the true model to score with (e.g.
         :func:`corrpriors.envs.from_gymnasium` of ``env``), at the agent's discount; without
@@ -549,10 +623,28 @@ def run_psrl(env: Any, agent: PSRLAgent, n_steps: int, start_state: int | None =
         Environment path: ``"states"``, ``"actions"``, ``"next_states"``, ``"rewards"``,
         ``"terminated"``, ``"truncated"`` of shape (T,) and ``"episode_returns"`` (undiscounted
         returns of the finished episodes); with ``true_mdp`` also ``"steps"``,
-        ``"expected_return"`` and ``"normalized_return"`` of shape (E,) (from the model's
-        start distribution; 0 = uniformly random policy, 1 = optimal, see
-        :func:`corrpriors.mdp.normalized_return`), ``"policies"`` of shape (E, S) (the greedy
-        policies scored), ``"optimal_return"`` and ``"uniform_return"`` of shape ().
+        ``"episodes"`` (episodes finished by then), ``"expected_return"`` and
+        ``"normalized_return"`` of shape (E,) (from the model's start distribution; 0 =
+        uniformly random policy, 1 = optimal, see :func:`corrpriors.mdp.normalized_return`),
+        ``"policies"`` of shape (E, S) (the greedy policies scored), ``"optimal_return"`` and
+        ``"uniform_return"`` of shape ().
+
+        Both paths (with a true model) also report how learning went:
+
+        ``"regret"`` of shape (T,)
+            The cumulative regret :math:`\sum_{u \le t} V^*(s_u) - Q^*(s_u, a_u)`, the sum of
+            the action gaps of the actions taken under the true model at the agent's discount
+            (noise-free; by the performance-difference lemma an episode's gaps, discounted from
+            its start, add up in expectation to the shortfall of its policy's return).
+        ``"first_reward_step"``, ``"first_reward_episode"`` of shape ()
+            The transition (1-based) at which, and the episode (1-based) in which, the agent
+            first collected the largest one-step reward the true model pays (DeepSea's
+            treasure, FrozenLake's goal; its noise-free value); NaN if never. The matrix path
+            has no episodes (NaN).
+        ``"first_optimal_step"``, ``"first_optimal_episode"`` of shape ()
+            The first scoring step at which the greedy policy was optimal (normalised return
+            at least ``1 - OPTIMAL_TOL``) and the number of episodes finished by then; NaN if
+            never.
     """
     if hasattr(env, "reset") and hasattr(env, "step"):
         return _run_env(env, agent, n_steps, rng=rng, eval_every=eval_every, true_mdp=true_mdp,
@@ -566,7 +658,7 @@ def run_psrl(env: Any, agent: PSRLAgent, n_steps: int, start_state: int | None =
 
 
 def _run_matrix(env_mdp: Any, agent: PSRLAgent, n_steps: int, start_state: int, *,
-                rng: SeedLike, eval_every: int | None) -> dict[str, np.ndarray]:
+                rng: SeedLike, eval_every: int | str | None) -> dict[str, np.ndarray]:
     """The paper experiments' loop: a continuing task simulated from its transition matrix."""
     rng = as_generator(rng)
     P = env_mdp.transitions if isinstance(env_mdp, TabularMDP) else env_mdp
@@ -577,18 +669,21 @@ def _run_matrix(env_mdp: Any, agent: PSRLAgent, n_steps: int, start_state: int, 
                          f"{agent.belief.n_actions}) like the agent's belief, got {(S, A)}")
     assert agent.rewards is not None   # run_psrl refuses reward learning on this path
     true_mdp = TabularMDP(P, agent.rewards, agent.discount)   # validates P
-    n_steps, eval_every = _check_run(n_steps, eval_every, agent)
+    n_steps, period = _check_run(n_steps, eval_every, agent, episodes=False)
+    every = int(period)
     if int(start_state) != start_state or not 0 <= start_state < S:
         raise ValueError(f"start_state: expected an int in [0, {S}), got {start_state!r}")
 
     step = NextStateSampler(true_mdp.transitions)
-    optimal = float(policy_iteration(true_mdp).values.mean())
+    uniform, optimal = return_range(true_mdp)
+    progress = _Progress(true_mdp, uniform, optimal)
 
     def score() -> float:
         return float(policy_evaluation(true_mdp, agent.policy_).mean())
 
     states = np.empty(n_steps + 1, dtype=np.int64)
     actions = np.empty(n_steps, dtype=np.int64)
+    regret = np.empty(n_steps)
     u = rng.random(n_steps)
     agent.plan(rng=rng)
     steps, values = [0], [score()]
@@ -599,12 +694,16 @@ def _run_matrix(env_mdp: Any, agent: PSRLAgent, n_steps: int, start_state: int, 
         s2 = int(step(s, a, u[t]))
         agent.observe(s, a, s2, rng=rng)
         actions[t] = a
+        regret[t] = progress.step(t, 0, s, a, s2)
         states[t + 1] = s = s2
-        if (t + 1) % eval_every == 0:
+        if (t + 1) % every == 0:
             steps.append(t + 1)
             values.append(score())
-    return {"steps": np.asarray(steps, dtype=np.int64), "expected_return": np.asarray(values),
-            "optimal_return": np.asarray(optimal), "states": states, "actions": actions}
+    out = {"steps": np.asarray(steps, dtype=np.int64), "expected_return": np.asarray(values),
+           "optimal_return": np.asarray(optimal), "states": states, "actions": actions}
+    out.update(progress.report(regret, values, steps, np.full(len(steps), np.nan)))
+    out["first_reward_episode"] = np.asarray(np.nan)
+    return out
 
 
 def _discrete_n(space: Any, name: str) -> int:
@@ -614,18 +713,22 @@ def _discrete_n(space: Any, name: str) -> int:
     return int(n)
 
 
-def _run_env(env: Any, agent: PSRLAgent, n_steps: int, *, rng: SeedLike, eval_every: int | None,
-             true_mdp: TabularMDP | None, env_seed: int | None,
+def _run_env(env: Any, agent: PSRLAgent, n_steps: int, *, rng: SeedLike,
+             eval_every: int | str | None, true_mdp: TabularMDP | None, env_seed: int | None,
              reset_options: dict[str, Any] | None) -> dict[str, np.ndarray]:
     """PSRL on a Gymnasium environment: reset, step, terminated / truncated."""
+    from ..envs.adapter import discrete_observations
+
     gen = as_generator(rng)
-    n_steps, eval_every = _check_run(n_steps, eval_every, agent, scoring=true_mdp is not None)
+    n_steps, every = _check_run(n_steps, eval_every, agent, scoring=true_mdp is not None)
+    env = discrete_observations(env)
     S, A = agent.belief.n_states, agent.belief.n_actions
     got = (_discrete_n(env.observation_space, "observation_space"),
            _discrete_n(env.action_space, "action_space"))
     if got != (S, A):
         raise ValueError(f"env: expected (S, A) = ({S}, {A}) like the agent's belief, got {got}")
     score: Callable[[], float] | None = None
+    progress: _Progress | None = None
     if true_mdp is not None:
         if not isinstance(true_mdp, TabularMDP):
             raise TypeError(f"true_mdp: expected a TabularMDP, got {type(true_mdp).__name__}")
@@ -635,6 +738,7 @@ def _run_env(env: Any, agent: PSRLAgent, n_steps: int, *, rng: SeedLike, eval_ev
         scored = dataclasses.replace(true_mdp, discount=agent.discount)
         uniform, optimal = return_range(scored)
         normalize_returns(optimal, uniform, optimal)      # fails early if nothing to normalise
+        progress = _Progress(scored, uniform, optimal)
 
         def score_policy() -> float:
             return float(expected_return(scored, agent.policy_))
@@ -643,9 +747,10 @@ def _run_env(env: Any, agent: PSRLAgent, n_steps: int, *, rng: SeedLike, eval_ev
     seed = int(gen.integers(2**32)) if env_seed is None else int(env_seed)
     s, _ = env.reset(seed=seed, options=reset_options)
     out = {k: np.zeros(n_steps, dtype=np.int64) for k in ("states", "actions", "next_states")}
-    rewards = np.zeros(n_steps)
+    rewards, regret = np.zeros(n_steps), np.zeros(n_steps)
     flags = {k: np.zeros(n_steps, dtype=bool) for k in ("terminated", "truncated")}
-    episode_returns, running = [], 0.0
+    episode_returns: list[float] = []
+    running = 0.0
     agent.plan(rng=gen)
     steps, values = [0], ([score()] if score is not None else [])
     policies = [np.array(agent.policy_, dtype=np.int64)]
@@ -656,21 +761,28 @@ def _run_env(env: Any, agent: PSRLAgent, n_steps: int, *, rng: SeedLike, eval_ev
                       truncated=bool(trunc))
         out["states"][t], out["actions"][t], out["next_states"][t] = s, a, s2
         rewards[t], flags["terminated"][t], flags["truncated"][t] = r, term, trunc
+        if progress is not None:
+            regret[t] = progress.step(t, len(episode_returns) + 1, int(s), a, int(s2))
         running += float(r)
         s = s2
         if term or trunc:
             episode_returns.append(running)
             running = 0.0
             s, _ = env.reset(options=reset_options)
-        if score is not None and (t + 1) % eval_every == 0:
+        due = (term or trunc) if every == "episode" else (t + 1) % int(every) == 0
+        if score is not None and due:
             steps.append(t + 1)
             values.append(score())
             policies.append(np.array(agent.policy_, dtype=np.int64))
     result = dict(out, rewards=rewards, **flags, episode_returns=np.asarray(episode_returns))
-    if score is not None:
+    if score is not None and progress is not None:
         v = np.asarray(values)
-        result.update(steps=np.asarray(steps, dtype=np.int64), expected_return=v,
+        step_arr = np.asarray(steps, dtype=np.int64)
+        ends = np.cumsum(flags["terminated"] | flags["truncated"])
+        episodes = np.array([0] + [int(ends[k - 1]) for k in steps[1:]], dtype=np.int64)
+        result.update(steps=step_arr, episodes=episodes, expected_return=v,
                       policies=np.asarray(policies, dtype=np.int64),
                       normalized_return=np.asarray(normalize_returns(v, uniform, optimal)),
                       optimal_return=np.asarray(optimal), uniform_return=np.asarray(uniform))
+        result.update(progress.report(regret, v, step_arr, episodes))
     return result

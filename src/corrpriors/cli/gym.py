@@ -30,6 +30,11 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, kind: str, seeds: int 
                              "'{\"map_name\": \"8x8\", \"is_slippery\": true}' or a custom map "
                              "'{\"desc\": [\"SFFF\", \"FHFH\", \"FFFH\", \"HFFG\"]}' "
                              "(part of the results' identity)")
+    parser.add_argument("--features", default=None, metavar="MODULE:FUNCTION",
+                        help="state coordinates for the correlated beliefs: FUNCTION(env) returns an array of "
+                             "shape (S, D) (default: what the environment publishes as "
+                             "env.unwrapped.state_coordinates, or knows for FrozenLake, CliffWalking, Taxi, "
+                             "Tuple observations; part of the results' identity)")
     parser.add_argument("--quick", action="store_true",
                         help="small settings for a first look (fewer transitions/steps and seeds)")
     group = parser.add_mutually_exclusive_group()

@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     options = {"steps": args.steps, "eval_every": args.eval_every, "replan_every": args.replan_every,
                "n_samples": args.samples, "discount": args.discount, "horizon": args.horizon,
                "learn_rewards": True if args.learn_rewards else None, "rewards": args.rewards,
-               "terminals": args.terminals,
+               "terminals": args.terminals, "features": args.features,
                "methods": args.methods}
     return run_command(PSRLExperiment, args, options)
 

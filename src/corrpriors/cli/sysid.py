@@ -35,7 +35,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``corrpriors sysid``; return the exit code (0 ok, 1 a seed failed, 2 bad arguments)."""
-    options = {"transitions": args.transitions, "methods": args.methods}
+    options = {"transitions": args.transitions, "methods": args.methods, "features": args.features}
     return run_command(SysIdExperiment, args, options)
 
 

@@ -260,7 +260,7 @@ def _known_coordinates(u: Any, n_states: int) -> tuple[np.ndarray | None, Any, A
 def _features(features: Any, n_states: int, name: str = "features") -> np.ndarray:
     """Validate user features (called ``name`` in errors): a callable ``state -> (D,)`` or an
     array of shape (S, D) (one row per state; :func:`corrpriors._validation.check_points`).
-    """ (envs: DeepSea (bsuite's deep-exploration benchmark; deterministic and stochastic, with or without the unreachable cells as walls; corrpriors/DeepSea-v0) and an MDP without structure (random_mdp, corrpriors/RandomMDP-v0, state_index for index features). TabularEnv publishes its model as a toy-text table (P) and state_coordinates. from_gymnasium/env_info read an environment's own state_coordinates attribute and flatten Tuple-of-Discrete observations (DiscreteTupleObservation: one index, the components as coordinates; tables keyed by index or tuple). Tested against a line-by-line transcription of bsuite's step)
+    """
     if callable(features):
         rows: list[np.ndarray] = []
         for s in range(n_states):

@@ -88,7 +88,30 @@ def env_label(env_id: str, kwargs: Mapping) -> str:
     return f"{env_id} ({', '.join(parts)})"
 
 
-def load_env(env_id: str, env_kwargs: str | Mapping | None = None) -> tuple[Any, Any]:
+def resolve_features(spec: str) -> Any:
+    """Import the function of a ``--features module:function`` specification.
+
+    Raises
+    ------
+    ValueError
+        Not ``module:function``, the module cannot be imported or has no such callable.
+    """
+    if not isinstance(spec, str) or spec.count(":") != 1 or not all(spec.split(":")):
+        raise ValueError(f"--features: expected module:function (e.g. mypackage.envs:coordinates), "
+                         f"got {spec!r}")
+    module_name, name = spec.split(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(f"--features: cannot import {module_name!r}: {_one_line(exc)}") from None
+    func = getattr(module, name, None)
+    if not callable(func):
+        raise ValueError(f"--features: {module_name} has no function {name!r}")
+    return func
+
+
+def load_env(env_id: str, env_kwargs: str | Mapping | None = None,
+             features: str = "") -> tuple[Any, Any]:
     """Make a registered environment and read its exact tabular model.
 
     Parameters
@@ -98,6 +121,9 @@ def load_env(env_id: str, env_kwargs: str | Mapping | None = None) -> tuple[Any,
         ``module:Env-v0``).
     env_kwargs : str or mapping, optional
         Keyword arguments for ``gymnasium.make`` (JSON object or dict).
+    features : str, default=""
+        ``"module:function"``: the state coordinates are ``function(env)`` (an array of shape
+        (S, D)) instead of those the environment publishes.
 
     Returns
     -------
@@ -128,8 +154,16 @@ def load_env(env_id: str, env_kwargs: str | Mapping | None = None) -> tuple[Any,
     except Exception as exc:  # the environment's constructor rejected the keyword arguments
         raise ValueError(f"--env-kwargs: {env_id} could not be made with {canonical_kwargs(kwargs)}: "
                          f"{type(exc).__name__}: {_one_line(exc)}") from None
+    coords = None
+    if features:
+        func = resolve_features(features)
+        try:
+            coords = np.asarray(func(env), dtype=np.float64)
+        except Exception as exc:  # the user's function failed
+            raise ValueError(f"--features: {features}(env) failed: {type(exc).__name__}: "
+                             f"{_one_line(exc)}") from None
     try:
-        mdp = _envs.from_gymnasium(env)
+        mdp = _envs.from_gymnasium(env, features=coords)
     except TypeError as exc:
         raise TypeError(f"ENV_ID: {env_id} is not tabular: {_one_line(exc)}") from None
     except ValueError as exc:
@@ -302,11 +336,16 @@ def make_belief(model: str, mdp: Any, config: Any) -> Any:
     if model not in ("pg", "pg_absolute"):
         raise ValueError(f"model: expected one of {', '.join(MODELS)}, got {model!r}")
     relative = model == "pg"
+    concentration = getattr(config, "concentration", "auto")
+    contamination = getattr(config, "contamination", "auto")
     return CorrelatedTransitionModel.for_mdp(
         mdp, encoding="relative" if relative else "absolute", lengthscale=config.lengthscale,
         radius=config.radius, selection=config.selection, prior=config.prior,
         boundary=config.boundary if relative and config.boundary != "auto" else None,
-        other_pooling=config.other_pooling)
+        other_pooling=config.other_pooling,
+        concentration=None if concentration == "none" else
+        ("auto" if concentration == "auto" else float(concentration)),
+        contamination_prior=None if contamination == "none" else (1.0, 1.0))
 
 
 def check_model_settings(config: Any) -> None:
@@ -325,6 +364,16 @@ def check_model_settings(config: Any) -> None:
         raise ValueError(f"prior: expected auto, dense or gmrf, got {config.prior!r}")
     if config.boundary not in ("auto",) + BOUNDARY_RULES:
         raise ValueError(f"boundary: expected auto, {', '.join(BOUNDARY_RULES)}, got {config.boundary!r}")
+    concentration = str(getattr(config, "concentration", "auto"))
+    if concentration not in ("auto", "none"):
+        try:
+            ok = float(concentration) > 0
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ValueError(f"concentration: expected auto, none or a positive number, got {concentration!r}")
+    if getattr(config, "contamination", "auto") not in ("auto", "none"):
+        raise ValueError(f"contamination: expected auto or none, got {config.contamination!r}")
 
 
 def method_stream(rng: np.random.Generator, methods: tuple) -> dict[str, np.random.Generator]:
@@ -411,11 +460,24 @@ class GymExperiment:
         self.NAME = f"{self.KIND}-{file_safe(env_id)}"
         self.ENVIRONMENT = env_label(env_id, kwargs)
         self.Config = config_class(self.BASE_CONFIG, env_id, self.env_kwargs)
+        self._coordinates = mdp.coordinates
         self._setup(env, mdp)
         env.close()
 
     def _setup(self, env: Any, mdp: Any) -> None:
         """Per-kind checks and attributes that depend on the environment."""
+
+    def coordinates(self, config: Any) -> Any:
+        """The state coordinates the beliefs of ``config`` use, ndarray of shape (S, D) or None.
+
+        The environment's own, or those of ``config.features`` (``module:function``).
+        """
+        features = getattr(config, "features", "")
+        if not features:
+            return self._coordinates
+        env, mdp = load_env(self.env_id, self.env_kwargs, features)
+        env.close()
+        return mdp.coordinates
 
     def __reduce__(self) -> tuple:
         return type(self), (self.env_id, self.env_kwargs)
@@ -452,8 +514,8 @@ def check_correlated(coords: Any, methods: tuple, env_id: str) -> None:
         return
     if coords is None:
         raise ValueError(f"methods: {', '.join(pg)} need state coordinates, and none are known for {env_id}; "
-                         f"run the Dirichlet methods only (--methods) or use the library with "
-                         f"from_gymnasium(env, features=...)")
+                         f"give them with --features module:function (or as the environment's "
+                         f"state_coordinates attribute) or run the Dirichlet methods only (--methods)")
     relative = [m for m in pg if not m.startswith("pg_absolute")]
     if relative and not np.all(np.asarray(coords) == np.round(coords)):
         raise ValueError(f"methods: {', '.join(relative)} (relative moves) need integer state coordinates; "

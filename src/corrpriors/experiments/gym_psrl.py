@@ -120,6 +120,8 @@ class PSRLConfig(GymConfig):
         ``<model>_<variant>`` names.
     alpha_sparse, alpha_uniform, lengthscale, radius, selection, prior, boundary, other_pooling
         Settings of the beliefs, as in ``corrpriors sysid``.
+    concentration, contamination, features
+        As in ``corrpriors sysid``.
     """
 
     _GYM_BASE = True
@@ -144,6 +146,9 @@ class PSRLConfig(GymConfig):
     prior: str = "auto"
     boundary: str = "auto"
     other_pooling: float = 1.0
+    concentration: str = "auto"
+    contamination: str = "auto"
+    features: str = ""
 
 
 def x_values(config: Any) -> list[float]:
@@ -156,14 +161,16 @@ def run_seed(config: PSRLConfig, *, rng: np.random.Generator) -> SeedResult:
 
     All methods of a seed start from the same environment seed; each draws from its own stream.
     Curves: the environment's :func:`metric_names` per method, shape (len(x_values),). Per-method extras:
-    ``expected_return`` (discounted, shape (E,)), ``cpu_seconds``, ``fit_seconds``, ``n_fits``,
-    ``episodes`` (shape (1,)). Seed extras: ``optimal_return``, ``uniform_return``,
+    ``expected_return`` (discounted, shape (E,)), ``regret`` (cumulative, at the scorings after
+    step 0, shape (E - 1,); see :func:`~corrpriors.applications.run_psrl`), ``cpu_seconds``,
+    ``fit_seconds``, ``n_fits``, ``episodes``, ``first_reward_episode`` and
+    ``first_optimal_episode`` (NaN: never; shape (1,)). Seed extras: ``optimal_return``, ``uniform_return``,
     ``optimal_success``, ``optimal_horizon_return`` (shape (1,)).
     """
     from ..applications.psrl import PSRLAgent, run_psrl
     from ..mdp import policy_iteration
 
-    env, mdp = load_env(config.env_id, config.env_kwargs)
+    env, mdp = load_env(config.env_id, config.env_kwargs, config.features)
     goals = goal_states(mdp)
     streams = method_stream(rng, tuple(config.methods))
     env_seed = int(rng.integers(2**32))
@@ -171,7 +178,8 @@ def run_seed(config: PSRLConfig, *, rng: np.random.Generator) -> SeedResult:
     terminal = mdp.terminal if config.terminals == "known" else None
     curves: dict[str, dict[str, np.ndarray]] = {m: {} for m in metric_names(mdp)}
     per: dict[str, dict[str, np.ndarray]] = {k: {} for k in (
-        "expected_return", "cpu_seconds", "fit_seconds", "n_fits", "episodes")}
+        "expected_return", "cpu_seconds", "fit_seconds", "n_fits", "episodes", "regret",
+        "first_reward_episode", "first_optimal_episode")}
     out: dict[str, Any] = {}
     for method in config.methods:
         model, variant = split_method(method)
@@ -192,6 +200,9 @@ def run_seed(config: PSRLConfig, *, rng: np.random.Generator) -> SeedResult:
         per["fit_seconds"][method] = np.array([float(getattr(belief, "fit_seconds_", 0.0))])
         per["n_fits"][method] = np.array([float(getattr(belief, "n_fits_", 0))])
         per["episodes"][method] = np.array([float(np.sum(out["terminated"] | out["truncated"]))])
+        per["regret"][method] = out["regret"][np.asarray(out["steps"][1:]) - 1]
+        for key in ("first_reward_episode", "first_optimal_episode"):
+            per[key][method] = np.array([float(out[key])])
     env.close()
     optimal_policy = policy_iteration(dataclasses.replace(mdp, discount=config.discount)).policy
     opt_success, opt_return = horizon_stats(mdp, optimal_policy[None], goals, config.horizon)
@@ -249,6 +260,20 @@ def steps_to_optimal(x: list[float], curve: np.ndarray) -> tuple[float | None, f
     return float(x[i]), stays, float(optimal[i:].mean())
 
 
+def _episode(extras: Mapping, key: str, method: str) -> float | None:
+    """A per-seed episode count of ``extras`` (None: never, or not recorded by an older run)."""
+    v = extras.get(key, {}).get(method)
+    if v is None or not np.isfinite(float(np.asarray(v).ravel()[0])):
+        return None
+    return float(np.asarray(v).ravel()[0])
+
+
+def _last(extras: Mapping, key: str, method: str) -> float | None:
+    """The last value of a per-seed curve of ``extras`` (None if absent or empty)."""
+    v = extras.get(key, {}).get(method)
+    return None if v is None or np.size(v) == 0 else float(np.asarray(v).ravel()[-1])
+
+
 def _span(values: list[float]) -> str:
     return f"{min(values):g}" if min(values) == max(values) else f"{min(values):g}-{max(values):g}"
 
@@ -299,7 +324,7 @@ class PSRLExperiment(GymExperiment):
                              f"learn_rewards with rewards={config.rewards!r}")
         check_methods(config.methods, ALL_METHODS)
         check_model_settings(config)
-        check_correlated(self._coordinates, tuple(config.methods), self.env_id)
+        check_correlated(self.coordinates(config), tuple(config.methods), self.env_id)
 
     def summarise_extra(self, config: Any, results: Mapping[int, SeedResult], metrics: dict) -> dict:
         """Per method: the step from which the greedy policy stays optimal (per seed), final scores, cost."""
@@ -310,9 +335,16 @@ class PSRLExperiment(GymExperiment):
         for method in metrics["normalized_return"]["methods"]:
             found = [steps_to_optimal(x, results[s].curves["normalized_return"][method]) for s in seeds]
             cpu = float(np.mean([results[s].method_extras["cpu_seconds"][method][0] for s in seeds]))
-            table[method] = {"first_optimal_step": [f[0] for f in found],
+            per_seed = [results[s].method_extras for s in seeds]
+            table[method] = {"seeds": [int(s) for s in seeds],
+                             "first_optimal_step": [f[0] for f in found],
                              "optimal_to_the_end_from_step": [f[1] for f in found],
                              "share_optimal_after_first": [f[2] for f in found],
+                             "first_optimal_episode": [_episode(e, "first_optimal_episode", method)
+                                                       for e in per_seed],
+                             "first_reward_episode": [_episode(e, "first_reward_episode", method)
+                                                      for e in per_seed],
+                             "final_regret": [_last(e, "regret", method) for e in per_seed],
                              "cpu_seconds_per_seed": cpu}
             first = [f[0] for f in found if f[0] is not None]
             stays = [f[1] for f in found if f[1] is not None]

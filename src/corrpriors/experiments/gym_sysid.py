@@ -93,6 +93,16 @@ class SysIdConfig(GymConfig):
         Weight of the far jumps observed anywhere in the prior of where an unobserved far jump
         of the relative encoding leads (0: uniform over the far states; see
         ``CorrelatedTransitionModel.for_mdp``).
+    concentration : str
+        The correlated beliefs' per-(state, action) layer: ``"auto"`` (learned from the data),
+        ``"none"`` (the paper's model, no layer) or a fixed positive number (see
+        ``CorrelatedTransitionModel.for_mdp``).
+    contamination : str
+        ``"auto"``: the correlated beliefs give each pair a learned probability of a next state
+        its neighbours do not predict (Beta(1, 1) prior); ``"none"``: they do not.
+    features : str
+        ``"module:function"``: ``function(env)`` returns the state coordinates, shape (S, D),
+        instead of those the environment publishes; ``""``: the environment's own.
     """
 
     _GYM_BASE = True
@@ -109,6 +119,9 @@ class SysIdConfig(GymConfig):
     prior: str = "auto"
     boundary: str = "auto"
     other_pooling: float = 1.0
+    concentration: str = "auto"
+    contamination: str = "auto"
+    features: str = ""
 
 
 def run_seed(config: SysIdConfig, *, rng: np.random.Generator) -> SeedResult:
@@ -122,7 +135,7 @@ def run_seed(config: SysIdConfig, *, rng: np.random.Generator) -> SeedResult:
     from ..envs import random_exploration, reachable_states
     from ..mdp import hellinger
 
-    env, mdp = load_env(config.env_id, config.env_kwargs)
+    env, mdp = load_env(config.env_id, config.env_kwargs, config.features)
     ts = [int(t) for t in config.transitions]
     data = random_exploration(env, ts[-1], rng=rng)
     env.close()
@@ -188,7 +201,7 @@ class SysIdExperiment(GymExperiment):
             raise ValueError(f"transitions: expected increasing positive integers, got {config.transitions}")
         check_methods(config.methods, METHODS)
         check_model_settings(config)
-        check_correlated(self._coordinates, tuple(config.methods), self.env_id)
+        check_correlated(self.coordinates(config), tuple(config.methods), self.env_id)
 
     def summarise_extra(self, config: Any, results: Mapping[int, SeedResult], metrics: dict) -> dict:
         """Summarise the best method at every T, the error ratios to pg and the CPU time per method."""

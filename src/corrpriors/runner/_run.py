@@ -303,7 +303,8 @@ def summarise(experiment: Any, config: Any, seed_results: Mapping[int, SeedResul
     """Build the core of the ``metrics.json`` record from the per-seed results.
 
     ``mean`` and ``std`` are taken over seeds for every x value; ``std`` is the sample
-    standard deviation (``ddof=1``) and 0 when there is a single seed. Methods keep the
+    standard deviation (``ddof=1``) and 0 when there is a single seed; ``per_seed`` keeps every
+    seed's curve (rows in the order of ``seeds``). Methods keep the
     order of the first seed; a method missing in some seed is an error. ``config`` is
     recorded with its sentinels resolved (the experiment's ``resolve_config``).
     """
@@ -321,7 +322,8 @@ def summarise(experiment: Any, config: Any, seed_results: Mapping[int, SeedResul
             values = np.stack([seed_results[s].curves[metric][method] for s in seeds])
             mean = values.mean(axis=0)
             std = values.std(axis=0, ddof=1) if len(seeds) > 1 else np.zeros_like(mean)
-            methods[method] = {"mean": mean.tolist(), "std": std.tolist()}
+            methods[method] = {"mean": mean.tolist(), "std": std.tolist(),
+                               "per_seed": values.tolist()}
         metrics[metric] = {"better": better, "methods": methods}
     resolve = getattr(experiment, "resolve_config", None)
     summary = {

@@ -28,6 +28,7 @@ from ._window import (
     next_state_tables,
     window_category_map,
 )
+from ._layer import _Layer
 
 __all__ = ["BACKENDS", "GMRF_FROM_STATES", "GMRF_MAX_CATEGORIES", "CorrelatedTransitionModel"]
 
@@ -106,6 +107,18 @@ def _scale_selection(selection: str, kwargs: dict[str, Any]) -> dict[str, Any]:
         return {"learn_scale": False, "scale_prior": None, "scale": kwargs.get("scale", 1.0)}
     raise ValueError(f"selection: expected 'collapsed', 'elbo', 'em' or 'fixed', got "
                      f"{selection!r}")
+
+
+class _LayerDefault(str):
+    """``for_mdp``'s default ``"auto"`` concentration: dropped (no layer) on sparse storage."""
+
+
+class _BetaDefault(tuple):
+    """``for_mdp``'s default Beta priors of the layer: dropped on sparse storage."""
+
+
+_AUTO = _LayerDefault("auto")
+_FLAT = _BetaDefault((1.0, 1.0))
 
 
 BACKENDS = ("threads", "loky", "dask")
@@ -306,6 +319,31 @@ class CorrelatedTransitionModel(_TransitionBelief):
         process while fitting, so give Dask workers one thread each (several threads in one
         worker process may see the limit lifted by another's exit: the numbers then differ in
         the last digits).
+    concentration : None, "auto" or float, default=None
+        The per-(state, action) layer (:mod:`._layer`): every pair's next-state distribution
+        is :math:`\mathrm{Dir}(c_a B_{sa})` around the correlated prediction :math:`B_{sa}`,
+        the correlated model is fitted to the table counts, and posterior means and draws are
+        those of the layer. ``None``: no layer (the paper's model, :math:`c = \infty`);
+        ``"auto"``: :math:`c_a` has a posterior on the lattice
+        :data:`~corrpriors.applications.transitions._layer.CONCENTRATIONS` (from its
+        Dirichlet-multinomial evidence; draws draw it); a number: fixed.
+    contamination_prior : (float, float) or None, default=None
+        With a Beta prior :math:`(a_0, b_0)`, the base is
+        :math:`B = (1 - \varepsilon) Q + \varepsilon U`: with probability :math:`\varepsilon`
+        a pair's next state is not predicted by its neighbours (uniform over the states, the
+        sparse Dirichlet's base); :math:`\varepsilon` has a Beta posterior from the table counts
+        and is drawn with every posterior draw. ``None``: :math:`\varepsilon = 0`.
+    distinct_prior : (float, float) or None, default=None
+        With a Beta prior :math:`(a_0, b_0)` (and a concentration): with probability
+        :math:`\delta` the actions of a state draw distinct outcomes (an untried action is
+        unlikely to do what another action of its state is known or drawn to do); :math:`\delta`
+        has the Beta posterior of the states whose tried actions led to different next states.
+        Acts on the per-pair part of the layer only.
+    layer_rounds : int, default=2
+        With a layer: at most this many table-then-fit rounds per refit (they stop when the
+        tables no longer change; refits continue them across new data).
+        The layer needs dense storage: with ``sparse`` storage a ``concentration`` or a
+        ``contamination_prior`` raises :class:`ValueError`.
     mc_rng : None, int, numpy.random.SeedSequence or numpy.random.Generator, default=None
         Randomness of ``probs_method="mc"`` (unused by ``"plugin"``). An int or SeedSequence
         makes every Monte-Carlo mean reproducible (each call restarts from it: common random
@@ -330,6 +368,15 @@ class CorrelatedTransitionModel(_TransitionBelief):
     selected_ : list of dict or None
         With ``selection``: per action, the chosen ``candidate`` (index or name of the
         covariance), ``scale`` and criterion ``value`` at the last refit (``None`` before).
+    concentration_weights_ : ndarray of shape (A, L) or None
+        With a layer: the posterior weights of the concentrations ``concentrations_`` of
+        every action.
+    concentrations_ : ndarray of shape (L,) or None
+        With a layer: the lattice of concentrations (``inf``: no layer).
+    contamination_ : (float, float) or None
+        With ``contamination_prior``: the Beta posterior of :math:`\varepsilon`.
+    distinct_ : (float, float) or None
+        With ``distinct_prior``: the Beta posterior of :math:`\delta`.
     """
 
     def __init__(self, n_states: int, n_actions: int, covariance: Any = None,
@@ -338,7 +385,11 @@ class CorrelatedTransitionModel(_TransitionBelief):
                  scale_prior: tuple[float, float] | None = (2.0, 1.0),
                  probs_method: str = "plugin", max_iter: int = 100, tol: float = 1e-6,
                  selection: str | None = None, scale_range: tuple[float, float] = (1e-2, 1e4),
-                 scale_step: float = 0.25, precision: Any = None, impute_rounds: int = 3, *,
+                 scale_step: float = 0.25, precision: Any = None, impute_rounds: int = 3,
+                 concentration: Any = None,
+                 contamination_prior: tuple[float, float] | None = None,
+                 distinct_prior: tuple[float, float] | None = None,
+                 layer_rounds: int = 2, *,
                  mc_rng: SeedLike = None, sparse: bool | None = None, n_jobs: int | None = None,
                  backend: Any = "threads", **model_kwargs: Any) -> None:
         super().__init__(n_states, n_actions, sparse)
@@ -422,12 +473,26 @@ class CorrelatedTransitionModel(_TransitionBelief):
         self._fitted_versions = np.full(self.n_actions, -1, dtype=np.int64)   # data of each fit
         self._cache: dict[str, Any] = {}
         self._far = np.zeros(self.n_states)   # far jumps observed into each state (pooling)
+        self._layer = _Layer.build(concentration, contamination_prior, layer_rounds,
+                                   self.n_states, self.n_actions, distinct_prior)
+        if self._layer is not None and self.sparse:
+            raise ValueError("concentration, contamination_prior: the per-(state, action) layer "
+                             "needs dense storage; with sparse storage (sparse=True, or from "
+                             "SPARSE_FROM_STATES states on) pass concentration=None and "
+                             "contamination_prior=None")
+        self.concentration = concentration
+        self.contamination_prior = contamination_prior
+        self.distinct_prior = distinct_prior
+        self.layer_rounds = int(layer_rounds)
 
     @classmethod
     def for_mdp(cls, mdp: Any, *, encoding: str | None = None, lengthscale: Any = 2.0,
                 radius: int = 1, selection: str = "collapsed", prior: str = "auto",
                 category_order: str = "nearest", boundary: str | None = None,
-                other_pooling: float = 1.0, **kwargs: Any) -> CorrelatedTransitionModel:
+                other_pooling: float = 1.0, concentration: Any = _AUTO,
+                contamination_prior: tuple[float, float] | None = _FLAT,
+                distinct_prior: tuple[float, float] | None = _FLAT,
+                **kwargs: Any) -> CorrelatedTransitionModel:
         r"""The correlated belief for an MDP's states in one call.
 
         A squared-exponential kernel on the state coordinates,
@@ -494,6 +559,21 @@ class CorrelatedTransitionModel(_TransitionBelief):
             the PSRL policies are optimal at step 500 in 7 and 8 of 10 seeds against 1 and 3
             without, and on CliffWalkingSlippery reach the goal after 500 steps with
             probability .51 / .45 against .06 / .07.
+        concentration : "auto", float or None, default="auto"
+            The per-(state, action) layer (see the constructor and :mod:`._layer`): how far
+            every pair may differ from what its neighbours predict, learned from the data
+            (``"auto"``); ``None`` is the paper's model (every pair is its prediction).
+            The layer needs dense storage: when the belief stores its counts sparsely
+            (``sparse=True``, or ``None`` from
+            :data:`~corrpriors.applications.transitions.SPARSE_FROM_STATES` states on) the
+            defaults of ``concentration``, ``contamination_prior`` and ``distinct_prior`` turn
+            the layer off, and a value given explicitly raises :class:`ValueError`.
+        contamination_prior : (float, float) or None, default=(1.0, 1.0)
+            Beta prior of the probability that a pair's next state is not predicted by its
+            neighbours at all (see the constructor); ``None``: no such component.
+        distinct_prior : (float, float) or None, default=(1.0, 1.0)
+            Beta prior of the probability that the actions of a state do distinct things (see
+            the constructor); ``None``: they are independent. Ignored without a concentration.
         prior : {"auto", "dense", "gmrf"}, default="auto"
             ``"dense"``: the squared-exponential kernel above (cost per fit about
             :math:`\sum_k |O_k|^3`, cubic in S). ``"gmrf"``: a Matern-like Gaussian Markov random
@@ -581,7 +661,13 @@ class CorrelatedTransitionModel(_TransitionBelief):
             raise ValueError(f"prior: expected 'auto', 'dense' or 'gmrf', got {prior!r}")
         chosen: Any = priors if "selection" in kwargs else priors[scales[0]]
         key = "covariance" if prior == "dense" else "precision"
-        return cls(S, A, category_map=cmap, **{key: chosen}, **kwargs)
+        if _resolve_sparse(kwargs.get("sparse"), S):   # the layer's defaults: off (dense only)
+            concentration = None if concentration is _AUTO else concentration
+            contamination_prior = None if contamination_prior is _FLAT else contamination_prior
+            distinct_prior = None if distinct_prior is _FLAT else distinct_prior
+        return cls(S, A, category_map=cmap, **{key: chosen}, concentration=concentration,
+                   contamination_prior=contamination_prior,
+                   distinct_prior=None if concentration is None else distinct_prior, **kwargs)
 
     @property
     def n_categories(self) -> int:
@@ -598,7 +684,8 @@ class CorrelatedTransitionModel(_TransitionBelief):
         """Fit every action's model whose counts changed since its last fit (lazy, warm).
 
         The actions' fits are independent; with ``n_jobs`` they run in parallel on
-        ``backend`` and give the same numbers as one after the other.
+        ``backend`` and give the same numbers as one after the other. With a layer
+        (``concentration`` or ``contamination_prior``) every refit is the layer's (all actions).
 
         Parameters
         ----------
@@ -609,24 +696,43 @@ class CorrelatedTransitionModel(_TransitionBelief):
         -------
         self
         """
+        if self._cache.get("version") == self._version:
+            return self
+        if self._layer is not None:
+            self._layer.refit(self)
+            self._cache = {"version": self._version}
+            return self
+        which = range(self.n_actions) if actions is None else [int(a) for a in actions]
+        todo = [a for a in which if self._fitted_versions[a] != self._action_versions[a]]
+        self._fit_actions(dict.fromkeys(todo))
+        for a in todo:
+            self._fitted_versions[a] = self._action_versions[a]
+        if actions is None:
+            self._cache = {"version": self._version}
+        return self
+
+    def _fit_actions(self, tables: dict[int, FloatArray | None]) -> None:
+        """Fit (or select) the models of the actions ``tables`` names (on ``backend``).
+
+        ``tables[a]``: the next-state counts of action ``a`` to fit, ndarray of shape (S, S)
+        (the layer's table counts), or ``None`` for its observed counts.
+        """
         import warnings
 
         from ...exceptions import ConvergenceWarning
 
-        if self._cache.get("version") == self._version:
-            return self
-        which = range(self.n_actions) if actions is None else [int(a) for a in actions]
         cmap = self.category_map
         censored = isinstance(cmap, TruncatedCategoryMap) or getattr(cmap, "censored", False)
-        if not self.sparse:
+        if not self.sparse and any(v is None for v in tables.values()):
             assert isinstance(cmap, CategoryMap)   # dense storage has a dense map
             cat_counts = cmap.aggregate(self._counts.transpose(1, 0, 2))   # (A, S, K)
         tasks = []
-        for a in which:
-            if self._fitted_versions[a] == self._action_versions[a]:   # its data are unchanged
-                continue
+        for a, table in tables.items():
             raw: Any
-            if self.sparse:
+            if table is not None:
+                assert isinstance(cmap, CategoryMap)   # the layer needs dense storage
+                counts, raw = cmap.aggregate(table), table
+            elif self.sparse:
                 pairs = self._action_pairs(a)
                 counts, raw = aggregate_pairs(cmap, *pairs), pairs
             else:
@@ -648,20 +754,18 @@ class CorrelatedTransitionModel(_TransitionBelief):
             self.n_fits_ += res.n_fits
             self.fit_seconds_ += res.seconds
             self.n_unconverged_ += int(not res.model.converged_)
-            self._fitted_versions[a] = self._action_versions[a]
-        if actions is None:
-            self._cache = {"version": self._version}
-        return self
 
     def action_mean(self, action: int) -> Any:
         """Posterior-mean next-state probabilities of one action, ndarray of shape (S, S)
         (sparse storage: a :class:`BackgroundTransitions` with one action).
 
-        Refits only that action's model (if its counts changed).
+        Refits only that action's model (if its counts changed; with a layer: all actions).
         """
         a = int(action)
         if not 0 <= a < self.n_actions:
             raise ValueError(f"action: expected 0 <= action < {self.n_actions}, got {action!r}")
+        if self._layer is not None:
+            return self.mean()[:, a, :]
         self.refit([a])
         q = self.models_[a].probs(method=self.probs_method, rng=self.mc_rng)
         if self.sparse:
@@ -669,11 +773,18 @@ class CorrelatedTransitionModel(_TransitionBelief):
         return self._to_next_states(q, a)
 
     def _to_next_states(self, q: FloatArray, a: int) -> FloatArray:
+        """Category probabilities (..., S, K) of action ``a`` -> next-state ones (..., S, S).
+
+        With a per-pair layer (a finite concentration) the far jumps are spread by the pooled
+        destinations only: the pair's own observations enter through the layer, not twice.
+        """
         cmap = self.category_map
         assert isinstance(cmap, CategoryMap)   # dense storage
         if cmap.is_identity:
             return q
-        return cmap.next_state_probs(q, cmap.other_weights(self._counts[:, a, :], self._far))
+        per_pair = self._layer is not None and bool(np.isfinite(self._layer.lattice).any())
+        own = np.zeros((self.n_states, self.n_states)) if per_pair else self._counts[:, a, :]
+        return cmap.next_state_probs(q, cmap.other_weights(own, self._far))
 
     def _tables(self, q: FloatArray, actions: list[int]) -> Any:
         """Category probabilities ``q`` (len(actions), S, K) to a sparse table."""
@@ -729,6 +840,10 @@ class CorrelatedTransitionModel(_TransitionBelief):
     def category_probs(self) -> FloatArray:
         """Posterior category probabilities per action, ndarray of shape (A, S, K)."""
         self.refit()
+        return self._current_category_probs()
+
+    def _current_category_probs(self) -> FloatArray:
+        """:meth:`category_probs` of the current fits (no refit), ndarray of shape (A, S, K)."""
         return np.stack([m.probs(method=self.probs_method, rng=self.mc_rng) for m in self.models_])
 
     def mean(self) -> Any:
@@ -741,8 +856,10 @@ class CorrelatedTransitionModel(_TransitionBelief):
             if self.sparse:
                 self._cache["mean"] = self._tables(q, list(range(self.n_actions)))
             else:
-                self._cache["mean"] = np.stack([self._to_next_states(q[a], a)
-                                                for a in range(self.n_actions)], axis=1)
+                base = np.stack([self._to_next_states(q[a], a) for a in range(self.n_actions)],
+                                axis=1)
+                self._cache["mean"] = base if self._layer is None else \
+                    self._layer.mean(self._counts, base)
         return self._cache["mean"] if self.sparse else self._cache["mean"].copy()
 
     def sample_many(self, n: int, *, rng: SeedLike) -> Any:
@@ -760,4 +877,35 @@ class CorrelatedTransitionModel(_TransitionBelief):
         out = np.empty((n, self.n_states, self.n_actions, self.n_states))
         for a, model in enumerate(self.models_):
             out[:, :, a, :] = self._to_next_states(model.sample_probs(n, rng=gen), a)
+        if self._layer is not None:
+            out = self._layer.draws(self._counts, out, rng=gen)
         return out
+
+    @property
+    def concentration_weights_(self) -> FloatArray | None:
+        """Posterior weights of the concentrations per action, (A, L) (None without a layer)."""
+        if self._layer is None:
+            return None
+        self.refit()
+        return self._layer.weights.copy()
+
+    @property
+    def concentrations_(self) -> FloatArray | None:
+        """The lattice of concentrations, (L,) (None without a layer)."""
+        return None if self._layer is None else self._layer.lattice.copy()
+
+    @property
+    def distinct_(self) -> tuple[float, float] | None:
+        """Beta posterior of the distinctness (None without ``distinct_prior``)."""
+        if self._layer is None or self._layer.distinct is None:
+            return None
+        self.refit()
+        return self._layer.delta_beta
+
+    @property
+    def contamination_(self) -> tuple[float, float] | None:
+        """Beta posterior of the contamination (None without ``contamination_prior``)."""
+        if self._layer is None or self._layer.prior is None:
+            return None
+        self.refit()
+        return self._layer.beta

@@ -1,0 +1,426 @@
+r"""The per-(state, action) layer: how much the neighbours predict, learned from the data.
+
+The correlated model predicts every next-state distribution from the neighbouring states
+(:class:`~corrpriors.applications.CorrelatedTransitionModel`). Where neighbours do not predict
+-- an action whose effect is drawn anew in every state (DeepSea's random action mapping), or
+dynamics without any geometry -- the prediction should serve only as a *base measure* around
+which every (state, action) pair keeps its own distribution. The layer is the hierarchical
+(Dirichlet-process-like) model
+
+.. math::
+
+    B_{sa} = (1 - \varepsilon)\, Q_{sa} + \varepsilon\, U, \qquad
+    P(\cdot \mid s, a) \sim \mathrm{Dir}(c_a B_{sa}), \qquad
+    n_{sa\cdot} \sim \mathrm{Mult}(N_{sa}, P(\cdot \mid s, a)),
+
+with :math:`Q_{sa}` the correlated model's prediction for (s, a) (from the *other* pairs: it is
+fitted to the table counts below, and its far jumps spread by the pooled destinations only),
+:math:`U` uniform over the S states and two hyper-parameters learned from the data:
+
+* the **concentration** :math:`c_a` (per action): :math:`c_a \to \infty` recovers the plain
+  correlated model (every pair is its prediction); small :math:`c_a` lets every pair differ from
+  its prediction, and a deterministic environment drives it small, so that posterior draws of a
+  pair never tried are (nearly) one-hot -- a committed guess, like a sparse Dirichlet's, not a
+  diffuse average. Its posterior on a log lattice is proportional to the Dirichlet-multinomial
+  evidence :func:`log_evidence` (closed form); posterior draws draw :math:`c_a` from it and
+  the posterior mean averages over it;
+* the **contamination** :math:`\varepsilon` (shared): the probability that a pair's next state
+  is not predicted by its neighbours at all (any state, uniformly: the base measure of the
+  sparse Dirichlet belief). Its posterior is :math:`\mathrm{Beta}(a_0 + m_U, b_0 + m_Q)` with
+  :math:`m_U, m_Q` the table counts the two components explain (:func:`contamination_posterior`);
+  draws draw it.
+
+Given :math:`B`, the posterior of every pair is conjugate,
+:math:`P(\cdot \mid s, a) \mid n \sim \mathrm{Dir}(c_a B_{sa} + n_{sa\cdot})`.
+
+The base :math:`Q` is fitted to **table counts** (the Chinese-restaurant-franchise statistics of
+the hierarchical Dirichlet process, Teh et al. 2006): the expected number of distinct draws
+from the base measure behind :math:`n_{sa s'}` observations,
+:math:`t = c B\,[\psi(c B + n) - \psi(c B)]` (:func:`expected_tables`), between 1 (small
+:math:`c`: a deterministic pair visited a hundred times is one piece of evidence about its
+neighbours) and :math:`n` (large :math:`c`: every observation is).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from scipy.special import digamma, gammaln
+
+from ..._random import as_generator, sample_dirichlet
+from ..._typing import FloatArray, SeedLike
+
+__all__ = ["CONCENTRATIONS", "NO_LAYER_PRIOR", "concentration_weights", "contamination_posterior",
+           "expected_tables", "layer_draws", "layer_mean", "log_evidence"]
+
+#: The default lattice of concentrations c: a quarter decade apart from 1e-2 to 1e4, and
+#: infinity (no layer: every pair is its base).
+CONCENTRATIONS = np.r_[10.0 ** np.arange(-2.0, 4.0 + 1e-9, 0.25), np.inf]
+
+#: Prior probability of :math:`c = \infty` (no layer) in :func:`concentration_weights`.
+NO_LAYER_PRIOR = 0.5
+
+_TINY = 1e-300
+
+
+def _check_pair(counts: Any, base: Any) -> tuple[FloatArray, FloatArray]:
+    n = np.asarray(counts, dtype=np.float64)
+    b = np.asarray(base, dtype=np.float64)
+    if n.ndim < 1 or n.shape != b.shape:
+        raise ValueError(f"counts, base: expected arrays of one shape (..., S), got {n.shape} and "
+                         f"{b.shape}")
+    return n, b
+
+
+def expected_tables(counts: Any, base: Any, concentration: float) -> FloatArray:
+    r"""Integer table counts of the hierarchical Dirichlet model (the base model's data).
+
+    Parameters
+    ----------
+    counts : array_like of shape (..., S)
+        Observed next-state counts :math:`n` of every (state, action) row.
+    base : array_like of shape (..., S)
+        The base measure :math:`B` of every row (rows on the simplex).
+    concentration : float
+        :math:`c > 0`; ``inf`` returns ``counts``.
+
+    Returns
+    -------
+    ndarray of shape (..., S)
+        :math:`\max(1, \mathrm{round}(c B [\psi(c B + n) - \psi(c B)]))` where :math:`n > 0`,
+        else 0: the expected number of tables (distinct draws from the base) serving the
+        :math:`n` customers of a Chinese restaurant with concentration :math:`c B`, rounded,
+        so that it lies between 1 and :math:`n`.
+    """
+    n, b = _check_pair(counts, base)
+    c = float(concentration)
+    if not c > 0:
+        raise ValueError(f"concentration: expected a positive number, got {concentration!r}")
+    return _round_tables(_table_means(n, b, c), n)
+
+
+def _table_means(n: FloatArray, b: FloatArray, c: float) -> FloatArray:
+    """Unrounded expected table counts (``n`` itself for ``c = inf``)."""
+    if np.isinf(c):
+        return n.copy()
+    seen = n > 0
+    cb = c * np.maximum(b[seen], _TINY)
+    out = np.zeros_like(n)
+    out[seen] = cb * (digamma(cb + n[seen]) - digamma(cb))
+    return out
+
+
+def _round_tables(t: FloatArray, n: FloatArray) -> FloatArray:
+    return np.where(n > 0, np.clip(np.round(t), 1.0, n), 0.0)
+
+
+def log_evidence(counts: Any, base: Any, concentrations: Any = CONCENTRATIONS) -> FloatArray:
+    r"""Dirichlet-multinomial log evidence of the counts for every concentration.
+
+    Parameters
+    ----------
+    counts : array_like of shape (..., S)
+        Next-state counts of every row.
+    base : array_like of shape (..., S)
+        The base measure of every row.
+    concentrations : array_like of shape (L,)
+        Positive values; ``inf`` gives the multinomial likelihood under the base itself.
+
+    Returns
+    -------
+    ndarray of shape (L,)
+        :math:`\sum_{rows} \log\Gamma(c) - \log\Gamma(c + N) + \sum_{s'}
+        [\log\Gamma(c B + n) - \log\Gamma(c B)]` (the probability of the observed sequence;
+        its limit :math:`\sum n \log B` at :math:`c = \infty`), summed over the rows.
+    """
+    n, b = _check_pair(counts, base)
+    cs = np.atleast_1d(np.asarray(concentrations, dtype=np.float64))
+    if cs.ndim != 1 or not np.all(cs > 0):
+        raise ValueError("concentrations: expected a 1-D array of positive numbers")
+    n2 = n.reshape(-1, n.shape[-1])
+    b2 = b.reshape(n2.shape)
+    total = n2.sum(axis=-1)
+    rows = total > 0
+    i, j = np.nonzero(n2)
+    nij = n2[i, j]
+    bij = np.maximum(b2[i, j], _TINY)
+    out = np.empty(cs.size)
+    for k, c in enumerate(cs):
+        if np.isinf(c):
+            out[k] = float(np.sum(nij * np.log(bij)))
+            continue
+        cb = c * bij
+        out[k] = float(np.sum(gammaln(c) - gammaln(c + total[rows]))
+                       + np.sum(gammaln(cb + nij) - gammaln(cb)))
+    if not np.all(np.isfinite(out)):
+        raise ValueError("counts, base: the evidence is not finite (a count where the base is 0?)")
+    return out
+
+
+def concentration_weights(log_ev: Any, concentrations: Any = CONCENTRATIONS) -> FloatArray:
+    r"""Posterior weights of a lattice of concentrations.
+
+    The prior gives :math:`c = \infty` (the neighbours predict every pair: the plain correlated
+    model) probability :data:`NO_LAYER_PRIOR` and spreads the rest evenly over the finite
+    values (a flat prior on :math:`\log c`): two hypotheses, "the neighbours predict" and
+    "they do not quite", at even prior odds.
+
+    Parameters
+    ----------
+    log_ev : array_like of shape (L,)
+        :func:`log_evidence` values.
+    concentrations : array_like of shape (L,)
+        The lattice they belong to.
+
+    Returns
+    -------
+    ndarray of shape (L,)
+        Prior times ``exp(log_ev)``, normalised.
+    """
+    v = np.asarray(log_ev, dtype=np.float64)
+    cs = np.asarray(concentrations, dtype=np.float64)
+    if v.shape != cs.shape:
+        raise ValueError(f"log_ev: expected one value per concentration, shape {cs.shape}, got "
+                         f"{v.shape}")
+    infinite = np.isinf(cs)
+    n_finite = int((~infinite).sum())
+    if infinite.any() and n_finite:
+        prior = np.where(infinite, NO_LAYER_PRIOR / infinite.sum(),
+                         (1.0 - NO_LAYER_PRIOR) / n_finite)
+    else:
+        prior = np.full(cs.shape, 1.0 / cs.size)
+    v = v + np.log(prior)
+    w = np.exp(v - v.max())
+    return w / w.sum()
+
+
+def contamination_posterior(tables: Any, predicted: Any, epsilon: float,
+                            prior: tuple[float, float]) -> tuple[float, float]:
+    r"""Beta posterior of the contamination :math:`\varepsilon` given table counts.
+
+    Every table was drawn from :math:`B = (1 - \varepsilon) Q + \varepsilon U`; the share
+    :math:`\varepsilon U / B` of a table is credited to the uniform component (one EM step for
+    the mixture weight, at the current :math:`\varepsilon`).
+
+    Parameters
+    ----------
+    tables : array_like of shape (..., S)
+        Table counts (:func:`expected_tables`).
+    predicted : array_like of shape (..., S)
+        :math:`Q` of every row.
+    epsilon : float
+        Current :math:`\varepsilon` in [0, 1].
+    prior : (float, float)
+        Beta prior :math:`(a_0, b_0)`.
+
+    Returns
+    -------
+    (float, float)
+        :math:`(a_0 + m_U, b_0 + m_Q)`.
+    """
+    t, q = _check_pair(tables, predicted)
+    size = t.shape[-1]
+    i = np.nonzero(t)
+    u = float(epsilon) / size
+    share = u / np.maximum((1.0 - float(epsilon)) * q[i] + u, _TINY)
+    m_u = float(np.sum(t[i] * share))
+    return float(prior[0]) + m_u, float(prior[1]) + float(t[i].sum()) - m_u
+
+
+def mix_base(predicted: Any, epsilon: Any) -> FloatArray:
+    r""":math:`B = (1 - \varepsilon) Q + \varepsilon U` along the last axis (``epsilon`` broadcasts)."""
+    q = np.asarray(predicted, dtype=np.float64)
+    e = np.asarray(epsilon, dtype=np.float64)
+    return (1.0 - e) * q + e / q.shape[-1]
+
+
+def layer_mean(counts: Any, base: Any, concentrations: Any, weights: Any) -> FloatArray:
+    r"""Posterior mean of the rows, averaged over the concentration's posterior.
+
+    Parameters
+    ----------
+    counts, base : array_like of shape (..., S)
+    concentrations, weights : array_like of shape (L,)
+
+    Returns
+    -------
+    ndarray of shape (..., S)
+        :math:`\sum_l w_l (c_l B + n) / (c_l + N)` (:math:`B` itself for :math:`c = \infty`).
+    """
+    n, b = _check_pair(counts, base)
+    total = n.sum(axis=-1, keepdims=True)
+    out = np.zeros_like(b)
+    for c, w in zip(np.asarray(concentrations, float), np.asarray(weights, float)):
+        if w <= 0.0:
+            continue
+        out += w * (b if np.isinf(c) else (c * b + n) / (c + total))
+    return out
+
+
+def layer_draws(counts: Any, base_draws: Any, concentrations: Any, weights: Any, *,
+                rng: SeedLike) -> FloatArray:
+    r"""Posterior draws of the rows given draws of their base measure.
+
+    Parameters
+    ----------
+    counts : array_like of shape (R, S)
+        Counts of the R rows (one action's states).
+    base_draws : array_like of shape (M, R, S)
+        M draws of the base measure of every row.
+    concentrations, weights : array_like of shape (L,)
+        The lattice and its posterior weights; every draw picks one concentration.
+    rng : numpy.random.Generator or seed
+
+    Returns
+    -------
+    ndarray of shape (M, R, S)
+        Draw m: :math:`c \sim w`, then every row
+        :math:`\sim \mathrm{Dir}(c B^{(m)} + n)` (:math:`B^{(m)}` itself if :math:`c = \infty`).
+    """
+    gen = as_generator(rng)
+    n = np.asarray(counts, dtype=np.float64)
+    out = np.array(base_draws, dtype=np.float64, copy=True)
+    if out.ndim != 3 or out.shape[1:] != n.shape:
+        raise ValueError(f"base_draws: expected shape (M, R, S) with (R, S) = {n.shape}, got "
+                         f"{out.shape}")
+    cs = np.asarray(concentrations, dtype=np.float64)
+    pick = np.asarray(gen.choice(cs.size, size=out.shape[0],
+                                 p=np.asarray(weights, dtype=np.float64)))
+    for m, k in enumerate(pick.tolist()):
+        if np.isinf(cs[k]):
+            continue
+        alpha = np.maximum(cs[k] * out[m], _TINY) + n
+        out[m] = sample_dirichlet(alpha, 1, rng=gen)[0]
+    return out
+
+
+class _Layer:
+    """The layer's state inside a :class:`CorrelatedTransitionModel` (see the module docstring).
+
+    Holds the lattice of concentrations and their posterior weights per action, the Beta
+    posterior of the contamination and the tables each action's correlated model was last fitted
+    to; :meth:`refit` alternates tables and fits, :meth:`mean` and :meth:`draws` map the
+    correlated model's predictions through the layer.
+    """
+
+    def __init__(self, lattice: FloatArray, prior: tuple[float, float] | None, rounds: int,
+                 n_states: int, n_actions: int) -> None:
+        self.lattice = lattice
+        self.weights = np.full((n_actions, lattice.size), 1.0 / lattice.size)
+        self.prior = prior
+        self.beta: tuple[float, float] = prior if prior is not None else (0.0, 1.0)
+        self.rounds = rounds
+        self.fitted: list[FloatArray | None] = [None] * n_actions
+        self.n_states = n_states
+
+    @classmethod
+    def build(cls, concentration: Any, prior: Any, rounds: Any, n_states: int,
+              n_actions: int) -> _Layer | None:
+        """Validate the belief's layer arguments; None when there is no layer."""
+        if isinstance(rounds, bool) or int(rounds) != rounds or rounds < 1:
+            raise ValueError(f"layer_rounds: expected a positive int, got {rounds!r}")
+        if concentration is None:
+            lattice = np.array([np.inf])
+        elif isinstance(concentration, str):
+            if concentration != "auto":
+                raise ValueError(f"concentration: expected None, 'auto' or a positive number, got "
+                                 f"{concentration!r}")
+            lattice = CONCENTRATIONS.copy()
+        else:
+            try:
+                c = float(concentration)
+            except (TypeError, ValueError):
+                raise TypeError(f"concentration: expected None, 'auto' or a positive number, got "
+                                f"{type(concentration).__name__}") from None
+            if not c > 0:
+                raise ValueError(f"concentration: expected None, 'auto' or a positive number, got "
+                                 f"{concentration!r}")
+            lattice = np.array([c])
+        beta = None
+        if prior is not None:
+            if isinstance(prior, (str, bytes)) or not hasattr(prior, "__len__") or len(prior) != 2:
+                raise ValueError(f"contamination_prior: expected (a0, b0), two positive numbers, or "
+                                 f"None, got {prior!r}")
+            beta = (float(prior[0]), float(prior[1]))
+            if not all(np.isfinite(v) and v > 0 for v in beta):
+                raise ValueError(f"contamination_prior: expected two positive numbers, got "
+                                 f"{prior!r}")
+        if concentration is None and beta is None:
+            return None
+        return cls(lattice, beta, int(rounds), n_states, n_actions)
+
+    @property
+    def epsilon(self) -> float:
+        """Posterior mean of the contamination (0 without a prior)."""
+        return 0.0 if self.prior is None else self.beta[0] / (self.beta[0] + self.beta[1])
+
+    def _base(self, belief: Any) -> FloatArray | None:
+        """The correlated predictions Q, (S, A, S); None before every action is fitted."""
+        if not all(hasattr(m, "result_") for m in belief.models_):
+            return None
+        q = belief._current_category_probs()
+        return np.stack([belief._to_next_states(q[a], a) for a in range(len(q))], axis=1)
+
+    def _tables(self, counts: FloatArray, base: FloatArray, weights: FloatArray) -> FloatArray:
+        t = np.zeros_like(counts)
+        for c, w in zip(self.lattice, weights):
+            if w > 1e-12:
+                t += w * _table_means(counts, base, float(c))
+        return _round_tables(t, counts)
+
+    def refit(self, belief: Any) -> None:
+        """Alternate table counts and fits of the belief's correlated models, then update the
+        concentration weights and the contamination (at most ``rounds`` rounds).
+        """
+        from ._categories import TruncatedCategoryMap
+
+        counts = belief._counts
+        cmap = belief.category_map
+        censored = isinstance(cmap, TruncatedCategoryMap)
+        S = self.n_states
+        base = self._base(belief)
+        for r in range(self.rounds):
+            B = np.full_like(counts, 1.0 / S) if base is None else mix_base(base, self.epsilon)
+            changed = False
+            for a in range(counts.shape[1]):
+                t = self._tables(counts[:, a, :], B[:, a, :], self.weights[a])
+                last = self.fitted[a]
+                if last is not None and np.array_equal(t, last):
+                    continue
+                belief._fit_timed(a, cmap.aggregate(t), censored, t)
+                self.fitted[a] = t
+                changed = True
+            if not changed and r > 0:
+                break
+            base = self._base(belief)
+            assert base is not None   # every action was fitted above
+            if self.prior is not None:
+                tables = np.stack([t for t in self.fitted if t is not None], axis=1)
+                for _ in range(3):   # a few EM steps of the mixture weight
+                    self.beta = contamination_posterior(tables, base, self.epsilon, self.prior)
+            B = mix_base(base, self.epsilon)
+            for a in range(counts.shape[1]):
+                self.weights[a] = concentration_weights(
+                    log_evidence(counts[:, a, :], B[:, a, :], self.lattice), self.lattice)
+            if not changed:
+                break
+
+    def mean(self, counts: FloatArray, base: FloatArray) -> FloatArray:
+        """Posterior mean (S, A, S) from the correlated means ``base`` (S, A, S)."""
+        B = mix_base(base, self.epsilon)
+        return np.stack([layer_mean(counts[:, a, :], B[:, a, :], self.lattice, self.weights[a])
+                         for a in range(counts.shape[1])], axis=1)
+
+    def draws(self, counts: FloatArray, base_draws: FloatArray, *,
+              rng: np.random.Generator) -> FloatArray:
+        """Posterior draws (M, S, A, S) from draws of the correlated model (M, S, A, S)."""
+        m = base_draws.shape[0]
+        eps: Any = self.epsilon
+        if self.prior is not None:
+            a0, b0 = self.beta
+            eps = np.asarray(rng.beta(a0, b0, size=m))[:, None, None, None]
+        B = mix_base(base_draws, eps)
+        return np.stack([layer_draws(counts[:, a, :], B[:, :, a, :], self.lattice,
+                                     self.weights[a], rng=rng)
+                         for a in range(counts.shape[1])], axis=2)

@@ -1,0 +1,194 @@
+"""The per-(state, action) layer of the correlated transition belief, against oracles."""
+
+import numpy as np
+import pytest
+
+from corrpriors.applications.transitions import CorrelatedTransitionModel, DirichletTransitionModel
+from corrpriors.applications.transitions._layer import (
+    CONCENTRATIONS,
+    NO_LAYER_PRIOR,
+    concentration_weights,
+    contamination_posterior,
+    expected_tables,
+    layer_draws,
+    layer_mean,
+    log_evidence,
+)
+from corrpriors.envs import deep_sea
+from corrpriors.envs.gridworld import dense_gridworld
+
+
+def polya_urn_log_prob(counts, base, c):
+    """Log probability of one observation sequence with these counts, by the urn's chain rule."""
+    total, seen = 0.0, np.zeros_like(base, dtype=float)
+    for k in np.repeat(np.arange(len(counts)), counts.astype(int)):
+        total += np.log((c * base[k] + seen[k]) / (c + seen.sum()))
+        seen[k] += 1
+    return total
+
+
+def crp_tables(n, alpha):
+    """Expected tables of a Chinese restaurant with concentration alpha and n customers."""
+    return sum(alpha / (alpha + i) for i in range(int(n)))
+
+
+def test_log_evidence_is_the_polya_urn_probability():
+    rng = np.random.default_rng(0)
+    counts = np.array([[3, 0, 1, 0], [0, 0, 0, 0], [0, 5, 0, 2]], float)
+    base = rng.dirichlet(np.ones(4), size=3)
+    cs = np.array([0.05, 1.0, 30.0, np.inf])
+    got = log_evidence(counts, base, cs)
+    for c, value in zip(cs[:-1], got[:-1]):
+        expected = sum(polya_urn_log_prob(n, b, c) for n, b in zip(counts, base))
+        assert value == pytest.approx(expected, rel=1e-12)
+    # c = inf: the multinomial likelihood of the sequence under the base itself
+    assert got[-1] == pytest.approx(np.sum(np.where(counts > 0, counts * np.log(base), 0.0)))
+    # and the finite values tend to it
+    assert log_evidence(counts, base, [1e9])[0] == pytest.approx(got[-1], rel=1e-6)
+
+
+def test_expected_tables_is_the_crp_expectation_rounded():
+    counts = np.array([[1.0, 7.0, 0.0, 30.0]])
+    base = np.array([[0.1, 0.2, 0.3, 0.4]])
+    for c in (0.01, 0.5, 3.0, 100.0):
+        t = expected_tables(counts, base, c)
+        for k in range(4):
+            if counts[0, k] == 0:
+                assert t[0, k] == 0
+                continue
+            exact = crp_tables(counts[0, k], c * base[0, k])
+            assert t[0, k] == np.clip(np.round(exact), 1, counts[0, k])
+    np.testing.assert_array_equal(expected_tables(counts, base, np.inf), counts)
+    assert np.all(expected_tables(counts, base, 1e-6)[counts > 0] == 1)   # one table each
+    with pytest.raises(ValueError, match="concentration"):
+        expected_tables(counts, base, 0.0)
+
+
+def test_concentration_weights_prior_and_normalisation():
+    w = concentration_weights(np.zeros(CONCENTRATIONS.size))
+    assert w.sum() == pytest.approx(1.0)
+    assert w[-1] == pytest.approx(NO_LAYER_PRIOR)              # c = inf: even prior odds
+    np.testing.assert_allclose(w[:-1], (1 - NO_LAYER_PRIOR) / (CONCENTRATIONS.size - 1))
+    v = np.arange(CONCENTRATIONS.size, dtype=float)
+    w = concentration_weights(v)
+    prior_finite = (1 - NO_LAYER_PRIOR) / (CONCENTRATIONS.size - 1)
+    assert w[-1] / w[-2] == pytest.approx(np.exp(1.0) * NO_LAYER_PRIOR / prior_finite)
+    assert w[1] / w[0] == pytest.approx(np.exp(1.0))
+    with pytest.raises(ValueError, match="log_ev"):
+        concentration_weights(np.zeros(3))
+
+
+def test_contamination_posterior_by_hand():
+    tables = np.array([[2.0, 0.0], [0.0, 1.0]])
+    q = np.array([[1.0, 0.0], [0.5, 0.5]])
+    eps = 0.2
+    # table shares credited to the uniform component: eps U / ((1 - eps) q + eps U)
+    share = np.array([0.1 / (0.8 + 0.1), 0.1 / (0.4 + 0.1)])
+    a, b = contamination_posterior(tables, q, eps, (1.0, 2.0))
+    assert a == pytest.approx(1.0 + 2 * share[0] + share[1])
+    assert b == pytest.approx(2.0 + 3.0 - (2 * share[0] + share[1]))
+
+
+def test_layer_draws_match_the_conjugate_dirichlet():
+    rng = np.random.default_rng(1)
+    counts = np.array([[4.0, 0.0, 1.0], [0.0, 0.0, 0.0]])
+    base = np.array([[0.2, 0.5, 0.3], [0.6, 0.3, 0.1]])
+    cs, w = np.array([2.0, np.inf]), np.array([0.7, 0.3])
+    m = 40000
+    draws = layer_draws(counts, np.broadcast_to(base, (m, 2, 3)), cs, w, rng=rng)
+    np.testing.assert_allclose(draws.sum(-1), 1.0)
+    mean = layer_mean(counts, base, cs, w)
+    mc_se = draws.std(axis=0) / np.sqrt(m)
+    assert np.all(np.abs(draws.mean(axis=0) - mean) <= 5 * mc_se + 1e-12)
+    # c = 2 rows are Dir(2 base + n): the second moment of the first row's first entry
+    alpha = 2 * base[0] + counts[0]
+    a0 = alpha.sum()
+    second = 0.7 * alpha[0] * (alpha[0] + 1) / (a0 * (a0 + 1)) + 0.3 * base[0, 0] ** 2
+    assert (draws[:, 0, 0] ** 2).mean() == pytest.approx(second, abs=5 * (draws[:, 0, 0] ** 2).std() / np.sqrt(m))
+
+
+def _grid_belief(**kw):
+    mdp = dense_gridworld(shape=(4, 4), window=1)
+    return mdp, CorrelatedTransitionModel.for_mdp(mdp, lengthscale=2.0, **kw)
+
+
+def test_no_layer_is_the_plain_model_bit_for_bit():
+    mdp, plain = _grid_belief(concentration=None, contamination_prior=None)
+    ref = CorrelatedTransitionModel(plain.n_states, plain.n_actions,
+                                    covariance=plain.covariance, category_map=plain.category_map,
+                                    selection="collapsed")
+    rng = np.random.default_rng(2)
+    s = rng.integers(16, size=300)
+    a = rng.integers(4, size=300)
+    s2 = np.array([rng.choice(16, p=mdp.transitions[i, j]) for i, j in zip(s, a)])
+    for b in (plain, ref):
+        b.update(s, a, s2)
+    np.testing.assert_array_equal(plain.mean(), ref.mean())
+    np.testing.assert_array_equal(plain.sample_many(2, rng=5), ref.sample_many(2, rng=5))
+    assert plain.concentration_weights_ is None and plain.contamination_ is None
+
+
+def test_layer_learns_determinism_and_stochasticity():
+    # deterministic DeepSea data: small concentrations; the gridworld's spread moves: large
+    mdp = deep_sea(6, rng=0, walls=True)
+    b = CorrelatedTransitionModel.for_mdp(mdp)
+    rng = np.random.default_rng(0)
+    live = np.flatnonzero(~mdp.terminal)
+    s = rng.choice(live, size=400)
+    a = rng.integers(2, size=400)
+    b.update(s, a, mdp.transitions[s, a].argmax(-1))
+    w, cs = b.concentration_weights_, b.concentrations_
+    assert np.all(w @ np.where(np.isinf(cs), 1e6, cs) < 1.0)    # posterior mean c below 1
+    eps = b.contamination_[0] / sum(b.contamination_)
+    assert eps < 0.05                                         # the neighbours predict the moves
+    grid, g = _grid_belief()
+    s = rng.integers(16, size=2000)
+    a = rng.integers(4, size=2000)
+    s2 = np.array([rng.choice(16, p=grid.transitions[i, j]) for i, j in zip(s, a)])
+    g.update(s, a, s2)
+    wg = g.concentration_weights_
+    assert np.all(wg[:, g.concentrations_ < 10].sum(axis=1) < 0.01)
+
+
+def test_layer_mean_and_draws_are_models():
+    mdp = deep_sea(5, rng=1)
+    b = CorrelatedTransitionModel.for_mdp(mdp)
+    b.update([0, 0, 6], [0, 1, 1], [6, 5, 11])
+    m = b.mean()
+    np.testing.assert_allclose(m.sum(-1), 1.0)
+    d1, d2 = b.sample_many(3, rng=7), b.sample_many(3, rng=7)
+    np.testing.assert_array_equal(d1, d2)
+    assert not np.array_equal(d1, b.sample_many(3, rng=8))
+    np.testing.assert_allclose(d1.sum(-1), 1.0)
+    np.testing.assert_allclose(b.action_mean(1), m[:, 1, :])
+    # pairs seen again and again doing the same thing: the layer keeps that, whatever the base
+    b.update(np.tile([0, 0, 6], 20), np.tile([0, 1, 1], 20), np.tile([6, 5, 11], 20))
+    m = b.mean()
+    assert min(m[0, 0, 6], m[0, 1, 5], m[6, 1, 11]) > 0.95
+
+
+def test_layer_argument_validation():
+    mdp = deep_sea(4, rng=0)
+    with pytest.raises(ValueError, match="concentration"):
+        CorrelatedTransitionModel.for_mdp(mdp, concentration="sometimes")
+    with pytest.raises(ValueError, match="concentration"):
+        CorrelatedTransitionModel.for_mdp(mdp, concentration=-1.0)
+    with pytest.raises(TypeError, match="concentration"):
+        CorrelatedTransitionModel.for_mdp(mdp, concentration=[1.0])
+    with pytest.raises(ValueError, match="contamination_prior"):
+        CorrelatedTransitionModel.for_mdp(mdp, contamination_prior=(1.0, 0.0))
+    with pytest.raises(ValueError, match="layer_rounds"):
+        CorrelatedTransitionModel.for_mdp(mdp, layer_rounds=0)
+
+
+def test_fixed_small_concentration_behaves_like_a_dirichlet_around_the_base():
+    # with a fixed c the posterior mean is (c B + n) / (c + N) around the correlated base B
+    mdp = deep_sea(4, rng=2)
+    b = CorrelatedTransitionModel.for_mdp(mdp, concentration=0.5, contamination_prior=None)
+    d = DirichletTransitionModel(mdp.n_states, 2)
+    b.update([0, 0, 0], [1, 1, 0], [5, 5, 4])
+    d.update([0, 0, 0], [1, 1, 0], [5, 5, 4])
+    base = np.stack([b._to_next_states(q, a) for a, q in enumerate(b.category_probs())], axis=1)
+    n = b.counts
+    expected = (0.5 * base + n) / (0.5 + n.sum(-1, keepdims=True))
+    np.testing.assert_allclose(b.mean(), expected, rtol=1e-12)

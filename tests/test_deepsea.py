@@ -164,3 +164,33 @@ def test_random_mdp():
     env = gymnasium.make("corrpriors/RandomMDP-v0", n_states=12, mdp_seed=1)
     assert state_index(env).tolist() == [[float(i)] for i in range(12)]
     assert from_gymnasium(env).coordinates is None
+
+
+def _study():
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "deepsea_study.py"
+    spec = importlib.util.spec_from_file_location("deepsea_study", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_study_runs_and_its_criterion_is_bsuites(tmp_path, capsys):
+    study = _study()
+    # a belief that knows the model learns at once: its first episode is already good
+    out = study.run_one(5, True, "dirichlet_sparse", 0, cap=400, learn_rewards=False)
+    assert out["learned"] is not None and out["first_treasure"] is not None
+    assert out["learned"] >= out["first_treasure"]
+    r = study.run_one(5, True, "pg", 1, cap=200, learn_rewards=False)
+    assert r["learned"] is not None and r["learned"] <= 200
+    jsonl = tmp_path / "d.jsonl"
+    assert study.main(["--sizes", "4", "--walls", "walls", "--seeds", "0", "--methods",
+                       "dirichlet_sparse", "--cap", "300", "--out", str(jsonl)]) == 0
+    assert study.main(["--sizes", "4", "--walls", "walls", "--seeds", "0", "--methods",
+                       "dirichlet_sparse", "--cap", "300", "--out", str(jsonl)]) == 0
+    assert len(jsonl.read_text().splitlines()) == 1          # the rerun resumed, ran nothing
+    assert "N=  4 dirichlet_sparse" in capsys.readouterr().out
+    study.main(["--out", str(jsonl), "--plot", str(tmp_path / "d.png")])
+    assert (tmp_path / "d.png").stat().st_size > 5000

@@ -87,15 +87,20 @@ def test_one_fall_tells_the_unvisited_cells_where_theirs_lead():
     for s in range(6):
         counts[s, down, s + 6] = 5              # row 0 moves down normally
     probs = {}
-    for beta in (0.0, 1.0):
+    for beta, layer in ((0.0, None), (1.0, None), (1.0, "auto")):
         belief = CorrelatedTransitionModel.for_mdp(Grid(), other_pooling=beta, boundary="exclude",
-                                                   selection="fixed", prior="dense")
+                                                   selection="fixed", prior="dense",
+                                                   concentration=layer,
+                                                   contamination_prior=layer and (1.0, 1.0))
         P = belief.set_counts(counts).mean()[:, down, :]
         far = belief.category_map.outside[10]
-        probs[beta] = P[10, start] / P[10, far].sum()          # cell (1, 4): never tried
+        probs[beta, layer] = P[10, start] / P[10, far].sum()          # cell (1, 4): never tried
     n_far = int(belief.category_map.outside[10].sum())
-    assert probs[0.0] == pytest.approx(1.0 / n_far, rel=1e-9)
-    assert probs[1.0] > 0.7
+    assert probs[0.0, None] == pytest.approx(1.0 / n_far, rel=1e-9)
+    assert probs[1.0, None] > 0.7
+    # the layer's contamination keeps a share of every pair's mass uniform (5 falls are little
+    # evidence that the neighbours predict), yet most of the far mass still goes to the start
+    assert probs[1.0, "auto"] > 0.5
     with pytest.raises(ValueError, match="other_pooling"):
         displacement_category_map(coords, 1, other_pooling=-1.0)
     with pytest.raises(ValueError, match="other_pooling"):

@@ -79,7 +79,8 @@ def test_for_mdp_nearest_and_lexicographic_stay_predict_the_same_model_from_the_
     rng = np.random.default_rng(2)
     counts = rng.integers(0, 4, size=(grid.n_states, grid.n_actions, grid.n_states))
     beliefs = {order: CorrelatedTransitionModel.for_mdp(
-        grid, boundary="stay", category_order=order, selection="fixed", prior="dense").set_counts(counts)
+        grid, boundary="stay", category_order=order, selection="fixed", prior="dense",
+        concentration=None, contamination_prior=None).set_counts(counts)
         for order in ("lexicographic", "nearest")}
     lex, near = beliefs["lexicographic"], beliefs["nearest"]
     assert isinstance(near.category_map, TruncatedCategoryMap)

@@ -184,7 +184,8 @@ def test_layer_argument_validation():
 def test_fixed_small_concentration_behaves_like_a_dirichlet_around_the_base():
     # with a fixed c the posterior mean is (c B + n) / (c + N) around the correlated base B
     mdp = deep_sea(4, rng=2)
-    b = CorrelatedTransitionModel.for_mdp(mdp, concentration=0.5, contamination_prior=None)
+    b = CorrelatedTransitionModel.for_mdp(mdp, concentration=0.5, contamination_prior=None,
+                                          distinct_prior=None)
     d = DirichletTransitionModel(mdp.n_states, 2)
     b.update([0, 0, 0], [1, 1, 0], [5, 5, 4])
     d.update([0, 0, 0], [1, 1, 0], [5, 5, 4])

@@ -48,7 +48,8 @@ def check_schema(summary: dict, seeds: list[int], config: Config) -> None:
     for metric, block in summary["metrics"].items():
         assert block["better"] == toy.METRICS[metric]
         for stats in block["methods"].values():
-            assert set(stats) == {"mean", "std"}
+            assert set(stats) == {"mean", "std", "per_seed"}
+            assert len(stats["per_seed"]) == len(seeds)
             assert len(stats["mean"]) == len(stats["std"]) == config.n_points
     assert list(summary["metrics"]["error"]["methods"]) == ["a", "b"]
     assert list(summary["metrics"]["score"]["methods"]) == ["a"]
@@ -75,6 +76,7 @@ def test_end_to_end_files_schema_statistics(tmp_path, capsys):
     rows = np.stack([toy.run_seed(config, rng=seed_generator(NAME, k)).curves["error"]["b"] for k in range(3)])
     np.testing.assert_allclose(summary["metrics"]["error"]["methods"]["b"]["mean"], rows.mean(0), rtol=1e-12)
     np.testing.assert_allclose(summary["metrics"]["error"]["methods"]["b"]["std"], rows.std(0, ddof=1), rtol=1e-12)
+    np.testing.assert_array_equal(summary["metrics"]["error"]["methods"]["b"]["per_seed"], rows)
     assert summary["extra"]["n_seed_results"] == 3
     [claim] = summary["extra"]["claims"]
     assert claim["claim"] == "a beats b" and claim["holds"] is True and " vs " in claim["detail"]

@@ -30,6 +30,16 @@ fitted to the table counts below, and its far jumps spread by the pooled destina
   :math:`m_U, m_Q` the table counts the two components explain (:func:`contamination_posterior`);
   draws draw it.
 
+A third, optional, part is about the actions of one state: **distinct outcomes**. With
+probability :math:`\delta` the pairs of a state draw their dishes (the next states their
+tables serve) *without replacement*: an action is unlikely to do what another action of the
+same state is known (or drawn) to do. Actions exist to do different things -- a grid's four
+moves, DeepSea's left and right whose labels are shuffled in every cell -- and where they do
+not (two moves into one wall), the data say so: :math:`\delta` has the Beta posterior of the
+states whose tried actions led to different next states (:func:`distinct_posterior`). It acts
+on the per-pair part of the layer only (finite :math:`c`): the plain correlated model
+(:math:`c = \infty`) is unchanged.
+
 Given :math:`B`, the posterior of every pair is conjugate,
 :math:`P(\cdot \mid s, a) \mid n \sim \mathrm{Dir}(c_a B_{sa} + n_{sa\cdot})`.
 
@@ -52,7 +62,8 @@ from ..._random import as_generator, sample_dirichlet
 from ..._typing import FloatArray, SeedLike
 
 __all__ = ["CONCENTRATIONS", "NO_LAYER_PRIOR", "concentration_weights", "contamination_posterior",
-           "expected_tables", "layer_draws", "layer_mean", "log_evidence"]
+           "distinct_draws", "distinct_posterior", "expected_tables", "layer_draws", "layer_mean", "log_evidence",
+           "repel"]
 
 #: The default lattice of concentrations c: a quarter decade apart from 1e-2 to 1e4, and
 #: infinity (no layer: every pair is its base).
@@ -228,6 +239,62 @@ def contamination_posterior(tables: Any, predicted: Any, epsilon: float,
     return float(prior[0]) + m_u, float(prior[1]) + float(t[i].sum()) - m_u
 
 
+def distinct_posterior(counts: Any, prior: tuple[float, float]) -> tuple[float, float]:
+    r"""Beta posterior of :math:`\delta`, the probability that a state's actions do distinct things.
+
+    Every state with at least two tried actions is one trial: a success when the most frequent
+    next states of its tried actions are all different.
+
+    Parameters
+    ----------
+    counts : array_like of shape (S, A, S)
+        Transition counts.
+    prior : (float, float)
+        Beta prior :math:`(a_0, b_0)`.
+
+    Returns
+    -------
+    (float, float)
+        :math:`(a_0 + \#\text{distinct}, b_0 + \#\text{coinciding})`.
+    """
+    n = np.asarray(counts, dtype=np.float64)
+    if n.ndim != 3 or n.shape[0] != n.shape[2]:
+        raise ValueError(f"counts: expected shape (S, A, S), got {n.shape}")
+    tried = n.sum(axis=-1) > 0                                   # (S, A)
+    mode = np.where(tried, n.argmax(axis=-1), -1)                # (S, A)
+    trials = tried.sum(axis=1) >= 2
+    n_distinct = 0
+    for row, ok in zip(mode[trials], tried[trials]):
+        seen = row[ok]
+        n_distinct += int(np.unique(seen).size == seen.size)
+    n_trials = int(trials.sum())
+    return float(prior[0]) + n_distinct, float(prior[1]) + n_trials - n_distinct
+
+
+def repel(base: Any, taken: Any, delta: Any) -> FloatArray:
+    r"""Move a pair's base mass off the next states other actions of its state take.
+
+    Parameters
+    ----------
+    base : array_like of shape (..., S)
+        Base measures (rows on the simplex).
+    taken : array_like of bool, shape (..., S)
+        Next states taken by the state's other actions.
+    delta : float or array_like broadcasting against ``base[..., :1]``
+        :math:`\delta` in [0, 1].
+
+    Returns
+    -------
+    ndarray of shape (..., S)
+        ``base * (1 - delta * taken)`` renormalised; a row whose every state is taken keeps its
+        base.
+    """
+    b = np.asarray(base, dtype=np.float64)
+    w = b * (1.0 - np.asarray(delta, dtype=np.float64) * np.asarray(taken, dtype=bool))
+    z = w.sum(axis=-1, keepdims=True)
+    return np.where(z > _TINY, w / np.maximum(z, _TINY), b)
+
+
 def mix_base(predicted: Any, epsilon: Any) -> FloatArray:
     r""":math:`B = (1 - \varepsilon) Q + \varepsilon U` along the last axis (``epsilon`` broadcasts)."""
     q = np.asarray(predicted, dtype=np.float64)
@@ -235,26 +302,30 @@ def mix_base(predicted: Any, epsilon: Any) -> FloatArray:
     return (1.0 - e) * q + e / q.shape[-1]
 
 
-def layer_mean(counts: Any, base: Any, concentrations: Any, weights: Any) -> FloatArray:
+def layer_mean(counts: Any, base: Any, concentrations: Any, weights: Any,
+               pair_base: Any = None) -> FloatArray:
     r"""Posterior mean of the rows, averaged over the concentration's posterior.
 
     Parameters
     ----------
     counts, base : array_like of shape (..., S)
     concentrations, weights : array_like of shape (L,)
+    pair_base : array_like of shape (..., S), optional
+        The base of the finite concentrations (default ``base``; e.g. :func:`repel` of it).
 
     Returns
     -------
     ndarray of shape (..., S)
-        :math:`\sum_l w_l (c_l B + n) / (c_l + N)` (:math:`B` itself for :math:`c = \infty`).
+        :math:`\sum_l w_l (c_l B' + n) / (c_l + N)` (:math:`B` itself for :math:`c = \infty`).
     """
     n, b = _check_pair(counts, base)
+    bp = b if pair_base is None else _check_pair(counts, pair_base)[1]
     total = n.sum(axis=-1, keepdims=True)
     out = np.zeros_like(b)
     for c, w in zip(np.asarray(concentrations, float), np.asarray(weights, float)):
         if w <= 0.0:
             continue
-        out += w * (b if np.isinf(c) else (c * b + n) / (c + total))
+        out += w * (b if np.isinf(c) else (c * bp + n) / (c + total))
     return out
 
 
@@ -295,6 +366,70 @@ def layer_draws(counts: Any, base_draws: Any, concentrations: Any, weights: Any,
     return out
 
 
+def distinct_draws(counts: Any, base_draws: Any, concentrations: Any, weights: Any,
+                   delta: Any, *, rng: SeedLike) -> FloatArray:
+    r"""Posterior draws in which the actions of a state draw distinct outcomes (prob. delta).
+
+    Parameters
+    ----------
+    counts : array_like of shape (S, A, S)
+    base_draws : array_like of shape (M, S, A, S)
+        Draws of every pair's base measure.
+    concentrations : array_like of shape (L,)
+    weights : array_like of shape (A, L)
+        Every action's concentration posterior; each draw picks one concentration per action.
+    delta : array_like of shape (M,)
+        :math:`\delta` of every draw.
+    rng : numpy.random.Generator or seed
+
+    Returns
+    -------
+    ndarray of shape (M, S, A, S)
+        Draw m visits the actions of every state in a random order; an action with a finite
+        concentration draws :math:`\mathrm{Dir}(c\,B' + n)` where :math:`B'` is its base
+        :func:`repel`-ed (by :math:`\delta_m`) off the next states the actions before it hold
+        more than half of their mass on; with :math:`c = \infty` it is its base.
+    """
+    gen = as_generator(rng)
+    n = np.asarray(counts, dtype=np.float64)
+    draws = np.asarray(base_draws, dtype=np.float64)
+    M, S, A, _ = draws.shape
+    cs = np.asarray(concentrations, dtype=np.float64)
+    w = np.asarray(weights, dtype=np.float64)
+    d = np.asarray(delta, dtype=np.float64)
+    out = np.empty_like(draws)
+    rows = np.arange(S)
+    for m in range(M):
+        c_of = np.array([cs[gen.choice(cs.size, p=w[a])] for a in range(A)])
+        order = np.argsort(gen.random((S, A)), axis=1)
+        taken = np.zeros((S, S), dtype=bool)
+        for j in range(A):
+            act = order[:, j]
+            c = c_of[act][:, None]                                     # (S, 1)
+            finite = np.isfinite(c[:, 0])
+            b = draws[m, rows, act]                                    # (S, S)
+            x = b.copy()
+            if finite.any():
+                bp = repel(b[finite], taken[finite], d[m])
+                alpha = np.maximum(c[finite] * bp, _TINY) + n[rows[finite], act[finite]]
+                x[finite] = sample_dirichlet(alpha, 1, rng=gen)[0]
+            out[m, rows, act] = x
+            taken |= x > 0.5
+    return out
+
+
+def _beta_prior(prior: Any, name: str) -> tuple[float, float] | None:
+    """Validate a Beta prior ``(a0, b0)`` argument (None passes through)."""
+    if prior is None:
+        return None
+    if isinstance(prior, (str, bytes)) or not hasattr(prior, "__len__") or len(prior) != 2:
+        raise ValueError(f"{name}: expected (a0, b0), two positive numbers, or None, got {prior!r}")
+    out = (float(prior[0]), float(prior[1]))
+    if not all(np.isfinite(v) and v > 0 for v in out):
+        raise ValueError(f"{name}: expected two positive numbers, got {prior!r}")
+    return out
+
+
 class _Layer:
     """The layer's state inside a :class:`CorrelatedTransitionModel` (see the module docstring).
 
@@ -305,18 +440,21 @@ class _Layer:
     """
 
     def __init__(self, lattice: FloatArray, prior: tuple[float, float] | None, rounds: int,
-                 n_states: int, n_actions: int) -> None:
+                 n_states: int, n_actions: int,
+                 distinct: tuple[float, float] | None = None) -> None:
         self.lattice = lattice
         self.weights = np.full((n_actions, lattice.size), 1.0 / lattice.size)
         self.prior = prior
         self.beta: tuple[float, float] = prior if prior is not None else (0.0, 1.0)
+        self.distinct = distinct
+        self.delta_beta: tuple[float, float] = distinct if distinct is not None else (0.0, 1.0)
         self.rounds = rounds
         self.fitted: list[FloatArray | None] = [None] * n_actions
         self.n_states = n_states
 
     @classmethod
     def build(cls, concentration: Any, prior: Any, rounds: Any, n_states: int,
-              n_actions: int) -> _Layer | None:
+              n_actions: int, distinct: Any = None) -> _Layer | None:
         """Validate the belief's layer arguments; None when there is no layer."""
         if isinstance(rounds, bool) or int(rounds) != rounds or rounds < 1:
             raise ValueError(f"layer_rounds: expected a positive int, got {rounds!r}")
@@ -337,18 +475,33 @@ class _Layer:
                 raise ValueError(f"concentration: expected None, 'auto' or a positive number, got "
                                  f"{concentration!r}")
             lattice = np.array([c])
-        beta = None
-        if prior is not None:
-            if isinstance(prior, (str, bytes)) or not hasattr(prior, "__len__") or len(prior) != 2:
-                raise ValueError(f"contamination_prior: expected (a0, b0), two positive numbers, or "
-                                 f"None, got {prior!r}")
-            beta = (float(prior[0]), float(prior[1]))
-            if not all(np.isfinite(v) and v > 0 for v in beta):
-                raise ValueError(f"contamination_prior: expected two positive numbers, got "
-                                 f"{prior!r}")
+        beta = _beta_prior(prior, "contamination_prior")
+        delta = _beta_prior(distinct, "distinct_prior")
+        if delta is not None and concentration is None:
+            raise ValueError("distinct_prior: acts on the per-pair layer; it needs a concentration "
+                             "('auto' or a number), got concentration=None")
         if concentration is None and beta is None:
             return None
-        return cls(lattice, beta, int(rounds), n_states, n_actions)
+        return cls(lattice, beta, int(rounds), n_states, n_actions, delta)
+
+    @property
+    def delta(self) -> float:
+        """Posterior mean of the distinctness (0 without a prior)."""
+        a, b = self.delta_beta
+        return 0.0 if self.distinct is None else a / (a + b)
+
+    def _taken(self, counts: FloatArray) -> FloatArray:
+        """(S, A, S): the most frequent next states of every state's *other* tried actions."""
+        S, A, _ = counts.shape
+        tried = counts.sum(axis=-1) > 0
+        mode = counts.argmax(axis=-1)
+        taken = np.zeros(counts.shape, dtype=bool)
+        for a in range(A):
+            for b in range(A):
+                if a != b:
+                    rows = np.flatnonzero(tried[:, b])
+                    taken[rows, a, mode[rows, b]] = True
+        return taken
 
     @property
     def epsilon(self) -> float:
@@ -399,6 +552,8 @@ class _Layer:
                 tables = np.stack([t for t in self.fitted if t is not None], axis=1)
                 for _ in range(3):   # a few EM steps of the mixture weight
                     self.beta = contamination_posterior(tables, base, self.epsilon, self.prior)
+            if self.distinct is not None:
+                self.delta_beta = distinct_posterior(counts, self.distinct)
             B = mix_base(base, self.epsilon)
             for a in range(counts.shape[1]):
                 self.weights[a] = concentration_weights(
@@ -409,7 +564,9 @@ class _Layer:
     def mean(self, counts: FloatArray, base: FloatArray) -> FloatArray:
         """Posterior mean (S, A, S) from the correlated means ``base`` (S, A, S)."""
         B = mix_base(base, self.epsilon)
-        return np.stack([layer_mean(counts[:, a, :], B[:, a, :], self.lattice, self.weights[a])
+        pair = B if self.distinct is None else repel(B, self._taken(counts), self.delta)
+        return np.stack([layer_mean(counts[:, a, :], B[:, a, :], self.lattice, self.weights[a],
+                                    pair[:, a, :])
                          for a in range(counts.shape[1])], axis=1)
 
     def draws(self, counts: FloatArray, base_draws: FloatArray, *,
@@ -421,6 +578,10 @@ class _Layer:
             a0, b0 = self.beta
             eps = np.asarray(rng.beta(a0, b0, size=m))[:, None, None, None]
         B = mix_base(base_draws, eps)
+        if self.distinct is not None:
+            a0, b0 = self.delta_beta
+            return distinct_draws(counts, B, self.lattice, self.weights,
+                                  np.asarray(rng.beta(a0, b0, size=m)), rng=rng)
         return np.stack([layer_draws(counts[:, a, :], B[:, :, a, :], self.lattice,
                                      self.weights[a], rng=rng)
                          for a in range(counts.shape[1])], axis=2)

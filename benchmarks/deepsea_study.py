@@ -1,0 +1,251 @@
+"""DeepSea: episodes to learn against the size N, PSRL with the correlated and Dirichlet beliefs.
+
+bsuite's deep-exploration benchmark (``corrpriors/DeepSea-v0``, :mod:`corrpriors.envs.deepsea`):
+an N x N grid, one step down per step, "right" at a random action index in every cell, a small
+move cost, the treasure at the bottom right. The agent is PSRL with one posterior draw per
+episode, replanning after every episode, rewards known R(s, a) or learned (``--learn-rewards``,
+Normal-Gamma per pair), discount 0.99, on the environment's own reset/step loop.
+
+"Episodes to learn" is bsuite's criterion (``bsuite/experiments/deep_sea/analysis.py``): the first
+episode at which the running share of *bad* episodes -- episodes in which the agent, on the
+diagonal (row = column, the only cells from which the treasure is reachable), took the action
+that does not move right -- falls below 0.8. A uniformly random policy needs about 2^N episodes.
+Runs stop there or at the cap (``--cap``: episodes, per N), counted as not learned.
+
+Beliefs (``--methods``):
+
+``pg``
+    :meth:`CorrelatedTransitionModel.for_mdp` at its defaults (the per-(state, action) layer on).
+``pg_plain``
+    The same without the layer (``concentration=None``): the paper's model, the default before.
+``pg_nolayer_<x>``, ... see :data:`BELIEFS` for the candidates measured side by side.
+``dirichlet_sparse``
+    Independent Dirichlet rows, alpha = 1e-3.
+
+Two ways to declare the same environment (``--walls``): every cell of the grid a state
+(``full``), or only the cells an episode can enter (``walls``: the others are walls).
+
+Usage::
+
+    python benchmarks/deepsea_study.py --sizes 10,20,30 --walls full,walls --seeds 0-2 \\
+        --methods dirichlet_sparse,pg,pg_plain --out benchmarks/out/deepsea.jsonl
+    python benchmarks/deepsea_study.py --plot benchmarks/out/deepsea.jsonl
+
+One JSON line per (N, declaration, method, seed, rewards) is appended to ``--out`` (a rerun skips
+the lines already there). CPU seconds are this process's (``time.process_time``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from corrpriors.applications import PSRLAgent
+from corrpriors.applications.transitions import CorrelatedTransitionModel, DirichletTransitionModel
+from corrpriors.envs import DeepSeaEnv
+from corrpriors.exceptions import ConvergenceWarning, JitterWarning
+
+#: Running share of bad episodes below which the agent has learned (bsuite's ``thresh``).
+THRESHOLD = 0.8
+
+
+def _pg(**kw: Any) -> Callable[[Any], Any]:
+    return lambda mdp: CorrelatedTransitionModel.for_mdp(mdp, **kw)
+
+
+#: The beliefs measured, by name.
+BELIEFS: dict[str, Callable[[Any], Any]] = {
+    "dirichlet_sparse": lambda mdp: DirichletTransitionModel(mdp.n_states, mdp.n_actions, 1e-3),
+    "pg": _pg(),
+    "pg_plain": _pg(concentration=None, contamination_prior=None),
+    "pg_no_distinct": _pg(distinct_prior=None),
+    "pg_no_contamination": _pg(contamination_prior=None),
+    "pg_concentration_only": _pg(contamination_prior=None, distinct_prior=None),
+}
+
+
+def run_one(size: int, walls: bool, method: str, seed: int, cap: int, learn_rewards: bool,
+            deterministic: bool = True) -> dict[str, Any]:
+    """One PSRL run on DeepSea until bsuite's learning criterion or ``cap`` episodes.
+
+    Returns
+    -------
+    dict
+        ``learned`` (episodes, None if not within ``cap``), ``first_treasure`` (the first
+        episode that collected the treasure, None if never), ``episodes`` run, ``cpu_seconds``.
+    """
+    env = DeepSeaEnv(size, mapping_seed=seed, walls=walls, deterministic=deterministic)
+    mdp = env.mdp
+    belief = BELIEFS[method](mdp)
+    agent = PSRLAgent(belief, None if learn_rewards else mdp.rewards, 0.99, n_samples=1,
+                      replan_every="episode", learn_rewards=learn_rewards, terminal=mdp.terminal)
+    rng = np.random.default_rng([seed, 7])
+    cells = np.asarray(mdp.cells)
+    diagonal = cells[:, 0] == cells[:, 1]
+    right = env.right_action[np.minimum(cells[:, 0], size - 1), cells[:, 1]]
+    treasure = int(np.flatnonzero((cells == [size - 1, size - 1]).all(1))[0])
+    cpu = time.process_time()
+    agent.plan(rng=rng)
+    env.reset(seed=int(rng.integers(2**32)))
+    bad = 0
+    learned = first = None
+    episode = 0
+    for episode in range(1, cap + 1):
+        s = int(env.reset()[0])
+        is_bad = False
+        while True:
+            a = agent.act(s)
+            is_bad |= bool(diagonal[s] and a != right[s])
+            if s == treasure and a == right[s] and first is None:
+                first = episode
+            s2, r, term, trunc, _ = env.step(a)
+            agent.observe(s, a, int(s2), rng=rng, reward=float(r), terminated=bool(term),
+                          truncated=bool(trunc))
+            s = int(s2)
+            if term or trunc:
+                break
+        bad += is_bad
+        if bad / episode < THRESHOLD:
+            learned = episode
+            break
+    return {"learned": learned, "first_treasure": first, "episodes": episode,
+            "cpu_seconds": time.process_time() - cpu}
+
+
+def _ints(text: str) -> list[int]:
+    out: list[int] = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out.extend(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def _done(path: pathlib.Path) -> set[tuple]:
+    if not path.exists():
+        return set()
+    keys = set()
+    for line in path.read_text().splitlines():
+        r = json.loads(line)
+        keys.add((r["size"], r["walls"], r["method"], r["seed"], r["learn_rewards"],
+                  r.get("deterministic", True)))
+    return keys
+
+
+def study(args: argparse.Namespace) -> None:
+    out = pathlib.Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    done = _done(out)
+    caps = dict(zip(_ints(args.sizes), _ints(args.cap))) if "," in args.cap else {}
+    for size in _ints(args.sizes):
+        for walls in [w == "walls" for w in args.walls.split(",")]:
+            for seed in _ints(args.seeds):
+                for method in args.methods.split(","):
+                    key = (size, walls, method, seed, args.learn_rewards, not args.stochastic)
+                    if key in done:
+                        continue
+                    cap = caps.get(size, int(args.cap.split(",")[0]))
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore", ConvergenceWarning)
+                        warnings.simplefilter("ignore", JitterWarning)
+                        r = run_one(size, walls, method, seed, cap, args.learn_rewards,
+                                    deterministic=not args.stochastic)
+                    rec = {"size": size, "walls": walls, "method": method, "seed": seed,
+                           "learn_rewards": args.learn_rewards,
+                           "deterministic": not args.stochastic, "cap": cap, **r}
+                    print(json.dumps(rec), flush=True)
+                    with open(out, "a") as f:   # one line per run: an interrupted study resumes
+                        f.write(json.dumps(rec) + "\n")
+                        f.flush()
+                        os.fsync(f.fileno())
+
+
+def table(path: pathlib.Path) -> None:
+    """Print episodes to learn per (declaration, rewards, N, method): every seed, and the median."""
+    rows: dict[tuple, dict[int, Any]] = {}
+    for line in path.read_text().splitlines():
+        r = json.loads(line)
+        key = ("walls" if r["walls"] else "full", "learned R" if r["learn_rewards"] else "known R",
+               "det" if r.get("deterministic", True) else "stoch", r["size"], r["method"])
+        rows.setdefault(key, {})[r["seed"]] = (r["learned"], r["cap"], r["cpu_seconds"])
+    for key in sorted(rows):
+        seeds = rows[key]
+        cells = [f"{v[0]}" if v[0] is not None else f">{v[1]}" for _, v in sorted(seeds.items())]
+        cpu = np.mean([v[2] for v in seeds.values()])
+        print(f"{key[0]:5s} {key[1]:9s} {key[2]:5s} N={key[3]:3d} {key[4]:22s} "
+              f"{' '.join(cells):40s} CPU {cpu:7.1f} s/seed")
+
+
+def plot(path: pathlib.Path, figure: pathlib.Path) -> None:
+    """Episodes to learn against N (log-log), one panel per declaration, with the 2^N line."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = [json.loads(line) for line in path.read_text().splitlines()]
+    runs = [r for r in runs if not r["learn_rewards"] and r.get("deterministic", True)]
+    panels = sorted({r["walls"] for r in runs})
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.2), squeeze=False)
+    methods = sorted({r["method"] for r in runs})
+    for ax, walls in zip(axes[0], panels):
+        for k, method in enumerate(methods):
+            sel = [r for r in runs if r["walls"] == walls and r["method"] == method]
+            if not sel:
+                continue
+            x = np.array([r["size"] for r in sel], float) * (1 + 0.03 * (k - len(methods) / 2))
+            y = np.array([r["learned"] if r["learned"] is not None else r["cap"] for r in sel], float)
+            ok = np.array([r["learned"] is not None for r in sel])
+            line = ax.scatter(x[ok], y[ok], s=22, label=method)
+            ax.scatter(x[~ok], y[~ok], s=40, marker="x", color=line.get_facecolor()[0])
+        sizes = np.array(sorted({r["size"] for r in runs}), float)
+        grid = np.linspace(sizes.min() * 0.9, sizes.max() * 1.1, 50)
+        ax.plot(grid, 2.0 ** grid, "k--", alpha=0.4, label="2^N (dithering)")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        top = max(r["cap"] for r in runs) * 2
+        ax.set_ylim(1, top)
+        ax.set_xlabel("DeepSea size N (log scale)")
+        ax.set_ylabel("episodes until < 80% bad episodes (log scale)")
+        ax.set_title("only the reachable cells (walls)" if walls else "every cell a state")
+        ax.legend(fontsize="small", title="x: not learned by the cap")
+    fig.tight_layout()
+    fig.savefig(figure, dpi=120)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="10,20,30")
+    parser.add_argument("--walls", default="full,walls")
+    parser.add_argument("--seeds", default="0-2", help="mapping seeds, e.g. 0-4 or 0,3")
+    parser.add_argument("--methods", default="dirichlet_sparse,pg,pg_plain")
+    parser.add_argument("--cap", default="2000", help="episode cap, one or one per size")
+    parser.add_argument("--learn-rewards", action="store_true")
+    parser.add_argument("--stochastic", action="store_true", help="bsuite's stochastic variant")
+    parser.add_argument("--out", default="benchmarks/out/deepsea.jsonl")
+    parser.add_argument("--table", action="store_true", help="print the table of --out and stop")
+    parser.add_argument("--plot", default=None, metavar="PNG", help="plot --out to PNG and stop")
+    args = parser.parse_args(argv)
+    unknown = [m for m in args.methods.split(",") if m not in BELIEFS]
+    if unknown:
+        parser.error(f"--methods: unknown {unknown}; expected some of {sorted(BELIEFS)}")
+    if args.table:
+        table(pathlib.Path(args.out))
+        return 0
+    if args.plot:
+        plot(pathlib.Path(args.out), pathlib.Path(args.plot))
+        return 0
+    study(args)
+    table(pathlib.Path(args.out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -193,3 +193,62 @@ def test_fixed_small_concentration_behaves_like_a_dirichlet_around_the_base():
     n = b.counts
     expected = (0.5 * base + n) / (0.5 + n.sum(-1, keepdims=True))
     np.testing.assert_allclose(b.mean(), expected, rtol=1e-12)
+
+
+def test_distinct_posterior_and_repel_by_hand():
+    from corrpriors.applications.transitions._layer import distinct_posterior, repel
+
+    counts = np.zeros((4, 3, 4))
+    counts[0, 0, 1], counts[0, 1, 2] = 3, 1            # state 0: two actions, different places
+    counts[1, 0, 2], counts[1, 2, 2] = 1, 4            # state 1: two actions, the same place
+    counts[2, 1, 3] = 2                                # state 2: one action only: no trial
+    counts[3, 0, 0], counts[3, 1, 1], counts[3, 2, 1] = 1, 1, 1   # state 3: two coincide
+    assert distinct_posterior(counts, (1.0, 2.0)) == (2.0, 4.0)
+    base = np.array([[0.5, 0.25, 0.25], [0.2, 0.3, 0.5]])
+    taken = np.array([[True, False, False], [True, True, True]])
+    out = repel(base, taken, 0.5)
+    np.testing.assert_allclose(out[0], np.array([0.25, 0.25, 0.25]) / 0.75)
+    np.testing.assert_allclose(out[1], base[1])        # everything taken: unchanged
+    np.testing.assert_allclose(repel(base, taken, 0.0), base)
+
+
+def test_distinct_draws_oracle():
+    from corrpriors.applications.transitions._layer import distinct_draws
+
+    rng = np.random.default_rng(3)
+    S, A, M = 30, 2, 400
+    counts = np.zeros((S, A, S))
+    base = np.zeros((M, S, A, S))
+    base[..., :2] = 0.5                                # two possible outcomes, equally likely
+    base[..., 2:] = 1e-12
+    base /= base.sum(-1, keepdims=True)
+    weights = np.array([[0.0, 1.0]] * A)               # c = 1e-3 always: one-hot draws
+    cs = np.array([1.0, 1e-3])
+    same = {}
+    for delta in (0.0, 1.0):
+        d = distinct_draws(counts, base, cs, weights, np.full(M, delta), rng=rng)
+        np.testing.assert_allclose(d.sum(-1), 1.0)
+        top = d.argmax(-1)                             # (M, S, A)
+        same[delta] = np.mean(top[..., 0] == top[..., 1])
+    assert same[1.0] == 0.0                            # without replacement: never the same
+    assert abs(same[0.0] - 0.5) < 5 * np.sqrt(0.25 / (M * S))   # independent: half the time
+    # c = inf: the draw is the base itself, whatever delta
+    inf = distinct_draws(counts, base[:3], np.array([np.inf]), np.ones((A, 1)), np.ones(3), rng=rng)
+    np.testing.assert_array_equal(inf, base[:3])
+
+
+def test_distinct_mean_moves_mass_off_what_other_actions_do():
+    mdp = deep_sea(4, rng=2)
+    kw = dict(concentration=0.01, contamination_prior=None)
+    with_d = CorrelatedTransitionModel.for_mdp(mdp, distinct_prior=(50.0, 1.0), **kw)
+    without = CorrelatedTransitionModel.for_mdp(mdp, distinct_prior=None, **kw)
+    a_tried = 1
+    s2 = int(mdp.transitions[0, a_tried].argmax())
+    for b in (with_d, without):
+        b.update([0] * 5, [a_tried] * 5, [s2] * 5)
+    # action 0 of state 0 was never tried: with distinctness it avoids action 1's outcome
+    assert with_d.mean()[0, 0, s2] < 0.2 * without.mean()[0, 0, s2]
+    assert with_d.distinct_[0] > with_d.distinct_prior[0] - 1e-12
+    with pytest.raises(ValueError, match="distinct_prior"):
+        CorrelatedTransitionModel(mdp.n_states, 2, covariance=np.eye(mdp.n_states),
+                                  distinct_prior=(1.0, 1.0))

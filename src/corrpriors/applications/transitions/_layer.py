@@ -358,11 +358,12 @@ def layer_draws(counts: Any, base_draws: Any, concentrations: Any, weights: Any,
     cs = np.asarray(concentrations, dtype=np.float64)
     pick = np.asarray(gen.choice(cs.size, size=out.shape[0],
                                  p=np.asarray(weights, dtype=np.float64)))
-    for m, k in enumerate(pick.tolist()):
+    for k in np.unique(pick).tolist():          # the draws of one concentration at once
         if np.isinf(cs[k]):
             continue
-        alpha = np.maximum(cs[k] * out[m], _TINY) + n
-        out[m] = sample_dirichlet(alpha, 1, rng=gen)[0]
+        sel = pick == k
+        alpha = np.maximum(cs[k] * out[sel], _TINY) + n
+        out[sel] = sample_dirichlet(alpha, 1, rng=gen)[0]
     return out
 
 

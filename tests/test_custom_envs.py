@@ -167,6 +167,26 @@ def test_matrix_path_reports_regret_and_first_optimum():
     assert np.isnan(out["first_reward_episode"])
 
 
+def test_progress_reads_sparse_models_like_dense_ones():
+    # the same learning run on a dense and a sparse (S A, S) true model: same regret, first
+    # reward and first optimum (the sparse path reads rewards at the model's entries)
+    from corrpriors.mdp import SparseTransitions
+
+    mdp = from_gymnasium(Line())
+    r = np.zeros((5, 2, 5))
+    r[:, :, 4] = 1.0
+    outs = []
+    for P in (mdp.transitions, SparseTransitions.from_dense(mdp.transitions)):
+        agent = PSRLAgent(DirichletTransitionModel(5, 2, alpha=1.0), r, 0.9, n_samples=1,
+                          replan_every=4)
+        outs.append(run_psrl(P, agent, 40, 0, rng=5, eval_every=4))
+    np.testing.assert_array_equal(outs[0]["regret"], outs[1]["regret"])
+    for key in ("first_reward_step", "first_optimal_step"):
+        np.testing.assert_array_equal(outs[0][key], outs[1][key])
+    assert outs[1]["first_reward_step"] == 22   # (the step that first enters the paying cell)
+    assert outs[1]["states"][21] == 3 and outs[1]["states"][22] == 4
+
+
 @pytest.fixture()
 def line_ids():
     ids = {"plain": "corrpriors_test/Line-v0", "coords": "corrpriors_test/LineCoords-v0"}

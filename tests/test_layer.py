@@ -252,3 +252,40 @@ def test_distinct_mean_moves_mass_off_what_other_actions_do():
     with pytest.raises(ValueError, match="distinct_prior"):
         CorrelatedTransitionModel(mdp.n_states, 2, covariance=np.eye(mdp.n_states),
                                   distinct_prior=(1.0, 1.0))
+
+
+def test_layer_needs_dense_storage():
+    # sparse storage: an explicit layer is refused; for_mdp's defaults turn the layer off
+    mdp = deep_sea(4, rng=0)
+    with pytest.raises(ValueError, match="dense storage"):
+        CorrelatedTransitionModel.for_mdp(mdp, sparse=True, concentration="auto")
+    with pytest.raises(ValueError, match="dense storage"):
+        CorrelatedTransitionModel.for_mdp(mdp, sparse=True, concentration=None,
+                                          contamination_prior=(1.0, 1.0))
+    b = CorrelatedTransitionModel.for_mdp(mdp, sparse=True)
+    assert b.sparse and b.concentrations_ is None and b.contamination_ is None
+    assert CorrelatedTransitionModel.for_mdp(mdp).concentrations_ is not None   # dense: on
+    # the defaults compare equal to what they stand for (the signature reads as documented)
+    import inspect
+
+    params = inspect.signature(CorrelatedTransitionModel.for_mdp).parameters
+    assert params["concentration"].default == "auto"
+    assert params["distinct_prior"].default == (1.0, 1.0)
+
+
+def test_layer_fits_in_parallel_give_the_serial_numbers():
+    mdp = deep_sea(5, rng=3, walls=True)
+    rng = np.random.default_rng(4)
+    live = np.flatnonzero(~mdp.terminal)
+    s = rng.choice(live, size=150)
+    a = rng.integers(2, size=150)
+    s2 = mdp.transitions[s, a].argmax(-1)
+    beliefs = [CorrelatedTransitionModel.for_mdp(mdp, n_jobs=n) for n in (1, 2)]
+    for b in beliefs:
+        b.update(s, a, s2)
+    np.testing.assert_array_equal(beliefs[0].mean(), beliefs[1].mean())
+    np.testing.assert_array_equal(beliefs[0].concentration_weights_,
+                                  beliefs[1].concentration_weights_)
+    np.testing.assert_array_equal(beliefs[0].sample_many(2, rng=1),
+                                  beliefs[1].sample_many(2, rng=1))
+    assert beliefs[0].n_fits_ == beliefs[1].n_fits_ > 0

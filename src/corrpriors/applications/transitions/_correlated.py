@@ -20,6 +20,7 @@ from ._categories import (
     displacement_category_map,
     identity_category_map,
 )
+from ._layer import _Layer
 from ._window import (
     WindowCategoryMap,
     aggregate_pairs,
@@ -28,7 +29,6 @@ from ._window import (
     next_state_tables,
     window_category_map,
 )
-from ._layer import _Layer
 
 __all__ = ["BACKENDS", "GMRF_FROM_STATES", "GMRF_MAX_CATEGORIES", "CorrelatedTransitionModel"]
 

@@ -527,24 +527,21 @@ class _Layer:
         """Alternate table counts and fits of the belief's correlated models, then update the
         concentration weights and the contamination (at most ``rounds`` rounds).
         """
-        from ._categories import TruncatedCategoryMap
-
         counts = belief._counts
-        cmap = belief.category_map
-        censored = isinstance(cmap, TruncatedCategoryMap)
         S = self.n_states
         base = self._base(belief)
         for r in range(self.rounds):
             B = np.full_like(counts, 1.0 / S) if base is None else mix_base(base, self.epsilon)
-            changed = False
+            todo: dict[int, FloatArray] = {}
             for a in range(counts.shape[1]):
                 t = self._tables(counts[:, a, :], B[:, a, :], self.weights[a])
                 last = self.fitted[a]
-                if last is not None and np.array_equal(t, last):
-                    continue
-                belief._fit_timed(a, cmap.aggregate(t), censored, t)
-                self.fitted[a] = t
-                changed = True
+                if last is None or not np.array_equal(t, last):
+                    todo[a] = t
+            belief._fit_actions(todo)   # (in parallel with the belief's n_jobs)
+            for a in todo:
+                self.fitted[a] = todo[a]
+            changed = bool(todo)
             if not changed and r > 0:
                 break
             base = self._base(belief)

@@ -289,3 +289,26 @@ def test_layer_fits_in_parallel_give_the_serial_numbers():
     np.testing.assert_array_equal(beliefs[0].sample_many(2, rng=1),
                                   beliefs[1].sample_many(2, rng=1))
     assert beliefs[0].n_fits_ == beliefs[1].n_fits_ > 0
+
+
+def test_cli_beliefs_keep_the_layer_default_on_sparse_storage():
+    # corrpriors psrl/sysid's "auto": for_mdp's defaults, so a large (sparse) model still builds
+    import dataclasses
+    import types
+
+    from corrpriors.applications.transitions import SPARSE_FROM_STATES
+    from corrpriors.experiments._gym import make_belief
+    from corrpriors.experiments.gym_psrl import PSRLConfig
+
+    def grid(n):
+        coords = np.stack(np.unravel_index(np.arange(n * n), (n, n)), 1).astype(float)
+        return types.SimpleNamespace(n_states=n * n, n_actions=4, coordinates=coords, shape=(n, n))
+
+    n = int(np.ceil(np.sqrt(SPARSE_FROM_STATES)))
+    large = make_belief("pg", grid(n), PSRLConfig())
+    assert large.sparse and large.concentrations_ is None
+    assert make_belief("pg", grid(4), PSRLConfig()).concentrations_ is not None
+    plain = dataclasses.replace(PSRLConfig(), concentration="none", contamination="none")
+    assert make_belief("pg", grid(4), plain).concentrations_ is None
+    with pytest.raises(ValueError, match="dense storage"):
+        make_belief("pg", grid(n), dataclasses.replace(PSRLConfig(), concentration="2.0"))

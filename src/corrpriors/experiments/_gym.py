@@ -336,16 +336,18 @@ def make_belief(model: str, mdp: Any, config: Any) -> Any:
     if model not in ("pg", "pg_absolute"):
         raise ValueError(f"model: expected one of {', '.join(MODELS)}, got {model!r}")
     relative = model == "pg"
-    concentration = getattr(config, "concentration", "auto")
-    contamination = getattr(config, "contamination", "auto")
+    concentration = str(getattr(config, "concentration", "auto"))
+    contamination = str(getattr(config, "contamination", "auto"))
+    layer: dict[str, Any] = {}   # "auto": for_mdp's defaults (the layer off on sparse storage)
+    if concentration != "auto":
+        layer["concentration"] = None if concentration == "none" else float(concentration)
+    if contamination == "none":
+        layer["contamination_prior"] = None
     return CorrelatedTransitionModel.for_mdp(
         mdp, encoding="relative" if relative else "absolute", lengthscale=config.lengthscale,
         radius=config.radius, selection=config.selection, prior=config.prior,
         boundary=config.boundary if relative and config.boundary != "auto" else None,
-        other_pooling=config.other_pooling,
-        concentration=None if concentration == "none" else
-        ("auto" if concentration == "auto" else float(concentration)),
-        contamination_prior=None if contamination == "none" else (1.0, 1.0))
+        other_pooling=config.other_pooling, **layer)
 
 
 def check_model_settings(config: Any) -> None:

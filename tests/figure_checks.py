@@ -5,15 +5,33 @@
   each entry's colour differs from the patch behind it (the legend's opaque frame, or whatever
   is under a transparent legend);
 - titles, axis labels and legends do not overlap each other;
-- the figure's text names the environment and the seed count (when given).
+- the figure's text names the environment and the seed count (when given);
+- text is readable at report size: at least :data:`MIN_TEXT_PX` pixels high when the figure is
+  shown :data:`REPORT_WIDTH_PX` pixels wide;
+- axis labels hold no formula typed as raw text (``||V_expert||``; mathtext instead);
+- a log x axis labels at least three ticks (or every data x), and is drawn only where it shows
+  more than a linear one (at least 4 positive x values over at least a decade);
+- the x axis of a curve plot ends at its data (no empty margin such as 21 for data ending at 20);
+- bars that start at 0 differ visibly (by at least 10% of the y range), else a zoomed point plot;
+- a spread band never crosses the "optimal policy" line that bounds the curves, and is outlined
+  in its line's colour (overlapping bands stay apart);
+- coinciding curves (e.g. several baselines flat at 0) show their markers at different points, so
+  none is hidden;
+- arrows drawn over coloured cells contrast with them (WCAG ratio at least 3);
+- the palette: a legend entry or line labelled with a method (or model) of the method vocabulary
+  has that method's colour, and a full method label its variant's line style.
 """
 
 from __future__ import annotations
 
 import itertools
+import re
 
 import numpy as np
+from matplotlib.collections import PolyCollection
 from matplotlib.colors import to_rgba
+from matplotlib.patches import Rectangle
+from matplotlib.quiver import Quiver
 
 
 def _rgb(color) -> np.ndarray | None:
@@ -60,6 +78,190 @@ def _backgrounds(fig, legend, bbox) -> list[np.ndarray]:
     return [b for b in behind if b is not None]
 
 
+#: Width (pixels) at which the report shows a figure, and the least text height there.
+REPORT_WIDTH_PX = 1000
+MIN_TEXT_PX = 8.0
+
+
+def _data_lines(ax):
+    """The lines of ``ax`` drawn in data coordinates (not axhline/axvline), with at least 2 points."""
+    return [line for line in ax.get_lines()
+            if line.get_transform() == ax.transData and len(np.atleast_1d(line.get_xdata())) >= 2]
+
+
+def _text_problems(fig, renderer) -> list[str]:
+    out = []
+    width_in = fig.get_figwidth()
+    for text in fig.findobj(lambda a: hasattr(a, "get_fontsize") and hasattr(a, "get_text")):
+        if not text.get_visible() or not text.get_text().strip():
+            continue
+        try:
+            if not text.get_window_extent(renderer).width:
+                continue
+        except (RuntimeError, ValueError):
+            continue
+        px = text.get_fontsize() * REPORT_WIDTH_PX / (72.0 * width_in)
+        if px < MIN_TEXT_PX:
+            out.append(f"text {text.get_text()[:30]!r} is {px:.1f} px high at {REPORT_WIDTH_PX} px width "
+                       f"(font {text.get_fontsize():.1f} pt on a {width_in:.1f} in figure)")
+            break
+    return out
+
+
+def _raw_formula(label: str) -> bool:
+    outside = re.sub(r"\$[^$]*\$", "", label)
+    return "||" in outside or re.search(r"\b[A-Za-z]+_[A-Za-z]+\b", outside) is not None
+
+
+def _axis_problems(ax, name: str, renderer) -> list[str]:
+    out = []
+    for label in (ax.get_xlabel(), ax.get_ylabel()):
+        if _raw_formula(label):
+            out.append(f"{name!r}: axis label {label!r} types a formula as raw text")
+    lines = _data_lines(ax)
+    xs = np.concatenate([np.asarray(line.get_xdata(), float) for line in lines]) if lines else np.array([])
+    if ax.get_xscale() == "log":
+        pos = np.unique(xs[np.isfinite(xs) & (xs > 0)])
+        lo, hi = ax.get_xlim()
+        ticks = [t for t, lab in zip(ax.get_xticks(), ax.get_xticklabels())
+                 if lo * (1 - 1e-9) <= t <= hi * (1 + 1e-9) and lab.get_text().strip()]
+        if len(ticks) < min(3, pos.size):
+            out.append(f"{name!r}: log x axis labels only {len(ticks)} ticks for {pos.size} data x values")
+        if pos.size and (pos.size < 4 or pos[-1] / pos[0] < 10):
+            out.append(f"{name!r}: a log x panel of {pos.size} points over a factor {pos[-1] / pos[0]:.3g} "
+                       "shows nothing the linear one does not")
+    if lines and xs.size and not ax.images and not ax.patches:
+        transform = (np.log10 if ax.get_xscale() == "log" else (lambda v: v))
+        finite = xs[np.isfinite(xs) & ((xs > 0) if ax.get_xscale() == "log" else True)]
+        if finite.size and finite.max() > finite.min():
+            d0, d1 = transform(finite.min()), transform(finite.max())
+            l0, l1 = (transform(v) for v in sorted(ax.get_xlim()))
+            if (d0 - l0) > 0.01 * (d1 - d0) or (l1 - d1) > 0.01 * (d1 - d0):
+                out.append(f"{name!r}: x axis {ax.get_xlim()} reaches beyond the data "
+                           f"[{finite.min():g}, {finite.max():g}]")
+    bars = [p for p in ax.patches if isinstance(p, Rectangle) and p.get_y() == 0 and p.get_width() < 10]
+    if len(bars) >= 2:
+        heights = np.array([p.get_height() for p in bars])
+        span = abs(np.subtract(*ax.get_ylim()))
+        if span and (heights.max() - heights.min()) < 0.1 * span:
+            out.append(f"{name!r}: bars from 0 differ by {heights.max() - heights.min():.3g}, under 10% of the "
+                       f"y range {span:.3g}: the differences are invisible")
+    out += _band_problems(ax, name, lines)
+    out += _hidden_curves(ax, name, lines)
+    out += _arrow_problems(ax, name)
+    return out
+
+
+def _band_problems(ax, name: str, lines) -> list[str]:
+    out = []
+    bands = [c for c in ax.collections if isinstance(c, PolyCollection)]
+    refs = [line for line in ax.get_lines() if line not in lines and "optimal" in str(line.get_label())]
+    for band in bands:
+        width = np.atleast_1d(band.get_linewidth())
+        edges = np.atleast_2d(band.get_edgecolor())
+        if not (width.size and width.max() > 0 and edges.size and edges[:, 3].max() > 0):
+            out.append(f"{name!r}: a spread band has no outline; overlapping bands cannot be told apart")
+        for ref in refs:
+            level = float(np.asarray(ref.get_ydata(), float)[0])
+            ys = np.concatenate([np.asarray(line.get_ydata(), float) for line in lines]) if lines else []
+            ys = np.asarray(ys)[np.isfinite(ys)]
+            verts = np.concatenate([p.vertices[:, 1] for p in band.get_paths()]) if band.get_paths() else []
+            verts = np.asarray(verts)[np.isfinite(verts)]
+            tol = 1e-9 * max(1.0, abs(level))
+            if ys.size and verts.size and ys.max() <= level + tol and verts.max() > level + tol:
+                out.append(f"{name!r}: a band reaches {verts.max():.4g}, above the optimum {level:.4g}")
+            if ys.size and verts.size and ys.min() >= level - tol and verts.min() < level - tol:
+                out.append(f"{name!r}: a band reaches {verts.min():.4g}, below the optimum {level:.4g}")
+    return out
+
+
+def _marked(line) -> set:
+    n = len(np.atleast_1d(line.get_xdata()))
+    if line.get_marker() in (None, "", "None", " "):
+        return set()
+    every = line.get_markevery()
+    if every is None:
+        return set(range(n))
+    if isinstance(every, tuple):
+        start, step = every
+        return set(range(start, n, step))
+    if isinstance(every, int):
+        return set(range(0, n, every))
+    return set(np.arange(n)[every].tolist())
+
+
+def _hidden_curves(ax, name: str, lines) -> list[str]:
+    out = []
+    for a, b in itertools.combinations(lines, 2):
+        xa, ya = np.asarray(a.get_xdata(), float), np.asarray(a.get_ydata(), float)
+        xb, yb = np.asarray(b.get_xdata(), float), np.asarray(b.get_ydata(), float)
+        if xa.shape == xb.shape and np.allclose(xa, xb) and np.allclose(ya, yb, atol=1e-9, equal_nan=True):
+            ma, mb = _marked(a), _marked(b)
+            if not ma or not mb or ma & mb:
+                out.append(f"{name!r}: curves {a.get_label()!r} and {b.get_label()!r} coincide and the later "
+                           "hides the earlier (no staggered markers)")
+    return out
+
+
+def _arrow_problems(ax, name: str) -> list[str]:
+    from corrpriors.plotting._policy import contrast_ratio
+
+    out = []
+    images = [im for im in ax.images if np.asarray(im.get_array()).ndim == 3]
+    for quiver in [c for c in ax.collections if isinstance(c, Quiver)]:
+        for image in images:
+            rgb = np.asarray(image.get_array(), float)[..., :3]
+            if rgb.max() > 1.0:
+                rgb = rgb / 255.0
+            left, right, bottom, top = image.get_extent()
+            rows, cols = rgb.shape[:2]
+            row0, row_end = (top, bottom) if image.origin == "upper" else (bottom, top)
+            offsets = np.asarray(quiver.get_offsets(), float)
+            c = np.clip(np.floor((offsets[:, 0] - left) / (right - left) * cols).astype(int), 0, cols - 1)
+            r = np.clip(np.floor((offsets[:, 1] - row0) / (row_end - row0) * rows).astype(int), 0, rows - 1)
+            under = rgb[r, c]
+            colours = np.atleast_2d(quiver.get_facecolor())[:, :3]
+            colours = np.broadcast_to(colours, under.shape) if colours.shape[0] == 1 else colours
+            ratio = contrast_ratio(colours, under)
+            if ratio.min() < 3.0:
+                out.append(f"{name!r}: {int(np.sum(ratio < 3.0))} arrows barely contrast with their cells "
+                           f"(WCAG ratio down to {ratio.min():.2f}, below 3)")
+    return out
+
+
+def _palette_problems(fig) -> list[str]:
+    from corrpriors import _methods
+
+    by_label = {}
+    for model, entry in _methods.MODELS.items():
+        by_label.setdefault(entry.label, (entry.colour, None, model))
+    for model in _methods.MODELS:
+        for variant in _methods.VARIANTS:
+            if variant:
+                m = _methods.method(f"{model}_{variant}")
+                by_label[m.label] = (m.colour, m.linestyle, m.name)
+    out = []
+    artists = [line for ax in fig.axes for line in ax.get_lines()]
+    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None] + list(fig.legends)
+    pairs = [(str(a.get_label()), a) for a in artists]
+    pairs += [(t.get_text(), h) for leg in legends for h, t in zip(leg.legend_handles, leg.get_texts())]
+    for text, artist in pairs:
+        if text not in by_label or not hasattr(artist, "get_color"):
+            continue
+        colour, style, name = by_label[text]
+        try:
+            got = to_rgba(artist.get_color())
+        except (TypeError, ValueError):
+            continue
+        if np.linalg.norm(np.subtract(got[:3], to_rgba(colour)[:3])) > 1e-3:
+            out.append(f"{text!r} is drawn in {got[:3]}, not the colour of {name} ({colour})")
+        if style is not None and hasattr(artist, "get_linestyle"):
+            want = {"-": "-", "--": "--", "-.": "-.", ":": ":"}[style]
+            if artist.get_linestyle() != want:
+                out.append(f"{text!r} has line style {artist.get_linestyle()!r}, not that of {name} ({want!r})")
+    return out
+
+
 def figure_problems(fig, environment: str | None = None, min_color_distance: float = 0.15) -> list[str]:
     """Every defect of ``fig`` found by the checks in the module docstring (empty: none)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -81,6 +283,7 @@ def figure_problems(fig, environment: str | None = None, min_color_distance: flo
             problems.append(f"{name!r}: no x label")
         if not ax.get_ylabel().strip():
             problems.append(f"{name!r}: no y label")
+        problems += _axis_problems(ax, name, renderer)
     legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None] + list(fig.legends)
     for legend in legends:
         bbox = legend.get_window_extent(renderer)
@@ -108,6 +311,8 @@ def figure_problems(fig, environment: str | None = None, min_color_distance: flo
     for (a, ba), (b, bb) in itertools.combinations(texts, 2):
         if _shrink(ba).overlaps(_shrink(bb)):
             problems.append(f"{a} overlaps {b}")
+    problems += _text_problems(fig, renderer)
+    problems += _palette_problems(fig)
     if environment is not None:
         words = " ".join([fig._suptitle.get_text() if fig._suptitle is not None else ""]
                          + [ax.get_title() for ax in fig.axes])

@@ -20,7 +20,7 @@ SRC = pathlib.Path(corrpriors.__file__).parent
 #: Shared primitives every layer may use (root-level private modules and the package root's
 #: version/exceptions).
 PRIMITIVES = {"_typing", "_validation", "_random", "_threads", "_fileio", "_memory", "_repr", "_special",
-              "_deprecation", "exceptions", "data"}
+              "_deprecation", "_methods", "_format", "exceptions", "data"}
 
 #: Layer -> the subpackages it may import (besides itself and the primitives).
 ALLOWED = {

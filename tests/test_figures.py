@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
+from corrpriors._methods import label
 from corrpriors.plotting._curves import curves_figure, legend_outside
 from figure_checks import figure_problems
 
@@ -91,4 +92,4 @@ def test_episode_axis_has_integer_ticks():
         assert ticks and all(float(t).is_integer() for t in ticks)
     # the legend lists each belief once and the optimal line, outside both panels
     (legend,) = fig.legends
-    assert [t.get_text() for t in legend.get_texts()] == ["PG (relative)", "Dirichlet α=1e-3", "optimal policy"]
+    assert [t.get_text() for t in legend.get_texts()] == [label("pg"), label("dirichlet_sparse"), "optimal policy"]

@@ -274,7 +274,7 @@ BOUNDED_METRICS = {"success_probability": (0.0, 1.0)}
 
 
 def panels_figure(summary: Mapping, panels: list[tuple[str, str, float | None]], *, x_label: str,
-                  environment: str, labels: Mapping[str, str]) -> Any:
+                  environment: str) -> Any:
     """One figure with a panel per metric (mean ± std over seeds) and one legend at the right.
 
     Parameters
@@ -287,8 +287,6 @@ def panels_figure(summary: Mapping, panels: list[tuple[str, str, float | None]],
         x-axis label in words.
     environment : str
         Named in the title, with the seed count.
-    labels : mapping of str to str
-        Legend label of every method.
 
     Returns
     -------
@@ -300,7 +298,7 @@ def panels_figure(summary: Mapping, panels: list[tuple[str, str, float | None]],
     fig = new_figure((4.4 * len(panels) + 2.6, 3.9))
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     for ax, (metric, y_label, level) in zip(axes, panels):
-        plot_metric_curves(summary, metric, ax=ax, labels=labels, reference=level, reference_label="optimal policy",
+        plot_metric_curves(summary, metric, ax=ax, reference=level, reference_label="optimal policy",
                            x_label=x_label, y_label=y_label, title="", legend=False,
                            limits=BOUNDED_METRICS.get(metric))
     handles, names = axes[0].get_legend_handles_labels()

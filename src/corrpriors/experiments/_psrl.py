@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from .._format import num
 from ..applications.transitions import BOUNDARY_RULES
 from ..core.selection import CRITERIA
 from ..runner.protocol import Claim, SeedResult
@@ -23,12 +24,6 @@ from ._shared import curve_stack
 MODELS = ("pg", "pg_absolute", "dirichlet_uniform", "dirichlet_sparse")
 VARIANTS = ("sampling", "mean")
 METHODS = tuple(f"{m}_{v}" for m in MODELS for v in VARIANTS)
-METHOD_LABELS = {
-    f"{m}_{v}": f"{label}, {v}" for m, label in (
-        ("pg", "PG (relative)"), ("pg_absolute", "PG (absolute)"),
-        ("dirichlet_uniform", "Dirichlet α=1"), ("dirichlet_sparse", "Dirichlet α=1e-3"))
-    for v in VARIANTS
-}
 
 
 def split_method(method: str) -> tuple[str, str]:
@@ -189,17 +184,19 @@ def cost_summary(results: Mapping[int, SeedResult], methods: tuple) -> dict:
     }
 
 
-def claims_check(eff: dict, methods: tuple, x_name: str, domain: str, x_max: float) -> list[Claim]:
+def claims_check(eff: dict, methods: tuple, x_name: str, domain: str, x_max: float,
+                 cited: list | None = None) -> list[Claim]:
     """Check the paper's claim: PG policies reach good returns with markedly fewer data than Dirichlet.
 
     Holds when the best policy of a PG model reaches the level of ``eff`` on the mean curve
     at most half as late as the best Dirichlet policy (or the Dirichlet ones never do).
-    The detail also gives the curves' means over the x range.
+    The detail also gives the curves' means over the x range. The x values the claims cite
+    are appended to ``cited`` (the terminal table shows them).
     """
     key = f"{x_name}_to_level_mean_curve"
     groups = {
-        "PG (relative)": lambda m: m.startswith("pg_") and not m.startswith("pg_absolute"),
-        "PG (absolute, the paper's)": lambda m: m.startswith("pg_absolute"),
+        "pg": lambda m: split_method(m)[0] == "pg",
+        "pg_absolute": lambda m: split_method(m)[0] == "pg_absolute",
         "Dirichlet": lambda m: m.startswith("dirichlet"),
     }
 
@@ -214,13 +211,15 @@ def claims_check(eff: dict, methods: tuple, x_name: str, domain: str, x_max: flo
 
     def where(label, method, v):
         if math.isinf(v):
-            return f"no {label} policy within {x_max:g} {x_name}"
-        return f"best {label} {method} at {v:g} {x_name}"
+            return f"no {label} policy within {num(x_max)} {x_name}"
+        if cited is not None:
+            cited.append(float(v))
+        return f"best {label} policy {method} at {num(v)} {x_name}"
 
     dir_m, dir_x = first("Dirichlet")
     dir_auc = best_auc("Dirichlet")
     claims = []
-    for label in ("PG (relative)", "PG (absolute, the paper's)"):
+    for label in ("pg", "pg_absolute"):
         m, v = first(label)
         if m is None or dir_m is None:
             continue
@@ -230,10 +229,10 @@ def claims_check(eff: dict, methods: tuple, x_name: str, domain: str, x_max: flo
             f"{domain}: {label} needs markedly fewer {x_name} than Dirichlet to reach "
             f"{eff['level_fraction']:.0%} of the way to the optimum",
             bool(holds),
-            f"level {eff['level']:.4g}: {where(label, m, v)}, {where('Dirichlet', dir_m, dir_x)} "
+            f"level {num(eff['level'])}: {where(label, m, v)}, {where('Dirichlet', dir_m, dir_x)} "
             f"(mean curves; 'markedly' = at most half); "
-            f"curve mean over the x range: {label} {pg_auc[1]:.4g} ({pg_auc[0]}), "
-            f"Dirichlet {dir_auc[1]:.4g} ({dir_auc[0]})"))
+            f"curve mean over the x range: {label} {num(pg_auc[1])} ({pg_auc[0]}), "
+            f"Dirichlet {num(dir_auc[1])} ({dir_auc[0]})"))
     return claims
 
 
@@ -242,18 +241,20 @@ def psrl_extra(x: list[float], results: Mapping[int, SeedResult], metric: str, m
     """Efficiency to 90% and 50% of the way from ``low`` to ``high``, timings and the claims."""
     eff = efficiency_summary(x, results, metric, methods, level_fraction=0.9, low=low, high=high, x_name=x_name)
     eff50 = efficiency_summary(x, results, metric, methods, level_fraction=0.5, low=low, high=high, x_name=x_name)
+    cited: list[float] = []
+    claims = (claims_check(eff, methods, x_name, domain, x_max, cited)
+              + claims_check(eff50, methods, x_name, domain, x_max, cited))
     return {
         "efficiency_90pct": eff,
         "efficiency_50pct": eff50,
         **cost_summary(results, methods),
-        "claims": (claims_check(eff, methods, x_name, domain, x_max)
-                   + claims_check(eff50, methods, x_name, domain, x_max)),
+        "claims": claims,
+        "table_x": sorted(set(cited)),
     }
 
 
 __all__ = [
     "METHODS",
-    "METHOD_LABELS",
     "MODELS",
     "VARIANTS",
     "check_methods",

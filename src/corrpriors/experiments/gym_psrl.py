@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from .._format import num, num_below
 from ..runner.protocol import FigureSpec, SeedResult
 from ._gym import (
     GymConfig,
@@ -62,9 +63,6 @@ ALL_METHODS = tuple(f"{m}_{v}" for m in MODELS for v in VARIANTS)
 #: The methods run by default.
 METHODS = ("pg_sampling", "pg_mean", "pg_absolute_sampling", "dirichlet_sparse_sampling",
            "dirichlet_sparse_mean", "dirichlet_uniform_sampling")
-_MODEL_LABELS = {"pg": "PG, relative moves", "pg_absolute": "PG, absolute next states",
-                 "dirichlet_sparse": "Dirichlet α=1e-3", "dirichlet_uniform": "Dirichlet α=1"}
-METHOD_LABELS = {f"{m}_{v}": f"{_MODEL_LABELS[m]}, {v}" for m in MODELS for v in VARIANTS}
 DEFAULT_STEPS = 5000
 QUICK_STEPS = 500
 DEFAULT_SEEDS = 5
@@ -275,7 +273,7 @@ def _last(extras: Mapping, key: str, method: str) -> float | None:
 
 
 def _span(values: list[float]) -> str:
-    return f"{min(values):g}" if min(values) == max(values) else f"{min(values):g}-{max(values):g}"
+    return num(min(values)) if min(values) == max(values) else f"{num(min(values))}-{num(max(values))}"
 
 
 class PSRLExperiment(GymExperiment):
@@ -287,7 +285,6 @@ class PSRLExperiment(GymExperiment):
     PAPER_SEEDS = DEFAULT_SEEDS
     QUICK_SEEDS = QUICK_SEEDS
     X_LABEL = "environment steps taken by the agent"
-    METHOD_LABELS = METHOD_LABELS
     run_seed = staticmethod(run_seed)
     x_values = staticmethod(x_values)
 
@@ -350,20 +347,23 @@ class PSRLExperiment(GymExperiment):
             stays = [f[1] for f in found if f[1] is not None]
             if first:
                 share = float(np.mean([f[2] for f in found if f[0] is not None]))
-                text = (f"greedy policy first optimal at {_span(first)} steps in {len(first)}/{len(seeds)} seeds, "
-                        f"then optimal at {share:.0%} of the later scorings; optimal to the end in "
-                        f"{len(stays)}/{len(seeds)} seeds" + (f" (from {_span(stays)})" if stays else ""))
+                text = (f"optimal from step {_span(first)} in {len(first)}/{len(seeds)} seeds, then at "
+                        f"{share:.0%} of the scorings; to the end in {len(stays)}/{len(seeds)}"
+                        + (f" (from {_span(stays)})" if stays else ""))
             else:
-                text = f"greedy policy never optimal in {len(seeds)} seeds"
-            notes.append(f"{method}: {text}; {cpu:.1f} CPU s per seed")
+                best = float(max(np.max(results[s].curves["normalized_return"][method]) for s in seeds))
+                text = f"never optimal in {len(seeds)} seeds (highest {num_below(best, 1.0)})"
+            notes.append(f"{method}: {text}; {num(cpu)} CPU s/seed")
         extras = results[seeds[0]].extras
         reference = {"optimal_return": float(extras["optimal_return"][0]),
                      "uniform_return": float(extras["uniform_return"][0]),
                      "optimal_horizon_return": float(extras["optimal_horizon_return"][0])}
         if "success_probability" in metrics:
             reference["optimal_success_probability"] = float(extras["optimal_success"][0])
-        notes.append("optimal policy: " + ", ".join(f"{k} {v:.4g}" for k, v in reference.items())
-                     + f" (discount {config.discount:g}, horizon {config.horizon} steps)")
+        notes.insert(0, f"optimal = normalised return within {OPTIMAL_TOL:g} of 1 (the optimal policy's); "
+                        "the table rounds to 3 digits")
+        notes.append("optimal policy: " + ", ".join(f"{k} {num(v)}" for k, v in reference.items())
+                     + f" (discount {num(config.discount)}, horizon {config.horizon} steps)")
         return {"methods": table, "reference": reference, "notes": notes}
 
     def figures(self, config: Any, results: Mapping[int, SeedResult], summary: dict) -> list[FigureSpec]:
@@ -382,7 +382,7 @@ class PSRLExperiment(GymExperiment):
         }
         metrics = list(summary["metrics"])
         fig = panels_figure(summary, [(m, panels[m][1], panels[m][0]) for m in metrics], x_label=self.X_LABEL,
-                            environment=self.ENVIRONMENT, labels=METHOD_LABELS)
+                            environment=self.ENVIRONMENT)
         what = ", ".join(panels[m][2] for m in metrics)
         return [FigureSpec(f"{self.NAME}-curves", fig,
                            f"PSRL on {self.ENVIRONMENT}: {what} of the greedy policy against steps, mean ± std "

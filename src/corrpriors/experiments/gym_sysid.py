@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from .._format import num
 from ..runner.protocol import FigureSpec, SeedResult
 from ._gym import (
     GymConfig,
@@ -47,12 +48,6 @@ from ._gym import (
 
 KIND = "sysid"
 METHODS = ("pg", "pg_absolute", "dirichlet_sparse", "dirichlet_uniform")
-METHOD_LABELS = {
-    "pg": "PG, relative moves",
-    "pg_absolute": "PG, absolute next states",
-    "dirichlet_sparse": "Dirichlet α=1e-3",
-    "dirichlet_uniform": "Dirichlet α=1",
-}
 DEFAULT_TRANSITIONS = (100, 300, 1000, 3000, 10000)
 QUICK_TRANSITIONS = (100, 300, 1000)
 DEFAULT_SEEDS = 10
@@ -173,7 +168,6 @@ class SysIdExperiment(GymExperiment):
     QUICK_SEEDS = QUICK_SEEDS
     X_LABEL = "random transitions observed (T)"
     METRIC_LABELS = {"hellinger": "Hellinger distance to the true\nP(s' | s, a), mean over (s, a)"}
-    METHOD_LABELS = METHOD_LABELS
     run_seed = staticmethod(run_seed)
 
     @property
@@ -211,13 +205,13 @@ class SysIdExperiment(GymExperiment):
         best = [min(mean, key=lambda m: mean[m][i]) for i in range(len(ts))]
         cpu = {m: float(np.mean([r.method_extras["cpu_seconds"][m][0] for r in results.values()]))
                for m in methods}
-        notes = [f"lowest mean error at T = {', '.join(map(str, ts))}: {', '.join(best)}"]
+        notes = [f"lowest mean error at T = {', '.join(num(t) for t in ts)}: {', '.join(best)}"]
         if "pg" in mean:
             for other in ("dirichlet_sparse", "dirichlet_uniform", "pg_absolute"):
                 if other in mean:
                     ratio = mean[other] / mean["pg"]
-                    notes.append(f"{other} / pg error ratio along T: " + ", ".join(f"{v:.2f}" for v in ratio))
-        notes.append("CPU seconds per seed: " + ", ".join(f"{m} {v:.1f}" for m, v in cpu.items()))
+                    notes.append(f"{other} / pg error ratio along T: " + ", ".join(num(v) for v in ratio))
+        notes.append("CPU s per seed: " + ", ".join(f"{m} {num(v)}" for m, v in cpu.items()))
         n_rows = int(np.mean([r.extras["rows"].size for r in results.values()]))
         notes.append(f"scored rows: {n_rows} reachable non-terminal states x all actions")
         return {"best_method": dict(zip(map(str, ts), best)), "cpu_seconds_per_seed": cpu,
@@ -228,7 +222,7 @@ class SysIdExperiment(GymExperiment):
         from ..plotting._curves import curves_figure
 
         fig = curves_figure(summary, "hellinger", x_label=self.X_LABEL, y_label=self.METRIC_LABELS["hellinger"],
-                            environment=self.ENVIRONMENT, labels=METHOD_LABELS, log_panel=True)
+                            environment=self.ENVIRONMENT, log_panel=True)
         return [FigureSpec(f"{self.NAME}-hellinger", fig,
                            f"error of the learned transition model on {self.ENVIRONMENT} against the number "
                            "of random transitions observed, mean ± std over seeds (linear and log x)")]

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from .._format import mean_std, num
 from ..runner.protocol import Claim, FigureSpec, SeedResult
 from ._shared import boltzmann_expert, curve_stack, evaluate_policy, extra_stack, grid_extras, largest_distance
 
@@ -45,9 +46,10 @@ ENVIRONMENT = "Imitation learning, 10x10 goal grid world"
 X_LABEL = "demonstrations (state-action pairs, D)"
 METRIC_LABELS = {
     "hellinger": "Hellinger distance to the expert policy\n(mean over states)",
-    "value_loss": "value loss\n(||V_expert - V|| / ||V_expert||)",
+    "value_loss": "value loss\n" r"$\|V_{\rm expert} - V\|_2 \,/\, \|V_{\rm expert}\|_2$",
 }
-METHOD_LABELS = {"pg": "PG", "dirichlet": "Dirichlet", "pg_elbo": "PG, length scale by ELBO"}
+#: Methods run only on request (``Config.elbo_lengthscales``).
+OPTIONAL_METHODS = ("pg_elbo",)
 #: 20 seeds: the paper does not state its number of repetitions; 20 is the protocol's default.
 PAPER_SEEDS = 20
 QUICK_SEEDS = 2
@@ -275,7 +277,7 @@ def summarise_extra(config: Config, results: Mapping[int, SeedResult], metrics: 
         claims.append(Claim(
             f"PG is clearly better than Dirichlet ({metric}, every D)", clearly,
             "Dirichlet minus PG per D: " + ", ".join(
-                f"D={d:g}: {m:+.3f}±{s:.3f}" for d, m, s in zip(xs, mean_diff, se))
+                f"D={d:g}: {'+' if m >= 0 else ''}{mean_std(m, s)}" for d, m, s in zip(xs, mean_diff, se))
             + " (mean ± s.e. over seeds; 'clearly' = above 2 s.e. at every D)"))
     pg_h = np.asarray(metrics["hellinger"]["methods"]["pg"]["mean"], dtype=float)
     dir_h = np.asarray(metrics["hellinger"]["methods"]["dirichlet"]["mean"], dtype=float)
@@ -287,7 +289,8 @@ def summarise_extra(config: Config, results: Mapping[int, SeedResult], metrics: 
         bool(np.mean(gap[:half]) > np.mean(gap[-half:])),
         f"absolute gap largest at D={xs[int(np.argmax(gap))]:g}, relative gap largest at "
         f"D={xs[int(np.argmax(rel))]:g}; mean gap over the {half} smallest D "
-        f"{np.mean(gap[:half]):.3f} vs the {half} largest {np.mean(gap[-half:]):.3f}"))
+        f"{num(np.mean(gap[:half]))} vs the {half} largest {num(np.mean(gap[-half:]))}"))
+    extra["table_x"] = list(xs)  # the first two claims speak of every D
     ratios = [float(r["ratio"]) for r in efficiency["hellinger"] if r["ratio"] is not None]
     unreached = [float(r["D"]) for r in efficiency["hellinger"] if r["ratio"] is None]
     # an unreached D gives only a lower bound D' > max(D): ratio > max(D) / D
@@ -296,7 +299,7 @@ def summarise_extra(config: Config, results: Mapping[int, SeedResult], metrics: 
     claims.append(Claim(
         "the correlated model does as well with an order of magnitude less data (hellinger)",
         bool(bounds and best >= 10),
-        (f"largest D'/D where Dirichlet catches up on the grid: {max(ratios):.1f}"
+        (f"largest D'/D where Dirichlet catches up on the grid: {num(max(ratios))}"
          if ratios else "Dirichlet never catches up on the grid")
         + (f"; Dirichlet never reaches PG's error at D={unreached} on the grid (ratio > "
            f"{xs[-1]:g}/D)" if unreached else "")))

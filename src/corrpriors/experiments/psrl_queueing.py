@@ -41,7 +41,6 @@ import numpy as np
 
 from ..runner.protocol import FigureSpec, SeedResult
 from ._psrl import (  # noqa: F401  (re-exported: the PSRL names of this experiment)
-    METHOD_LABELS,
     METHODS,
     check_methods,
     check_psrl_config,

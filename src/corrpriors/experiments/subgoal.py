@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from .._format import mean_std
 from ..runner.protocol import Claim, FigureSpec, SeedResult
 from ._shared import boltzmann_expert, evaluate_policy, grid_extras, largest_distance
 
@@ -45,9 +46,9 @@ METRIC_LABELS = {
     "hellinger": "Hellinger distance to the expert policy (mean over states)",
     "value_loss": "value loss\n(||V_expert - V|| / ||V_expert||)",
 }
-METHOD_LABELS = {"pg_subgoal": "PG subgoal", "pg_imitation": "PG imitation",
-                 "dirichlet_subgoal": "Dirichlet subgoal", "pg_subgoal_em": "PG subgoal, scale by EM"}
 EM_METHOD = "pg_subgoal_em"
+#: Methods run only on request (the EM variant).
+OPTIONAL_METHODS = (EM_METHOD,)
 #: 20 seeds: the paper shows one data set; 20 repetitions make the comparison a statement.
 PAPER_SEEDS = 20
 QUICK_SEEDS = 2
@@ -233,7 +234,8 @@ def summarise_extra(config: Config, results: Mapping[int, SeedResult], metrics: 
             wins = int(np.sum(diff > 0))
             claims.append(Claim(
                 f"pg_subgoal beats {other} ({metric})", bool(diff.mean() > 0 and diff.mean() > 2 * se),
-                f"{other} minus pg_subgoal: {diff.mean():+.3f} ± {se:.3f} (mean ± s.e.), "
+                f"{other} minus pg_subgoal: {'+' if diff.mean() >= 0 else ''}{mean_std(diff.mean(), se)} "
+                "(mean ± s.e.), "
                 f"pg_subgoal better in {wins}/{len(seeds)} seeds; 'beats' = above 2 s.e."))
     extra["claims"] = claims
     return extra

@@ -8,33 +8,36 @@ T transitions (the count tensor :math:`X_{s a s'}`), and the error is the Hellin
 distance between the true and the estimated next-state distributions, averaged over
 all states and actions.
 
-Methods (names are part of the ``metrics.json`` contract):
+Methods (names from the one method vocabulary, :mod:`corrpriors._methods`):
 
 ``pg``
-    The paper's model: one correlated multinomial per action, covariates = states,
-    categories = next states in index order (absolute encoding), squared-exponential
-    kernel on the Euclidean distances between the grid cells. The hyper-parameters are
-    chosen per action and per T by the collapsed bound
+    The correlated prior with relative categories: a next state is encoded by its
+    displacement from the current cell within a window of half-width ``Config.offset_radius``
+    (:func:`corrpriors.applications.transitions.displacement_category_map`), plus an
+    "other" category for the tunnel's jump; a constant prior mean per stick is learned
+    (MAP-EM). One correlated multinomial per action, covariates = states,
+    squared-exponential kernel on the Euclidean distances between the grid cells. The
+    hyper-parameters are chosen per action and per T by the collapsed bound
     :math:`E_q[\log p(X \mid \psi)] - KL(q \| p)`
     (:meth:`~corrpriors.core.model.CorrelatedMultinomial.collapsed_bound`): for every
     candidate length scale in ``Config.lengthscales`` (0 stands for the paper's choice, the
     largest distance between two cells) the scale :math:`\theta` climbs a log lattice
     (``Config.scale_step`` decades, within ``Config.scale_range``) from the previous T's
     choice to a local maximum of the bound; the best (length scale, scale) pair is kept
-    and reported. ``Config.selection = "elbo-em"`` instead learns the scale by
-    variational (MAP-)EM on the ELBO and picks the length scale by the ELBO: with
-    absolute categories and scarce data that drives the scale towards 0 (the ELBO's
-    mean-field gap grows with the scale; measured at T = 526: ELBO -515 at
+    and reported.
+``pg_absolute``
+    The paper's model: the same with categories = next states in index order (absolute
+    encoding) and the fixed uniform prior mean. ``Config.selection = "elbo-em"`` instead
+    learns the scale by variational (MAP-)EM on the ELBO and picks the length scale by the
+    ELBO: with absolute categories and scarce data that drives the scale towards 0 (the
+    ELBO's mean-field gap grows with the scale; measured at T = 526: ELBO -515 at
     :math:`\theta \to 0` vs -638 at :math:`\theta = 1`, while an importance-sampled
     :math:`\log p(X)` is -515 vs -472), so the fit returns its prior.
-``pg_offset``
-    The same with relative categories: a next state is encoded by its displacement
-    from the current cell within a window of half-width ``Config.offset_radius``
-    (:func:`corrpriors.applications.transitions.displacement_category_map`), plus an
-    "other" category for the tunnel's jump; a constant prior mean per stick is learned
-    (MAP-EM), the scale and length scale are chosen as for ``pg``.
 ``dirichlet_uniform``, ``dirichlet_sparse``
     Independent Dirichlet models with :math:`\alpha = 1` and :math:`\alpha = 10^{-3}`.
+
+Results written before corrpriors 0.3 called ``pg_absolute`` ``pg`` and ``pg`` ``pg_offset``;
+they are read under the new names (:data:`corrpriors._methods.LEGACY_NAMES`).
 
 All models are fitted along the T grid in increasing order, each correlated model
 warm-started from its fit at the previous T. The paper's length scale (the largest
@@ -52,6 +55,7 @@ from typing import Any
 
 import numpy as np
 
+from .._format import num
 from ..runner.protocol import Claim, FigureSpec, SeedResult
 from ._shared import largest_distance
 
@@ -64,14 +68,9 @@ QUICK_SEEDS = 2
 ENVIRONMENT = "System identification, 10x10 tunnel world"
 X_LABEL = "transitions observed (T, random walk)"
 METRIC_LABELS = {"hellinger": "Hellinger distance to the true P(s' | s, a)\n(mean over states and actions)"}
-METHOD_LABELS = {
-    "pg": "PG, absolute next states",
-    "pg_offset": "PG, relative moves",
-    "dirichlet_uniform": "Dirichlet α=1",
-    "dirichlet_sparse": "Dirichlet α=1e-3",
-}
-
-METHODS = ("pg", "pg_offset", "dirichlet_uniform", "dirichlet_sparse")
+METHODS = ("pg", "pg_absolute", "dirichlet_uniform", "dirichlet_sparse")
+#: The correlated methods (fitted with a kernel; the others are the Dirichlet baselines).
+CORRELATED = ("pg", "pg_absolute")
 
 
 def _paper_grid() -> tuple[int, ...]:
@@ -104,14 +103,15 @@ class Config:
         Also learn the length scale of every candidate by the kernel M-step
         (L-BFGS-B on the ELBO), starting from the candidate.
     pg_learn_mean : {"none", "constant"}
-        Prior mean of ``pg``: the fixed uniform logits (the paper's) or a learned constant
-        per stick. ``pg_offset`` always learns a constant mean per stick.
+        Prior mean of ``pg_absolute``: the fixed uniform logits (the paper's) or a learned
+        constant per stick. ``pg`` always learns a constant mean per stick. (The field keeps
+        its name from before the 0.3 vocabulary, so results folders keep their names.)
     scale_prior_shape, scale_prior_rate : float
         With ``selection="elbo-em"``: Gamma(shape, rate) hyper-prior on the scale
         :math:`\theta` (MAP-EM); shape 0 disables it. It does not stop the collapse of
         the absolute encoding (its log density is swamped by the (K-1)C prior terms).
     offset_radius : int
-        Half-width of the displacement window of ``pg_offset`` (in cells). The tunnel
+        Half-width of the displacement window of ``pg`` (in cells). The tunnel
         world's moves (a Gaussian with std 1 centred one cell away) put about 3 % of
         their mass beyond 2 cells and about 0.1 % beyond 3; what falls outside goes to
         the "other" category, which is not shared between states. Radius 3 (7 x 7
@@ -216,11 +216,11 @@ def resolve_config(config: Config) -> Config:
 
 
 def _belief_options(config: Config, mdp, method: str) -> dict:
-    """Category map and mean learning of a correlated method (absolute ``pg`` or relative)."""
+    """Category map and mean learning of a correlated method (relative ``pg`` or ``pg_absolute``)."""
     from ..applications.transitions import displacement_category_map
 
     coords = np.asarray(mdp.coordinates, dtype=float)
-    if method == "pg":
+    if method == "pg_absolute":
         return dict(category_map=None,
                     learn_mean=None if config.pg_learn_mean == "none" else config.pg_learn_mean)
     return dict(category_map=displacement_category_map(coords, config.offset_radius),
@@ -299,7 +299,7 @@ def run_seed(config: Config, *, rng: np.random.Generator) -> SeedResult:
     hell: dict[str, np.ndarray] = {m: np.empty(len(ts)) for m in METHODS}
     per_method: dict[str, dict[str, np.ndarray]] = {"lengthscale": {}, "scale": {}, "elbo": {}, "bound": {}}
     lengthscales = _lengthscale_candidates(config, np.asarray(mdp.coordinates, dtype=float))
-    for method in ("pg", "pg_offset"):
+    for method in CORRELATED:
         if config.selection == "collapsed":
             search = _selecting_model(config, mdp, method, lengthscales)
         else:
@@ -360,7 +360,7 @@ def summarise_extra(config: Config, results: Mapping[int, SeedResult], metrics: 
     # length scales and scales chosen along T (by the collapsed bound, or EM and the ELBO)
     chosen: dict[str, Any] = {}
     scales: dict[str, Any] = {}
-    for method in ("pg", "pg_offset"):
+    for method in CORRELATED:
         rows = [r.method_extras["lengthscale"][method] for r in results.values()
                 if method in r.method_extras.get("lengthscale", {})]
         if rows:
@@ -380,12 +380,14 @@ def summarise_extra(config: Config, results: Mapping[int, SeedResult], metrics: 
     if scales:
         extra["learned_scale"] = scales
 
-    # data efficiency: the T at which each Dirichlet model first reaches pg_offset's error at T_ref
+    # data efficiency: the T at which each Dirichlet model first reaches pg's error at T_ref
     claims = []
     t_ref = 1000.0
-    if "pg_offset" in mean and ts[0] <= t_ref <= ts[-1]:
-        level = float(np.interp(t_ref, ts, mean["pg_offset"]))
-        eff = {"reference": f"pg_offset mean error at T={t_ref:g}", "level": level}
+    cited = []
+    if "pg" in mean and ts[0] <= t_ref <= ts[-1]:
+        level = float(np.interp(t_ref, ts, mean["pg"]))
+        eff = {"reference": f"pg mean error at T={t_ref:g}", "level": level}
+        cited.append(t_ref)
         for d in ("dirichlet_uniform", "dirichlet_sparse"):
             if d in mean:
                 t_hit = _interp_crossing(ts, mean[d], level)
@@ -405,7 +407,9 @@ def summarise_extra(config: Config, results: Mapping[int, SeedResult], metrics: 
         cols = np.arange(ts.size)
         best_dir = stack[which, cols]
         best_dir_std = np.stack([std[d] for d in dirs])[which, cols]
-        for method in ("pg_offset", "pg"):
+        ends = ts[pos][[0, -1]]
+        cited += [float(t) for t in ends]
+        for method in CORRELATED:
             if method not in mean:
                 continue
             gap = best_dir - mean[method]
@@ -413,14 +417,14 @@ def summarise_extra(config: Config, results: Mapping[int, SeedResult], metrics: 
             clearly = bool(np.all(gap[pos] > band[pos]))
             ratio = mean[method][pos] / best_dir[pos]
             detail = (
-                f"error of {method} vs the better Dirichlet at T={', '.join(f'{t:g}' for t in ts[pos][[0, -1]])}: "
-                f"{mean[method][pos][0]:.3f} vs {best_dir[pos][0]:.3f} and "
-                f"{mean[method][pos][-1]:.3f} vs {best_dir[pos][-1]:.3f}; "
+                f"error of {method} vs the better Dirichlet at T={', '.join(f'{t:g}' for t in ends)}: "
+                f"{num(mean[method][pos][0])} vs {num(best_dir[pos][0])} and "
+                f"{num(mean[method][pos][-1])} vs {num(best_dir[pos][-1])}; "
                 f"gap > (std sum) at {int(np.sum(gap[pos] > band[pos]))}/{int(pos.sum())} positive T; "
-                f"error ratio {ratio.min():.2f}..{ratio.max():.2f}"
+                f"error ratio {num(ratio.min())}..{num(ratio.max())}"
             )
             claims.append(Claim(
-                f"{method} error clearly below both Dirichlet models (mean gap > the sum of the stds at every T > 0)",
+                f"{method} error clearly below both Dirichlet models at every T > 0 (gap > sum of stds)",
                 clearly, detail))
             n = int(pos.sum())
             third = max(1, n // 3)
@@ -428,9 +432,10 @@ def summarise_extra(config: Config, results: Mapping[int, SeedResult], metrics: 
             small, large = float(np.mean(g[:third])), float(np.mean(g[-third:]))
             claims.append(Claim(
                 f"{method}'s advantage is largest for small T", bool(small > large and small > 0),
-                f"mean gap to the better Dirichlet over the first third of T>0: {small:.3f}, "
-                f"over the last third: {large:.3f}"))
+                f"mean gap to the better Dirichlet over the first third of T>0: {num(small)}, "
+                f"over the last third: {num(large)}"))
     extra["claims"] = claims
+    extra["table_x"] = sorted(set(cited))
     notes = []
     if "data_efficiency" in extra:
         eff = extra["data_efficiency"]
@@ -438,22 +443,13 @@ def summarise_extra(config: Config, results: Mapping[int, SeedResult], metrics: 
         for d in ("dirichlet_uniform", "dirichlet_sparse"):
             if d in eff:
                 e = eff[d]
-                parts.append(f"{d} at T={e['T']:.0f} ({e['ratio']:.1f}x)" if e["T"] is not None else f"{d} {e['note']}")
-        notes.append(f"data efficiency ({eff['reference']} = {eff['level']:.3f}): " + "; ".join(parts))
-    if "pg" in mean and "dirichlet_sparse" in mean:
-        below = np.flatnonzero(pos & (mean["pg"] < mean["dirichlet_sparse"]))
-        notes.append(
-            "pg is below dirichlet_sparse from T=" + (f"{ts[below[0]]:g}" if below.size else "never (on this grid)")
-        )
-    for method, stats in extra.get("chosen_lengthscale", {}).items():
-        notes.append(
-            f"{method}: selected length scale (most frequent over seeds) along T: "
-            + ", ".join(f"{v:.3g}" for v in stats["mode"])
-        )
-    for method, stats in extra.get("learned_scale", {}).items():
-        notes.append(
-            f"{method}: scale (median over seeds) along T: " + ", ".join(f"{v:.3g}" for v in stats["median"])
-        )
+                parts.append(f"{d} at T={num(e['T'])} ({num(e['ratio'])}x)" if e["T"] is not None
+                             else f"{d} not by T={num(float(ts[-1]))}")
+        notes.append(f"pg's error at T={num(t_ref)} ({num(eff['level'])}) is reached by " + "; ".join(parts))
+    if "pg_absolute" in mean and "dirichlet_sparse" in mean:
+        below = np.flatnonzero(pos & (mean["pg_absolute"] < mean["dirichlet_sparse"]))
+        notes.append("pg_absolute is below dirichlet_sparse from T="
+                     + (num(float(ts[below[0]])) if below.size else "never (on this grid)"))
     extra["notes"] = notes
     return extra
 
@@ -463,7 +459,7 @@ def figures(config: Config, results: Mapping[int, SeedResult], summary: dict) ->
     from ..plotting._curves import curves_figure
 
     fig = curves_figure(summary, "hellinger", x_label=X_LABEL, y_label=METRIC_LABELS["hellinger"],
-                        environment=ENVIRONMENT, labels=METHOD_LABELS, log_panel=True)
+                        environment=ENVIRONMENT, log_panel=True)
     return [FigureSpec(f"{NAME}-hellinger", fig,
                        "paper Fig. 3a: error of the estimated transition model against the number of "
                        "observed transitions, four models, mean ± std over seeds (linear and log x)")]

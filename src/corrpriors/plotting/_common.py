@@ -176,6 +176,26 @@ def decorate_grid(ax: Any, shape: tuple[int, int], ticks: bool = False, labels: 
         ax.set_ylabel("grid row", fontsize="small")
 
 
+def log_ticks(ax: Any, x: Any, max_ticks: int = 8) -> None:
+    """Label a log x axis at the data's x values (at most ``max_ticks``; else at 1, 2, 5 x 10^k).
+
+    Matplotlib's default labels only the decades, so ``D = 50, 200`` would sit between
+    unlabelled ticks.
+    """
+    from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator
+
+    values = np.unique(np.asarray(x, dtype=float))
+    values = values[np.isfinite(values) & (values > 0)]
+    if values.size == 0:
+        return
+    if values.size <= max_ticks:
+        ax.xaxis.set_major_locator(FixedLocator(values))
+    else:
+        ax.xaxis.set_major_locator(LogLocator(base=10.0, subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
+
+
 def seeds_text(n_seeds: int) -> str:
     """``"1 seed"`` / ``"5 seeds"``."""
     return f"{n_seeds} seed{'s' if n_seeds != 1 else ''}"

@@ -7,16 +7,14 @@ from typing import Any
 
 import numpy as np
 
-from ._common import new_figure, seeds_text
+from .._methods import label as method_label
+from .._methods import style as method_style
+from ._common import log_ticks, new_figure, seeds_text
 
-#: Default labels for the method names used by the experiments.
-DEFAULT_LABELS = {
-    "pg": "PG (absolute)",
-    "pg_offset": "PG (relative)",
-    "pg_absolute": "PG (absolute)",
-    "dirichlet_uniform": "Dirichlet α=1",
-    "dirichlet_sparse": "Dirichlet α=1e-3",
-}
+#: A log-x panel is drawn only when the positive x values are at least this many ...
+LOG_PANEL_POINTS = 4
+#: ... and span at least this ratio (one decade); otherwise it repeats the linear panel.
+LOG_PANEL_RATIO = 10.0
 
 _BANDS = {"std": "± std over seeds", "sem": "± standard error over seeds", "none": ""}
 
@@ -74,7 +72,8 @@ def plot_metric_curves(
     methods : sequence of str, optional
         The methods to draw, in this order (default: all, in the summary's order).
     labels : mapping of str to str, optional
-        Legend labels per method (default: :data:`DEFAULT_LABELS`, else the method name).
+        Legend labels per method (default: the method vocabulary, :mod:`corrpriors._methods`;
+        a name outside it is shown as it is).
     reference : float, optional
         Draw a dashed horizontal reference line (e.g. the optimal value).
     band : {"std", "sem", "none"}, default "std"
@@ -83,7 +82,8 @@ def plot_metric_curves(
     reference_label : str
         Legend label of the reference line.
     colors : mapping of str to colour, optional
-        Line colour per method (default: the colour cycle).
+        Line colour per method (default: the method vocabulary's, so a model has one colour in
+        every figure; its variant gives the line style).
     x_label, y_label : str, optional
         Axis labels in words (default: the x name and the metric name of the record).
     title : str, optional
@@ -94,6 +94,13 @@ def plot_metric_curves(
         Integer ticks only on the x axis (e.g. episodes).
     limits : (float, float), optional
         The range the metric can take (e.g. (0, 1) for a probability); the bands are cut to it.
+
+    Notes
+    -----
+    Methods whose mean curves coincide (e.g. several baselines flat at 0) would hide each
+    other; each of them shows its marker at every k-th point, staggered (k = the number of
+    coinciding curves), so every one stays visible. Every band is outlined in its line's
+    colour, so overlapping bands stay apart. The x axis ends at the data.
 
     Returns
     -------
@@ -109,7 +116,7 @@ def plot_metric_curves(
     unknown = [m for m in methods if m not in block["methods"]]
     if unknown:
         raise ValueError(f"methods: {unknown} not in the summary (have {all_methods})")
-    names = dict(DEFAULT_LABELS)
+    names = {m: method_label(m) for m in methods}
     names.update(labels or {})
 
     if ax is None:
@@ -120,22 +127,30 @@ def plot_metric_curves(
     x = _as_float(summary["x"]["values"])
     keep = x > 0 if logx else np.ones_like(x, dtype=bool)
     n_seeds = max(len(summary.get("seeds", [])), 1)
+    means = {m: _as_float(block["methods"][m]["mean"]) for m in methods}
+    every = _staggered_markers(means, keep)
     for method in methods:
-        mean = _as_float(block["methods"][method]["mean"])
+        mean = means[method]
         std = _as_float(block["methods"][method]["std"])
-        color = (colors or {}).get(method)
-        (line,) = ax.plot(x[keep], mean[keep], marker="o", markersize=3, label=names.get(method, method),
-                          color=color)
+        kw: dict[str, Any] = {"marker": "o", **method_style(method)}
+        if (colors or {}).get(method) is not None:
+            kw["color"] = colors[method]  # type: ignore[index]
+        (line,) = ax.plot(x[keep], mean[keep], markersize=4, label=names.get(method, method),
+                          markevery=every.get(method), **kw)
         if band != "none":
             half = std if band == "std" else std / np.sqrt(n_seeds)
             low, high = mean - half, mean + half
             if limits is not None:
                 low, high = np.clip(low, *limits), np.clip(high, *limits)
-            ax.fill_between(x[keep], low[keep], high[keep], color=line.get_color(), alpha=0.2, linewidth=0)
+            ax.fill_between(x[keep], low[keep], high[keep], facecolor=line.get_color(), alpha=0.12,
+                            edgecolor=line.get_color(), linewidth=0.6, linestyle=line.get_linestyle())
     if reference is not None:
         ax.axhline(reference, color="k", linestyle="--", linewidth=1, label=reference_label)
+    if keep.sum() > 1:
+        ax.set_xlim(float(np.min(x[keep])), float(np.max(x[keep])))
     if logx:
         ax.set_xscale("log")
+        log_ticks(ax, x[keep])
     if integer_x:
         from matplotlib.ticker import MaxNLocator
 
@@ -152,6 +167,32 @@ def plot_metric_curves(
     if legend:
         legend_outside(ax)
     return fig, ax
+
+
+def _staggered_markers(means: Mapping[str, np.ndarray], keep: np.ndarray) -> dict[str, tuple[int, int]]:
+    """``markevery`` of every method whose mean curve coincides with another one's.
+
+    Coinciding curves (equal within 1e-9 wherever drawn) are grouped; member j of a group of k
+    marks the points j, j + k, j + 2k, ... so the markers of all of them alternate along the
+    shared line.
+    """
+    groups: list[list[str]] = []
+    for method, mean in means.items():
+        for group in groups:
+            other = means[group[0]]
+            if np.allclose(mean[keep], other[keep], rtol=0.0, atol=1e-9, equal_nan=True):
+                group.append(method)
+                break
+        else:
+            groups.append([method])
+    return {m: (j, len(g)) for g in groups if len(g) > 1 for j, m in enumerate(g)}
+
+
+def log_panel_useful(x_values: Sequence) -> bool:
+    """Whether a log-x panel shows more than the linear one: enough positive x over a decade or more."""
+    x = _as_float(x_values)
+    pos = np.unique(x[x > 0])
+    return pos.size >= LOG_PANEL_POINTS and float(pos[-1] / pos[0]) >= LOG_PANEL_RATIO
 
 
 def curves_figure(
@@ -185,7 +226,8 @@ def curves_figure(
     labels : mapping of str to str, optional
         Legend labels per method.
     log_panel : bool, default False
-        Add a second panel with a logarithmic x axis.
+        Add a second panel with a logarithmic x axis, where it shows more than the linear one
+        (:func:`log_panel_useful`: at least 4 positive x values over at least a decade).
     band : {"std", "sem", "none"}
         Band half-width.
     reference : float, optional
@@ -200,6 +242,7 @@ def curves_figure(
     matplotlib.figure.Figure
     """
     n_seeds = max(len(summary.get("seeds", [])), 1)
+    log_panel = log_panel and log_panel_useful(summary["x"]["values"])
     fig = new_figure((11.0, 3.8) if log_panel else (7.0, 3.8))
     axes = fig.subplots(1, 2) if log_panel else [fig.add_subplot()]
     kw: dict[str, Any] = dict(labels=labels, band=band, reference=reference, reference_label=reference_label,
@@ -215,4 +258,4 @@ def curves_figure(
     return fig
 
 
-__all__ = ["DEFAULT_LABELS", "curves_figure", "legend_outside", "plot_metric_curves"]
+__all__ = ["curves_figure", "legend_outside", "log_panel_useful", "plot_metric_curves"]

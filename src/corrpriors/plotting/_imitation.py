@@ -12,38 +12,31 @@ from typing import Any
 
 import numpy as np
 
+from .._format import num
+from .._methods import label as method_label
+from .._methods import style as method_style
 from ._common import GridLayout, new_figure, seeds_text
 from ._curves import legend_outside, plot_metric_curves
 from ._policy import DATA_GREY, REWARD_GREEN, WALL_BLACK, plot_policy
 
-LABELS = {
-    "pg": "PG",
-    "dirichlet": "Dirichlet",
-    "pg_subgoal": "PG subgoal",
-    "pg_imitation": "PG imitation",
-    "dirichlet_subgoal": "Dirichlet subgoal",
-}
-COLORS = {"pg": "C0", "dirichlet": "C1", "pg_subgoal": "C0", "pg_imitation": "C2",
-          "dirichlet_subgoal": "C1"}
 
+def plot_metric_points(summary: Mapping, methods: Sequence[str], x_index: int = 0, ax: Any = None,
+                       metric_labels: Mapping[str, str] | None = None, legend: bool = True):
+    """Every metric of every method at one x value: a point with ± s.e. over seeds, on a zoomed axis.
 
-def plot_normalized_metrics(summary: Mapping, methods: Sequence[str], x_index: int = 0, ax: Any = None,
-                            reference: str | None = None, metric_labels: Mapping[str, str] | None = None,
-                            legend: bool = True):
-    """Bar chart of every metric at one x value, relative to a reference method (± s.e.).
+    Points rather than bars: bars must start at 0, and on a scale from 0 differences of a few
+    per cent (0.92 against 1.0) disappear. Each method has its colour and marker of the method
+    vocabulary (:mod:`corrpriors._methods`).
 
     Parameters
     ----------
     summary : mapping
         A ``metrics.json`` record.
     methods : sequence of str
-        Bars per metric, in this order.
+        Methods per metric, in this order (left to right within a metric).
     x_index : int
         Which x value.
     ax : matplotlib.axes.Axes, optional
-    reference : str, optional
-        Divide each metric by this method's mean (default: the largest mean among ``methods``,
-        so the worst method is at 1).
     metric_labels : mapping of str to str, optional
         Tick label of every metric (default: the name with spaces).
     legend : bool
@@ -59,22 +52,22 @@ def plot_normalized_metrics(summary: Mapping, methods: Sequence[str], x_index: i
     fig = ax.figure
     metrics = list(summary["metrics"])
     n_seeds = max(len(summary.get("seeds", [])), 1)
-    width = 0.8 / len(methods)
+    step = 0.7 / max(len(methods), 1)
     for j, metric in enumerate(metrics):
         block = summary["metrics"][metric]["methods"]
-        means = np.array([block[m]["mean"][x_index] for m in methods], dtype=float)
-        stds = np.array([block[m]["std"][x_index] for m in methods], dtype=float)
-        norm = block[reference]["mean"][x_index] if reference else np.nanmax(means)
-        norm = norm if norm and np.isfinite(norm) else 1.0
         for i, m in enumerate(methods):
-            ax.bar(j + (i - (len(methods) - 1) / 2) * width, means[i] / norm, width,
-                   yerr=stds[i] / norm / np.sqrt(n_seeds), capsize=3, color=COLORS.get(m),
-                   label=LABELS.get(m, m) if j == 0 else None)
+            mean = float(block[m]["mean"][x_index])
+            se = float(block[m]["std"][x_index] or 0.0) / np.sqrt(n_seeds)
+            st = method_style(m)
+            ax.errorbar(j + (i - (len(methods) - 1) / 2) * step, mean, yerr=se, fmt=st.get("marker", "o"),
+                        color=st.get("color"), markersize=7, capsize=4, linestyle="none",
+                        label=method_label(m) if j == 0 else None)
     ax.set_xticks(range(len(metrics)))
     ax.set_xticklabels([(metric_labels or {}).get(m, m.replace("_", " ")) for m in metrics])
-    ax.set_xlabel("metric")
-    who = f"{LABELS.get(reference, reference)}" if reference else "the worst method"
-    ax.set_ylabel(f"error / error of {who}")
+    ax.set_xlim(-0.5, len(metrics) - 0.5)
+    ax.set_xlabel("metric (lower is better)")
+    ax.set_ylabel("error, mean ± s.e. over seeds")
+    ax.grid(True, axis="y", alpha=0.3)
     if legend:
         legend_outside(ax)
     return fig, ax
@@ -123,20 +116,21 @@ def imitation_policies_figure(layout: GridLayout, expert: np.ndarray, estimates:
     """
     d = float(summary["x"]["values"][x_index])
     n_seeds = len(summary["seeds"])
-    fig = new_figure((15.0, 4.2))
-    axes = fig.subplots(1, 4, gridspec_kw={"width_ratios": [1, 1, 1, 1.4]})
+    fig = new_figure((10.0, 9.0))
+    axes = fig.subplots(2, 2).ravel()
     no_reward = np.zeros(layout.n_states, bool)
     plot_policy(layout, expert, axes[0], reward_states=reward_states, title="(a) expert policy")
-    for ax, meth, tag in ((axes[1], "dirichlet", "(b) Dirichlet"), (axes[2], "pg", "(c) PG")):
+    for ax, meth, tag in ((axes[1], "dirichlet", "(b)"), (axes[2], "pg", "(c)")):
         plot_policy(layout, estimates[meth], ax, data_states=data_states, reward_states=no_reward,
-                    title=f"{tag} estimate (H = {errors[meth]:.3f})")
-    plot_normalized_metrics(summary, ["dirichlet", "pg"], x_index=x_index, ax=axes[3],
-                            metric_labels=metric_labels)
-    axes[3].set_title(f"(d) errors at D = {d:g}, mean ± s.e. over {seeds_text(n_seeds)}", fontsize="medium")
+                    title=f"{tag} {method_label(meth)} estimate (H = {num(errors[meth])})")
+    plot_metric_points(summary, ["dirichlet", "pg"], x_index=x_index, ax=axes[3], metric_labels=metric_labels,
+                       legend=False)
+    axes[3].legend(loc="best", fontsize="small", frameon=True, framealpha=1.0)
+    axes[3].set_title(f"(d) errors at D = {d:g}, over {seeds_text(n_seeds)}")
     _shading_legend(fig, [(REWARD_GREEN, "reward cell (panel a)"),
                           (DATA_GREY, f"state with demonstrations (panels b, c; D = {d:g})")])
-    fig.suptitle(f"{environment}: policies of seed {seed} at D = {d:g} demonstrations "
-                 f"(arrow = mean move; H = mean Hellinger distance to the expert)", fontsize="medium")
+    fig.suptitle(f"{environment}: policies of seed {seed} at D = {d:g} demonstrations\n"
+                 f"(arrow = mean move; H = mean Hellinger distance to the expert)")
     return fig
 
 
@@ -147,9 +141,8 @@ def imitation_curves_figure(summary: Mapping, *, environment: str, x_label: str,
     fig = new_figure((4.6 * len(metrics) + 2.0, 3.6))
     axes = np.atleast_1d(fig.subplots(1, len(metrics)))
     for ax, metric in zip(axes, metrics):
-        plot_metric_curves(summary, metric, ax=ax, logx=True, labels=LABELS, band="sem",
-                           colors=COLORS, x_label=x_label, y_label=metric_labels.get(metric, metric),
-                           title="", legend=False)
+        plot_metric_curves(summary, metric, ax=ax, logx=True, band="sem", x_label=x_label,
+                           y_label=metric_labels.get(metric, metric), title="", legend=False)
     handles, names = axes[0].get_legend_handles_labels()
     legend_outside(fig, handles, names)
     fig.suptitle(f"{environment}: {seeds_text(len(summary['seeds']))}, mean ± standard error",
@@ -169,7 +162,7 @@ def subgoal_policies_figure(layout: GridLayout, expert: np.ndarray, counts: np.n
     counts : ndarray of shape (S, A)
         The demonstrated state-action pairs.
     estimates : mapping of str to ndarray of shape (S, A)
-        Policy of every method (keys of :data:`LABELS`).
+        Policy of every method (names of the method vocabulary, :mod:`corrpriors._methods`).
     errors : mapping of str to ndarray of shape (S,)
         Hellinger distance to the expert in every state, per method.
     reward_states : ndarray of shape (S,)
@@ -183,8 +176,14 @@ def subgoal_policies_figure(layout: GridLayout, expert: np.ndarray, counts: np.n
     counts = np.asarray(counts, dtype=float)
     methods = list(estimates)
     top = max(float(np.max(errors[m])) for m in methods)
-    fig = new_figure((17.0, 4.4))
-    axes = fig.subplots(1, 2 + len(methods))
+    n_panels = 2 + len(methods)
+    n_cols = 3
+    n_rows = -(-n_panels // n_cols)
+    fig = new_figure((11.0, 4.1 * n_rows + 0.8))
+    grid = fig.subplots(n_rows, n_cols, squeeze=False).ravel()
+    for ax in grid[n_panels:]:
+        ax.set_visible(False)
+    axes = grid[:n_panels]
     plot_policy(layout, expert, axes[0], reward_states=reward_states, title="(a) expert policy")
     seen = counts.sum(axis=1)
     emp = np.where(seen[:, None] > 0, counts / np.maximum(seen[:, None], 1), 1.0 / counts.shape[1])
@@ -194,30 +193,37 @@ def subgoal_policies_figure(layout: GridLayout, expert: np.ndarray, counts: np.n
     for ax, m, tag in zip(axes[2:], methods, "cdefgh"):
         err = np.asarray(errors[m], dtype=float)
         plot_policy(layout, estimates[m], ax, errors=err, error_max=top, reward_states=no_reward,
-                    colorbar=(m == methods[-1]), error_label="Hellinger distance to the expert (per state)",
-                    title=f"({tag}) {LABELS.get(m, m)} (H = {err.mean():.3f})")
+                    colorbar=(m == methods[-1]), error_label="Hellinger distance\nto the expert (per state)",
+                    title=f"({tag}) {method_label(m)} (H = {num(err.mean())})")
     _shading_legend(fig, [(REWARD_GREEN, "reward cell (a)"), (DATA_GREY, "demonstrated state (b)"),
                           (WALL_BLACK, "wall")])
-    fig.suptitle(f"{environment}: seed {seed} (arrow = mean move; colour in c-e = error per state; "
-                 "H = its mean)", fontsize="medium")
+    fig.suptitle(f"{environment}: seed {seed}\n(arrow = mean move; colour in c-e = error per state; "
+                 "H = its mean)")
     return fig
 
 
 def subgoal_metrics_figure(summary: Mapping, methods: Sequence[str], *, environment: str,
                            metric_labels: Mapping[str, str] | None = None):
-    """Draw the metrics of every method relative to the worst one, mean ± s.e. over seeds."""
-    fig, ax = plot_normalized_metrics(summary, methods, x_index=0, metric_labels=metric_labels)
-    ax.set_title(f"{environment}: {seeds_text(len(summary['seeds']))}, mean ± standard error",
-                 fontsize="medium")
+    """Draw both errors of every method, mean ± s.e. over seeds, one panel per metric (own y scale)."""
+    metrics = list(summary["metrics"])
+    fig = new_figure((3.2 * len(metrics) + 2.6, 4.0))
+    axes = np.atleast_1d(fig.subplots(1, len(metrics)))
+    for ax, metric in zip(axes, metrics):
+        one = {**summary, "metrics": {metric: summary["metrics"][metric]}}
+        plot_metric_points(one, methods, x_index=0, ax=ax, metric_labels=metric_labels, legend=False)
+        ax.set_xlabel("")
+        ax.set_xticks([])
+        ax.set_xlabel((metric_labels or {}).get(metric, metric.replace("_", " ")) + " (lower is better)")
+    handles, names = axes[0].get_legend_handles_labels()
+    legend_outside(fig, handles, names)
+    fig.suptitle(f"{environment}: {seeds_text(len(summary['seeds']))}, mean ± standard error")
     return fig
 
 
 __all__ = [
-    "COLORS",
-    "LABELS",
     "imitation_curves_figure",
     "imitation_policies_figure",
-    "plot_normalized_metrics",
+    "plot_metric_points",
     "subgoal_metrics_figure",
     "subgoal_policies_figure",
 ]

@@ -43,11 +43,24 @@ def policy_arrows(policy: Any, action_vectors: Any) -> np.ndarray:
     return pi @ U
 
 
+def relative_luminance(rgb: Any) -> np.ndarray:
+    """WCAG relative luminance of sRGB colours (ndarray of shape (..., 3) in [0, 1]) -> shape (...)."""
+    c = np.asarray(rgb, dtype=float)[..., :3]
+    lin = np.where(c <= 0.04045, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
+    return lin @ np.array([0.2126, 0.7152, 0.0722])
+
+
+def contrast_ratio(a: Any, b: Any) -> np.ndarray:
+    """WCAG contrast ratio (1 to 21) between colours ``a`` and ``b`` (ndarrays of shape (..., 3))."""
+    la, lb = relative_luminance(a), relative_luminance(b)
+    return (np.maximum(la, lb) + 0.05) / (np.minimum(la, lb) + 0.05)
+
+
 def plot_policy(grid: Any, policy: Any, ax: Any = None, *, data_states: Any = None,
                 reward_states: Any = None, errors: Any = None, error_max: float | None = None,
                 error_cmap: str = "Reds", arrow_length: float = 0.8, colorbar: bool = False,
                 error_label: str = "Hellinger distance to the expert policy",
-                title: str | None = None, arrow_color: str = "k", action_vectors: Any = None):
+                title: str | None = None, arrow_color: str = "auto", action_vectors: Any = None):
     """Policy arrow map on a grid, with background shading.
 
     Layers, bottom to top: white cells; grey cells for states with data (``data_states``) or,
@@ -82,7 +95,7 @@ def plot_policy(grid: Any, policy: Any, ax: Any = None, *, data_states: Any = No
     error_label : str
         Label of that colour bar.
     title : str, optional
-    arrow_color : str
+    arrow_color : str, default "auto"
     action_vectors : array_like of shape (A, 2), optional
         The (d_row, d_col) step of every action; default ``grid.action_vectors`` (set by the
         grid-world builders and carried by a :class:`~corrpriors.plotting.GridLayout`).
@@ -130,9 +143,13 @@ def plot_policy(grid: Any, policy: Any, ax: Any = None, *, data_states: Any = No
     # -1 row is drawn upwards with V = -d_row in 'uv' (screen) angles
     show = np.linalg.norm(vec, axis=1) > 1e-9
     if show.any():
+        colours: Any = arrow_color
+        if arrow_color == "auto":  # black on light cells, white on dark ones (e.g. a large error)
+            under = rgb[cells[show, 0], cells[show, 1]]
+            colours = np.where((relative_luminance(under) < 0.18)[:, None], 1.0, 0.0).repeat(3, axis=1)
         ax.quiver(cells[show, 1], cells[show, 0], vec[show, 1], -vec[show, 0], angles="uv",
-                  scale_units="xy", scale=1.0 / arrow_length, pivot="middle", color=arrow_color,
-                  width=0.006, headwidth=4.0, headlength=4.0, headaxislength=3.5)
+                  scale_units="xy", scale=1.0 / arrow_length, pivot="middle", color=colours,
+                  width=0.007, headwidth=4.0, headlength=4.0, headaxislength=3.5)
     decorate_grid(ax, shape)
     if mappable is not None and colorbar:
         cb = fig.colorbar(mappable, ax=ax, fraction=0.046, pad=0.04)
@@ -142,4 +159,4 @@ def plot_policy(grid: Any, policy: Any, ax: Any = None, *, data_states: Any = No
     return fig, ax
 
 
-__all__ = ["policy_arrows", "plot_policy"]
+__all__ = ["contrast_ratio", "policy_arrows", "plot_policy", "relative_luminance"]

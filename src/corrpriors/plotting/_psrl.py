@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping
 
+from .._methods import MODELS, VARIANTS, split
 from ._common import new_figure, seeds_text
 from ._curves import legend_outside, plot_metric_curves
 
-#: Legend labels of the PSRL belief models.
-MODEL_LABELS = {
-    "pg": "PG (relative)",
-    "pg_absolute": "PG (absolute)",
-    "dirichlet_uniform": "Dirichlet α=1",
-    "dirichlet_sparse": "Dirichlet α=1e-3",
-}
-VARIANT_TITLES = {"sampling": "PSRL, averaged Q of posterior samples", "mean": "PSRL, posterior mean"}
+
+def variant_title(variant: str) -> str:
+    """Panel title of a PSRL variant: its name (as the terminal and ``metrics.json`` call it) and what it does."""
+    return "\n".join(textwrap.wrap(f"{variant}: {VARIANTS[variant].description}", 48))
 
 
 def psrl_curves_figure(summary: Mapping, metric: str, *, environment: str, x_label: str, y_label: str,
@@ -33,7 +31,8 @@ def psrl_curves_figure(summary: Mapping, metric: str, *, environment: str, x_lab
     x_label, y_label : str
         Axis labels in words, with units.
     reference : float, optional
-        Level of the optimal policy (dashed line).
+        Level of the optimal policy (dashed line). No policy does better, so the spread bands
+        are cut at it.
     reference_label : str
         Legend label of the reference line.
     band : {"std", "sem", "none"}
@@ -47,17 +46,17 @@ def psrl_curves_figure(summary: Mapping, metric: str, *, environment: str, x_lab
     """
     methods = list(summary["metrics"][metric]["methods"])
     variants = [v for v in ("sampling", "mean") if any(m.endswith("_" + v) for m in methods)]
-    models = list(dict.fromkeys(m.rsplit("_", 1)[0] for m in methods))
-    colors = {f"{model}_{v}": f"C{i}" for i, model in enumerate(models) for v in variants}
     n = max(len(variants), 1)
-    fig = new_figure((4.6 * n + 2.2, 3.8))
+    fig = new_figure((4.6 * n + 2.2, 4.0))
     axes = fig.subplots(1, n, squeeze=False)[0]
+    limits = (-float("inf"), float(reference)) if reference is not None else None
     for ax, variant in zip(axes, variants):
         chosen = [m for m in methods if m.endswith("_" + variant)]
-        labels = {m: MODEL_LABELS.get(m[: -len(variant) - 1], m) for m in chosen}
-        plot_metric_curves(summary, metric, ax=ax, methods=chosen, labels=labels, band=band, colors=colors,
+        labels = {m: MODELS[split(m)[0]].label for m in chosen}  # the panel names the variant
+        plot_metric_curves(summary, metric, ax=ax, methods=chosen, labels=labels, band=band,
                            reference=reference, reference_label=reference_label, x_label=x_label,
-                           y_label=y_label, title=VARIANT_TITLES[variant], legend=False, integer_x=integer_x)
+                           y_label=y_label, title=variant_title(variant), legend=False, integer_x=integer_x,
+                           limits=limits)
     low = min(ax.get_ylim()[0] for ax in axes)
     high = max(ax.get_ylim()[1] for ax in axes)
     for ax in axes:  # the same y range in every panel (each keeps its own tick labels)
@@ -70,4 +69,4 @@ def psrl_curves_figure(summary: Mapping, metric: str, *, environment: str, x_lab
     return fig
 
 
-__all__ = ["MODEL_LABELS", "psrl_curves_figure"]
+__all__ = ["psrl_curves_figure", "variant_title"]

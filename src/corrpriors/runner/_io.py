@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from .._fileio import atomic_write_bytes, check_output_dir
+from .._methods import VOCABULARY, renames
 from .protocol import SeedResult
 
 #: Bumped when the seed-file layout changes; files of another format are recomputed.
@@ -241,6 +242,8 @@ class StoredSeed:
 
     result: SeedResult
     meta: dict
+    #: Old -> new method names applied on load (empty: written under the current vocabulary).
+    renamed: dict = dataclasses.field(default_factory=dict)
 
 
 def _pack(result: SeedResult) -> tuple[dict[str, np.ndarray], dict]:
@@ -316,6 +319,7 @@ def save_seed(
     atomic_write_bytes(npz_path, data)
     meta = {
         "format": SEED_FORMAT,
+        "vocabulary": VOCABULARY,
         "experiment": experiment,
         "seed": int(seed),
         "config": config_json,
@@ -360,9 +364,17 @@ def load_seed(seed_dir: pathlib.Path, seed: int, *, experiment: str, config_json
             return None
         with np.load(io.BytesIO(data), allow_pickle=False) as npz:
             arrays = {k: npz[k] for k in npz.files}
-        return StoredSeed(_unpack(arrays, meta["layout"]), meta)
+        result = _unpack(arrays, meta["layout"])
     except Exception:  # any unreadable / truncated / corrupt file means: recompute
         return None
+    mapping = renames(experiment, meta.get("vocabulary"))
+    if mapping:  # written under the old method names: read under the new ones (by the recorded version)
+        def inner(block: Any) -> dict:
+            return {k: {mapping.get(m, m): a for m, a in v.items()} for k, v in block.items()}
+
+        result = SeedResult(curves=inner(result.curves), extras=result.extras,
+                            method_extras=inner(result.method_extras))
+    return StoredSeed(result, meta, mapping)
 
 
 def read_metrics(path: pathlib.Path) -> dict:

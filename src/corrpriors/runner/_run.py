@@ -29,8 +29,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib
+import math
 import os
 import pathlib
+import shutil
 import sys
 import threading
 import time
@@ -41,6 +43,8 @@ from typing import Any
 
 import numpy as np
 
+from .._format import WIDTH, mean_std, num, wrap
+from .._methods import VOCABULARY, describe, migration_note
 from . import _config, _io
 from .protocol import (
     FigureSpec,
@@ -73,7 +77,8 @@ class RunInterrupted(KeyboardInterrupt):
 
     def __init__(self, name: str, saved: int, total: int, run_dir: pathlib.Path):
         self.name, self.saved, self.total, self.run_dir = name, saved, total, run_dir
-        super().__init__(f"stopped; {saved} of {total} seeds saved under {run_dir}; run again with --resume")
+        super().__init__(f"stopped; {saved} of {total} seeds saved under {run_dir}; the same command "
+                         "resumes from them")
 
 
 class RunFailed(RuntimeError):
@@ -112,6 +117,11 @@ class RunReport:
         Number of warnings collected per category (all seeds, and the summary and plots).
     warnings_log : pathlib.Path
         The file holding every warning in full.
+    cpu_seconds : float
+        CPU seconds of the seeds computed in this call (their workers' time, as recorded).
+    in_process : bool
+        Whether those seeds ran in this process (one worker, or one seed), so that this
+        process's own CPU time already holds them.
     """
 
     name: str
@@ -125,6 +135,8 @@ class RunReport:
     saved_figures: tuple = ()
     warnings: dict = dataclasses.field(default_factory=dict)
     warnings_log: pathlib.Path | None = None
+    cpu_seconds: float = 0.0
+    in_process: bool = False
 
     @property
     def n_warnings(self) -> int:
@@ -141,6 +153,85 @@ def seed_generator(name: str, seed: int) -> np.random.Generator:
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed: expected a non-negative integer, got {seed!r}")
     return np.random.default_rng([int(seed), zlib.crc32(name.encode())])
+
+
+# ----------------------------------------------------------------------------- estimates
+
+#: A run whose estimated wall time exceeds this many seconds says its estimate.
+ESTIMATE_ABOVE = 60.0
+
+
+def duration(seconds: float) -> str:
+    """``"48 s"``, ``"3 min 16 s"``, ``"1 h 05 min"``."""
+    seconds = max(0.0, float(seconds))
+    if seconds < 59.5:
+        return f"{seconds:.0f} s" if seconds >= 9.5 else f"{seconds:.1f} s"
+    minutes, secs = divmod(int(round(seconds)), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
+
+
+@dataclasses.dataclass(frozen=True)
+class RunEstimate:
+    """What the remaining seeds of a run will cost: seeds x the measured cost per seed.
+
+    ``measured`` holds ``(wall, CPU)`` seconds of seeds already run with the same
+    configuration (on disk, or the first seed of this run); the wall time assumes the seeds
+    share ``jobs`` workers evenly and cost what the measured ones did.
+    """
+
+    n_seeds: int
+    jobs: int
+    measured: list
+    source: str
+
+    @property
+    def per_seed(self) -> tuple[float, float]:
+        """Mean (wall, CPU) seconds of one measured seed."""
+        walls = [float(w) for w, _ in self.measured if w is not None]
+        cpus = [float(c) for _, c in self.measured if c is not None]
+        wall = float(np.mean(walls)) if walls else 0.0
+        return wall, float(np.mean(cpus)) if cpus else wall
+
+    @property
+    def wall(self) -> float:
+        """Estimated wall seconds of all ``n_seeds`` seeds on ``jobs`` workers."""
+        return math.ceil(self.n_seeds / max(self.jobs, 1)) * self.per_seed[0]
+
+    def text(self) -> str:
+        """One sentence: seeds x cost per seed (and where it was measured) -> wall and CPU time."""
+        wall, cpu = self.per_seed
+        return (f"estimate: {self.n_seeds} seeds x {duration(wall)} per seed (measured: {self.source}) on "
+                f"{self.jobs} worker{'s' if self.jobs != 1 else ''}: about {duration(self.wall)} wall, "
+                f"{duration(self.n_seeds * cpu)} CPU")
+
+
+def _measured_costs(seed_dir: pathlib.Path, name: str, config_json: dict) -> list[tuple[float, float]]:
+    """``(wall, CPU)`` seconds of every finished seed of this configuration under ``seed_dir``."""
+    import json
+
+    out = []
+    for path in sorted(pathlib.Path(seed_dir).glob("seed-*.json")):
+        try:
+            meta = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if (isinstance(meta, dict) and meta.get("experiment") == name and meta.get("config") == config_json
+                and isinstance(meta.get("elapsed_seconds"), (int, float))):
+            out.append((float(meta["elapsed_seconds"]), meta.get("cpu_seconds")))
+    return out
+
+
+def _migration_note(name: str, stored: Mapping[int, Any]) -> str | None:
+    """One line naming the seeds read under renamed methods (None: there are none)."""
+    old = sorted(s for s, st in stored.items() if getattr(st, "renamed", None))
+    if not old:
+        return None
+    mapping = stored[old[0]].renamed
+    seeds = ", ".join(map(str, old[:8])) + (" ..." if len(old) > 8 else "")
+    return migration_note(name, mapping, f"seed{'s' if len(old) != 1 else ''} {seeds}")
 
 
 # ----------------------------------------------------------------------------- workers
@@ -326,8 +417,11 @@ def summarise(experiment: Any, config: Any, seed_results: Mapping[int, SeedResul
                                "per_seed": values.tolist()}
         metrics[metric] = {"better": better, "methods": methods}
     resolve = getattr(experiment, "resolve_config", None)
+    names = list(dict.fromkeys(m for block in metrics.values() for m in block["methods"]))
     summary = {
         "experiment": experiment.NAME,
+        "vocabulary": VOCABULARY,
+        "methods": method_labels(experiment, names),
         "x": {"name": experiment.X_NAME, "values": [float(x) for x in experiment.x_values(config)]},
         "seeds": [int(s) for s in seeds],
         "config": _io.config_to_json(resolve(config) if resolve is not None else config),
@@ -339,6 +433,17 @@ def summarise(experiment: Any, config: Any, seed_results: Mapping[int, SeedResul
         extra = extra_fn(config, seed_results, _io.to_jsonable(metrics))
         summary["extra"] = _io.to_jsonable(extra or {})
     return _io.to_jsonable(summary)
+
+
+def method_labels(experiment: Any, names: Sequence[str]) -> dict:
+    """The ``metrics.json`` block ``methods``: each name's entry of the method vocabulary.
+
+    A name outside the vocabulary (a user's plug-in experiment) gets the label its experiment
+    gives in the optional ``METHOD_LABELS``, else the name itself.
+    """
+    known = describe(names)
+    own = getattr(experiment, "METHOD_LABELS", None) or {}
+    return {n: known.get(n) or {"label": str(own.get(n, n))} for n in names}
 
 
 def claims_status(experiment: Any, settings: str, n_seeds: int) -> str:
@@ -354,50 +459,101 @@ def claims_status(experiment: Any, settings: str, n_seeds: int) -> str:
     return f"indicative ({n_seeds} seed{'s' if n_seeds != 1 else ''}, {what}; see README for the paper-scale verdict)"
 
 
-def _format_x(x: float) -> str:
-    return f"{x:g}" if abs(x) < 1e6 else f"{x:.3g}"
+def table_columns(summary: dict, max_columns: int = 5) -> list[int]:
+    """Indices of the x values a terminal table shows.
+
+    The first and the last x, every x that a claim or a note cites (``extra["table_x"]``; all of
+    them, whatever ``max_columns``), then evenly spaced ones while there are fewer than
+    ``max_columns``.
+    """
+    xs = [float(x) for x in summary["x"]["values"]]
+    if len(xs) <= max_columns:
+        return list(range(len(xs)))
+    extra = summary.get("extra") if isinstance(summary.get("extra"), dict) else {}
+    cited = {0, len(xs) - 1}
+    for value in (extra or {}).get("table_x", []):
+        hits = [i for i, x in enumerate(xs) if math.isclose(x, float(value), rel_tol=1e-9, abs_tol=1e-12)]
+        if not hits:
+            raise ValueError(f"{summary.get('experiment')}: extra['table_x'] cites x = {value}, "
+                             f"which is not on the x grid")
+        cited.add(hits[0])
+    chosen = set(cited)
+    for n in range(2, len(xs) + 1):
+        even = set(np.linspace(0, len(xs) - 1, n).round().astype(int).tolist())
+        if len(chosen | even) > max(max_columns, len(cited)):
+            break
+        chosen = cited | even
+    return sorted(chosen)
 
 
-def format_table(summary: dict, max_columns: int = 6) -> str:
-    """Format a short plain-text table of a ``metrics.json`` record.
+def _blocks(rows: list[tuple[str, list[str]]], header: list[str], indent: int, width: int,
+            pad: int) -> list[list[int]]:
+    """Split the columns into consecutive blocks that fit ``width`` characters."""
+    name_w = max(len(r[0]) for r in rows)
+    col_w = [max(len(header[j]), *(len(r[1][j]) for r in rows)) + pad for j in range(len(header))]
+    blocks: list[list[int]] = [[]]
+    used = indent + name_w
+    for j, w in enumerate(col_w):
+        if blocks[-1] and used + w > width:
+            blocks.append([])
+            used = indent + name_w
+        blocks[-1].append(j)
+        used += w
+    return blocks
 
-    Mean ± std of every method at a few x values, then the experiment's ``extra["notes"]`` and
-    the claim checks (labelled indicative unless the run is at paper scale).
+
+def format_table(summary: dict, max_columns: int = 5, width: int = WIDTH) -> str:
+    """Format the terminal table of a ``metrics.json`` record: at most ``width`` columns of text.
+
+    Mean±std of every method at the x values of :func:`table_columns` (split into blocks of
+    columns where they do not fit), the experiment's short ``extra["notes"]`` and one verdict
+    line per claim (the numbers behind each verdict are in ``metrics.json`` and the report).
+    Every number has three significant digits (:mod:`corrpriors._format`).
     """
     xs = summary["x"]["values"]
-    if len(xs) <= max_columns:
-        cols = list(range(len(xs)))
-    else:
-        cols = sorted(set(np.linspace(0, len(xs) - 1, max_columns).round().astype(int).tolist()))
-    lines = [f"{summary['experiment']}: {len(summary['seeds'])} seed(s)"]
+    cols = table_columns(summary, max_columns)
+    n = len(summary["seeds"])
+    status = summary.get("run", {}).get("claims", "paper-scale")
+    lines = [f"{summary['experiment']}: {n} seed{'s' if n != 1 else ''}, mean±std over seeds"]
     for metric, block in summary["metrics"].items():
-        methods = block["methods"]
-        width = max([len(m) for m in methods] + [len(summary["x"]["name"])])
+        header = [_x_text(float(xs[c])) for c in cols]
+        rows = [(method, [mean_std(stats["mean"][c], stats["std"][c]) for c in cols])
+                for method, stats in block["methods"].items()]
+        rows.insert(0, (summary["x"]["name"], header))
         lines.append(f"  {metric} ({block['better']} is better)")
-        lines.append(
-            "    " + summary["x"]["name"].ljust(width) + "".join(_format_x(xs[c]).rjust(16) for c in cols)
-        )
-        for method, stats in methods.items():
-            cells = []
-            for c in cols:
-                m, s = stats["mean"][c], stats["std"][c]
-                cells.append(("nan" if m is None else f"{m:.3f}±{0.0 if s is None else s:.3f}").rjust(16))
-            lines.append("    " + method.ljust(width) + "".join(cells))
+        name_w = max(len(r[0]) for r in rows)
+        pad = 2 if len(_blocks(rows, header, 4, width, 2)) == 1 else 1
+        for part in _blocks(rows, header, 4, width, pad):
+            col_w = {j: max(len(r[1][j]) for r in rows) + pad for j in part}
+            for name, cells in rows:
+                lines.append("    " + name.ljust(name_w) + "".join(cells[j].rjust(col_w[j]) for j in part))
     extra: dict = summary["extra"] if isinstance(summary.get("extra"), dict) else {}
     for note in extra.get("notes", []):
-        lines.append(f"  {note}")
+        lines += wrap(note, "  ", "    ", width)
     claims = extra.get("claims", [])
     if claims:
-        status = summary.get("run", {}).get("claims", "paper-scale")
         judged = status == "paper-scale"
-        lines.append("  claim checks" + ("" if judged else f": {status}"))
+        lines.append("  claim checks" + (" (paper scale)" if judged else f" ({_short_status(status)})")
+                     + "; the numbers behind each are in metrics.json")
         for claim in claims:
             if judged:
                 mark = "holds" if claim.get("holds") else "DOES NOT HOLD"
             else:
                 mark = "met" if claim.get("holds") else "not met"
-            lines.append(f"    [{mark}] {claim.get('claim', '')}: {claim.get('detail', '')}")
+            lines += wrap(f"[{mark}] {claim.get('claim', '')}", "    ", "      ", width)
     return "\n".join(lines)
+
+
+def _x_text(x: float) -> str:
+    """An x value of a table header: integers as integers (``1,000``), others to three digits."""
+    return num(int(x)) if float(x).is_integer() else num(x)
+
+
+def _short_status(status: str) -> str:
+    """``"indicative (2 seeds, quick settings; see README ...)"`` -> ``"indicative: 2 seeds, quick settings"``."""
+    if status.startswith("indicative (") and status.endswith(")"):
+        return "indicative: " + status[len("indicative ("):-1].split(";")[0]
+    return status
 
 
 def default_figures(experiment: Any, summary: dict) -> list[FigureSpec]:
@@ -673,15 +829,26 @@ def _run_locked(plan: _Plan, seed_dir: pathlib.Path, jobs: int, backend: str, sc
     skipped = [s for s in plan.seeds if s in stored]
     pending = [s for s in plan.seeds if s not in stored]
     jobs = max(1, min(jobs, len(pending) or 1))
-    say(f"{name}: {exp.DESCRIPTION}\n"
-        f"  {len(plan.seeds)} seed(s), {len(skipped)} already on disk, {len(pending)} to run "
-        f"({backend}, {jobs} worker(s)) -> {plan.run_dir}")
+    for line in wrap(f"{name}: {exp.DESCRIPTION}", "", "  "):
+        say(line)
+    n = len(plan.seeds)
+    say(f"  {n} seed{'s' if n != 1 else ''}: {len(skipped)} on disk, {len(pending)} to run "
+        f"({backend}, {jobs} worker{'s' if jobs != 1 else ''}) -> {plan.run_dir}")
+    note = _migration_note(name, stored)
+    if note:
+        say(f"  note: {note}")
+    measured = _measured_costs(seed_dir, name, plan.config_json)
+    if pending and measured:
+        estimate = RunEstimate(len(pending), jobs, measured, "seeds on disk")
+        if estimate.wall > ESTIMATE_ABOVE:
+            for line in wrap(estimate.text(), "  "):
+                say(line)
     n_x = len(list(exp.x_values(plan.config)))
     computed: list[int] = []
     try:
         if pending:
             _compute(plan, seed_dir, pending, len(skipped), n_x, jobs, backend, scheduler, processes,
-                     progress, computed)
+                     progress, computed, say if not measured else None)
     except KeyboardInterrupt:
         raise RunInterrupted(name, len(skipped) + len(computed), len(plan.seeds), plan.run_dir) from None
     except (_io.OutputError, _io.ConfigMismatch):
@@ -692,7 +859,7 @@ def _run_locked(plan: _Plan, seed_dir: pathlib.Path, jobs: int, backend: str, sc
         raise RunFailed(name, len(skipped) + len(computed), len(plan.seeds), plan.run_dir, exc) from exc
 
     try:
-        return _finish(plan, seed_dir, computed, skipped, plot, say, t_start)
+        return _finish(plan, seed_dir, computed, skipped, plot, say, t_start, jobs, backend)
     except KeyboardInterrupt:
         raise RunInterrupted(name, len(plan.seeds), len(plan.seeds), plan.run_dir) from None
     except (_io.OutputError, _io.ConfigMismatch):
@@ -704,20 +871,34 @@ def _run_locked(plan: _Plan, seed_dir: pathlib.Path, jobs: int, backend: str, sc
 
 
 def _compute(plan: _Plan, seed_dir: pathlib.Path, pending: list[int], done: int, n_x: int, jobs: int,
-             backend: str, scheduler, processes: bool, progress: bool, computed: list[int]) -> None:
+             backend: str, scheduler, processes: bool, progress: bool, computed: list[int],
+             estimate_to: Callable[[str], None] | None = None) -> None:
+    """Run the pending seeds, saving each as it finishes.
+
+    With ``estimate_to`` (no seed of this configuration measured before), the first finished
+    seed's cost gives the estimate of the whole run, said there when it exceeds
+    :data:`ESTIMATE_ABOVE` seconds.
+    """
     from tqdm.auto import tqdm
 
     tasks: list[Task] = [(plan.experiment.run_seed, plan.config, plan.name, s) for s in pending]
     results = _iter_results(tasks, backend, jobs, scheduler, processes)
     with tqdm(total=len(plan.seeds), initial=done, desc=plan.name, unit="seed", disable=not progress,
-              file=sys.stderr, dynamic_ncols=True, leave=False) as bar:
+              file=sys.stderr, ncols=min(WIDTH, shutil.get_terminal_size((WIDTH, 20)).columns),
+              leave=False) as bar:
         try:
             for seed, result, (elapsed, cpu), caught in results:
                 check_seed_result(plan.experiment, n_x, seed, result)
                 _io.save_seed(seed_dir, seed, result, experiment=plan.name, config_json=plan.config_json,
                               elapsed=elapsed, cpu=cpu, warnings=caught)
                 computed.append(seed)
-                bar.set_postfix_str(f"seed {seed}: {elapsed:.1f}s")
+                if estimate_to is not None and len(computed) == 1 and len(pending) > 1:
+                    estimate = RunEstimate(len(pending), jobs, [(elapsed, cpu)], f"seed {seed}")
+                    if estimate.wall > ESTIMATE_ABOVE:
+                        with tqdm.external_write_mode(file=sys.stderr):
+                            for line in wrap(estimate.text(), "  "):
+                                estimate_to(line)
+                bar.set_postfix_str(f"seed {seed}: {elapsed:.0f} s")
                 bar.update(1)
         finally:
             close = getattr(results, "close", None)
@@ -726,7 +907,7 @@ def _compute(plan: _Plan, seed_dir: pathlib.Path, pending: list[int], done: int,
 
 
 def _finish(plan: _Plan, seed_dir: pathlib.Path, computed: list[int], skipped: list[int], plot: bool,
-            say: Callable[[str], None], t_start: float) -> RunReport:
+            say: Callable[[str], None], t_start: float, jobs: int = 1, backend: str = "loky") -> RunReport:
     exp, name = plan.experiment, plan.name
     stored: dict[int, _io.StoredSeed] = {}
     for s in plan.seeds:
@@ -766,12 +947,26 @@ def _finish(plan: _Plan, seed_dir: pathlib.Path, computed: list[int], skipped: l
     figure_paths = tuple(p for sf in saved for p in sf.paths)
     say(format_table(summary))
     elapsed = time.perf_counter() - t_start
-    say(f"  done in {elapsed:.1f}s")
+    cpu = run_cpu_seconds(stored, computed)
+    say(f"  done in {duration(elapsed)} wall; " + (
+        f"{len(computed)} seed{'s' if len(computed) != 1 else ''} computed, {duration(cpu)} CPU"
+        if computed else "every seed read from disk"))
     return RunReport(
         name=name, out_dir=plan.run_dir, metrics_path=metrics_path, figures=figure_paths,
         computed_seeds=tuple(sorted(computed)), skipped_seeds=tuple(skipped), elapsed=elapsed,
         summary=summary, saved_figures=tuple(saved), warnings=by_category, warnings_log=log_path,
+        cpu_seconds=cpu, in_process=plan_in_process(len(computed), jobs, backend),
     )
+
+
+def plan_in_process(n_seeds: int, jobs: int, backend: str) -> bool:
+    """Whether ``n_seeds`` seeds on ``jobs`` workers of ``backend`` run in this process (see ``_iter_loky``)."""
+    return backend == "loky" and (jobs == 1 or n_seeds <= 1)
+
+
+def run_cpu_seconds(stored: Mapping[int, Any], computed: Sequence[int]) -> float:
+    """CPU seconds the seeds ``computed`` in this call took (as recorded in their seed files)."""
+    return float(sum(float(stored[s].meta.get("cpu_seconds") or 0.0) for s in computed if s in stored))
 
 
 def _resolved(requested: dict, used: dict) -> dict:

@@ -7,6 +7,7 @@ its finished seeds kept; 2 an unusable output folder or configuration; 130 Ctrl-
 
 from __future__ import annotations
 
+import os
 import pathlib
 import sys
 import time
@@ -14,8 +15,9 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
+from .._format import wrap
 from . import _io
-from ._run import WARNING_NOTES, RunFailed, RunInterrupted, RunReport, run_plan
+from ._run import WARNING_NOTES, RunFailed, RunInterrupted, RunReport, duration, run_plan
 
 
 def _error(message: str, prog: str) -> None:
@@ -49,6 +51,7 @@ def execute_plans(plans: list, args: ExecutionOptions, status: int = 0, t_start:
     ``args`` holds the execution options; ``prog`` names the command in error messages.
     """
     t_start = time.perf_counter() if t_start is None else t_start
+    cpu_start = time.process_time()
     locks = []
     try:
         try:  # every folder checked and locked before any seed runs
@@ -65,7 +68,8 @@ def execute_plans(plans: list, args: ExecutionOptions, status: int = 0, t_start:
     if status == 130:
         return status
     if reports:
-        print(closing_summary(reports, args.out, time.perf_counter() - t_start))
+        print(closing_summary(reports, args.out, time.perf_counter() - t_start,
+                              time.process_time() - cpu_start))
     return status
 
 
@@ -109,24 +113,33 @@ def _plural(n: int, word: str) -> str:
     return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
-def closing_summary(reports: list[RunReport], out: str | pathlib.Path, elapsed: float) -> str:
-    """Say what ran, where its results and figures are, what each figure shows, and the warnings."""
-    lines = ["", f"Summary: {_plural(len(reports), 'experiment')} in {elapsed:.1f} s; results under {out}"]
+def closing_summary(reports: list[RunReport], out: str | pathlib.Path, elapsed: float,
+                    cpu: float | None = None) -> str:
+    """Say what ran, how long it took (wall and CPU), where its files are, and the warnings.
+
+    At most :data:`corrpriors._format.WIDTH` columns (a path longer than that stays whole).
+    ``cpu`` is this process's CPU seconds (the planning, summaries and figures); the seeds'
+    CPU time comes from the reports.
+    """
+    seeds_cpu = sum(float(getattr(r, "cpu_seconds", 0.0) or 0.0) for r in reports
+                    if not getattr(r, "in_process", False))  # in-process seeds are in ``cpu`` already
+    total_cpu = seeds_cpu + (float(cpu) if cpu is not None else 0.0)
+    lines = [""]
+    lines += wrap(f"Summary: {_plural(len(reports), 'experiment')} in {duration(elapsed)} wall, "
+                  f"{duration(total_cpu)} CPU ({os.cpu_count() or 1} cores); results under {out}", "", "  ")
     for r in reports:
         run = r.summary.get("run", {})
         n = len(r.summary.get("seeds", []))
-        lines.append(f"  {r.name}: {r.out_dir}/ ({_plural(n, 'seed')}, {run.get('settings', '?')} settings)")
-        entries = [("metrics.json", "the numbers above, the claim checks and the configuration used")]
-        for fig in r.saved_figures:
-            stem = fig.paths[0].with_suffix("").name if fig.paths else "?"
-            entries.append((f"{stem}.png/.pdf", fig.caption))
-        width = max(len(e[0]) for e in entries)
-        lines += [f"    {f.ljust(width)}  {what}" for f, what in entries]
+        lines += wrap(f"{r.name}: {r.out_dir}/ ({_plural(n, 'seed')}, {run.get('settings', '?')} settings)",
+                      "  ", "    ")
+        stems = [fig.paths[0].with_suffix("").name for fig in r.saved_figures if fig.paths]
+        lines += wrap("metrics.json" + "".join(f", {stem}.png/.pdf" for stem in stems), "    ", "      ")
     statuses = {r.summary.get("run", {}).get("claims", "paper-scale") for r in reports
                 if r.summary.get("extra", {}).get("claims")}
     indicative = sorted(s for s in statuses if s != "paper-scale")
     if indicative:
-        lines.append(f"  claim checks: {indicative[0] if len(indicative) == 1 else 'indicative (see each table)'}")
+        lines += wrap(f"claim checks: {indicative[0] if len(indicative) == 1 else 'indicative (see each table)'}",
+                      "  ", "    ")
     total: dict[str, int] = {}
     for r in reports:
         for cat, n in r.warnings.items():
@@ -134,11 +147,15 @@ def closing_summary(reports: list[RunReport], out: str | pathlib.Path, elapsed: 
     if total:
         parts = [f"{n:,} {cat}" + (f" ({WARNING_NOTES[cat]})" if cat in WARNING_NOTES else "")
                  for cat, n in sorted(total.items(), key=lambda kv: -kv[1])]
-        lines.append(f"  warnings: {_plural(sum(total.values()), 'warning')} collected, not shown: " + "; ".join(parts))
+        lines += wrap(f"warnings: {_plural(sum(total.values()), 'warning')} collected, not shown: "
+                      + "; ".join(parts), "  ", "    ")
         lines.append("    full text: warnings.log in each results folder")
     else:
         lines.append("  warnings: none")
-    lines.append(f"  everything on one page: corrpriors report {out}")
+    claims = any(r.summary.get("extra", {}).get("claims") for r in reports)
+    lines += wrap("metrics.json holds every number" + (", the details behind each claim check" if claims else "")
+                  + " and the configuration used; everything on one page: "
+                  f"corrpriors report {out}", "  ", "    ")
     return "\n".join(lines)
 
 

@@ -127,9 +127,11 @@ def _axis_problems(ax, name: str, renderer) -> list[str]:
                  if lo * (1 - 1e-9) <= t <= hi * (1 + 1e-9) and lab.get_text().strip()]
         if len(ticks) < min(3, pos.size):
             out.append(f"{name!r}: log x axis labels only {len(ticks)} ticks for {pos.size} data x values")
-        if pos.size and (pos.size < 4 or pos[-1] / pos[0] < 10):
+        twins = [other for other in ax.figure.axes if other is not ax and other.get_xscale() == "linear"
+                 and _same_curves(other, ax)]
+        if twins and pos.size and (pos.size < 4 or pos[-1] / pos[0] < 10):
             out.append(f"{name!r}: a log x panel of {pos.size} points over a factor {pos[-1] / pos[0]:.3g} "
-                       "shows nothing the linear one does not")
+                       "shows nothing its linear twin does not")
     if lines and xs.size and not ax.images and not ax.patches:
         transform = (np.log10 if ax.get_xscale() == "log" else (lambda v: v))
         finite = xs[np.isfinite(xs) & ((xs > 0) if ax.get_xscale() == "log" else True)]
@@ -152,9 +154,18 @@ def _axis_problems(ax, name: str, renderer) -> list[str]:
     return out
 
 
+def _same_curves(a, b) -> bool:
+    """Whether axes ``a`` and ``b`` draw the same curves (same y values, x > 0 where one is log)."""
+    ya = [np.asarray(line.get_ydata(), float) for line in _data_lines(a)]
+    yb = [np.asarray(line.get_ydata(), float) for line in _data_lines(b)]
+    if not ya or len(ya) != len(yb):
+        return False
+    return all(u.size >= v.size and np.allclose(u[u.size - v.size:], v, equal_nan=True) for u, v in zip(ya, yb))
+
+
 def _band_problems(ax, name: str, lines) -> list[str]:
     out = []
-    bands = [c for c in ax.collections if isinstance(c, PolyCollection)]
+    bands = [c for c in ax.collections if isinstance(c, PolyCollection) and not isinstance(c, Quiver)]
     refs = [line for line in ax.get_lines() if line not in lines and "optimal" in str(line.get_label())]
     for band in bands:
         width = np.atleast_1d(band.get_linewidth())

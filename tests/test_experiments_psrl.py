@@ -114,7 +114,7 @@ def test_claims_check_names_no_method_when_none_reaches_the_level():
     claims = claims_check(eff, tuple(eff["methods"]), "transitions", "grid", 2000.0)
     rel, absolute = claims
     assert rel.holds and not absolute.holds
-    assert "best PG (relative) pg_mean at 200 transitions" in rel.detail
-    assert "no Dirichlet policy within 2000 transitions" in rel.detail
+    assert "best pg policy pg_mean at 200 transitions" in rel.detail
+    assert "no Dirichlet policy within 2,000 transitions" in rel.detail
     assert "dirichlet_sparse_mean at" not in rel.detail
-    assert "no PG (absolute, the paper's) policy within 2000" in absolute.detail
+    assert "no pg_absolute policy within 2,000" in absolute.detail

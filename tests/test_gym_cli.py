@@ -47,10 +47,10 @@ def test_sysid_on_a_tiny_map_writes_the_reproduce_schema_a_figure_and_resumes(tm
     assert "custom 3x3 map" in out and "Summary:" in out
 
     code, out, _ = cli(capsys, *args, "--no-plot")   # the same command resumes: nothing recomputed
-    assert code == 0 and "2 already on disk, 0 to run" in out
+    assert code == 0 and "2 on disk, 0 to run" in out
     other = [*args[:3], '{"desc": ["SFF", "FHF", "FFG"], "is_slippery": false}', *args[4:6], "--n-seeds", "1"]
     code, out, _ = cli(capsys, *other, *args[8:], "--no-plot")
-    assert code == 0 and "0 already on disk, 1 to run" in out        # other kwargs: another folder
+    assert code == 0 and "0 on disk, 1 to run" in out        # other kwargs: another folder
     assert len(list((tmp_path / "sysid-FrozenLake-v1").iterdir())) == 2
 
 

@@ -38,8 +38,11 @@ def run_dir(out: pathlib.Path, config: Config) -> pathlib.Path:
 
 
 def check_schema(summary: dict, seeds: list[int], config: Config) -> None:
-    assert set(summary) == {"experiment", "x", "seeds", "config", "metrics", "extra", "run"}
-    assert summary["experiment"] == NAME
+    assert set(summary) == {"experiment", "vocabulary", "methods", "x", "seeds", "config", "metrics", "extra",
+                            "run"}
+    assert summary["experiment"] == NAME and summary["vocabulary"] == 2
+    # the toy's methods a, b are not in the vocabulary: their label is their name
+    assert summary["methods"] == {"a": {"label": "a"}, "b": {"label": "b"}}
     assert summary["x"] == {"name": toy.X_NAME, "values": toy.x_values(config)}
     assert summary["seeds"] == seeds
     resolved = toy.resolve_config(config)
@@ -275,7 +278,7 @@ def test_table_lists_every_method_and_labels_claims():
     assert "[holds] c1" in text and "[DOES NOT HOLD] c2" in text
     summary["run"]["claims"] = "indicative (1 seed, quick settings; see README for the paper-scale verdict)"
     text = format_table(summary)
-    assert "claim checks: indicative (1 seed, quick settings; see README for the paper-scale verdict)" in text
+    assert "claim checks (indicative: 1 seed, quick settings)" in text
     assert "[met] c1" in text and "[not met] c2" in text and "DOES NOT HOLD" not in text
 
 

@@ -47,11 +47,15 @@ def test_closing_summary_and_warnings_only_in_the_log(tmp_path, capsys):
     assert "toy warning" not in out + err and "UserWarning:" not in err   # nothing on the terminal
     summary = out[out.index("Summary:"):]
     [folder] = (tmp_path / toy.NAME).iterdir()
-    assert f"results under {tmp_path}" in summary and f"{folder}/ (2 seeds, custom settings)" in summary
-    assert "metrics.json" in summary
-    for metric in ("error", "score"):   # one line per figure, saying what it shows
-        assert re.search(rf"{toy.NAME}-{metric}\.png/\.pdf +{re.escape(toy.METRIC_LABELS[metric])} against", summary)
+    assert f"results under {tmp_path}" in summary and f"{folder}/" in summary
+    assert "2 seeds, custom settings" in summary and "metrics.json" in summary
+    assert all(len(line) <= 100 or line.strip() in (f"{folder}/", f"corrpriors report {tmp_path}",
+                                                     f"results under {tmp_path}") for line in summary.splitlines())
+    for metric in ("error", "score"):   # every figure named; what it shows is in metrics.json and the report
+        assert f"{toy.NAME}-{metric}.png/.pdf" in summary
         assert (folder / f"{toy.NAME}-{metric}.png").is_file()
+    captions = [f["caption"] for f in metrics(tmp_path)["run"]["figures"]]
+    assert [c.split(" against")[0] for c in captions] == [toy.METRIC_LABELS[m] for m in ("error", "score")]
     assert "warnings: 6 warnings collected, not shown: 6 UserWarning" in summary
     assert f"corrpriors report {tmp_path}" in summary
     log = (folder / "warnings.log").read_text()
@@ -140,7 +144,7 @@ def test_ctrl_c_prints_one_line_and_the_run_resumes(tmp_path):
     lines = [line for line in lines if line.strip()]
     assert proc.returncode == 130
     assert len(lines) == 1 and "Traceback" not in err, err
-    match = re.fullmatch(r"stopped; (\d) of 4 seeds saved under (.+); run again with --resume", lines[0])
+    match = re.fullmatch(r"stopped; (\d) of 4 seeds saved under (.+); the same command resumes from them", lines[0])
     assert match and int(match.group(1)) == 1                 # seed 0 finished, seed 1 was running
     saved = pathlib.Path(match.group(2))
     assert sorted(p.name for p in (saved / "seeds").glob("*.json")) == ["seed-0.json"]

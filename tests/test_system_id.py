@@ -49,7 +49,7 @@ def test_scale_search_climbs_to_the_lattice_maximum_of_the_collapsed_bound():
     config = system_id.Config(transitions=(400,), lengthscales=(2.0,), scale_step=0.5, scale_range=(0.01, 300.0))
     s, a, s2 = system_id.random_walk(mdp, 400, np.random.default_rng(3))
     X = system_id._cumulative_counts(mdp.n_states, mdp.n_actions, s, a, s2, [400])[0]
-    belief = system_id._selecting_model(config, mdp, "pg", [2.0])
+    belief = system_id._selecting_model(config, mdp, "pg_absolute", [2.0])
     search = belief._searches[0][0][1]
     assert (search.j_min, search.j_max) == (-4, 4)  # 0.01 .. 100 in half decades (300 is off-lattice)
     est = belief.set_counts(X).mean()
@@ -60,7 +60,7 @@ def test_scale_search_climbs_to_the_lattice_maximum_of_the_collapsed_bound():
         m = CorrelatedTransitionModel(
             mdp.n_states, mdp.n_actions, covariance=kernel, learn_scale=False, scale_prior=None,
             scale=10.0 ** (0.5 * j), max_iter=config.max_iter, tol=config.tol,
-            **system_id._belief_options(config, mdp, "pg"))
+            **system_id._belief_options(config, mdp, "pg_absolute"))
         m.set_counts(X)
         grid[j] = [fit.collapsed_bound() for fit in m.refit().models_]
     profile = np.array([grid[j] for j in sorted(grid)])  # (J, A)
@@ -88,8 +88,9 @@ def test_config_validation():
 def test_elbo_em_selection_still_runs():
     config = system_id.Config(transitions=(0, 200), lengthscales=(2.0,), selection="elbo-em", max_iter=30)
     out = system_id.run_seed(config, rng=np.random.default_rng(0))
-    assert np.all(out.method_extras["bound"]["pg"] >= out.method_extras["elbo"]["pg"] - 1e-8)
-    assert out.curves["hellinger"]["pg"].shape == (2,)
+    for m in system_id.CORRELATED:
+        assert np.all(out.method_extras["bound"][m] >= out.method_extras["elbo"][m] - 1e-8)
+        assert out.curves["hellinger"][m].shape == (2,)
 
 
 def test_crossing_interpolation():
@@ -105,7 +106,8 @@ def test_quick_end_to_end_through_the_runner(tmp_path):
     assert summary["experiment"] == "system-id"
     # the sentinel length scale 0 is recorded as the one used: the largest distance, 9 sqrt(2) cells
     assert summary["config"]["lengthscales"] == [pytest.approx(9 * np.sqrt(2), rel=1e-15)]
-    assert summary["extra"]["chosen_lengthscale"]["pg"]["mode"][1] == pytest.approx(9 * np.sqrt(2), rel=1e-6)
+    assert summary["extra"]["chosen_lengthscale"]["pg_absolute"]["mode"][1] == pytest.approx(9 * np.sqrt(2),
+                                                                                            rel=1e-6)
     assert summary["x"] == {"name": "transitions", "values": [0.0, 50.0, 400.0]}
     assert summary["seeds"] == [0, 1]
     assert list(summary["metrics"]["hellinger"]["methods"]) == list(system_id.METHODS)
@@ -124,8 +126,8 @@ def test_quick_end_to_end_through_the_runner(tmp_path):
 def test_summarise_extra_data_efficiency_and_claims_on_known_curves():
     config = system_id.Config(transitions=(0, 500, 1000, 2000, 4000))
     curves = {
-        "pg": [0.8, 0.7, 0.6, 0.5, 0.4],
-        "pg_offset": [0.5, 0.3, 0.2, 0.15, 0.1],
+        "pg_absolute": [0.8, 0.7, 0.6, 0.5, 0.4],
+        "pg": [0.5, 0.3, 0.2, 0.15, 0.1],
         "dirichlet_uniform": [0.8, 0.75, 0.7, 0.6, 0.5],      # never reaches 0.2
         "dirichlet_sparse": [0.8, 0.6, 0.4, 0.25, 0.15],      # reaches 0.2 half-way from 2000 to 4000
     }
@@ -141,11 +143,13 @@ def test_summarise_extra_data_efficiency_and_claims_on_known_curves():
     assert eff["dirichlet_sparse"]["ratio"] == pytest.approx(3.0)
     assert eff["dirichlet_uniform"]["T"] is None and "not reached" in eff["dirichlet_uniform"]["note"]
     claims = {c.claim: c.holds for c in extra["claims"]}
-    assert claims["pg_offset error clearly below both Dirichlet models (mean gap > the sum of the stds at every T > 0)"]
-    assert claims["pg_offset's advantage is largest for small T"]
-    # pg is not below the sparse Dirichlet at T = 4000 (0.4 vs 0.15)
-    assert not claims["pg error clearly below both Dirichlet models (mean gap > the sum of the stds at every T > 0)"]
-    assert any("data efficiency" in n for n in extra["notes"])
+    assert claims["pg error clearly below both Dirichlet models at every T > 0 (gap > sum of stds)"]
+    assert claims["pg's advantage is largest for small T"]
+    # pg_absolute is not below the sparse Dirichlet at T = 4000 (0.4 vs 0.15)
+    assert not claims["pg_absolute error clearly below both Dirichlet models at every T > 0 (gap > sum of stds)"]
+    assert any("is reached by" in n for n in extra["notes"])
+    # the terminal table shows every T the claims and notes cite: 500 and 4,000 (ends), 1,000 (reference)
+    assert extra["table_x"] == [500.0, 1000.0, 4000.0]
 
 
 @pytest.mark.slow
@@ -165,4 +169,4 @@ def test_quick_config_through_the_cli(tmp_path):
     # the relative encoding beats both Dirichlet models at every T > 0 (measured margins are > 0.3)
     for i in range(1, len(summary["x"]["values"])):
         best_dirichlet = min(hel["dirichlet_uniform"]["mean"][i], hel["dirichlet_sparse"]["mean"][i])
-        assert hel["pg_offset"]["mean"][i] < best_dirichlet
+        assert hel["pg"]["mean"][i] < best_dirichlet

@@ -295,7 +295,7 @@ def panels_figure(summary: Mapping, panels: list[tuple[str, str, float | None]],
     from ..plotting._common import new_figure, seeds_text
     from ..plotting._curves import legend_outside, plot_metric_curves
 
-    fig = new_figure((4.4 * len(panels) + 2.6, 3.9))
+    fig = new_figure((3.7 * len(panels) + 2.6, 3.9))
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     for ax, (metric, y_label, level) in zip(axes, panels):
         plot_metric_curves(summary, metric, ax=ax, reference=level, reference_label="optimal policy",

@@ -335,6 +335,6 @@ def figures(config: Config, results: Mapping[int, SeedResult], summary: dict) ->
                                 "(arrow maps) and both errors relative to the worse method, over seeds"))
     fig = imitation_curves_figure(summary, environment=ENVIRONMENT, x_label=X_LABEL, metric_labels=METRIC_LABELS)
     specs.append(FigureSpec(f"{NAME}-curves", fig,
-                            "Hellinger distance and value loss against the number of demonstrations (log x), "
+                            "Hellinger distance and value loss against the number of demonstrations, "
                             "mean ± standard error over seeds"))
     return specs

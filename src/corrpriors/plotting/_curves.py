@@ -34,7 +34,7 @@ def legend_outside(owner: Any, handles: list | None = None, labels: list | None 
     opts.update(kwargs)
     args = [] if handles is None else [handles, labels]
     if isinstance(owner, Figure):
-        return owner.legend(*args, loc="outside right upper", **opts)
+        return owner.legend(*args, loc="outside right center", **opts)
     return owner.legend(*args, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, **opts)
 
 

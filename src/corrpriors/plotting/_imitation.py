@@ -123,9 +123,7 @@ def imitation_policies_figure(layout: GridLayout, expert: np.ndarray, estimates:
     for ax, meth, tag in ((axes[1], "dirichlet", "(b)"), (axes[2], "pg", "(c)")):
         plot_policy(layout, estimates[meth], ax, data_states=data_states, reward_states=no_reward,
                     title=f"{tag} {method_label(meth)} estimate (H = {num(errors[meth])})")
-    plot_metric_points(summary, ["dirichlet", "pg"], x_index=x_index, ax=axes[3], metric_labels=metric_labels,
-                       legend=False)
-    axes[3].legend(loc="best", fontsize="small", frameon=True, framealpha=1.0)
+    plot_metric_points(summary, ["dirichlet", "pg"], x_index=x_index, ax=axes[3], metric_labels=metric_labels)
     axes[3].set_title(f"(d) errors at D = {d:g}, over {seeds_text(n_seeds)}")
     _shading_legend(fig, [(REWARD_GREEN, "reward cell (panel a)"),
                           (DATA_GREY, f"state with demonstrations (panels b, c; D = {d:g})")])
@@ -136,12 +134,18 @@ def imitation_policies_figure(layout: GridLayout, expert: np.ndarray, estimates:
 
 def imitation_curves_figure(summary: Mapping, *, environment: str, x_label: str,
                             metric_labels: Mapping[str, str]):
-    """Every metric against the number of demonstrations (log x), mean ± s.e. over seeds."""
+    """Every metric against the number of demonstrations, mean ± s.e. over seeds.
+
+    The x axis is logarithmic (labelled at every D) when the positive D span a decade or more.
+    """
     metrics = list(summary["metrics"])
+    xs = np.asarray([float(x) for x in summary["x"]["values"]])
+    pos = xs[xs > 0]
+    logx = bool(pos.size >= 2 and pos.max() / pos.min() >= 10)
     fig = new_figure((4.6 * len(metrics) + 2.0, 3.6))
     axes = np.atleast_1d(fig.subplots(1, len(metrics)))
     for ax, metric in zip(axes, metrics):
-        plot_metric_curves(summary, metric, ax=ax, logx=True, band="sem", x_label=x_label,
+        plot_metric_curves(summary, metric, ax=ax, logx=logx, band="sem", x_label=x_label,
                            y_label=metric_labels.get(metric, metric), title="", legend=False)
     handles, names = axes[0].get_legend_handles_labels()
     legend_outside(fig, handles, names)

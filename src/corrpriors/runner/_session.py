@@ -15,7 +15,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
-from .._format import wrap
+from .._format import WIDTH, wrap
 from . import _io
 from ._run import WARNING_NOTES, RunFailed, RunInterrupted, RunReport, duration, run_plan
 
@@ -125,13 +125,14 @@ def closing_summary(reports: list[RunReport], out: str | pathlib.Path, elapsed: 
                     if not getattr(r, "in_process", False))  # in-process seeds are in ``cpu`` already
     total_cpu = seeds_cpu + (float(cpu) if cpu is not None else 0.0)
     lines = [""]
-    lines += wrap(f"Summary: {_plural(len(reports), 'experiment')} in {duration(elapsed)} wall, "
-                  f"{duration(total_cpu)} CPU ({os.cpu_count() or 1} cores); results under {out}", "", "  ")
+    lines += _joined(f"Summary: {_plural(len(reports), 'experiment')} in {duration(elapsed)} wall, "
+                     f"{duration(total_cpu)} CPU ({os.cpu_count() or 1} cores)", f"results under {out}", "")
     for r in reports:
         run = r.summary.get("run", {})
         n = len(r.summary.get("seeds", []))
-        lines += wrap(f"{r.name}: {r.out_dir}/ ({_plural(n, 'seed')}, {run.get('settings', '?')} settings)",
-                      "  ", "    ")
+        what = f"{_plural(n, 'seed')}, {run.get('settings', '?')} settings"
+        line = f"  {r.name}: {r.out_dir}/ ({what})"
+        lines += [line] if len(line) <= WIDTH else [f"  {r.name} ({what}):", f"    {r.out_dir}/"]
         stems = [fig.paths[0].with_suffix("").name for fig in r.saved_figures if fig.paths]
         lines += wrap("metrics.json" + "".join(f", {stem}.png/.pdf" for stem in stems), "    ", "      ")
     statuses = {r.summary.get("run", {}).get("claims", "paper-scale") for r in reports
@@ -154,9 +155,17 @@ def closing_summary(reports: list[RunReport], out: str | pathlib.Path, elapsed: 
         lines.append("  warnings: none")
     claims = any(r.summary.get("extra", {}).get("claims") for r in reports)
     lines += wrap("metrics.json holds every number" + (", the details behind each claim check" if claims else "")
-                  + " and the configuration used; everything on one page: "
-                  f"corrpriors report {out}", "  ", "    ")
+                  + " and the configuration used", "  ", "    ")
+    lines += _joined("everything on one page:", f"corrpriors report {out}", "  ")
     return "\n".join(lines)
+
+
+def _joined(head: str, tail: str, indent: str) -> list[str]:
+    """``head tail`` on one line if it fits :data:`WIDTH` columns, else ``tail`` (a path, kept whole) below."""
+    line = f"{indent}{head} {tail}" if head.endswith(":") else f"{indent}{head}; {tail}"
+    if len(line) <= WIDTH:
+        return [line]
+    return wrap(head, indent, indent + "  ") + [f"{indent}  {tail}"]
 
 
 __all__ = ["ExecutionOptions", "closing_summary", "execute_plans"]

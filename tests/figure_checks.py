@@ -266,7 +266,8 @@ def _palette_problems(fig) -> list[str]:
             continue
         if np.linalg.norm(np.subtract(got[:3], to_rgba(colour)[:3])) > 1e-3:
             out.append(f"{text!r} is drawn in {got[:3]}, not the colour of {name} ({colour})")
-        if style is not None and hasattr(artist, "get_linestyle"):
+        drawn = artist.get_linestyle() if hasattr(artist, "get_linestyle") else None
+        if style is not None and isinstance(drawn, str) and drawn not in ("None", "none", ""):
             want = {"-": "-", "--": "--", "-.": "-.", ":": ":"}[style]
             if artist.get_linestyle() != want:
                 out.append(f"{text!r} has line style {artist.get_linestyle()!r}, not that of {name} ({want!r})")

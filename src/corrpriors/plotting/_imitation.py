@@ -59,9 +59,13 @@ def plot_metric_points(summary: Mapping, methods: Sequence[str], x_index: int = 
             mean = float(block[m]["mean"][x_index])
             se = float(block[m]["std"][x_index] or 0.0) / np.sqrt(n_seeds)
             st = method_style(m)
-            ax.errorbar(j + (i - (len(methods) - 1) / 2) * step, mean, yerr=se, fmt=st.get("marker", "o"),
-                        color=st.get("color"), markersize=7, capsize=4, linestyle="none",
-                        label=method_label(m) if j == 0 else None)
+            variant = st.get("linestyle", "-") != "-"   # a variant: open marker, its line style on the bar
+            bars = ax.errorbar(j + (i - (len(methods) - 1) / 2) * step, mean, yerr=se, fmt=st.get("marker", "o"),
+                               color=st.get("color"), markersize=7, capsize=4, linestyle="none",
+                               markerfacecolor="white" if variant else st.get("color"),
+                               label=method_label(m) if j == 0 else None)
+            for collection in bars[2]:
+                collection.set_linestyle(st.get("linestyle", "-"))
     ax.set_xticks(range(len(metrics)))
     ax.set_xticklabels([(metric_labels or {}).get(m, m.replace("_", " ")) for m in metrics])
     ax.set_xlim(-0.5, len(metrics) - 0.5)

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .._fileio import atomic_write_bytes
+from .._methods import migrate_summary
 from .registry import EXPERIMENTS
 
 _CSS = """
@@ -96,7 +97,7 @@ def build_report(root: pathlib.Path, results: Iterable[pathlib.Path], base: path
              "run used the paper's settings and seed count; otherwise they are indicative.</p>", "<ul>"]
     summaries = []
     for path in results:
-        summary = json.loads(path.read_text())
+        summary = migrate_summary(json.loads(path.read_text()))[0]   # old method names -> current, with a note
         summaries.append((path, summary))
         parts.append(f'<li><a href="#{_anchor(path, root)}">{_e(summary.get("experiment", "?"))}: '
                      f"{_e(_rel(path.parent, root))}</a></li>")

@@ -93,3 +93,134 @@ def test_episode_axis_has_integer_ticks():
     # the legend lists each belief once and the optimal line, outside both panels
     (legend,) = fig.legends
     assert [t.get_text() for t in legend.get_texts()] == [label("pg"), label("dirichlet_sparse"), "optimal policy"]
+
+
+# ----------------------------------------------------------------------------- issue 22: each kind of defect
+
+
+def _axes(size=(6.0, 4.0)):
+    fig = Figure(figsize=size, layout="constrained")
+    ax = fig.add_subplot()
+    ax.set_xlabel("x")
+    ax.set_ylabel("y")
+    return fig, ax
+
+
+def test_decade_only_log_ticks_are_caught_and_log_ticks_label_the_data():
+    from corrpriors.plotting._common import log_ticks
+
+    fig, ax = _axes()
+    ax.plot([10.0, 50.0, 200.0], [0.4, 0.3, 0.2], marker="o")
+    ax.set_xscale("log")
+    ax.set_xlim(10, 200)
+    assert any("log x axis labels only" in p for p in figure_problems(fig))   # imitation-curves.png
+    log_ticks(ax, [10.0, 50.0, 200.0])
+    assert not any("log x axis" in p for p in figure_problems(fig))
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["10", "50", "200"]
+
+
+def test_a_formula_typed_as_raw_text_is_caught():
+    fig, ax = _axes()
+    ax.plot([0, 1], [0, 1])
+    ax.set_ylabel("value loss\n(||V_expert - V|| / ||V_expert||)")
+    assert any("raw text" in p for p in figure_problems(fig))
+    ax.set_ylabel("value loss\n" r"$\|V_{\rm expert} - V\|_2 \,/\, \|V_{\rm expert}\|_2$")
+    assert not any("raw text" in p for p in figure_problems(fig))
+
+
+def test_bars_from_zero_hiding_a_difference_are_caught():
+    fig, ax = _axes()
+    ax.bar([0, 1, 2], [0.92, 0.96, 1.0])                       # subgoal-metrics.png, relative to the worst
+    assert any("differences are invisible" in p for p in figure_problems(fig))
+
+
+def test_bands_above_the_optimum_or_without_outline_are_caught():
+    fig, ax = _axes()
+    x = np.arange(5.0)
+    ax.plot(x, [0.5, 0.9, 0.95, 1.0, 1.0], marker="o")
+    ax.fill_between(x, [0.4, 0.8, 0.85, 0.9, 0.9], [0.6, 1.0, 1.05, 1.1, 1.1], alpha=0.2, linewidth=0)
+    ax.axhline(1.0, linestyle="--", label="optimal policy")
+    ax.set_xlim(0, 4)
+    problems = figure_problems(fig)
+    assert any("above the optimum" in p for p in problems)     # psrl-grid-return.png
+    assert any("no outline" in p for p in problems)            # psrl-queueing-return.png
+
+
+def test_an_x_axis_beyond_the_data_is_caught():
+    fig, ax = _axes()
+    ax.plot(np.arange(21.0), np.ones(21), marker="o")            # data end at 20, margins reach 21
+    assert any("beyond the data" in p for p in figure_problems(fig))
+
+
+def test_coinciding_curves_must_stagger_their_markers():
+    fig, ax = _axes()
+    x = np.arange(6.0)
+    for colour in ("C0", "C1", "C2"):                           # psrl-FrozenLake-v1-curves.png: flat at 0
+        ax.plot(x, np.zeros(6), marker="o", color=colour, label=colour)
+    ax.set_xlim(0, 5)
+    assert any("coincide" in p for p in figure_problems(fig))
+    s = {"experiment": "t", "x": {"name": "x", "values": x.tolist()}, "seeds": [0],
+         "metrics": {"m": {"better": "higher", "methods": {
+             m: {"mean": [0.0] * 6, "std": [0.0] * 6} for m in ("pg_absolute_sampling", "dirichlet_sparse_sampling",
+                                                               "dirichlet_uniform_sampling")}}}}
+    fig = curves_figure(s, "m", x_label="steps", y_label="score", environment="Toy")
+    assert not any("coincide" in p for p in figure_problems(fig))
+    marks = [line.get_markevery() for line in fig.axes[0].get_lines()]
+    assert marks == [(0, 3), (1, 3), (2, 3)]
+
+
+def test_a_log_panel_repeating_the_linear_one_is_caught():
+    fig = Figure(figsize=(10, 4), layout="constrained")
+    axes = fig.subplots(1, 2)
+    for ax in axes:
+        ax.plot([100.0, 300.0, 1000.0], [0.5, 0.4, 0.3], marker="o")
+        ax.set_xlabel("T")
+        ax.set_ylabel("error")
+    axes[1].set_xscale("log")
+    assert any("shows nothing its linear twin does not" in p for p in figure_problems(fig))
+    s = {"experiment": "t", "x": {"name": "x", "values": [100.0, 300.0, 1000.0]}, "seeds": [0, 1],
+         "metrics": {"m": {"better": "lower", "methods": {"pg": {"mean": [0.5, 0.4, 0.3], "std": [0.0] * 3}}}}}
+    assert len(curves_figure(s, "m", x_label="T", y_label="e", environment="E", log_panel=True).axes) == 1
+
+
+def test_text_too_small_at_report_size_is_caught():
+    fig, ax = _axes(size=(17.0, 4.4))                           # subgoal-policies.png: 17 in, small text
+    ax.plot([0, 1], [0, 1])
+    ax.set_title("panel", fontsize="small")
+    assert any("px high at 1000 px width" in p for p in figure_problems(fig))
+
+
+def test_arrows_must_contrast_with_their_cells():
+    from corrpriors.plotting import GridLayout, plot_policy
+
+    layout = GridLayout.from_walls(np.zeros((3, 3), bool), action_vectors=[(-1, 0), (1, 0), (0, -1), (0, 1)])
+    policy = np.tile([1.0, 0.0, 0.0, 0.0], (9, 1))
+    errors = np.linspace(0.0, 1.0, 9)
+    fig, ax = plot_policy(layout, policy, errors=errors, arrow_color="k", title="t")   # black on dark red
+    assert any("arrows barely contrast" in p for p in figure_problems(fig))
+    fig, ax = plot_policy(layout, policy, errors=errors, title="t")                     # auto: white there
+    assert not any("contrast" in p for p in figure_problems(fig))
+
+
+def test_a_method_in_a_foreign_colour_is_caught():
+    fig, ax = _axes()
+    ax.plot([0, 1], [0, 1], color="#ff7f0e", label=label("pg"))     # pg drawn in pg_absolute's orange
+    ax.set_xlim(0, 1)
+    legend_outside(ax)
+    assert any("not the colour of pg" in p for p in figure_problems(fig))
+
+
+def test_psrl_panels_name_the_variants_and_keep_the_bands_below_the_optimum():
+    from corrpriors._methods import VARIANTS
+    from corrpriors.plotting._psrl import psrl_curves_figure
+
+    methods = {f"{m}_{v}": {"mean": [0.1, 0.9, 1.0], "std": [0.05, 0.2, 0.1]}
+               for m in ("pg", "dirichlet_sparse") for v in ("sampling", "mean")}
+    methods["dirichlet_sparse_mean"] = {"mean": [0.1, 0.2, 0.3], "std": [0.0, 0.1, 0.1]}
+    s = {"experiment": "q", "x": {"name": "T", "values": [0.0, 50.0, 100.0]}, "seeds": [0, 1],
+         "metrics": {"r": {"better": "higher", "methods": methods}}}
+    fig = psrl_curves_figure(s, "r", environment="Grid", x_label="T", y_label="return", reference=1.0)
+    assert figure_problems(fig, environment="Grid") == []
+    titles = [ax.get_title() for ax in fig.axes]
+    assert [t.split(":")[0] for t in titles] == ["sampling", "mean"]            # the names the terminal uses
+    assert VARIANTS["sampling"].description.split()[0] in titles[0]

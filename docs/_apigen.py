@@ -173,3 +173,30 @@ def write_cli_help(out_dir: Path, width: int = 88) -> None:
             del os.environ["COLUMNS"]
         else:
             os.environ["COLUMNS"] = old
+
+
+def write_method_names(out_dir: Path) -> None:
+    """Write the method vocabulary (:mod:`corrpriors._methods`) as an rst table, ``method-names.rst``.
+
+    The docs include it, so the names, labels and colours a reader sees there are the ones every
+    command, ``metrics.json`` and figure uses (nothing else spells them).
+    """
+    from corrpriors import _methods
+
+    rows = [".. list-table::", "   :header-rows: 1", "   :widths: 18 22 10 50", "",
+            "   * - name", "     - label in figures", "     - colour", "     - what it is"]
+    for name, model in _methods.MODELS.items():
+        rows += [f"   * - ``{name}``", f"     - {model.label}", f"     - ``{model.colour}``",
+                 f"     - {model.description}"]
+    rows += ["", "Variants, appended as ``<model>_<variant>`` (same colour, their own line style):", "",
+             ".. list-table::", "   :header-rows: 1", "   :widths: 18 22 10 50", "",
+             "   * - suffix", "     - label", "     - line style", "     - what it does"]
+    for name, variant in _methods.VARIANTS.items():
+        if name:
+            rows += [f"   * - ``_{name}``", f"     - {variant.label}", f"     - ``{variant.linestyle}``",
+                     f"     - {variant.description}"]
+    rows += ["", "Renamed in 0.3 (results written before are read under the new names, with a note):", ""]
+    for experiment, mapping in _methods.LEGACY_NAMES.items():
+        rows += [f"* ``{experiment}``: " + ", ".join(f"``{old}`` → ``{new}``" for old, new in mapping.items())]
+    _write_if_changed(Path(out_dir) / "method-names.rst", "\n".join(rows) + "\n")
+

@@ -19,7 +19,7 @@ DOCS = Path(__file__).resolve().parent
 sys.path.insert(0, str(DOCS))
 
 import corrpriors  # noqa: E402  (the installed package, or src/ on PYTHONPATH)
-from _apigen import write_api_pages, write_cli_help  # noqa: E402
+from _apigen import write_api_pages, write_cli_help, write_method_names  # noqa: E402
 
 # -- project -------------------------------------------------------------------------
 project = "corrpriors"
@@ -40,7 +40,10 @@ extensions = [
 ]
 
 templates_path = ["_templates"]
-exclude_patterns = ["_build", "_generated", "**.ipynb_checkpoints"]
+# sg_execution_times: sphinx-gallery's timing pages load jQuery, DataTables and Bootstrap from CDNs;
+# they are not written (write_computation_times below), and stale copies are never built.
+exclude_patterns = ["_build", "_generated", "**.ipynb_checkpoints", "sg_execution_times.rst",
+                    "**/sg_execution_times.rst"]
 root_doc = "index"
 default_role = "py:obj"  # `name` links to the API
 nitpicky = False
@@ -71,6 +74,7 @@ sphinx_gallery_conf = {
     "matplotlib_animations": False,
     "image_scrapers": ("matplotlib",),
     "min_reported_time": 0,
+    "write_computation_times": False,          # the timing pages load scripts from CDNs: the site stays offline
     "show_memory": False,
     "plot_gallery": "True",
 }
@@ -96,3 +100,4 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 def setup(app):
     write_api_pages(DOCS / "api")
     write_cli_help(DOCS / "_generated")
+    write_method_names(DOCS / "_generated")

@@ -9,8 +9,8 @@ import pathlib
 
 import numpy as np
 import pytest
-import toy_experiment as toy
 
+import toy_experiment as toy
 from corrpriors._format import mean_std, num, num_below
 from corrpriors.runner import _run, registry
 from corrpriors.runner._run import RunEstimate, RunInterrupted, duration, format_table, run_experiment

@@ -27,6 +27,7 @@ from corrpriors.applications import (
 )
 from corrpriors.envs import tunnel_world
 from corrpriors.kernels import SquaredExponential, euclidean_distances
+from corrpriors.plotting import method_label, method_style
 
 mdp = tunnel_world()
 S, A = mdp.n_states, mdp.n_actions
@@ -42,11 +43,11 @@ coords = mdp.coordinates.astype(float)
 # jump) or the paper's absolute next states.
 kernel = SquaredExponential(lengthscale=euclidean_distances(coords).max()).bind(coords=coords)
 beliefs = {
-    "PG, relative": lambda: CorrelatedTransitionModel(
+    "pg_sampling": lambda: CorrelatedTransitionModel(               # relative categories
         S, A, kernel, category_map=displacement_category_map(mdp.coordinates, radius=3),
         max_iter=20, tol=1e-4),
-    "PG, absolute": lambda: CorrelatedTransitionModel(S, A, kernel, max_iter=20, tol=1e-4),
-    "Dirichlet, alpha = 1e-3": lambda: DirichletTransitionModel(S, A, alpha=1e-3),
+    "pg_absolute_sampling": lambda: CorrelatedTransitionModel(S, A, kernel, max_iter=20, tol=1e-4),
+    "dirichlet_sparse_sampling": lambda: DirichletTransitionModel(S, A, alpha=1e-3),
 }
 
 # %%
@@ -63,13 +64,14 @@ for name, make_belief in beliefs.items():
         runs.append(result["expected_return"] / result["optimal_return"])
     curves[name] = np.array(runs)                               # (n_seeds, E)
     steps = result["steps"]                                     # (E,) transitions so far
-    print(f"{name:24s} return / optimal after 200, 400, 600 transitions: "
+    print(f"{name:26s} return / optimal after 200, 400, 600 transitions: "
           + ", ".join(f"{curves[name].mean(0)[list(steps).index(t)]:.2f}" for t in (200, 400, 600)))
 
 fig, ax = plt.subplots(figsize=(6.5, 4), layout="constrained")
 for name, runs in curves.items():
-    ax.plot(steps, runs.mean(0), marker=".", label=name)
-    ax.fill_between(steps, runs.min(0), runs.max(0), alpha=0.2)
+    style = method_style(name)      # the package's colour, line style and marker of this method
+    ax.plot(steps, runs.mean(0), label=method_label(name), **style)
+    ax.fill_between(steps, runs.min(0), runs.max(0), color=style["color"], alpha=0.15)
 ax.axhline(1.0, color="k", lw=0.8, ls="--", label="optimal policy")
 ax.set_xlabel("transitions")
 ax.set_ylabel("expected return / optimal return")

@@ -31,6 +31,7 @@ from corrpriors.applications import (
 from corrpriors.envs import tunnel_world
 from corrpriors.kernels import SquaredExponential
 from corrpriors.mdp import hellinger, sample_trajectories, transition_counts
+from corrpriors.plotting import method_label, method_style
 
 mdp = tunnel_world()
 S, A = mdp.n_states, mdp.n_actions
@@ -49,13 +50,13 @@ states, actions, next_states = walk.states[0], walk.actions[0], walk.next_states
 # learning it by EM on the ELBO.
 kernel = SquaredExponential(lengthscale=2.0).bind(coords=coords)
 beliefs = {
-    "PG, relative": CorrelatedTransitionModel(
+    "pg": CorrelatedTransitionModel(                       # relative categories: moves
         S, A, kernel, category_map=displacement_category_map(mdp.coordinates, radius=3),
         selection="collapsed", scale_step=0.5, max_iter=300),
-    "PG, absolute": CorrelatedTransitionModel(
+    "pg_absolute": CorrelatedTransitionModel(              # the paper's: next states
         S, A, kernel, selection="collapsed", scale_step=0.5, learn_mean=None, max_iter=300),
-    "Dirichlet, alpha = 1e-3": DirichletTransitionModel(S, A, alpha=1e-3),
-    "Dirichlet, alpha = 1": DirichletTransitionModel(S, A, alpha=1.0),
+    "dirichlet_sparse": DirichletTransitionModel(S, A, alpha=1e-3),
+    "dirichlet_uniform": DirichletTransitionModel(S, A, alpha=1.0),
 }
 
 
@@ -75,13 +76,13 @@ for T in steps:
         estimates[name] = belief.mean()              # (S, A, S), refits what changed
         errors[name].append(hellinger(mdp.transitions, estimates[name]).mean())
     print(f"T = {T:4d}: " + ", ".join(f"{n} {e[-1]:.3f}" for n, e in errors.items()))
-for name in ("PG, relative", "PG, absolute"):
+for name in ("pg", "pg_absolute"):
     chosen = [sel["scale"] for sel in beliefs[name].selected_]
     print(f"{name}: scales chosen at T = {steps[-1]}: " + ", ".join(f"{t:.2g}" for t in chosen))
 
 fig, ax = plt.subplots(figsize=(6, 4), layout="constrained")
-for (name, err), marker in zip(errors.items(), "osv^"):
-    ax.plot(steps, err, marker=marker, label=name)
+for name, err in errors.items():   # the package's labels, colours and markers for these names
+    ax.plot(steps, err, label=method_label(name), **method_style(name))
 ax.set_xscale("log")
 ax.set_xticks(steps, [str(t) for t in steps])
 ax.minorticks_off()
@@ -103,11 +104,11 @@ T = 500
 seen = transition_counts((states[:T], actions[:T], next_states[:T]), S, A)[:, 1].sum(axis=1)
 state = next(s for s in range(S) if seen[s] == 0 and 3 <= coords[s, 0] <= 6)
 fig, axes = plt.subplots(1, 4, figsize=(11, 3.2), layout="constrained")
-for ax, name in zip(axes, ("truth", "PG, relative", "PG, absolute", "Dirichlet, alpha = 1e-3")):
+for ax, name in zip(axes, ("truth", "pg", "pg_absolute", "dirichlet_sparse")):
     P = saved[T][name]
     im = ax.imshow(mdp.state_grid(P[state, 1]), vmin=0, vmax=0.3, cmap="magma")
     ax.plot(coords[state, 1], coords[state, 0], "c+", ms=12, mew=2)
-    ax.set_title(name)
+    ax.set_title(name if name == "truth" else method_label(name))
     ax.set_xticks([])
     ax.set_yticks([])
 fig.colorbar(im, ax=axes, label="P(next cell | marked cell, right)", shrink=0.85)

@@ -4,15 +4,21 @@ Plotting takes data only -- arrays, a :class:`GridLayout` (or a grid-shaped MDP)
 ``metrics.json`` records -- never seeds, and builds no environment. Every function takes an
 optional ``ax`` and returns ``(fig, ax)``; figures made here are plain
 :class:`matplotlib.figure.Figure` objects (no pyplot state, no window). Save with
-:func:`save_figure`, which writes ``.png`` and ``.pdf`` atomically.
+:func:`save_figure`, which writes ``.png`` and ``.pdf`` atomically. :func:`method_label` and
+:func:`method_style` give a method's label, colour, line style and marker from the one method
+vocabulary (``pg``, ``pg_absolute``, ``dirichlet_sparse``, ...), so your figures match the package's.
 """
 
+from .._methods import label as method_label
+from .._methods import style as method_style
 from ._common import GridLayout, save_figure
 from ._maps import plot_error_map, plot_queueing_policy, plot_queueing_states, plot_state_values
 from ._policy import plot_policy, policy_arrows
 
 __all__ = [
     "GridLayout",
+    "method_label",
+    "method_style",
     "plot_policy",
     "policy_arrows",
     "plot_state_values",

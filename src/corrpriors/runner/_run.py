@@ -208,7 +208,7 @@ class RunEstimate:
                 f"{duration(self.n_seeds * cpu)} CPU")
 
 
-def _measured_costs(seed_dir: pathlib.Path, name: str, config_json: dict) -> list[tuple[float, float]]:
+def _measured_costs(seed_dir: pathlib.Path, name: str, config_json: dict) -> list[tuple[float, Any]]:
     """``(wall, CPU)`` seconds of every finished seed of this configuration under ``seed_dir``."""
     import json
 

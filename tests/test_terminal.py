@@ -134,8 +134,12 @@ def test_ctrl_c_says_the_same_command_resumes():
 def test_estimate_arithmetic():
     est = RunEstimate(5, 2, [(200.0, 190.0), (210.0, 200.0)], "seed 0")
     assert est.wall == pytest.approx(math.ceil(5 / 2) * 205.0)
-    assert "5 seeds x 3 min 25 s per seed (measured: seed 0) on 2 workers: about 10 min 15 s wall, " \
-           "16 min 15 s CPU" in est.text()
+    assert est.text() == ("estimate: 5 seeds x 3 min 25 s each (measured: seed 0) on 2 workers: about "
+                          "10 min 15 s wall, 16 min 15 s CPU")
+    assert len(est.lines()) == 2 and est.lines()[1] == "    about 10 min 15 s wall, 16 min 15 s CPU"
+    long = RunEstimate(100, 2, [(754.0, 754.0)], "seeds on disk")
+    assert long.lines() == ["  estimate: 100 seeds x 12 min 34 s each (measured: seeds on disk) on 2 workers:",
+                            "    about 10 h 28 min wall, 20 h 57 min CPU"]
 
 
 def test_a_long_run_says_its_estimate_first(tmp_path, monkeypatch):

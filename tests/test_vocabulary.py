@@ -324,3 +324,18 @@ def test_a_method_has_one_colour_and_a_variant_one_line_style_in_every_figure():
     # one model, one colour across commands: pg in system-id, sysid, the PSRL panels and imitation
     assert seen[_methods.label("pg")] == {_methods.MODELS["pg"].colour}
     assert by_label[_methods.label("pg_absolute")] == _methods.MODELS["pg_absolute"].colour
+
+
+@pytest.mark.parametrize("name", list(registry.EXPERIMENTS))
+def test_metrics_json_records_the_values_used_not_placeholders(name):
+    """The report shows metrics.json's config: a sentinel ("" = MAP-EM, 0 = the environment's) never."""
+    from corrpriors.runner._io import config_to_json
+
+    module = registry.get_experiment(name)
+    config = module.Config()
+    resolve = getattr(module, "resolve_config", lambda c: c)
+    used = config_to_json(resolve(config))
+    assert not [k for k, v in used.items() if v == ""], used
+    for key in ("discount", "lengthscale"):
+        if key in used:
+            assert used[key] > 0, (key, used[key])

@@ -64,6 +64,11 @@ def check_psrl_config(config: Any, counts: tuple[str, ...]) -> None:
         raise ValueError(f"boundary: expected one of {', '.join(BOUNDARY_RULES)}, got {config.boundary!r}")
 
 
+def resolved_selection(config: Any) -> str:
+    """The scale selection a config uses, as recorded in ``metrics.json``: ``""`` is ``"map-em"``."""
+    return config.selection or "map-em"
+
+
 def make_belief(model: str, mdp: Any, covariance: np.ndarray | None, category_map: Any,
                 config: Any) -> Any:
     """Build the transition belief of ``model`` for the environment ``mdp``."""
@@ -226,10 +231,10 @@ def claims_check(eff: dict, methods: tuple, x_name: str, domain: str, x_max: flo
         pg_auc = best_auc(label)
         holds = v < math.inf and (math.isinf(dir_x) or v <= 0.5 * dir_x)
         claims.append(Claim(
-            f"{domain}: {label} needs markedly fewer {x_name} than Dirichlet to reach "
+            f"{label} needs markedly fewer {x_name} than Dirichlet to reach "
             f"{eff['level_fraction']:.0%} of the way to the optimum",
             bool(holds),
-            f"level {num(eff['level'])}: {where(label, m, v)}, {where('Dirichlet', dir_m, dir_x)} "
+            f"{domain}, level {num(eff['level'])}: {where(label, m, v)}, {where('Dirichlet', dir_m, dir_x)} "
             f"(mean curves; 'markedly' = at most half); "
             f"curve mean over the x range: {label} {num(pg_auc[1])} ({pg_auc[0]}), "
             f"Dirichlet {num(dir_auc[1])} ({dir_auc[0]})"))
@@ -265,6 +270,7 @@ __all__ = [
     "first_reach",
     "make_belief",
     "psrl_extra",
+    "resolved_selection",
     "run_methods",
     "split_method",
 ]

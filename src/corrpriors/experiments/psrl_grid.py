@@ -46,6 +46,7 @@ from ._psrl import (  # noqa: F401  (re-exported: the PSRL names of this experim
     VARIANTS,
     check_methods,
     check_psrl_config,
+    resolved_selection,
     claims_check,
     cost_summary,
     efficiency_summary,
@@ -161,14 +162,16 @@ def check_config(config: Config) -> None:
 def resolve_config(config: Config) -> Config:
     """Replace the sentinels of ``config`` by the values used.
 
-    Length scale 0 -> the largest distance between two cells, discount 0 -> the environment's.
+    Length scale 0 -> the largest distance between two cells, discount 0 -> the environment's,
+    selection "" -> "map-em" (the scale learned by MAP-EM).
     """
     mdp = _environment()
     lengthscale = config.lengthscale
     if lengthscale <= 0:
         lengthscale = largest_distance(np.asarray(mdp.coordinates, dtype=float))
     discount = config.discount if config.discount > 0 else float(mdp.discount)
-    return dataclasses.replace(config, lengthscale=lengthscale, discount=discount)
+    return dataclasses.replace(config, lengthscale=lengthscale, discount=discount,
+                               selection=resolved_selection(config))
 
 
 def run_seed(config: Config, *, rng: np.random.Generator) -> SeedResult:

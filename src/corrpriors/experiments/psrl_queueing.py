@@ -44,6 +44,7 @@ from ._psrl import (  # noqa: F401  (re-exported: the PSRL names of this experim
     METHODS,
     check_methods,
     check_psrl_config,
+    resolved_selection,
     psrl_extra,
     run_methods,
     split_method,
@@ -141,10 +142,9 @@ def check_config(config: Config) -> None:
 
 
 def resolve_config(config: Config) -> Config:
-    """``config`` with a discount of 0 replaced by the environment's."""
-    if config.discount > 0:
-        return config
-    return dataclasses.replace(config, discount=float(_environment().discount))
+    """``config`` with the values used: discount 0 -> the environment's, selection "" -> "map-em"."""
+    discount = config.discount if config.discount > 0 else float(_environment().discount)
+    return dataclasses.replace(config, discount=discount, selection=resolved_selection(config))
 
 
 def category_map(mdp, config: Config):

@@ -36,7 +36,7 @@ from ..runner.protocol import Claim, FigureSpec, SeedResult
 from ._shared import boltzmann_expert, evaluate_policy, grid_extras, largest_distance
 
 NAME = "subgoal"
-DESCRIPTION = "Subgoal modelling on the wall world: PG subgoal vs PG imitation vs Dirichlet subgoal (Fig. 2)"
+DESCRIPTION = "Subgoal modelling, wall world: PG/Dirichlet subgoal priors vs PG imitation (paper Fig. 2)"
 X_NAME = "state-action pairs"
 METRICS = {"hellinger": "lower", "value_loss": "lower"}
 METHODS = ("pg_subgoal", "pg_imitation", "dirichlet_subgoal")

@@ -424,7 +424,7 @@ def summarise_extra(config: Config, results: Mapping[int, SeedResult], metrics: 
                 f"error ratio {num(ratio.min())}..{num(ratio.max())}"
             )
             claims.append(Claim(
-                f"{method} error clearly below both Dirichlet models at every T > 0 (gap > sum of stds)",
+                f"{method} error clearly below both Dirichlet models at every T > 0",
                 clearly, detail))
             n = int(pos.sum())
             third = max(1, n // 3)
@@ -443,9 +443,9 @@ def summarise_extra(config: Config, results: Mapping[int, SeedResult], metrics: 
         for d in ("dirichlet_uniform", "dirichlet_sparse"):
             if d in eff:
                 e = eff[d]
-                parts.append(f"{d} at T={num(e['T'])} ({num(e['ratio'])}x)" if e["T"] is not None
+                parts.append(f"{d} reaches it at T={num(e['T'])} ({num(e['ratio'])}x)" if e["T"] is not None
                              else f"{d} not by T={num(float(ts[-1]))}")
-        notes.append(f"pg's error at T={num(t_ref)} ({num(eff['level'])}) is reached by " + "; ".join(parts))
+        notes.append(f"pg's error at T={num(t_ref)} ({num(eff['level'])}): " + "; ".join(parts))
     if "pg_absolute" in mean and "dirichlet_sparse" in mean:
         below = np.flatnonzero(pos & (mean["pg_absolute"] < mean["dirichlet_sparse"]))
         notes.append("pg_absolute is below dirichlet_sparse from T="

@@ -203,9 +203,17 @@ class RunEstimate:
     def text(self) -> str:
         """One sentence: seeds x cost per seed (and where it was measured) -> wall and CPU time."""
         wall, cpu = self.per_seed
-        return (f"estimate: {self.n_seeds} seeds x {duration(wall)} per seed (measured: {self.source}) on "
+        return (f"estimate: {self.n_seeds} seeds x {duration(wall)} each (measured: {self.source}) on "
                 f"{self.jobs} worker{'s' if self.jobs != 1 else ''}: about {duration(self.wall)} wall, "
                 f"{duration(self.n_seeds * cpu)} CPU")
+
+    def lines(self, indent: str = "  ") -> list[str]:
+        """:meth:`text` in at most :data:`WIDTH` columns, broken before "about" (never inside a duration)."""
+        text = indent + self.text()
+        if len(text) <= WIDTH:
+            return [text]
+        head, tail = text.split(": about ", 1)
+        return [head + ":", f"{indent}  about {tail}"]
 
 
 def _measured_costs(seed_dir: pathlib.Path, name: str, config_json: dict) -> list[tuple[float, Any]]:
@@ -841,7 +849,7 @@ def _run_locked(plan: _Plan, seed_dir: pathlib.Path, jobs: int, backend: str, sc
     if pending and measured:
         estimate = RunEstimate(len(pending), jobs, measured, "seeds on disk")
         if estimate.wall > ESTIMATE_ABOVE:
-            for line in wrap(estimate.text(), "  "):
+            for line in estimate.lines():
                 say(line)
     n_x = len(list(exp.x_values(plan.config)))
     computed: list[int] = []
@@ -896,7 +904,7 @@ def _compute(plan: _Plan, seed_dir: pathlib.Path, pending: list[int], done: int,
                     estimate = RunEstimate(len(pending), jobs, [(elapsed, cpu)], f"seed {seed}")
                     if estimate.wall > ESTIMATE_ABOVE:
                         with tqdm.external_write_mode(file=sys.stderr):
-                            for line in wrap(estimate.text(), "  "):
+                            for line in estimate.lines():
                                 estimate_to(line)
                 bar.set_postfix_str(f"seed {seed}: {elapsed:.0f} s")
                 bar.update(1)

@@ -169,7 +169,7 @@ def duration(seconds: float) -> str:
     minutes, secs = divmod(int(round(seconds)), 60)
     if minutes < 60:
         return f"{minutes} min {secs:02d} s"
-    hours, minutes = divmod(minutes, 60)
+    hours, minutes = divmod(int(round(seconds / 60.0)), 60)
     return f"{hours} h {minutes:02d} min"
 
 

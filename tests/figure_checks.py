@@ -13,7 +13,8 @@
   more than a linear one (at least 4 positive x values over at least a decade);
 - the x axis of a curve plot ends at its data (no empty margin such as 21 for data ending at 20);
 - bars that start at 0 differ visibly (by at least 10% of the y range), else a zoomed point plot;
-- a spread band never crosses the "optimal policy" line that bounds the curves, and is outlined
+- a spread band never crosses a reference line that bounds the metric (``gid="bound"``: the
+  optimal policy's return), and is outlined
   in its line's colour (overlapping bands stay apart);
 - coinciding curves (e.g. several baselines flat at 0) show their markers at different points, so
   none is hidden;
@@ -166,7 +167,7 @@ def _same_curves(a, b) -> bool:
 def _band_problems(ax, name: str, lines) -> list[str]:
     out = []
     bands = [c for c in ax.collections if isinstance(c, PolyCollection) and not isinstance(c, Quiver)]
-    refs = [line for line in ax.get_lines() if line not in lines and "optimal" in str(line.get_label())]
+    refs = [line for line in ax.get_lines() if line not in lines and line.get_gid() == "bound"]
     for band in bands:
         width = np.atleast_1d(band.get_linewidth())
         edges = np.atleast_2d(band.get_edgecolor())
@@ -202,11 +203,14 @@ def _marked(line) -> set:
 
 
 def _hidden_curves(ax, name: str, lines) -> list[str]:
+    """Marked curves within 1% of the y axis of each other at every x hide each other unless staggered."""
     out = []
-    for a, b in itertools.combinations(lines, 2):
+    tol = 0.01 * abs(np.subtract(*ax.get_ylim()))
+    marked = [line for line in lines if line.get_marker() not in (None, "", "None", " ")]
+    for a, b in itertools.combinations(marked, 2):
         xa, ya = np.asarray(a.get_xdata(), float), np.asarray(a.get_ydata(), float)
         xb, yb = np.asarray(b.get_xdata(), float), np.asarray(b.get_ydata(), float)
-        if xa.shape == xb.shape and np.allclose(xa, xb) and np.allclose(ya, yb, atol=1e-9, equal_nan=True):
+        if xa.shape == xb.shape and np.allclose(xa, xb) and np.allclose(ya, yb, atol=tol, equal_nan=True):
             ma, mb = _marked(a), _marked(b)
             if not ma or not mb or ma & mb:
                 out.append(f"{name!r}: curves {a.get_label()!r} and {b.get_label()!r} coincide and the later "

@@ -139,7 +139,7 @@ def test_bands_above_the_optimum_or_without_outline_are_caught():
     x = np.arange(5.0)
     ax.plot(x, [0.5, 0.9, 0.95, 1.0, 1.0], marker="o")
     ax.fill_between(x, [0.4, 0.8, 0.85, 0.9, 0.9], [0.6, 1.0, 1.05, 1.1, 1.1], alpha=0.2, linewidth=0)
-    ax.axhline(1.0, linestyle="--", label="optimal policy")
+    ax.axhline(1.0, linestyle="--", label="optimal policy", gid="bound")   # the optimum bounds the return
     ax.set_xlim(0, 4)
     problems = figure_problems(fig)
     assert any("above the optimum" in p for p in problems)     # psrl-grid-return.png

@@ -300,7 +300,8 @@ def panels_figure(summary: Mapping, panels: list[tuple[str, str, float | None]],
     for ax, (metric, y_label, level) in zip(axes, panels):
         plot_metric_curves(summary, metric, ax=ax, reference=level, reference_label="optimal policy",
                            x_label=x_label, y_label=y_label, title="", legend=False,
-                           limits=BOUNDED_METRICS.get(metric))
+                           limits=BOUNDED_METRICS.get(metric),
+                           reference_bounds=metric == "normalized_return")  # 1 = the optimal return
     handles, names = axes[0].get_legend_handles_labels()
     legend_outside(fig, handles, names)
     n_seeds = max(len(summary.get("seeds", [])), 1)

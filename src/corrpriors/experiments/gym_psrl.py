@@ -361,7 +361,7 @@ class PSRLExperiment(GymExperiment):
         if "success_probability" in metrics:
             reference["optimal_success_probability"] = float(extras["optimal_success"][0])
         notes.insert(0, f"optimal = normalised return within {OPTIMAL_TOL:g} of 1 (the optimal policy's); "
-                        "the table rounds to 3 digits")
+                        "the table rounds to 3 significant digits")
         notes.append("optimal policy: " + ", ".join(f"{k} {num(v)}" for k, v in reference.items())
                      + f" (discount {num(config.discount)}, horizon {config.horizon} steps)")
         return {"methods": table, "reference": reference, "notes": notes}

@@ -56,6 +56,7 @@ def plot_metric_curves(
     legend: bool = True,
     integer_x: bool = False,
     limits: tuple[float, float] | None = None,
+    reference_bounds: bool = False,
 ):
     """Plot the mean curve of every method with a spread band (the paper's Fig. 3 style).
 
@@ -94,6 +95,10 @@ def plot_metric_curves(
         Integer ticks only on the x axis (e.g. episodes).
     limits : (float, float), optional
         The range the metric can take (e.g. (0, 1) for a probability); the bands are cut to it.
+    reference_bounds : bool, default False
+        The reference is a bound no method can pass (the optimal policy's return): the bands
+        are cut at it (above it when higher is better, else below), and the line is marked
+        (``gid="bound"``) for the figure checks.
 
     Notes
     -----
@@ -128,15 +133,16 @@ def plot_metric_curves(
     keep = x > 0 if logx else np.ones_like(x, dtype=bool)
     n_seeds = max(len(summary.get("seeds", [])), 1)
     means = {m: _as_float(block["methods"][m]["mean"]) for m in methods}
-    every = _staggered_markers(means, keep)
+    if reference_bounds and reference is not None:
+        bound = (-np.inf, float(reference)) if block.get("better") != "lower" else (float(reference), np.inf)
+        limits = bound if limits is None else (max(limits[0], bound[0]), min(limits[1], bound[1]))
     for method in methods:
         mean = means[method]
         std = _as_float(block["methods"][method]["std"])
         kw: dict[str, Any] = {"marker": "o", **method_style(method)}
         if (colors or {}).get(method) is not None:
             kw["color"] = colors[method]  # type: ignore[index]
-        (line,) = ax.plot(x[keep], mean[keep], markersize=4, label=names.get(method, method),
-                          markevery=every.get(method), **kw)
+        (line,) = ax.plot(x[keep], mean[keep], markersize=4, label=names.get(method, method), **kw)
         if band != "none":
             half = std if band == "std" else std / np.sqrt(n_seeds)
             low, high = mean - half, mean + half
@@ -145,7 +151,9 @@ def plot_metric_curves(
             ax.fill_between(x[keep], low[keep], high[keep], facecolor=line.get_color(), alpha=0.12,
                             edgecolor=line.get_color(), linewidth=0.6, linestyle=line.get_linestyle())
     if reference is not None:
-        ax.axhline(reference, color="k", linestyle="--", linewidth=1, label=reference_label)
+        ref = ax.axhline(reference, color="k", linestyle="--", linewidth=1, label=reference_label)
+        if reference_bounds:
+            ref.set_gid("bound")
     if keep.sum() > 1:
         ax.set_xlim(float(np.min(x[keep])), float(np.max(x[keep])))
     if logx:
@@ -166,26 +174,38 @@ def plot_metric_curves(
     ax.grid(True, alpha=0.3)
     if legend:
         legend_outside(ax)
+    stagger_coinciding(ax)
     return fig, ax
 
 
-def _staggered_markers(means: Mapping[str, np.ndarray], keep: np.ndarray) -> dict[str, tuple[int, int]]:
-    """``markevery`` of every method whose mean curve coincides with another one's.
+#: Curves closer than this fraction of the y axis at every x are drawn on top of each other.
+COINCIDE = 0.015
 
-    Coinciding curves (equal within 1e-9 wherever drawn) are grouped; member j of a group of k
-    marks the points j, j + k, j + 2k, ... so the markers of all of them alternate along the
-    shared line.
+
+def stagger_coinciding(ax: Any) -> None:
+    """Stagger the markers of curves that coincide on the page, so that none hides another.
+
+    Marked curves (a line with markers, in data coordinates) within :data:`COINCIDE` of the y
+    axis's span of each other at every x are grouped (e.g. baselines flat near 0); member j of
+    a group of k marks the points j, j + k, j + 2k, ... so the markers of all of them alternate
+    along the shared line. Call it again after changing the y limits (shared panels).
     """
-    groups: list[list[str]] = []
-    for method, mean in means.items():
+    lines = [line for line in ax.get_lines() if line.get_transform() == ax.transData
+             and line.get_marker() not in (None, "", "None", " ") and len(line.get_xdata()) >= 2]
+    tol = COINCIDE * abs(float(np.subtract(*ax.get_ylim())))
+    groups: list[list[Any]] = []
+    for line in lines:
+        x, y = np.asarray(line.get_xdata(), float), np.asarray(line.get_ydata(), float)
         for group in groups:
-            other = means[group[0]]
-            if np.allclose(mean[keep], other[keep], rtol=0.0, atol=1e-9, equal_nan=True):
-                group.append(method)
+            gx, gy = np.asarray(group[0].get_xdata(), float), np.asarray(group[0].get_ydata(), float)
+            if gx.shape == x.shape and np.allclose(gx, x) and np.allclose(gy, y, rtol=0.0, atol=tol, equal_nan=True):
+                group.append(line)
                 break
         else:
-            groups.append([method])
-    return {m: (j, len(g)) for g in groups if len(g) > 1 for j, m in enumerate(g)}
+            groups.append([line])
+    for group in groups:
+        for j, line in enumerate(group):
+            line.set_markevery((j, len(group)) if len(group) > 1 else None)
 
 
 def log_panel_useful(x_values: Sequence) -> bool:
@@ -258,4 +278,4 @@ def curves_figure(
     return fig
 
 
-__all__ = ["curves_figure", "legend_outside", "log_panel_useful", "plot_metric_curves"]
+__all__ = ["curves_figure", "legend_outside", "log_panel_useful", "plot_metric_curves", "stagger_coinciding"]

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from .._methods import MODELS, VARIANTS, split
 from ._common import new_figure, seeds_text
-from ._curves import legend_outside, plot_metric_curves
+from ._curves import legend_outside, plot_metric_curves, stagger_coinciding
 
 
 def variant_title(variant: str) -> str:
@@ -49,18 +49,18 @@ def psrl_curves_figure(summary: Mapping, metric: str, *, environment: str, x_lab
     n = max(len(variants), 1)
     fig = new_figure((4.6 * n + 2.2, 4.0))
     axes = fig.subplots(1, n, squeeze=False)[0]
-    limits = (-float("inf"), float(reference)) if reference is not None else None
     for ax, variant in zip(axes, variants):
         chosen = [m for m in methods if m.endswith("_" + variant)]
         labels = {m: MODELS[split(m)[0]].label for m in chosen}  # the panel names the variant
         plot_metric_curves(summary, metric, ax=ax, methods=chosen, labels=labels, band=band,
                            reference=reference, reference_label=reference_label, x_label=x_label,
                            y_label=y_label, title=variant_title(variant), legend=False, integer_x=integer_x,
-                           limits=limits)
+                           reference_bounds=True)
     low = min(ax.get_ylim()[0] for ax in axes)
     high = max(ax.get_ylim()[1] for ax in axes)
     for ax in axes:  # the same y range in every panel (each keeps its own tick labels)
         ax.set_ylim(low, high)
+        stagger_coinciding(ax)
     handles, names = axes[0].get_legend_handles_labels()
     legend_outside(fig, handles, names)
     n_seeds = max(len(summary.get("seeds", [])), 1)

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._typing import FloatArray
 from .._special import (
     binomial_deviance,
     expected_softplus,
@@ -45,6 +44,7 @@ from .._special import (
     log_cosh_half_gap,
     softplus_gap,
 )
+from .._typing import FloatArray
 
 # A direct sum whose terms add up to ``scale`` in absolute value is off by at most about
 # 64 eps scale (pairwise summation of products of a few correctly rounded factors); it is

@@ -44,8 +44,8 @@ from ._psrl import (  # noqa: F401  (re-exported: the PSRL names of this experim
     METHODS,
     check_methods,
     check_psrl_config,
-    resolved_selection,
     psrl_extra,
+    resolved_selection,
     run_methods,
     split_method,
 )

@@ -27,7 +27,11 @@ SRC = pathlib.Path(corrpriors.__file__).parent
 
 
 def experiment_methods() -> dict[str, tuple]:
-    """Every method name each experiment (paper and Gymnasium) can produce."""
+    """Every method name each experiment (paper and Gymnasium) can produce.
+
+    Walks :data:`corrpriors.runner.registry.EXPERIMENTS` (an experiment added there is checked
+    without editing this test) plus the Gymnasium commands' method lists.
+    """
     from corrpriors.experiments import gym_psrl, gym_sysid
 
     out = {}
@@ -39,21 +43,49 @@ def experiment_methods() -> dict[str, tuple]:
     return out
 
 
-def test_every_experiment_produces_only_names_of_the_vocabulary():
-    found = experiment_methods()
-    unknown = {k: [m for m in v if not _methods.is_known(m)] for k, v in found.items()}
-    assert not any(unknown.values()), unknown
+def unknown_methods_message(found: dict[str, tuple]) -> str:
+    """One line per method missing from the table, naming the experiment and what to add."""
+    lines = []
+    for experiment, methods in found.items():
+        for m in methods:
+            if not _methods.is_known(m):
+                lines.append(f"experiment {experiment!r} produces method {m!r}, which is not in the vocabulary: "
+                             f"add its model to corrpriors._methods.MODELS (label, description, colour, marker)"
+                             f" or its suffix to VARIANTS (label, description, line style)")
+    return "\n".join(lines)
+
+
+def test_the_missing_method_message_names_the_method():
+    message = unknown_methods_message({"transfer": ("pg", "pg_warmstart"), "deepsea": ("pg_mean",)})
+    assert message.splitlines() == [message.splitlines()[0]]
+    assert "'transfer' produces method 'pg_warmstart'" in message and "MODELS" in message
+
+
+@pytest.mark.parametrize("name", sorted(experiment_methods()))
+def test_every_experiment_produces_only_names_of_the_vocabulary(name):
+    found = experiment_methods()[name]
+    assert found, f"experiment {name!r} lists no methods"
+    message = unknown_methods_message({name: found})
+    assert not message, message
     # pg and pg_absolute mean the same models wherever the transitions are learned
-    for name in ("system-id", "psrl-grid", "psrl-queueing", "sysid"):
-        models = {_methods.split(m)[0] for m in found[name]}
+    if name in ("system-id", "psrl-grid", "psrl-queueing", "sysid"):
+        models = {_methods.split(m)[0] for m in found}
         assert {"pg", "pg_absolute", "dirichlet_uniform", "dirichlet_sparse"} <= models, name
     # the labels metrics.json carries are the table's
-    for methods in found.values():
-        for m, entry in _methods.describe(methods).items():
-            assert entry["label"] == _methods.method(m).label
+    for m, entry in _methods.describe(found).items():
+        assert entry["label"] == _methods.method(m).label
 
 
-@pytest.mark.parametrize("command", ["sysid", "psrl", "reproduce"])
+def test_labels_colours_and_line_styles_are_unique():
+    """Two models never share a label; two variants never share a line style or a label."""
+    labels = [m.label for m in _methods.MODELS.values()]
+    assert len(set(labels)) == len(labels), labels
+    variants = [v for k, v in _methods.VARIANTS.items() if k]
+    assert len({v.label for v in variants}) == len(variants)
+    assert len({v.linestyle for v in variants if v.linestyle != "-"}) == len([v for v in variants if v.linestyle != "-"])
+
+
+@pytest.mark.parametrize("command", sorted(__import__("corrpriors.cli", fromlist=["SUBCOMMANDS"]).SUBCOMMANDS))
 def test_every_command_names_only_methods_of_the_vocabulary(command, capsys):
     from corrpriors.cli import main
 
@@ -61,8 +93,9 @@ def test_every_command_names_only_methods_of_the_vocabulary(command, capsys):
         main([command, "--help"])
     text = capsys.readouterr().out
     names = set(re.findall(r"\b(?:pg|dirichlet)[a-z_]*\b", text))
-    assert all(_methods.is_known(n) for n in names), sorted(n for n in names if not _methods.is_known(n))
-    assert "pg_offset" not in text
+    unknown = sorted(n for n in names if not _methods.is_known(n))
+    assert not unknown, f"`corrpriors {command} --help` names methods outside the vocabulary: {unknown}"
+    assert "pg_offset" not in text and "PG (relative)" not in text
 
 
 def _label_tables(path: pathlib.Path) -> list[str]:

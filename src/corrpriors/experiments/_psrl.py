@@ -26,6 +26,16 @@ VARIANTS = ("sampling", "mean")
 METHODS = tuple(f"{m}_{v}" for m in MODELS for v in VARIANTS)
 
 
+#: Names of "no lattice selection" recorded in metrics.json for selection "": the scale learned by
+#: MAP-EM (learn_scale) or kept fixed.
+NO_SELECTION = ("map-em", "fixed")
+
+
+def resolved_selection(learn_scale: bool) -> str:
+    """What ``selection=""`` does: ``"map-em"`` with ``learn_scale``, else ``"fixed"``."""
+    return "map-em" if learn_scale else "fixed"
+
+
 def split_method(method: str) -> tuple[str, str]:
     """``"pg_absolute_sampling"`` -> ``("pg_absolute", "sampling")``."""
     for variant in VARIANTS:
@@ -62,11 +72,6 @@ def check_psrl_config(config: Any, counts: tuple[str, ...]) -> None:
                          f"got {config.selection!r}")
     if config.boundary not in BOUNDARY_RULES:
         raise ValueError(f"boundary: expected one of {', '.join(BOUNDARY_RULES)}, got {config.boundary!r}")
-
-
-def resolved_selection(config: Any) -> str:
-    """The scale selection a config uses, as recorded in ``metrics.json``: ``""`` is ``"map-em"``."""
-    return config.selection or "map-em"
 
 
 def make_belief(model: str, mdp: Any, covariance: np.ndarray | None, category_map: Any,

@@ -163,15 +163,15 @@ def resolve_config(config: Config) -> Config:
     """Replace the sentinels of ``config`` by the values used.
 
     Length scale 0 -> the largest distance between two cells, discount 0 -> the environment's,
-    selection "" -> "map-em" (the scale learned by MAP-EM).
+    selection "" -> "map-em" (``learn_scale``) or "fixed".
     """
     mdp = _environment()
     lengthscale = config.lengthscale
     if lengthscale <= 0:
         lengthscale = largest_distance(np.asarray(mdp.coordinates, dtype=float))
     discount = config.discount if config.discount > 0 else float(mdp.discount)
-    return dataclasses.replace(config, lengthscale=lengthscale, discount=discount,
-                               selection=resolved_selection(config))
+    selection = config.selection or resolved_selection(config.learn_scale)
+    return dataclasses.replace(config, lengthscale=lengthscale, discount=discount, selection=selection)
 
 
 def run_seed(config: Config, *, rng: np.random.Generator) -> SeedResult:

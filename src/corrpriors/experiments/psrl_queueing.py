@@ -142,9 +142,10 @@ def check_config(config: Config) -> None:
 
 
 def resolve_config(config: Config) -> Config:
-    """``config`` with the values used: discount 0 -> the environment's, selection "" -> "map-em"."""
+    """``config`` with a discount of 0 replaced by the environment's and selection "" by "map-em" or "fixed"."""
     discount = config.discount if config.discount > 0 else float(_environment().discount)
-    return dataclasses.replace(config, discount=discount, selection=resolved_selection(config))
+    return dataclasses.replace(config, discount=discount,
+                               selection=config.selection or resolved_selection(config.learn_scale))
 
 
 def category_map(mdp, config: Config):

@@ -82,7 +82,8 @@ def test_labels_colours_and_line_styles_are_unique():
     assert len(set(labels)) == len(labels), labels
     variants = [v for k, v in _methods.VARIANTS.items() if k]
     assert len({v.label for v in variants}) == len(variants)
-    assert len({v.linestyle for v in variants if v.linestyle != "-"}) == len([v for v in variants if v.linestyle != "-"])
+    dashed = [v.linestyle for v in variants if v.linestyle != "-"]   # "-": a model alone or its one variant
+    assert len(set(dashed)) == len(dashed), dashed
 
 
 @pytest.mark.parametrize("command", sorted(__import__("corrpriors.cli", fromlist=["SUBCOMMANDS"]).SUBCOMMANDS))

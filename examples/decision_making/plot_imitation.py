@@ -21,7 +21,7 @@ import numpy as np
 from corrpriors.applications import PolicyEstimator
 from corrpriors.envs import goal_gridworld
 from corrpriors.mdp import boltzmann_policy, mean_hellinger, policy_iteration, value_loss
-from corrpriors.plotting import plot_policy
+from corrpriors.plotting import method_label, method_style, plot_policy
 
 rng = np.random.default_rng(3)
 mdp = goal_gridworld(rng=rng, motion="gaussian")
@@ -42,7 +42,7 @@ def demonstrations(n, rng):
 states, actions = demonstrations(50, rng)
 pg = PolicyEstimator("pg", coordinates=mdp.coordinates).fit_demonstrations(states, actions, S, A)
 dirichlet = PolicyEstimator("dirichlet").fit_demonstrations(states, actions, S, A)
-for name, est in (("PG", pg), ("Dirichlet", dirichlet)):
+for name, est in (("pg", pg), ("dirichlet", dirichlet)):   # the method vocabulary's names
     print(f"{name:9s} Hellinger {mean_hellinger(expert, est.policy_):.3f}, "
           f"value loss {value_loss(mdp, expert, est.policy_):.3f}")
 
@@ -54,9 +54,9 @@ for name, est in (("PG", pg), ("Dirichlet", dirichlet)):
 fig, axes = plt.subplots(1, 3, figsize=(11, 3.9), layout="constrained")
 plot_policy(mdp, expert, ax=axes[0], title="expert")
 plot_policy(mdp, pg.policy_, ax=axes[1], data_states=pg.counts_.sum(axis=1),
-            title="PG estimate, D = 50")
+            title=f"{method_label('pg')} estimate, D = 50")
 plot_policy(mdp, dirichlet.policy_, ax=axes[2], data_states=dirichlet.counts_.sum(axis=1),
-            title="Dirichlet estimate, D = 50")
+            title=f"{method_label('dirichlet')} estimate, D = 50")
 plt.show()
 
 # %%
@@ -65,12 +65,12 @@ plt.show()
 # Three independent demonstration sets per D. The value loss is
 # :math:`\|V_{expert} - V_{estimate}\|_2 / \|V_{expert}\|_2` under the true MDP.
 sizes = (10, 20, 50, 100, 200, 500)
-results = {name: np.zeros((3, len(sizes), 2)) for name in ("PG", "Dirichlet")}
+results = {name: np.zeros((3, len(sizes), 2)) for name in ("pg", "dirichlet")}
 for rep in range(3):
     for j, n in enumerate(sizes):
         states, actions = demonstrations(n, rng)
-        for name, model in (("PG", "pg"), ("Dirichlet", "dirichlet")):
-            est = PolicyEstimator(model, coordinates=mdp.coordinates)
+        for name in results:
+            est = PolicyEstimator(name, coordinates=mdp.coordinates)
             est.fit_demonstrations(states, actions, S, A)
             results[name][rep, j] = (mean_hellinger(expert, est.policy_),
                                      value_loss(mdp, expert, est.policy_))
@@ -78,8 +78,8 @@ for rep in range(3):
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), layout="constrained")
 for name, res in results.items():
     for ax, k in zip(axes, (0, 1)):
-        ax.errorbar(sizes, res[:, :, k].mean(0), yerr=res[:, :, k].std(0), marker="o",
-                    capsize=3, label=name)
+        ax.errorbar(sizes, res[:, :, k].mean(0), yerr=res[:, :, k].std(0),
+                    capsize=3, label=method_label(name), **method_style(name))
 for ax, label in zip(axes, ("mean Hellinger distance to the expert", "value loss")):
     ax.set_xscale("log")
     ax.set_xticks(sizes, [str(n) for n in sizes])

@@ -24,6 +24,7 @@ import numpy as np
 from corrpriors import CorrelatedMultinomial, DirichletMultinomial, psi_to_pi, select_kernel
 from corrpriors.kernels import SquaredExponential
 from corrpriors.mdp import hellinger
+from corrpriors.plotting import method_label
 
 # %%
 # A smooth ground truth and scarce counts
@@ -75,7 +76,7 @@ for name, err in errors.items():
 # in the cell. Bottom row: the Hellinger distance of each cell's estimate to the truth.
 fig, axes = plt.subplots(2, 3, figsize=(10, 6.5), layout="constrained")
 panels = [("truth", true_probs), ("correlated model (PG)", pg.probs()),
-          ("Dirichlet, alpha = 1", dirichlet.probs())]
+          (method_label("dirichlet_uniform"), dirichlet.probs())]
 for ax, (title, probs) in zip(axes[0], panels):
     im = ax.imshow(probs[:, 0].reshape(side, side), vmin=0, vmax=1, cmap="viridis")
     ax.set_title(title)

@@ -39,8 +39,8 @@ def psrl_like_summary(n_x=41, step=50.0):
             "metrics": {"normalized_return": {"better": "higher", "methods": methods}},
             "extra": {"table_x": [50.0, 200.0, 350.0],
                       "notes": ["a long note " * 20],
-                      "claims": [{"claim": "tunnel world: pg needs markedly fewer transitions than Dirichlet "
-                                           "to reach 90% of the way to the optimum at 50 transitions",
+                      "claims": [{"claim": "tunnel world: pg: 90% of the way to the optimum in at most half "
+                                           "Dirichlet's transitions, at 50 transitions",
                                   "holds": True, "detail": "x" * 400}]},
             "run": {"claims": "indicative (2 seeds, quick settings; see README for the paper-scale verdict)"}}
 
@@ -54,7 +54,24 @@ def test_tables_fit_100_columns_and_show_every_cited_x():
     assert {"0", "50", "200", "350", "2,000"} <= shown          # the ends and every x a claim cites
     assert "x" * 50 not in text                                 # the details stay in metrics.json
     assert "0.752±0.000" in text and "5.66e-06" not in text     # one format: std at the mean's decimals
-    assert "[met] tunnel world: pg needs markedly fewer" in text
+    assert "[met] tunnel world: pg: 90% of the way" in text
+
+
+@pytest.mark.parametrize("x_name", ["transitions", "episodes"])
+def test_psrl_claim_statements_fit_one_line(x_name):
+    """Each PSRL claim, as the terminal prints it (``    [not met] <claim>``), fits 100 columns."""
+    from corrpriors.experiments._psrl import METHODS, claims_check
+
+    key = f"{x_name}_to_level_mean_curve"
+    eff = {"level_fraction": 0.9, "level": 0.9,
+           "methods": {m: {key: 100.0 if m.startswith("pg") else None, "area_under_curve": 0.5}
+                       for m in METHODS}}
+    claims = claims_check(eff, METHODS, x_name, "queueing network", 2000.0)
+    assert [c.holds for c in claims] == [True, True]
+    for claim in claims:
+        line = f"    [not met] {claim.claim}"
+        assert len(line) <= WIDTH, line
+        assert "at most half" in claim.claim          # "markedly fewer" stated as what is checked
 
 
 def test_table_columns_refuse_an_x_off_the_grid():

@@ -17,6 +17,13 @@ encoding ``pg`` and the relative one ``pg_offset`` in the ``system-id`` experime
 :data:`VOCABULARY` and are migrated on load by their recorded version (never guessed from their
 content), with a one-line note (:func:`migration_note`).
 
+Adding a method (a new experiment's model or variant) is one entry here: a :class:`Model` in
+:data:`MODELS` (label, one-line description, a colour no other model uses unless it is the same
+belief, a marker) or a :class:`Variant` in :data:`VARIANTS` (label, description, a line style no
+other variant uses). Experiments list their names in ``METHODS`` (and ``OPTIONAL_METHODS``);
+``tests/test_vocabulary.py`` checks every registered experiment against this table and names any
+missing method, and the docs' table of names is generated from it.
+
 This module imports nothing from matplotlib: colours are hex strings, line styles matplotlib's
 short names, so the runner and the report can use it without drawing.
 """

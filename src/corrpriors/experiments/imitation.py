@@ -275,8 +275,8 @@ def summarise_extra(config: Config, results: Mapping[int, SeedResult], metrics: 
         se = diff.std(axis=0, ddof=1) / math.sqrt(len(seeds)) if len(seeds) > 1 else np.zeros_like(mean_diff)
         clearly = bool(np.all(mean_diff > 0) and np.all(mean_diff > 2 * se))
         claims.append(Claim(
-            f"PG is clearly better than Dirichlet ({metric}, every D)", clearly,
-            "Dirichlet minus PG per D: " + ", ".join(
+            f"pg is clearly better than dirichlet ({metric}, every D)", clearly,
+            "dirichlet minus pg per D: " + ", ".join(
                 f"D={d:g}: {'+' if m >= 0 else ''}{mean_std(m, s)}" for d, m, s in zip(xs, mean_diff, se))
             + " (mean ± s.e. over seeds; 'clearly' = above 2 s.e. at every D)"))
     pg_h = np.asarray(metrics["hellinger"]["methods"]["pg"]["mean"], dtype=float)
@@ -285,7 +285,7 @@ def summarise_extra(config: Config, results: Mapping[int, SeedResult], metrics: 
     rel = gap / dir_h
     half = max(1, len(xs) // 2)
     claims.append(Claim(
-        "PG's advantage is largest with few demonstrations (hellinger)",
+        "pg's advantage is largest with few demonstrations (hellinger)",
         bool(np.mean(gap[:half]) > np.mean(gap[-half:])),
         f"absolute gap largest at D={xs[int(np.argmax(gap))]:g}, relative gap largest at "
         f"D={xs[int(np.argmax(rel))]:g}; mean gap over the {half} smallest D "

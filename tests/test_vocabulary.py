@@ -373,3 +373,15 @@ def test_metrics_json_records_the_values_used_not_placeholders(name):
     for key in ("discount", "lengthscale"):
         if key in used:
             assert used[key] > 0, (key, used[key])
+
+
+def test_migrating_a_malformed_record_fails_only_on_its_vocabulary():
+    """The report reads untrusted files: migration never crashes on a malformed record (the report's
+    own checks then name the bad field); an unknown vocabulary version is a ValueError naming it."""
+    for bad in ({"experiment": "system-id", "metrics": [1, 2], "extra": ["x"]},
+                {"experiment": "system-id", "metrics": {"h": [1]}, "extra": {"notes": "text"}},
+                {"experiment": "system-id", "metrics": {"h": {"methods": [1]}}, "vocabulary": 1}):
+        record, note = _methods.migrate_summary(bad)
+        assert note is not None and record["extra"]["notes"][0] == note and record["methods"] == {}
+    with pytest.raises(ValueError, match="vocabulary"):
+        _methods.migrate_summary({"experiment": "system-id", "vocabulary": "two"})

@@ -226,17 +226,22 @@ def migrate_summary(summary: Mapping) -> tuple[dict, str | None]:
     note = None
     if mapping:
         record = rename_keys(record, mapping, text=False)
-        extra = dict(record.get("extra") or {})
+        extra = record.get("extra")
+        extra = dict(extra) if isinstance(extra, Mapping) else {}   # a malformed record stays readable
         for key in ("notes", "claims"):
             if key in extra:
                 extra[key] = rename_keys(extra[key], mapping, text=True)
         note = migration_note(str(record.get("experiment", "")), mapping, "metrics.json")
-        extra["notes"] = [note, *extra.get("notes", [])]
+        notes = extra.get("notes")
+        extra["notes"] = [note, *(notes if isinstance(notes, list) else [])]
         record["extra"] = extra
     record["vocabulary"] = VOCABULARY
     names: list[str] = []
-    for block in (record.get("metrics") or {}).values():
-        names += [m for m in (block.get("methods") or {}) if m not in names]
+    metrics = record.get("metrics")
+    for block in metrics.values() if isinstance(metrics, Mapping) else ():
+        methods = block.get("methods") if isinstance(block, Mapping) else None
+        names += [m for m in (methods if isinstance(methods, Mapping) else ()) if isinstance(m, str)
+                  and m not in names]
     record.setdefault("methods", describe(names))
     return record, note
 

@@ -31,6 +31,16 @@ METHOD_LABELS = {
 }
 
 
+#: Names of "no lattice selection" recorded in metrics.json for selection "": the scale learned by
+#: MAP-EM (learn_scale) or kept fixed.
+NO_SELECTION = ("map-em", "fixed")
+
+
+def resolved_selection(learn_scale: bool) -> str:
+    """What ``selection=""`` does: ``"map-em"`` with ``learn_scale``, else ``"fixed"``."""
+    return "map-em" if learn_scale else "fixed"
+
+
 def split_method(method: str) -> tuple[str, str]:
     """``"pg_absolute_sampling"`` -> ``("pg_absolute", "sampling")``."""
     for variant in VARIANTS:
@@ -62,9 +72,12 @@ def check_psrl_config(config: Any, counts: tuple[str, ...]) -> None:
             raise ValueError(f"{field}: expected a positive integer, got {value!r}")
     if not 0 <= config.discount < 1:
         raise ValueError(f"discount: expected 0 (the environment's) or a value in (0, 1), got {config.discount}")
-    if config.selection not in ("", *CRITERIA):
-        raise ValueError(f"selection: expected '' (MAP-EM) or one of {', '.join(CRITERIA)}, "
-                         f"got {config.selection!r}")
+    if config.selection not in ("", *NO_SELECTION, *CRITERIA):
+        raise ValueError(f"selection: expected '' (MAP-EM, or the fixed scale without learn_scale), "
+                         f"{', '.join(NO_SELECTION)} or one of {', '.join(CRITERIA)}, got {config.selection!r}")
+    if config.selection in NO_SELECTION and config.selection != resolved_selection(config.learn_scale):
+        raise ValueError(f"selection: {config.selection!r} contradicts learn_scale={config.learn_scale} "
+                         f"(use '' or {resolved_selection(config.learn_scale)!r})")
     if config.boundary not in BOUNDARY_RULES:
         raise ValueError(f"boundary: expected one of {', '.join(BOUNDARY_RULES)}, got {config.boundary!r}")
 
@@ -87,7 +100,8 @@ def make_belief(model: str, mdp: Any, covariance: np.ndarray | None, category_ma
     return CorrelatedTransitionModel(S, A, covariance, category_map=cmap,
                                      learn_scale=config.learn_scale, learn_mean="constant",
                                      max_iter=config.max_iter, tol=config.tol,
-                                     selection=config.selection or None)
+                                     selection=None if config.selection in ("", *NO_SELECTION)
+                                     else config.selection)
 
 
 def run_methods(mdp: Any, config: Any, rng: np.random.Generator, start_state: int,

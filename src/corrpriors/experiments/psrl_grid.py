@@ -53,6 +53,7 @@ from ._psrl import (  # noqa: F401  (re-exported: the PSRL names of this experim
     first_reach,
     make_belief,
     psrl_extra,
+    resolved_selection,
     run_methods,
     split_method,
 )
@@ -97,8 +98,9 @@ class Config:
         keeps the agent in place ("stay"), the default keeps the earlier structural zeros.
     learn_scale : bool
         Learn the kernel scale theta by (MAP-)EM at every refit (without ``selection``).
-    selection : {"", "collapsed", "elbo"}
-        "" (default): theta by MAP-EM. "collapsed": theta per action by the collapsed bound over
+    selection : {"", "map-em", "fixed", "collapsed", "elbo"}
+        "" (default): theta by MAP-EM ("map-em") with ``learn_scale``, else fixed ("fixed"); the
+        value used is recorded in ``metrics.json``. "collapsed": theta per action by the collapsed bound over
         a log lattice (0.25 decades in [1e-2, 1e4]), warm-started from the previous refit's
         choice -- the selection of the system-identification experiment.
     max_iter, tol : int, float
@@ -162,14 +164,16 @@ def check_config(config: Config) -> None:
 def resolve_config(config: Config) -> Config:
     """Replace the sentinels of ``config`` by the values used.
 
-    Length scale 0 -> the largest distance between two cells, discount 0 -> the environment's.
+    Length scale 0 -> the largest distance between two cells, discount 0 -> the environment's,
+    selection "" -> "map-em" (``learn_scale``) or "fixed".
     """
     mdp = _environment()
     lengthscale = config.lengthscale
     if lengthscale <= 0:
         lengthscale = largest_distance(np.asarray(mdp.coordinates, dtype=float))
     discount = config.discount if config.discount > 0 else float(mdp.discount)
-    return dataclasses.replace(config, lengthscale=lengthscale, discount=discount)
+    selection = config.selection or resolved_selection(config.learn_scale)
+    return dataclasses.replace(config, lengthscale=lengthscale, discount=discount, selection=selection)
 
 
 def run_seed(config: Config, *, rng: np.random.Generator) -> SeedResult:

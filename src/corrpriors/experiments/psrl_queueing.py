@@ -46,6 +46,7 @@ from ._psrl import (  # noqa: F401  (re-exported: the PSRL names of this experim
     check_methods,
     check_psrl_config,
     psrl_extra,
+    resolved_selection,
     run_methods,
     split_method,
 )
@@ -88,8 +89,9 @@ class Config:
         the network's truncation.
     learn_scale : bool
         Learn the kernel scale theta by (MAP-)EM at every refit (without ``selection``).
-    selection : {"", "collapsed", "elbo"}
-        "" (default): theta by MAP-EM. "collapsed": theta per action by the collapsed bound over
+    selection : {"", "map-em", "fixed", "collapsed", "elbo"}
+        "" (default): theta by MAP-EM ("map-em") with ``learn_scale``, else fixed ("fixed"); the
+        value used is recorded in ``metrics.json``. "collapsed": theta per action by the collapsed bound over
         a log lattice (0.25 decades in [1e-2, 1e4]), warm-started from the previous refit's
         choice -- the selection of the system-identification experiment.
     max_iter, tol : int, float
@@ -142,10 +144,10 @@ def check_config(config: Config) -> None:
 
 
 def resolve_config(config: Config) -> Config:
-    """``config`` with a discount of 0 replaced by the environment's."""
-    if config.discount > 0:
-        return config
-    return dataclasses.replace(config, discount=float(_environment().discount))
+    """``config`` with a discount of 0 replaced by the environment's and selection "" by "map-em" or "fixed"."""
+    discount = config.discount if config.discount > 0 else float(_environment().discount)
+    return dataclasses.replace(config, discount=discount,
+                               selection=config.selection or resolved_selection(config.learn_scale))
 
 
 def category_map(mdp, config: Config):

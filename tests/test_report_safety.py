@@ -215,6 +215,25 @@ def test_a_fifo_named_metrics_json_does_not_hang(tmp_path):
     assert proc.returncode == 1 and "not a regular file" in proc.stderr
 
 
+def test_a_folder_tree_deeper_than_the_recursion_limit_is_walked(tmp_path, capsys):
+    make_run(tmp_path, "quick-1", record())
+    deep = str(tmp_path / "deep")
+    os.mkdir(deep)
+    for _ in range(1200):                       # deeper than Python's default recursion limit
+        deep += "/d"
+        os.mkdir(deep)
+    pathlib.Path(deep, "metrics.json").write_text(json.dumps(record(experiment="the-deep-one")))
+    try:
+        code, page, err, tree = render(tmp_path, capsys)
+    finally:                                    # shutil.rmtree (pytest's clean-up) recurses: remove it here
+        os.unlink(pathlib.Path(deep, "metrics.json"))
+        while deep != str(tmp_path / "deep"):
+            os.rmdir(deep)
+            deep = os.path.dirname(deep)
+    assert code == 0, err
+    assert "the-deep-one" in page and page.count('class="metric"') == 2
+
+
 def test_hrefs_cannot_become_a_url_scheme(tmp_path, capsys):
     summary = record()
     summary["run"]["figures"] = [{"files": ["toy-error.png", "javascript:alert(1).pdf"], "caption": "c"}]

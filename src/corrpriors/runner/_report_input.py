@@ -111,12 +111,24 @@ def read_inside(path: pathlib.Path, limit: int) -> bytes:
 
 
 def find_records(root: pathlib.Path) -> list[pathlib.Path]:
-    """Every ``metrics.json`` under ``root`` (any depth, symlinked folders not followed), by path."""
+    """Every ``metrics.json`` under ``root`` (any depth, symlinked folders not followed), by path.
+
+    The walk keeps its own stack (a folder tree thousands of levels deep does not recurse) and
+    skips folders it cannot list.
+    """
     found = []
-    for folder, dirs, files in os.walk(root, followlinks=False):
-        dirs.sort()
-        if "metrics.json" in files:
-            found.append(pathlib.Path(folder) / "metrics.json")
+    stack = [str(root)]
+    while stack:
+        folder = stack.pop()
+        try:
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    if entry.name == "metrics.json" and not entry.is_dir(follow_symlinks=False):
+                        found.append(pathlib.Path(entry.path))
+                    elif entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+        except OSError:
+            continue
     return sorted(found)
 
 

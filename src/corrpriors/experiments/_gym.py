@@ -14,6 +14,7 @@ cannot silently change it. Results go to ``OUT/<kind>-<env id>/<settings>-<hash>
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import importlib
 import json
 import re
@@ -115,9 +116,9 @@ def load_env(env_id: str, env_kwargs: str | Mapping | None = None) -> tuple[Any,
     import gymnasium
 
     from .. import envs as _envs  # registers corrpriors/... ids
+    from .._memory import MemoryEstimateError
 
-    if not isinstance(env_id, str) or not env_id.strip():
-        raise ValueError(f"ENV_ID: expected a registered Gymnasium id such as FrozenLake-v1, got {env_id!r}")
+    check_env_id(env_id)
     kwargs = parse_env_kwargs(env_kwargs)
     try:
         env = gymnasium.make(env_id, **kwargs)
@@ -126,19 +127,226 @@ def load_env(env_id: str, env_kwargs: str | Mapping | None = None) -> tuple[Any,
     except ImportError as exc:
         raise ValueError(f"ENV_ID: {env_id!r}: {_one_line(exc)}") from None
     except Exception as exc:  # the environment's constructor rejected the keyword arguments
+        if not kwargs:
+            raise ValueError(f"ENV_ID: {env_id} could not be made: {type(exc).__name__}: {_one_line(exc)}") from None
         raise ValueError(f"--env-kwargs: {env_id} could not be made with {canonical_kwargs(kwargs)}: "
                          f"{type(exc).__name__}: {_one_line(exc)}") from None
     try:
+        info = _envs.env_info(env)
+        check_dense_tables(info.n_states, info.n_actions, LOAD_TABLES, f"reading {env_id}'s model",
+                           "use a smaller map or state space")
         mdp = _envs.from_gymnasium(env)
     except TypeError as exc:
+        env.close()
         raise TypeError(f"ENV_ID: {env_id} is not tabular: {_one_line(exc)}") from None
+    except MemoryEstimateError:
+        env.close()
+        raise
     except ValueError as exc:
+        env.close()
         raise ValueError(f"ENV_ID: {env_id}: {_one_line(exc)}") from None
     return env, mdp
 
 
+#: A module name before the ``:`` of ``module:Id-v0`` (dotted Python identifiers).
+_MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
+
+def check_env_id(env_id: Any) -> None:
+    """Raise ``ValueError`` naming ENV_ID unless it is an id (``Name-v0``, ``ns/Name-v0``, ``module:Name-v0``).
+
+    The module of ``module:Name-v0`` must be a dotted Python module name and importable; a path
+    such as ``../../x:Foo-v0`` is refused here, not blamed on the keyword arguments.
+    """
+    if not isinstance(env_id, str) or not env_id.strip():
+        raise ValueError(f"ENV_ID: expected a registered Gymnasium id such as FrozenLake-v1, got {env_id!r}")
+    if ":" not in env_id:
+        return
+    module, _, name = env_id.partition(":")
+    if not _MODULE_RE.match(module) or ":" in name or not name:
+        raise ValueError(f"ENV_ID: {env_id!r}: expected module:Name-v0 with a Python module name (letters, "
+                         f"digits, '_' and '.') before the ':', got {module!r}")
+    try:
+        importlib.import_module(module)
+    except Exception as exc:  # noqa: BLE001 - any failure of the user's module is reported as such
+        raise ValueError(f"ENV_ID: {env_id!r}: the module {module!r} named before ':' cannot be imported "
+                         f"({type(exc).__name__}: {_one_line(exc)})") from None
+
+
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
+
+
+# ----------------------------------------------------------------------------- sizes
+
+
+#: Dense (S, A, S) float64 tables alive at once while :func:`corrpriors.envs.from_gymnasium`
+#: reads a toy-text table (P, the summed rewards, r and the fill-in temporaries; the two
+#: boolean tables count as a quarter). Relax here when the adapter reads big tables sparsely.
+LOAD_TABLES = 5.0
+#: ... while a run holds the model (P, r) and fits a Dirichlet or correlated belief (counts, the
+#: posterior mean and its temporaries).
+RUN_TABLES = 6.0
+
+
+def dense_table_bytes(n_states: int, n_actions: int, n_tables: float = 1.0) -> float:
+    """Bytes of ``n_tables`` dense float64 tables of shape (S, A, S)."""
+    return 8.0 * n_tables * float(n_states) * n_actions * n_states
+
+
+def check_dense_tables(n_states: int, n_actions: int, n_tables: float, what: str, alternative: str) -> None:
+    """Refuse dense (S, A, S) tables that cannot fit, before allocating them (a ``MemoryEstimateError``).
+
+    The one size check of the Gymnasium commands: the message gives the size of one table, the
+    estimate and ``alternative``.
+    """
+    from .._memory import check_memory, format_bytes
+
+    one = dense_table_bytes(n_states, n_actions)
+    check_memory(dense_table_bytes(n_states, n_actions, n_tables),
+                 f"{what} ({n_states:,} states, {n_actions} actions: {format_bytes(one)} per dense (S, A, S) "
+                 f"table, about {n_tables:g} at once)", alternative)
+
+
+def run_memory(n_states: int, n_actions: int, n_dims: int, methods: tuple, samples: int = 0) -> float:
+    """Bytes a seed holds at its peak: the model, a belief and ``samples`` posterior draws.
+
+    The correlated methods (``pg...``) add their (S, S) category map, the (S, S, D) displacements
+    it is built from and, with a dense prior, the (S, S) kernel; the draws are dense (S, A, S) models.
+    """
+    S, A = n_states, n_actions
+    need = dense_table_bytes(S, A, RUN_TABLES + samples)
+    if any(m.startswith("pg") for m in methods):
+        need += 8.0 * S * S * (n_dims + 3)
+    return need
+
+
+# ----------------------------------------------------------------------------- one environment, one table
+
+
+def table_digest(mdp: Any) -> str:
+    """SHA-256 (first 16 hex digits) of the model's tables: P, the rewards and the terminal states.
+
+    Two builds of an environment describe the same dynamics exactly when their digests agree.
+    """
+    h = hashlib.sha256()
+    for name, value in (("P", mdp.transitions), ("r", mdp.rewards), ("terminal", mdp.terminal)):
+        h.update(name.encode())
+        if value is None:
+            h.update(b"none")
+            continue
+        parts = ([value.indptr, value.indices, value.data] if hasattr(value, "indptr")
+                 else [np.asarray(value)])   # a sparse table by its CSR arrays
+        for arr in parts:
+            arr = np.ascontiguousarray(arr)
+            h.update(f"{arr.dtype.str}{arr.shape}".encode())
+            h.update(arr.tobytes())
+    return h.hexdigest()[:16]
+
+
+def _map_hint(env: Any) -> str:
+    desc = getattr(getattr(env, "unwrapped", env), "desc", None)
+    if desc is None:
+        return ""
+    try:
+        rows = ["".join(c.decode() if isinstance(c, bytes) else str(c) for c in row) for row in np.asarray(desc)]
+    except (TypeError, ValueError, UnicodeDecodeError):
+        return ""
+    text = json.dumps({"desc": rows}, separators=(",", ":"))
+    return f"; to keep one map, pass it, e.g. the map drawn this time: --env-kwargs '{text[:400]}'" + (
+        "..." if len(text) > 400 else "")
+
+
+def build_environment(env_id: str, env_kwargs: str | Mapping | None = None) -> tuple[Any, Any, str]:
+    """Make the environment twice and refuse if the two builds differ; return ``(env, mdp, digest)``.
+
+    Raises
+    ------
+    ValueError
+        The construction draws at random (FrozenLake with ``map_name`` null draws a new map each
+        time): seeds of one configuration would run on different environments. The message says
+        how to fix one map.
+    """
+    env, mdp = load_env(env_id, env_kwargs)
+    digest = table_digest(mdp)
+    again, mdp_again = load_env(env_id, env_kwargs)
+    other = table_digest(mdp_again)
+    again.close()
+    if other != digest:
+        hint = _map_hint(env)
+        env.close()
+        kwargs = canonical_kwargs(parse_env_kwargs(env_kwargs))
+        raise ValueError(f"ENV_ID, --env-kwargs: {env_id} with {kwargs} builds a different environment each "
+                         f"time (two builds gave tables {digest} and {other}): its constructor draws at random, "
+                         f"so seeds of one run would use different environments{hint}")
+    return env, mdp, digest
+
+
+def load_configured_env(config: Any) -> tuple[Any, Any]:
+    """Make ``config``'s environment for a seed and check that it is the planned one (its ``env_digest``).
+
+    Raises
+    ------
+    ValueError
+        The table built here differs from the one recorded in the configuration.
+    """
+    env, mdp = load_env(config.env_id, config.env_kwargs)
+    expected = getattr(config, "env_digest", "")
+    digest = table_digest(mdp)
+    if expected and digest != expected:
+        env.close()
+        raise ValueError(f"env_digest: {config.env_id} with {config.env_kwargs} built the table {digest} here, "
+                         f"not the planned {expected} (another Gymnasium version or a constructor that draws "
+                         "at random); this seed is not computed on another environment")
+    return env, mdp
+
+
+def kwargs_type_warnings(env: Any, env_id: str, kwargs: Mapping) -> list[str]:
+    """Say which keyword arguments have another type than the environment's default for them.
+
+    ``{"is_slippery": "no"}`` is a string where FrozenLake's default is a bool: the environment
+    takes it as given (a non-empty string is true), so the run would be slippery and labelled
+    ``is_slippery=no``. Defaults come from the registration and the constructor's signature;
+    ``None`` on either side, ints for floats and lists for tuples are not reported.
+    """
+    import inspect
+
+    defaults: dict[str, Any] = {}
+    try:
+        cls = type(env.unwrapped)
+        for name, param in inspect.signature(cls.__init__).parameters.items():
+            if param.default is not inspect.Parameter.empty:
+                defaults[name] = param.default
+    except (TypeError, ValueError):  # pragma: no cover - an uninspectable constructor
+        pass
+    spec = getattr(env, "spec", None)
+    registered = getattr(getattr(spec, "kwargs", None), "items", None)
+    if spec is not None and registered is not None:
+        try:
+            import gymnasium
+
+            defaults.update(gymnasium.spec(spec.id).kwargs)
+        except Exception:  # noqa: BLE001 - a spec that cannot be looked up again: signature defaults only
+            pass
+    out = []
+    for key, value in kwargs.items():
+        default = defaults.get(key)
+        if value is None or default is None or _same_kind(value, default):
+            continue
+        hint = " (use true or false)" if isinstance(default, bool) else ""
+        out.append(f"--env-kwargs: {key}={json.dumps(value)} is a {type(value).__name__} where {env_id}'s default "
+                   f"is the {type(default).__name__} {default!r}; the environment takes it as given{hint}")
+    return out
+
+
+def _same_kind(value: Any, default: Any) -> bool:
+    if isinstance(default, bool) or isinstance(value, bool):
+        return isinstance(value, bool) and isinstance(default, bool)
+    if isinstance(default, (int, float)):
+        return isinstance(value, (int, float)) and (isinstance(default, float) or isinstance(value, int))
+    if isinstance(default, (list, tuple)):
+        return isinstance(value, (list, tuple))
+    return isinstance(value, type(default))
 
 
 # ----------------------------------------------------------------------------- scores
@@ -309,22 +517,51 @@ def make_belief(model: str, mdp: Any, config: Any) -> Any:
         other_pooling=config.other_pooling)
 
 
-def check_model_settings(config: Any) -> None:
-    """Raise ``ValueError`` naming the first invalid model setting of ``config``."""
+def model_ranges() -> dict:
+    """The ranges of the belief settings ``sysid`` and ``psrl`` share (``RANGES`` of both)."""
     from ..applications.transitions import BOUNDARY_RULES
+    from ..runner._ranges import CONCENTRATION, LENGTHSCALE, Interval, Options
 
-    for field in ("alpha_sparse", "alpha_uniform", "lengthscale"):
-        if not float(getattr(config, field)) > 0:
-            raise ValueError(f"{field}: expected a positive number, got {getattr(config, field)!r}")
-    if not 0 <= float(config.other_pooling) < np.inf:
-        raise ValueError(f"other_pooling: expected a finite number >= 0, got {config.other_pooling!r}")
-    positive_int(config, "radius")
-    if config.selection not in ("collapsed", "elbo", "em", "fixed"):
-        raise ValueError(f"selection: expected collapsed, elbo, em or fixed, got {config.selection!r}")
-    if config.prior not in ("auto", "dense", "gmrf"):
-        raise ValueError(f"prior: expected auto, dense or gmrf, got {config.prior!r}")
-    if config.boundary not in ("auto",) + BOUNDARY_RULES:
-        raise ValueError(f"boundary: expected auto, {', '.join(BOUNDARY_RULES)}, got {config.boundary!r}")
+    return {
+        "alpha_sparse": CONCENTRATION,
+        "alpha_uniform": CONCENTRATION,
+        "lengthscale": LENGTHSCALE,
+        "radius": Interval(int, 1, MAX_RADIUS, note="and at most the largest coordinate difference of two states"),
+        "selection": Options("collapsed", "elbo", "em", "fixed"),
+        "prior": Options("auto", "dense", "gmrf"),
+        "boundary": Options("auto", *BOUNDARY_RULES),
+        "other_pooling": Interval(float, 0.0, 1e6),
+    }
+
+
+def environment_ranges() -> dict:
+    """The ranges of ``env_id``, ``env_kwargs`` and ``env_digest`` (checked against the environment too)."""
+    from ..runner._ranges import Text
+
+    return {"env_id": Text(max_len=500, note="a registered Gymnasium id"),
+            "env_kwargs": Text(note="a JSON object"),
+            "env_digest": Text(max_len=64, note="read from the environment's table")}
+
+
+#: The largest window half-width of the relative encoding: (2 r + 1)^D categories.
+MAX_RADIUS = 100
+
+
+def check_model_settings(config: Any, coordinates: Any = None) -> None:
+    """Raise ``ValueError`` naming the first invalid model setting of ``config``.
+
+    Beyond :func:`model_ranges`, the relative encoding's ``radius`` must not exceed the largest
+    coordinate difference between two states (``coordinates``, ndarray of shape (S, D)): a
+    wider window only adds categories no transition can reach ((2 r + 1)^D of them).
+    """
+    for field, constraint in model_ranges().items():
+        constraint.check(getattr(config, field), field)
+    if coordinates is not None:
+        coords = np.asarray(coordinates, dtype=float)
+        span = int(np.ceil((coords.max(axis=0) - coords.min(axis=0)).max())) if coords.size else 0
+        if config.radius > max(span, 1):
+            raise ValueError(f"radius: expected at most {max(span, 1)} (the largest coordinate difference of two "
+                             f"states; a wider window only adds empty categories), got {config.radius}")
 
 
 def method_stream(rng: np.random.Generator, methods: tuple) -> dict[str, np.random.Generator]:
@@ -342,18 +579,19 @@ def method_stream(rng: np.random.Generator, methods: tuple) -> dict[str, np.rand
 _CONFIG_CLASSES: dict[tuple, type] = {}
 
 
-def config_class(base: type, env_id: str, env_kwargs: str) -> type:
-    """Return the ``Config`` of one environment: ``base`` with ``env_id`` and ``env_kwargs`` defaulting to it.
+def config_class(base: type, env_id: str, env_kwargs: str, env_digest: str = "") -> type:
+    """Return the ``Config`` of one environment: ``base`` with its id, keyword arguments and digest as defaults.
 
-    One class per (base, id, kwargs) in a process, so configurations compare equal after pickling.
+    One class per (base, id, kwargs, digest) in a process, so configurations compare equal after pickling.
     """
-    key = (base.__module__, base.__qualname__, env_id, env_kwargs)
+    key = (base.__module__, base.__qualname__, env_id, env_kwargs, env_digest)
     cls = _CONFIG_CLASSES.get(key)
     if cls is None:
         cls = dataclasses.make_dataclass(
             base.__name__,
             [("env_id", str, dataclasses.field(default=env_id)),
-             ("env_kwargs", str, dataclasses.field(default=env_kwargs))],
+             ("env_kwargs", str, dataclasses.field(default=env_kwargs)),
+             ("env_digest", str, dataclasses.field(default=env_digest))],
             bases=(base,), frozen=True)
         cls.__module__ = base.__module__
         cls.__doc__ = base.__doc__
@@ -363,7 +601,7 @@ def config_class(base: type, env_id: str, env_kwargs: str) -> type:
 
 def _rebuild_config(module: str, name: str, values: dict) -> Any:
     base = getattr(importlib.import_module(module), name)
-    return config_class(base, values["env_id"], values["env_kwargs"])(**values)
+    return config_class(base, values["env_id"], values["env_kwargs"], values.get("env_digest", ""))(**values)
 
 
 class GymConfig:
@@ -371,6 +609,7 @@ class GymConfig:
 
     env_id: str
     env_kwargs: str
+    env_digest: str
 
     def __reduce__(self) -> tuple:
         base = next(c for c in type(self).__mro__ if c.__dict__.get("_GYM_BASE"))
@@ -404,13 +643,22 @@ class GymExperiment:
     DEFAULT_LABEL = "default"
 
     def __init__(self, env_id: str, env_kwargs: str | Mapping | None = None) -> None:
+        import warnings
+
+        from ..exceptions import EnvironmentWarning
+
         kwargs = parse_env_kwargs(env_kwargs)
-        env, mdp = load_env(env_id, kwargs)
+        env, mdp, digest = build_environment(env_id, kwargs)
+        for message in kwargs_type_warnings(env, env_id, kwargs):
+            warnings.warn(message, EnvironmentWarning, stacklevel=2)
         self.env_id = env_id
         self.env_kwargs = canonical_kwargs(kwargs)
+        self.env_digest = digest
+        self.n_states, self.n_actions = mdp.n_states, mdp.n_actions
         self.NAME = f"{self.KIND}-{file_safe(env_id)}"
         self.ENVIRONMENT = env_label(env_id, kwargs)
-        self.Config = config_class(self.BASE_CONFIG, env_id, self.env_kwargs)
+        self.Config = config_class(self.BASE_CONFIG, env_id, self.env_kwargs, digest)
+        self._n_dims = 0 if mdp.coordinates is None else int(np.asarray(mdp.coordinates).shape[1])
         self._setup(env, mdp)
         env.close()
 
@@ -424,10 +672,23 @@ class GymExperiment:
         return f"{type(self).__name__}({self.env_id!r}, {self.env_kwargs!r})"
 
     def check_environment(self, config: Any) -> None:
-        """Raise ``ValueError`` if ``config`` names another environment than this experiment's."""
+        """Raise ``ValueError`` if ``config`` names another environment (or table) than this experiment's."""
         if (config.env_id, config.env_kwargs) != (self.env_id, self.env_kwargs):
             raise ValueError(f"env_id, env_kwargs: this experiment is {self.env_id} with {self.env_kwargs}; "
                              f"got {config.env_id} with {config.env_kwargs} (make another experiment instead)")
+        if config.env_digest != self.env_digest:
+            raise ValueError(f"env_digest: {self.env_id}'s table has the digest {self.env_digest}; got "
+                             f"{config.env_digest!r} (the digest is read from the environment, not set)")
+
+    def check_run_memory(self, config: Any, samples: int = 0) -> None:
+        """Refuse a configuration whose seeds would not fit in memory (see :func:`run_memory`)."""
+        from .._memory import check_memory
+
+        need = run_memory(self.n_states, self.n_actions, self._n_dims, tuple(config.methods), samples)
+        check_memory(need, f"a seed of {self.KIND} on {self.ENVIRONMENT} ({self.n_states:,} states, "
+                           f"{self.n_actions} actions; methods {', '.join(config.methods)})",
+                     "use a smaller state space" + (", fewer --samples" if samples else "")
+                     + " or the Dirichlet methods only")
 
 
 def check_methods(methods: Any, known: tuple) -> None:
@@ -469,23 +730,36 @@ def positive_int(config: Any, *fields: str) -> None:
 
 
 __all__ = [
+    "LOAD_TABLES",
+    "MAX_RADIUS",
     "MODELS",
+    "RUN_TABLES",
     "GymConfig",
     "GymExperiment",
+    "build_environment",
     "canonical_kwargs",
+    "check_dense_tables",
+    "check_env_id",
     "check_correlated",
     "check_methods",
     "check_model_settings",
     "config_class",
+    "dense_table_bytes",
     "env_label",
+    "environment_ranges",
     "file_safe",
     "goal_states",
     "horizon_stats",
+    "kwargs_type_warnings",
+    "load_configured_env",
     "load_env",
     "make_belief",
     "method_stream",
+    "model_ranges",
     "panels_figure",
     "parse_env_kwargs",
     "positive_int",
     "return_is_success",
+    "run_memory",
+    "table_digest",
 ]

@@ -17,6 +17,17 @@ import numpy as np
 
 from ..applications.transitions import BOUNDARY_RULES
 from ..core.selection import CRITERIA
+from ..runner._ranges import (
+    CONCENTRATION,
+    DISCOUNT_OR_ENV,
+    ITERATIONS,
+    LENGTHSCALE_OR_AUTO,
+    TOLERANCE,
+    Boolean,
+    Each,
+    Interval,
+    Options,
+)
 from ..runner.protocol import Claim, SeedResult
 from ._shared import curve_stack
 
@@ -49,6 +60,23 @@ def split_method(method: str) -> tuple[str, str]:
             if model in MODELS:
                 return model, variant
     raise ValueError(f"method: expected one of {', '.join(METHODS)}, got {method!r}")
+
+
+def psrl_ranges(radius: Interval, lengthscale: Interval = LENGTHSCALE_OR_AUTO) -> dict:
+    """The ranges of the settings both PSRL experiments share (``radius``, ``lengthscale``: per environment)."""
+    return {
+        "methods": Each(Options(*METHODS), min_len=1, max_len=len(METHODS), distinct=True),
+        "alpha_uniform": CONCENTRATION,
+        "alpha_sparse": CONCENTRATION,
+        "lengthscale": lengthscale,
+        "radius": radius,
+        "boundary": Options(*BOUNDARY_RULES),
+        "learn_scale": Boolean(),
+        "selection": Options("", *NO_SELECTION, *CRITERIA),
+        "max_iter": ITERATIONS,
+        "tol": TOLERANCE,
+        "discount": DISCOUNT_OR_ENV,
+    }
 
 
 def check_methods(methods: Any) -> None:

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from ..runner._ranges import MAX_STEPS, Each, Interval, Options, check_ranges
 from ..runner.protocol import FigureSpec, SeedResult
 from ._gym import (
     GymConfig,
@@ -41,8 +42,10 @@ from ._gym import (
     check_correlated,
     check_methods,
     check_model_settings,
-    load_env,
+    environment_ranges,
+    load_configured_env,
     make_belief,
+    model_ranges,
 )
 
 KIND = "sysid"
@@ -69,6 +72,10 @@ class SysIdConfig(GymConfig):
         The Gymnasium id.
     env_kwargs : str
         Keyword arguments of ``gymnasium.make`` as canonical JSON.
+    env_digest : str
+        Digest of the environment's table (P, rewards, terminal states), read when the
+        experiment is made: results of different tables never share a folder, and a seed whose
+        environment builds another table fails instead of mixing environments.
     transitions : tuple of int
         The T grid, increasing positive integers.
     methods : tuple of str
@@ -99,6 +106,7 @@ class SysIdConfig(GymConfig):
 
     env_id: str = ""
     env_kwargs: str = "{}"
+    env_digest: str = ""
     transitions: tuple = DEFAULT_TRANSITIONS
     methods: tuple = METHODS
     alpha_sparse: float = 1e-3
@@ -122,7 +130,7 @@ def run_seed(config: SysIdConfig, *, rng: np.random.Generator) -> SeedResult:
     from ..envs import random_exploration, reachable_states
     from ..mdp import hellinger
 
-    env, mdp = load_env(config.env_id, config.env_kwargs)
+    env, mdp = load_configured_env(config)
     ts = [int(t) for t in config.transitions]
     data = random_exploration(env, ts[-1], rng=rng)
     env.close()
@@ -179,16 +187,22 @@ class SysIdExperiment(GymExperiment):
         """Return the T grid."""
         return [float(t) for t in config.transitions]
 
+    #: The valid range of every setting (checked before any work; ``--list-settings`` shows it).
+    RANGES = {
+        **environment_ranges(),
+        "transitions": Each(Interval(int, 1, MAX_STEPS), min_len=1, increasing=True),
+        "methods": Each(Options(*METHODS), min_len=1, max_len=len(METHODS), distinct=True),
+        **model_ranges(),
+    }
+
     def check_config(self, config: Any) -> None:
-        """Raise ``ValueError`` naming the field of an invalid ``config``."""
+        """Raise ``ValueError`` naming the field of an invalid ``config`` (ranges, environment, memory)."""
         self.check_environment(config)
-        ts = np.asarray(config.transitions)
-        if (ts.ndim != 1 or ts.size < 1 or not np.all(ts == np.round(ts)) or np.any(ts < 1)
-                or np.any(np.diff(ts) <= 0)):
-            raise ValueError(f"transitions: expected increasing positive integers, got {config.transitions}")
+        check_ranges(self, config)
         check_methods(config.methods, METHODS)
-        check_model_settings(config)
+        check_model_settings(config, self._coordinates)
         check_correlated(self._coordinates, tuple(config.methods), self.env_id)
+        self.check_run_memory(config)
 
     def summarise_extra(self, config: Any, results: Mapping[int, SeedResult], metrics: dict) -> dict:
         """Summarise the best method at every T, the error ratios to pg and the CPU time per method."""

@@ -39,6 +39,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from ..runner._ranges import LENGTHSCALE, MAX_SAMPLES, MAX_STEPS, Interval
 from ..runner.protocol import FigureSpec, SeedResult
 from ._psrl import (  # noqa: F401  (re-exported: the PSRL names of this experiment)
     METHOD_LABELS,
@@ -46,6 +47,7 @@ from ._psrl import (  # noqa: F401  (re-exported: the PSRL names of this experim
     check_methods,
     check_psrl_config,
     psrl_extra,
+    psrl_ranges,
     resolved_selection,
     run_methods,
     split_method,
@@ -120,6 +122,15 @@ class Config:
     def replan_every(self) -> int:
         """Transitions between replans (= the episode length)."""
         return self.episode_length
+
+
+#: The valid range of every setting (checked before any work; ``--list-settings`` shows it).
+RANGES = {
+    "n_episodes": Interval(int, 1, 100_000),
+    "episode_length": Interval(int, 1, MAX_STEPS),
+    "n_samples": Interval(int, 1, MAX_SAMPLES),
+    **psrl_ranges(radius=Interval(int, 1, 10, note="the buffers hold 0 to 10 jobs"), lengthscale=LENGTHSCALE),
+}
 
 
 def quick_config() -> Config:

@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from . import _config, _io
+from ._ranges import check_ranges
 from .protocol import (
     FigureSpec,
     SavedFigure,
@@ -524,6 +525,7 @@ def plan_run(
     validate_experiment(experiment)
     base = config if config is not None else (experiment.quick_config() if quick else experiment.Config())
     config, parsed = _config.apply_overrides(experiment, base, overrides)
+    check_ranges(experiment, config)          # the declared range of every field, then the experiment's own
     check = getattr(experiment, "check_config", None)
     if check is not None:
         check(config)
@@ -663,9 +665,12 @@ def run_plan(plan: _Plan, *, jobs: int | None = None, backend: str = "loky", sch
 def _run_locked(plan: _Plan, seed_dir: pathlib.Path, jobs: int, backend: str, scheduler, processes: bool,
                 resume: bool, progress: bool, plot: bool, say: Callable[[str], None], t_start: float) -> RunReport:
     exp, name = plan.experiment, plan.name
+    n_x = len(list(exp.x_values(plan.config)))
     stored: dict[int, _io.StoredSeed] = {}
+    notes: list[str] = []
     for s in plan.seeds:
-        found = _io.load_seed(seed_dir, s, experiment=name, config_json=plan.config_json)
+        found = _io.load_seed(seed_dir, s, experiment=name, config_json=plan.config_json,
+                              check=_seed_check(exp, n_x, s), notes=notes if resume else None)
         if found is not None and resume:
             stored[s] = found
     skipped = [s for s in plan.seeds if s in stored]
@@ -674,7 +679,8 @@ def _run_locked(plan: _Plan, seed_dir: pathlib.Path, jobs: int, backend: str, sc
     say(f"{name}: {exp.DESCRIPTION}\n"
         f"  {len(plan.seeds)} seed(s), {len(skipped)} already on disk, {len(pending)} to run "
         f"({backend}, {jobs} worker(s)) -> {plan.run_dir}")
-    n_x = len(list(exp.x_values(plan.config)))
+    for note in notes:
+        say(f"  note: {note}")
     computed: list[int] = []
     try:
         if pending:
@@ -723,12 +729,19 @@ def _compute(plan: _Plan, seed_dir: pathlib.Path, pending: list[int], done: int,
                 close()
 
 
+def _seed_check(experiment: Any, n_x: int, seed: int) -> Callable[[SeedResult], Any]:
+    """What a stored seed must satisfy to be reused: every metric's curves of length ``n_x``."""
+    return lambda result: check_seed_result(experiment, n_x, seed, result)
+
+
 def _finish(plan: _Plan, seed_dir: pathlib.Path, computed: list[int], skipped: list[int], plot: bool,
             say: Callable[[str], None], t_start: float) -> RunReport:
     exp, name = plan.experiment, plan.name
     stored: dict[int, _io.StoredSeed] = {}
+    n_x = len(list(exp.x_values(plan.config)))
     for s in plan.seeds:
-        loaded = _io.load_seed(seed_dir, s, experiment=name, config_json=plan.config_json)
+        loaded = _io.load_seed(seed_dir, s, experiment=name, config_json=plan.config_json,
+                               check=_seed_check(exp, n_x, s))
         if loaded is None:  # pragma: no cover - only if the disk changes under our feet
             raise RuntimeError(f"{name}: seed {s} vanished or was corrupted after it was written")
         stored[s] = loaded

@@ -309,7 +309,7 @@ def _lake():
     (lambda u: u.P[0].__setitem__(0, [(1.0, None, 0.0, False)]),
      r"env.unwrapped.P\[0\]\[0\]: next state None \(entry \(1.0, None, 0.0, False\)\) is not a state index "
      r"in \[0, 15\]"),
-    (lambda u: u.P[0].__setitem__(0, [(1.0, "3", 0.0, False)]), r"env.unwrapped.P\[0\]\[0\]: next state '3'"),
+    (lambda u: u.P[0].__setitem__(0, [(1.0, "3", 0.0, False)]), r"P\[0\]\[0\]: next state '3' \(entry .*\) is not a state index"),
     (lambda u: u.P[0].__setitem__(0, [(1.0, 2.5, 0.0, False)]), r"next state 2.5 .* is not a state index"),
     (lambda u: u.P[0].__setitem__(0, [("1", 1, 0.0, False)]), r"P\[0\]\[0\]: the probability '1' .* is not a number"),
     (lambda u: u.P[0].__setitem__(0, [(1.0, 1, None, False)]), r"P\[0\]\[0\]: the reward None .* is not a number"),

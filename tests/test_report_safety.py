@@ -271,6 +271,21 @@ def test_output_through_a_symlink_or_dotdot_is_refused(tmp_path, capsys):
     capsys.readouterr()
 
 
+def test_an_interrupted_run_folder_without_metrics_is_protected_too(tmp_path, capsys):
+    make_run(tmp_path, "quick-1", record())
+    interrupted = tmp_path / "toy-runner" / "quick-2"
+    (interrupted / "seeds").mkdir(parents=True)
+    (interrupted / "config.json").write_text('{"experiment": "toy-runner"}')
+    (interrupted / "seeds" / "seed-0.json").write_text("{}")
+    for target in ("config.json", "seeds/seed-0.json", "page.html"):
+        assert main(["report", str(tmp_path), "-o", str(interrupted / target)]) == 2
+    assert (interrupted / "config.json").read_text() == '{"experiment": "toy-runner"}'
+    assert (interrupted / "seeds" / "seed-0.json").read_text() == "{}"
+    assert not (interrupted / "page.html").exists()
+    assert main(["report", str(tmp_path), "-o", str(tmp_path / "toy-runner" / "page.html")]) == 0
+    capsys.readouterr()
+
+
 def test_a_skipped_run_folder_is_still_protected(tmp_path, capsys):
     folder = make_run(tmp_path, "quick-1", None, raw=b"[]")
     assert main(["report", str(tmp_path), "-o", str(folder / "config.json")]) == 2

@@ -680,15 +680,15 @@ class GymExperiment:
             raise ValueError(f"env_digest: {self.env_id}'s table has the digest {self.env_digest}; got "
                              f"{config.env_digest!r} (the digest is read from the environment, not set)")
 
-    def check_run_memory(self, config: Any, samples: int = 0) -> None:
-        """Refuse a configuration whose seeds would not fit in memory (see :func:`run_memory`)."""
+    def check_run_memory(self, config: Any, samples: int = 0, extra: float = 0.0) -> None:
+        """Refuse a configuration whose seeds would not fit in memory (:func:`run_memory` plus ``extra`` bytes)."""
         from .._memory import check_memory
 
-        need = run_memory(self.n_states, self.n_actions, self._n_dims, tuple(config.methods), samples)
+        need = run_memory(self.n_states, self.n_actions, self._n_dims, tuple(config.methods), samples) + extra
         check_memory(need, f"a seed of {self.KIND} on {self.ENVIRONMENT} ({self.n_states:,} states, "
                            f"{self.n_actions} actions; methods {', '.join(config.methods)})",
                      "use a smaller state space" + (", fewer --samples" if samples else "")
-                     + " or the Dirichlet methods only")
+                     + (", a larger --eval-every" if extra else "") + " or the Dirichlet methods only")
 
 
 def check_methods(methods: Any, known: tuple) -> None:

@@ -328,7 +328,9 @@ class PSRLExperiment(GymExperiment):
         check_model_settings(config, self._coordinates)
         check_correlated(self._coordinates, tuple(config.methods), self.env_id)
         sampling = any(m.endswith("_sampling") for m in config.methods)
-        self.check_run_memory(config, samples=int(config.n_samples) if sampling else 0)
+        scorings = int(config.steps) // int(config.eval_every) + 1   # horizon_stats: (E, S, S) and (E, S, A)
+        self.check_run_memory(config, samples=int(config.n_samples) if sampling else 0,
+                              extra=8.0 * scorings * self.n_states * (2 * self.n_states + self.n_actions))
 
     def summarise_extra(self, config: Any, results: Mapping[int, SeedResult], metrics: dict) -> dict:
         """Per method: the step from which the greedy policy stays optimal (per seed), final scores, cost."""

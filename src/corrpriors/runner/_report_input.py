@@ -111,25 +111,40 @@ def read_inside(path: pathlib.Path, limit: int) -> bytes:
 
 
 def find_records(root: pathlib.Path) -> list[pathlib.Path]:
-    """Every ``metrics.json`` under ``root`` (any depth, symlinked folders not followed), by path.
+    """Every ``metrics.json`` under ``root`` (any depth, symlinked folders not followed), by path."""
+    return walk_results(root)[0]
 
-    The walk keeps its own stack (a folder tree thousands of levels deep does not recurse) and
-    skips folders it cannot list.
+
+#: Files and folders that make a folder a run folder (see :mod:`corrpriors.runner._io`).
+_RUN_MARKERS = ("metrics.json", "config.json", "seeds")
+
+
+def walk_results(root: pathlib.Path) -> tuple[list[pathlib.Path], list[pathlib.Path]]:
+    """``metrics.json`` files and run folders under ``root``: folders holding one, a ``config.json`` or ``seeds/``.
+
+    The walk keeps its own stack (a folder tree thousands of levels deep does not recurse),
+    follows no symlinked folder and skips folders it cannot list. The run folders include
+    interrupted runs (no ``metrics.json`` yet), which the report must not write into either.
     """
-    found = []
+    found, folders = [], []
     stack = [str(root)]
     while stack:
         folder = stack.pop()
+        marked = False
         try:
             with os.scandir(folder) as entries:
                 for entry in entries:
-                    if entry.name == "metrics.json" and not entry.is_dir(follow_symlinks=False):
+                    is_dir = entry.is_dir(follow_symlinks=False)
+                    if entry.name == "metrics.json" and not is_dir:
                         found.append(pathlib.Path(entry.path))
-                    elif entry.is_dir(follow_symlinks=False):
+                    marked = marked or entry.name in _RUN_MARKERS
+                    if is_dir:
                         stack.append(entry.path)
         except OSError:
             continue
-    return sorted(found)
+        if marked:
+            folders.append(pathlib.Path(folder))
+    return sorted(found), sorted(folders)
 
 
 # ----------------------------------------------------------------------------- the record
@@ -454,6 +469,7 @@ __all__ = [
     "RefusedFile",
     "UnusableRecord",
     "find_records",
+    "walk_results",
     "inside_file",
     "parse_json",
     "read_inside",

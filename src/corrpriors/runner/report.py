@@ -38,6 +38,7 @@ from ._report_input import (
     find_records,
     read_inside,
     read_record,
+    walk_results,
 )
 from .registry import EXPERIMENTS
 
@@ -229,20 +230,30 @@ def find_results(root: pathlib.Path) -> list[pathlib.Path]:
 
 def read_results(root: pathlib.Path) -> tuple[list[Record], list[Skipped]]:
     """Read every ``metrics.json`` under ``root``: the usable records (paper's experiments first) and the skipped."""
-    root = pathlib.Path(root).resolve()
+    records, skipped, _ = _read_all(pathlib.Path(root))
+    return records, skipped
+
+
+def _read_all(root: pathlib.Path) -> tuple[list[Record], list[Skipped], list[pathlib.Path]]:
+    root = root.resolve()
+    paths, folders = walk_results(root)
     records, skipped = [], []
-    for path in find_records(root):
+    for path in paths:
         try:
             records.append(read_record(path, root))
         except UnusableRecord as exc:
             skipped.append(Skipped(path, " ".join(str(exc).split())))
     order = {name: i for i, name in enumerate(EXPERIMENTS)}
     records.sort(key=lambda r: (order.get(r.experiment, len(order)), str(r.path)))
-    return records, skipped
+    return records, skipped, folders
 
 
-def check_output(output: pathlib.Path, records: Sequence[Record], skipped: Sequence[Skipped]) -> None:
-    """Refuse an output path that is an input of the page or lies inside a run folder it reads.
+def check_output(output: pathlib.Path, records: Sequence[Record], skipped: Sequence[Skipped],
+                 run_folders: Sequence[pathlib.Path] = ()) -> None:
+    """Refuse an output path that is an input of the page or lies inside a run folder.
+
+    Run folders are those of the records (read or skipped) and ``run_folders`` (any folder
+    holding a ``metrics.json``, a ``config.json`` or ``seeds/``: interrupted runs too).
 
     Raises
     ------
@@ -253,16 +264,17 @@ def check_output(output: pathlib.Path, records: Sequence[Record], skipped: Seque
     candidates = {target.parent.resolve() / target.name}
     if target.is_symlink():
         candidates.add(target.resolve())
-    folders = {r.folder.resolve() for r in records} | {s.path.parent.resolve() for s in skipped}
+    folders = ({r.folder.resolve() for r in records} | {s.path.parent.resolve() for s in skipped}
+               | {pathlib.Path(f).resolve() for f in run_folders})
     inputs = {r.path.resolve() for r in records} | {s.path.resolve() for s in skipped}
     for r in records:
         inputs |= {p for f in r.figures for p in f.links} | ({r.warnings_log} if r.warnings_log else set())
     for path in candidates:
         if path in inputs:
             raise ValueError(f"{output}: is a file the report reads; it is never overwritten (choose another -o)")
-        for folder in folders:
+        for folder in sorted(folders):
             if path.is_relative_to(folder):
-                raise ValueError(f"{output}: lies inside the run folder {folder}, which the report reads; "
+                raise ValueError(f"{output}: lies inside the run folder {folder}, which holds results; "
                                  "write the page outside every run folder (-o)")
 
 
@@ -277,10 +289,10 @@ def write_report(root: pathlib.Path, output: pathlib.Path | None = None) -> Repo
     """
     root = pathlib.Path(root)
     output = pathlib.Path(output) if output is not None else root / "report.html"
-    records, skipped = read_results(root)
+    records, skipped, folders = _read_all(root)
     if not records and not skipped:
         raise ValueError(f"no metrics.json under {root} (run corrpriors reproduce --out {root} first)")
-    check_output(output, records, skipped)
+    check_output(output, records, skipped, folders)
     page = build_page(root, records, skipped, output.parent.resolve())
     atomic_write_bytes(output, page.encode("utf-8"))
     refused = tuple(f"{r.path.parent}: {why}" for r in records for why in r.refused)

@@ -245,17 +245,32 @@ def test_the_library_refuses_overflowing_concentrations_and_huge_windows():
 # ----------------------------------------------------------------------------- 4. sizes
 
 
-def test_a_map_too_big_for_dense_tables_is_refused_up_front(tmp_path, capsys, monkeypatch):
+def test_a_map_read_densely_is_refused_up_front(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("CORRPRIORS_MEMORY_LIMIT", "200M")
     start = time.process_time()
     with bounded():
-        code, out, err = cli(capsys, "sysid", "FrozenLake-v1", "--quick", "--env-kwargs", big_lake(40),
+        code, out, err = cli(capsys, "sysid", "FrozenLake-v1", "--quick", "--env-kwargs", big_lake(38),
                              "--out", str(tmp_path))
     assert code == 2 and err.count("\n") == 1, err
-    assert ("reading FrozenLake-v1's model (1,600 states, 4 actions: 78.1 MiB per dense (S, A, S) table, about 5 "
-            "at once) would need about 390.6 MiB, more than the 200.0 MiB this process may use "
+    assert ("reading FrozenLake-v1's model (1,444 states, 4 actions: 63.6 MiB per dense (S, A, S) table, about 5 "
+            "at once) would need about 318.2 MiB, more than the 200.0 MiB this process may use "
             "(CORRPRIORS_MEMORY_LIMIT); use a smaller map or state space") in err
     assert time.process_time() - start < 20
+
+
+def test_a_bigger_map_is_read_sparsely_and_its_estimate_says_so(monkeypatch):
+    """Above DENSE_LIMIT_BYTES the adapter reads sparsely: 40 x 40 fits in 200 MiB (dense would need 390 MiB)."""
+    from corrpriors._memory import MemoryEstimateError
+    from corrpriors.experiments._gym import load_env
+
+    monkeypatch.setenv("CORRPRIORS_MEMORY_LIMIT", "200M")
+    env, mdp = load_env("FrozenLake-v1", big_lake(40))
+    assert mdp.is_sparse and mdp.n_states == 1600
+    env.close()
+    monkeypatch.setenv("CORRPRIORS_MEMORY_LIMIT", "2M")   # 19,192 listed entries at 256 bytes: 4.7 MiB
+    with pytest.raises(MemoryEstimateError, match=r"read sparsely: 19,192 listed transitions\) would need about "
+                                                  r"4.7 MiB, more than the 2.0 MiB"):
+        load_env("FrozenLake-v1", big_lake(40))
 
 
 def test_psrl_posterior_draws_are_counted_before_the_run(tmp_path, capsys, monkeypatch):
@@ -271,17 +286,67 @@ def test_psrl_posterior_draws_are_counted_before_the_run(tmp_path, capsys, monke
 
 
 @pytest.mark.slow
-def test_the_200_by_200_map_of_the_issue_is_refused_under_a_6_gb_limit(tmp_path):
+def test_the_200_by_200_map_of_the_issue_builds_sparse_and_only_the_quadratic_method_is_refused(tmp_path):
+    """40,000 states: read sparsely (about 100 MiB); pg and the Dirichlet beliefs fit in 6 GB, pg_absolute
+    (an (S, S) kernel and (S, S - 1) stick parameters per action) is refused before any work."""
     def limit():
         resource.setrlimit(resource.RLIMIT_AS, (6 * 2**30, 6 * 2**30))
 
     env = {k: v for k, v in os.environ.items() if k != "CORRPRIORS_MEMORY_LIMIT"}
-    proc = subprocess.run([sys.executable, "-m", "corrpriors", "sysid", "FrozenLake-v1", "--quick", "--env-kwargs",
-                           big_lake(200), "--out", str(tmp_path)], capture_output=True, text=True, timeout=300,
-                          preexec_fn=limit, env=env)
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    assert "47.7 GiB per dense (S, A, S) table" in proc.stderr and "RLIMIT_AS" in proc.stderr
-    assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1
+    script = ("import json, sys, dataclasses\n"
+              "from corrpriors.experiments.gym_sysid import SysIdExperiment\n"
+              "exp = SysIdExperiment('FrozenLake-v1', sys.argv[1])\n"
+              "print(exp.n_states, exp._sparse_model)\n"
+              "cfg = exp.quick_config()\n"
+              "exp.check_config(dataclasses.replace(cfg, methods=('pg', 'dirichlet_sparse', 'dirichlet_uniform')))\n"
+              "print('pg fits')\n"
+              "exp.check_config(cfg)\n")
+    proc = subprocess.run([sys.executable, "-c", script, big_lake(200)], capture_output=True, text=True,
+                          timeout=600, preexec_fn=limit, env=env)
+    assert proc.stdout.splitlines()[:2] == ["40000 True", "pg fits"], proc.stdout + proc.stderr[-2000:]
+    assert "MemoryEstimateError: a seed of sysid on FrozenLake-v1" in proc.stderr, proc.stderr[-2000:]
+    assert "methods pg, pg_absolute" in proc.stderr and "GiB, more than the 6.0 GiB" in proc.stderr
+    assert "RLIMIT_AS" in proc.stderr and "MemoryError" not in proc.stderr.replace("MemoryEstimateError", "")
+
+
+def test_sysid_runs_where_the_model_and_the_beliefs_are_sparse():
+    """46 x 46 (2,116 states): a sparse model and sparse belief tables (their Hellinger distance is read
+    on the truth's support; main's run_seed raised TypeError on BackgroundTransitions)."""
+    from corrpriors.experiments import gym_sysid
+
+    exp = gym_sysid.SysIdExperiment("FrozenLake-v1", big_lake(46))
+    assert exp._sparse_model
+    cfg = dataclasses.replace(exp.quick_config(), methods=("dirichlet_sparse",), transitions=(200,))
+    exp.check_config(cfg)
+    result = gym_sysid.run_seed(cfg, rng=np.random.default_rng(0))
+    error = result.curves["hellinger"]["dirichlet_sparse"]
+    assert error.shape == (1,) and 0.5 < error[0] < 1.0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n, method", [(10, "pg_absolute"), (20, "pg"), (46, "dirichlet_sparse")])
+def test_the_run_estimate_covers_what_a_seed_allocates(n, method):
+    """The estimate against tracemalloc's peak of one seed (after a warm-up that imports everything):
+    dense storage with a dense prior (S = 100, K = 100; S = 400, K = 10) and sparse storage (2,116 states)."""
+    import tracemalloc
+
+    from corrpriors.experiments import gym_sysid
+    from corrpriors.experiments._gym_memory import run_memory
+
+    warm = gym_sysid.SysIdExperiment("FrozenLake-v1", big_lake(4))
+    gym_sysid.run_seed(dataclasses.replace(warm.quick_config(), methods=(method,), transitions=(50,)),
+                       rng=np.random.default_rng(0))
+    exp = gym_sysid.SysIdExperiment("FrozenLake-v1", big_lake(n))
+    cfg = dataclasses.replace(exp.quick_config(), methods=(method,), transitions=(1000,))
+    tracemalloc.start()
+    try:
+        gym_sysid.run_seed(cfg, rng=np.random.default_rng(0))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    estimate = run_memory(exp.n_states, exp.n_actions, exp._n_dims, (method,), model_bytes=exp._model_bytes,
+                          entries=exp._listed, radius=cfg.radius, prior=cfg.prior, observed=1000)
+    assert peak <= estimate <= 8 * peak, (peak / 2**20, estimate / 2**20)
 
 
 def test_the_memory_budget_is_the_smallest_limit(monkeypatch):
@@ -309,7 +374,8 @@ def _lake():
     (lambda u: u.P[0].__setitem__(0, [(1.0, None, 0.0, False)]),
      r"env.unwrapped.P\[0\]\[0\]: next state None \(entry \(1.0, None, 0.0, False\)\) is not a state index "
      r"in \[0, 15\]"),
-    (lambda u: u.P[0].__setitem__(0, [(1.0, "3", 0.0, False)]), r"P\[0\]\[0\]: next state '3' \(entry .*\) is not a state index"),
+    (lambda u: u.P[0].__setitem__(0, [(1.0, "3", 0.0, False)]),
+     r"P\[0\]\[0\]: next state '3' \(entry .*\) is not a state index"),
     (lambda u: u.P[0].__setitem__(0, [(1.0, 2.5, 0.0, False)]), r"next state 2.5 .* is not a state index"),
     (lambda u: u.P[0].__setitem__(0, [("1", 1, 0.0, False)]), r"P\[0\]\[0\]: the probability '1' .* is not a number"),
     (lambda u: u.P[0].__setitem__(0, [(1.0, 1, None, False)]), r"P\[0\]\[0\]: the reward None .* is not a number"),

@@ -25,6 +25,17 @@ from typing import Any
 import numpy as np
 
 from ..mdp._sparse import transition_entries, transition_reward_values
+from ._gym_memory import (
+    LOAD_TABLES,
+    RUN_TABLES,
+    check_dense_tables,
+    check_load_memory,
+    dense_table_bytes,
+    listed_entries,
+    run_memory,
+    scoring_memory,
+    table_bytes,
+)
 
 #: Keyword arguments shown in full in titles up to this length; longer values are summarised.
 _SHORT = 24
@@ -133,8 +144,7 @@ def load_env(env_id: str, env_kwargs: str | Mapping | None = None) -> tuple[Any,
                          f"{type(exc).__name__}: {_one_line(exc)}") from None
     try:
         info = _envs.env_info(env)
-        check_dense_tables(info.n_states, info.n_actions, LOAD_TABLES, f"reading {env_id}'s model",
-                           "use a smaller map or state space")
+        check_load_memory(env, info.n_states, info.n_actions, f"reading {env_id}'s model")
         mdp = _envs.from_gymnasium(env)
     except TypeError as exc:
         env.close()
@@ -180,47 +190,6 @@ def _one_line(exc: BaseException) -> str:
 # ----------------------------------------------------------------------------- sizes
 
 
-#: Dense (S, A, S) float64 tables alive at once while :func:`corrpriors.envs.from_gymnasium`
-#: reads a toy-text table (P, the summed rewards, r and the fill-in temporaries; the two
-#: boolean tables count as a quarter). Relax here when the adapter reads big tables sparsely.
-LOAD_TABLES = 5.0
-#: ... while a run holds the model (P, r) and fits a Dirichlet or correlated belief (counts, the
-#: posterior mean and its temporaries).
-RUN_TABLES = 6.0
-
-
-def dense_table_bytes(n_states: int, n_actions: int, n_tables: float = 1.0) -> float:
-    """Bytes of ``n_tables`` dense float64 tables of shape (S, A, S)."""
-    return 8.0 * n_tables * float(n_states) * n_actions * n_states
-
-
-def check_dense_tables(n_states: int, n_actions: int, n_tables: float, what: str, alternative: str) -> None:
-    """Refuse dense (S, A, S) tables that cannot fit, before allocating them (a ``MemoryEstimateError``).
-
-    The one size check of the Gymnasium commands: the message gives the size of one table, the
-    estimate and ``alternative``.
-    """
-    from .._memory import check_memory, format_bytes
-
-    one = dense_table_bytes(n_states, n_actions)
-    check_memory(dense_table_bytes(n_states, n_actions, n_tables),
-                 f"{what} ({n_states:,} states, {n_actions} actions: {format_bytes(one)} per dense (S, A, S) "
-                 f"table, about {n_tables:g} at once)", alternative)
-
-
-def run_memory(n_states: int, n_actions: int, n_dims: int, methods: tuple, samples: int = 0) -> float:
-    """Bytes a seed holds at its peak: the model, a belief and ``samples`` posterior draws.
-
-    The correlated methods (``pg...``) add their (S, S) category map, the (S, S, D) displacements
-    it is built from and, with a dense prior, the (S, S) kernel; the draws are dense (S, A, S) models.
-    """
-    S, A = n_states, n_actions
-    need = dense_table_bytes(S, A, RUN_TABLES + samples)
-    if any(m.startswith("pg") for m in methods):
-        need += 8.0 * S * S * (n_dims + 3)
-    return need
-
-
 # ----------------------------------------------------------------------------- one environment, one table
 
 
@@ -232,16 +201,24 @@ def table_digest(mdp: Any) -> str:
     h = hashlib.sha256()
     for name, value in (("P", mdp.transitions), ("r", mdp.rewards), ("terminal", mdp.terminal)):
         h.update(name.encode())
-        if value is None:
-            h.update(b"none")
-            continue
-        parts = ([value.indptr, value.indices, value.data] if hasattr(value, "indptr")
-                 else [np.asarray(value)])   # a sparse table by its CSR arrays
-        for arr in parts:
+        for arr in _table_arrays(value):
             arr = np.ascontiguousarray(arr)
             h.update(f"{arr.dtype.str}{arr.shape}".encode())
             h.update(arr.tobytes())
     return h.hexdigest()[:16]
+
+
+def _table_arrays(value: Any) -> list[np.ndarray]:
+    """The arrays that define a dense or sparse table (the form is part of the digest: it follows the size)."""
+    if value is None:
+        return [np.zeros(0, dtype=np.bool_)]
+    matrix = getattr(value, "matrix", None)            # SparseTransitions: its CSR (S A, S) matrix
+    if matrix is not None and hasattr(matrix, "indptr"):
+        return [np.asarray(matrix.indptr), np.asarray(matrix.indices), np.asarray(matrix.data)]
+    if hasattr(value, "fallback"):                     # SparseTransitionRewards: listed values + rules
+        return [np.asarray(getattr(value, name)) for name in
+                ("indptr", "indices", "values", "arrival", "arrival_known", "fallback", "inert")]
+    return [np.asarray(value)]
 
 
 def _map_hint(env: Any) -> str:
@@ -655,6 +632,12 @@ class GymExperiment:
         self.env_kwargs = canonical_kwargs(kwargs)
         self.env_digest = digest
         self.n_states, self.n_actions = mdp.n_states, mdp.n_actions
+        self._model_bytes = sum(table_bytes(v) for v in (mdp.transitions, mdp.rewards))
+        self._sparse_model = bool(mdp.is_sparse)
+        self._model_entries = (int(mdp.transitions.nnz) if mdp.is_sparse
+                               else self.n_states * self.n_actions * self.n_states)
+        table = getattr(env.unwrapped, "P", None)
+        self._listed = None if table is None else listed_entries(table, self.n_states, self.n_actions)
         self.NAME = f"{self.KIND}-{file_safe(env_id)}"
         self.ENVIRONMENT = env_label(env_id, kwargs)
         self.Config = config_class(self.BASE_CONFIG, env_id, self.env_kwargs, digest)
@@ -680,15 +663,27 @@ class GymExperiment:
             raise ValueError(f"env_digest: {self.env_id}'s table has the digest {self.env_digest}; got "
                              f"{config.env_digest!r} (the digest is read from the environment, not set)")
 
-    def check_run_memory(self, config: Any, samples: int = 0, extra: float = 0.0) -> None:
-        """Refuse a configuration whose seeds would not fit in memory (:func:`run_memory` plus ``extra`` bytes)."""
+    def check_run_memory(self, config: Any, samples: int = 0, observed: int = 0, scorings: int = 0) -> None:
+        """Refuse a configuration whose seeds would not fit in memory, before any work.
+
+        :func:`~corrpriors.experiments._gym_memory.run_memory` of the model as built (dense or
+        sparse), the largest belief with ``samples`` posterior draws and ``observed`` transitions,
+        plus :func:`~corrpriors.experiments._gym_memory.scoring_memory` of ``scorings`` greedy policies.
+        """
         from .._memory import check_memory
 
-        need = run_memory(self.n_states, self.n_actions, self._n_dims, tuple(config.methods), samples) + extra
+        scales = np.atleast_1d(config.lengthscale).size
+        need = run_memory(self.n_states, self.n_actions, self._n_dims, tuple(config.methods), samples,
+                          model_bytes=self._model_bytes, entries=self._listed, radius=int(config.radius),
+                          prior=str(config.prior), n_scales=int(scales), observed=int(observed))
+        if scorings:
+            need += scoring_memory(self.n_states, self.n_actions, scorings, sparse_model=self._sparse_model,
+                                   model_entries=self._model_entries)
         check_memory(need, f"a seed of {self.KIND} on {self.ENVIRONMENT} ({self.n_states:,} states, "
                            f"{self.n_actions} actions; methods {', '.join(config.methods)})",
                      "use a smaller state space" + (", fewer --samples" if samples else "")
-                     + (", a larger --eval-every" if extra else "") + " or the Dirichlet methods only")
+                     + (", a larger --eval-every" if scorings else "") + " or other methods (the Dirichlet "
+                     "beliefs and pg need no (S, S) arrays above 2,000 states; pg_absolute does)")
 
 
 def check_methods(methods: Any, known: tuple) -> None:

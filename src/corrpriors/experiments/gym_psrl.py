@@ -328,9 +328,8 @@ class PSRLExperiment(GymExperiment):
         check_model_settings(config, self._coordinates)
         check_correlated(self._coordinates, tuple(config.methods), self.env_id)
         sampling = any(m.endswith("_sampling") for m in config.methods)
-        scorings = int(config.steps) // int(config.eval_every) + 1   # horizon_stats: (E, S, S) and (E, S, A)
-        self.check_run_memory(config, samples=int(config.n_samples) if sampling else 0,
-                              extra=8.0 * scorings * self.n_states * (2 * self.n_states + self.n_actions))
+        self.check_run_memory(config, samples=int(config.n_samples) if sampling else 0, observed=int(config.steps),
+                              scorings=int(config.steps) // int(config.eval_every) + 1)   # horizon_stats
 
     def summarise_extra(self, config: Any, results: Mapping[int, SeedResult], metrics: dict) -> dict:
         """Per method: the step from which the greedy policy stays optimal (per seed), final scores, cost."""

@@ -119,6 +119,17 @@ class SysIdConfig(GymConfig):
     other_pooling: float = 1.0
 
 
+def _hellinger(truth: Any, mean: Any) -> np.ndarray:
+    """Hellinger distance per (s, a), ndarray of shape (S, A): a belief's sparse table (2,000 states
+    on) reads itself on the truth's support; dense or ``mdp.SparseTransitions`` tables by ``hellinger``.
+    """
+    from ..mdp import hellinger
+
+    if hasattr(mean, "hellinger_to"):
+        return np.asarray(mean.hellinger_to(truth))
+    return np.asarray(hellinger(truth, mean))
+
+
 def run_seed(config: SysIdConfig, *, rng: np.random.Generator) -> SeedResult:
     """Hellinger error of every method at every T for one random exploration.
 
@@ -128,7 +139,6 @@ def run_seed(config: SysIdConfig, *, rng: np.random.Generator) -> SeedResult:
     ``episodes`` (episodes begun, shape (1,)) and ``rows`` (the states scored, shape (R,)).
     """
     from ..envs import random_exploration, reachable_states
-    from ..mdp import hellinger
 
     env, mdp = load_configured_env(config)
     ts = [int(t) for t in config.transitions]
@@ -145,7 +155,7 @@ def run_seed(config: SysIdConfig, *, rng: np.random.Generator) -> SeedResult:
         for i, T in enumerate(ts):
             belief.update(data.states[done:T], data.actions[done:T], data.next_states[done:T])
             done = T
-            errors[i] = float(hellinger(mdp.transitions, belief.mean())[rows].mean())   # dense or sparse truth
+            errors[i] = float(_hellinger(mdp.transitions, belief.mean())[rows].mean())
             if hasattr(belief, "scale_"):
                 scales[i] = float(np.exp(np.mean(np.log(belief.scale_))))
         extras["cpu_seconds"][method] = np.array([time.process_time() - cpu])
@@ -202,7 +212,7 @@ class SysIdExperiment(GymExperiment):
         check_methods(config.methods, METHODS)
         check_model_settings(config, self._coordinates)
         check_correlated(self._coordinates, tuple(config.methods), self.env_id)
-        self.check_run_memory(config)
+        self.check_run_memory(config, observed=max(int(t) for t in config.transitions))
 
     def summarise_extra(self, config: Any, results: Mapping[int, SeedResult], metrics: dict) -> dict:
         """Summarise the best method at every T, the error ratios to pg and the CPU time per method."""

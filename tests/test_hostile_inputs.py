@@ -305,7 +305,7 @@ def test_the_200_by_200_map_of_the_issue_builds_sparse_and_only_the_quadratic_me
                           timeout=600, preexec_fn=limit, env=env)
     assert proc.stdout.splitlines()[:2] == ["40000 True", "pg fits"], proc.stdout + proc.stderr[-2000:]
     assert "MemoryEstimateError: a seed of sysid on FrozenLake-v1" in proc.stderr, proc.stderr[-2000:]
-    assert "methods pg, pg_absolute" in proc.stderr and "GiB, more than the 6.0 GiB" in proc.stderr
+    assert "methods pg, pg_absolute" in proc.stderr and "TiB, more than the 6.0 GiB" in proc.stderr
     assert "RLIMIT_AS" in proc.stderr and "MemoryError" not in proc.stderr.replace("MemoryEstimateError", "")
 
 

@@ -64,7 +64,7 @@ def test_prediction_needs_coordinates_and_a_common_mean():
     with pytest.raises(ValueError, match="new_covariates: prediction needs a model built on a kernel"):
         plain.predict_probs(x_new)
     m = CorrelatedMultinomial(SquaredExponential(2.0).bind(coords=x)).fit(counts)
-    with pytest.raises(ValueError, match=r"new_covariates: expected shape \(\*, 2\)"):
+    with pytest.raises(ValueError, match=r"new_covariates: expected D=2 columns .* got shape \(3, 3\)"):
         m.predict_probs(np.ones((3, 3)))
     varying = CorrelatedMultinomial(SquaredExponential(2.0).bind(coords=x),
                                     mean=np.random.default_rng(0).normal(size=(15, 3))).fit(counts)

@@ -190,7 +190,7 @@ def test_taxi_unlisted_transitions_earn_the_step_reward():
     (TableEnv({0: {0: [(0.5, 0, 0.0, False), (0.4, 1, 0.0, False)]}, 1: {0: [(1.0, 1, 0, False)]}}),
      ValueError, r"P\[0\]\[0\]: probabilities must sum to 1, they sum to 0.9"),
     (TableEnv({0: {0: [(1.0, 2, 0.0, False)]}, 1: {0: [(1.0, 1, 0, False)]}}),
-     ValueError, r"next state 2 is not a state in \[0, 1\]"),
+     ValueError, r"next state 2 \(entry .*\) is not a state index in \[0, 1\]"),
     (TableEnv({0: {0: [(1.0, 1, 0.0)]}, 1: {0: [(1.0, 1, 0, False)]}}),
      ValueError, "expected entries"),
     (TableEnv({0: {}, 1: {0: [(1.0, 1, 0, False)]}}), ValueError, r"P\[0\]\[0\] is missing"),

@@ -182,9 +182,9 @@ def test_the_environment_is_part_of_the_configuration_and_survives_pickling():
     assert _config.run_folder_name(exp, config) != _config.run_folder_name(other, other.Config())
     with pytest.raises(ValueError, match="env_id, env_kwargs: this experiment is FrozenLake-v1"):
         exp.check_config(dataclasses.replace(config, env_id="Taxi-v4"))
-    with pytest.raises(ValueError, match="transitions: expected increasing positive integers"):
+    with pytest.raises(ValueError, match="transitions: expected increasing values"):
         exp.check_config(dataclasses.replace(config, transitions=(100, 50)))
-    with pytest.raises(ValueError, match="methods: unknown pg_sampling"):
+    with pytest.raises(ValueError, match="methods: unknown 'pg_sampling'; expected some of pg, "):
         exp.check_config(dataclasses.replace(config, methods=("pg_sampling",)))
 
 

@@ -99,12 +99,16 @@ def test_report_is_valid_self_contained_and_complete(tmp_path, capsys):
     assert page.count("data:image/png;base64,") == 4
     # every metric table with every x value; claims with their seed counts and status; the configuration
     assert page.count("is better): mean ± std over seeds</h3>") == 4
-    assert "Claim checks (2 seed(s); indicative (2 seeds, quick settings; see README" in page
-    assert "Claim checks (4 seed(s); indicative (4 seeds, custom settings;" in page
-    assert "met (indicative)" in page and "a beats b" in page
-    assert '<td class="text">noise</td><td class="text">0.2</td><td class="text">set with --set</td>' in page
-    assert ('<td class="text">lengthscale</td><td class="text">3.0</td>'
-            '<td class="text">given as 0.0, resolved</td>') in page
+    assert page.count("<h3>Claim checks</h3>") == 2
+    assert "Verdicts are indicative: 2 seeds at quick settings;" in page
+    assert "Verdicts are indicative: 4 seeds at custom settings;" in page
+    assert '<span class="met">met</span> <span class="scale indicative">indicative</span>' in page
+    assert "a beats b" in page
+    assert ('<td class="text"><code>noise</code></td><td class="text value">0.2</td>'
+            '<td class="text">set with --set</td>') in page
+    assert ('<td class="text"><code>lengthscale</code></td><td class="text value">3.0</td>'
+            '<td class="text">chosen automatically by the run</td>') in page
+    assert "given as" not in page
 
 
 def test_report_of_a_folder_without_results_is_an_error(tmp_path, capsys):

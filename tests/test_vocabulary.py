@@ -278,7 +278,7 @@ def test_an_old_metrics_json_is_migrated_for_the_report(tmp_path):
     folder = tmp_path / "system-id" / "quick-0"
     folder.mkdir(parents=True)
     (folder / "metrics.json").write_text(json.dumps(old))
-    page = write_report(tmp_path)[0].read_text()
+    page = write_report(tmp_path).path.read_text()
     assert "pg_absolute" in page and "old method names" in page
     assert page.count("pg_offset") == 1        # only in the note that says how the old names were read
 

@@ -1,4 +1,8 @@
-"""How much memory this process may still allocate, for size checks before big allocations.
+"""How much memory this process may use, for size checks before big allocations.
+
+:func:`available_memory` is what is free now (the fit command); :func:`memory_budget` the most this
+process may use (``ulimit -v``, the physical memory, ``CORRPRIORS_MEMORY_LIMIT``), which
+:func:`check_memory` compares with an estimate (the Gymnasium commands, category maps).
 
 A command that is about to build arrays whose size grows with the square of its input (a
 dense C x C covariance) compares its estimate with :func:`available_memory` first and refuses
@@ -9,7 +13,9 @@ by the kernel, taking neighbours on a shared machine down with it).
 from __future__ import annotations
 
 import os
+import re
 
+_SUFFIX = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 _UNITS = ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
 
 
@@ -89,4 +95,66 @@ def available_memory() -> int | None:
     return _physical_memory()
 
 
-__all__ = ["available_memory", "format_bytes"]
+class MemoryEstimateError(ValueError):
+    """A step would need more memory than this process may use; ``str(exc)`` is one line."""
+
+
+def parse_size(text: str) -> int:
+    """``"6G"`` -> 6 GiB in bytes; a plain number is bytes.
+
+    Raises
+    ------
+    ValueError
+        Not a positive size.
+    """
+    found = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]?)(?:i?B)?\s*", str(text), flags=re.IGNORECASE)
+    if not found or float(found.group(1)) <= 0:
+        raise ValueError(f"CORRPRIORS_MEMORY_LIMIT: expected a size such as 6G or 500M, got {text!r}")
+    return int(float(found.group(1)) * _SUFFIX[found.group(2).upper()])
+
+
+def memory_budget() -> tuple[int, str]:
+    """The bytes this process may use and where that limit comes from."""
+    limits: list[tuple[int, str]] = []
+    try:
+        import resource
+
+        for name in ("RLIMIT_AS", "RLIMIT_DATA"):
+            soft = resource.getrlimit(getattr(resource, name))[0]
+            if soft not in (resource.RLIM_INFINITY, -1) and soft > 0:
+                limits.append((int(soft), f"the process limit {name}"))
+    except (ImportError, AttributeError, OSError, ValueError):  # pragma: no cover - not POSIX
+        pass
+    try:
+        physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        if physical > 0:
+            limits.append((int(physical), "the physical memory"))
+    except (AttributeError, OSError, ValueError):  # pragma: no cover - not POSIX
+        pass
+    text = os.environ.get("CORRPRIORS_MEMORY_LIMIT")
+    if text:
+        limits.append((parse_size(text), "CORRPRIORS_MEMORY_LIMIT"))
+    return min(limits) if limits else (2**62, "no known limit")
+
+
+def check_memory(needed: float, what: str, alternative: str) -> None:
+    """Raise :class:`MemoryEstimateError` if ``needed`` bytes exceed :func:`memory_budget`.
+
+    Parameters
+    ----------
+    needed : float
+        The estimate, in bytes.
+    what : str
+        What would be allocated, e.g. ``"FrozenLake-v1 (40,000 states, 4 actions): the dense
+        (S, A, S) tables"``.
+    alternative : str
+        What to do instead (a smaller map, the sparse prior, fewer samples).
+    """
+    budget, source = memory_budget()
+    if needed > budget:
+        raise MemoryEstimateError(f"{what} would need about {format_bytes(needed)}, more than the "
+                                  f"{format_bytes(budget)} this process may use ({source}); {alternative}")
+
+
+__all__ = ["MemoryEstimateError", "available_memory", "check_memory", "format_bytes", "memory_budget",
+           "parse_size"]

@@ -45,6 +45,9 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, kind: str, seeds: int 
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="set any other setting, e.g. --set lengthscale=3 or --set alpha_sparse=0.01 "
                              "(repeatable; checked against the setting's type; recorded in metrics.json)")
+    parser.add_argument("--list-settings", action="store_true",
+                        help="print every setting of the environment's experiment (--set KEY=VALUE) with its "
+                             "default and valid range, and exit")
     parser.add_argument("--out", default="results", metavar="DIR",
                         help=f"output directory (default: ./results); results go to "
                              f"DIR/{kind}-<ENV_ID>/<settings>-<hash>/")
@@ -60,7 +63,12 @@ def run_command(experiment_class: Any, args: argparse.Namespace, options: dict[s
     t_start = time.perf_counter()
     prog = f"corrpriors {experiment_class.KIND}"
     try:
-        experiment = experiment_class(args.env_id, args.env_kwargs)
+        experiment = _make_experiment(experiment_class, args, prog)
+        if args.list_settings:
+            from ..runner._ranges import describe_ranges
+
+            print("\n".join(describe_ranges(experiment, experiment.quick_config() if args.quick else None)))
+            return 0
         seeds = parse_seeds(args.seeds) if args.seeds is not None else None
         overrides: dict[str, Any] = _config.parse_assignments(args.overrides)
         for key, value in options.items():
@@ -79,6 +87,23 @@ def run_command(experiment_class: Any, args: argparse.Namespace, options: dict[s
         print("stopped; no seed was running; nothing to resume", file=sys.stderr)
         return 130
     return execute_plans([plan], ExecutionOptions.from_namespace(args), 0, t_start, prog=prog)
+
+
+def _make_experiment(experiment_class: Any, args: argparse.Namespace, prog: str) -> Any:
+    """Build the environment's experiment; its warnings (a keyword argument of an unexpected type) go to stderr."""
+    import warnings
+
+    from ..exceptions import EnvironmentWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", EnvironmentWarning)
+        experiment = experiment_class(args.env_id, args.env_kwargs)
+    for w in caught:
+        if issubclass(w.category, EnvironmentWarning):
+            print(f"{prog}: warning: {w.message}", file=sys.stderr)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return experiment
 
 
 __all__ = ["add_run_arguments", "run_command"]

@@ -47,6 +47,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="results", help="output directory DIR (default: ./results)")
     add_execution_arguments(parser)
     parser.add_argument("--list", action="store_true", help="list the experiments and whether they are available")
+    parser.add_argument("--list-settings", action="store_true",
+                        help="print every setting of experiment NAME (--set KEY=VALUE) with its default (the "
+                             "quick value with --quick) and valid range, and exit")
 
 
 def _list() -> int:
@@ -55,6 +58,21 @@ def _list() -> int:
             print(f"{name:15s} unavailable: {entry}")
         else:
             print(f"{name:15s} {entry.DESCRIPTION} (paper seeds {entry.PAPER_SEEDS}, quick seeds {entry.QUICK_SEEDS})")
+    return 0
+
+
+def _list_settings(args: argparse.Namespace) -> int:
+    from ..runner._ranges import describe_ranges
+
+    if args.name == "all" or args.name not in experiment_names():
+        error(PROG, f"--list-settings needs one experiment NAME: {', '.join(experiment_names())}")
+        return 2
+    try:
+        experiment = get_experiment(args.name)
+    except ExperimentUnavailable as exc:
+        error(PROG, f"{args.name}: unavailable ({exc})")
+        return 1
+    print("\n".join(describe_ranges(experiment, experiment.quick_config() if args.quick else None)))
     return 0
 
 
@@ -71,6 +89,8 @@ def run(args: argparse.Namespace) -> int:
     """Run the experiments named in ``args``; return the exit code (see the module docstring)."""
     if args.list:
         return _list()
+    if args.list_settings:
+        return _list_settings(args)
     try:
         return _run(args)
     except KeyboardInterrupt:  # outside a seed loop (planning, imports): nothing was half-written

@@ -11,7 +11,7 @@ from .._random import as_generator
 from .._repr import estimator_repr
 from .._threads import blas_threads
 from .._typing import FloatArray, SeedLike
-from .._validation import check_array, check_counts, check_covariance, check_positive, check_shape
+from .._validation import check_array, check_counts, check_covariance, check_points, check_positive, check_shape
 from ..exceptions import ConvergenceWarning
 from .cavi import CAVIOptions, run_cavi
 from .fixed_point import FixedPointOptions, stall_advice
@@ -563,8 +563,7 @@ class CorrelatedMultinomial:
                              "coordinates (kernel.bind(coords=...)); this model's prior is a "
                              "plain matrix (or a distance-bound kernel), whose covariance with "
                              "new covariates is unknown")
-        x_new = check_array(new_covariates, "new_covariates", ndim=2)
-        check_shape(x_new, (None, coords.shape[1]), "new_covariates")
+        x_new = check_points(new_covariates, "new_covariates", n_dims=coords.shape[1])
         km1 = res.psi_mean.shape[1]
         mu_new = self._mean_at(x_new.shape[0], km1, new_mean)
         cross = np.asarray(kernel.kernel(coords, x_new), dtype=np.float64)       # (C, M)

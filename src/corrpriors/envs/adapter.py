@@ -324,6 +324,28 @@ def env_info(env: Any, *, features: Callable[[int], Any] | Any = None) -> EnvInf
 # --------------------------------------------------------------------------------------
 # The exact model
 # --------------------------------------------------------------------------------------
+def _entry(entry: Any, s: int, a: int, S: int) -> tuple[float, int, float, bool]:
+    """One checked entry ``(prob, next_state, reward, terminated)`` of ``P[s][a]``; each message names the field."""
+    where = f"env.unwrapped.P[{s}][{a}]"
+    prob, s2, reward, done = entry
+    if isinstance(s2, (bool, np.bool_)) or not isinstance(s2, (int, np.integer, float, np.floating)) \
+            or not np.isfinite(s2) or int(s2) != s2 or not 0 <= int(s2) < S:
+        raise ValueError(f"{where}: next state {s2!r} (entry {entry!r}) is not a state index in [0, {S - 1}]")
+    values = []
+    for name, value in (("probability", prob), ("reward", reward)):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise ValueError(f"{where}: the {name} {value!r} (entry {entry!r}) is not a number")
+        values.append(float(value))
+    p, r = values
+    if not (np.isfinite(p) and p >= 0):
+        raise ValueError(f"{where}: expected a probability >= 0, got {prob!r} (entry {entry!r})")
+    if not np.isfinite(r):
+        raise ValueError(f"{where}: expected a finite reward, got {reward!r} (entry {entry!r})")
+    if not isinstance(done, (bool, np.bool_, int, np.integer)):
+        raise ValueError(f"{where}: expected terminated to be true or false, got {done!r} (entry {entry!r})")
+    return p, int(s2), r, bool(done)
+
+
 def _listed(table: Any, S: int, A: int, flat: Any = None
             ) -> Iterator[tuple[int, int, list[tuple[float, int, float, bool]]]]:
     """Every (s, a) of a toy-text table with its validated entries (prob, next_state, reward,
@@ -341,21 +363,17 @@ def _listed(table: Any, S: int, A: int, flat: Any = None
             except (KeyError, IndexError, TypeError):
                 raise ValueError(f"env.unwrapped.P: expected P[s][a] for every state s < {S} and "
                                  f"action a < {A}; P[{s}][{a}] is missing") from None
+            if isinstance(entries, (str, bytes)) or not hasattr(entries, "__iter__"):
+                raise ValueError(f"env.unwrapped.P[{s}][{a}]: expected a list of entries (prob, next_state, "
+                                 f"reward, terminated), got {entries!r}")
             out = []
             for entry in entries:
-                if len(entry) != 4:
+                if isinstance(entry, (str, bytes)) or not hasattr(entry, "__len__") or len(entry) != 4:
                     raise ValueError(f"env.unwrapped.P[{s}][{a}]: expected entries (prob, "
                                      f"next_state, reward, terminated), got {entry!r}")
-                p, s2, r, done = float(entry[0]), entry[1], float(entry[2]), bool(entry[3])
-                if flat is not None and np.ndim(s2) == 1:
-                    s2 = flat.observation(s2)
-                if int(s2) != s2 or not 0 <= int(s2) < S:
-                    raise ValueError(f"env.unwrapped.P[{s}][{a}]: next state {s2!r} is not a state "
-                                     f"in [0, {S - 1}]")
-                if not (np.isfinite(p) and p >= 0 and np.isfinite(r)):
-                    raise ValueError(f"env.unwrapped.P[{s}][{a}]: expected a probability >= 0 and "
-                                     f"a finite reward, got {entry!r}")
-                out.append((p, int(s2), r, done))
+                if flat is not None and np.ndim(entry[1]) == 1:   # a tuple observation
+                    entry = (entry[0], flat.observation(entry[1]), *tuple(entry)[2:])
+                out.append(_entry(entry, s, a, S))
             yield s, a, out
 
 

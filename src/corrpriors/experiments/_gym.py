@@ -14,6 +14,7 @@ cannot silently change it. Results go to ``OUT/<kind>-<env id>/<settings>-<hash>
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import importlib
 import json
 import re
@@ -24,6 +25,17 @@ from typing import Any
 import numpy as np
 
 from ..mdp._sparse import transition_entries, transition_reward_values
+from ._gym_memory import (
+    LOAD_TABLES,
+    RUN_TABLES,
+    check_dense_tables,
+    check_load_memory,
+    dense_table_bytes,
+    listed_entries,
+    run_memory,
+    scoring_memory,
+    table_bytes,
+)
 
 #: Keyword arguments shown in full in titles up to this length; longer values are summarised.
 _SHORT = 24
@@ -141,9 +153,9 @@ def load_env(env_id: str, env_kwargs: str | Mapping | None = None,
     import gymnasium
 
     from .. import envs as _envs  # registers corrpriors/... ids
+    from .._memory import MemoryEstimateError
 
-    if not isinstance(env_id, str) or not env_id.strip():
-        raise ValueError(f"ENV_ID: expected a registered Gymnasium id such as FrozenLake-v1, got {env_id!r}")
+    check_env_id(env_id)
     kwargs = parse_env_kwargs(env_kwargs)
     try:
         env = gymnasium.make(env_id, **kwargs)
@@ -152,6 +164,8 @@ def load_env(env_id: str, env_kwargs: str | Mapping | None = None,
     except ImportError as exc:
         raise ValueError(f"ENV_ID: {env_id!r}: {_one_line(exc)}") from None
     except Exception as exc:  # the environment's constructor rejected the keyword arguments
+        if not kwargs:
+            raise ValueError(f"ENV_ID: {env_id} could not be made: {type(exc).__name__}: {_one_line(exc)}") from None
         raise ValueError(f"--env-kwargs: {env_id} could not be made with {canonical_kwargs(kwargs)}: "
                          f"{type(exc).__name__}: {_one_line(exc)}") from None
     coords = None
@@ -163,16 +177,187 @@ def load_env(env_id: str, env_kwargs: str | Mapping | None = None,
             raise ValueError(f"--features: {features}(env) failed: {type(exc).__name__}: "
                              f"{_one_line(exc)}") from None
     try:
+        info = _envs.env_info(env)
+        check_load_memory(env, info.n_states, info.n_actions, f"reading {env_id}'s model")
         mdp = _envs.from_gymnasium(env, features=coords)
     except TypeError as exc:
+        env.close()
         raise TypeError(f"ENV_ID: {env_id} is not tabular: {_one_line(exc)}") from None
+    except MemoryEstimateError:
+        env.close()
+        raise
     except ValueError as exc:
+        env.close()
         raise ValueError(f"ENV_ID: {env_id}: {_one_line(exc)}") from None
     return env, mdp
 
 
+#: A module name before the ``:`` of ``module:Id-v0`` (dotted Python identifiers).
+_MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
+
+def check_env_id(env_id: Any) -> None:
+    """Raise ``ValueError`` naming ENV_ID unless it is an id (``Name-v0``, ``ns/Name-v0``, ``module:Name-v0``).
+
+    The module of ``module:Name-v0`` must be a dotted Python module name and importable; a path
+    such as ``../../x:Foo-v0`` is refused here, not blamed on the keyword arguments.
+    """
+    if not isinstance(env_id, str) or not env_id.strip():
+        raise ValueError(f"ENV_ID: expected a registered Gymnasium id such as FrozenLake-v1, got {env_id!r}")
+    if ":" not in env_id:
+        return
+    module, _, name = env_id.partition(":")
+    if not _MODULE_RE.match(module) or ":" in name or not name:
+        raise ValueError(f"ENV_ID: {env_id!r}: expected module:Name-v0 with a Python module name (letters, "
+                         f"digits, '_' and '.') before the ':', got {module!r}")
+    try:
+        importlib.import_module(module)
+    except Exception as exc:  # noqa: BLE001 - any failure of the user's module is reported as such
+        raise ValueError(f"ENV_ID: {env_id!r}: the module {module!r} named before ':' cannot be imported "
+                         f"({type(exc).__name__}: {_one_line(exc)})") from None
+
+
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
+
+
+# ----------------------------------------------------------------------------- sizes
+
+
+# ----------------------------------------------------------------------------- one environment, one table
+
+
+def table_digest(mdp: Any) -> str:
+    """SHA-256 (first 16 hex digits) of the model's tables: P, the rewards and the terminal states.
+
+    Two builds of an environment describe the same dynamics exactly when their digests agree.
+    """
+    h = hashlib.sha256()
+    for name, value in (("P", mdp.transitions), ("r", mdp.rewards), ("terminal", mdp.terminal)):
+        h.update(name.encode())
+        for arr in _table_arrays(value):
+            arr = np.ascontiguousarray(arr)
+            h.update(f"{arr.dtype.str}{arr.shape}".encode())
+            h.update(arr.tobytes())
+    return h.hexdigest()[:16]
+
+
+def _table_arrays(value: Any) -> list[np.ndarray]:
+    """The arrays that define a dense or sparse table (the form is part of the digest: it follows the size)."""
+    if value is None:
+        return [np.zeros(0, dtype=np.bool_)]
+    matrix = getattr(value, "matrix", None)            # SparseTransitions: its CSR (S A, S) matrix
+    if matrix is not None and hasattr(matrix, "indptr"):
+        return [np.asarray(matrix.indptr), np.asarray(matrix.indices), np.asarray(matrix.data)]
+    if hasattr(value, "fallback"):                     # SparseTransitionRewards: listed values + rules
+        return [np.asarray(getattr(value, name)) for name in
+                ("indptr", "indices", "values", "arrival", "arrival_known", "fallback", "inert")]
+    return [np.asarray(value)]
+
+
+def _map_hint(env: Any) -> str:
+    desc = getattr(getattr(env, "unwrapped", env), "desc", None)
+    if desc is None:
+        return ""
+    try:
+        rows = ["".join(c.decode() if isinstance(c, bytes) else str(c) for c in row) for row in np.asarray(desc)]
+    except (TypeError, ValueError, UnicodeDecodeError):
+        return ""
+    text = json.dumps({"desc": rows}, separators=(",", ":"))
+    return f"; to keep one map, pass it, e.g. the map drawn this time: --env-kwargs '{text[:400]}'" + (
+        "..." if len(text) > 400 else "")
+
+
+def build_environment(env_id: str, env_kwargs: str | Mapping | None = None) -> tuple[Any, Any, str]:
+    """Make the environment twice and refuse if the two builds differ; return ``(env, mdp, digest)``.
+
+    Raises
+    ------
+    ValueError
+        The construction draws at random (FrozenLake with ``map_name`` null draws a new map each
+        time): seeds of one configuration would run on different environments. The message says
+        how to fix one map.
+    """
+    env, mdp = load_env(env_id, env_kwargs)
+    digest = table_digest(mdp)
+    again, mdp_again = load_env(env_id, env_kwargs)
+    other = table_digest(mdp_again)
+    again.close()
+    if other != digest:
+        hint = _map_hint(env)
+        env.close()
+        kwargs = canonical_kwargs(parse_env_kwargs(env_kwargs))
+        raise ValueError(f"ENV_ID, --env-kwargs: {env_id} with {kwargs} builds a different environment each "
+                         f"time (two builds gave tables {digest} and {other}): its constructor draws at random, "
+                         f"so seeds of one run would use different environments{hint}")
+    return env, mdp, digest
+
+
+def load_configured_env(config: Any) -> tuple[Any, Any]:
+    """Make ``config``'s environment for a seed and check that it is the planned one (its ``env_digest``).
+
+    Raises
+    ------
+    ValueError
+        The table built here differs from the one recorded in the configuration.
+    """
+    env, mdp = load_env(config.env_id, config.env_kwargs, getattr(config, "features", ""))
+    expected = getattr(config, "env_digest", "")
+    digest = table_digest(mdp)
+    if expected and digest != expected:
+        env.close()
+        raise ValueError(f"env_digest: {config.env_id} with {config.env_kwargs} built the table {digest} here, "
+                         f"not the planned {expected} (another Gymnasium version or a constructor that draws "
+                         "at random); this seed is not computed on another environment")
+    return env, mdp
+
+
+def kwargs_type_warnings(env: Any, env_id: str, kwargs: Mapping) -> list[str]:
+    """Say which keyword arguments have another type than the environment's default for them.
+
+    ``{"is_slippery": "no"}`` is a string where FrozenLake's default is a bool: the environment
+    takes it as given (a non-empty string is true), so the run would be slippery and labelled
+    ``is_slippery=no``. Defaults come from the registration and the constructor's signature;
+    ``None`` on either side, ints for floats and lists for tuples are not reported.
+    """
+    import inspect
+
+    defaults: dict[str, Any] = {}
+    try:
+        cls = type(env.unwrapped)
+        for name, param in inspect.signature(cls.__init__).parameters.items():
+            if param.default is not inspect.Parameter.empty:
+                defaults[name] = param.default
+    except (TypeError, ValueError):  # pragma: no cover - an uninspectable constructor
+        pass
+    spec = getattr(env, "spec", None)
+    registered = getattr(getattr(spec, "kwargs", None), "items", None)
+    if spec is not None and registered is not None:
+        try:
+            import gymnasium
+
+            defaults.update(gymnasium.spec(spec.id).kwargs)
+        except Exception:  # noqa: BLE001 - a spec that cannot be looked up again: signature defaults only
+            pass
+    out = []
+    for key, value in kwargs.items():
+        default = defaults.get(key)
+        if value is None or default is None or _same_kind(value, default):
+            continue
+        hint = " (use true or false)" if isinstance(default, bool) else ""
+        out.append(f"--env-kwargs: {key}={json.dumps(value)} is a {type(value).__name__} where {env_id}'s default "
+                   f"is the {type(default).__name__} {default!r}; the environment takes it as given{hint}")
+    return out
+
+
+def _same_kind(value: Any, default: Any) -> bool:
+    if isinstance(default, bool) or isinstance(value, bool):
+        return isinstance(value, bool) and isinstance(default, bool)
+    if isinstance(default, (int, float)):
+        return isinstance(value, (int, float)) and (isinstance(default, float) or isinstance(value, int))
+    if isinstance(default, (list, tuple)):
+        return isinstance(value, (list, tuple))
+    return isinstance(value, type(default))
 
 
 # ----------------------------------------------------------------------------- scores
@@ -349,32 +534,54 @@ def make_belief(model: str, mdp: Any, config: Any) -> Any:
         other_pooling=config.other_pooling, **layer)
 
 
-def check_model_settings(config: Any) -> None:
-    """Raise ``ValueError`` naming the first invalid model setting of ``config``."""
+def model_ranges() -> dict:
+    """The ranges of the belief settings ``sysid`` and ``psrl`` share (``RANGES`` of both)."""
     from ..applications.transitions import BOUNDARY_RULES
+    from ..runner._ranges import CONCENTRATION, LENGTHSCALE, Interval, Options, OptionsOrNumber, Text
 
-    for field in ("alpha_sparse", "alpha_uniform", "lengthscale"):
-        if not float(getattr(config, field)) > 0:
-            raise ValueError(f"{field}: expected a positive number, got {getattr(config, field)!r}")
-    if not 0 <= float(config.other_pooling) < np.inf:
-        raise ValueError(f"other_pooling: expected a finite number >= 0, got {config.other_pooling!r}")
-    positive_int(config, "radius")
-    if config.selection not in ("collapsed", "elbo", "em", "fixed"):
-        raise ValueError(f"selection: expected collapsed, elbo, em or fixed, got {config.selection!r}")
-    if config.prior not in ("auto", "dense", "gmrf"):
-        raise ValueError(f"prior: expected auto, dense or gmrf, got {config.prior!r}")
-    if config.boundary not in ("auto",) + BOUNDARY_RULES:
-        raise ValueError(f"boundary: expected auto, {', '.join(BOUNDARY_RULES)}, got {config.boundary!r}")
-    concentration = str(getattr(config, "concentration", "auto"))
-    if concentration not in ("auto", "none"):
-        try:
-            ok = float(concentration) > 0
-        except ValueError:
-            ok = False
-        if not ok:
-            raise ValueError(f"concentration: expected auto, none or a positive number, got {concentration!r}")
-    if getattr(config, "contamination", "auto") not in ("auto", "none"):
-        raise ValueError(f"contamination: expected auto or none, got {config.contamination!r}")
+    return {
+        "alpha_sparse": CONCENTRATION,
+        "alpha_uniform": CONCENTRATION,
+        "lengthscale": LENGTHSCALE,
+        "radius": Interval(int, 1, MAX_RADIUS, note="and at most the largest coordinate difference of two states"),
+        "selection": Options("collapsed", "elbo", "em", "fixed"),
+        "prior": Options("auto", "dense", "gmrf"),
+        "boundary": Options("auto", *BOUNDARY_RULES),
+        "other_pooling": Interval(float, 0.0, 1e6),
+        "concentration": OptionsOrNumber(("auto", "none"), CONCENTRATION),
+        "contamination": Options("auto", "none"),
+        "features": Text(max_len=500, note="module:function, or empty for the environment's coordinates"),
+    }
+
+
+def environment_ranges() -> dict:
+    """The ranges of ``env_id``, ``env_kwargs`` and ``env_digest`` (checked against the environment too)."""
+    from ..runner._ranges import Text
+
+    return {"env_id": Text(max_len=500, note="a registered Gymnasium id"),
+            "env_kwargs": Text(note="a JSON object"),
+            "env_digest": Text(max_len=64, note="read from the environment's table")}
+
+
+#: The largest window half-width of the relative encoding: (2 r + 1)^D categories.
+MAX_RADIUS = 100
+
+
+def check_model_settings(config: Any, coordinates: Any = None) -> None:
+    """Raise ``ValueError`` naming the first invalid model setting of ``config``.
+
+    Beyond :func:`model_ranges`, the relative encoding's ``radius`` must not exceed the largest
+    coordinate difference between two states (``coordinates``, ndarray of shape (S, D)): a
+    wider window only adds categories no transition can reach ((2 r + 1)^D of them).
+    """
+    for field, constraint in model_ranges().items():
+        constraint.check(getattr(config, field), field)
+    if coordinates is not None:
+        coords = np.asarray(coordinates, dtype=float)
+        span = int(np.ceil((coords.max(axis=0) - coords.min(axis=0)).max())) if coords.size else 0
+        if config.radius > max(span, 1):
+            raise ValueError(f"radius: expected at most {max(span, 1)} (the largest coordinate difference of two "
+                             f"states; a wider window only adds empty categories), got {config.radius}")
 
 
 def method_stream(rng: np.random.Generator, methods: tuple) -> dict[str, np.random.Generator]:
@@ -392,18 +599,19 @@ def method_stream(rng: np.random.Generator, methods: tuple) -> dict[str, np.rand
 _CONFIG_CLASSES: dict[tuple, type] = {}
 
 
-def config_class(base: type, env_id: str, env_kwargs: str) -> type:
-    """Return the ``Config`` of one environment: ``base`` with ``env_id`` and ``env_kwargs`` defaulting to it.
+def config_class(base: type, env_id: str, env_kwargs: str, env_digest: str = "") -> type:
+    """Return the ``Config`` of one environment: ``base`` with its id, keyword arguments and digest as defaults.
 
-    One class per (base, id, kwargs) in a process, so configurations compare equal after pickling.
+    One class per (base, id, kwargs, digest) in a process, so configurations compare equal after pickling.
     """
-    key = (base.__module__, base.__qualname__, env_id, env_kwargs)
+    key = (base.__module__, base.__qualname__, env_id, env_kwargs, env_digest)
     cls = _CONFIG_CLASSES.get(key)
     if cls is None:
         cls = dataclasses.make_dataclass(
             base.__name__,
             [("env_id", str, dataclasses.field(default=env_id)),
-             ("env_kwargs", str, dataclasses.field(default=env_kwargs))],
+             ("env_kwargs", str, dataclasses.field(default=env_kwargs)),
+             ("env_digest", str, dataclasses.field(default=env_digest))],
             bases=(base,), frozen=True)
         cls.__module__ = base.__module__
         cls.__doc__ = base.__doc__
@@ -413,7 +621,7 @@ def config_class(base: type, env_id: str, env_kwargs: str) -> type:
 
 def _rebuild_config(module: str, name: str, values: dict) -> Any:
     base = getattr(importlib.import_module(module), name)
-    return config_class(base, values["env_id"], values["env_kwargs"])(**values)
+    return config_class(base, values["env_id"], values["env_kwargs"], values.get("env_digest", ""))(**values)
 
 
 class GymConfig:
@@ -421,6 +629,7 @@ class GymConfig:
 
     env_id: str
     env_kwargs: str
+    env_digest: str
 
     def __reduce__(self) -> tuple:
         base = next(c for c in type(self).__mro__ if c.__dict__.get("_GYM_BASE"))
@@ -454,13 +663,27 @@ class GymExperiment:
     DEFAULT_LABEL = "default"
 
     def __init__(self, env_id: str, env_kwargs: str | Mapping | None = None) -> None:
+        import warnings
+
+        from ..exceptions import EnvironmentWarning
+
         kwargs = parse_env_kwargs(env_kwargs)
-        env, mdp = load_env(env_id, kwargs)
+        env, mdp, digest = build_environment(env_id, kwargs)
+        for message in kwargs_type_warnings(env, env_id, kwargs):
+            warnings.warn(message, EnvironmentWarning, stacklevel=2)
         self.env_id = env_id
         self.env_kwargs = canonical_kwargs(kwargs)
+        self.env_digest = digest
+        self.n_states, self.n_actions = mdp.n_states, mdp.n_actions
+        self._model_bytes = sum(table_bytes(v) for v in (mdp.transitions, mdp.rewards))
+        self._sparse_model = bool(mdp.is_sparse)
+        self._model_entries = (int(mdp.transitions.nnz) if mdp.is_sparse
+                               else self.n_states * self.n_actions * self.n_states)
+        table = getattr(env.unwrapped, "P", None)
+        self._listed = None if table is None else listed_entries(table, self.n_states, self.n_actions)
         self.NAME = f"{self.KIND}-{file_safe(env_id)}"
         self.ENVIRONMENT = env_label(env_id, kwargs)
-        self.Config = config_class(self.BASE_CONFIG, env_id, self.env_kwargs)
+        self.Config = config_class(self.BASE_CONFIG, env_id, self.env_kwargs, digest)
         self._coordinates = mdp.coordinates
         self._setup(env, mdp)
         env.close()
@@ -487,10 +710,37 @@ class GymExperiment:
         return f"{type(self).__name__}({self.env_id!r}, {self.env_kwargs!r})"
 
     def check_environment(self, config: Any) -> None:
-        """Raise ``ValueError`` if ``config`` names another environment than this experiment's."""
+        """Raise ``ValueError`` if ``config`` names another environment (or table) than this experiment's."""
         if (config.env_id, config.env_kwargs) != (self.env_id, self.env_kwargs):
             raise ValueError(f"env_id, env_kwargs: this experiment is {self.env_id} with {self.env_kwargs}; "
                              f"got {config.env_id} with {config.env_kwargs} (make another experiment instead)")
+        if config.env_digest != self.env_digest:
+            raise ValueError(f"env_digest: {self.env_id}'s table has the digest {self.env_digest}; got "
+                             f"{config.env_digest!r} (the digest is read from the environment, not set)")
+
+    def check_run_memory(self, config: Any, samples: int = 0, observed: int = 0, scorings: int = 0) -> None:
+        """Refuse a configuration whose seeds would not fit in memory, before any work.
+
+        :func:`~corrpriors.experiments._gym_memory.run_memory` of the model as built (dense or
+        sparse), the largest belief with ``samples`` posterior draws and ``observed`` transitions,
+        plus :func:`~corrpriors.experiments._gym_memory.scoring_memory` of ``scorings`` greedy policies.
+        """
+        from .._memory import check_memory
+
+        scales = np.atleast_1d(config.lengthscale).size
+        coords = self.coordinates(config)
+        n_dims = 0 if coords is None else int(np.asarray(coords).shape[1])
+        need = run_memory(self.n_states, self.n_actions, n_dims, tuple(config.methods), samples,
+                          model_bytes=self._model_bytes, entries=self._listed, radius=int(config.radius),
+                          prior=str(config.prior), n_scales=int(scales), observed=int(observed))
+        if scorings:
+            need += scoring_memory(self.n_states, self.n_actions, scorings, sparse_model=self._sparse_model,
+                                   model_entries=self._model_entries)
+        check_memory(need, f"a seed of {self.KIND} on {self.ENVIRONMENT} ({self.n_states:,} states, "
+                           f"{self.n_actions} actions; methods {', '.join(config.methods)})",
+                     "use a smaller state space" + (", fewer --samples" if samples else "")
+                     + (", a larger --eval-every" if scorings else "") + " or other methods (the Dirichlet "
+                     "beliefs and pg need no (S, S) arrays above 2,000 states; pg_absolute does)")
 
 
 def check_methods(methods: Any, known: tuple) -> None:
@@ -532,23 +782,36 @@ def positive_int(config: Any, *fields: str) -> None:
 
 
 __all__ = [
+    "LOAD_TABLES",
+    "MAX_RADIUS",
     "MODELS",
+    "RUN_TABLES",
     "GymConfig",
     "GymExperiment",
+    "build_environment",
     "canonical_kwargs",
+    "check_dense_tables",
+    "check_env_id",
     "check_correlated",
     "check_methods",
     "check_model_settings",
     "config_class",
+    "dense_table_bytes",
     "env_label",
+    "environment_ranges",
     "file_safe",
     "goal_states",
     "horizon_stats",
+    "kwargs_type_warnings",
+    "load_configured_env",
     "load_env",
     "make_belief",
     "method_stream",
+    "model_ranges",
     "panels_figure",
     "parse_env_kwargs",
     "positive_int",
     "return_is_success",
+    "run_memory",
+    "table_digest",
 ]

@@ -18,6 +18,17 @@ import numpy as np
 from .._format import num
 from ..applications.transitions import BOUNDARY_RULES
 from ..core.selection import CRITERIA
+from ..runner._ranges import (
+    CONCENTRATION,
+    DISCOUNT_OR_ENV,
+    ITERATIONS,
+    LENGTHSCALE_OR_AUTO,
+    TOLERANCE,
+    Boolean,
+    Each,
+    Interval,
+    Options,
+)
 from ..runner.protocol import Claim, SeedResult
 from ._shared import curve_stack
 
@@ -46,6 +57,23 @@ def split_method(method: str) -> tuple[str, str]:
     raise ValueError(f"method: expected one of {', '.join(METHODS)}, got {method!r}")
 
 
+def psrl_ranges(radius: Interval, lengthscale: Interval = LENGTHSCALE_OR_AUTO) -> dict:
+    """The ranges of the settings both PSRL experiments share (``radius``, ``lengthscale``: per environment)."""
+    return {
+        "methods": Each(Options(*METHODS), min_len=1, max_len=len(METHODS), distinct=True),
+        "alpha_uniform": CONCENTRATION,
+        "alpha_sparse": CONCENTRATION,
+        "lengthscale": lengthscale,
+        "radius": radius,
+        "boundary": Options(*BOUNDARY_RULES),
+        "learn_scale": Boolean(),
+        "selection": Options("", *NO_SELECTION, *CRITERIA),
+        "max_iter": ITERATIONS,
+        "tol": TOLERANCE,
+        "discount": DISCOUNT_OR_ENV,
+    }
+
+
 def check_methods(methods: Any) -> None:
     """Raise ``ValueError`` unless ``methods`` is a non-empty tuple of known policies."""
     if not isinstance(methods, (tuple, list)) or not methods:
@@ -67,9 +95,12 @@ def check_psrl_config(config: Any, counts: tuple[str, ...]) -> None:
             raise ValueError(f"{field}: expected a positive integer, got {value!r}")
     if not 0 <= config.discount < 1:
         raise ValueError(f"discount: expected 0 (the environment's) or a value in (0, 1), got {config.discount}")
-    if config.selection not in ("", *CRITERIA):
-        raise ValueError(f"selection: expected '' (MAP-EM) or one of {', '.join(CRITERIA)}, "
-                         f"got {config.selection!r}")
+    if config.selection not in ("", *NO_SELECTION, *CRITERIA):
+        raise ValueError(f"selection: expected '' (MAP-EM, or the fixed scale without learn_scale), "
+                         f"{', '.join(NO_SELECTION)} or one of {', '.join(CRITERIA)}, got {config.selection!r}")
+    if config.selection in NO_SELECTION and config.selection != resolved_selection(config.learn_scale):
+        raise ValueError(f"selection: {config.selection!r} contradicts learn_scale={config.learn_scale} "
+                         f"(use '' or {resolved_selection(config.learn_scale)!r})")
     if config.boundary not in BOUNDARY_RULES:
         raise ValueError(f"boundary: expected one of {', '.join(BOUNDARY_RULES)}, got {config.boundary!r}")
 
@@ -92,7 +123,8 @@ def make_belief(model: str, mdp: Any, covariance: np.ndarray | None, category_ma
     return CorrelatedTransitionModel(S, A, covariance, category_map=cmap,
                                      learn_scale=config.learn_scale, learn_mean="constant",
                                      max_iter=config.max_iter, tol=config.tol,
-                                     selection=config.selection or None)
+                                     selection=None if config.selection in ("", *NO_SELECTION)
+                                     else config.selection)
 
 
 def run_methods(mdp: Any, config: Any, rng: np.random.Generator, start_state: int,

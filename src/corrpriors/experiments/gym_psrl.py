@@ -38,6 +38,17 @@ from typing import Any
 import numpy as np
 
 from .._format import num, num_below
+from ..runner._ranges import (
+    DISCOUNT,
+    MAX_HORIZON,
+    MAX_SAMPLES,
+    MAX_STEPS,
+    Boolean,
+    Each,
+    Interval,
+    Options,
+    check_ranges,
+)
 from ..runner.protocol import FigureSpec, SeedResult
 from ._gym import (
     GymConfig,
@@ -45,13 +56,14 @@ from ._gym import (
     check_correlated,
     check_methods,
     check_model_settings,
+    environment_ranges,
     goal_states,
     horizon_stats,
-    load_env,
+    load_configured_env,
     make_belief,
     method_stream,
+    model_ranges,
     panels_figure,
-    positive_int,
     return_is_success,
 )
 
@@ -89,6 +101,10 @@ class PSRLConfig(GymConfig):
         The Gymnasium id.
     env_kwargs : str
         Keyword arguments of ``gymnasium.make`` as canonical JSON.
+    env_digest : str
+        Digest of the environment's table (P, rewards, terminal states), read when the
+        experiment is made: results of different tables never share a folder, and a seed whose
+        environment builds another table fails instead of mixing environments.
     steps : int
         Environment steps T per run.
     eval_every : int
@@ -126,6 +142,7 @@ class PSRLConfig(GymConfig):
 
     env_id: str = ""
     env_kwargs: str = "{}"
+    env_digest: str = ""
     steps: int = DEFAULT_STEPS
     eval_every: int = 50
     replan_every: int = 50
@@ -168,7 +185,7 @@ def run_seed(config: PSRLConfig, *, rng: np.random.Generator) -> SeedResult:
     from ..applications.psrl import PSRLAgent, run_psrl
     from ..mdp import policy_iteration
 
-    env, mdp = load_env(config.env_id, config.env_kwargs, config.features)
+    env, mdp = load_configured_env(config)
     goals = goal_states(mdp)
     streams = method_stream(rng, tuple(config.methods))
     env_seed = int(rng.integers(2**32))
@@ -306,22 +323,36 @@ class PSRLExperiment(GymExperiment):
         """500 steps (seconds on the toy-text maps)."""
         return self.Config(steps=QUICK_STEPS)
 
+    #: The valid range of every setting (checked before any work; ``--list-settings`` shows it).
+    RANGES = {
+        **environment_ranges(),
+        "steps": Interval(int, 1, MAX_STEPS),
+        "eval_every": Interval(int, 1, MAX_STEPS),
+        "replan_every": Interval(int, 1, MAX_STEPS),
+        "n_samples": Interval(int, 1, MAX_SAMPLES),
+        "discount": DISCOUNT,
+        "learn_rewards": Boolean(),
+        "rewards": Options("transition", "expected"),
+        "terminals": Options("known", "observed"),
+        "horizon": Interval(int, 1, MAX_HORIZON, note="the exact statistics take S^2 work per step"),
+        "methods": Each(Options(*ALL_METHODS), min_len=1, max_len=len(ALL_METHODS), distinct=True),
+        **model_ranges(),
+    }
+
     def check_config(self, config: Any) -> None:
-        """Raise ``ValueError`` naming the field of an invalid ``config``."""
+        """Raise ``ValueError`` naming the field of an invalid ``config`` (ranges, environment, memory)."""
         self.check_environment(config)
-        positive_int(config, "steps", "eval_every", "replan_every", "n_samples", "horizon")
-        if not 0.0 < float(config.discount) < 1.0:
-            raise ValueError(f"discount: expected a number in (0, 1), got {config.discount!r}")
-        if config.rewards not in ("transition", "expected"):
-            raise ValueError(f"rewards: expected 'transition' or 'expected', got {config.rewards!r}")
-        if config.terminals not in ("known", "observed"):
-            raise ValueError(f"terminals: expected 'known' or 'observed', got {config.terminals!r}")
+        check_ranges(self, config)
         if config.learn_rewards and config.rewards != "transition":
             raise ValueError(f"rewards: the learned rewards replace the known ones; got "
                              f"learn_rewards with rewards={config.rewards!r}")
         check_methods(config.methods, ALL_METHODS)
-        check_model_settings(config)
-        check_correlated(self.coordinates(config), tuple(config.methods), self.env_id)
+        coords = self.coordinates(config)
+        check_model_settings(config, coords)
+        check_correlated(coords, tuple(config.methods), self.env_id)
+        sampling = any(m.endswith("_sampling") for m in config.methods)
+        self.check_run_memory(config, samples=int(config.n_samples) if sampling else 0, observed=int(config.steps),
+                              scorings=int(config.steps) // int(config.eval_every) + 1)   # horizon_stats
 
     def summarise_extra(self, config: Any, results: Mapping[int, SeedResult], metrics: dict) -> dict:
         """Per method: the step from which the greedy policy stays optimal (per seed), final scores, cost."""

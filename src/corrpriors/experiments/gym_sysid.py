@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from .._format import num
+from ..runner._ranges import MAX_STEPS, Each, Interval, Options, check_ranges
 from ..runner.protocol import FigureSpec, SeedResult
 from ._gym import (
     GymConfig,
@@ -42,8 +43,10 @@ from ._gym import (
     check_correlated,
     check_methods,
     check_model_settings,
-    load_env,
+    environment_ranges,
+    load_configured_env,
     make_belief,
+    model_ranges,
 )
 
 KIND = "sysid"
@@ -64,6 +67,10 @@ class SysIdConfig(GymConfig):
         The Gymnasium id.
     env_kwargs : str
         Keyword arguments of ``gymnasium.make`` as canonical JSON.
+    env_digest : str
+        Digest of the environment's table (P, rewards, terminal states), read when the
+        experiment is made: results of different tables never share a folder, and a seed whose
+        environment builds another table fails instead of mixing environments.
     transitions : tuple of int
         The T grid, increasing positive integers.
     methods : tuple of str
@@ -104,6 +111,7 @@ class SysIdConfig(GymConfig):
 
     env_id: str = ""
     env_kwargs: str = "{}"
+    env_digest: str = ""
     transitions: tuple = DEFAULT_TRANSITIONS
     methods: tuple = METHODS
     alpha_sparse: float = 1e-3
@@ -119,6 +127,17 @@ class SysIdConfig(GymConfig):
     features: str = ""
 
 
+def _hellinger(truth: Any, mean: Any) -> np.ndarray:
+    """Hellinger distance per (s, a), ndarray of shape (S, A): a belief's sparse table (2,000 states
+    on) reads itself on the truth's support; dense or ``mdp.SparseTransitions`` tables by ``hellinger``.
+    """
+    from ..mdp import hellinger
+
+    if hasattr(mean, "hellinger_to"):
+        return np.asarray(mean.hellinger_to(truth))
+    return np.asarray(hellinger(truth, mean))
+
+
 def run_seed(config: SysIdConfig, *, rng: np.random.Generator) -> SeedResult:
     """Hellinger error of every method at every T for one random exploration.
 
@@ -128,9 +147,8 @@ def run_seed(config: SysIdConfig, *, rng: np.random.Generator) -> SeedResult:
     ``episodes`` (episodes begun, shape (1,)) and ``rows`` (the states scored, shape (R,)).
     """
     from ..envs import random_exploration, reachable_states
-    from ..mdp import hellinger
 
-    env, mdp = load_env(config.env_id, config.env_kwargs, config.features)
+    env, mdp = load_configured_env(config)
     ts = [int(t) for t in config.transitions]
     data = random_exploration(env, ts[-1], rng=rng)
     env.close()
@@ -145,7 +163,7 @@ def run_seed(config: SysIdConfig, *, rng: np.random.Generator) -> SeedResult:
         for i, T in enumerate(ts):
             belief.update(data.states[done:T], data.actions[done:T], data.next_states[done:T])
             done = T
-            errors[i] = float(hellinger(mdp.transitions, belief.mean())[rows].mean())   # dense or sparse truth
+            errors[i] = float(_hellinger(mdp.transitions, belief.mean())[rows].mean())
             if hasattr(belief, "scale_"):
                 scales[i] = float(np.exp(np.mean(np.log(belief.scale_))))
         extras["cpu_seconds"][method] = np.array([time.process_time() - cpu])
@@ -186,16 +204,23 @@ class SysIdExperiment(GymExperiment):
         """Return the T grid."""
         return [float(t) for t in config.transitions]
 
+    #: The valid range of every setting (checked before any work; ``--list-settings`` shows it).
+    RANGES = {
+        **environment_ranges(),
+        "transitions": Each(Interval(int, 1, MAX_STEPS), min_len=1, increasing=True),
+        "methods": Each(Options(*METHODS), min_len=1, max_len=len(METHODS), distinct=True),
+        **model_ranges(),
+    }
+
     def check_config(self, config: Any) -> None:
-        """Raise ``ValueError`` naming the field of an invalid ``config``."""
+        """Raise ``ValueError`` naming the field of an invalid ``config`` (ranges, environment, memory)."""
         self.check_environment(config)
-        ts = np.asarray(config.transitions)
-        if (ts.ndim != 1 or ts.size < 1 or not np.all(ts == np.round(ts)) or np.any(ts < 1)
-                or np.any(np.diff(ts) <= 0)):
-            raise ValueError(f"transitions: expected increasing positive integers, got {config.transitions}")
+        check_ranges(self, config)
         check_methods(config.methods, METHODS)
-        check_model_settings(config)
-        check_correlated(self.coordinates(config), tuple(config.methods), self.env_id)
+        coords = self.coordinates(config)
+        check_model_settings(config, coords)
+        check_correlated(coords, tuple(config.methods), self.env_id)
+        self.check_run_memory(config, observed=max(int(t) for t in config.transitions))
 
     def summarise_extra(self, config: Any, results: Mapping[int, SeedResult], metrics: dict) -> dict:
         """Summarise the best method at every T, the error ratios to pg and the CPU time per method."""

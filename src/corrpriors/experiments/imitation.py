@@ -34,6 +34,17 @@ from typing import Any
 import numpy as np
 
 from .._format import mean_std, num
+from ..runner._ranges import (
+    CONCENTRATION,
+    DISCOUNT,
+    ITERATIONS,
+    LENGTHSCALE_OR_AUTO,
+    TOLERANCE,
+    Boolean,
+    Each,
+    Interval,
+    Options,
+)
 from ..runner.protocol import Claim, FigureSpec, SeedResult
 from ._shared import boltzmann_expert, curve_stack, evaluate_policy, extra_stack, grid_extras, largest_distance
 
@@ -103,6 +114,34 @@ class Config:
     elbo_lengthscales: tuple = (1.5, 3.0, 6.0, 0.0)
     mc_samples: int = 500
     figure_demonstrations: int = 50
+
+
+#: The valid range of every setting (checked before any work; ``--list-settings`` shows it).
+RANGES = {
+    "shape": Each(Interval(int, 2, 50, note="a grid of at most 50 x 50: kernel and model grow with S^2"),
+                  min_len=2, max_len=2),
+    "motion": Options("gaussian", "cardinal"),
+    "n_rewards": Interval(int, 1, 100, note="and fewer than the grid's cells"),
+    "discount": DISCOUNT,
+    "beta": Interval(float, 0.0, 1e6, closed="right"),
+    "n_demonstrations": Each(Interval(int, 1, 100_000), min_len=1, increasing=True),
+    "dirichlet_alpha": CONCENTRATION,
+    "lengthscale": LENGTHSCALE_OR_AUTO,
+    "learn_scale": Boolean(),
+    "max_iter": ITERATIONS,
+    "tol": TOLERANCE,
+    "elbo_lengthscales": Each(LENGTHSCALE_OR_AUTO, max_len=20),
+    "mc_samples": Interval(int, 0, 100_000, note="0 skips the Monte-Carlo policy"),
+    "figure_demonstrations": Interval(int, 1, 100_000),
+}
+
+
+def check_config(config: Config) -> None:
+    """Raise ``ValueError`` naming the field of an invalid ``config`` (beyond the ranges of ``RANGES``)."""
+    cells = int(config.shape[0]) * int(config.shape[1])
+    if config.n_rewards >= cells:
+        raise ValueError(f"n_rewards: expected fewer than the {cells} cells of the {config.shape[0]} x "
+                         f"{config.shape[1]} grid, got {config.n_rewards}")
 
 
 def quick_config() -> Config:

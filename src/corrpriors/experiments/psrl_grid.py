@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from ..runner._ranges import MAX_SAMPLES, MAX_STEPS, Each, Interval
 from ..runner.protocol import FigureSpec, SeedResult
 from ._psrl import (  # noqa: F401  (re-exported: the PSRL names of this experiment)
     METHODS,
@@ -52,6 +53,7 @@ from ._psrl import (  # noqa: F401  (re-exported: the PSRL names of this experim
     first_reach,
     make_belief,
     psrl_extra,
+    psrl_ranges,
     resolved_selection,
     run_methods,
     split_method,
@@ -97,8 +99,9 @@ class Config:
         keeps the agent in place ("stay"), the default keeps the earlier structural zeros.
     learn_scale : bool
         Learn the kernel scale theta by (MAP-)EM at every refit (without ``selection``).
-    selection : {"", "collapsed", "elbo"}
-        "" (default): theta by MAP-EM. "collapsed": theta per action by the collapsed bound over
+    selection : {"", "map-em", "fixed", "collapsed", "elbo"}
+        "" (default): theta by MAP-EM ("map-em") with ``learn_scale``, else fixed ("fixed"); the
+        value used is recorded in ``metrics.json``. "collapsed": theta per action by the collapsed bound over
         a log lattice (0.25 decades in [1e-2, 1e4]), warm-started from the previous refit's
         choice -- the selection of the system-identification experiment.
     max_iter, tol : int, float
@@ -124,6 +127,16 @@ class Config:
     max_iter: int = 20
     tol: float = 1e-4
     discount: float = 0.0
+
+
+#: The valid range of every setting (checked before any work; ``--list-settings`` shows it).
+RANGES = {
+    "n_transitions": Interval(int, 1, MAX_STEPS),
+    "replan_every": Interval(int, 1, MAX_STEPS),
+    "n_samples": Interval(int, 1, MAX_SAMPLES),
+    "start": Each(Interval(int, 0, 9, note="a cell of the 10 x 10 grid"), min_len=2, max_len=2),
+    **psrl_ranges(radius=Interval(int, 1, 9, note="the tunnel world is 10 x 10")),
+}
 
 
 def quick_config() -> Config:

@@ -39,12 +39,14 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from ..runner._ranges import LENGTHSCALE, MAX_SAMPLES, MAX_STEPS, Interval
 from ..runner.protocol import FigureSpec, SeedResult
 from ._psrl import (  # noqa: F401  (re-exported: the PSRL names of this experiment)
     METHODS,
     check_methods,
     check_psrl_config,
     psrl_extra,
+    psrl_ranges,
     resolved_selection,
     run_methods,
     split_method,
@@ -88,8 +90,9 @@ class Config:
         the network's truncation.
     learn_scale : bool
         Learn the kernel scale theta by (MAP-)EM at every refit (without ``selection``).
-    selection : {"", "collapsed", "elbo"}
-        "" (default): theta by MAP-EM. "collapsed": theta per action by the collapsed bound over
+    selection : {"", "map-em", "fixed", "collapsed", "elbo"}
+        "" (default): theta by MAP-EM ("map-em") with ``learn_scale``, else fixed ("fixed"); the
+        value used is recorded in ``metrics.json``. "collapsed": theta per action by the collapsed bound over
         a log lattice (0.25 decades in [1e-2, 1e4]), warm-started from the previous refit's
         choice -- the selection of the system-identification experiment.
     max_iter, tol : int, float
@@ -118,6 +121,15 @@ class Config:
     def replan_every(self) -> int:
         """Transitions between replans (= the episode length)."""
         return self.episode_length
+
+
+#: The valid range of every setting (checked before any work; ``--list-settings`` shows it).
+RANGES = {
+    "n_episodes": Interval(int, 1, 100_000),
+    "episode_length": Interval(int, 1, MAX_STEPS),
+    "n_samples": Interval(int, 1, MAX_SAMPLES),
+    **psrl_ranges(radius=Interval(int, 1, 10, note="the buffers hold 0 to 10 jobs"), lengthscale=LENGTHSCALE),
+}
 
 
 def quick_config() -> Config:

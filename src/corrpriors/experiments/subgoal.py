@@ -32,6 +32,15 @@ from typing import Any
 import numpy as np
 
 from .._format import mean_std
+from ..runner._ranges import (
+    CONCENTRATION,
+    ITERATIONS,
+    LENGTHSCALE_OR_AUTO,
+    MAX_ITER,
+    Boolean,
+    Interval,
+    Options,
+)
 from ..runner.protocol import Claim, FigureSpec, SeedResult
 from ._shared import boltzmann_expert, evaluate_policy, grid_extras, largest_distance
 
@@ -107,6 +116,26 @@ class Config:
     em_variant: bool = True
     imitation_learn_scale: bool = True
     imitation_max_iter: int = 1000
+
+
+#: The valid range of every setting (checked before any work; ``--list-settings`` shows it).
+RANGES = {
+    "beta": Interval(float, 0.0, 1e6, closed="right"),
+    "normalize_q": Boolean(),
+    "n_trajectories": Interval(int, 1, 10_000),
+    "trajectory_length": Interval(int, 1, 10_000),
+    "n_burnin": Interval(int, 0, MAX_ITER),
+    "n_samples": Interval(int, 1, MAX_ITER),
+    "max_iter_per_sweep": ITERATIONS,
+    "prior_source": Options("plugin", "sample"),
+    "estimate": Options("samples", "rao_blackwell"),
+    "dirichlet_alpha": CONCENTRATION,
+    "lengthscale": LENGTHSCALE_OR_AUTO,
+    "scale": Interval(float, 0.0, 1e12, closed="right"),
+    "em_variant": Boolean(),
+    "imitation_learn_scale": Boolean(),
+    "imitation_max_iter": ITERATIONS,
+}
 
 
 def quick_config() -> Config:

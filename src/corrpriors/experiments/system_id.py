@@ -56,6 +56,17 @@ from typing import Any
 import numpy as np
 
 from .._format import num
+from ..runner._ranges import (
+    CONCENTRATION,
+    ITERATIONS,
+    LENGTHSCALE_OR_AUTO,
+    MAX_STEPS,
+    TOLERANCE,
+    Boolean,
+    Each,
+    Interval,
+    Options,
+)
 from ..runner.protocol import Claim, FigureSpec, SeedResult
 from ._shared import largest_distance
 
@@ -137,6 +148,25 @@ class Config:
     offset_radius: int = 3
     max_iter: int = 300
     tol: float = 1e-6
+
+
+#: The valid range of every setting (checked before any work; ``--list-settings`` shows it).
+RANGES = {
+    "transitions": Each(Interval(int, 0, MAX_STEPS), min_len=1, increasing=True),
+    "alpha_uniform": CONCENTRATION,
+    "alpha_sparse": CONCENTRATION,
+    "lengthscales": Each(LENGTHSCALE_OR_AUTO, min_len=1, max_len=20),
+    "scale_range": Each(Interval(float, 0.0, 1e12, closed="right"), min_len=2, max_len=2, increasing=True),
+    "scale_step": Interval(float, 0.0, 10.0, closed="right", note="decades"),
+    "selection": Options("collapsed", "elbo-em"),
+    "learn_lengthscale": Boolean(),
+    "pg_learn_mean": Options("none", "constant"),
+    "scale_prior_shape": Interval(float, 0.0, 1e6, note="0 = no hyper-prior"),
+    "scale_prior_rate": Interval(float, 0.0, 1e6, closed="right"),
+    "offset_radius": Interval(int, 1, 9, note="the tunnel world is 10 x 10"),
+    "max_iter": ITERATIONS,
+    "tol": TOLERANCE,
+}
 
 
 def quick_config() -> Config:

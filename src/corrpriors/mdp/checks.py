@@ -192,9 +192,13 @@ def check_distribution(distribution: Any, n_states: int, name: str = "distributi
     if arr.shape != (n_states,):
         raise ValueError(f"{name}: expected a distribution of shape (S,) = ({n_states},), got "
                          f"shape {arr.shape}")
-    if not np.all(np.isfinite(arr)) or (arr < 0).any():
-        raise ValueError(f"{name}: expected finite non-negative probabilities, got min "
-                         f"{np.nanmin(arr):g}")
+    if not np.all(np.isfinite(arr)):
+        bad = int(np.flatnonzero(~np.isfinite(arr))[0])
+        raise ValueError(f"{name}: expected finite probabilities, got {arr[bad]} at state {bad}"
+                         f" ({int((~np.isfinite(arr)).sum())} non-finite entries)")
+    if (arr < 0).any():
+        bad = int(np.argmin(arr))
+        raise ValueError(f"{name}: expected non-negative probabilities, got {arr[bad]:g} at state {bad}")
     if abs(arr.sum() - 1.0) > ROW_ATOL:
         raise ValueError(f"{name}: probabilities must sum to one, got {arr.sum():.12g}")
     return arr

@@ -28,6 +28,7 @@ import json
 import math
 import os
 import pathlib
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -333,12 +334,15 @@ def save_seed(
     return npz_path, json_path
 
 
-def load_seed(seed_dir: pathlib.Path, seed: int, *, experiment: str, config_json: dict) -> StoredSeed | None:
-    """Load a finished seed if it is complete, intact and was run with ``config_json``.
+def load_seed(seed_dir: pathlib.Path, seed: int, *, experiment: str, config_json: dict,
+              check: Callable[[SeedResult], Any] | None = None, notes: list[str] | None = None) -> StoredSeed | None:
+    """Load a finished seed if it is complete, intact, usable and was run with ``config_json``.
 
     Returns ``None`` (the seed must be computed) when either file is missing, the ``.json``
-    does not parse or is of another format, or the ``.npz`` does not match its recorded
-    SHA-256 or does not load without pickle.
+    does not parse or is of another format, the ``.npz`` does not match its recorded
+    SHA-256 or does not load without pickle, or ``check`` (e.g. the curves' lengths against the
+    x grid) rejects the result. Every reason but a missing file is appended to ``notes`` as one
+    line, so the caller can say why the seed is recomputed.
 
     Raises
     ------
@@ -347,11 +351,20 @@ def load_seed(seed_dir: pathlib.Path, seed: int, *, experiment: str, config_json
         another run's result, so it is neither reused nor recomputed over.
     """
     npz_path, json_path = seed_paths(seed_dir, seed)
+
+    def unusable(reason: str) -> None:
+        if notes is not None:
+            notes.append(f"seed {seed}: the stored result is unusable ({reason}); it is recomputed")
+
+    if not json_path.exists():
+        return None
     try:
         meta = json.loads(json_path.read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
+        unusable(f"{json_path.name} does not parse")
         return None
     if not isinstance(meta, dict) or meta.get("format") != SEED_FORMAT or meta.get("seed") != int(seed):
+        unusable(f"{json_path.name} is of another format or seed")
         return None
     if meta.get("experiment") != experiment or meta.get("config") != config_json:
         raise ConfigMismatch(
@@ -360,12 +373,20 @@ def load_seed(seed_dir: pathlib.Path, seed: int, *, experiment: str, config_json
         )
     try:
         data = npz_path.read_bytes()
-        if hashlib.sha256(data).hexdigest() != meta.get("sha256"):
-            return None
+    except OSError:
+        unusable(f"{npz_path.name} is missing or unreadable")
+        return None
+    if hashlib.sha256(data).hexdigest() != meta.get("sha256"):
+        unusable(f"{npz_path.name} does not match its recorded checksum")
+        return None
+    try:
         with np.load(io.BytesIO(data), allow_pickle=False) as npz:
             arrays = {k: npz[k] for k in npz.files}
         result = _unpack(arrays, meta["layout"])
-    except Exception:  # any unreadable / truncated / corrupt file means: recompute
+        if check is not None:
+            check(result)
+    except Exception as exc:  # any unreadable / inconsistent / unusable file means: recompute
+        unusable(" ".join(f"{type(exc).__name__}: {exc}".split())[:200])
         return None
     mapping = renames(experiment, meta.get("vocabulary"))
     if mapping:  # written under the old method names: read under the new ones (by the recorded version)

@@ -46,6 +46,7 @@ import numpy as np
 from .._format import WIDTH, mean_std, num, wrap
 from .._methods import VOCABULARY, describe, migration_note
 from . import _config, _io
+from ._ranges import check_ranges
 from .protocol import (
     FigureSpec,
     SavedFigure,
@@ -690,6 +691,7 @@ def plan_run(
     validate_experiment(experiment)
     base = config if config is not None else (experiment.quick_config() if quick else experiment.Config())
     config, parsed = _config.apply_overrides(experiment, base, overrides)
+    check_ranges(experiment, config)          # the declared range of every field, then the experiment's own
     check = getattr(experiment, "check_config", None)
     if check is not None:
         check(config)
@@ -829,9 +831,12 @@ def run_plan(plan: _Plan, *, jobs: int | None = None, backend: str = "loky", sch
 def _run_locked(plan: _Plan, seed_dir: pathlib.Path, jobs: int, backend: str, scheduler, processes: bool,
                 resume: bool, progress: bool, plot: bool, say: Callable[[str], None], t_start: float) -> RunReport:
     exp, name = plan.experiment, plan.name
+    n_x = len(list(exp.x_values(plan.config)))
     stored: dict[int, _io.StoredSeed] = {}
+    notes: list[str] = []
     for s in plan.seeds:
-        found = _io.load_seed(seed_dir, s, experiment=name, config_json=plan.config_json)
+        found = _io.load_seed(seed_dir, s, experiment=name, config_json=plan.config_json,
+                              check=_seed_check(exp, n_x, s), notes=notes if resume else None)
         if found is not None and resume:
             stored[s] = found
     skipped = [s for s in plan.seeds if s in stored]
@@ -842,9 +847,12 @@ def _run_locked(plan: _Plan, seed_dir: pathlib.Path, jobs: int, backend: str, sc
     n = len(plan.seeds)
     say(f"  {n} seed{'s' if n != 1 else ''}: {len(skipped)} on disk, {len(pending)} to run "
         f"({backend}, {jobs} worker{'s' if jobs != 1 else ''}) -> {plan.run_dir}")
-    note = _migration_note(name, stored)
-    if note:
-        say(f"  note: {note}")
+    for note in notes:
+        for line in wrap(f"note: {note}", "  ", "    "):
+            say(line)
+    renamed = _migration_note(name, stored)
+    if renamed:
+        say(f"  note: {renamed}")
     measured = _measured_costs(seed_dir, name, plan.config_json)
     if pending and measured:
         estimate = RunEstimate(len(pending), jobs, measured, "seeds on disk")
@@ -914,12 +922,19 @@ def _compute(plan: _Plan, seed_dir: pathlib.Path, pending: list[int], done: int,
                 close()
 
 
+def _seed_check(experiment: Any, n_x: int, seed: int) -> Callable[[SeedResult], Any]:
+    """What a stored seed must satisfy to be reused: every metric's curves of length ``n_x``."""
+    return lambda result: check_seed_result(experiment, n_x, seed, result)
+
+
 def _finish(plan: _Plan, seed_dir: pathlib.Path, computed: list[int], skipped: list[int], plot: bool,
             say: Callable[[str], None], t_start: float, jobs: int = 1, backend: str = "loky") -> RunReport:
     exp, name = plan.experiment, plan.name
     stored: dict[int, _io.StoredSeed] = {}
+    n_x = len(list(exp.x_values(plan.config)))
     for s in plan.seeds:
-        loaded = _io.load_seed(seed_dir, s, experiment=name, config_json=plan.config_json)
+        loaded = _io.load_seed(seed_dir, s, experiment=name, config_json=plan.config_json,
+                               check=_seed_check(exp, n_x, s))
         if loaded is None:  # pragma: no cover - only if the disk changes under our feet
             raise RuntimeError(f"{name}: seed {s} vanished or was corrupted after it was written")
         stored[s] = loaded

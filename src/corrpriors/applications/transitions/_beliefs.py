@@ -208,6 +208,10 @@ class _TransitionBelief:
 
 
 
+#: Largest prior total alpha * S of a Dirichlet row: its posterior sums and Gamma draws stay finite.
+_MAX_ROW_TOTAL = 1e300
+
+
 def _check_n(n: Any) -> int:
     if int(n) != n or n < 1:
         raise ValueError(f"n: expected a positive int, got {n}")
@@ -237,6 +241,9 @@ class DirichletTransitionModel(_TransitionBelief):
                  sparse: bool | None = None) -> None:
         super().__init__(n_states, n_actions, sparse)
         self.alpha = check_positive(alpha, "alpha")
+        if not self.alpha * self.n_states <= _MAX_ROW_TOTAL:
+            raise ValueError(f"alpha: expected alpha * S <= {_MAX_ROW_TOTAL:g} so that the rows of the belief sum "
+                             f"to a finite number, got alpha = {self.alpha:g} with S = {self.n_states}")
 
     def mean(self) -> Any:
         """Posterior mean, ndarray of shape (S, A, S); sparse storage: a

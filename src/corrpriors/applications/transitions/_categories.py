@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ..._memory import check_memory
 from ..._typing import FloatArray, IntArray
 from ..._validation import check_positive
 
@@ -357,6 +358,11 @@ def displacement_category_map(coordinates: Any, radius: int, other_prior: float 
         raise ValueError(f"radius: expected an int >= 1, got {radius}")
     r = int(radius)
     D = coords.shape[1]
+    S = coords.shape[0]
+    check_memory(8.0 * S * (S * (D + 2) + (2.0 * r + 1) ** D * (D + 1)),
+                 f"displacement_category_map (S = {S:,} states, D = {D}, radius {r}: (2 radius + 1)^D = "
+                 f"{(2.0 * r + 1) ** D:.3g} window categories)",
+                 "use a smaller radius (at most the largest coordinate difference of two states is useful)")
     disp = coords[None, :, :] - coords[:, None, :]              # (S, S, D)
     inside = np.abs(disp).max(axis=-1) <= r
     width = 2 * r + 1

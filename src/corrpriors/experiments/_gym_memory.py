@@ -1,0 +1,208 @@
+"""Memory estimates of the Gymnasium commands: refuse before allocating, in the form the code will use.
+
+:func:`corrpriors.envs.from_gymnasium` reads a toy-text table densely up to
+:data:`~corrpriors.mdp.DENSE_LIMIT_BYTES` of dense (S, A, S) table and sparsely beyond; the
+beliefs store their counts and tables sparsely from
+:data:`~corrpriors.applications.transitions.SPARSE_FROM_STATES` states on. Each estimate below
+follows the same choice, so a 200 x 200 FrozenLake map (40,000 states) is read sparsely (about
+100 MiB) and runs with the Dirichlet and relative-encoding beliefs, while the absolute encoding
+on it (an (S, S) kernel and (S, S - 1) stick parameters: tens of GiB) is refused up front.
+
+The constants are measured peaks (tracemalloc and maximum resident size, 50 x 50 and 100 x 100
+FrozenLake maps) rounded up; a refusal names the estimate, the budget and what to do instead.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from .._memory import check_memory, format_bytes
+
+#: Dense (S, A, S) float64 tables alive at once while the adapter reads a toy-text table densely
+#: (P, the summed rewards, r and the fill-in temporaries; the two boolean tables count as a quarter).
+LOAD_TABLES = 5.0
+#: Peak bytes per listed entry ``(prob, next_state, reward, terminated)`` while the adapter reads a
+#: table sparsely (Python lists of the entries, then the sorted arrays; measured 205-210 on 10^4
+#: and 4 x 10^4 states, about 52 kept).
+SPARSE_LOAD_BYTES_PER_ENTRY = 256.0
+#: Bytes per listed entry of Gymnasium's own toy-text table ``P[s][a]`` (Python lists of tuples of
+#: Python numbers), alive while a seed holds the environment.
+ENV_TABLE_BYTES_PER_ENTRY = 300.0
+#: Dense (S, A, S) tables alive at once while a seed holds the model and fits a belief with dense
+#: storage (counts, the posterior mean, the Hellinger distance's temporaries).
+RUN_TABLES = 6.0
+#: Bytes per stored entry of a sparse table (a float64 value and an int32/int64 index, CSR).
+SPARSE_ENTRY_BYTES = 16.0
+#: (S, K) float64 arrays a correlated fit keeps per action (stick means, variances, Polya-Gamma
+#: moments, counts, warm starts and their temporaries).
+FIT_ARRAYS = 12.0
+#: Arrays of sum_k |O_k|^2 floats in the factor workspace of a dense prior (the blocks of every
+#: stick's observed states; measured three of 20 MiB at S = K = 100) and two for the temporaries.
+DENSE_WORKSPACE_ARRAYS = 5.0
+#: Bytes per state of a GMRF prior's sparse Cholesky factor per log2(S) (nested-dissection fill).
+GMRF_BYTES_PER_STATE_LOG = 400.0
+
+
+def dense_table_bytes(n_states: int, n_actions: int, n_tables: float = 1.0) -> float:
+    """Bytes of ``n_tables`` dense float64 tables of shape (S, A, S)."""
+    return 8.0 * n_tables * float(n_states) * n_actions * n_states
+
+
+def check_dense_tables(n_states: int, n_actions: int, n_tables: float, what: str, alternative: str) -> None:
+    """Refuse dense (S, A, S) tables that cannot fit, before allocating them (a ``MemoryEstimateError``)."""
+    one = dense_table_bytes(n_states, n_actions)
+    check_memory(dense_table_bytes(n_states, n_actions, n_tables),
+                 f"{what} ({n_states:,} states, {n_actions} actions: {format_bytes(one)} per dense (S, A, S) "
+                 f"table, about {n_tables:g} at once)", alternative)
+
+
+def listed_entries(table: Any, n_states: int, n_actions: int) -> int | None:
+    """Number of entries of a toy-text ``P[s][a]`` table (None if it cannot be counted: the adapter reports why)."""
+    try:
+        return sum(len(table[s][a]) for s in range(n_states) for a in range(n_actions))
+    except Exception:  # noqa: BLE001 - a malformed table is the adapter's to describe
+        return None
+
+
+def check_load_memory(env: Any, n_states: int, n_actions: int, what: str) -> None:
+    """Refuse reading an environment's model that cannot fit, in the form the adapter will use.
+
+    Dense when the (S, A, S) table is at most :data:`~corrpriors.mdp.DENSE_LIMIT_BYTES` (about
+    :data:`LOAD_TABLES` such tables at once), else sparse (:data:`SPARSE_LOAD_BYTES_PER_ENTRY`
+    per listed entry of ``env.unwrapped.P``).
+    """
+    from ..mdp._sparse import prefer_sparse
+
+    if not prefer_sparse(n_states, n_actions):
+        check_dense_tables(n_states, n_actions, LOAD_TABLES, what, "use a smaller map or state space")
+        return
+    table = getattr(getattr(env, "unwrapped", env), "P", None)
+    entries = None if table is None else listed_entries(table, n_states, n_actions)
+    if entries is None:
+        return
+    check_memory(SPARSE_LOAD_BYTES_PER_ENTRY * entries,
+                 f"{what} ({n_states:,} states, {n_actions} actions, read sparsely: {entries:,} listed transitions)",
+                 "use a smaller map or state space")
+
+
+def table_bytes(value: Any) -> float:
+    """Bytes held by a dense or sparse table of a model (0 for None)."""
+    if value is None:
+        return 0.0
+    matrix = getattr(value, "matrix", None)
+    if matrix is not None and hasattr(matrix, "indptr"):
+        return float(matrix.data.nbytes + matrix.indices.nbytes + matrix.indptr.nbytes)
+    if hasattr(value, "fallback"):
+        return float(sum(getattr(value, n).nbytes for n in ("indptr", "indices", "values", "arrival",
+                                                             "arrival_known", "fallback", "inert")))
+    return float(getattr(value, "nbytes", 0))
+
+
+def _base_model(method: str) -> str:
+    for suffix in ("_sampling", "_mean"):
+        if method.endswith(suffix):
+            return method[: -len(suffix)]
+    return method
+
+
+def belief_memory(model: str, n_states: int, n_actions: int, n_dims: int, *, radius: int = 1,
+                  prior: str = "auto", n_scales: int = 1, observed: int = 0, samples: int = 0) -> float:
+    """Peak bytes of one belief ``model`` of a seed: its counts, fit, prior, mean and ``samples`` draws.
+
+    Follows the code's choices: dense storage below
+    :data:`~corrpriors.applications.transitions.SPARSE_FROM_STATES` states (dense (S, A, S)
+    tables and, for ``pg``, the (S, S) category map built from (S, S, D) displacements), sparse
+    above (observed cells, a window map of (S, W) and tables of S A K entries); ``pg_absolute``
+    has K = S categories (stick parameters of (S, S - 1) per action); the prior is a dense
+    (S, S) kernel per candidate length scale, or a GMRF from
+    :data:`~corrpriors.applications.transitions.GMRF_FROM_STATES` states with at most
+    :data:`~corrpriors.applications.transitions.GMRF_MAX_CATEGORIES` categories (``"auto"``).
+    """
+    from ..applications.transitions._beliefs import SPARSE_FROM_STATES
+    from ..applications.transitions._correlated import GMRF_FROM_STATES, GMRF_MAX_CATEGORIES
+
+    S, A = float(n_states), float(n_actions)
+    dense_storage = n_states < SPARSE_FROM_STATES
+    if model.startswith("dirichlet"):
+        if dense_storage:
+            return dense_table_bytes(n_states, n_actions, RUN_TABLES + samples)
+        table = SPARSE_ENTRY_BYTES * (S * A + observed)          # observed cells + background per row
+        return table * (3 + samples)
+    absolute = model == "pg_absolute"
+    K = S if absolute else min(S, (2.0 * radius + 1) ** n_dims + 1)
+    if prior == "auto":
+        prior = "gmrf" if n_states >= GMRF_FROM_STATES and K <= GMRF_MAX_CATEGORIES else "dense"
+    # a dense prior: the (S, S) kernel per candidate and the factor workspace of every action's
+    # sticks, each over its observed states (at most S, and about T / A of them are seen per action)
+    seen = min(S, math.ceil(observed / A) if observed else S)
+    prior_bytes = (8.0 * S * S * n_scales + DENSE_WORKSPACE_ARRAYS * 8.0 * A * (K - 1) * seen * seen
+                   if prior == "dense" else GMRF_BYTES_PER_STATE_LOG * S * max(1.0, math.log2(S)) * n_scales)
+    fit = FIT_ARRAYS * 8.0 * S * K * A
+    if dense_storage:
+        tables = dense_table_bytes(n_states, n_actions, RUN_TABLES + samples)
+        cmap = 0.0 if absolute else 8.0 * S * S * (n_dims + 3)
+        return tables + cmap + prior_bytes + fit
+    table = SPARSE_ENTRY_BYTES * S * A * K                     # a mean or a draw: every category's entry
+    cmap = 0.0 if absolute else 16.0 * S * K                   # the (S, W) window map
+    return table * (2 + samples) + cmap + prior_bytes + fit + SPARSE_ENTRY_BYTES * observed
+
+
+def load_memory(n_states: int, n_actions: int, entries: int | None) -> float:
+    """Bytes of reading a model: Gymnasium's own table of ``entries`` listed transitions and the
+    adapter's peak (dense: :data:`LOAD_TABLES` (S, A, S) tables; sparse: per listed entry).
+    """
+    from ..mdp._sparse import prefer_sparse
+
+    env_table = ENV_TABLE_BYTES_PER_ENTRY * (entries or 0)
+    if not prefer_sparse(n_states, n_actions):
+        return env_table + dense_table_bytes(n_states, n_actions, LOAD_TABLES)
+    return env_table + SPARSE_LOAD_BYTES_PER_ENTRY * (entries or 0)
+
+
+def run_memory(n_states: int, n_actions: int, n_dims: int, methods: Sequence[str], samples: int = 0, *,
+               model_bytes: float | None = None, entries: int | None = None, radius: int = 1,
+               prior: str = "auto", n_scales: int = 1, observed: int = 0) -> float:
+    """Bytes a seed holds at its peak: reading the model (:func:`load_memory` of ``entries`` listed
+    transitions), the model (``model_bytes``; default two dense tables) and the largest of its
+    beliefs (:func:`belief_memory`; the methods run one after the other).
+    """
+    model = dense_table_bytes(n_states, n_actions, 2.0) if model_bytes is None else float(model_bytes)
+    model += load_memory(n_states, n_actions, entries)
+    beliefs = [belief_memory(_base_model(m), n_states, n_actions, n_dims, radius=radius, prior=prior,
+                             n_scales=n_scales, observed=observed, samples=samples if m.endswith("_sampling") else 0)
+               for m in methods]
+    return model + max(beliefs, default=0.0)
+
+
+def scoring_memory(n_states: int, n_actions: int, n_scorings: int, *, sparse_model: bool, model_entries: int) -> float:
+    """Bytes of the exact horizon statistics of ``n_scorings`` greedy policies at once.
+
+    The (E, S, A) policies and, for a dense model, the (E, S, S) policy transition matrices; for a
+    sparse model one sparse P_pi per policy (``model_entries / A`` entries, and its transpose).
+    """
+    per_policy = 8.0 * n_states * n_actions + (2 * SPARSE_ENTRY_BYTES * model_entries / max(n_actions, 1)
+                                               if sparse_model else 16.0 * n_states * n_states)
+    return float(n_scorings) * per_policy
+
+
+__all__ = [
+    "FIT_ARRAYS",
+    "GMRF_BYTES_PER_STATE_LOG",
+    "DENSE_WORKSPACE_ARRAYS",
+    "ENV_TABLE_BYTES_PER_ENTRY",
+    "LOAD_TABLES",
+    "RUN_TABLES",
+    "SPARSE_ENTRY_BYTES",
+    "SPARSE_LOAD_BYTES_PER_ENTRY",
+    "belief_memory",
+    "check_dense_tables",
+    "check_load_memory",
+    "dense_table_bytes",
+    "listed_entries",
+    "load_memory",
+    "run_memory",
+    "scoring_memory",
+    "table_bytes",
+]

@@ -4,10 +4,13 @@
 - subgoal inference: :class:`SubgoalPolicyEstimator`;
 - system identification: transition beliefs (:class:`CorrelatedTransitionModel`,
   :class:`DirichletTransitionModel`) with category maps for relative encodings;
-- posterior-sampling RL: :class:`PSRLAgent`, :func:`run_psrl`.
+- posterior-sampling RL: :class:`PSRLAgent`, :func:`run_psrl`;
+- transfer between related tasks: :class:`MultiTaskTransitionModel`,
+  :class:`MultiTaskPolicyEstimator`.
 """
 
 from .imitation import PolicyEstimator, demonstration_counts, state_kernel
+from .multitask import MultiTaskPolicyEstimator, MultiTaskTransitionModel, TransferSearch
 from .psrl import PSRLAgent, plan_sparse, run_psrl
 from .subgoals import (
     SubgoalPolicyEstimator,
@@ -36,10 +39,13 @@ __all__ = [
     "CorrelatedTransitionModel",
     "DirichletTransitionModel",
     "KnownTransitionModel",
+    "MultiTaskPolicyEstimator",
+    "MultiTaskTransitionModel",
     "PSRLAgent",
     "PolicyEstimator",
     "BackgroundTransitions",
     "SubgoalPolicyEstimator",
+    "TransferSearch",
     "TransitionBelief",
     "TruncatedCategoryMap",
     "WindowCategoryMap",

@@ -37,6 +37,7 @@ from .gridworld import (
 )
 from .gym import ENV_IDS, TabularEnv, register_envs
 from .queueing import queueing_network, queueing_transitions, simulate_queueing
+from .task_family import TaskParameters, smooth_wind, windy_gridworld, windy_task_family
 from .unstructured import RandomMDPEnv, random_mdp, state_index
 
 register_envs()
@@ -56,6 +57,10 @@ __all__ = [
     "tunnel_world",
     "goal_gridworld",
     "wall_world",
+    "windy_gridworld",
+    "windy_task_family",
+    "smooth_wind",
+    "TaskParameters",
     "default_walls",
     "queueing_network",
     "queueing_transitions",

@@ -30,6 +30,7 @@ from .combination import Product, Scaled, Sum
 from .distances import euclidean_distances, graph_distances
 from .gmrf import graph_precision, grid_adjacency, grid_precision, knn_adjacency, lattice_adjacency, matern_kappa
 from .stationary import Exponential, Matern32, Matern52, SquaredExponential
+from .task import MultiTaskKernel, TaskCorrelation, kronecker_precision, task_coordinates
 
 __all__ = [
     "BoundKernel",
@@ -38,16 +39,20 @@ __all__ = [
     "Kernel",
     "Matern32",
     "Matern52",
+    "MultiTaskKernel",
     "Product",
     "Scaled",
     "SquaredExponential",
     "Sum",
+    "TaskCorrelation",
     "euclidean_distances",
     "graph_distances",
     "graph_precision",
     "grid_adjacency",
     "grid_precision",
     "knn_adjacency",
+    "kronecker_precision",
     "lattice_adjacency",
     "matern_kappa",
+    "task_coordinates",
 ]

@@ -21,6 +21,13 @@ def _prefixed(prefix: str, hps: tuple[Hyperparameter, ...]) -> tuple[Hyperparame
     return tuple(replace(h, name=f"{prefix}__{h.name}") for h in hps)
 
 
+def _coordinates_only(kernel: Kernel, X: Any, distances: Any) -> None:
+    """A combination with a non-stationary part has a gradient on coordinates only."""
+    if X is None or distances is not None:
+        raise TypeError(f"{type(kernel).__name__} has a non-stationary part: gradient needs X "
+                        "(coordinates), not distances")
+
+
 def _check_kernel(k: Any, name: str) -> Kernel:
     if not isinstance(k, Kernel):
         raise TypeError(f"{name}: expected a Kernel, got {type(k).__name__}")
@@ -74,6 +81,13 @@ class Sum(_Binary):
         """Diagonal, ndarray of shape (N,)."""
         return self.k1.diag(X) + self.k2.diag(X)
 
+    def gradient(self, X=None, distances=None):
+        """Derivative of the Gram matrix with respect to ``theta``, shape (N, N, P)."""
+        if self.is_stationary:
+            return super().gradient(X=X, distances=distances)
+        _coordinates_only(self, X, distances)
+        return np.concatenate([self.k1.gradient(X=X), self.k2.gradient(X=X)], axis=-1)
+
 
 @dataclass(frozen=True)
 class Product(_Binary):
@@ -99,6 +113,15 @@ class Product(_Binary):
     def diag(self, X):
         """Diagonal, ndarray of shape (N,)."""
         return self.k1.diag(X) * self.k2.diag(X)
+
+    def gradient(self, X=None, distances=None):
+        """Derivative of the Gram matrix with respect to ``theta``, shape (N, N, P)."""
+        if self.is_stationary:
+            return super().gradient(X=X, distances=distances)
+        _coordinates_only(self, X, distances)
+        K1, K2 = self.k1(X), self.k2(X)
+        return np.concatenate([self.k1.gradient(X=X) * K2[..., None],
+                               K1[..., None] * self.k2.gradient(X=X)], axis=-1)
 
 
 @dataclass(frozen=True)
@@ -159,6 +182,16 @@ class Scaled(Kernel):
     def diag(self, X):
         """Diagonal, ndarray of shape (N,)."""
         return self.scale * self.kernel.diag(X)
+
+    def gradient(self, X=None, distances=None):
+        """Derivative of the Gram matrix with respect to ``theta``, shape (N, N, P)."""
+        if self.is_stationary:
+            return super().gradient(X=X, distances=distances)
+        _coordinates_only(self, X, distances)
+        G = self.scale * self.kernel.gradient(X=X)
+        if self.scale_bounds != "fixed":
+            G = np.concatenate([self.scale * self.kernel(X)[..., None], G], axis=-1)
+        return G
 
 
 __all__ = ["Product", "Scaled", "Sum"]

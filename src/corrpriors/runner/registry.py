@@ -20,6 +20,7 @@ EXPERIMENTS: dict[str, str] = {
     "subgoal": "corrpriors.experiments.subgoal",
     "psrl-grid": "corrpriors.experiments.psrl_grid",
     "psrl-queueing": "corrpriors.experiments.psrl_queueing",
+    "transfer": "corrpriors.experiments.transfer",
 }
 
 #: Extra experiments registered at run time (tests, user plug-ins): name -> module, path or object.

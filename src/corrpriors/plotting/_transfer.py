@@ -1,0 +1,74 @@
+"""The transfer experiment's second figure: learned similarities and PSRL over a task sequence."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ._common import new_figure
+from ._curves import legend_outside
+
+
+def transfer_figure(x: Sequence[float], similarity: Mapping[str, Any], psrl: Mapping[str, Any] | None, *,
+                    labels: Mapping[str, str], x_label: str, environment: str) -> Any:
+    """Similarity against the target's data (left) and PSRL returns per task of a sequence (right).
+
+    Parameters
+    ----------
+    x : sequence of float
+        The target budgets.
+    similarity : mapping
+        ``{"median", "min", "max"}``: lists of the learned similarity at every budget.
+    psrl : mapping or None
+        The ``psrl_sequence`` block of the summary (``eval_after_transitions``, ``methods``:
+        per method ``return_after_eval_mean`` / ``_std`` over the tasks); ``None``: one panel.
+    labels : mapping of str to str
+        Legend label per method.
+    x_label : str
+        Label of the budgets' axis.
+    environment : str
+        Named in the title.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    fig = new_figure((11.0, 3.8) if psrl else (6.0, 3.8))
+    axes = fig.subplots(1, 2) if psrl else [fig.add_subplot()]
+    ax = axes[0]
+    xs = np.asarray(x, dtype=float)
+    if similarity:
+        med = np.asarray(similarity["median"], dtype=float)
+        ax.plot(xs, med, marker="o", markersize=3, color="C0", label="median over seeds")
+        ax.fill_between(xs, np.asarray(similarity["min"], float), np.asarray(similarity["max"], float),
+                        color="C0", alpha=0.2, linewidth=0, label="range over seeds")
+    ax.set_xscale("log")
+    ax.set_ylim(-0.03, 1.03)
+    ax.set_xlabel(x_label)
+    ax.set_ylabel("learned similarity ρ of pg_transfer")
+    ax.set_title("task similarity learned from the evidence", fontsize="medium")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small", loc="lower right")
+    if psrl:
+        ax = axes[1]
+        for i, (method, block) in enumerate(psrl["methods"].items()):
+            mean = np.asarray(block["return_after_eval_mean"], dtype=float)
+            std = np.asarray(block["return_after_eval_std"], dtype=float)
+            tasks = np.arange(1, mean.size + 1)
+            ax.errorbar(tasks + 0.06 * (i - 1.5), mean, yerr=std, marker="o", markersize=4, capsize=3,
+                        label=labels.get(method, method))
+        ax.set_xlabel("task in the sequence")
+        ax.set_xticks(np.arange(1, mean.size + 1))
+        ax.set_ylabel(f"return after {psrl['eval_after_transitions']} transitions\n"
+                      "(fraction of the optimal return)")
+        ax.set_title("PSRL over a sequence of tasks (mean ± std)", fontsize="medium")
+        ax.grid(True, alpha=0.3)
+        handles, names = ax.get_legend_handles_labels()
+        legend_outside(fig, handles, names)
+    fig.suptitle(environment, fontsize="medium")
+    return fig
+
+
+__all__ = ["transfer_figure"]

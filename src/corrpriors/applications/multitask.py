@@ -1,43 +1,45 @@
 r"""Knowledge transfer between related tasks: multi-task transition beliefs and policies.
 
-Several tasks share a state space and an encoding (for example grid worlds with the same motion
-noise but different wind): every task has its own count model (one
+Several tasks share a state space and an encoding (for example grid worlds with the same kind of
+motion noise but different wind): every task has its own count models (one
 :class:`~corrpriors.core.model.CorrelatedMultinomial` per action for transitions, one over the
 actions for a policy), and a task with little data borrows from the others as much as the data
 say the tasks are alike.
 
 The model
 ---------
-For one count model of task :math:`t` (covariates = states, sticks :math:`k`) and its related
-tasks :math:`u \ne t` with their own (single-task) posteriors
-:math:`N(\lambda^{(u)}_k, V^{(u)}_k)` and learned constant means :math:`\mu^{(u)}_k`, the prior of
-task :math:`t` is
+For one count model of task :math:`t` (covariates = states, sticks :math:`k`), let the *source*
+be the single-task model fitted to the other tasks' data pooled, with posterior means
+:math:`\lambda^{S}_k` and learned constant means :math:`\mu^S_k`, and
+:math:`\bar d_k = \lambda^S_k - \mu^S_k\mathbf 1` its deviation field. The prior of task
+:math:`t` is
 
 .. math::
 
     \psi^{(t)}_{\cdot k} \sim N\big(m_k\mathbf 1 + \rho\,\bar d_k,\; \theta\tilde\Sigma\big),
-    \qquad m_k \sim N\big((1-\rho)\,m^0_k + \rho\,\bar\mu_k,\; \tau_0^2(1-\rho^2)\big),
+    \qquad m_k \sim N\big((1-\rho)\,m^0_k + \rho\,\mu^S_k,\; \tau_0^2(1-\rho^2)\big),
 
-with :math:`\bar d_k = \operatorname{mean}_u(\lambda^{(u)}_k - \mu^{(u)}_k\mathbf 1)` the related
-tasks' average deviation field, :math:`\bar\mu_k` their average constant, :math:`m^0_k, \tau_0` the
-single-task model's hyper-prior of the constant (uniform logits, 3) and the **task similarity**
-:math:`\rho \in [0, 1)`. This is the conditional of task :math:`t` in a joint Gaussian model in
-which task :math:`t`'s field and constant correlate by :math:`\rho` with the related tasks'
-average -- the product kernel :math:`B \otimes \tilde\Sigma` of
-:class:`~corrpriors.kernels.MultiTaskKernel` with :math:`B = [[1, \rho], [\rho, 1]]` -- when that
-average is known (the related tasks have plenty of data); :math:`\theta` is then the variance
-left unexplained. :math:`\rho = 0` is exactly the single-task model; :math:`\rho \to 1` pins task
-:math:`t` to the others (what pooling all data does, but with a deviation field of its own).
+with :math:`m^0_k, \tau_0` the single-task model's hyper-prior of the constant (uniform logits, 3)
+and the **task similarity** :math:`\rho \in [0, 1)`. This is the conditional of task :math:`t` in
+a joint Gaussian model in which its field and constant correlate by :math:`\rho` with the
+source's -- the product kernel :math:`B \otimes \tilde\Sigma` of
+:class:`~corrpriors.kernels.MultiTaskKernel` with :math:`B = [[1, \rho], [\rho, 1]]` -- when the
+source is known (the other tasks have plenty of data); :math:`\theta` is the variance left
+unexplained. :math:`\rho \to 1` pins task :math:`t` to the source (what pooling all data does,
+but with a deviation field of its own); :math:`\rho = 0` is no transfer, and the task then keeps
+its single-task model.
 
 Learning the similarity
 -----------------------
-:math:`\rho` and :math:`\theta` are chosen together by the collapsed bound (a lower bound of the
-evidence :math:`\log p(X^{(t)})`, see :mod:`corrpriors.core.selection`): a hill climb over the
-lattice of :data:`SIMILARITY_GRID` times the scale lattice, warm-started from the previous choice
-(:class:`TransferSearch`). Unrelated tasks get :math:`\rho \approx 0` because the offset field
-and the pinned constant then lower the evidence. The fit of one task costs a few warm-started
-single-task fits, whatever the number of related tasks; the related tasks' own fits are the
-single-task fits every task needs anyway.
+:math:`\rho` (one per task, shared by its count models) and every model's :math:`\theta` are
+chosen by the collapsed bound -- a lower bound of the evidence :math:`\log p(X^{(t)})`, see
+:mod:`corrpriors.core.selection` -- with the constants integrated out (so that similarities are
+compared as evidence, not as fits of the constant) plus a prior on :math:`\rho`: probability
+``prior_related`` (default 1/2) that the task is related to the others, spread over the lattice
+:data:`SIMILARITY_GRID`, and the rest on :math:`\rho = 0`. With few data the evidence cannot tell
+a related source from an unrelated one that happens to fit the few observations, and this prior
+keeps such tasks on their own model (:class:`TransferSearch`). A fit costs a few warm-started
+single-task fits of the task and one fit of the pooled source, whatever the number of tasks.
 
 Why not the joint model's EM
 ----------------------------
@@ -52,6 +54,7 @@ had moved from 0 to 0.35 of the true 0.8). See the user guide ("Transfer between
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 from collections.abc import Sequence
@@ -69,7 +72,7 @@ __all__ = ["SIMILARITY_GRID", "MultiTaskPolicyEstimator", "MultiTaskTransitionMo
 
 #: The similarities :math:`\rho` of the lattice climbed by :class:`TransferSearch`: 0 (no
 #: transfer), then steps of a quarter up to 0.75 and halving distances to 1.
-SIMILARITY_GRID = (0.0, 0.25, 0.5, 0.75, 0.875, 0.9375, 0.96875, 0.984375)
+SIMILARITY_GRID = (0.0, 0.25, 0.5, 0.75, 0.875, 0.9375, 0.96875, 0.984375, 0.9921875, 0.99609375)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,11 +82,11 @@ class SourceField:
     Attributes
     ----------
     deviation : ndarray of shape (C, K - 1)
-        :math:`\bar d`: the related tasks' average posterior mean minus their constant mean.
+        :math:`\bar d`: the source model's posterior mean minus its constant mean.
     constant : ndarray of shape (K - 1,)
-        :math:`\bar\mu`: their average constant mean.
+        :math:`\mu^S`: its constant mean.
     n_sources : int
-        How many related tasks (with data) were averaged.
+        How many related tasks' data the source pools.
     """
 
     deviation: FloatArray
@@ -106,31 +109,29 @@ class SourceField:
         object.__setattr__(self, "n_sources", int(self.n_sources))
 
     @classmethod
-    def from_models(cls, models: Sequence[Any]) -> SourceField | None:
-        """Average the fitted single-task models of the related tasks (``None`` if none).
+    def from_model(cls, model: Any, n_sources: int = 1) -> SourceField:
+        """The field of a fitted single-task model of the related tasks' pooled data.
 
         Parameters
         ----------
-        models : sequence of CorrelatedMultinomial
-            Fitted, on the same C covariates and K categories, with constant prior means.
+        model : CorrelatedMultinomial
+            Fitted with constant prior means.
+        n_sources : int
+            How many tasks' data it pools.
 
         Returns
         -------
-        SourceField or None
+        SourceField
         """
-        models = list(models)
-        if not models:
-            return None
-        dev = np.mean([np.asarray(m.psi_mean_) - np.asarray(m.mean_) for m in models], axis=0)
-        const = np.mean([np.asarray(m.mean_).mean(axis=0) for m in models], axis=0)
-        return cls(dev, const, len(models))
+        mean = np.asarray(model.mean_)
+        return cls(np.asarray(model.psi_mean_) - mean, mean.mean(axis=0), n_sources)
 
 
 def transfer_hyper_prior(similarity: float, source: SourceField | None, default_mean: Any,
                          default_std: float) -> tuple[FloatArray, float]:
     r"""Hyper-prior :math:`N(m_0, \tau^2)` of a task's constant means at similarity :math:`\rho`.
 
-    :math:`m_0 = (1-\rho)\,m^0 + \rho\,\bar\mu`, :math:`\tau = \tau_0\sqrt{1-\rho^2}` (module
+    :math:`m_0 = (1-\rho)\,m^0 + \rho\,\mu^S`, :math:`\tau = \tau_0\sqrt{1-\rho^2}` (module
     docstring); the single-task hyper-prior at :math:`\rho = 0` or without a source.
 
     Parameters
@@ -487,8 +488,13 @@ class _TransferBelief(CorrelatedTransitionModel):
                 break
             xs = new
         self.n_fits_ += self._search.n_fits_ - before
+        if sel.similarity == 0.0:   # unrelated: the task's own single-task belief
+            independent = self._owner.independent_[self._task]
+            independent.refit()
+            self.models_ = list(independent.models_)
+        else:
+            self.models_ = list(sel.models)
         self.fit_seconds_ += time.perf_counter() - tic
-        self.models_ = list(sel.models)
         self.transfer_selected_ = {"similarity": sel.similarity, "scales": sel.scales,
                                    "value": sel.value, "values": sel.values,
                                    "n_sources": [0 if s is None else s.n_sources for s in sources]}
@@ -516,10 +522,11 @@ class MultiTaskTransitionModel:
     Each task keeps its single-task belief (a
     :class:`~corrpriors.applications.transitions.CorrelatedTransitionModel` with collapsed-bound
     selection, what the ``pg`` methods use) and gets a *transfer belief*: per action, the prior
-    of the module docstring, centred on the other tasks' average field and constant by a
-    similarity :math:`\rho` chosen with the scale by the collapsed bound (:class:`TransferSearch`).
-    The related tasks enter through their single-task fits; tasks without data for an action
-    are left out of its average.
+    of the module docstring, centred on the source -- a copy of the task's belief fitted to the
+    other tasks' data pooled (``pooled_``) -- by a similarity :math:`\rho` chosen with the scales
+    by the collapsed bound and a prior on :math:`\rho` (:class:`TransferSearch`). When
+    :math:`\rho = 0` is chosen the transfer belief uses the task's single-task fits. Every fit is
+    lazy: a task is refitted when its data or the other tasks' data changed.
 
     Parameters
     ----------
@@ -541,13 +548,15 @@ class MultiTaskTransitionModel:
     ----------
     independent_ : list of CorrelatedTransitionModel
         The single-task beliefs.
+    pooled_ : list of CorrelatedTransitionModel
+        Per task, the source: the same belief on the other tasks' summed counts.
     tasks_ : list of CorrelatedTransitionModel
         The transfer beliefs, one per task; each is a
         :class:`~corrpriors.applications.transitions.TransitionBelief` (for PSRL), and its
         ``update`` also feeds the task's single-task belief.
     similarity_ : ndarray of shape (T,)
         The chosen :math:`\rho` of every task (shared by its actions; NaN before its first fit):
-        the learned correlation between the task's logits and the other tasks' average.
+        the learned correlation between the task's logits and the source's.
 
     Examples
     --------
@@ -583,7 +592,9 @@ class MultiTaskTransitionModel:
         self.independent_ = beliefs
         self.n_tasks = len(beliefs)
         self.n_states, self.n_actions = beliefs[0].n_states, beliefs[0].n_actions
-        self._fields: dict[tuple[int, int], tuple[tuple, SourceField | None]] = {}
+        self._fields: dict[tuple[int, int], tuple[Any, tuple, SourceField]] = {}
+        self.pooled_ = [copy.deepcopy(b) for b in beliefs]
+        self._pooled_sig: list[tuple | None] = [None] * self.n_tasks
         self.tasks_ = [_TransferBelief(self, t) for t in range(self.n_tasks)]
 
     @classmethod
@@ -674,20 +685,24 @@ class MultiTaskTransitionModel:
         return tuple(int(b._version) for u, b in enumerate(self.independent_) if u != task)
 
     def _source_field(self, task: int, action: int) -> SourceField | None:
-        """The other tasks' field for ``action`` (cached while their data are unchanged)."""
-        sig = tuple(int(b._action_versions[action]) for u, b in enumerate(self.independent_)
-                    if u != task)
+        """The field of the other tasks' pooled data for ``action`` (refitted only when it changed)."""
+        others = [u for u, b in enumerate(self.independent_)
+                  if u != task and b._counts[:, action, :].any()]
+        if not others:
+            return None
+        sig = self._signature(task)
+        pooled = self.pooled_[task]
+        if self._pooled_sig[task] != sig:
+            pooled.set_counts(sum(self.independent_[u]._counts for u in range(self.n_tasks) if u != task))
+            self._pooled_sig[task] = sig
+        pooled.refit([action])
+        model = pooled.models_[action]
+        stamp = (int(pooled._action_versions[action]), len(others))
         hit = self._fields.get((task, action))
-        if hit is not None and hit[0] == sig:
-            return hit[1]
-        models = []
-        for u, b in enumerate(self.independent_):
-            if u == task or not b._counts[:, action, :].any():
-                continue
-            b.refit([action])
-            models.append(b.models_[action])
-        field = SourceField.from_models(models)
-        self._fields[(task, action)] = (sig, field)
+        if hit is not None and hit[0] is model and hit[1] == stamp:
+            return hit[2]
+        field = SourceField.from_model(model, len(others))
+        self._fields[(task, action)] = (model, stamp, field)
         return field
 
 
@@ -789,12 +804,15 @@ class MultiTaskPolicyEstimator:
                    for t in range(n_tasks)]
         self.models_, sims, scales = [], [], []
         for t in range(n_tasks):
-            source = SourceField.from_models([singles[u] for u in range(n_tasks)
-                                              if u != t and x[u].any()])
+            others = [u for u in range(n_tasks) if u != t and x[u].any()]
+            source = None
+            if others:
+                pooled = ScaleSearch(template, low=lo, high=hi, step=step).select(x[others].sum(axis=0)).model
+                source = SourceField.from_model(pooled, len(others))
             sel = TransferSearch(template, similarities=similarities,
                                  prior_related=self.prior_related, low=lo, high=hi,
                                  step=step).select([x[t]], [source])
-            self.models_.append(sel.models[0])
+            self.models_.append(singles[t] if sel.similarity == 0.0 else sel.models[0])
             sims.append(sel.similarity)
             scales.append(float(sel.scales[0]))
         self.independent_policies_ = np.stack([m.probs() for m in singles])

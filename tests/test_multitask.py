@@ -1,0 +1,271 @@
+"""Multi-task transfer: the similarity search against brute force, the priors it builds, the
+multi-task beliefs' bookkeeping, PSRL on a task view, and behaviour on related and unrelated
+tasks (fixed seeds)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from corrpriors.applications import (
+    CorrelatedTransitionModel,
+    MultiTaskPolicyEstimator,
+    MultiTaskTransitionModel,
+    PSRLAgent,
+    TransferSearch,
+    TransitionBelief,
+    run_psrl,
+)
+from corrpriors.applications.multitask import (
+    SIMILARITY_GRID,
+    SourceField,
+    similarity_log_prior,
+    transfer_hyper_prior,
+)
+from corrpriors.core import CorrelatedMultinomial
+from corrpriors.core.stick_breaking import uniform_psi
+from corrpriors.envs import windy_gridworld, windy_task_family
+from corrpriors.experiments.transfer import uniform_transitions
+from corrpriors.kernels import SquaredExponential
+from corrpriors.mdp import mean_hellinger, transition_counts
+
+
+def _grid(n):
+    return np.array([(i, j) for i in range(n) for j in range(n)], dtype=float)
+
+
+def _template(n=4, **kw):
+    return CorrelatedMultinomial(SquaredExponential(lengthscale=1.5).bind(coords=_grid(n)),
+                                 learn_mean="constant", mean_prior_std=3.0, max_iter=300, tol=1e-7, **kw)
+
+
+def _field(rng, c, km1, scale=0.7):
+    return SourceField(scale * rng.standard_normal((c, km1)), rng.normal(size=km1), 2)
+
+
+def test_hyper_prior_and_log_prior():
+    m0 = uniform_psi(4)
+    src = SourceField(np.zeros((3, 3)), np.array([1.0, -1.0, 0.5]), 1)
+    mean, std = transfer_hyper_prior(0.0, src, m0, 3.0)
+    np.testing.assert_allclose(mean, m0)
+    assert std == 3.0
+    mean, std = transfer_hyper_prior(0.75, src, m0, 3.0)
+    np.testing.assert_allclose(mean, 0.25 * m0 + 0.75 * src.constant)
+    assert std == pytest.approx(3.0 * np.sqrt(1 - 0.75 ** 2))
+    np.testing.assert_allclose(transfer_hyper_prior(0.9, None, m0, 3.0)[0], m0)
+    lp = similarity_log_prior(SIMILARITY_GRID, 0.5)
+    assert np.exp(lp).sum() == pytest.approx(1.0)
+    assert np.exp(lp[0]) == pytest.approx(0.5)
+    assert lp[0] - lp[1] == pytest.approx(np.log(len(SIMILARITY_GRID) - 1))
+    np.testing.assert_allclose(similarity_log_prior(SIMILARITY_GRID, None), -np.log(len(SIMILARITY_GRID)))
+    with pytest.raises(ValueError, match="prior_related"):
+        similarity_log_prior(SIMILARITY_GRID, 1.0)
+    with pytest.raises(ValueError, match="similarity"):
+        transfer_hyper_prior(1.0, src, m0, 3.0)
+
+
+def test_lattice_models_are_the_documented_priors():
+    """At (rho, theta): mean m0(rho) + rho * deviation, covariance theta * Sigma + tau(rho)^2 11^T."""
+    rng = np.random.default_rng(0)
+    search = TransferSearch(_template(), step=0.5)
+    src = _field(rng, 16, 2)
+    base = search.structure(16)
+    for i, j in ((0, 0), (3, -2), (6, 1)):
+        rho = SIMILARITY_GRID[i]
+        model = search._build(i, j, src, (16, 3))
+        m0, tau = transfer_hyper_prior(rho, src, uniform_psi(3), 3.0)
+        np.testing.assert_allclose(model.mean, m0[None, :] + rho * src.deviation)
+        np.testing.assert_allclose(model.covariance.base, 10.0 ** (0.5 * j) * base + tau ** 2, rtol=1e-12)
+        assert model.learn_mean is None and not model.learn_scale
+
+
+def test_no_source_is_the_single_task_model_with_the_constant_integrated():
+    """Without related data every similarity is rho = 0; the fit is the single-task model whose
+    constant N(m0, tau0^2) is integrated into the covariance."""
+    rng = np.random.default_rng(1)
+    counts = rng.multinomial(3, [0.5, 0.3, 0.2], size=16)
+    sel = TransferSearch(_template(), step=0.5).select([counts], [None])
+    assert sel.similarity == 0.0 and set(sel.values) == {0.0}
+    theta = sel.scales[0]
+    cov = theta * SquaredExponential(lengthscale=1.5)(_grid(4)) + 9.0    # tau0 = 3
+    ref = CorrelatedMultinomial(cov, mean=uniform_psi(3), tol=1e-10, max_iter=3000).fit(counts)
+    np.testing.assert_allclose(sel.models[0].psi_mean_, ref.psi_mean_, atol=1e-4)
+
+
+def test_select_matches_brute_force_over_the_lattice():
+    rng = np.random.default_rng(2)
+    counts = [rng.multinomial(4, [0.6, 0.25, 0.15], size=16) for _ in range(2)]
+    sources = [_field(rng, 16, 2), _field(rng, 16, 2)]
+    grid = (0.0, 0.5, 0.9)
+    search = TransferSearch(_template(), similarities=grid, step=0.5, low=1e-2, high=1e2)
+    sel = search.select(counts, sources)
+    log_prior = similarity_log_prior(grid, 0.5)
+    brute = {}
+    for i in range(len(grid)):
+        total = log_prior[i]
+        for a in range(2):
+            fresh = TransferSearch(_template(), similarities=grid, step=0.5, low=1e-2, high=1e2)
+            best = -np.inf
+            for j in range(fresh.j_min, fresh.j_max + 1):
+                m = fresh._build(i, j, sources[a], counts[a].shape)
+                best = max(best, m.fit(counts[a]).collapsed_bound())
+            total += best
+        brute[grid[i]] = total
+    best_rho = max(brute, key=brute.get)
+    assert sel.similarity == best_rho
+    assert sel.value == pytest.approx(brute[best_rho], abs=1e-3)
+    for rho, v in sel.values.items():
+        assert v <= brute[rho] + 1e-3          # the climb never beats the exhaustive maximum
+
+
+def test_select_validates_its_inputs():
+    search = TransferSearch(_template())
+    x = np.ones((16, 3), dtype=int)
+    with pytest.raises(ValueError, match="one source"):
+        search.select([x], [])
+    with pytest.raises(ValueError, match=r"sources\[0\]: expected a field of shape"):
+        search.select([x], [SourceField(np.zeros((16, 5)), np.zeros(5), 1)])
+    with pytest.raises(TypeError, match=r"sources\[0\]"):
+        search.select([x], [np.zeros((16, 2))])
+    with pytest.raises(ValueError, match="similarities"):
+        TransferSearch(_template(), similarities=(0.5, 0.9))
+    with pytest.raises(ValueError, match="dense prior"):
+        TransferSearch(CorrelatedMultinomial(precision=np.eye(16)))
+    with pytest.raises(ValueError, match="deviation, constant"):
+        SourceField(np.zeros((4, 2)), np.zeros(3), 1)
+
+
+def _family_counts(relatedness, seed, n_source=1500, shape=(5, 5), n_sources=2):
+    rng = np.random.default_rng(seed)
+    mdps, _ = windy_task_family(relatedness, n_sources, rng=rng, shape=shape)
+    S, A = mdps[0].n_states, mdps[0].n_actions
+    src = [transition_counts(uniform_transitions(m, n_source, rng), S, A) for m in mdps[:-1]]
+    tgt = uniform_transitions(mdps[-1], 400, rng)
+    return mdps, src, tgt
+
+
+def _opts():
+    return dict(lengthscale=2.0, prior="dense", scale_step=0.5, max_iter=200, tol=1e-6)
+
+
+@pytest.mark.slow
+def test_identical_sources_transfer():
+    """Sources identical to the target (relatedness 1): strong similarity and a much better
+    target estimate than the single-task model with few target data."""
+    mdps, src, (s, a, s2) = _family_counts(1.0, seed=3)
+    S, A = mdps[0].n_states, mdps[0].n_actions
+    mt = MultiTaskTransitionModel.for_mdps(mdps, **_opts())
+    for u, c in enumerate(src):
+        mt.set_counts(u, c)
+    x = transition_counts((s[:30], a[:30], s2[:30]), S, A)
+    est = mt.set_counts(len(mdps) - 1, x).mean(len(mdps) - 1)
+    pg = CorrelatedTransitionModel.for_mdp(mdps[-1], **_opts()).set_counts(x).mean()
+    P = mdps[-1].transitions
+    assert mt.similarity_[-1] >= 0.9
+    assert mean_hellinger(P, est) < 0.7 * mean_hellinger(P, pg)
+
+
+def test_zero_similarity_is_the_single_task_model():
+    """When rho = 0 wins (here forced by a prior that makes relatedness very unlikely) the transfer
+    belief is the task's single-task belief, exactly."""
+    mdps, src, (s, a, s2) = _family_counts(0.0, seed=4, n_source=300, shape=(4, 4))
+    mt = MultiTaskTransitionModel.for_mdps(mdps, prior_related=1e-12, **_opts())
+    for u, c in enumerate(src):
+        mt.set_counts(u, c)
+    x = transition_counts((s[:40], a[:40], s2[:40]), 16, 4)
+    est = mt.set_counts(2, x).mean(2)
+    assert mt.similarity_[2] == 0.0
+    pg = CorrelatedTransitionModel.for_mdp(mdps[-1], **_opts()).set_counts(x).mean()
+    np.testing.assert_allclose(est, pg, atol=1e-10)
+    np.testing.assert_allclose(est, mt.independent_mean(2), atol=0)
+
+
+def test_multitask_bookkeeping_and_laziness():
+    mdps, src, (s, a, s2) = _family_counts(0.8, seed=4, n_source=300, shape=(4, 4))
+    mt = MultiTaskTransitionModel.for_mdps(mdps, **_opts())
+    assert mt.n_tasks == 3 and np.all(np.isnan(mt.similarity_))
+    mt.set_counts(0, src[0])
+    np.testing.assert_array_equal(mt.independent_[0].counts, src[0])
+    mt.update(2, s[:20], a[:20], s2[:20])
+    np.testing.assert_array_equal(mt.independent_[2].counts, mt.task(2).counts)
+    assert mt.counts.shape == (3, 16, 4, 16)
+    est = mt.mean(2)
+    assert est.shape == (16, 4, 16)
+    np.testing.assert_allclose(est.sum(-1), 1.0)
+    fits = mt.task(2).n_fits_
+    mt.mean(2)
+    assert mt.task(2).n_fits_ == fits                      # nothing changed: no refit
+    mt.set_counts(1, src[1])                              # a related task's data changed
+    mt.mean(2)
+    assert mt.task(2).n_fits_ > fits
+    assert mt.task(2).transfer_selected_["n_sources"] == [2] * 4
+    draws = mt.sample_many(3, task=2, rng=0)
+    assert draws.shape == (3, 16, 4, 16)
+    np.testing.assert_allclose(draws.sum(-1), 1.0)
+    np.testing.assert_array_equal(draws, mt.sample_many(3, task=2, rng=0))
+    assert isinstance(mt.task(0), TransitionBelief)
+    assert mt.independent_mean(2).shape == (16, 4, 16)
+
+
+def test_task_view_drives_a_psrl_agent():
+    mdps, src, _ = _family_counts(0.8, seed=5, n_source=300, shape=(4, 4))
+    mt = MultiTaskTransitionModel.for_mdps(mdps, **_opts())
+    mt.set_counts(0, src[0])
+    mdp = mdps[-1]
+    agent = PSRLAgent(mt.task(2), mdp.reward_matrix, mdp.discount, variant="mean", replan_every=10)
+    res = run_psrl(mdp.transitions, agent, 20, 0, rng=1, eval_every=10)
+    assert res["expected_return"].shape == (3,)
+    assert mt.task(2).counts.sum() == 20 and mt.independent_[2].counts.sum() == 20
+    assert mt.counts[0].sum() == src[0].sum()
+
+
+def test_multitask_errors():
+    mdp = windy_gridworld((4, 4))
+    with pytest.raises(ValueError, match="beliefs"):
+        MultiTaskTransitionModel([])
+    with pytest.raises(TypeError, match=r"beliefs\[1\]"):
+        MultiTaskTransitionModel([CorrelatedTransitionModel.for_mdp(mdp, prior="dense"), object()])
+    with pytest.raises(ValueError, match=r"beliefs\[1\]: expected \(S, A, K\)"):
+        MultiTaskTransitionModel([CorrelatedTransitionModel.for_mdp(mdp, prior="dense"),
+                                  CorrelatedTransitionModel.for_mdp(windy_gridworld((5, 5)), prior="dense")])
+    with pytest.raises(ValueError, match="dense prior"):
+        MultiTaskTransitionModel([CorrelatedTransitionModel.for_mdp(mdp, prior="gmrf")])
+    with pytest.raises(ValueError, match="selection"):
+        MultiTaskTransitionModel.for_mdps([mdp], selection="em")
+    mt = MultiTaskTransitionModel.for_mdps([mdp, mdp], prior="dense")
+    with pytest.raises(ValueError, match="task"):
+        mt.mean(2)
+    with pytest.raises(ValueError, match="prior_related"):
+        MultiTaskTransitionModel.for_mdps([mdp], prior_related=1.5)
+
+
+def test_single_task_has_no_transfer():
+    mdp = windy_gridworld((4, 4))
+    rng = np.random.default_rng(6)
+    x = transition_counts(uniform_transitions(mdp, 50, rng), 16, 4)
+    mt = MultiTaskTransitionModel.for_mdps([mdp], **_opts())
+    mt.set_counts(0, x)
+    est = mt.mean(0)
+    assert mt.similarity_[0] == 0.0
+    assert mean_hellinger(mdp.transitions, est) == pytest.approx(
+        mean_hellinger(mdp.transitions, CorrelatedTransitionModel.for_mdp(mdp, **_opts()).set_counts(x).mean()),
+        rel=0.1)
+
+
+def test_policy_estimator_transfers_between_identical_experts():
+    rng = np.random.default_rng(7)
+    coords = _grid(5)
+    logits = np.stack([np.sin(coords[:, 0] / 2.0), np.cos(coords[:, 1] / 2.0), np.zeros(25)], 1) * 2
+    policy = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
+    many = np.stack([rng.multinomial(20, p) for p in policy])
+    few = np.zeros_like(many)
+    for s in rng.choice(25, size=30, replace=True):        # 30 demonstrations for 25 states
+        few[s] += rng.multinomial(1, policy[s])
+    est = MultiTaskPolicyEstimator(coordinates=coords, lengthscale=2.0, scale_step=0.5).fit(np.stack([many, few]))
+    assert est.policies_.shape == est.independent_policies_.shape == (2, 25, 3)
+    assert est.similarity_.shape == est.scale_.shape == (2,)
+    assert est.similarity_[1] >= 0.75
+    err = lambda p: np.abs(p - policy).sum(-1).mean()       # noqa: E731
+    assert err(est.policies_[1]) < 0.6 * err(est.independent_policies_[1])
+    with pytest.raises(ValueError, match="counts"):
+        MultiTaskPolicyEstimator(coordinates=coords).fit(many)

@@ -239,8 +239,9 @@ class TransferSearch:
     The similarity is shared by the task's models (it describes the task, and the evidence of
     all its data decides it); each model's scale is climbed on its lattice at every similarity.
     The objective of :math:`\rho_i` is the sum over the models of their best criterion plus the
-    log prior of :func:`similarity_log_prior`. The first :meth:`select` evaluates every
-    similarity; later ones climb from the previous choice. Models are cached per point and
+    log prior of :func:`similarity_log_prior`. The first :meth:`select` evaluates both ends and
+    the middle of the lattice and climbs from the best; later ones climb from the previous
+    choice. Models are cached per point and
     warm-started; when a source field changes, its points are rebuilt and warm-started from their
     previous solutions.
 
@@ -400,21 +401,19 @@ class TransferSearch:
                                  f"({x.shape[0]}, {x.shape[1] - 1}), got {src.deviation.shape}")
         i_max = len(self.similarities) - 1 if any(s is not None for s in srcs) else 0
         found: dict[int, tuple[float, list]] = {}
-        if self._rho is None:          # first call: the whole lattice
-            for i in range(i_max + 1):
-                found[i] = self._objective(i, xs, srcs)
-            cur = max(found, key=lambda i: found[i][0])
-        else:
-            cur = min(self._rho, i_max)
-            found[cur] = self._objective(cur, xs, srcs)
-            while True:
-                for nb in (cur - 1, cur + 1):
-                    if 0 <= nb <= i_max and nb not in found:
-                        found[nb] = self._objective(nb, xs, srcs)
-                best = max(found, key=lambda i: found[i][0])
-                if best == cur:
-                    break
-                cur = best
+        # first call: both ends and the middle of the lattice, then a climb from the best
+        starts = {0, i_max // 2, i_max} if self._rho is None else {min(self._rho, i_max)}
+        for i in starts:
+            found[i] = self._objective(i, xs, srcs)
+        cur = max(found, key=lambda i: found[i][0])
+        while True:
+            for nb in (cur - 1, cur + 1):
+                if 0 <= nb <= i_max and nb not in found:
+                    found[nb] = self._objective(nb, xs, srcs)
+            best = max(found, key=lambda i: found[i][0])
+            if best == cur:
+                break
+            cur = best
         self._rho = cur
         value, js = found[cur]
         models = [self._models[(cur if srcs[a] is not None else 0, j, a)] for a, j in enumerate(js)]

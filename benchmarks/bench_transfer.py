@@ -1,0 +1,166 @@
+"""Benchmark: the cost of transfer between tasks (issue 26).
+
+Problem: the transfer experiment's family (windy tunnel worlds, relatedness 0.8), T tasks of
+n x n states, every source with ``--source`` transitions, the target with ``--target``
+transitions, uniformly random states and actions. Every fit starts from a fresh belief (no warm
+start) and fits all four actions; CPU time (``time.process_time``), the two methods alternated
+``--repeat`` times in one process, the minimum kept.
+
+Rows (per grid size):
+
+* ``single``        -- one single-task fit (``CorrelatedTransitionModel.for_mdp``, what ``pg``
+  uses) of one task with ``--source`` transitions: the baseline;
+* ``single_target`` -- the same on the target's ``--target`` transitions (``pg``);
+* ``transfer``      -- a :class:`~corrpriors.applications.MultiTaskTransitionModel` over the T
+  tasks asked for the target's posterior mean: the pooled source fit plus the target's
+  (similarity, scale) search;
+* ``transfer_all``  -- the same model asked for every task's posterior mean (every task is then
+  the target once: T pooled fits and T searches).
+
+``--kron SIDE`` also fits the joint model of two tasks on a SIDE x SIDE grid through the sparse
+Kronecker precision (``kronecker_precision``: 2 SIDE^2 covariates, K = 3, fixed task
+correlation 0.8 and scale), in this process, and reports its CPU time and peak memory.
+
+Run from the repository root::
+
+    python benchmarks/bench_transfer.py                  # sizes 8, 10, 12; 4 tasks
+    python benchmarks/bench_transfer.py --quick          # size 6, seconds
+    python benchmarks/bench_transfer.py --kron 100       # + the 2 x 10^4-state Kronecker fit
+
+Writes ``benchmarks/out/bench_transfer.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def problem(side: int, n_tasks: int, n_source: int, n_target: int, seed: int = 0):
+    """``(mdps, counts)``: a family draw and every task's counts (target last)."""
+    from corrpriors.envs import windy_task_family
+    from corrpriors.experiments.transfer import uniform_transitions
+    from corrpriors.mdp import transition_counts
+
+    rng = np.random.default_rng(seed)
+    mdps, _ = windy_task_family(0.8, n_tasks - 1, rng=rng, shape=(side, side))
+    S, A = mdps[0].n_states, mdps[0].n_actions
+    counts = [transition_counts(uniform_transitions(m, n_source if i < n_tasks - 1 else n_target, rng), S, A)
+              for i, m in enumerate(mdps)]
+    return mdps, counts
+
+
+def _opts():
+    return dict(lengthscale=2.0, prior="dense")
+
+
+def time_single(mdp, counts) -> float:
+    from corrpriors.applications import CorrelatedTransitionModel
+
+    tic = time.process_time()
+    CorrelatedTransitionModel.for_mdp(mdp, **_opts()).set_counts(counts).mean()
+    return time.process_time() - tic
+
+
+def time_transfer(mdps, counts, every_task: bool) -> tuple[float, float]:
+    from corrpriors.applications import MultiTaskTransitionModel
+
+    tic = time.process_time()
+    model = MultiTaskTransitionModel.for_mdps(mdps, **_opts())
+    for t, c in enumerate(counts):
+        model.set_counts(t, c)
+    for t in (range(len(mdps)) if every_task else [len(mdps) - 1]):
+        model.mean(t)
+    return time.process_time() - tic, float(model.similarity_[-1])
+
+
+def bench_size(side: int, n_tasks: int, n_source: int, n_target: int, repeat: int) -> dict:
+    mdps, counts = problem(side, n_tasks, n_source, n_target)
+    times: dict[str, list[float]] = {k: [] for k in ("single", "single_target", "transfer", "transfer_all")}
+    sim = float("nan")
+    for _ in range(repeat):           # alternated, so slow phases of a shared machine hit all rows
+        times["single"].append(time_single(mdps[0], counts[0]))
+        t, sim = time_transfer(mdps, counts, every_task=False)
+        times["transfer"].append(t)
+        times["single_target"].append(time_single(mdps[-1], counts[-1]))
+        times["transfer_all"].append(time_transfer(mdps, counts, every_task=True)[0])
+    best = {k: min(v) for k, v in times.items()}
+    return {"side": side, "states": side * side, "tasks": n_tasks, "source_transitions": n_source,
+            "target_transitions": n_target, "cpu_seconds": best,
+            "ratio_to_single": {k: v / best["single"] for k, v in best.items()},
+            "ratio_to_single_target": {k: v / best["single_target"] for k, v in best.items()},
+            "target_similarity": sim}
+
+
+def bench_kron(side: int) -> dict:
+    from corrpriors.core import CorrelatedMultinomial
+    from corrpriors.kernels import grid_precision, kronecker_precision
+
+    rng = np.random.default_rng(1)
+    Q = grid_precision((side, side), length_scale=5.0)
+    B = np.array([[1.0, 0.8], [0.8, 1.0]])
+    n = 2 * side * side
+    counts = rng.multinomial(2, [0.5, 0.3, 0.2], size=n)
+    counts[: n // 2][rng.random(n // 2) < 0.5] = 0       # the second task has data in half its states
+    tic = time.process_time()
+    model = CorrelatedMultinomial(precision=kronecker_precision(B, Q), scale=1.0).fit(counts)
+    cpu = time.process_time() - tic
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    return {"side": side, "covariates": n, "cpu_seconds": cpu, "peak_rss_mb": peak,
+            "n_iter": int(model.n_iter_), "converged": bool(model.converged_)}
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--sizes", default="8,10,12")
+    parser.add_argument("--tasks", type=int, default=4)
+    parser.add_argument("--source", type=int, default=2000)
+    parser.add_argument("--target", type=int, default=200)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--kron", type=int, default=0, help="side of the Kronecker joint fit (0: skip)")
+    args = parser.parse_args(argv)
+    sizes = [6] if args.quick else [int(v) for v in args.sizes.split(",")]
+    repeat = 1 if args.quick else args.repeat
+    warnings.simplefilter("ignore")
+    out: dict = {"sizes": []}
+    print(f"{'S':>5} {'single':>8} {'pg tgt':>8} {'transfer':>9} {'all T':>8}   ratios to single "
+          f"(transfer, all)   to pg target (transfer, all)   rho")
+    for side in sizes:
+        row = bench_size(side, args.tasks, args.source, args.target, repeat)
+        out["sizes"].append(row)
+        c, r, q = row["cpu_seconds"], row["ratio_to_single"], row["ratio_to_single_target"]
+        print(f"{row['states']:5d} {c['single']:8.2f} {c['single_target']:8.2f} {c['transfer']:9.2f} "
+              f"{c['transfer_all']:8.2f}   {r['transfer']:6.2f} {r['transfer_all']:6.2f}"
+              f"                  {q['transfer']:6.2f} {q['transfer_all']:6.2f}"
+              f"                 {row['target_similarity']:.3f}")
+    if len(out["sizes"]) > 1:
+        s = np.log([row["states"] for row in out["sizes"]])
+        for key in ("single", "transfer"):
+            t = np.log([row["cpu_seconds"][key] for row in out["sizes"]])
+            out[f"growth_exponent_{key}"] = float(np.polyfit(s, t, 1)[0])
+            print(f"growth with S ({key}): S^{out[f'growth_exponent_{key}']:.2f}")
+    if args.kron:
+        out["kronecker"] = bench_kron(args.kron)
+        k = out["kronecker"]
+        print(f"Kronecker joint fit, 2 tasks x {args.kron}^2 states = {k['covariates']} covariates: "
+              f"{k['cpu_seconds']:.1f} CPU s, peak {k['peak_rss_mb']:.0f} MB, {k['n_iter']} iterations, "
+              f"converged {k['converged']}")
+    path = ROOT / "benchmarks" / "out" / "bench_transfer.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(out, indent=2))
+    tmp.replace(path)
+    return out
+
+
+if __name__ == "__main__":
+    main()

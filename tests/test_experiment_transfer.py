@@ -1,0 +1,136 @@
+"""The transfer experiment and its task family: config checks, a tiny end-to-end seed, the
+claims' logic, and the windy worlds' dynamics against a direct transcription."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from corrpriors.envs import smooth_wind, windy_gridworld, windy_task_family
+from corrpriors.experiments import SeedResult, get_experiment
+from corrpriors.experiments import transfer as T
+from corrpriors.mdp import check_mdp, mean_hellinger
+
+
+def _tiny():
+    return dataclasses.replace(T.quick_config(), shape=(4, 4), n_sources=2, source_transitions=200,
+                               budgets=(10, 40), psrl_tasks=2, psrl_transitions=50, psrl_eval=50,
+                               replan_every=25, max_iter=60)
+
+
+def test_windy_world_matches_a_direct_transcription():
+    rng = np.random.default_rng(0)
+    shape = (4, 5)
+    wind = smooth_wind(shape, rng=rng)
+    mdp = windy_gridworld(shape, wind, heading=0.4, drive=1.5, damping=0.7, goal=False)
+    check_mdp(mdp)
+    cells = [(i, j) for i in range(4) for j in range(5)]
+    moves = [(-1, 0), (0, 1), (1, 0), (0, -1)]
+    c, s = np.cos(0.4), np.sin(0.4)
+    for state in (0, 7, 19):
+        for a in range(4):
+            v = np.array([c * moves[a][0] - s * moves[a][1], s * moves[a][0] + c * moves[a][1]])
+            expected = np.zeros(20)
+            weights = {}
+            for dr in (-1, 0, 1):
+                for dc in (-1, 0, 1):
+                    weights[(dr, dc)] = np.exp(1.5 * (dr * (v[0] + wind[state, 0]) + dc * (v[1] + wind[state, 1]))
+                                               - 0.7 * (dr * dr + dc * dc))
+            z = sum(weights.values())
+            r, col = cells[state]
+            for (dr, dc), w in weights.items():
+                nr, nc = r + dr, col + dc
+                target = nr * 5 + nc if 0 <= nr < 4 and 0 <= nc < 5 else state
+                expected[target] += w / z
+            np.testing.assert_allclose(mdp.transitions[state, a], expected, atol=1e-12)
+
+
+def test_tunnel_goal_and_family_relatedness():
+    mdp = windy_gridworld((4, 4))
+    assert mdp.transitions[15, :, 0].tolist() == [1.0] * 4 and mdp.reward_matrix[15, 0] == 1.0
+    same, params = windy_task_family(1.0, 2, rng=1, shape=(5, 5))
+    for m in same[:-1]:
+        np.testing.assert_allclose(m.transitions, same[-1].transitions)
+    assert params[-1].heading == 0.0 and params[-1].drive == 2.0
+    far, _ = windy_task_family(0.0, 2, rng=1, shape=(5, 5))
+    near, _ = windy_task_family(0.8, 2, rng=1, shape=(5, 5))
+    gap = lambda ms: np.mean([mean_hellinger(ms[-1].transitions, m.transitions) for m in ms[:-1]])  # noqa: E731
+    assert gap(near) < gap(far)
+    a, _ = windy_task_family(0.5, 2, rng=7, shape=(4, 4))
+    b, _ = windy_task_family(0.5, 2, rng=7, shape=(4, 4))
+    np.testing.assert_array_equal(a[0].transitions, b[0].transitions)
+    with pytest.raises(ValueError, match="relatedness"):
+        windy_task_family(1.5, 2, rng=0)
+    with pytest.raises(ValueError, match="wind"):
+        windy_gridworld((3, 3), wind=np.zeros((4, 2)))
+    with pytest.raises(ValueError, match="drive"):
+        windy_gridworld((3, 3), drive=0.0)
+
+
+def test_config_checks_name_the_field():
+    base = T.quick_config()
+    for field, value, match in (("relatedness", 1.5, "relatedness"), ("budgets", (10, 5), "budgets"),
+                                ("prior_related", 1.0, "prior_related"), ("psrl_eval", 30, "psrl_eval"),
+                                ("psrl_variant", "greedy", "psrl_variant"), ("shape", (2, 8), "shape")):
+        with pytest.raises(ValueError, match=match):
+            T.check_config(dataclasses.replace(base, **{field: value}))
+    assert get_experiment("transfer") is T
+
+
+def test_smallest_seed_runs():
+    config = dataclasses.replace(_tiny(), n_sources=1, budgets=(10,), psrl_tasks=0)
+    res = T.run_seed(config, rng=np.random.default_rng(1))
+    assert set(res.curves["hellinger"]) == set(T.METHODS)
+    assert not any(k.startswith("psrl") for k in res.extras)
+
+
+@pytest.mark.slow
+def test_tiny_seed_end_to_end():
+    config = _tiny()
+    res = T.run_seed(config, rng=np.random.default_rng(0))
+    assert isinstance(res, SeedResult)
+    assert set(res.curves["hellinger"]) == set(T.METHODS)
+    for curve in res.curves["hellinger"].values():
+        assert curve.shape == (2,) and np.all((curve >= 0) & (curve <= 1))
+    sim = res.method_extras["similarity"]["pg_transfer"]
+    assert sim.shape == (2,) and np.all((sim >= 0) & (sim < 1))
+    assert res.extras["psrl_pg"].shape == (2, 3)
+    assert res.extras["psrl_similarity"].shape == (2,)
+    again = T.run_seed(config, rng=np.random.default_rng(0))
+    np.testing.assert_array_equal(again.curves["hellinger"]["pg_transfer"], res.curves["hellinger"]["pg_transfer"])
+
+
+def _fake_results(config, curves, sims):
+    n = len(config.budgets)
+    return {s: SeedResult(curves={"hellinger": {m: np.asarray(c[s], float) for m, c in curves.items()}},
+                          method_extras={"similarity": {"pg_transfer": np.full(n, sims[s])},
+                                         "cpu_seconds": {m: np.ones(n) for m in T.METHODS}})
+            for s in range(len(sims))}
+
+
+def _metrics(results):
+    methods = {}
+    for m in T.METHODS:
+        arr = np.stack([r.curves["hellinger"][m] for r in results.values()])
+        methods[m] = {"mean": arr.mean(0).tolist(), "std": arr.std(0).tolist()}
+    return {"hellinger": {"methods": methods}}
+
+
+def test_claims_follow_the_numbers():
+    related = dataclasses.replace(T.quick_config(), budgets=(10, 100), psrl_tasks=0, relatedness=0.8)
+    good = {"pg_transfer": [[0.2, 0.15]] * 2, "pg": [[0.3, 0.15]] * 2, "pg_pooled": [[0.25, 0.2]] * 2,
+            "dirichlet_sparse": [[0.9, 0.5]] * 2}
+    res = _fake_results(related, good, [0.9, 0.9])
+    claims = T.summarise_extra(related, res, _metrics(res))["claims"]
+    assert [c.holds for c in claims] == [True, True, True]
+    bad = dict(good, pg_transfer=[[0.35, 0.2]] * 2)
+    res = _fake_results(related, bad, [0.9, 0.9])
+    assert [c.holds for c in T.summarise_extra(related, res, _metrics(res))["claims"]] == [False, False, False]
+    unrelated = dataclasses.replace(related, relatedness=0.0)
+    res = _fake_results(unrelated, dict(good, pg_transfer=[[0.31, 0.15]] * 2), [0.0, 0.5])
+    claims = T.summarise_extra(unrelated, res, _metrics(res))["claims"]
+    assert [c.holds for c in claims] == [True, True]
+    res = _fake_results(unrelated, dict(good, pg_transfer=[[0.33, 0.15]] * 2), [0.5, 0.5])
+    assert [c.holds for c in T.summarise_extra(unrelated, res, _metrics(res))["claims"]] == [False, False]

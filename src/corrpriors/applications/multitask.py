@@ -307,8 +307,12 @@ class TransferSearch:
 
     def structure(self, n_covariates: int) -> FloatArray:
         r"""The jittered prior structure :math:`\tilde\Sigma`, ndarray of shape (C, C)."""
+        from ..core.dense_prior import DenseCovariancePrior
+
         if self._structure is None or self._structure.shape[0] != n_covariates:
-            self._structure = np.asarray(self.estimator._prior(n_covariates).base)
+            prior = self.estimator._prior(n_covariates)
+            assert isinstance(prior, DenseCovariancePrior)   # a covariance template (checked above)
+            self._structure = np.asarray(prior.base)
         return self._structure
 
     def _build(self, i: int, j: int, source: SourceField | None, shape: tuple[int, int]) -> Any:
@@ -469,20 +473,19 @@ class _TransferBelief(CorrelatedTransitionModel):
         tic = time.perf_counter()
         cmap = self.category_map
         raw = self._counts.transpose(1, 0, 2)                                    # (A, S, S)
-        censored = isinstance(cmap, TruncatedCategoryMap)
+        censored = cmap if isinstance(cmap, TruncatedCategoryMap) else None
         sources = [self._owner._source_field(self._task, a) for a in range(self.n_actions)]
-        if censored:
-            assert isinstance(cmap, TruncatedCategoryMap)
-            xs = [cmap.impute(raw[a], m.probs() if hasattr(m, "result_") else None)
+        if censored is not None:
+            xs = [censored.impute(raw[a], m.probs() if hasattr(m, "result_") else None)
                   for a, m in enumerate(self.models_)]
         else:
             xs = list(cmap.aggregate(raw))
         before = self._search.n_fits_
-        for _ in range(self.impute_rounds if censored else 1):
+        for _ in range(self.impute_rounds if censored is not None else 1):
             sel = self._search.select(xs, sources)
-            if not censored:
+            if censored is None:
                 break
-            new = [cmap.impute(raw[a], m.probs()) for a, m in enumerate(sel.models)]   # type: ignore[union-attr]
+            new = [censored.impute(raw[a], m.probs()) for a, m in enumerate(sel.models)]
             if all(np.array_equal(u, v) for u, v in zip(new, xs)):
                 break
             xs = new

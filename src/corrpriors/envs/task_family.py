@@ -146,7 +146,7 @@ def windy_gridworld(shape: tuple[int, int] = (10, 10), wind: Any = None, heading
             tgt = cells + d
             ok = np.all((tgt >= 0) & (tgt < np.array(shape)), axis=1)
             idx = np.where(ok, (tgt[:, 0] * shape[1] + tgt[:, 1]).astype(np.int64), rows)
-            np.add.at(P, (rows, a, idx), p[:, k])
+            np.add.at(P, (rows, np.full(S, a), idx), p[:, k])
     R = np.zeros(S)
     if goal is not False:
         g = _cell_of((shape[0] - 1, shape[1] - 1) if goal is None else goal, shape, "goal")
@@ -180,12 +180,12 @@ def windy_task_family(relatedness: float, n_sources: int, *, rng: Any,
                       shape: tuple[int, int] = (10, 10), wind_amplitude: float = 0.5,
                       wind_lengthscale: float = 3.0, discount: float = 0.9
                       ) -> tuple[list[TabularMDP], list[TaskParameters]]:
-    """Draw a target task and ``n_sources`` source tasks of the given relatedness.
+    r"""Draw a target task and ``n_sources`` source tasks of the given relatedness.
 
     Parameters
     ----------
     relatedness : float
-        :math:`r \\in [0, 1]` (module docstring).
+        :math:`r \in [0, 1]` (module docstring).
     n_sources : int
         Number of source tasks (>= 0).
     rng : int, Generator or None

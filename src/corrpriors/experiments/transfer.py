@@ -76,12 +76,12 @@ TOLERANCE = 0.05
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-    """Settings of the transfer experiment.
+    r"""Settings of the transfer experiment.
 
     Attributes
     ----------
     relatedness : float
-        :math:`r \\in [0, 1]` of the task family (:func:`~corrpriors.envs.windy_task_family`).
+        :math:`r \in [0, 1]` of the task family (:func:`~corrpriors.envs.windy_task_family`).
     n_sources : int
         Source tasks of panel 1.
     source_transitions : int
@@ -266,13 +266,11 @@ def _identification(config: Config, mdps: list, rng: np.random.Generator) -> tup
     setup = time.process_time() - tic
     for i, budget in enumerate(int(b) for b in config.budgets):
         x = transition_counts((s[:budget], a[:budget], s2[:budget]), S, A)
-        for method, fit in (
-                ("pg_transfer", lambda: transfer.set_counts(len(mdps) - 1, x).mean(len(mdps) - 1)),
-                ("pg", lambda: pg.set_counts(x).mean()),
-                ("pg_pooled", lambda: pooled.set_counts(sum(src_counts) + x).mean()),
-                ("dirichlet_sparse", lambda: dirichlet.set_counts(x).mean())):
+        for method, belief, counts in (("pg_transfer", transfer.task(len(mdps) - 1), x), ("pg", pg, x),
+                                       ("pg_pooled", pooled, sum(src_counts) + x),
+                                       ("dirichlet_sparse", dirichlet, x)):
             tic = time.process_time()
-            estimate = fit()
+            estimate = belief.set_counts(counts).mean()
             cpu[method][i] = time.process_time() - tic
             hell[method][i] = mean_hellinger(P, estimate)
         cpu["pg_transfer"][i] += setup if i == 0 else 0.0
@@ -290,17 +288,15 @@ def _psrl_sequence(config: Config, mdps: list, rng: np.random.Generator) -> dict
     start = 0   # cell (0, 0), the tunnel worlds' start
     out: dict[str, np.ndarray] = {}
     for method, stream in zip(METHODS, rng.spawn(len(METHODS))):
-        shared = None
-        if method == "pg_transfer":
-            shared = _transfer_model(config, mdps)
-        elif method == "pg_pooled":
-            shared = _single_model(config, mdps[0])
+        transfer = _transfer_model(config, mdps) if method == "pg_transfer" else None
+        pooled = _single_model(config, mdps[0]) if method == "pg_pooled" else None
         returns = []
         for j, (mdp, g) in enumerate(zip(mdps, stream.spawn(len(mdps)))):
-            if method == "pg_transfer":
-                belief = shared.task(j)
-            elif method == "pg_pooled":
-                belief = shared
+            belief: Any
+            if transfer is not None:
+                belief = transfer.task(j)
+            elif pooled is not None:
+                belief = pooled
             elif method == "pg":
                 belief = _single_model(config, mdp)
             else:
@@ -311,8 +307,8 @@ def _psrl_sequence(config: Config, mdps: list, rng: np.random.Generator) -> dict
                            eval_every=config.replan_every)
             returns.append(np.asarray(res["expected_return"]) / float(res["optimal_return"]))
         out[method] = np.stack(returns)
-        if method == "pg_transfer":
-            out["similarity"] = np.asarray(shared.similarity_, dtype=float)
+        if transfer is not None:
+            out["similarity"] = np.asarray(transfer.similarity_, dtype=float)
     return out
 
 
@@ -366,7 +362,7 @@ def _psrl_summary(config: Config, results: Mapping[int, SeedResult]) -> dict | N
 
 
 def _claims(config: Config, x: np.ndarray, mean: dict, paired: dict, sim_median: np.ndarray) -> list:
-    claims = []
+    claims: list[Claim] = []
     t, p = mean.get("pg_transfer"), mean.get("pg")
     if t is None or p is None:
         return claims

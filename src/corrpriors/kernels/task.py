@@ -111,12 +111,12 @@ def _cholesky_rows(angles: FloatArray, n_tasks: int) -> tuple[FloatArray, FloatA
 
 
 def correlation_from_angles(angles: Any, n_tasks: int) -> FloatArray:
-    """The correlation matrix of spherical angles (see the module docstring).
+    r"""The correlation matrix of spherical angles (see the module docstring).
 
     Parameters
     ----------
     angles : array_like of shape (T (T - 1) / 2,)
-        Row by row: :math:`\\phi_{10}, \\phi_{20}, \\phi_{21}, \\phi_{30}, \\dots`, in (0, pi).
+        Row by row: :math:`\phi_{10}, \phi_{20}, \phi_{21}, \phi_{30}, \dots`, in (0, pi).
     n_tasks : int
         T.
 

@@ -53,7 +53,7 @@ def problem(side: int, n_tasks: int, n_source: int, n_target: int, seed: int = 0
     rng = np.random.default_rng(seed)
     mdps, _ = windy_task_family(0.8, n_tasks - 1, rng=rng, shape=(side, side))
     S, A = mdps[0].n_states, mdps[0].n_actions
-    counts = [transition_counts(uniform_transitions(m, n_source if i < n_tasks - 1 else n_target, rng), S, A)
+    counts = [transition_counts(uniform_transitions(m, n_source if i < n_tasks - 1 else n_target, rng=rng), S, A)
               for i, m in enumerate(mdps)]
     return mdps, counts
 

@@ -139,8 +139,8 @@ def _family_counts(relatedness, seed, n_source=1500, shape=(5, 5), n_sources=2):
     rng = np.random.default_rng(seed)
     mdps, _ = windy_task_family(relatedness, n_sources, rng=rng, shape=shape)
     S, A = mdps[0].n_states, mdps[0].n_actions
-    src = [transition_counts(uniform_transitions(m, n_source, rng), S, A) for m in mdps[:-1]]
-    tgt = uniform_transitions(mdps[-1], 400, rng)
+    src = [transition_counts(uniform_transitions(m, n_source, rng=rng), S, A) for m in mdps[:-1]]
+    tgt = uniform_transitions(mdps[-1], 400, rng=rng)
     return mdps, src, tgt
 
 
@@ -242,7 +242,7 @@ def test_multitask_errors():
 def test_single_task_has_no_transfer():
     mdp = windy_gridworld((4, 4))
     rng = np.random.default_rng(6)
-    x = transition_counts(uniform_transitions(mdp, 50, rng), 16, 4)
+    x = transition_counts(uniform_transitions(mdp, 50, rng=rng), 16, 4)
     mt = MultiTaskTransitionModel.for_mdps([mdp], **_opts())
     mt.set_counts(0, x)
     est = mt.mean(0)

@@ -278,7 +278,12 @@ class TransferSearch:
         check_criterion(criterion)
         self.similarities = _check_similarities(similarities)
         self.log_prior = similarity_log_prior(self.similarities, prior_related)
-        if getattr(estimator, "precision", None) is not None:
+        from ..core.dense_prior import DenseCovariancePrior
+        from ..core.prior import GaussianPrior
+
+        cov = getattr(estimator, "covariance", None)
+        if getattr(estimator, "precision", None) is not None or (
+                isinstance(cov, GaussianPrior) and not isinstance(cov, DenseCovariancePrior)):
             raise ValueError("estimator: transfer needs a dense prior structure (covariance=); a "
                              "sparse precision cannot take the integrated constant (use the joint "
                              "model with kronecker_precision for large state spaces)")

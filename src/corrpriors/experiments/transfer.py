@@ -206,7 +206,7 @@ def _family(config: Config, n_sources: int, rng: np.random.Generator) -> list:
     return mdps
 
 
-def uniform_transitions(mdp: Any, n: int, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
+def uniform_transitions(mdp: Any, n: int, *, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
     """``n`` transitions from uniformly random states and actions.
 
     Returns
@@ -251,9 +251,9 @@ def _identification(config: Config, mdps: list, rng: np.random.Generator) -> tup
     P = np.asarray(target.transitions)
     S, A = target.n_states, target.n_actions
     src_rng, tgt_rng = rng.spawn(2)
-    src_counts = [transition_counts(uniform_transitions(m, config.source_transitions, g), S, A)
+    src_counts = [transition_counts(uniform_transitions(m, config.source_transitions, rng=g), S, A)
                   for m, g in zip(mdps[:-1], src_rng.spawn(len(mdps) - 1))]
-    s, a, s2 = uniform_transitions(target, int(config.budgets[-1]), tgt_rng)
+    s, a, s2 = uniform_transitions(target, int(config.budgets[-1]), rng=tgt_rng)
     hell = {m: np.empty(len(config.budgets)) for m in METHODS}
     cpu = {m: np.empty(len(config.budgets)) for m in METHODS}
     similarity = np.empty(len(config.budgets))

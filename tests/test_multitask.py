@@ -97,7 +97,8 @@ def test_select_matches_brute_force_over_the_lattice():
     counts = [rng.multinomial(4, [0.6, 0.25, 0.15], size=16) for _ in range(2)]
     sources = [_field(rng, 16, 2), _field(rng, 16, 2)]
     grid = (0.0, 0.5, 0.9)
-    search = TransferSearch(_template(), similarities=grid, step=0.5, low=1e-2, high=1e2)
+    search = TransferSearch(_template(), similarities=grid, step=0.5, low=1e-2, high=1e2,
+                            similarity_criterion="evidence")
     sel = search.select(counts, sources)
     log_prior = similarity_log_prior(grid, 0.5)
     brute = {}
@@ -118,6 +119,39 @@ def test_select_matches_brute_force_over_the_lattice():
         assert v <= brute[rho] + 1e-3          # the climb never beats the exhaustive maximum
 
 
+def test_cross_validation_matches_a_direct_computation():
+    """The CV objective: each half predicted by the model fitted to the other half (rho = 0: the
+    single-task estimator itself), plus the log prior."""
+    from corrpriors.applications.multitask import split_counts
+    from corrpriors.core import select_scale
+
+    rng = np.random.default_rng(3)
+    x = rng.multinomial(3, [0.6, 0.25, 0.15], size=16)
+    src = _field(rng, 16, 2)
+    grid = (0.0, 0.9)
+    sel = TransferSearch(_template(), similarities=grid, step=0.5, low=1e-2, high=1e2).select([x], [src])
+    halves = split_counts(x)
+    np.testing.assert_array_equal(halves[0] + halves[1], x)
+    assert abs(halves[0].sum() - halves[1].sum()) <= 1
+    lp = similarity_log_prior(grid, 0.5)
+    expected = {}
+    for i, rho in enumerate(grid):
+        score = lp[i]
+        for f in (0, 1):
+            if rho == 0:
+                q = select_scale(_template(), halves[f], step=0.5, low=1e-2, high=1e2).model.probs()
+            else:
+                fresh = TransferSearch(_template(), similarities=grid, step=0.5, low=1e-2, high=1e2)
+                best = max(((fresh._build(i, j, src, x.shape).fit(halves[f])) for j in
+                            range(fresh.j_min, fresh.j_max + 1)), key=lambda m: m.collapsed_bound())
+                q = best.probs()
+            score += float(np.sum(halves[1 - f] * np.log(q)))
+        expected[rho] = score
+    for rho, v in sel.values.items():
+        assert v == pytest.approx(expected[rho], abs=1e-3)
+    assert sel.similarity == max(expected, key=expected.get)
+
+
 def test_select_validates_its_inputs():
     search = TransferSearch(_template())
     x = np.ones((16, 3), dtype=int)
@@ -129,6 +163,8 @@ def test_select_validates_its_inputs():
         search.select([x], [np.zeros((16, 2))])
     with pytest.raises(ValueError, match="similarities"):
         TransferSearch(_template(), similarities=(0.5, 0.9))
+    with pytest.raises(ValueError, match="similarity_criterion"):
+        TransferSearch(_template(), similarity_criterion="aic")
     with pytest.raises(ValueError, match="dense prior"):
         TransferSearch(CorrelatedMultinomial(precision=np.eye(16)))
     with pytest.raises(ValueError, match="deviation, constant"):

@@ -17,9 +17,9 @@ and actions. Methods (names are part of the ``metrics.json`` contract):
 
 ``pg_transfer``
     :class:`~corrpriors.applications.MultiTaskTransitionModel`: the target's prior is centred on
-    the sources' average field and constant by a similarity :math:`\rho` learned with the scale
-    from the evidence (collapsed bound) and a prior probability ``prior_related`` that the tasks
-    are related.
+    a model of the sources' pooled data by a similarity :math:`\rho` chosen by the target's
+    cross-validated predictive probability and a prior probability ``prior_related`` that the
+    tasks are related (``similarity_criterion="evidence"``: by the collapsed bound instead).
 ``pg``
     The single-task model on the target's data only
     (:meth:`~corrpriors.applications.CorrelatedTransitionModel.for_mdp`: relative moves with
@@ -99,6 +99,9 @@ class Config:
     prior_related : float
         Prior probability that the target is related to the sources (``pg_transfer``); 0 stands
         for a uniform prior over the similarity lattice.
+    similarity_criterion : {"cv", "evidence"}
+        How ``pg_transfer`` compares similarities (cross-validated predictive probability or
+        the collapsed bound; :class:`~corrpriors.applications.TransferSearch`).
     alpha_sparse : float
         Concentration of ``dirichlet_sparse``.
     max_iter, tol : int, float
@@ -128,6 +131,7 @@ class Config:
     lengthscale: float = 2.0
     scale_step: float = 0.25
     prior_related: float = 0.5
+    similarity_criterion: str = "cv"
     alpha_sparse: float = 1e-3
     max_iter: int = 300
     tol: float = 1e-6
@@ -176,6 +180,9 @@ def check_config(config: Config) -> None:
     if not 0.0 <= float(config.prior_related) < 1.0:
         raise ValueError(f"prior_related: expected a probability in [0, 1) (0: uniform prior over "
                          f"the similarities), got {config.prior_related!r}")
+    if config.similarity_criterion not in ("cv", "evidence"):
+        raise ValueError(f"similarity_criterion: expected 'cv' or 'evidence', got "
+                         f"{config.similarity_criterion!r}")
     _positive_int(config.max_iter, "max_iter")
     _positive_int(config.psrl_tasks, "psrl_tasks", minimum=0)
     if config.psrl_tasks:
@@ -232,7 +239,9 @@ def _transfer_model(config: Config, mdps: list) -> Any:
     from ..applications import MultiTaskTransitionModel
 
     prior = None if config.prior_related == 0 else config.prior_related
-    return MultiTaskTransitionModel.for_mdps(mdps, prior_related=prior, **_belief_options(config))
+    return MultiTaskTransitionModel.for_mdps(mdps, prior_related=prior,
+                                             similarity_criterion=config.similarity_criterion,
+                                             **_belief_options(config))
 
 
 def _single_model(config: Config, mdp: Any) -> Any:

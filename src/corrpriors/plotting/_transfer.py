@@ -45,6 +45,8 @@ def transfer_figure(x: Sequence[float], similarity: Mapping[str, Any], psrl: Map
         ax.fill_between(xs, np.asarray(similarity["min"], float), np.asarray(similarity["max"], float),
                         color="C0", alpha=0.2, linewidth=0, label="range over seeds")
     ax.set_xscale("log")
+    ax.minorticks_off()
+    ax.set_xticks(xs, [f"{v:g}" for v in xs])
     ax.set_ylim(-0.03, 1.03)
     ax.set_xlabel(x_label)
     ax.set_ylabel("learned similarity ρ of pg_transfer")

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from corrpriors.envs import smooth_wind, windy_gridworld, windy_task_family
-from corrpriors.experiments import SeedResult, get_experiment
 from corrpriors.experiments import transfer as T
 from corrpriors.mdp import check_mdp, mean_hellinger
+from corrpriors.runner import SeedResult, get_experiment
 
 
 def _tiny():

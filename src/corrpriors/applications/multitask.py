@@ -322,8 +322,8 @@ class TransferSearch:
         self.similarity_criterion = similarity_criterion
         self.similarities = _check_similarities(similarities)
         self.log_prior = similarity_log_prior(self.similarities, prior_related)
-        from ..core.dense_prior import DenseCovariancePrior
-        from ..core.prior import GaussianPrior
+        from ..core.priors.base import GaussianPrior
+        from ..core.priors.dense import DenseCovariancePrior
 
         cov = getattr(estimator, "covariance", None)
         if getattr(estimator, "precision", None) is not None or (
@@ -359,7 +359,7 @@ class TransferSearch:
 
     def structure(self, n_covariates: int) -> FloatArray:
         r"""The jittered prior structure :math:`\tilde\Sigma`, ndarray of shape (C, C)."""
-        from ..core.dense_prior import DenseCovariancePrior
+        from ..core.priors.dense import DenseCovariancePrior
 
         if self._structure is None or self._structure.shape[0] != n_covariates:
             prior = self.estimator._prior(n_covariates)
@@ -368,7 +368,7 @@ class TransferSearch:
         return self._structure
 
     def _build(self, i: int, j: int, source: SourceField | None, shape: tuple[int, int]) -> Any:
-        from ..core.dense_prior import DenseCovariancePrior
+        from ..core.priors.dense import DenseCovariancePrior
         from ..core.selection import clone_estimator
         from ..core.stick_breaking import uniform_psi
 
@@ -546,13 +546,14 @@ class _TransferBelief(CorrelatedTransitionModel):
         """
         import time
 
-        from .transitions import TruncatedCategoryMap
+        from .transitions import CategoryMap, TruncatedCategoryMap
 
         sig = (int(self._version), self._owner._signature(self._task))
         if sig == self._fit_signature:
             return self
         tic = time.perf_counter()
         cmap = self.category_map
+        assert isinstance(cmap, CategoryMap)   # dense storage (checked in __init__)
         raw = self._counts.transpose(1, 0, 2)                                    # (A, S, S)
         censored = cmap if isinstance(cmap, TruncatedCategoryMap) else None
         sources = [self._owner._source_field(self._task, a) for a in range(self.n_actions)]

@@ -3,7 +3,7 @@
 Each experiment is one module following the experiment protocol
 (:mod:`corrpriors.runner.protocol`: an :class:`~corrpriors.runner.Experiment` returns one
 :class:`~corrpriors.runner.SeedResult` per seed): ``system_id``, ``imitation``, ``subgoal``,
-``psrl_grid``, ``psrl_queueing``, ``gym_sysid``, ``gym_psrl``; the private modules hold what
+``psrl_grid``, ``psrl_queueing``, ``gym_sysid``, ``gym_psrl``, ``transfer``; the private modules hold what
 several of them share. Adding an experiment is one module here plus its name in
 :data:`corrpriors.runner.registry.EXPERIMENTS` (or :func:`corrpriors.runner.register`);
 ``corrpriors reproduce NAME`` then runs it.

@@ -49,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from ._protocol import Claim, FigureSpec, SeedResult
+from ..runner.protocol import Claim, FigureSpec, SeedResult
 
 NAME = "transfer"
 DESCRIPTION = ("transfer between related windy tunnel worlds: target-task Hellinger error against "

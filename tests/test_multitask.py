@@ -266,6 +266,8 @@ def test_multitask_errors():
                                   CorrelatedTransitionModel.for_mdp(windy_gridworld((5, 5)), prior="dense")])
     with pytest.raises(ValueError, match="dense prior"):
         MultiTaskTransitionModel([CorrelatedTransitionModel.for_mdp(mdp, prior="gmrf")])
+    with pytest.raises(ValueError, match="dense count storage"):
+        MultiTaskTransitionModel([CorrelatedTransitionModel.for_mdp(mdp, prior="dense", sparse=True)])
     with pytest.raises(ValueError, match="selection"):
         MultiTaskTransitionModel.for_mdps([mdp], selection="em")
     mt = MultiTaskTransitionModel.for_mdps([mdp, mdp], prior="dense")

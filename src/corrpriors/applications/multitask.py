@@ -518,16 +518,17 @@ class _TransferBelief(CorrelatedTransitionModel):
 
         tmpl = owner.independent_[task]
         est = clone_estimator(tmpl.models_[0])
-        if est.precision is not None:
+        if est.precision is not None or tmpl.sparse:
             raise ValueError(f"beliefs[{task}]: transfer needs a dense prior (a covariance or a "
-                             "kernel), got a sparse precision; see kronecker_precision for the "
-                             "joint model of large state spaces")
+                             "kernel) and dense count storage, got a sparse "
+                             + ("precision" if est.precision is not None else "count storage")
+                             + "; see kronecker_precision for the joint model of large state spaces")
         super().__init__(tmpl.n_states, tmpl.n_actions, covariance=est.covariance,
                          category_map=tmpl.category_map, learn_mean="constant",
                          max_iter=est.max_iter, tol=est.tol, impute_rounds=tmpl.impute_rounds,
                          probs_method=tmpl.probs_method, mc_rng=tmpl.mc_rng,
                          mean_prior_std=est.mean_prior_std if est.mean_prior_std is not None else 3.0,
-                         mean_prior_mean=est.mean_prior_mean)
+                         mean_prior_mean=est.mean_prior_mean, sparse=False)
         lo, hi = owner.scale_range
         self._owner, self._task = owner, int(task)
         self._search = TransferSearch(est, similarities=owner.similarities,

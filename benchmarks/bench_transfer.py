@@ -17,15 +17,17 @@ Rows (per grid size):
 * ``transfer_all``  -- the same model asked for every task's posterior mean (every task is then
   the target once: T pooled fits and T searches).
 
-``--kron SIDE`` also fits the joint model of two tasks on a SIDE x SIDE grid through the sparse
-Kronecker precision (``kronecker_precision``: 2 SIDE^2 covariates, K = 3, fixed task
-correlation 0.8 and scale), in this process, and reports its CPU time and peak memory.
+``--kron SIDE`` also fits the joint model of ``--kron-tasks`` tasks (default 2) on a SIDE x SIDE
+grid through the sparse Kronecker precision (``kronecker_precision``: tasks x SIDE^2 covariates,
+K = 3, fixed task correlations 0.8 and scale; the first task has data in half its states), in
+this process, and reports its CPU time and peak memory.
 
 Run from the repository root::
 
     python benchmarks/bench_transfer.py                  # sizes 8, 10, 12; 4 tasks
     python benchmarks/bench_transfer.py --quick          # size 6, seconds
     python benchmarks/bench_transfer.py --kron 100       # + the 2 x 10^4-state Kronecker fit
+    python benchmarks/bench_transfer.py --quick --kron 100 --kron-tasks 4   # 4 x 10^4 states
 
 Writes ``benchmarks/out/bench_transfer.json``.
 """
@@ -100,22 +102,26 @@ def bench_size(side: int, n_tasks: int, n_source: int, n_target: int, repeat: in
             "target_similarity": sim}
 
 
-def bench_kron(side: int) -> dict:
+def bench_kron(side: int, n_tasks: int = 2) -> dict:
+    """The joint fit of ``n_tasks`` tasks on a side x side grid through the Kronecker precision."""
     from corrpriors.core import CorrelatedMultinomial
     from corrpriors.kernels import grid_precision, kronecker_precision
 
     rng = np.random.default_rng(1)
     Q = grid_precision((side, side), length_scale=5.0)
-    B = np.array([[1.0, 0.8], [0.8, 1.0]])
-    n = 2 * side * side
+    B = 0.2 * np.eye(n_tasks) + 0.8                      # every pair of tasks correlated 0.8
+    S = side * side
+    n = n_tasks * S
     counts = rng.multinomial(2, [0.5, 0.3, 0.2], size=n)
-    counts[: n // 2][rng.random(n // 2) < 0.5] = 0       # the second task has data in half its states
+    counts[:S][rng.random(S) < 0.5] = 0                  # the first task has data in half its states
     tic = time.process_time()
-    model = CorrelatedMultinomial(precision=kronecker_precision(B, Q), scale=1.0).fit(counts)
+    precision = kronecker_precision(B, Q)
+    model = CorrelatedMultinomial(precision=precision, scale=1.0).fit(counts)
     cpu = time.process_time() - tic
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-    return {"side": side, "covariates": n, "cpu_seconds": cpu, "peak_rss_mb": peak,
-            "n_iter": int(model.n_iter_), "converged": bool(model.converged_)}
+    return {"side": side, "tasks": n_tasks, "covariates": n, "precision_nnz": int(precision.nnz),
+            "cpu_seconds": cpu, "peak_rss_mb": peak, "n_iter": int(model.n_iter_),
+            "converged": bool(model.converged_)}
 
 
 def main(argv=None) -> dict:
@@ -127,6 +133,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--target", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--kron", type=int, default=0, help="side of the Kronecker joint fit (0: skip)")
+    parser.add_argument("--kron-tasks", type=int, default=2, help="tasks of the Kronecker joint fit")
     args = parser.parse_args(argv)
     sizes = [6] if args.quick else [int(v) for v in args.sizes.split(",")]
     repeat = 1 if args.quick else args.repeat
@@ -149,9 +156,9 @@ def main(argv=None) -> dict:
             out[f"growth_exponent_{key}"] = float(np.polyfit(s, t, 1)[0])
             print(f"growth with S ({key}): S^{out[f'growth_exponent_{key}']:.2f}")
     if args.kron:
-        out["kronecker"] = bench_kron(args.kron)
+        out["kronecker"] = bench_kron(args.kron, args.kron_tasks)
         k = out["kronecker"]
-        print(f"Kronecker joint fit, 2 tasks x {args.kron}^2 states = {k['covariates']} covariates: "
+        print(f"Kronecker joint fit, {args.kron_tasks} tasks x {args.kron}^2 states = {k['covariates']} covariates: "
               f"{k['cpu_seconds']:.1f} CPU s, peak {k['peak_rss_mb']:.0f} MB, {k['n_iter']} iterations, "
               f"converged {k['converged']}")
     path = ROOT / "benchmarks" / "out" / "bench_transfer.json"

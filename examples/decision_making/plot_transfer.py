@@ -10,10 +10,11 @@ hidden parameters -- a heading offset, the noise's drive and damping, a smooth w
 parameters independently of it.
 
 :class:`~corrpriors.applications.MultiTaskTransitionModel` gives the new task a prior centred on
-a model of the old tasks' pooled data, by a *similarity* :math:`\\rho` that it learns from the
-evidence of the new task's own transitions (with a prior probability of 1/2 that the tasks are
-related at all). With :math:`\\rho = 0` the new task keeps its single-task model; with
-:math:`\\rho` near 1 it starts where the old tasks are and only learns how it differs.
+a model of the old tasks' pooled data, by a *similarity* :math:`\\rho` that it chooses by how
+well each half of the new task's own transitions is predicted from the other half (two-fold
+cross-validation, with a prior probability of 1/2 that the tasks are related at all). With
+:math:`\\rho = 0` the new task keeps its single-task model; with :math:`\\rho` near 1 it starts
+where the old tasks are and only learns how it differs.
 
 We compare it with the single-task model on the new task's data (``pg``), with one model on
 all the data pooled as if it were one task (``pooled``) and with a Dirichlet model, on a related
@@ -31,20 +32,11 @@ from corrpriors.applications import (
     MultiTaskTransitionModel,
 )
 from corrpriors.envs import windy_task_family
+from corrpriors.experiments.transfer import uniform_transitions  # random states and actions
 from corrpriors.mdp import mean_hellinger, transition_counts
 
 SHAPE, N_OLD, OLD_TRANSITIONS, BUDGETS = (8, 8), 3, 1500, (25, 100, 400)
 options = dict(lengthscale=2.0, prior="dense", scale_step=0.5)
-
-
-def draws(mdp, n, rng):
-    """``n`` transitions from uniformly random states and actions."""
-    P = mdp.transitions
-    s = rng.integers(mdp.n_states, size=n)
-    a = rng.integers(mdp.n_actions, size=n)
-    cdf = np.cumsum(P[s, a], axis=1)
-    s2 = np.minimum((cdf < rng.random(n)[:, None] * cdf[:, -1:]).sum(1), mdp.n_states - 1)
-    return s, a, s2
 
 
 def compare(relatedness, seed=0):
@@ -52,8 +44,8 @@ def compare(relatedness, seed=0):
     rng = np.random.default_rng(seed)
     mdps, _ = windy_task_family(relatedness, N_OLD, rng=rng, shape=SHAPE)   # old tasks, then new
     S, A = mdps[0].n_states, mdps[0].n_actions
-    old = [transition_counts(draws(m, OLD_TRANSITIONS, rng), S, A) for m in mdps[:-1]]
-    s, a, s2 = draws(mdps[-1], BUDGETS[-1], rng)
+    old = [transition_counts(uniform_transitions(m, OLD_TRANSITIONS, rng=rng), S, A) for m in mdps[:-1]]
+    s, a, s2 = uniform_transitions(mdps[-1], BUDGETS[-1], rng=rng)
     transfer = MultiTaskTransitionModel.for_mdps(mdps, **options)
     for task, counts in enumerate(old):
         transfer.set_counts(task, counts)

@@ -123,8 +123,9 @@ def test_claims_follow_the_numbers():
     good = {"pg_transfer": [[0.2, 0.15]] * 2, "pg": [[0.3, 0.15]] * 2, "pg_pooled": [[0.25, 0.2]] * 2,
             "dirichlet_sparse": [[0.9, 0.5]] * 2}
     res = _fake_results(related, good, [0.9, 0.9])
-    claims = T.summarise_extra(related, res, _metrics(res))["claims"]
-    assert [c.holds for c in claims] == [True, True, True]
+    extra = T.summarise_extra(related, res, _metrics(res))
+    assert [c.holds for c in extra["claims"]] == [True, True, True]
+    np.testing.assert_allclose(extra["paired"]["ratio_to_pg_max"], [0.2 / 0.3, 1.0])
     bad = dict(good, pg_transfer=[[0.35, 0.2]] * 2)
     res = _fake_results(related, bad, [0.9, 0.9])
     assert [c.holds for c in T.summarise_extra(related, res, _metrics(res))["claims"]] == [False, False, False]

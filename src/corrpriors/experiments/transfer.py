@@ -423,6 +423,7 @@ def summarise_extra(config: Config, results: Mapping[int, SeedResult], metrics: 
             if other in curves:
                 paired[f"below_{other}"] = (curves["pg_transfer"] < curves[other]).mean(axis=0)
                 paired[f"ratio_to_{other}_median"] = np.median(curves["pg_transfer"] / curves[other], axis=0)
+                paired[f"ratio_to_{other}_max"] = np.max(curves["pg_transfer"] / curves[other], axis=0)
     sims = np.stack([np.asarray(r.method_extras["similarity"]["pg_transfer"], dtype=float)
                      for r in results.values()])
     sim_median = np.median(sims, axis=0)
@@ -450,6 +451,9 @@ def summarise_extra(config: Config, results: Mapping[int, SeedResult], metrics: 
     if "pg" in mean and "pg_transfer" in mean:
         notes.append("pg_transfer / pg (mean curves) along T: "
                      + ", ".join(f"{a / b:.3f}" for a, b in zip(mean["pg_transfer"], mean["pg"])))
+        if "ratio_to_pg_max" in paired:
+            notes.append("pg_transfer / pg, worst seed along T: "
+                         + ", ".join(f"{v:.3f}" for v in paired["ratio_to_pg_max"]))
     if cpu:
         notes.append("CPU seconds per fit (mean over T and seeds): " + ", ".join(
             f"{m} {np.mean(v):.2f}" for m, v in cpu.items()))

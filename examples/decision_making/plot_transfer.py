@@ -80,7 +80,7 @@ for r, (errors, similarity) in results.items():
 # pooled model and keeps improving with the new task's data, where pooling stays biased by the
 # old tasks' differences. On the unrelated one the old tasks still share the grid's edges, the
 # goal's jump and the form of the motion noise, so the learned similarity need not go to zero
-# (in ``corrpriors reproduce transfer`` its median over seeds was 0.4 to 0.75); the error stays
+# (in ``corrpriors reproduce transfer`` its median over seeds was 0.375 to 0.75); the error stays
 # close to the single-task model's (within a few per cent on average, up to 20 % worse for
 # single draws at the smallest budget), while pooling is far off.
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True, layout="constrained")

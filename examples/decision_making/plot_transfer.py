@@ -32,11 +32,17 @@ from corrpriors.applications import (
     MultiTaskTransitionModel,
 )
 from corrpriors.envs import windy_task_family
-from corrpriors.experiments.transfer import uniform_transitions  # random states and actions
-from corrpriors.mdp import mean_hellinger, transition_counts
+from corrpriors.mdp import NextStateSampler, mean_hellinger, transition_counts
 
 SHAPE, N_OLD, OLD_TRANSITIONS, BUDGETS = (8, 8), 3, 1500, (25, 100, 400)
 options = dict(lengthscale=2.0, prior="dense", scale_step=0.5)
+
+
+def uniform_transitions(mdp, n, *, rng):
+    """``n`` transitions from uniformly random states and actions (a simulator reset anywhere)."""
+    s = rng.integers(mdp.n_states, size=n)
+    a = rng.integers(mdp.n_actions, size=n)
+    return s, a, NextStateSampler(mdp.transitions)(s, a, rng.random(n))
 
 
 def compare(relatedness, seed=0):

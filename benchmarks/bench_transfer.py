@@ -61,7 +61,8 @@ def problem(side: int, n_tasks: int, n_source: int, n_target: int, seed: int = 0
 
 
 def _opts():
-    return dict(lengthscale=2.0, prior="dense")
+    return dict(lengthscale=2.0, prior="dense", concentration=None, contamination_prior=None,
+                distinct_prior=None)   # the model without the per-pair layer (what transfer extends)
 
 
 def time_single(mdp, counts) -> float:

@@ -181,7 +181,8 @@ def _family_counts(relatedness, seed, n_source=1500, shape=(5, 5), n_sources=2):
 
 
 def _opts():
-    return dict(lengthscale=2.0, prior="dense", scale_step=0.5, max_iter=200, tol=1e-6)
+    return dict(lengthscale=2.0, prior="dense", scale_step=0.5, max_iter=200, tol=1e-6, concentration=None,
+                contamination_prior=None, distinct_prior=None)
 
 
 @pytest.mark.slow

@@ -716,6 +716,8 @@ class MultiTaskTransitionModel:
             raise ValueError(f"selection: transfer chooses scales by a bound; expected 'collapsed' "
                              f"or 'elbo', got {kwargs['selection']!r}")
         kwargs.setdefault("prior", "dense")
+        for key in ("concentration", "contamination_prior", "distinct_prior"):
+            kwargs.setdefault(key, None)   # the per-pair Dirichlet layer is not transferred
         return cls([CorrelatedTransitionModel.for_mdp(m, **kwargs) for m in mdps],
                    similarities=similarities, prior_related=prior_related,
                    similarity_criterion=similarity_criterion)

@@ -231,8 +231,10 @@ def uniform_transitions(mdp: Any, n: int, *, rng: np.random.Generator) -> tuple[
 
 
 def _belief_options(config: Config) -> dict:
+    # no per-pair Dirichlet layer (concentration=None): the model the transfer belief extends
     return dict(lengthscale=config.lengthscale, prior="dense", scale_step=config.scale_step,
-                max_iter=config.max_iter, tol=config.tol)
+                max_iter=config.max_iter, tol=config.tol, concentration=None,
+                contamination_prior=None, distinct_prior=None)
 
 
 def _transfer_model(config: Config, mdps: list) -> Any:

@@ -96,10 +96,11 @@ MODELS: dict[str, Model] = {
     "dirichlet_subgoal": Model("Dirichlet subgoal", "subgoal model with independent Dir(α) subgoal priors",
                                "#8c564b", "P"),
     # transfer between environments
-    "pg_transfer": Model("PG transfer", "correlated prior whose hyper-parameters come from another "
-                         "environment", "#e377c2", "X"),
-    "pg_pooled": Model("PG pooled", "one correlated prior fitted to the pooled data of several environments",
-                       "#17becf", "*"),
+    "pg_transfer": Model("PG transfer", "correlated prior over (task, state): the target task borrows from "
+                         "the source tasks as much as a task similarity learned from the data says",
+                         "#e377c2", "X"),
+    "pg_pooled": Model("PG pooled", "one correlated prior fitted to the data of all tasks as if they were one "
+                       "task", "#17becf", "*"),
 }
 
 VARIANTS: dict[str, Variant] = {

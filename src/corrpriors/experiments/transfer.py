@@ -64,12 +64,6 @@ X_LABEL = "transitions observed in the target task"
 METRIC_LABELS = {"hellinger": "Hellinger distance to the target's true P(s' | s, a)\n"
                               "(mean over states and actions)"}
 METHODS = ("pg_transfer", "pg", "pg_pooled", "dirichlet_sparse")
-METHOD_LABELS = {
-    "pg_transfer": "PG, transfer (similarity learned)",
-    "pg": "PG, target data only",
-    "pg_pooled": "PG, all data as one task",
-    "dirichlet_sparse": "Dirichlet α=1e-3, target data",
-}
 #: Relative tolerance of the "no worse than pg" claims (the issue's 5 %).
 TOLERANCE = 0.05
 
@@ -469,6 +463,7 @@ def summarise_extra(config: Config, results: Mapping[int, SeedResult], metrics: 
 
 def figures(config: Config, results: Mapping[int, SeedResult], summary: dict) -> list[FigureSpec]:
     """The error curves (linear and log x) and the PSRL task sequence with the similarities."""
+    from .._methods import labels
     from ..plotting._curves import curves_figure
     from ..plotting._transfer import transfer_figure
 
@@ -476,12 +471,12 @@ def figures(config: Config, results: Mapping[int, SeedResult], summary: dict) ->
                        curves_figure(summary, "hellinger", x_label=X_LABEL,
                                      y_label=METRIC_LABELS["hellinger"],
                                      environment=f"{ENVIRONMENT}, relatedness {config.relatedness:g}",
-                                     labels=METHOD_LABELS, log_panel=True),
+                                     labels=labels(METHODS), log_panel=True),
                        "target-task error of the estimated transition model against the target's "
                        "transitions, four methods, mean ± std over seeds (linear and log x)")]
     extra = summary.get("extra", summary)
     psrl = extra.get("psrl_sequence")
-    fig = transfer_figure(x_values(config), extra.get("similarity", {}), psrl, labels=METHOD_LABELS,
+    fig = transfer_figure(x_values(config), extra.get("similarity", {}), psrl, labels=labels(METHODS),
                           x_label=X_LABEL, environment=f"{ENVIRONMENT}, relatedness {config.relatedness:g}")
     figs.append(FigureSpec(f"{NAME}-similarity-psrl", fig,
                            "left: pg_transfer's learned similarity against the target's transitions "

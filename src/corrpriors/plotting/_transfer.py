@@ -7,8 +7,12 @@ from typing import Any
 
 import numpy as np
 
+from .._methods import style as method_style
 from ._common import new_figure
 from ._curves import legend_outside
+
+#: The similarity panel shows pg_transfer's learned similarity: drawn in pg_transfer's colour.
+SIMILARITY_COLOUR = method_style("pg_transfer")["color"]
 
 
 def transfer_figure(x: Sequence[float], similarity: Mapping[str, Any], psrl: Mapping[str, Any] | None, *,
@@ -41,9 +45,9 @@ def transfer_figure(x: Sequence[float], similarity: Mapping[str, Any], psrl: Map
     xs = np.asarray(x, dtype=float)
     if similarity:
         med = np.asarray(similarity["median"], dtype=float)
-        ax.plot(xs, med, marker="o", markersize=3, color="C0", label="median over seeds")
+        ax.plot(xs, med, marker="o", markersize=3, color=SIMILARITY_COLOUR, label="median over seeds")
         ax.fill_between(xs, np.asarray(similarity["min"], float), np.asarray(similarity["max"], float),
-                        color="C0", alpha=0.2, linewidth=0, label="range over seeds")
+                        color=SIMILARITY_COLOUR, alpha=0.2, linewidth=0, label="range over seeds")
     ax.set_xscale("log")
     ax.minorticks_off()
     ax.set_xticks(xs, [f"{v:g}" for v in xs])
@@ -59,8 +63,9 @@ def transfer_figure(x: Sequence[float], similarity: Mapping[str, Any], psrl: Map
             mean = np.asarray(block["return_after_eval_mean"], dtype=float)
             std = np.asarray(block["return_after_eval_std"], dtype=float)
             tasks = np.arange(1, mean.size + 1)
-            ax.errorbar(tasks + 0.06 * (i - 1.5), mean, yerr=std, marker="o", markersize=4, capsize=3,
-                        label=labels.get(method, method))
+            style = {"marker": "o", **method_style(method)}
+            ax.errorbar(tasks + 0.06 * (i - 1.5), mean, yerr=std, markersize=4, capsize=3,
+                        label=labels.get(method, method), **style)
         ax.set_xlabel("task in the sequence")
         ax.set_xticks(np.arange(1, mean.size + 1))
         ax.set_ylabel(f"return after {psrl['eval_after_transitions']} transitions\n"

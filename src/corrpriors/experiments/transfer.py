@@ -49,6 +49,19 @@ from typing import Any
 
 import numpy as np
 
+from ..runner._ranges import (
+    CONCENTRATION,
+    ITERATIONS,
+    MAX_SAMPLES,
+    MAX_STEPS,
+    Each,
+    Interval,
+    Options,
+    check_ranges,
+)
+from ..runner._ranges import (
+    TOLERANCE as FIT_TOLERANCE,
+)
 from ..runner.protocol import Claim, FigureSpec, SeedResult
 
 NAME = "transfer"
@@ -137,6 +150,31 @@ class Config:
     psrl_samples: int = 5
 
 
+
+#: The valid range of every setting (checked before any work; ``--list-settings`` shows it).
+RANGES = {
+    "relatedness": Interval(float, 0.0, 1.0),
+    "n_sources": Interval(int, 1, 20, note="every source task adds its states to the dense (task, state) kernel"),
+    "source_transitions": Interval(int, 1, MAX_STEPS),
+    "budgets": Each(Interval(int, 1, MAX_STEPS), min_len=1, increasing=True),
+    "shape": Each(Interval(int, 3, 40, note="a dense kernel over (task, state) pairs"), min_len=2, max_len=2),
+    "wind_amplitude": Interval(float, 0.0, 100.0, note="cells"),
+    "wind_lengthscale": Interval(float, 0.0, 1e6, closed="right", note="cells"),
+    "lengthscale": Interval(float, 0.0, 1e6, closed="right", note="cells"),
+    "scale_step": Interval(float, 0.0, 10.0, closed="right", note="decades"),
+    "prior_related": Interval(float, 0.0, 1.0, closed="left", note="0 = a uniform prior over the similarities"),
+    "similarity_criterion": Options("cv", "evidence"),
+    "alpha_sparse": CONCENTRATION,
+    "max_iter": ITERATIONS,
+    "tol": FIT_TOLERANCE,
+    "psrl_tasks": Interval(int, 0, 100, note="0 = no PSRL panel"),
+    "psrl_transitions": Interval(int, 1, MAX_STEPS),
+    "psrl_eval": Interval(int, 1, MAX_STEPS),
+    "replan_every": Interval(int, 1, MAX_STEPS),
+    "psrl_variant": Options("mean", "sampling"),
+    "psrl_samples": Interval(int, 1, MAX_SAMPLES),
+}
+
 def quick_config() -> Config:
     """Small settings: a 6 x 6 grid, fewer data, a short PSRL sequence (seconds per seed)."""
     return Config(shape=(6, 6), n_sources=2, source_transitions=600, budgets=(20, 80, 320),
@@ -149,47 +187,20 @@ def x_values(config: Config) -> list[float]:
     return [float(t) for t in config.budgets]
 
 
-def _positive_int(value: Any, name: str, minimum: int = 1) -> None:
-    if isinstance(value, bool) or int(value) != value or value < minimum:
-        raise ValueError(f"{name}: expected an int >= {minimum}, got {value!r}")
-
-
 def check_config(config: Config) -> None:
-    """Raise ``ValueError`` naming the field of an invalid ``config``."""
-    if not 0.0 <= float(config.relatedness) <= 1.0:
-        raise ValueError(f"relatedness: expected a number in [0, 1], got {config.relatedness!r}")
-    _positive_int(config.n_sources, "n_sources")
-    _positive_int(config.source_transitions, "source_transitions")
-    b = np.asarray(config.budgets)
-    if b.ndim != 1 or b.size < 1 or np.any(b < 1) or np.any(np.diff(b) <= 0) or np.any(b != np.round(b)):
-        raise ValueError(f"budgets: expected increasing positive integers, got {config.budgets}")
-    if len(config.shape) != 2 or any(int(n) != n or n < 3 for n in config.shape):
-        raise ValueError(f"shape: expected (n_rows, n_cols) with at least 3 each, got {config.shape}")
-    for name in ("wind_amplitude",):
-        if not float(getattr(config, name)) >= 0:
-            raise ValueError(f"{name}: expected a non-negative number, got {getattr(config, name)!r}")
-    for name in ("wind_lengthscale", "lengthscale", "scale_step", "alpha_sparse", "tol"):
-        if not float(getattr(config, name)) > 0:
-            raise ValueError(f"{name}: expected a positive number, got {getattr(config, name)!r}")
-    if not 0.0 <= float(config.prior_related) < 1.0:
-        raise ValueError(f"prior_related: expected a probability in [0, 1) (0: uniform prior over "
-                         f"the similarities), got {config.prior_related!r}")
-    if config.similarity_criterion not in ("cv", "evidence"):
-        raise ValueError(f"similarity_criterion: expected 'cv' or 'evidence', got "
-                         f"{config.similarity_criterion!r}")
-    _positive_int(config.max_iter, "max_iter")
-    _positive_int(config.psrl_tasks, "psrl_tasks", minimum=0)
+    """Raise ``ValueError`` naming the field of an invalid ``config`` (:data:`RANGES`, then the
+    settings that constrain each other).
+    """
+    from types import SimpleNamespace
+
+    check_ranges(SimpleNamespace(RANGES=RANGES), config)
     if config.psrl_tasks:
-        for name in ("psrl_transitions", "psrl_eval", "replan_every", "psrl_samples"):
-            _positive_int(getattr(config, name), name)
         if config.psrl_transitions % config.replan_every or config.psrl_eval % config.replan_every:
             raise ValueError(f"psrl_transitions, psrl_eval: expected multiples of replan_every = "
                              f"{config.replan_every}, got {config.psrl_transitions} and {config.psrl_eval}")
         if config.psrl_eval > config.psrl_transitions:
             raise ValueError(f"psrl_eval: expected at most psrl_transitions = {config.psrl_transitions}, "
                              f"got {config.psrl_eval}")
-        if config.psrl_variant not in ("mean", "sampling"):
-            raise ValueError(f"psrl_variant: expected 'mean' or 'sampling', got {config.psrl_variant!r}")
 
 
 def resolve_config(config: Config) -> Config:

@@ -718,17 +718,19 @@ class GymExperiment:
             raise ValueError(f"env_digest: {self.env_id}'s table has the digest {self.env_digest}; got "
                              f"{config.env_digest!r} (the digest is read from the environment, not set)")
 
-    def check_run_memory(self, config: Any, samples: int = 0, observed: int = 0, scorings: int = 0) -> None:
+    def check_run_memory(self, config: Any, coords: Any, samples: int = 0, observed: int = 0,
+                         scorings: int = 0) -> None:
         """Refuse a configuration whose seeds would not fit in memory, before any work.
 
         :func:`~corrpriors.experiments._gym_memory.run_memory` of the model as built (dense or
         sparse), the largest belief with ``samples`` posterior draws and ``observed`` transitions,
         plus :func:`~corrpriors.experiments._gym_memory.scoring_memory` of ``scorings`` greedy policies.
+        ``coords`` (ndarray of shape (S, D) or None) are :meth:`coordinates` of ``config``, which
+        the caller has already built (with ``features`` that builds the environment once more).
         """
         from .._memory import check_memory
 
         scales = np.atleast_1d(config.lengthscale).size
-        coords = self.coordinates(config)
         n_dims = 0 if coords is None else int(np.asarray(coords).shape[1])
         need = run_memory(self.n_states, self.n_actions, n_dims, tuple(config.methods), samples,
                           model_bytes=self._model_bytes, entries=self._listed, radius=int(config.radius),

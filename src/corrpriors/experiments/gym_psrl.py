@@ -351,7 +351,8 @@ class PSRLExperiment(GymExperiment):
         check_model_settings(config, coords)
         check_correlated(coords, tuple(config.methods), self.env_id)
         sampling = any(m.endswith("_sampling") for m in config.methods)
-        self.check_run_memory(config, samples=int(config.n_samples) if sampling else 0, observed=int(config.steps),
+        self.check_run_memory(config, coords, samples=int(config.n_samples) if sampling else 0,
+                              observed=int(config.steps),
                               scorings=int(config.steps) // int(config.eval_every) + 1)   # horizon_stats
 
     def summarise_extra(self, config: Any, results: Mapping[int, SeedResult], metrics: dict) -> dict:

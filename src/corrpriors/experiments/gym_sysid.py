@@ -220,7 +220,7 @@ class SysIdExperiment(GymExperiment):
         coords = self.coordinates(config)
         check_model_settings(config, coords)
         check_correlated(coords, tuple(config.methods), self.env_id)
-        self.check_run_memory(config, observed=max(int(t) for t in config.transitions))
+        self.check_run_memory(config, coords, observed=max(int(t) for t in config.transitions))
 
     def summarise_extra(self, config: Any, results: Mapping[int, SeedResult], metrics: dict) -> dict:
         """Summarise the best method at every T, the error ratios to pg and the CPU time per method."""

@@ -125,6 +125,10 @@ def test_predictions_before_fit_raise():
      "mean_prior_mean: prior means of the stick logits must lie within"),
     ({"mean": [1e300, 0.0]}, "mean: prior means of the stick logits must lie within"),
     ({"scale": 1e30}, "scale: the prior variance of the stick logits.*usable range"),
+    # a hyper-prior that pins the MAP scale to a bound of the usable range (it used to run
+    # 5 iterations, pin the scale at 1e-150 and report an ELBO of garbage)
+    ({"scale_prior": (1e-300, 1e300), "learn_scale": True}, "scale_prior: the Gamma.*outside"),
+    ({"scale_prior": (1e20, 1e-10), "learn_scale": True}, "scale_prior: the Gamma.*outside"),
 ])
 def test_extreme_hyper_parameters_raise_naming_the_argument(kw, match):
     with pytest.raises(ValueError, match=match):

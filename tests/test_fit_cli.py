@@ -231,6 +231,29 @@ def test_verbose_quiet_and_no_terminal(tmp_path, capsys):
     assert fit(["--out", tmp_path / "e", "--verbose", "--quiet"], capsys)[0] == 2
 
 
+def test_early_stop_is_not_reported_as_max_iter(tmp_path, capsys, monkeypatch):
+    # a fit that stops before --max-iter without converging (the objective decreased) must not
+    # claim that --max-iter was reached
+    from corrpriors.runner import fit as fit_module
+
+    real = fit_module._fit
+
+    def stopped_early(args, data):
+        model, messages = real(args, data)
+        model.converged_ = False
+        return model, messages
+
+    monkeypatch.setattr(fit_module, "_fit", stopped_early)
+    rc, out, _ = fit(["--out", tmp_path / "o"], capsys)
+    assert rc == 0 and "NOT converged: stopped, see the warning" in out and "--max-iter" not in out
+
+
+def test_scale_prior_outside_the_usable_range_is_refused(tmp_path, capsys):
+    rc, out, err = fit(["--out", tmp_path / "o", "--learn-scale", "--scale-prior", "1e-300",
+                        "1e300"], capsys)
+    assert rc == 2 and "scale_prior: the Gamma" in err and not (tmp_path / "o").exists()
+
+
 def test_routine_jitter_is_recorded_not_printed(tmp_path, capsys):
     """A 1-D squared-exponential fit needs the starting jitter 1e-10 (the core's round-off
     level, silent up to 1e-8 of the mean diagonal): recorded in summary.json, nothing on the

@@ -34,7 +34,7 @@ from . import hyper_em
 from .elbo import elbo_value, log_binomial_coefficients, optimal_tilts
 from .fixed_point import FixedPointOptions, FixedPointTrace, iterate
 from .polya_gamma import pg_mean_unchecked
-from .priors.base import GaussianPrior, PsiStep, StickLayout, build_layout, check_prior_scale
+from .priors.base import GaussianPrior, PsiStep, StickLayout, build_layout, check_prior_scale, check_scale_prior
 from .results import VIResult
 from .stick_breaking import count_statistics
 
@@ -369,6 +369,8 @@ def run_cavi(counts: np.ndarray, prior: GaussianPrior, mean: np.ndarray,
         raise ValueError(f"learn_kernel: {type(prior).__name__} does not support kernel "
                          "learning; compare kernels with select_kernel instead")
     check_prior_scale(float(scale), prior)
+    if options.learn_scale:
+        check_scale_prior(options.scale_prior, prior)
     tilts0, hyper0 = initial_state(data, Hyper(float(scale), np.asarray(mean, float), prior),
                                    options, init)
 

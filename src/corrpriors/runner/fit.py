@@ -144,7 +144,8 @@ def fit_files(args: FitOptions) -> int:
     _write(out, files, stale)
     if not args.quiet:
         state = ("converged" if model.converged_
-                 else f"NOT converged: --max-iter {args.max_iter} reached")
+                 else f"NOT converged: --max-iter {args.max_iter} reached"
+                 if model.n_iter_ >= args.max_iter else "NOT converged: stopped, see the warning")
         removed = (f"; removed {', '.join(stale)} of an earlier run" if stale else "")
         print(f"fitted C={data.counts.shape[0]} covariates, K={data.counts.shape[1]} categories "
               f"in {model.n_iter_} iterations ({state})\nELBO {model.elbo_:.6g}; "

@@ -333,6 +333,25 @@ def check_prior_scale(scale: float, prior: GaussianPrior, name: str = "scale") -
     return scale
 
 
+def check_scale_prior(scale_prior: tuple[float, float] | None, prior: GaussianPrior) -> None:
+    """Raise a ``ValueError`` naming ``scale_prior`` if the mean of its Gamma(shape, rate), the
+    scale it favours, lies outside :func:`prior_scale_range` (the MAP-EM scale would then be
+    pinned to a bound of the range, where the arithmetic breaks down, instead of being learned).
+    """
+    if scale_prior is None:
+        return
+    lo, hi = prior_scale_range(prior)
+    shape, rate = scale_prior
+    mean = shape / rate
+    if not lo <= mean <= hi:
+        raise ValueError(
+            f"scale_prior: the Gamma(shape={shape:g}, rate={rate:g}) hyper-prior favours scales "
+            f"near shape / rate = {mean:.3g}, outside the usable range {lo:.3g} <= scale <= "
+            f"{hi:.3g} of this prior (prior variance of the stick logits in "
+            f"[{PRIOR_VARIANCE_RANGE[0]:g}, {PRIOR_VARIANCE_RANGE[1]:g}]); choose shape and rate "
+            f"whose ratio is a plausible scale, e.g. 2 1")
+
+
 def check_prior(prior: Any, n_covariates: int | None = None, name: str = "prior") -> GaussianPrior:
     """Check that ``prior`` implements :class:`GaussianPrior` (and has ``n_covariates`` rows)."""
     if not isinstance(prior, GaussianPrior):
@@ -345,4 +364,4 @@ def check_prior(prior: Any, n_covariates: int | None = None, name: str = "prior"
 
 
 __all__ = ["PRIOR_VARIANCE_RANGE", "GaussianPrior", "PsiStep", "StickLayout", "build_layout",
-           "check_prior", "check_prior_scale", "joint_constant_mean", "prior_scale_range"]
+           "check_prior", "check_prior_scale", "check_scale_prior", "joint_constant_mean", "prior_scale_range"]

@@ -406,3 +406,34 @@ def test_prepared_matrix_is_validated_once():
     chol = SparseCholesky(grid_matern(4))
     with pytest.raises(ValueError, match="symmetric"):
         chol.prepare(q)
+
+
+def test_unwritten_buffers_are_never_read(monkeypatch):
+    """The factorisation's update matrices (upper triangles never computed, syrk with beta = 0
+    into an empty buffer) and the selected inverse's fronts (upper right block never written)
+    are read on and below their diagonals only: with every ``np.empty`` inside the kernels
+    filled with NaN the results are unchanged, bit for bit."""
+    a = grid_matern(11)
+    chol = SparseCholesky(a, leaf_size=4)
+    sym = chol._symbolic
+    assert any(len(c) for c in sym.children)       # fronts and extend-adds are exercised
+    lower = chol.prepare(a).lower
+    clean = lower.copy()
+    _supernodal.factorize(sym, clean)
+    sigma = _supernodal.selected_inverse(sym, clean)
+
+    real_empty = np.empty
+
+    def nan_empty(shape, *args, **kwargs):
+        out = real_empty(shape, *args, **kwargs)
+        out.fill(np.nan)
+        return out
+
+    monkeypatch.setattr(_supernodal.np, "empty", nan_empty)
+    dirty = lower.copy()
+    _supernodal.factorize(sym, dirty)
+    dirty_sigma = _supernodal.selected_inverse(sym, dirty)
+    monkeypatch.undo()
+    np.testing.assert_array_equal(dirty, clean)
+    np.testing.assert_array_equal(dirty_sigma, sigma)
+    check_against_dense(a, chol.factorize(a), np.random.default_rng(0))

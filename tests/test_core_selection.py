@@ -134,3 +134,31 @@ def test_selection_validation():
         CorrelatedTransitionModel(3, 1, np.eye(3), selection="evidence")
     with pytest.raises(TypeError, match="estimator"):
         ScaleSearch(np.eye(3))
+
+
+def test_new_lattice_points_start_from_extrapolated_tilts():
+    """A lattice point reached with two fitted neighbours on one side starts from their tilts
+    extrapolated log-linearly; the fits still reach the fixed point of a cold, tight fit."""
+    from corrpriors.core.selection import _extrapolated_start
+
+    cov, counts = _problem(seed=3)
+    fits = {j: CorrelatedMultinomial(cov, scale=10.0 ** (j * 0.25), tol=1e-12).fit(counts)
+            for j in (0, 1)}
+    start = _extrapolated_start(-1, {j: m.result_ for j, m in fits.items()})
+    w0, w1 = fits[0].result_.w, fits[1].result_.w
+    np.testing.assert_allclose(start.w, w0 * (w0 / w1), rtol=1e-12)
+    np.testing.assert_array_equal(start.psi_mean, fits[0].result_.psi_mean)
+    assert _extrapolated_start(2, {0: fits[0].result_}) is fits[0].result_
+    # between the two fits (no neighbour on the far side): the nearest one, unchanged
+    assert _extrapolated_start(-1, {0: fits[0].result_, -2: fits[1].result_}) is fits[0].result_
+    # the extrapolated start is closer to the fixed point at j = -1 than the nearest fit's
+    target = CorrelatedMultinomial(cov, scale=10.0 ** -0.25, tol=1e-12).fit(counts)
+    assert np.linalg.norm(start.w - target.result_.w) < np.linalg.norm(w0 - target.result_.w)
+    search = ScaleSearch(CorrelatedMultinomial(cov, tol=1e-10), start=10.0 ** 0.5)
+    sel = search.select(counts)
+    for j, m in search.models_.items():
+        tight = CorrelatedMultinomial(cov, scale=10.0 ** (j * 0.25), tol=1e-13,
+                                      max_iter=5000).fit(counts)
+        assert m.result_.objective == pytest.approx(tight.result_.objective, rel=1e-9)
+    assert sel.value == pytest.approx(max(_brute_force(cov, counts, "collapsed").values()),
+                                      rel=1e-7)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -182,7 +182,7 @@ class ScaleSearch:
             near = [i for i, m in self.models_.items()
                     if i != j and hasattr(m, "counts_") and np.array_equal(m.counts_, counts)]
             if near:
-                init = self.models_[min(near, key=lambda i: abs(i - j))].result_
+                init = _extrapolated_start(j, {i: self.models_[i].result_ for i in near})
         if not (hasattr(model, "counts_") and np.array_equal(model.counts_, counts)):
             model.fit(counts, init=init)
             self.n_fits_ += 1
@@ -221,6 +221,33 @@ class ScaleSearch:
         self._start = j
         return ScaleSelection(scale=self.scale_of(j), value=values[j], model=self.models_[j],
                               values={self.scale_of(i): v for i, v in sorted(values.items())})
+
+
+def _extrapolated_start(j: int, fitted: dict[int, Any]) -> Any:
+    r"""Warm start of lattice point ``j`` from the fits ``fitted`` (lattice index -> VIResult).
+
+    The nearest fit's (:math:`i_1`) result; when another fit :math:`i_2` lies beyond it (on the
+    side away from ``j``, as in a climb), the tilts are extrapolated log-linearly in the lattice
+    index, :math:`\log w_j = \log w_{i_1} + (\log w_{i_1} - \log w_{i_2})(j - i_1)/(i_1 - i_2)`
+    (positive, as tilts are; the change capped at a factor :math:`e^5`), which follows the
+    fixed point's drift with the scale and starts CAVI closer to it (on the 100 x 100 tunnel
+    grid, 3 fewer stick updates per extrapolated fit, of 23-24). Only the start changes: the
+    fit iterates to its tolerance as before.
+    """
+    order = sorted(fitted, key=lambda i: abs(i - j))
+    i1 = order[0]
+    start = fitted[i1]
+    same_side = [i for i in order[1:] if (i - i1) * (i1 - j) > 0]
+    if not same_side:
+        return start
+    i2 = same_side[0]
+    w1, w2 = np.asarray(start.w, dtype=float), np.asarray(fitted[i2].w, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_ratio = np.log(w1) - np.log(w2)
+    t = (j - i1) / (i1 - i2)
+    ok = (w1 > 0) & (w2 > 0) & np.isfinite(log_ratio)
+    w = np.where(ok, w1 * np.exp(np.clip(t * np.where(ok, log_ratio, 0.0), -5.0, 5.0)), w1)
+    return replace(start, w=w)
 
 
 def select_scale(estimator: CorrelatedMultinomial, counts: Any, *, criterion: str = "collapsed",

@@ -195,15 +195,9 @@ def test_fixed_small_concentration_behaves_like_a_dirichlet_around_the_base():
     np.testing.assert_allclose(b.mean(), expected, rtol=1e-12)
 
 
-def test_distinct_posterior_and_repel_by_hand():
-    from corrpriors.applications.transitions._layer import distinct_posterior, repel
+def test_repel_by_hand():
+    from corrpriors.applications.transitions._layer import repel
 
-    counts = np.zeros((4, 3, 4))
-    counts[0, 0, 1], counts[0, 1, 2] = 3, 1            # state 0: two actions, different places
-    counts[1, 0, 2], counts[1, 2, 2] = 1, 4            # state 1: two actions, the same place
-    counts[2, 1, 3] = 2                                # state 2: one action only: no trial
-    counts[3, 0, 0], counts[3, 1, 1], counts[3, 2, 1] = 1, 1, 1   # state 3: two coincide
-    assert distinct_posterior(counts, (1.0, 2.0)) == (2.0, 4.0)
     base = np.array([[0.5, 0.25, 0.25], [0.2, 0.3, 0.5]])
     taken = np.array([[True, False, False], [True, True, True]])
     out = repel(base, taken, 0.5)
@@ -312,3 +306,82 @@ def test_cli_beliefs_keep_the_layer_default_on_sparse_storage():
     assert make_belief("pg", grid(4), plain).concentrations_ is None
     with pytest.raises(ValueError, match="dense storage"):
         make_belief("pg", grid(n), dataclasses.replace(PSRLConfig(), concentration="2.0"))
+
+
+def test_contamination_absent_is_the_bayes_factor_by_quadrature():
+    from scipy.integrate import quad
+    from scipy.stats import beta as beta_dist
+
+    from corrpriors.applications.transitions._layer import NO_CONTAMINATION_PRIOR, contamination_absent
+
+    rng = np.random.default_rng(3)
+    q = rng.dirichlet(np.ones(5), size=4)
+    t = np.array([[2, 0, 1, 0, 0], [0, 1, 0, 0, 0], [0, 0, 0, 3, 1], [1, 0, 0, 0, 0]], float)
+    for prior in ((1.0, 1.0), (0.5, 4.0)):
+        def integrand(e, prior=prior):
+            return np.prod((1 - e + e / (5 * q[t > 0])) ** t[t > 0]) * beta_dist.pdf(e, *prior)
+        bf = quad(integrand, 0, 1, limit=200)[0]
+        p0 = NO_CONTAMINATION_PRIOR
+        expected = p0 / (p0 + (1 - p0) * bf)
+        got = contamination_absent(t, q, prior, grid=(np.arange(4000) + 0.5) / 4000)
+        assert got == pytest.approx(expected, rel=1e-4)
+    # many tables the neighbours predict well: epsilon = 0; one they cannot explain: not
+    good = np.tile([[1.0, 0, 0]], (40, 1))
+    assert contamination_absent(good, np.tile([[0.98, 0.01, 0.01]], (40, 1)), (1.0, 1.0)) > 0.95
+    assert contamination_absent(good, np.tile([[0.0, 0.5, 0.5]], (40, 1)), (1.0, 1.0)) == 0.0
+
+
+def _modes_probability(base, modes, delta, order):
+    """P(the actions of one state take ``modes``) when they take them in ``order`` (draws' model)."""
+    from corrpriors.applications.transitions._layer import repel
+
+    p, taken = 1.0, np.zeros(base.shape[-1], dtype=bool)
+    for a in order:
+        p *= repel(base[a], taken, delta)[modes[a]]
+        taken[modes[a]] = True
+    return p
+
+
+def test_distinct_log_likelihood_is_the_draws_probability_over_orders():
+    import itertools
+
+    from corrpriors.applications.transitions._layer import distinct_log_likelihood
+
+    rng = np.random.default_rng(4)
+    S, A = 4, 3
+    base = rng.dirichlet(np.ones(S), size=(S, A))
+    counts = np.zeros((S, A, S))
+    counts[0, 0, 1], counts[0, 1, 2], counts[0, 2, 3] = 2, 1, 1      # distinct outcomes
+    counts[1, 0, 2], counts[1, 2, 2] = 1, 3                          # two coincide
+    counts[2, 1, 0] = 1                                              # one action: no evidence
+    deltas = np.array([0.0, 0.3, 0.9])
+    got = distinct_log_likelihood(counts, base, deltas)
+    expected = np.zeros(3)
+    for s, acts, modes in ((0, (0, 1, 2), {0: 1, 1: 2, 2: 3}), (1, (0, 2), {0: 2, 2: 2})):
+        for k, d in enumerate(deltas):
+            p = np.mean([_modes_probability(base[s], modes, d, order)
+                         for order in itertools.permutations(acts)])
+            expected[k] += np.log(p / np.prod([base[s, a, modes[a]] for a in acts]))
+    np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-12)
+
+
+def test_distinct_posterior_needs_outcomes_the_base_cannot_tell_apart():
+    from corrpriors.applications.transitions._layer import DELTAS, distinct_posterior
+
+    S = 6
+    counts = np.zeros((S, 2, S))
+    counts[np.arange(S - 1), 0, np.arange(1, S)] = 1
+    counts[np.arange(S - 1), 1, np.arange(S - 1)] = 1          # two different outcomes each
+    sharp = np.zeros((S, 2, S))                                 # the base tells them apart
+    sharp[np.arange(S - 1), 0, np.arange(1, S)] = 1
+    sharp[np.arange(S - 1), 1, np.arange(S - 1)] = 1
+    sharp[S - 1] = 1.0 / S
+    shuffled = 0.5 * (sharp + sharp[:, ::-1])                   # DeepSea: 50/50 per action
+    prior = (1.0, 1.0)
+    mean = {name: distinct_posterior(counts, b, prior) @ DELTAS
+            for name, b in (("sharp", sharp), ("shuffled", shuffled))}
+    assert mean["sharp"] == pytest.approx(0.5, abs=1e-6)       # no evidence either way
+    assert mean["shuffled"] > 0.6                              # distinct where a coincidence was likely
+    same = counts.copy()
+    same[np.arange(S - 1), 1] = same[np.arange(S - 1), 0]        # every state's actions coincide
+    assert distinct_posterior(same, shuffled, prior) @ DELTAS < 0.2

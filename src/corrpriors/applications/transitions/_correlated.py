@@ -331,14 +331,16 @@ class CorrelatedTransitionModel(_TransitionBelief):
         With a Beta prior :math:`(a_0, b_0)`, the base is
         :math:`B = (1 - \varepsilon) Q + \varepsilon U`: with probability :math:`\varepsilon`
         a pair's next state is not predicted by its neighbours (uniform over the states, the
-        sparse Dirichlet's base); :math:`\varepsilon` has a Beta posterior from the table counts
-        and is drawn with every posterior draw. ``None``: :math:`\varepsilon = 0`.
+        sparse Dirichlet's base); :math:`\varepsilon = 0` has prior probability 1/2 and its
+        Bayes factor from the table counts, otherwise :math:`\varepsilon` has a Beta posterior;
+        it is drawn with every posterior draw. ``None``: :math:`\varepsilon = 0`.
     distinct_prior : (float, float) or None, default=None
         With a Beta prior :math:`(a_0, b_0)` (and a concentration): with probability
         :math:`\delta` the actions of a state draw distinct outcomes (an untried action is
         unlikely to do what another action of its state is known or drawn to do); :math:`\delta`
-        has the Beta posterior of the states whose tried actions led to different next states.
-        Acts on the per-pair part of the layer only.
+        has a grid posterior from the states with two or more tried actions (distinct outcomes
+        count as far as the base expected them to coincide). Acts on the per-pair part of the
+        layer only.
     layer_rounds : int, default=2
         With a layer: at most this many table-then-fit rounds per refit (they stop when the
         tables no longer change; refits continue them across new data).
@@ -376,7 +378,8 @@ class CorrelatedTransitionModel(_TransitionBelief):
     contamination_ : (float, float) or None
         With ``contamination_prior``: the Beta posterior of :math:`\varepsilon`.
     distinct_ : (float, float) or None
-        With ``distinct_prior``: the Beta posterior of :math:`\delta`.
+        With ``distinct_prior``: the Beta distribution with the mean and variance of the grid
+        posterior of :math:`\delta` (:func:`~._layer.distinct_posterior`).
     """
 
     def __init__(self, n_states: int, n_actions: int, covariance: Any = None,

@@ -26,17 +26,26 @@ fitted to the table counts below, and its far jumps spread by the pooled destina
   the posterior mean averages over it;
 * the **contamination** :math:`\varepsilon` (shared): the probability that a pair's next state
   is not predicted by its neighbours at all (any state, uniformly: the base measure of the
-  sparse Dirichlet belief). Its posterior is :math:`\mathrm{Beta}(a_0 + m_U, b_0 + m_Q)` with
-  :math:`m_U, m_Q` the table counts the two components explain (:func:`contamination_posterior`);
-  draws draw it.
+  sparse Dirichlet belief). Like :math:`c = \infty`, :math:`\varepsilon = 0` ("the neighbours
+  predict every table") has prior probability :data:`NO_CONTAMINATION_PRIOR`; its posterior
+  probability is the exact Bayes factor of the tables (:func:`contamination_absent`), so that
+  tables the neighbours predict well switch the contamination off (the Occam factor), where a
+  plain Beta posterior would keep :math:`\varepsilon \approx 1 / T` after :math:`T` of them,
+  enough for a few committed guesses "anywhere" in every draw of a deterministic world.
+  Otherwise :math:`\varepsilon \sim \mathrm{Beta}(a_0 + m_U, b_0 + m_Q)` with :math:`m_U, m_Q`
+  the table counts the two components explain (:func:`contamination_posterior`); draws draw
+  both.
 
 A third, optional, part is about the actions of one state: **distinct outcomes**. With
 probability :math:`\delta` the pairs of a state draw their dishes (the next states their
 tables serve) *without replacement*: an action is unlikely to do what another action of the
 same state is known (or drawn) to do. Actions exist to do different things -- a grid's four
 moves, DeepSea's left and right whose labels are shuffled in every cell -- and where they do
-not (two moves into one wall), the data say so: :math:`\delta` has the Beta posterior of the
-states whose tried actions led to different next states (:func:`distinct_posterior`). It acts
+not (two moves into one wall), the data say so: :math:`\delta` has a posterior on a grid
+(:func:`distinct_posterior`) whose likelihood is the draws' own model
+(:func:`distinct_log_likelihood`): two actions of a state with different outcomes are evidence
+for :math:`\delta` only as far as the base expected them to coincide (DeepSea's shuffled
+actions), none where the base already tells them apart (a grid's moves). It acts
 on the per-pair part of the layer only (finite :math:`c`): the plain correlated model
 (:math:`c = \infty`) is unchanged.
 
@@ -53,17 +62,19 @@ neighbours) and :math:`n` (large :math:`c`: every observation is).
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
 from scipy.special import digamma, gammaln
 
 from ..._random import as_generator, sample_dirichlet
-from ..._typing import FloatArray, SeedLike
+from ..._typing import FloatArray, IntArray, SeedLike
 
-__all__ = ["CONCENTRATIONS", "NO_LAYER_PRIOR", "concentration_weights", "contamination_posterior",
-           "distinct_draws", "distinct_posterior", "expected_tables", "layer_draws", "layer_mean", "log_evidence",
-           "repel"]
+__all__ = ["CONCENTRATIONS", "DELTAS", "NO_CONTAMINATION_PRIOR", "NO_LAYER_PRIOR",
+           "concentration_weights", "contamination_absent", "contamination_posterior",
+           "distinct_draws", "distinct_log_likelihood", "distinct_posterior", "expected_tables",
+           "layer_draws", "layer_mean", "log_evidence", "repel"]
 
 #: The default lattice of concentrations c: a quarter decade apart from 1e-2 to 1e4, and
 #: infinity (no layer: every pair is its base).
@@ -239,36 +250,158 @@ def contamination_posterior(tables: Any, predicted: Any, epsilon: float,
     return float(prior[0]) + m_u, float(prior[1]) + float(t[i].sum()) - m_u
 
 
-def distinct_posterior(counts: Any, prior: tuple[float, float]) -> tuple[float, float]:
-    r"""Beta posterior of :math:`\delta`, the probability that a state's actions do distinct things.
+#: The grid on which the distinctness :math:`\delta` has its posterior (bin midpoints of [0, 1]).
+DELTAS = (np.arange(200) + 0.5) / 200
 
-    Every state with at least two tried actions is one trial: a success when the most frequent
-    next states of its tried actions are all different.
+
+#: Prior probability of :math:`\varepsilon = 0` (the neighbours predict every table) in
+#: :func:`contamination_absent`.
+NO_CONTAMINATION_PRIOR = 0.5
+
+
+def _bin_log_prior(grid: FloatArray, prior: tuple[float, float]) -> FloatArray:
+    """Log Beta-prior mass of the bins of [0, 1] around the increasing midpoints ``grid``."""
+    from scipy.stats import beta as beta_dist
+
+    edges = np.r_[0.0, 0.5 * (grid[1:] + grid[:-1]), 1.0]
+    with np.errstate(divide="ignore"):
+        return np.log(np.diff(beta_dist.cdf(edges, prior[0], prior[1])))
+
+
+def contamination_absent(tables: Any, predicted: Any, prior: tuple[float, float],
+                         grid: Any = None) -> float:
+    r"""Posterior probability that there is no contamination (:math:`\varepsilon = 0`).
+
+    Two hypotheses at prior odds :data:`NO_CONTAMINATION_PRIOR`, as for the concentration
+    (:func:`concentration_weights`): the tables are all drawn from the neighbours' predictions
+    :math:`Q`, or from :math:`(1 - \varepsilon) Q + \varepsilon U` with
+    :math:`\varepsilon \sim \mathrm{Beta}(a_0, b_0)`. The Bayes factor
+    :math:`\int \prod_j (1 - \varepsilon + \varepsilon / (S Q_j))^{t_j}\,
+    \mathrm{Beta}(\varepsilon)\, d\varepsilon` is integrated over the bins around ``grid``
+    (the prior's exact mass of every bin times the integrand at its midpoint).
+    Tables the neighbours predict well are evidence for :math:`\varepsilon = 0` (the Occam
+    factor: about :math:`1 / (T + 1)` for :math:`T` such tables under Beta(1, 1)).
+
+    Parameters
+    ----------
+    tables : array_like of shape (..., S)
+        Table counts (:func:`expected_tables`).
+    predicted : array_like of shape (..., S)
+        :math:`Q` of every row.
+    prior : (float, float)
+        The Beta prior of :math:`\varepsilon` under the second hypothesis.
+    grid : array_like of shape (G,), optional
+        Bin midpoints of [0, 1] (default :data:`DELTAS`).
+
+    Returns
+    -------
+    float
+        :math:`P(\varepsilon = 0 \mid \text{tables})`.
+    """
+    t, q = _check_pair(tables, predicted)
+    e = DELTAS if grid is None else np.asarray(grid, dtype=np.float64)
+    i = np.nonzero(t)
+    if not np.all(q[i] > 0):
+        return 0.0                                  # a table the neighbours cannot explain
+    x = 1.0 / (t.shape[-1] * q[i])                  # U / Q at every table
+    log_ratio = np.log1p(e[:, None] * (x[None, :] - 1.0)) @ t[i]       # (G,)
+    v = log_ratio + _bin_log_prior(e, prior)
+    top = float(np.max(v))
+    log_bf = top + np.log(np.sum(np.exp(v - top)))
+    p0 = NO_CONTAMINATION_PRIOR
+    return float(1.0 / (1.0 + (1.0 - p0) / p0 * np.exp(min(log_bf, 700.0))))
+
+
+def _state_modes(counts: FloatArray) -> list[tuple[int, IntArray, IntArray]]:
+    """(state, tried actions, their most frequent next states) of every state with >= 2 tried."""
+    tried = counts.sum(axis=-1) > 0                               # (S, A)
+    mode = counts.argmax(axis=-1)                                 # (S, A)
+    return [(int(s), np.flatnonzero(tried[s]), mode[s, tried[s]])
+            for s in np.flatnonzero(tried.sum(axis=1) >= 2)]
+
+
+def distinct_log_likelihood(counts: Any, base: Any, deltas: Any = DELTAS) -> FloatArray:
+    r"""Log likelihood of the distinctness :math:`\delta` under the draws' model (:func:`repel`).
+
+    The actions of a state take their outcomes one after the other in a random order; an action
+    whose base is :math:`B_a` takes :math:`j` with probability
+    :math:`B_a(j)\,(1 - \delta\,[j \in T]) / (1 - \delta\,B_a(T))`, :math:`T` the outcomes the
+    actions before it took (:func:`repel`). Relative to independent actions
+    (:math:`\delta = 0`) an outcome that coincides with a taken one contributes a factor
+    :math:`(1 - \delta) / (1 - \delta B_a(T))`, a distinct one :math:`1 / (1 - \delta B_a(T))`:
+    evidence for distinctness only as far as the base expected a coincidence. (Where the base already tells
+    the actions apart -- a grid's moves -- distinct outcomes are no evidence; where it cannot
+    -- DeepSea's shuffled actions -- every state whose actions differ is.)
+
+    Parameters
+    ----------
+    counts : array_like of shape (S, A, S)
+        Transition counts; a tried action's outcome is its most frequent next state, and every
+        state with at least two tried actions is one observation.
+    base : array_like of shape (S, A, S)
+        The base measure :math:`B` of every pair.
+    deltas : array_like of shape (G,)
+        Values of :math:`\delta` in [0, 1].
+
+    Returns
+    -------
+    ndarray of shape (G,)
+        :math:`\sum_s \log \mathrm{mean}_{\pi} \prod_k (\ldots)`, the likelihood ratio against
+        :math:`\delta = 0`, averaged over the orders :math:`\pi` of the state's tried actions
+        (all orders up to 4 tried actions, else the order of the action indices).
+    """
+    n, b = _check_pair(counts, base)
+    if n.ndim != 3 or n.shape[0] != n.shape[2]:
+        raise ValueError(f"counts: expected shape (S, A, S), got {n.shape}")
+    d = np.atleast_1d(np.asarray(deltas, dtype=np.float64))
+    if d.ndim != 1 or not np.all((d >= 0) & (d <= 1)):
+        raise ValueError("deltas: expected a 1-D array of values in [0, 1]")
+    out = np.zeros(d.size)
+    for s, acts, modes in _state_modes(n):
+        orders = (list(itertools.permutations(range(acts.size))) if acts.size <= 4
+                  else [tuple(range(acts.size))])
+        ratio = np.zeros(d.size)
+        for order in orders:
+            r = np.ones(d.size)
+            for k, i in enumerate(order):
+                before = modes[list(order[:k])]
+                if k == 0:
+                    continue
+                hit = 1.0 - d if modes[i] in before else 1.0
+                r = r * hit / (1.0 - d * b[s, acts[i], np.unique(before)].sum())
+            ratio += r
+        with np.errstate(divide="ignore"):
+            out += np.log(ratio / len(orders))
+    return out
+
+
+def distinct_posterior(counts: Any, base: Any, prior: tuple[float, float],
+                       deltas: Any = DELTAS) -> FloatArray:
+    r"""Posterior weights of the distinctness :math:`\delta` on a grid.
 
     Parameters
     ----------
     counts : array_like of shape (S, A, S)
         Transition counts.
+    base : array_like of shape (S, A, S)
+        The base measure of every pair.
     prior : (float, float)
-        Beta prior :math:`(a_0, b_0)`.
+        Beta prior :math:`(a_0, b_0)` of :math:`\delta`.
+    deltas : array_like of shape (G,)
+        The grid (bin midpoints of [0, 1]: the weights are the bins' probabilities).
 
     Returns
     -------
-    (float, float)
-        :math:`(a_0 + \#\text{distinct}, b_0 + \#\text{coinciding})`.
+    ndarray of shape (G,)
+        The Beta prior's mass of every bin times :func:`distinct_log_likelihood` at its
+        midpoint, normalised.
     """
-    n = np.asarray(counts, dtype=np.float64)
-    if n.ndim != 3 or n.shape[0] != n.shape[2]:
-        raise ValueError(f"counts: expected shape (S, A, S), got {n.shape}")
-    tried = n.sum(axis=-1) > 0                                   # (S, A)
-    mode = np.where(tried, n.argmax(axis=-1), -1)                # (S, A)
-    trials = tried.sum(axis=1) >= 2
-    n_distinct = 0
-    for row, ok in zip(mode[trials], tried[trials]):
-        seen = row[ok]
-        n_distinct += int(np.unique(seen).size == seen.size)
-    n_trials = int(trials.sum())
-    return float(prior[0]) + n_distinct, float(prior[1]) + n_trials - n_distinct
+    d = np.asarray(deltas, dtype=np.float64)
+    v = distinct_log_likelihood(counts, base, d) + _bin_log_prior(d, prior)
+    if not np.any(np.isfinite(v)):
+        raise ValueError("counts, base: no value of delta has a positive posterior density")
+    w = np.exp(v - np.max(v))
+    return w / w.sum()
 
 
 def repel(base: Any, taken: Any, delta: Any) -> FloatArray:
@@ -447,8 +580,10 @@ class _Layer:
         self.weights = np.full((n_actions, lattice.size), 1.0 / lattice.size)
         self.prior = prior
         self.beta: tuple[float, float] = prior if prior is not None else (0.0, 1.0)
+        self.absent = NO_CONTAMINATION_PRIOR if prior is not None else 1.0   # P(epsilon = 0)
         self.distinct = distinct
-        self.delta_beta: tuple[float, float] = distinct if distinct is not None else (0.0, 1.0)
+        self.delta_weights = (None if distinct is None else
+                              distinct_posterior(np.zeros((1, 1, 1)), np.ones((1, 1, 1)), distinct))
         self.rounds = rounds
         self.fitted: list[FloatArray | None] = [None] * n_actions
         self.n_states = n_states
@@ -488,8 +623,17 @@ class _Layer:
     @property
     def delta(self) -> float:
         """Posterior mean of the distinctness (0 without a prior)."""
-        a, b = self.delta_beta
-        return 0.0 if self.distinct is None else a / (a + b)
+        return 0.0 if self.delta_weights is None else float(self.delta_weights @ DELTAS)
+
+    @property
+    def delta_beta(self) -> tuple[float, float]:
+        """The Beta distribution with the mean and variance of the grid posterior of delta."""
+        if self.delta_weights is None:
+            return (0.0, 1.0)
+        m = self.delta
+        v = float(self.delta_weights @ (DELTAS - m) ** 2)
+        k = m * (1.0 - m) / max(v, 1e-12) - 1.0
+        return (m * k, (1.0 - m) * k)
 
     def _taken(self, counts: FloatArray) -> FloatArray:
         """(S, A, S): the most frequent next states of every state's *other* tried actions."""
@@ -507,6 +651,11 @@ class _Layer:
     @property
     def epsilon(self) -> float:
         """Posterior mean of the contamination (0 without a prior)."""
+        return (1.0 - self.absent) * self._slab_epsilon
+
+    @property
+    def _slab_epsilon(self) -> float:
+        """Mean of the contamination given that there is some (the Beta posterior's)."""
         return 0.0 if self.prior is None else self.beta[0] / (self.beta[0] + self.beta[1])
 
     def _base(self, belief: Any) -> FloatArray | None:
@@ -549,10 +698,12 @@ class _Layer:
             if self.prior is not None:
                 tables = np.stack([t for t in self.fitted if t is not None], axis=1)
                 for _ in range(3):   # a few EM steps of the mixture weight
-                    self.beta = contamination_posterior(tables, base, self.epsilon, self.prior)
-            if self.distinct is not None:
-                self.delta_beta = distinct_posterior(counts, self.distinct)
+                    self.beta = contamination_posterior(tables, base, self._slab_epsilon,
+                                                        self.prior)
+                self.absent = contamination_absent(tables, base, self.prior)
             B = mix_base(base, self.epsilon)
+            if self.distinct is not None:
+                self.delta_weights = distinct_posterior(counts, B, self.distinct)
             for a in range(counts.shape[1]):
                 self.weights[a] = concentration_weights(
                     log_evidence(counts[:, a, :], B[:, a, :], self.lattice), self.lattice)
@@ -574,12 +725,14 @@ class _Layer:
         eps: Any = self.epsilon
         if self.prior is not None:
             a0, b0 = self.beta
-            eps = np.asarray(rng.beta(a0, b0, size=m))[:, None, None, None]
+            eps = np.asarray(rng.beta(a0, b0, size=m) * (rng.random(m) >= self.absent)
+                             )[:, None, None, None]
         B = mix_base(base_draws, eps)
-        if self.distinct is not None:
-            a0, b0 = self.delta_beta
-            return distinct_draws(counts, B, self.lattice, self.weights,
-                                  np.asarray(rng.beta(a0, b0, size=m)), rng=rng)
+        if self.delta_weights is not None:   # delta from its grid posterior, uniform in a bin
+            half = 0.5 / DELTAS.size
+            delta = DELTAS[rng.choice(DELTAS.size, size=m, p=self.delta_weights)] \
+                + rng.uniform(-half, half, size=m)
+            return distinct_draws(counts, B, self.lattice, self.weights, delta, rng=rng)
         return np.stack([layer_draws(counts[:, a, :], B[:, :, a, :], self.lattice,
                                      self.weights[a], rng=rng)
                          for a in range(counts.shape[1])], axis=2)

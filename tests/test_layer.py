@@ -141,6 +141,7 @@ def test_layer_learns_determinism_and_stochasticity():
     assert np.all(w @ np.where(np.isinf(cs), 1e6, cs) < 1.0)    # posterior mean c below 1
     eps = b.contamination_[0] / sum(b.contamination_)
     assert eps < 0.05                                         # the neighbours predict the moves
+    assert b.contamination_absent_ > 0.9                      # ... so well: no contamination
     grid, g = _grid_belief()
     s = rng.integers(16, size=2000)
     a = rng.integers(4, size=2000)

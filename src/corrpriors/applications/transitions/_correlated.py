@@ -376,7 +376,10 @@ class CorrelatedTransitionModel(_TransitionBelief):
     concentrations_ : ndarray of shape (L,) or None
         With a layer: the lattice of concentrations (``inf``: no layer).
     contamination_ : (float, float) or None
-        With ``contamination_prior``: the Beta posterior of :math:`\varepsilon`.
+        With ``contamination_prior``: the Beta posterior of :math:`\varepsilon` given
+        :math:`\varepsilon > 0`.
+    contamination_absent_ : float or None
+        With ``contamination_prior``: the posterior probability of :math:`\varepsilon = 0`.
     distinct_ : (float, float) or None
         With ``distinct_prior``: the Beta distribution with the mean and variance of the grid
         posterior of :math:`\delta` (:func:`~._layer.distinct_posterior`).
@@ -907,8 +910,19 @@ class CorrelatedTransitionModel(_TransitionBelief):
 
     @property
     def contamination_(self) -> tuple[float, float] | None:
-        """Beta posterior of the contamination (None without ``contamination_prior``)."""
+        """Beta posterior of the contamination given that there is some (None without
+        ``contamination_prior``; :attr:`contamination_absent_` is the probability that there is
+        none)."""
         if self._layer is None or self._layer.prior is None:
             return None
         self.refit()
         return self._layer.beta
+
+    @property
+    def contamination_absent_(self) -> float | None:
+        """Posterior probability of no contamination, :math:`\\varepsilon = 0` (None without
+        ``contamination_prior``)."""
+        if self._layer is None or self._layer.prior is None:
+            return None
+        self.refit()
+        return self._layer.absent

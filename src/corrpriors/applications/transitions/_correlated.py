@@ -902,7 +902,7 @@ class CorrelatedTransitionModel(_TransitionBelief):
 
     @property
     def distinct_(self) -> tuple[float, float] | None:
-        """Beta posterior of the distinctness (None without ``distinct_prior``)."""
+        """Beta fit (mean, variance) of the distinctness' grid posterior (None without ``distinct_prior``)."""
         if self._layer is None or self._layer.distinct is None:
             return None
         self.refit()
@@ -910,9 +910,11 @@ class CorrelatedTransitionModel(_TransitionBelief):
 
     @property
     def contamination_(self) -> tuple[float, float] | None:
-        """Beta posterior of the contamination given that there is some (None without
-        ``contamination_prior``; :attr:`contamination_absent_` is the probability that there is
-        none)."""
+        """Beta posterior of the contamination given that there is some.
+
+        None without ``contamination_prior``; :attr:`contamination_absent_` is the probability
+        that there is none.
+        """
         if self._layer is None or self._layer.prior is None:
             return None
         self.refit()
@@ -920,8 +922,7 @@ class CorrelatedTransitionModel(_TransitionBelief):
 
     @property
     def contamination_absent_(self) -> float | None:
-        """Posterior probability of no contamination, :math:`\\varepsilon = 0` (None without
-        ``contamination_prior``)."""
+        """Posterior probability of no contamination (None without ``contamination_prior``)."""
         if self._layer is None or self._layer.prior is None:
             return None
         self.refit()

@@ -5,8 +5,10 @@ experiment measures it on a family of windy tunnel worlds (:mod:`corrpriors.envs
 10 x 10 grids whose moves share the form of their motion noise and differ in hidden parameters
 (a heading offset, the drive and damping of the noise, a smooth wind field), with a
 ``relatedness`` :math:`r \in [0, 1]` that sets how close the source tasks' parameters are to the
-target's (:math:`r = 1`: the same task; :math:`r = 0`: parameters drawn independently, so the
-sources' dynamics say nothing about the target's and negative transfer is measured).
+target's (:math:`r = 1`: the same task; :math:`r = 0`: parameters drawn independently, so
+negative transfer is measured -- the sources still share the grid's edges, the goal's jump and
+the form of the motion noise; ``relabel_sources=True`` permutes every source's cells, so the
+sources share nothing with the target at all).
 
 Panel 1 (``hellinger``): ``n_sources`` source tasks with ``source_transitions`` transitions each
 and the target with a growing budget of transitions; every transition is an independent draw at
@@ -19,7 +21,9 @@ and actions. Methods (names are part of the ``metrics.json`` contract):
     :class:`~corrpriors.applications.MultiTaskTransitionModel`: the target's prior is centred on
     a model of the sources' pooled data by a similarity :math:`\rho` chosen by the target's
     cross-validated predictive probability and a prior probability ``prior_related`` that the
-    tasks are related (``similarity_criterion="evidence"``: by the collapsed bound instead).
+    tasks are related -- the least similarity within one standard error of the best
+    (``similarity_rule="best"``: the best; ``similarity_criterion="evidence"``: by the
+    collapsed bound instead).
 ``pg``
     The single-task model on the target's data only
     (:meth:`~corrpriors.applications.CorrelatedTransitionModel.for_mdp`: relative moves with

@@ -90,7 +90,7 @@ for r, (errors, similarity) in results.items():
 # old tasks' differences. On the unrelated one the old tasks still share the grid's edges, the
 # goal's jump and the form of the motion noise, and in some draws they do predict the new task;
 # the learned similarity is 0 unless the new task's data clearly favour transfer (in
-# ``corrpriors reproduce transfer`` its median over seeds was 0 to 0.25; with
+# ``corrpriors reproduce transfer`` its median over seeds was 0 to 0.125; with
 # ``relabel_sources=True``, old worlds that share nothing with the new one, it is 0). The error
 # stays close to the single-task model's on average, while pooling is far off.
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True, layout="constrained")

@@ -121,15 +121,15 @@ def test_select_matches_brute_force_over_the_lattice():
 
 def test_cross_validation_matches_a_direct_computation():
     """The CV objective: each half predicted by the model fitted to the other half (rho = 0: the
-    single-task estimator itself), plus the log prior."""
+    same family's model, constants integrated, no source), plus the log prior."""
     from corrpriors.applications.multitask import split_counts
-    from corrpriors.core import select_scale
 
     rng = np.random.default_rng(3)
     x = rng.multinomial(3, [0.6, 0.25, 0.15], size=16)
     src = _field(rng, 16, 2)
     grid = (0.0, 0.9)
-    sel = TransferSearch(_template(), similarities=grid, step=0.5, low=1e-2, high=1e2).select([x], [src])
+    sel = TransferSearch(_template(), similarities=grid, step=0.5, low=1e-2, high=1e2,
+                         similarity_rule="best").select([x], [src])
     halves = split_counts(x)
     np.testing.assert_array_equal(halves[0] + halves[1], x)
     assert abs(halves[0].sum() - halves[1].sum()) <= 1
@@ -138,14 +138,10 @@ def test_cross_validation_matches_a_direct_computation():
     for i, rho in enumerate(grid):
         score = lp[i]
         for f in (0, 1):
-            if rho == 0:
-                q = select_scale(_template(), halves[f], step=0.5, low=1e-2, high=1e2).model.probs()
-            else:
-                fresh = TransferSearch(_template(), similarities=grid, step=0.5, low=1e-2, high=1e2)
-                best = max(((fresh._build(i, j, src, x.shape).fit(halves[f])) for j in
-                            range(fresh.j_min, fresh.j_max + 1)), key=lambda m: m.collapsed_bound())
-                q = best.probs()
-            score += float(np.sum(halves[1 - f] * np.log(q)))
+            fresh = TransferSearch(_template(), similarities=grid, step=0.5, low=1e-2, high=1e2)
+            best = max(((fresh._build(i, j, src, x.shape).fit(halves[f])) for j in
+                        range(fresh.j_min, fresh.j_max + 1)), key=lambda m: m.collapsed_bound())
+            score += float(np.sum(halves[1 - f] * np.log(best.probs())))
         expected[rho] = score
     for rho, v in sel.values.items():
         assert v == pytest.approx(expected[rho], abs=1e-3)
@@ -306,5 +302,121 @@ def test_policy_estimator_transfers_between_identical_experts():
     assert est.similarity_[1] >= 0.75
     err = lambda p: np.abs(p - policy).sum(-1).mean()       # noqa: E731
     assert err(est.policies_[1]) < 0.6 * err(est.independent_policies_[1])
+    best = MultiTaskPolicyEstimator(coordinates=coords, lengthscale=2.0, scale_step=0.5,
+                                    similarity_rule="best").fit(np.stack([many, few]))
+    assert best.similarity_[1] >= 0.75
+    assert err(best.policies_[1]) < 0.6 * err(best.independent_policies_[1])
     with pytest.raises(ValueError, match="counts"):
         MultiTaskPolicyEstimator(coordinates=coords).fit(many)
+
+
+def test_cross_validation_is_continuous_at_zero_similarity():
+    """rho = 0 in the CV is the same family as rho > 0: a source that says nothing (zero field,
+    constant = the default) at a tiny rho scores what rho = 0 scores (the single-task model
+    with learned constants, the former reference, differs by nats)."""
+    rng = np.random.default_rng(7)
+    x = rng.multinomial(6, [0.6, 0.25, 0.15], size=16)
+    src = SourceField(np.zeros((16, 2)), uniform_psi(3), 1)
+    grid = (0.0, 1e-6)
+    sel = TransferSearch(_template(), similarities=grid, step=0.5, low=1e-2, high=1e2,
+                         prior_related=None, similarity_rule="best").select([x], [src])
+    assert sel.values[1e-6] == pytest.approx(sel.values[0.0], abs=1e-3)
+
+
+def _terms(values):
+    return {i: np.asarray(v, dtype=float) for i, v in enumerate(values)}
+
+
+def test_one_standard_error_rule():
+    """Transfer (the best similarity) only when its score beats rho = 0's by more than one
+    standard error of their difference (sqrt(n) sd of the paired per-covariate terms)."""
+    from corrpriors.applications.multitask import TransferSearch as TS
+
+    rng = np.random.default_rng(0)
+    n = 50
+    noise = rng.normal(size=n)
+    best = rng.normal(size=n)
+
+    def brute(found, terms, b):
+        d = [terms[0][u] - terms[b][u] for u in range(n)]
+        mean = sum(d) / n
+        se = np.sqrt(n) * np.sqrt(sum((v - mean) ** 2 for v in d) / (n - 1))
+        return 0 if found[0] >= found[b] - se else b
+
+    def case(gap0, scale0):
+        terms = {0: best - gap0 / n + scale0 * (noise - noise.mean()), 1: best - 1.0 / n, 2: best}
+        return {i: float(t.sum()) for i, t in terms.items()}, terms
+
+    def evaluate(i):
+        assert i in found
+
+    # se = sqrt(50) * 0.5 * sd(noise) ~ 3.5
+    for gap0, expected in ((40.0, 2), (2.0, 0), (5.0, 2), (3.0, 0)):
+        found, terms = case(gap0, 0.5)
+        assert TS._one_se(2, found, terms, evaluate) == brute(found, terms, 2) == expected
+    with pytest.raises(ValueError, match="similarity_rule"):
+        TransferSearch(_template(), similarity_rule="median")
+    with pytest.raises(ValueError, match="similarity_rule"):
+        MultiTaskTransitionModel.for_mdps([windy_gridworld((3, 3))], similarity_rule=1)
+
+
+def test_relabelled_family():
+    """relabel_sources permutes every source's cells (brute-force check of the relabelling),
+    keeps the target and the sources' parameters (same rng), and validates its inputs."""
+    from corrpriors.envs.task_family import relabel_states
+
+    plain, p_plain = windy_task_family(0.0, 2, rng=5, shape=(4, 4))
+    relab, p_relab = windy_task_family(0.0, 2, rng=5, shape=(4, 4), relabel_sources=True)
+    np.testing.assert_array_equal(relab[-1].transitions, plain[-1].transitions)
+    for a, b in zip(p_plain, p_relab):
+        assert (a.heading, a.drive, a.damping) == (b.heading, b.drive, b.damping)
+    pi = np.random.default_rng(1).permutation(16)
+    m = relabel_states(plain[0], pi)
+    P, Q = np.asarray(plain[0].transitions), np.asarray(m.transitions)
+    for s in range(16):
+        for a in range(4):
+            for t in range(16):
+                assert Q[pi[s], a, pi[t]] == P[s, a, t]
+    np.testing.assert_array_equal(np.asarray(m.rewards)[pi], np.asarray(plain[0].rewards))
+    assert not np.allclose(relab[0].transitions, plain[0].transitions)
+    with pytest.raises(ValueError, match="permutation"):
+        relabel_states(plain[0], np.zeros(16, dtype=int))
+    with pytest.raises(TypeError, match="relabel_sources"):
+        windy_task_family(0.0, 1, rng=0, shape=(4, 4), relabel_sources="yes")
+
+
+def test_task_without_data_is_the_prior_weighted_mixture():
+    """No data of the task: the mean is the prior-weighted mean over the lattice; each
+    component's plug-in mean is pi((1 - rho) m0 + rho lambda_S) (the prior mean, independent
+    of the scale); draws pick components by weight (their average approaches the mean of
+    the component means of pi(E psi) only through the plug-in, so only shapes and the
+    weights are checked there)."""
+    from corrpriors.core.stick_breaking import psi_to_pi
+
+    mdps, _ = windy_task_family(0.8, 2, rng=3, shape=(4, 4))
+    belief = MultiTaskTransitionModel.for_mdps(mdps, lengthscale=2.0, similarities=(0.0, 0.5, 0.9))
+    rng = np.random.default_rng(0)
+    for t in range(2):
+        belief.set_counts(t, transition_counts(uniform_transitions(mdps[t], 300, rng=rng), 16, 4))
+    mean = belief.mean(2)
+    view = belief.task(2)
+    w = view.transfer_selected_["mixture_weights"]
+    np.testing.assert_allclose(w, [0.5, 0.25, 0.25])
+    assert belief.similarity_[2] == pytest.approx(0.25 * 0.5 + 0.25 * 0.9)
+    expected = 0.5 * belief.independent_mean(2)
+    for rho, wi in ((0.5, 0.25), (0.9, 0.25)):
+        comp = []
+        for a in range(4):
+            pooled = belief.pooled_[2].models_[a]
+            lam = np.asarray(pooled.psi_mean_)
+            psi = (1 - rho) * uniform_psi(lam.shape[1] + 1)[None, :] + rho * lam
+            comp.append(view._to_next_states(psi_to_pi(psi), a))
+        expected = expected + wi * np.stack(comp, axis=1)
+    np.testing.assert_allclose(mean, expected, atol=1e-6)
+    draws = belief.sample_many(5, task=2, rng=0)
+    assert draws.shape == (5, 16, 4, 16)
+    np.testing.assert_allclose(draws.sum(-1), 1.0)
+    np.testing.assert_array_equal(draws, belief.sample_many(5, task=2, rng=0))
+    belief.update(2, [0, 1, 2], [1, 1, 0], [1, 2, 2])     # data: the mixture gives way to a choice
+    belief.mean(2)
+    assert "mixture_weights" not in belief.task(2).transfer_selected_

@@ -38,6 +38,18 @@ exponential, length scale ``wind_lengthscale`` cells, standard deviation ``wind_
 component), the same smoothness the correlated prior assumes -- a family where transfer *can*
 work, chosen on purpose; how well it works and when it fails is what the transfer experiment
 measures.
+
+Sources that share nothing
+--------------------------
+Even at :math:`r = 0` the tasks share the grid (a move off the grid stays), the goal's jump back
+to the start and the *form* of the motion noise (mass on the 3 x 3 neighbourhood, damped long
+moves), so a model of the sources can still predict part of the target's data.
+``relabel_sources=True`` removes that: every source task is relabelled by its own uniformly random
+permutation :math:`\pi_u` of the cells, :math:`P_u'(\pi_u(s') \mid \pi_u(s), a) = P_u(s' \mid s, a)`
+(rewards moved alike). A relabelled source is the same kind of MDP, but in the target's cell
+coordinates its moves land anywhere, its goal is elsewhere and its edges are not the grid's: it
+shares nothing with the target beyond the number of states and actions -- the family in which
+a learned similarity must go to zero.
 """
 
 from __future__ import annotations
@@ -178,7 +190,8 @@ class TaskParameters:
 
 def windy_task_family(relatedness: float, n_sources: int, *, rng: Any,
                       shape: tuple[int, int] = (10, 10), wind_amplitude: float = 0.5,
-                      wind_lengthscale: float = 3.0, discount: float = 0.9
+                      wind_lengthscale: float = 3.0, discount: float = 0.9,
+                      relabel_sources: bool = False
                       ) -> tuple[list[TabularMDP], list[TaskParameters]]:
     r"""Draw a target task and ``n_sources`` source tasks of the given relatedness.
 
@@ -195,6 +208,10 @@ def windy_task_family(relatedness: float, n_sources: int, *, rng: Any,
     wind_amplitude, wind_lengthscale : float
         Of :func:`smooth_wind`.
     discount : float
+    relabel_sources : bool, default False
+        Relabel every source's cells by its own random permutation (module docstring: sources
+        that share nothing with the target); drawn after everything else, so the tasks'
+        parameters are those of the same ``rng`` without relabelling.
 
     Returns
     -------
@@ -220,9 +237,42 @@ def windy_task_family(relatedness: float, n_sources: int, *, rng: Any,
         params.append(TaskParameters(float(heading), float(drive), float(damping),
                                      r * w_target + np.sqrt(1.0 - r * r) * w_own))
     params.append(TaskParameters(0.0, TARGET_DRIVE, TARGET_DAMPING, w_target))
+    if not isinstance(relabel_sources, (bool, np.bool_)):
+        raise TypeError(f"relabel_sources: expected a bool, got {type(relabel_sources).__name__}")
     mdps = [windy_gridworld(shape, p.wind, p.heading, p.drive, p.damping, discount=discount)
             for p in params]
+    if relabel_sources:
+        mdps[:-1] = [relabel_states(m, gen.permutation(m.n_states)) for m in mdps[:-1]]
     return mdps, params
 
 
-__all__ = ["TaskParameters", "smooth_wind", "windy_gridworld", "windy_task_family"]
+def relabel_states(mdp: TabularMDP, permutation: Any) -> TabularMDP:
+    r"""The MDP with state :math:`s` renamed :math:`\pi(s)` (coordinates kept, dynamics moved).
+
+    Parameters
+    ----------
+    mdp : TabularMDP
+    permutation : array_like of int, shape (S,)
+        :math:`\pi`: a permutation of ``range(S)``.
+
+    Returns
+    -------
+    TabularMDP
+        ``P'[pi[s], a, pi[s']] = P[s, a, s']`` and ``R'[pi[s]] = R[s]``, with ``mdp``'s
+        coordinates and shape (so the relabelled task lives on the same grid).
+    """
+    S = mdp.n_states
+    pi = np.asarray(permutation)
+    if pi.shape != (S,) or not np.array_equal(np.sort(pi), np.arange(S)):
+        raise ValueError(f"permutation: expected a permutation of range({S}), got shape {pi.shape}")
+    P = np.asarray(mdp.transitions)
+    R = np.asarray(mdp.rewards)
+    Pn = np.empty_like(P)
+    Pn[np.ix_(pi, np.arange(P.shape[1]), pi)] = P
+    Rn = np.empty_like(R)
+    Rn[pi] = R
+    return TabularMDP(Pn, Rn, mdp.discount, coordinates=mdp.coordinates, shape=mdp.shape,
+                      name=f"{mdp.name} (relabelled)")
+
+
+__all__ = ["TaskParameters", "relabel_states", "smooth_wind", "windy_gridworld", "windy_task_family"]

@@ -5,8 +5,10 @@ experiment measures it on a family of windy tunnel worlds (:mod:`corrpriors.envs
 10 x 10 grids whose moves share the form of their motion noise and differ in hidden parameters
 (a heading offset, the drive and damping of the noise, a smooth wind field), with a
 ``relatedness`` :math:`r \in [0, 1]` that sets how close the source tasks' parameters are to the
-target's (:math:`r = 1`: the same task; :math:`r = 0`: parameters drawn independently, so the
-sources' dynamics say nothing about the target's and negative transfer is measured).
+target's (:math:`r = 1`: the same task; :math:`r = 0`: parameters drawn independently, so
+negative transfer is measured -- the sources still share the grid's edges, the goal's jump and
+the form of the motion noise; ``relabel_sources=True`` permutes every source's cells, so the
+sources share nothing with the target at all).
 
 Panel 1 (``hellinger``): ``n_sources`` source tasks with ``source_transitions`` transitions each
 and the target with a growing budget of transitions; every transition is an independent draw at
@@ -19,7 +21,9 @@ and actions. Methods (names are part of the ``metrics.json`` contract):
     :class:`~corrpriors.applications.MultiTaskTransitionModel`: the target's prior is centred on
     a model of the sources' pooled data by a similarity :math:`\rho` chosen by the target's
     cross-validated predictive probability and a prior probability ``prior_related`` that the
-    tasks are related (``similarity_criterion="evidence"``: by the collapsed bound instead).
+    tasks are related -- the least similarity within one standard error of the best
+    (``similarity_rule="best"``: the best; ``similarity_criterion="evidence"``: by the
+    collapsed bound instead).
 ``pg``
     The single-task model on the target's data only
     (:meth:`~corrpriors.applications.CorrelatedTransitionModel.for_mdp`: relative moves with
@@ -54,6 +58,7 @@ from ..runner._ranges import (
     ITERATIONS,
     MAX_SAMPLES,
     MAX_STEPS,
+    Boolean,
     Each,
     Interval,
     Options,
@@ -89,6 +94,11 @@ class Config:
     ----------
     relatedness : float
         :math:`r \in [0, 1]` of the task family (:func:`~corrpriors.envs.windy_task_family`).
+    relabel_sources : bool
+        Relabel every source task's cells by a random permutation (panel 1 only): sources that
+        share nothing with the target, not even the grid's edges, the goal or the form of the
+        motion noise (:mod:`corrpriors.envs.task_family`); with ``relatedness=0`` the family
+        in which the learned similarity must go to zero.
     n_sources : int
         Source tasks of panel 1.
     source_transitions : int
@@ -109,6 +119,9 @@ class Config:
     similarity_criterion : {"cv", "evidence"}
         How ``pg_transfer`` compares similarities (cross-validated predictive probability or
         the collapsed bound; :class:`~corrpriors.applications.TransferSearch`).
+    similarity_rule : {"one_se", "best"}
+        How the cross-validated scores pick the similarity: the least one within one standard
+        error of the best, or the best (:class:`~corrpriors.applications.TransferSearch`).
     alpha_sparse : float
         Concentration of ``dirichlet_sparse``.
     max_iter, tol : int, float
@@ -129,6 +142,7 @@ class Config:
     """
 
     relatedness: float = 0.8
+    relabel_sources: bool = False
     n_sources: int = 3
     source_transitions: int = 2000
     budgets: tuple = (25, 50, 100, 200, 400, 800)
@@ -139,6 +153,7 @@ class Config:
     scale_step: float = 0.25
     prior_related: float = 0.5
     similarity_criterion: str = "cv"
+    similarity_rule: str = "one_se"
     alpha_sparse: float = 1e-3
     max_iter: int = 300
     tol: float = 1e-6
@@ -154,6 +169,7 @@ class Config:
 #: The valid range of every setting (checked before any work; ``--list-settings`` shows it).
 RANGES = {
     "relatedness": Interval(float, 0.0, 1.0),
+    "relabel_sources": Boolean(),
     "n_sources": Interval(int, 1, 20, note="every source task adds its states to the dense (task, state) kernel"),
     "source_transitions": Interval(int, 1, MAX_STEPS),
     "budgets": Each(Interval(int, 1, MAX_STEPS), min_len=1, increasing=True),
@@ -164,6 +180,7 @@ RANGES = {
     "scale_step": Interval(float, 0.0, 10.0, closed="right", note="decades"),
     "prior_related": Interval(float, 0.0, 1.0, closed="left", note="0 = a uniform prior over the similarities"),
     "similarity_criterion": Options("cv", "evidence"),
+    "similarity_rule": Options("one_se", "best"),
     "alpha_sparse": CONCENTRATION,
     "max_iter": ITERATIONS,
     "tol": FIT_TOLERANCE,
@@ -209,12 +226,12 @@ def resolve_config(config: Config) -> Config:
 
 
 # ----------------------------------------------------------------------------- helpers
-def _family(config: Config, n_sources: int, rng: np.random.Generator) -> list:
+def _family(config: Config, n_sources: int, rng: np.random.Generator, relabel: bool = False) -> list:
     from ..envs import windy_task_family
 
     mdps, _ = windy_task_family(config.relatedness, n_sources, rng=rng, shape=tuple(config.shape),
                                 wind_amplitude=config.wind_amplitude,
-                                wind_lengthscale=config.wind_lengthscale)
+                                wind_lengthscale=config.wind_lengthscale, relabel_sources=relabel)
     return mdps
 
 
@@ -248,6 +265,7 @@ def _transfer_model(config: Config, mdps: list) -> Any:
     prior = None if config.prior_related == 0 else config.prior_related
     return MultiTaskTransitionModel.for_mdps(mdps, prior_related=prior,
                                              similarity_criterion=config.similarity_criterion,
+                                             similarity_rule=config.similarity_rule,
                                              **_belief_options(config))
 
 
@@ -340,7 +358,7 @@ def run_seed(config: Config, *, rng: np.random.Generator) -> SeedResult:
     """
     check_config(config)
     family_rng, data_rng, psrl_family_rng, psrl_rng = rng.spawn(4)
-    mdps = _family(config, config.n_sources, family_rng)
+    mdps = _family(config, config.n_sources, family_rng, relabel=config.relabel_sources)
     hell, info = _identification(config, mdps, data_rng)
     extras: dict[str, np.ndarray] = {"source_gap": info["source_gap"]}
     if config.psrl_tasks:
@@ -385,7 +403,7 @@ def _claims(config: Config, x: np.ndarray, mean: dict, paired: dict, sim_median:
     ratio = t / p
     detail_ratio = ", ".join(f"T={int(v)}: {r:.3f}" for v, r in zip(x, ratio))
     r = float(config.relatedness)
-    if r > 0:
+    if r > 0 and not config.relabel_sources:
         claims.append(Claim(
             f"related tasks (r={r:g}): pg_transfer below pg at the smallest target budget",
             bool(t[0] < p[0]),
@@ -405,12 +423,13 @@ def _claims(config: Config, x: np.ndarray, mean: dict, paired: dict, sim_median:
                 "transfer/pooled along T: " + ", ".join(
                     f"T={int(v)}: {a:.4f}/{b:.4f}" for v, a, b in zip(x, t, q))))
     else:
+        what = "relabelled sources" if config.relabel_sources else "r=0"
         claims.append(Claim(
-            f"unrelated tasks (r=0): pg_transfer within {TOLERANCE:.0%} of pg at every budget",
+            f"unrelated tasks ({what}): pg_transfer within {TOLERANCE:.0%} of pg at every budget",
             bool(np.all(ratio <= 1 + TOLERANCE)),
             f"ratio transfer/pg along T: {detail_ratio}"))
         claims.append(Claim(
-            "unrelated tasks (r=0): the learned similarity is about zero (median over seeds "
+            f"unrelated tasks ({what}): the learned similarity is about zero (median over seeds "
             "<= 0.25 at every budget)",
             bool(np.all(sim_median <= 0.25)),
             "median similarity along T: " + ", ".join(f"{v:.3g}" for v in sim_median)))

@@ -270,6 +270,11 @@ class PSRLAgent:
             self.terminal_ |= t
         # the rewards and discount the agent plans with; transitions come from the belief
         self.sparse = bool(getattr(belief, "sparse", False))
+        self._reward_table: SparseTransitionRewards | None = None
+        if self.sparse and isinstance(self.rewards, SparseTransitionRewards):
+            # r(s, a, s') of a large model (from_gymnasium): planned with its expectation
+            # under each model, defaults (arrival, fallback) included, in O(nnz)
+            self._reward_table, self.rewards = self.rewards, np.zeros((S, A))
         if self.sparse:   # the belief's tables are planned by plan_sparse
             if self.rewards is not None and self.rewards.ndim == 3:
                 raise ValueError(f"rewards: a belief with sparse tables plans with rewards of "
@@ -377,6 +382,8 @@ class PSRLAgent:
             if tr is not None:   # E[r(s, a, s')] under this model, from the reward's cells
                 r = np.bincount(tr.row, weights=tr.data * model.entries(tr.row, tr.col),
                                 minlength=S * A).reshape(S, A)
+            elif self._reward_table is not None:
+                r = expected_table_rewards(self._reward_table, model)
             res = plan_sparse(model, r, self.discount, terminal=terminal, initial_policy=warm,
                               initial_values=values)
             Q += res.q_values / len(models)
@@ -447,6 +454,37 @@ class PSRLAgent:
             if self.reward_belief_ is not None:
                 self.reward_belief_.update(s, a, np.array(self._reward_buffer))
             self._buffer, self._reward_buffer = [], []
+
+
+def expected_table_rewards(rewards: SparseTransitionRewards, model: Any) -> FloatArray:
+    r"""Expected rewards :math:`\sum_{s'} P(s' \mid s, a)\, r(s, a, s')` under a belief's sparse table.
+
+    The sparse-table counterpart of :meth:`SparseTransitionRewards.expected
+    <corrpriors.mdp._sparse.SparseTransitionRewards.expected>` for a model that is an operator
+    (``expect(values)`` and ``entries(rows, cols)``, as a belief's posterior mean or draw),
+    which can put mass on next states the true table never lists: there the rewards' defaults
+    apply (the reward of arriving in s' where known, else the (s, a) fallback).
+
+    Parameters
+    ----------
+    rewards : SparseTransitionRewards
+        r(s, a, s') of shape (S, A, S).
+    model : transition table with ``expect`` and ``entries``
+        P(s' | s, a) over the same S and A.
+
+    Returns
+    -------
+    ndarray of shape (S, A)
+    """
+    S, A = rewards.n_states, rewards.n_actions
+    known = rewards.arrival_known.astype(np.float64)
+    out = np.asarray(model.expect(known * rewards.arrival)) + rewards.fallback * np.asarray(model.expect(1.0 - known))
+    corr = rewards._correction.tocoo()
+    if corr.nnz:
+        out = out + np.bincount(corr.row, weights=corr.data * model.entries(corr.row, corr.col),
+                                minlength=S * A).reshape(S, A)
+    out[rewards.inert] = 0.0
+    return out
 
 
 def plan_sparse(transitions: Any, rewards: Any, discount: float, *, terminal: Any = None,

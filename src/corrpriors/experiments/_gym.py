@@ -745,6 +745,15 @@ class GymExperiment:
                      "beliefs and pg need no (S, S) arrays above 2,000 states; pg_absolute does)")
 
 
+    def cost_settings(self, config: Any) -> dict:
+        """The sizes and settings the cost model of a seed needs (:mod:`._gym_time`)."""
+        coords = self.coordinates(config)
+        return {"n_states": self.n_states, "n_actions": self.n_actions,
+                "n_dims": 0 if coords is None else int(np.asarray(coords).shape[1]),
+                "radius": int(config.radius), "selection": str(config.selection), "prior": str(config.prior),
+                "n_scales": int(np.atleast_1d(config.lengthscale).size)}
+
+
 def check_methods(methods: Any, known: tuple) -> None:
     """Raise ``ValueError`` unless ``methods`` is a non-empty tuple of distinct known names."""
     if not isinstance(methods, (tuple, list)) or not methods:

@@ -355,6 +355,15 @@ class PSRLExperiment(GymExperiment):
                               observed=int(config.steps),
                               scorings=int(config.steps) // int(config.eval_every) + 1)   # horizon_stats
 
+    def estimate_seed_cost(self, config: Any) -> Any:
+        """The cost model's CPU seconds of one seed (:func:`~corrpriors.experiments._gym_time.psrl_seed_cost`)."""
+        from ._gym_time import psrl_seed_cost
+
+        settings = self.cost_settings(config)
+        return psrl_seed_cost(settings.pop("n_states"), settings.pop("n_actions"), settings.pop("n_dims"),
+                              tuple(config.methods), int(config.steps), config.replan_every, config.eval_every,
+                              int(config.n_samples), **settings)
+
     def summarise_extra(self, config: Any, results: Mapping[int, SeedResult], metrics: dict) -> dict:
         """Per method: the step from which the greedy policy stays optimal (per seed), final scores, cost."""
         x = x_values(config)

@@ -222,6 +222,14 @@ class SysIdExperiment(GymExperiment):
         check_correlated(coords, tuple(config.methods), self.env_id)
         self.check_run_memory(config, coords, observed=max(int(t) for t in config.transitions))
 
+    def estimate_seed_cost(self, config: Any) -> Any:
+        """The cost model's CPU seconds of one seed (:func:`~corrpriors.experiments._gym_time.sysid_seed_cost`)."""
+        from ._gym_time import sysid_seed_cost
+
+        settings = self.cost_settings(config)
+        return sysid_seed_cost(settings.pop("n_states"), settings.pop("n_actions"), settings.pop("n_dims"),
+                               tuple(config.methods), tuple(config.transitions), **settings)
+
     def summarise_extra(self, config: Any, results: Mapping[int, SeedResult], metrics: dict) -> dict:
         """Summarise the best method at every T, the error ratios to pg and the CPU time per method."""
         ts = [int(t) for t in config.transitions]

@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib
+import logging
 import math
 import os
 import pathlib
@@ -56,6 +57,9 @@ from .protocol import (
     validate_experiment,
 )
 from .registry import get_experiment
+
+#: The runner's log: every run's prior estimate, shown or not.
+_LOG = logging.getLogger("corrpriors.runner")
 
 BACKENDS = ("loky", "dask", "ray")
 
@@ -215,6 +219,51 @@ class RunEstimate:
             return [text]
         head, tail = text.split(": about ", 1)
         return [head + ":", f"{indent}  about {tail}"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelEstimate:
+    """What a run will cost by the experiment's cost model, before any seed of it has run.
+
+    ``cpu`` is the model's CPU seconds of one seed (an experiment's ``estimate_seed_cost``);
+    the wall time assumes the seeds share ``jobs`` workers evenly, one core each.
+    """
+
+    n_seeds: int
+    jobs: int
+    cpu: float
+    model: str
+
+    @property
+    def wall(self) -> float:
+        """Estimated wall seconds of all ``n_seeds`` seeds on ``jobs`` workers."""
+        return math.ceil(self.n_seeds / max(self.jobs, 1)) * self.cpu
+
+    def text(self) -> str:
+        """One sentence: total CPU and wall time, and the model that priced them."""
+        seeds = f"{self.n_seeds} seed{'s' if self.n_seeds != 1 else ''}"
+        return (f"estimate: about {duration(self.n_seeds * self.cpu)} CPU, {duration(self.wall)} wall for {seeds} "
+                f"with n_jobs={self.jobs} (model: {self.model})")
+
+    def lines(self, indent: str = "  ") -> list[str]:
+        """:meth:`text` wrapped to :data:`WIDTH` columns."""
+        return wrap(self.text(), indent, indent + "  ")
+
+    def record(self) -> dict:
+        """The estimate as recorded in ``metrics.json`` (``run.estimate``)."""
+        return {"cpu_seconds": self.n_seeds * self.cpu, "cpu_seconds_per_seed": self.cpu,
+                "wall_seconds": self.wall, "jobs": self.jobs, "model": self.model}
+
+
+def model_estimate(experiment: Any, config: Any, n_seeds: int, jobs: int) -> ModelEstimate | None:
+    """The experiment's prior estimate of ``n_seeds`` seeds (None: it has no cost model)."""
+    cost_of = getattr(experiment, "estimate_seed_cost", None)
+    if cost_of is None or n_seeds < 1:
+        return None
+    cost = cost_of(config)
+    if cost is None:
+        return None
+    return ModelEstimate(n_seeds, jobs, float(cost.cpu), str(cost.model))
 
 
 def _measured_costs(seed_dir: pathlib.Path, name: str, config_json: dict) -> list[tuple[float, Any]]:
@@ -859,6 +908,12 @@ def _run_locked(plan: _Plan, seed_dir: pathlib.Path, jobs: int, backend: str, sc
         if estimate.wall > ESTIMATE_ABOVE:
             for line in estimate.lines():
                 say(line)
+    prior = model_estimate(exp, plan.config, len(pending), jobs) if pending and not measured else None
+    if prior is not None:
+        _LOG.info("%s: %s", name, prior.text())
+        if prior.wall > ESTIMATE_ABOVE:
+            for line in prior.lines():
+                say(line)
     n_x = len(list(exp.x_values(plan.config)))
     computed: list[int] = []
     try:
@@ -875,7 +930,8 @@ def _run_locked(plan: _Plan, seed_dir: pathlib.Path, jobs: int, backend: str, sc
         raise RunFailed(name, len(skipped) + len(computed), len(plan.seeds), plan.run_dir, exc) from exc
 
     try:
-        return _finish(plan, seed_dir, computed, skipped, plot, say, t_start, jobs, backend)
+        return _finish(plan, seed_dir, computed, skipped, plot, say, t_start, jobs, backend,
+                       None if prior is None else prior.record())
     except KeyboardInterrupt:
         raise RunInterrupted(name, len(plan.seeds), len(plan.seeds), plan.run_dir) from None
     except (_io.OutputError, _io.ConfigMismatch):
@@ -928,7 +984,8 @@ def _seed_check(experiment: Any, n_x: int, seed: int) -> Callable[[SeedResult], 
 
 
 def _finish(plan: _Plan, seed_dir: pathlib.Path, computed: list[int], skipped: list[int], plot: bool,
-            say: Callable[[str], None], t_start: float, jobs: int = 1, backend: str = "loky") -> RunReport:
+            say: Callable[[str], None], t_start: float, jobs: int = 1, backend: str = "loky",
+            estimate: dict | None = None) -> RunReport:
     exp, name = plan.experiment, plan.name
     stored: dict[int, _io.StoredSeed] = {}
     n_x = len(list(exp.x_values(plan.config)))
@@ -963,6 +1020,9 @@ def _finish(plan: _Plan, seed_dir: pathlib.Path, computed: list[int], skipped: l
         "warnings": {"count": int(sum(by_category.values())), "by_category": by_category, "log": log_path.name},
         "figures": [{"files": [f"{spec.name}.png", f"{spec.name}.pdf"], "caption": spec.caption} for spec in specs],
     }
+    cpu = run_cpu_seconds(stored, computed)
+    if estimate is not None:   # the cost model's prior estimate against what the seeds measured
+        summary["run"]["estimate"] = dict(estimate, measured_cpu_seconds=cpu if computed else None)
     metrics_path = plan.run_dir / "metrics.json"
     _io.write_json(metrics_path, summary)
     _write_warnings_log(log_path, plan, all_warnings)
@@ -970,7 +1030,6 @@ def _finish(plan: _Plan, seed_dir: pathlib.Path, computed: list[int], skipped: l
     figure_paths = tuple(p for sf in saved for p in sf.paths)
     say(format_table(summary))
     elapsed = time.perf_counter() - t_start
-    cpu = run_cpu_seconds(stored, computed)
     say(f"  done in {duration(elapsed)} wall; " + (
         f"{len(computed)} seed{'s' if len(computed) != 1 else ''} computed, {duration(cpu)} CPU"
         if computed else "every seed read from disk"))

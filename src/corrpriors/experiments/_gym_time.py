@@ -1,0 +1,198 @@
+r"""Run-time estimates of the Gymnasium commands, before the first seed: a cost model in the problem's size.
+
+``corrpriors sysid`` and ``corrpriors psrl`` say what a run will cost before any seed runs
+(the runner shows it above :data:`~corrpriors.runner._run.ESTIMATE_ABOVE` seconds of wall time
+and records it in ``metrics.json`` always); after the first seed the measured cost replaces it.
+
+The model counts the expensive operations of a seed and prices each by a power law in the
+number of states :math:`S` (:math:`s = S / 10^4`), with constants measured on the development
+machine (2 shared cores, ``time.process_time`` of one process, slippery FrozenLake maps
+``generate_random_map(size=n, p=0.9, seed=7)`` of 12 x 12 to 316 x 316; see the docs' "Large
+state spaces" page for the runs):
+
+- a refit of a correlated belief (``pg``, relative encoding, GMRF prior from 500 states):
+  :math:`A \cdot \frac{K - 1}{9} \cdot (c_0 + c_1 s^{b})` CPU seconds, :math:`c_1` by the scale
+  selection (``collapsed`` and ``elbo`` climb a lattice of scales: several fits per action;
+  ``fixed`` and ``em`` one), :math:`b` = :data:`FIT_EXPONENT`; below 500 states (dense prior)
+  :data:`DENSE_FIT_SECONDS` per action, and ``pg_absolute`` (K = S, dense prior)
+  :data:`ABSOLUTE_FIT_SECONDS` per action times :math:`(S / 500)^3`;
+- ``sysid``: one refit per T of the grid and per method (the Dirichlet beliefs cost next to
+  nothing: :data:`TABLE_SECONDS` per (s, a) pair and T), plus reading the model;
+- ``psrl``: per method, the exact optimal and uniform returns once, and at each of the
+  :math:`1 + \lfloor T / R \rfloor` plans a refit and ``n_samples`` posterior draws (``mean``:
+  one posterior mean), each planned (:data:`PLAN_SECONDS` :math:`s^{1.2}`), plus a scoring
+  every ``eval_every`` steps.
+
+The constants are rounded medians of those runs; the CPU time of a real run depends on the data
+(the number of psi steps of each fit), the machine and its load: expect the estimate within a
+factor of about 3 (the tests check it on two sizes). The wall time assumes the seeds share the
+workers evenly and a seed runs on one core.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+
+#: Growth exponent of a correlated refit in S (GMRF prior, sparse factorisations; measured 1.06
+#: between 50 x 50 and 100 x 100 FrozenLake maps with the collapsed selection, 1.1 on the tunnel
+#: grid from 100 x 100 to 316 x 316).
+FIT_EXPONENT = 1.06
+#: CPU seconds of one action's refit at S = 10^4, K = 10, by the scale selection (c_1).
+FIT_SECONDS = {"collapsed": 40.0, "elbo": 40.0, "fixed": 9.0, "em": 9.0}
+#: CPU seconds of one action's refit independent of S (c_0: the fixed costs of a fit).
+FIT_OVERHEAD = 0.5
+#: CPU seconds of one action's refit of ``pg`` with the dense prior (below 500 states).
+DENSE_FIT_SECONDS = 0.5
+#: CPU seconds of one action's refit of ``pg_absolute`` at 500 states (grows as S^3).
+ABSOLUTE_FIT_SECONDS = 1.5
+#: CPU seconds per (s, a) pair of a Dirichlet belief's mean, Hellinger error or draw.
+TABLE_SECONDS = 2e-6
+#: CPU seconds of one plan (policy iteration, sparse tables) at S = 10^4; grows as s^PLAN_EXPONENT.
+PLAN_SECONDS = 2.0
+#: Growth exponent of a plan in S.
+PLAN_EXPONENT = 1.2
+#: CPU seconds of a posterior draw of a correlated belief at S = 10^4 (per action), as s^FIT_EXPONENT.
+DRAW_SECONDS = 0.1
+#: CPU seconds of reading the environment's model per state (Gymnasium's table, then ours).
+LOAD_SECONDS_PER_STATE = 2e-4
+#: CPU seconds of one exact scoring of a policy (an evaluation and H steps of the state
+#: distribution) at S = 10^4.
+SCORE_SECONDS = 0.05
+
+
+@dataclasses.dataclass(frozen=True)
+class SeedCost:
+    """The model's CPU seconds of one seed, per part, and how it was priced (one line)."""
+
+    cpu: float
+    parts: dict
+    model: str
+
+
+def _n_categories(model: str, n_states: int, n_dims: int, radius: int) -> int:
+    if model == "pg_absolute":
+        return n_states
+    return int(min(n_states, (2 * radius + 1) ** n_dims + 1))
+
+
+def refit_seconds(model: str, n_states: int, n_actions: int, n_dims: int, *, radius: int = 1,
+                  selection: str = "collapsed", prior: str = "auto", n_scales: int = 1) -> float:
+    """CPU seconds of one refit of every action of a belief ``model`` (see the module docstring).
+
+    ``n_scales`` candidate length scales multiply the correlated fits (each is tried).
+    """
+    from ..applications.transitions._correlated import GMRF_FROM_STATES, GMRF_MAX_CATEGORIES
+
+    S, A = float(n_states), float(n_actions)
+    if model.startswith("dirichlet"):
+        return TABLE_SECONDS * S * A
+    K = _n_categories(model, n_states, n_dims, radius)
+    if model == "pg_absolute":
+        return n_scales * A * ABSOLUTE_FIT_SECONDS * (S / GMRF_FROM_STATES) ** 3
+    gmrf = prior == "gmrf" or (prior == "auto" and n_states >= GMRF_FROM_STATES and K <= GMRF_MAX_CATEGORIES)
+    if not gmrf:
+        return n_scales * A * (K - 1) / 9.0 * DENSE_FIT_SECONDS * max(1.0, (S / GMRF_FROM_STATES) ** 3)
+    per = FIT_OVERHEAD + FIT_SECONDS.get(selection, FIT_SECONDS["collapsed"]) * (S / 1e4) ** FIT_EXPONENT
+    return n_scales * A * (K - 1) / 9.0 * per
+
+
+def plan_seconds(n_states: int) -> float:
+    """CPU seconds of one plan on a model of ``n_states`` states."""
+    return PLAN_SECONDS * (n_states / 1e4) ** PLAN_EXPONENT
+
+
+def draw_seconds(model: str, n_states: int, n_actions: int, n_dims: int, *, radius: int = 1) -> float:
+    """CPU seconds of one posterior draw (or mean) of every action's table."""
+    S, A = float(n_states), float(n_actions)
+    if model.startswith("dirichlet"):
+        return TABLE_SECONDS * S * A
+    K = _n_categories(model, n_states, n_dims, radius)
+    return A * (K - 1) / 9.0 * DRAW_SECONDS * (S / 1e4) ** FIT_EXPONENT + TABLE_SECONDS * S * A * K
+
+
+def _base(method: str) -> str:
+    for suffix in ("_sampling", "_mean"):
+        if method.endswith(suffix):
+            return method[: -len(suffix)]
+    return method
+
+
+def _words(n_states: int, n_actions: int, K: int, selection: str) -> str:
+    return f"S={n_states:,}, A={n_actions}, K={K}, {selection} scale"
+
+
+def sysid_seed_cost(n_states: int, n_actions: int, n_dims: int, methods: Sequence[str], transitions: Sequence[int],
+                    *, radius: int = 1, selection: str = "collapsed", prior: str = "auto",
+                    n_scales: int = 1) -> SeedCost:
+    """CPU seconds of one ``corrpriors sysid`` seed: a refit and an error per T and method."""
+    n_t = len(transitions)
+    parts = {"load": LOAD_SECONDS_PER_STATE * n_states}
+    for m in methods:
+        parts[m] = n_t * (refit_seconds(m, n_states, n_actions, n_dims, radius=radius, selection=selection,
+                                        prior=prior, n_scales=n_scales)
+                          + draw_seconds(m, n_states, n_actions, n_dims, radius=radius))
+    K = _n_categories("pg", n_states, n_dims, radius)
+    model = (f"{n_t} refit{'s' if n_t != 1 else ''} per method, {_words(n_states, n_actions, K, selection)}; "
+             + ", ".join(f"{m} {_short(v)}" for m, v in parts.items() if m != "load"))
+    return SeedCost(float(sum(parts.values())), parts, model)
+
+
+def psrl_seed_cost(n_states: int, n_actions: int, n_dims: int, methods: Sequence[str], steps: int,
+                   replan_every: int | str, eval_every: int | str, n_samples: int, *, radius: int = 1,
+                   selection: str = "collapsed", prior: str = "auto", n_scales: int = 1) -> SeedCost:
+    """CPU seconds of one ``corrpriors psrl`` seed: per method the plans, refits, draws and scorings.
+
+    ``replan_every`` / ``eval_every`` of ``"episode"`` count one replan / scoring per 50 steps.
+    """
+    R = 50 if isinstance(replan_every, str) else max(1, int(replan_every))
+    E = 50 if isinstance(eval_every, str) else max(1, int(eval_every))
+    plans, scorings = 1 + int(steps) // R, 1 + int(steps) // E
+    plan = plan_seconds(n_states)
+    parts = {"load": LOAD_SECONDS_PER_STATE * n_states, "optimal policy": 2 * plan}
+    for m in methods:
+        base = _base(m)
+        draws = int(n_samples) if m.endswith("_sampling") else 1
+        fit = refit_seconds(base, n_states, n_actions, n_dims, radius=radius, selection=selection, prior=prior,
+                            n_scales=n_scales)
+        draw = draw_seconds(base, n_states, n_actions, n_dims, radius=radius)
+        parts[m] = (3 * plan + plans * (fit + draws * (draw + plan))
+                    + scorings * SCORE_SECONDS * (n_states / 1e4))
+    K = _n_categories("pg", n_states, n_dims, radius)
+    model = (f"{plans} plans per method, {_words(n_states, n_actions, K, selection)}; "
+             + ", ".join(f"{m} {_short(v)}" for m, v in parts.items() if m not in ("load", "optimal policy")))
+    return SeedCost(float(sum(parts.values())), parts, model)
+
+
+def _short(seconds: float) -> str:
+    from ..runner._run import duration
+
+    return duration(seconds) if seconds >= 0.95 else "<1 s"
+
+
+def growth(seconds_small: float, seconds_large: float, n_small: int, n_large: int) -> float:
+    """The exponent b of seconds ~ S^b between two sizes (for the docs' tables)."""
+    return math.log(seconds_large / seconds_small) / math.log(n_large / n_small)
+
+
+__all__ = [
+    "ABSOLUTE_FIT_SECONDS",
+    "DENSE_FIT_SECONDS",
+    "DRAW_SECONDS",
+    "FIT_EXPONENT",
+    "FIT_OVERHEAD",
+    "FIT_SECONDS",
+    "LOAD_SECONDS_PER_STATE",
+    "PLAN_EXPONENT",
+    "PLAN_SECONDS",
+    "SCORE_SECONDS",
+    "TABLE_SECONDS",
+    "SeedCost",
+    "draw_seconds",
+    "growth",
+    "plan_seconds",
+    "psrl_seed_cost",
+    "refit_seconds",
+    "sysid_seed_cost",
+]

@@ -1,0 +1,120 @@
+"""The run-time estimate of ``corrpriors sysid`` / ``psrl`` before the first seed (issue 25, item 5)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pytest
+
+import toy_experiment as toy
+from corrpriors.cli import main
+from corrpriors.experiments import _gym_time
+from corrpriors.runner import registry as _registry
+from corrpriors.runner._run import ModelEstimate, run_experiment
+
+
+@pytest.fixture
+def toy_registered():
+    _registry.register(toy.NAME, toy)
+    yield
+    _registry.unregister(toy.NAME)
+
+
+def test_the_estimate_is_said_before_any_seed_runs_and_recorded(tmp_path, monkeypatch, toy_registered):
+    said: list[str] = []
+    run_seed = toy.run_seed
+
+    def spy(config, *, rng):
+        said.append("<seed>")
+        return run_seed(config, rng=rng)
+
+    monkeypatch.setattr(toy, "run_seed", spy)
+    monkeypatch.setattr(toy, "estimate_seed_cost", lambda config: _gym_time.SeedCost(
+        600.0, {"a": 600.0}, "one big fit"), raising=False)
+    report = run_experiment(toy.NAME, n_seeds=3, jobs=1, out=tmp_path, progress=False, plot=False,
+                            echo=said.append)
+    first = next(i for i, line in enumerate(said) if "estimate:" in line)
+    assert first < said.index("<seed>")
+    text = " ".join(said[first:said.index("<seed>")])
+    assert "about 30 min 00 s CPU, 30 min 00 s wall for 3 seeds with n_jobs=1" in text
+    assert "(model: one big fit)" in text
+    record = report.summary["run"]["estimate"]
+    assert record["cpu_seconds"] == 1800.0 and record["model"] == "one big fit"
+    assert record["measured_cpu_seconds"] == pytest.approx(report.cpu_seconds)
+    # seeds on disk: their measured cost, not the model
+    said.clear()
+    run_experiment(toy.NAME, n_seeds=4, jobs=1, out=tmp_path, progress=False, plot=False, echo=said.append)
+    assert not any("model:" in line for line in said)
+
+
+def test_a_small_estimate_is_logged_not_said(tmp_path, monkeypatch, toy_registered, caplog):
+    monkeypatch.setattr(toy, "estimate_seed_cost", lambda config: _gym_time.SeedCost(
+        1.0, {"a": 1.0}, "tiny"), raising=False)
+    said: list[str] = []
+    with caplog.at_level("INFO", logger="corrpriors.runner"):
+        report = run_experiment(toy.NAME, n_seeds=2, jobs=1, out=tmp_path, progress=False, plot=False,
+                                echo=said.append)
+    assert not any("estimate:" in line for line in said), said
+    assert any("estimate: about 2.0 s CPU" in r.getMessage() for r in caplog.records)
+    assert report.summary["run"]["estimate"]["cpu_seconds"] == 2.0
+
+
+def test_wall_time_shares_the_workers():
+    est = ModelEstimate(5, 2, 100.0, "m")
+    assert est.wall == 300.0 and "about 8 min 20 s CPU, 5 min 00 s wall for 5 seeds with n_jobs=2" in est.text()
+
+
+def test_sysid_on_a_tiny_map_says_no_estimate_but_records_it(tmp_path, capsys):
+    code = main(["sysid", "FrozenLake-v1", "--env-kwargs", '{"desc": ["SFF", "FHF", "FFG"], "is_slippery": true}',
+                 "--transitions", "20", "--seeds", "0", "--methods", "dirichlet_sparse", "--out", str(tmp_path),
+                 "--no-progress", "--no-plot", "--jobs", "1"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "estimate:" not in out
+    [path] = tmp_path.glob("sysid-FrozenLake-v1/*/metrics.json")
+    record = json.loads(path.read_text())["run"]["estimate"]
+    assert 0 < record["cpu_seconds"] < 1 and "1 refit per method" in record["model"]
+
+
+def test_the_model_grows_with_the_size_and_the_settings():
+    big = _gym_time.sysid_seed_cost(99_856, 4, 2, ("pg",), (10_000,))
+    small = _gym_time.sysid_seed_cost(10_000, 4, 2, ("pg",), (10_000,))
+    assert 9.0 < big.cpu / small.cpu < 13.0                       # S^1.06 with the fixed overhead
+    two = _gym_time.sysid_seed_cost(10_000, 4, 2, ("pg",), (1_000, 10_000))
+    assert two.parts["pg"] == pytest.approx(2 * small.parts["pg"])
+    fixed = _gym_time.sysid_seed_cost(10_000, 4, 2, ("pg",), (10_000,), selection="fixed")
+    assert fixed.cpu < small.cpu / 3
+    psrl = _gym_time.psrl_seed_cost(10_000, 4, 2, ("pg_sampling", "pg_mean"), 1000, 100, 100, 10)
+    assert psrl.parts["pg_sampling"] > psrl.parts["pg_mean"]
+    assert "11 plans per method" in psrl.model
+
+
+def _measured_and_predicted(n: int, transitions: int) -> tuple[float, float]:
+    """pg's CPU seconds of one sysid seed on an n x n slippery map, measured and by the model."""
+    from gymnasium.envs.toy_text.frozen_lake import generate_random_map
+
+    from corrpriors.experiments.gym_sysid import SysIdExperiment
+    from corrpriors.runner._run import seed_generator
+
+    kwargs = {"desc": generate_random_map(size=n, p=0.9, seed=7), "is_slippery": True}
+    exp = SysIdExperiment("FrozenLake-v1", kwargs)
+    config = exp.Config(transitions=(transitions,), methods=("pg",), selection="fixed", prior="gmrf")
+    predicted = exp.estimate_seed_cost(config).parts["pg"]
+    result = exp.run_seed(config, rng=seed_generator(exp.NAME, 0))
+    return float(result.method_extras["cpu_seconds"]["pg"][0]), predicted
+
+
+@pytest.mark.slow
+def test_the_model_predicts_the_measured_cpu_on_two_sizes():
+    """Within 3x at 24 x 24 and 60 x 60 (6.25x the states), and their ratio within 2x.
+
+    A model without the size dependence (or with S^2) fails the ratio.
+    """
+    small = _measured_and_predicted(24, 2000)
+    large = _measured_and_predicted(60, 2000)
+    for measured, predicted in (small, large):
+        assert predicted / 3 < measured < 3 * predicted, (small, large)
+    ratio = (large[0] / small[0]) / (large[1] / small[1])
+    assert 0.5 < ratio < 2.0, (small, large)

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import time
 
-import numpy as np
 import pytest
 
 import toy_experiment as toy

@@ -15,13 +15,13 @@ state spaces" page for the runs):
   selection (``collapsed`` and ``elbo`` climb a lattice of scales: several fits per action;
   ``fixed`` and ``em`` one), :math:`b` = :data:`FIT_EXPONENT`; below 500 states (dense prior)
   :data:`DENSE_FIT_SECONDS` per action, and ``pg_absolute`` (K = S, dense prior)
-  :data:`ABSOLUTE_FIT_SECONDS` per action times :math:`(S / 500)^3`;
+  :data:`ABSOLUTE_FIT_SECONDS` :math:`(S / 500)^3` more;
 - ``sysid``: one refit per T of the grid and per method (the Dirichlet beliefs cost next to
   nothing: :data:`TABLE_SECONDS` per (s, a) pair and T), plus reading the model;
-- ``psrl``: per method, the exact optimal and uniform returns once, and at each of the
-  :math:`1 + \lfloor T / R \rfloor` plans a refit and ``n_samples`` posterior draws (``mean``:
-  one posterior mean), each planned (:data:`PLAN_SECONDS` :math:`s^{1.2}`), plus a scoring
-  every ``eval_every`` steps.
+- ``psrl``: per method, the exact optimal and uniform returns once (:data:`TRUE_PLAN_SECONDS`);
+  at each of the :math:`1 + \lfloor T / R \rfloor` plans, ``n_samples`` posterior draws
+  (``mean``: one posterior mean), each planned (:data:`PLAN_SECONDS` :math:`s^{1.2}`), and a
+  refit before every plan but the first (the prior's); a scoring every ``eval_every`` steps.
 
 The constants are rounded medians of those runs; the CPU time of a real run depends on the data
 (the number of psi steps of each fit), the machine and its load: expect the estimate within a
@@ -32,7 +32,6 @@ workers evenly and a seed runs on one core.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Sequence
 
 #: Growth exponent of a correlated refit in S (GMRF prior, sparse factorisations; measured 1.06
@@ -53,6 +52,9 @@ TABLE_SECONDS = 2e-6
 PLAN_SECONDS = 2.0
 #: Growth exponent of a plan in S.
 PLAN_EXPONENT = 1.2
+#: CPU seconds of planning on the true model at S = 10^4 (its optimal and uniform returns; its
+#: table has a few next states per row where a belief's has K), as s^PLAN_EXPONENT.
+TRUE_PLAN_SECONDS = 0.5
 #: CPU seconds of a posterior draw of a correlated belief at S = 10^4 (per action), as s^FIT_EXPONENT.
 DRAW_SECONDS = 0.1
 #: CPU seconds of reading the environment's model per state (Gymnasium's table, then ours).
@@ -90,7 +92,7 @@ def refit_seconds(model: str, n_states: int, n_actions: int, n_dims: int, *, rad
         return TABLE_SECONDS * S * A
     K = _n_categories(model, n_states, n_dims, radius)
     if model == "pg_absolute":
-        return n_scales * A * ABSOLUTE_FIT_SECONDS * (S / GMRF_FROM_STATES) ** 3
+        return n_scales * A * (DENSE_FIT_SECONDS + ABSOLUTE_FIT_SECONDS * (S / GMRF_FROM_STATES) ** 3)
     gmrf = prior == "gmrf" or (prior == "auto" and n_states >= GMRF_FROM_STATES and K <= GMRF_MAX_CATEGORIES)
     if not gmrf:
         return n_scales * A * (K - 1) / 9.0 * DENSE_FIT_SECONDS * max(1.0, (S / GMRF_FROM_STATES) ** 3)
@@ -150,14 +152,15 @@ def psrl_seed_cost(n_states: int, n_actions: int, n_dims: int, methods: Sequence
     E = 50 if isinstance(eval_every, str) else max(1, int(eval_every))
     plans, scorings = 1 + int(steps) // R, 1 + int(steps) // E
     plan = plan_seconds(n_states)
-    parts = {"load": LOAD_SECONDS_PER_STATE * n_states, "optimal policy": 2 * plan}
+    true_plan = TRUE_PLAN_SECONDS * (n_states / 1e4) ** PLAN_EXPONENT
+    parts = {"load": LOAD_SECONDS_PER_STATE * n_states, "optimal policy": true_plan}
     for m in methods:
         base = _base(m)
         draws = int(n_samples) if m.endswith("_sampling") else 1
         fit = refit_seconds(base, n_states, n_actions, n_dims, radius=radius, selection=selection, prior=prior,
                             n_scales=n_scales)
         draw = draw_seconds(base, n_states, n_actions, n_dims, radius=radius)
-        parts[m] = (3 * plan + plans * (fit + draws * (draw + plan))
+        parts[m] = (true_plan + (plans - 1) * fit + plans * draws * (draw + plan)
                     + scorings * SCORE_SECONDS * (n_states / 1e4))
     K = _n_categories("pg", n_states, n_dims, radius)
     model = (f"{plans} plans per method, {_words(n_states, n_actions, K, selection)}; "
@@ -169,11 +172,6 @@ def _short(seconds: float) -> str:
     from ..runner._run import duration
 
     return duration(seconds) if seconds >= 0.95 else "<1 s"
-
-
-def growth(seconds_small: float, seconds_large: float, n_small: int, n_large: int) -> float:
-    """The exponent b of seconds ~ S^b between two sizes (for the docs' tables)."""
-    return math.log(seconds_large / seconds_small) / math.log(n_large / n_small)
 
 
 __all__ = [
@@ -188,9 +186,9 @@ __all__ = [
     "PLAN_SECONDS",
     "SCORE_SECONDS",
     "TABLE_SECONDS",
+    "TRUE_PLAN_SECONDS",
     "SeedCost",
     "draw_seconds",
-    "growth",
     "plan_seconds",
     "psrl_seed_cost",
     "refit_seconds",

@@ -106,13 +106,15 @@ def _measured_and_predicted(n: int, transitions: int) -> tuple[float, float]:
 
 @pytest.mark.slow
 def test_the_model_predicts_the_measured_cpu_on_two_sizes():
-    """Within 3x at 24 x 24 and 60 x 60 (6.25x the states), and their ratio within 2x.
+    """Within 2x at 24 x 24 and 60 x 60 (6.25x the states), and their ratio within 1.6x.
 
-    A model without the size dependence (or with S^2) fails the ratio.
+    Measured on the shared development machine: 4.4 s (model 3.8 s) and 14.0 s (model 14.6 s).
+    With the same constants the test fails for a growth exponent below 0.6 or above
+    1.8 (the model's 1.06 was measured on 50 x 50 to 150 x 150 maps), or none.
     """
     small = _measured_and_predicted(24, 2000)
     large = _measured_and_predicted(60, 2000)
     for measured, predicted in (small, large):
-        assert predicted / 3 < measured < 3 * predicted, (small, large)
+        assert predicted / 2 < measured < 2 * predicted, (small, large)
     ratio = (large[0] / small[0]) / (large[1] / small[1])
-    assert 0.5 < ratio < 2.0, (small, large)
+    assert 1 / 1.6 < ratio < 1.6, (small, large)

@@ -22,6 +22,8 @@ state spaces" page for the runs):
   at each of the :math:`1 + \lfloor T / R \rfloor` plans, ``n_samples`` posterior draws
   (``mean``: one posterior mean), each planned (:data:`PLAN_SECONDS` :math:`s^{1.2}`), and a
   refit before every plan but the first (the prior's); a scoring every ``eval_every`` steps.
+  A refit with at most 8 transitions per action factorises nothing (Woodbury updates from the
+  prior's factor) and costs :math:`c_0` only.
 
 The constants are rounded medians of those runs; the CPU time of a real run depends on the data
 (the number of psi steps of each fit), the machine and its load: expect the estimate within a
@@ -80,12 +82,17 @@ def _n_categories(model: str, n_states: int, n_dims: int, radius: int) -> int:
 
 
 def refit_seconds(model: str, n_states: int, n_actions: int, n_dims: int, *, radius: int = 1,
-                  selection: str = "collapsed", prior: str = "auto", n_scales: int = 1) -> float:
+                  selection: str = "collapsed", prior: str = "auto", n_scales: int = 1,
+                  observed: int | None = None) -> float:
     """CPU seconds of one refit of every action of a belief ``model`` (see the module docstring).
 
-    ``n_scales`` candidate length scales multiply the correlated fits (each is tried).
+    ``n_scales`` candidate length scales multiply the correlated fits (each is tried). With at
+    most :data:`~corrpriors.core.priors.sparse.LOW_RANK_MAX` ``observed`` transitions per action
+    no stick of a GMRF prior is factorised (each is updated from the prior's factor by the
+    Woodbury identity): the refit costs its overhead only.
     """
     from ..applications.transitions._correlated import GMRF_FROM_STATES, GMRF_MAX_CATEGORIES
+    from ..core.priors.sparse import LOW_RANK_MAX
 
     S, A = float(n_states), float(n_actions)
     if model.startswith("dirichlet"):
@@ -96,7 +103,9 @@ def refit_seconds(model: str, n_states: int, n_actions: int, n_dims: int, *, rad
     gmrf = prior == "gmrf" or (prior == "auto" and n_states >= GMRF_FROM_STATES and K <= GMRF_MAX_CATEGORIES)
     if not gmrf:
         return n_scales * A * (K - 1) / 9.0 * DENSE_FIT_SECONDS * max(1.0, (S / GMRF_FROM_STATES) ** 3)
-    per = FIT_OVERHEAD + FIT_SECONDS.get(selection, FIT_SECONDS["collapsed"]) * (S / 1e4) ** FIT_EXPONENT
+    per = FIT_OVERHEAD
+    if observed is None or observed > LOW_RANK_MAX * A:
+        per += FIT_SECONDS.get(selection, FIT_SECONDS["collapsed"]) * (S / 1e4) ** FIT_EXPONENT
     return n_scales * A * (K - 1) / 9.0 * per
 
 
@@ -132,9 +141,9 @@ def sysid_seed_cost(n_states: int, n_actions: int, n_dims: int, methods: Sequenc
     n_t = len(transitions)
     parts = {"load": LOAD_SECONDS_PER_STATE * n_states}
     for m in methods:
-        parts[m] = n_t * (refit_seconds(m, n_states, n_actions, n_dims, radius=radius, selection=selection,
-                                        prior=prior, n_scales=n_scales)
-                          + draw_seconds(m, n_states, n_actions, n_dims, radius=radius))
+        parts[m] = sum(refit_seconds(m, n_states, n_actions, n_dims, radius=radius, selection=selection,
+                                     prior=prior, n_scales=n_scales, observed=int(t))
+                       + draw_seconds(m, n_states, n_actions, n_dims, radius=radius) for t in transitions)
     K = _n_categories("pg", n_states, n_dims, radius)
     model = (f"{n_t} refit{'s' if n_t != 1 else ''} per method, {_words(n_states, n_actions, K, selection)}; "
              + ", ".join(f"{m} {_short(v)}" for m, v in parts.items() if m != "load"))
@@ -157,10 +166,10 @@ def psrl_seed_cost(n_states: int, n_actions: int, n_dims: int, methods: Sequence
     for m in methods:
         base = _base(m)
         draws = int(n_samples) if m.endswith("_sampling") else 1
-        fit = refit_seconds(base, n_states, n_actions, n_dims, radius=radius, selection=selection, prior=prior,
-                            n_scales=n_scales)
+        fits = sum(refit_seconds(base, n_states, n_actions, n_dims, radius=radius, selection=selection,
+                                 prior=prior, n_scales=n_scales, observed=k * R) for k in range(1, plans))
         draw = draw_seconds(base, n_states, n_actions, n_dims, radius=radius)
-        parts[m] = (true_plan + (plans - 1) * fit + plans * draws * (draw + plan)
+        parts[m] = (true_plan + fits + plans * draws * (draw + plan)
                     + scorings * SCORE_SECONDS * (n_states / 1e4))
     K = _n_categories("pg", n_states, n_dims, radius)
     model = (f"{plans} plans per method, {_words(n_states, n_actions, K, selection)}; "

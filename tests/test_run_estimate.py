@@ -84,6 +84,9 @@ def test_the_model_grows_with_the_size_and_the_settings():
     assert two.parts["pg"] == pytest.approx(2 * small.parts["pg"])
     fixed = _gym_time.sysid_seed_cost(10_000, 4, 2, ("pg",), (10_000,), selection="fixed")
     assert fixed.cpu < small.cpu / 3
+    few = _gym_time.refit_seconds("pg", 10_000, 4, 2, observed=32)    # 8 per action: Woodbury only
+    assert few == pytest.approx(4 * _gym_time.FIT_OVERHEAD)
+    assert _gym_time.refit_seconds("pg", 10_000, 4, 2, observed=33) > 10 * few
     psrl = _gym_time.psrl_seed_cost(10_000, 4, 2, ("pg_sampling", "pg_mean"), 1000, 100, 100, 10)
     assert psrl.parts["pg_sampling"] > psrl.parts["pg_mean"]
     assert "11 plans per method" in psrl.model

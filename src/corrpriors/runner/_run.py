@@ -246,8 +246,11 @@ class ModelEstimate:
                 f"with n_jobs={self.jobs} (model: {self.model})")
 
     def lines(self, indent: str = "  ") -> list[str]:
-        """:meth:`text` wrapped to :data:`WIDTH` columns."""
-        return wrap(self.text(), indent, indent + "  ")
+        """:meth:`text` wrapped to :data:`WIDTH` columns, never inside a duration ("1 min 15 s")."""
+        import re
+
+        glued = re.sub(r"(?<=\d) (?=(?:min|h|s)\b)|(?<=\bmin) (?=\d)|(?<=\bh) (?=\d)", "\0", self.text())
+        return [line.replace("\0", " ") for line in wrap(glued, indent, indent + "  ")]
 
     def record(self) -> dict:
         """The estimate as recorded in ``metrics.json`` (``run.estimate``)."""

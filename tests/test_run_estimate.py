@@ -64,8 +64,9 @@ def test_wall_time_shares_the_workers_and_lines_never_break_a_duration():
     assert est.wall == 300.0 and "about 8 min 20 s CPU, 5 min 00 s wall for 5 seeds with n_jobs=2" in est.text()
     model = "2 plans per method, S=99,856, A=4, K=10, fixed scale; pg_sampling 1 min 39 s, dirichlet 1 min 15 s"
     for width in range(30, 100):
-        lines = ModelEstimate(1, 1, 202.0, model + " " + "x" * (width - 30)).lines()
-        assert " ".join(line.strip() for line in lines) == ModelEstimate(1, 1, 202.0, model + " " + "x" * (width - 30)).text()
+        est = ModelEstimate(1, 1, 202.0, model + " " + "x" * (width - 30))
+        lines = est.lines()
+        assert " ".join(line.strip() for line in lines) == est.text()
         for line in lines:
             assert not line.rstrip().endswith((" 1", " min", " 39", " 15", " 3")), lines
 

@@ -249,3 +249,21 @@ if given is not None:
             check_mdp(mdp)
             np.testing.assert_allclose(mdp.transitions.sum(-1), 1.0, atol=1e-12)
             assert mdp.coordinates.shape == (rows * cols - (mdp.walls.sum()), 2)
+
+
+def test_random_frozen_lake_is_gymnasiums_map_fixed_by_two_numbers():
+    from gymnasium.envs.toy_text.frozen_lake import generate_random_map
+
+    env = gymnasium.make("corrpriors/RandomFrozenLake-v0", size=9, p=0.85, map_seed=4,
+                         is_slippery=False)
+    expected = [list(row.encode()) for row in generate_random_map(size=9, p=0.85, seed=4)]
+    assert env.unwrapped.desc.tolist() == [[bytes([c]) for c in row] for row in expected]
+    assert env.spec.max_episode_steps is None and len(env.unwrapped.P[0][0]) == 1   # not slippery
+    again = gymnasium.make("corrpriors/RandomFrozenLake-v0", size=9, p=0.85, map_seed=4)
+    other = gymnasium.make("corrpriors/RandomFrozenLake-v0", size=9, p=0.85, map_seed=5)
+    assert (again.unwrapped.desc == env.unwrapped.desc).all()
+    assert (other.unwrapped.desc != env.unwrapped.desc).any()
+    for kwargs, name in [({"size": 1}, "size"), ({"size": 2.5}, "size"), ({"map_seed": -1}, "map_seed"),
+                         ({"p": 0.0}, "p")]:
+        with pytest.raises(ValueError, match=f"^{name}: "):
+            gymnasium.make("corrpriors/RandomFrozenLake-v0", **kwargs)

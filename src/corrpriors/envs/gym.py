@@ -186,6 +186,31 @@ def make_queueing_network(initial_distribution: Any = 0, **kwargs: Any) -> Tabul
     return TabularEnv(queueing.queueing_network(**kwargs), initial_distribution)
 
 
+def make_random_frozen_lake(size: int = 8, p: float = 0.8, map_seed: int = 0,
+                            **kwargs: Any) -> gymnasium.Env:
+    """Env factory for ``corrpriors/RandomFrozenLake-v0``: Gymnasium's FrozenLake on the map
+    ``generate_random_map(size, p, seed=map_seed)`` -- a fixed map of any size by two numbers
+    (a 316 x 316 map as ``--env-kwargs`` text would be 100,833 characters). Other keyword
+    arguments (``is_slippery``, ``success_rate``, ...) go to ``FrozenLakeEnv``.
+    """
+    from gymnasium.envs.toy_text.frozen_lake import FrozenLakeEnv, generate_random_map
+
+    if isinstance(size, bool) or int(size) != size or not 2 <= size <= 2000:
+        raise ValueError(f"size: expected an integer in [2, 2000], got {size!r}")
+    if isinstance(map_seed, bool) or int(map_seed) != map_seed or map_seed < 0:
+        raise ValueError(f"map_seed: expected a non-negative integer, got {map_seed!r}")
+    if not 0.0 < float(p) <= 1.0:
+        raise ValueError(f"p: expected the probability of a frozen cell in (0, 1], got {p!r}")
+    desc = generate_random_map(size=int(size), p=float(p), seed=int(map_seed))
+    return FrozenLakeEnv(desc=desc, **kwargs)
+
+
+#: Gymnasium environments of :func:`register_envs` that are not :class:`TabularEnv` (no step
+#: limit: the caller's, e.g. ``corrpriors psrl --horizon``).
+GYMNASIUM_IDS = {
+    "corrpriors/RandomFrozenLake-v0": "corrpriors.envs.gym:make_random_frozen_lake",
+}
+
 ENV_IDS = {
     "corrpriors/DenseGridworld-v0": "corrpriors.envs.gym:make_dense_gridworld",
     "corrpriors/TunnelWorld-v0": "corrpriors.envs.gym:make_tunnel_world",
@@ -198,12 +223,18 @@ ENV_IDS = {
 
 
 def register_envs() -> None:
-    """Register the environments of :data:`ENV_IDS` with Gymnasium (idempotent)."""
+    """Register the environments of :data:`ENV_IDS` and :data:`GYMNASIUM_IDS` with Gymnasium
+    (idempotent).
+    """
     for env_id, entry_point in ENV_IDS.items():
         if env_id not in gymnasium.registry:
             gymnasium.register(id=env_id, entry_point=entry_point,
                                max_episode_steps=MAX_EPISODE_STEPS)
+    for env_id, entry_point in GYMNASIUM_IDS.items():
+        if env_id not in gymnasium.registry:
+            gymnasium.register(id=env_id, entry_point=entry_point)
 
 
-__all__ = ["TabularEnv", "register_envs", "ENV_IDS", "MAX_EPISODE_STEPS", "make_dense_gridworld",
+__all__ = ["TabularEnv", "register_envs", "ENV_IDS", "GYMNASIUM_IDS", "MAX_EPISODE_STEPS",
+           "make_random_frozen_lake", "make_dense_gridworld",
            "make_tunnel_world", "make_goal_gridworld", "make_wall_world", "make_queueing_network"]

@@ -54,7 +54,7 @@ def transfer_figure(x: Sequence[float], similarity: Mapping[str, Any], psrl: Map
     ax.set_ylim(-0.03, 1.03)
     ax.set_xlabel(x_label)
     ax.set_ylabel("learned similarity ρ of pg_transfer")
-    ax.set_title("task similarity learned from the evidence", fontsize="medium")
+    ax.set_title("task similarity learned from the data (cross-validated)", fontsize="medium")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize="small", loc="lower right")
     if psrl:

@@ -264,6 +264,7 @@ def test_random_frozen_lake_is_gymnasiums_map_fixed_by_two_numbers():
     assert (again.unwrapped.desc == env.unwrapped.desc).all()
     assert (other.unwrapped.desc != env.unwrapped.desc).any()
     for kwargs, name in [({"size": 1}, "size"), ({"size": 2.5}, "size"), ({"map_seed": -1}, "map_seed"),
-                         ({"p": 0.0}, "p")]:
+                         ({"p": 0.0}, "p"), ({"size": "abc"}, "size"), ({"map_seed": None}, "map_seed"),
+                         ({"p": "abc"}, "p"), ({"p": 1.5}, "p")]:
         with pytest.raises(ValueError, match=f"^{name}: "):
             gymnasium.make("corrpriors/RandomFrozenLake-v0", **kwargs)

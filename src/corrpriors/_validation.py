@@ -203,6 +203,17 @@ def check_positive(x: Any, name: str, strict: bool = True) -> float:
     return v
 
 
+def check_int(x: Any, name: str, low: int, high: int | None = None) -> int:
+    """``x`` as an int in ``[low, high]``, or a ``ValueError`` naming ``name`` (bools, floats with a
+    fractional part and non-numbers refused).
+    """
+    ok = not isinstance(x, bool) and isinstance(x, (int, np.integer, float, np.floating))
+    if not ok or not np.isfinite(x) or int(x) != x or x < low or (high is not None and x > high):
+        span = f"in [{low}, {high}]" if high is not None else f">= {low}"
+        raise ValueError(f"{name}: expected an integer {span}, got {x!r}")
+    return int(x)
+
+
 def check_simplex(p: Any, name: str, axis: int = -1, atol: float = 1e-8) -> np.ndarray:
     """Check that ``p`` is non-negative and sums to one along ``axis``."""
     arr = check_array(p, name)
@@ -277,5 +288,5 @@ def check_precision(precision: Any, name: str = "precision",
 
 
 
-__all__ = ["MAX_EXACT_COUNT", "as_real_array", "check_array", "check_counts", "check_covariance",
+__all__ = ["MAX_EXACT_COUNT", "as_real_array", "check_array", "check_counts", "check_covariance", "check_int",
            "check_points", "check_positive", "check_precision", "check_shape", "check_simplex"]

@@ -23,6 +23,7 @@ import numpy as np
 from gymnasium import spaces
 
 from .._random import inverse_cdf
+from .._validation import check_int, check_positive
 from ..mdp.checks import check_distribution
 from ..mdp.rollout import NextStateSampler
 from ..mdp.tabular import TabularMDP
@@ -195,13 +196,10 @@ def make_random_frozen_lake(size: int = 8, p: float = 0.8, map_seed: int = 0,
     """
     from gymnasium.envs.toy_text.frozen_lake import FrozenLakeEnv, generate_random_map
 
-    if isinstance(size, bool) or int(size) != size or not 2 <= size <= 2000:
-        raise ValueError(f"size: expected an integer in [2, 2000], got {size!r}")
-    if isinstance(map_seed, bool) or int(map_seed) != map_seed or map_seed < 0:
-        raise ValueError(f"map_seed: expected a non-negative integer, got {map_seed!r}")
-    if not 0.0 < float(p) <= 1.0:
+    size, map_seed = check_int(size, "size", 2, 2000), check_int(map_seed, "map_seed", 0)
+    if not check_positive(p, "p") <= 1.0:
         raise ValueError(f"p: expected the probability of a frozen cell in (0, 1], got {p!r}")
-    desc = generate_random_map(size=int(size), p=float(p), seed=int(map_seed))
+    desc = generate_random_map(size=size, p=float(p), seed=map_seed)
     return FrozenLakeEnv(desc=desc, **kwargs)
 
 

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from .._random import as_generator
+from .._validation import check_int
 from ..mdp.tabular import TabularMDP
 from .gym import TabularEnv
 
@@ -40,9 +41,7 @@ __all__ = ["DeepSeaEnv", "deep_sea", "deep_sea_right_actions"]
 
 
 def _check_size(size: Any) -> int:
-    if isinstance(size, bool) or int(size) != size or size < 2:
-        raise ValueError(f"size: expected an int >= 2, got {size!r}")
-    return int(size)
+    return check_int(size, "size", 2)
 
 
 def deep_sea_right_actions(size: int, *, rng: Any, randomize_actions: bool = True) -> np.ndarray:
@@ -184,8 +183,7 @@ class DeepSeaEnv(TabularEnv):
     def __init__(self, size: int = 10, mapping_seed: int = 0, deterministic: bool = True,
                  move_cost: float = 0.01, randomize_actions: bool = True, walls: bool = False,
                  discount: float = 0.99, render_mode: str | None = None) -> None:
-        if isinstance(mapping_seed, bool) or int(mapping_seed) != mapping_seed or mapping_seed < 0:
-            raise ValueError(f"mapping_seed: expected an int >= 0, got {mapping_seed!r}")
+        check_int(mapping_seed, "mapping_seed", 0)
         n = _check_size(size)
         self.right_action = deep_sea_right_actions(n, rng=int(mapping_seed),
                                                    randomize_actions=randomize_actions)

@@ -60,6 +60,7 @@ from typing import Any
 import numpy as np
 
 from .._random import as_generator
+from .._validation import check_int
 from ..mdp.tabular import TabularMDP
 from .gridworld import ACTION_VECTORS, _cell_of, _check_shape
 
@@ -223,8 +224,7 @@ def windy_task_family(relatedness: float, n_sources: int, *, rng: Any,
     r = float(relatedness)
     if not 0.0 <= r <= 1.0:
         raise ValueError(f"relatedness: expected a number in [0, 1], got {relatedness!r}")
-    if isinstance(n_sources, bool) or int(n_sources) != n_sources or n_sources < 0:
-        raise ValueError(f"n_sources: expected a non-negative int, got {n_sources!r}")
+    check_int(n_sources, "n_sources", 0)
     gen = as_generator(rng)
     shape = _check_shape(shape)
     w_target = smooth_wind(shape, rng=gen, amplitude=wind_amplitude, lengthscale=wind_lengthscale)

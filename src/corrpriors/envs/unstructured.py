@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from .._random import as_generator
+from .._validation import check_int
 from ..mdp.tabular import TabularMDP
 from .gym import TabularEnv
 
@@ -49,8 +50,7 @@ def random_mdp(n_states: int = 50, n_actions: int = 4, n_successors: int = 3, *,
     """
     for name, v, low in (("n_states", n_states, 2), ("n_actions", n_actions, 1),
                          ("n_successors", n_successors, 1)):
-        if isinstance(v, bool) or int(v) != v or v < low:
-            raise ValueError(f"{name}: expected an int >= {low}, got {v!r}")
+        check_int(v, name, low)
     S, A, k = int(n_states), int(n_actions), int(n_successors)
     if k > S:
         raise ValueError(f"n_successors: expected at most n_states = {S}, got {k}")
@@ -94,7 +94,6 @@ class RandomMDPEnv(TabularEnv):
     def __init__(self, n_states: int = 50, n_actions: int = 4, n_successors: int = 3,
                  mdp_seed: int = 0, discount: float = 0.95,
                  render_mode: str | None = None) -> None:
-        if isinstance(mdp_seed, bool) or int(mdp_seed) != mdp_seed or mdp_seed < 0:
-            raise ValueError(f"mdp_seed: expected an int >= 0, got {mdp_seed!r}")
+        check_int(mdp_seed, "mdp_seed", 0)
         super().__init__(random_mdp(n_states, n_actions, n_successors, rng=int(mdp_seed),
                                     discount=discount), render_mode=render_mode)

@@ -250,3 +250,16 @@ def test_figures_pass_the_figure_checks(kind, tmp_path):
     report = run_experiment(exp, config=config, n_seeds=2, jobs=1, out=tmp_path, progress=False, echo=None)
     assert sorted(check_experiment_figures(exp, report)) == sorted(names)
     assert report.out_dir.parent.name == exp.NAME and report.out_dir.name.startswith("custom-")
+
+
+def test_psrl_refuses_a_discount_at_which_no_policy_beats_the_uniform_one():
+    """The normalised return is undefined where the reward is out of reach: refused before any
+    seed (it used to fail in every seed after the model was read)."""
+    exp = PSRLExperiment("FrozenLake-v1", {"desc": ["SH", "HG"], "is_slippery": False})   # goal walled off
+    with pytest.raises(ValueError, match="^discount: .*does not exceed the uniformly random"):
+        exp.check_config(exp.Config())
+    lake = PSRLExperiment("FrozenLake-v1", LAKE3)
+    lake.check_config(lake.Config(discount=0.5))   # reachable: accepted
+    # the goal, a few steps away, is worth nothing at discount 1e-300
+    with pytest.raises(ValueError, match="^discount: at discount 1e-300 .*does not exceed"):
+        lake.check_config(lake.Config(discount=1e-300))

@@ -312,6 +312,8 @@ class PSRLExperiment(GymExperiment):
 
     def _setup(self, env: Any, mdp: Any) -> None:
         self._coordinates = mdp.coordinates
+        self._mdp = mdp
+        self._return_ranges: dict[float, tuple[float, float]] = {}
         self.METRICS = metric_names(mdp)
         self.METRIC_LABELS = {
             "normalized_return": "normalised return of the greedy policy\n(0 = uniformly random, 1 = optimal)",
@@ -354,6 +356,31 @@ class PSRLExperiment(GymExperiment):
         self.check_run_memory(config, coords, samples=int(config.n_samples) if sampling else 0,
                               observed=int(config.steps),
                               scorings=int(config.steps) // int(config.eval_every) + 1)   # horizon_stats
+        self.check_return_range(float(config.discount))
+
+    def check_return_range(self, discount: float) -> None:
+        """Raise ``ValueError`` naming ``discount`` if no policy beats the uniform one at it.
+
+        The normalised return divides by the optimal policy's expected return minus the uniformly
+        random policy's (:func:`~corrpriors.mdp.metrics.return_range`, what every seed scores by);
+        where the reward is out of reach at this discount (a goal hundreds of slippery steps away at
+        0.99) that difference vanishes and every seed would fail after its model is read -- so the
+        configuration is refused here, before any seed. One optimal plan on the true model per
+        discount (cached).
+        """
+        import dataclasses
+
+        from ..mdp.metrics import return_range
+
+        if discount not in self._return_ranges:
+            self._return_ranges[discount] = return_range(dataclasses.replace(self._mdp, discount=discount))
+        lo, hi = self._return_ranges[discount]
+        if not hi - lo > 1e-12 * max(1.0, abs(hi)):
+            raise ValueError(
+                f"discount: at discount {discount:g} the optimal policy's expected return on {self.ENVIRONMENT} "
+                f"({hi:.3g}) does not exceed the uniformly random policy's ({lo:.3g}): the reward is out of reach "
+                "at this discount (or unreachable) and the normalised return every seed is scored by is undefined; "
+                "use a discount closer to 1 (e.g. 0.999) or a smaller environment")
 
     def estimate_seed_cost(self, config: Any) -> Any:
         """The cost model's CPU seconds of one seed (:func:`~corrpriors.experiments._gym_time.psrl_seed_cost`)."""

@@ -162,3 +162,85 @@ def test_belief_mean_and_draws_and_bad_input():
         fit_support(ROWS, betas=[0.0])
     with pytest.raises(ValueError, match="n"):
         support_draws(ROWS, PI, BETA, 0, rng=0)
+
+
+# --- the support hypothesis inside the correlated belief's layer -----------------------------
+
+def _random_mdp_belief(T, support_prior=0.5, seed=0, **kw):
+    from corrpriors.applications.transitions import CorrelatedTransitionModel
+    from corrpriors.envs.unstructured import random_mdp
+    from corrpriors.mdp import TabularMDP
+
+    mdp = random_mdp(12, 2, 2, rng=seed)
+    mdp = TabularMDP(mdp.transitions, mdp.rewards, 0.9, coordinates=np.arange(12.0)[:, None])
+    rng = np.random.default_rng(seed)
+    s = rng.integers(12, size=T)
+    a = rng.integers(2, size=T)
+    s2 = np.array([rng.choice(12, p=mdp.transitions[i, j]) for i, j in zip(s, a)])
+    b = CorrelatedTransitionModel.for_mdp(mdp, support_prior=support_prior, **kw)
+    b.update(s, a, s2)
+    return mdp, b, (s, a, s2)
+
+
+def test_support_weight_is_the_posterior_of_the_two_hypotheses():
+    from corrpriors.applications.transitions._layer import CONCENTRATIONS, concentration_weights, support_weight
+
+    gen = np.random.default_rng(0)
+    ev = gen.normal(-40.0, 3.0, size=CONCENTRATIONS.size)
+    prior = np.where(np.isinf(CONCENTRATIONS), 0.5, 0.5 / (CONCENTRATIONS.size - 1))
+    layer = np.log(np.sum(prior * np.exp(ev)))
+    for sup, p in ((-38.0, 0.5), (-45.0, 0.2), (-30.0, 0.9)):
+        want = p * math.exp(sup) / (p * math.exp(sup) + (1 - p) * math.exp(layer))
+        assert support_weight(ev, CONCENTRATIONS, sup, p) == pytest.approx(want, rel=1e-10)
+    assert support_weight(ev, CONCENTRATIONS, -1e6, 0.5) == 0.0
+    assert support_weight(ev, CONCENTRATIONS, 1e6, 0.5) == 1.0
+    # the concentration weights are unchanged by the refactoring of their prior
+    w = concentration_weights(ev, CONCENTRATIONS)
+    np.testing.assert_allclose(w, prior * np.exp(ev) / np.sum(prior * np.exp(ev)))
+
+
+def test_layer_mean_mixes_the_layer_and_the_support_prior_by_their_weight():
+    mdp, b, data = _random_mdp_belief(150)
+    _, plain, _ = _random_mdp_belief(150, support_prior=None)
+    w = b.support_weights_
+    assert w.shape == (2,) and np.all((w >= 0) & (w <= 1))
+    f = b._layer.support_fit
+    counts = b.counts
+    want = (1 - w[None, :, None]) * plain.mean() + w[None, :, None] * support_mean(counts, f.pi,
+                                                                                  f.beta)
+    np.testing.assert_allclose(b.mean(), want, rtol=1e-10, atol=1e-13)
+    assert plain.support_weights_ is None
+
+
+def test_random_mdp_picks_the_support_prior_a_grid_the_layer():
+    from corrpriors.applications.transitions import CorrelatedTransitionModel
+    from corrpriors.envs.gridworld import dense_gridworld
+
+    _, b, _ = _random_mdp_belief(1500)
+    assert np.all(b.support_weights_ > 0.9)
+    d = b.sample_many(400, rng=3)                    # draws: the support prior's
+    assert np.all(d[:, b.counts > 0] > 0)
+    assert np.mean(np.sum(d > 1e-12, axis=-1) <= 3) > 0.9   # two successors (a few 3s)
+    np.testing.assert_allclose(d.mean(axis=0), b.mean(), atol=0.05)
+    grid = dense_gridworld(shape=(4, 4), window=1)
+    g = CorrelatedTransitionModel.for_mdp(grid, support_prior=0.5)
+    rng = np.random.default_rng(1)
+    s = rng.integers(16, size=600)
+    a = rng.integers(4, size=600)
+    s2 = np.array([rng.choice(16, p=grid.transitions[i, j]) for i, j in zip(s, a)])
+    g.update(s, a, s2)
+    assert np.all(g.support_weights_ < 1e-6)
+
+
+def test_support_prior_argument_validation():
+    from corrpriors.applications.transitions import CorrelatedTransitionModel
+    from corrpriors.envs.gridworld import dense_gridworld
+
+    grid = dense_gridworld(shape=(3, 3), window=1)
+    for bad in (0.0, 1.0, 1.5, float("nan")):
+        with pytest.raises(ValueError, match="support_prior"):
+            CorrelatedTransitionModel.for_mdp(grid, support_prior=bad)
+    with pytest.raises(TypeError, match="support_prior"):
+        CorrelatedTransitionModel.for_mdp(grid, support_prior="yes")
+    with pytest.raises(ValueError, match="support_prior"):
+        CorrelatedTransitionModel.for_mdp(grid, support_prior=0.5, concentration=None)

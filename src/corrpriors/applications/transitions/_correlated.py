@@ -348,6 +348,13 @@ class CorrelatedTransitionModel(_TransitionBelief):
         tables no longer change; refits continue them across new data).
         The layer needs dense storage: with ``sparse`` storage a ``concentration`` or a
         ``contamination_prior`` raises :class:`ValueError`.
+    support_prior : float or None, default=None
+        With a layer (a concentration): the prior probability, per action, that the pairs
+        follow the sparse-support prior (:mod:`._support`: every pair moves to a few states,
+        a uniformly drawn support whose size prior and Dirichlet concentration are learned
+        from all pairs) instead of the layer around the neighbours' prediction; its posterior
+        weight comes from the two hypotheses' evidence (:func:`~._layer.support_weight`),
+        means mix them, every draw of an action picks one. ``None``: no such hypothesis.
     mc_rng : None, int, numpy.random.SeedSequence or numpy.random.Generator, default=None
         Randomness of ``probs_method="mc"`` (unused by ``"plugin"``). An int or SeedSequence
         makes every Monte-Carlo mean reproducible (each call restarts from it: common random
@@ -399,7 +406,8 @@ class CorrelatedTransitionModel(_TransitionBelief):
                  distinct_prior: tuple[float, float] | None = None,
                  layer_rounds: int = 2, *,
                  mc_rng: SeedLike = None, sparse: bool | None = None, n_jobs: int | None = None,
-                 backend: Any = "loky", **model_kwargs: Any) -> None:
+                 backend: Any = "loky", support_prior: float | None = None,
+                 **model_kwargs: Any) -> None:
         super().__init__(n_states, n_actions, sparse)
         if n_jobs is None:
             n_jobs = 1
@@ -482,7 +490,7 @@ class CorrelatedTransitionModel(_TransitionBelief):
         self._cache: dict[str, Any] = {}
         self._far = np.zeros(self.n_states)   # far jumps observed into each state (pooling)
         self._layer = _Layer.build(concentration, contamination_prior, layer_rounds,
-                                   self.n_states, self.n_actions, distinct_prior)
+                                   self.n_states, self.n_actions, distinct_prior, support_prior)
         if self._layer is not None and self.sparse:
             raise ValueError("concentration, contamination_prior: the per-(state, action) layer "
                              "needs dense storage; with sparse storage (sparse=True, or from "
@@ -492,6 +500,7 @@ class CorrelatedTransitionModel(_TransitionBelief):
         self.contamination_prior = contamination_prior
         self.distinct_prior = distinct_prior
         self.layer_rounds = int(layer_rounds)
+        self.support_prior = support_prior
 
     @classmethod
     def for_mdp(cls, mdp: Any, *, encoding: str | None = None, lengthscale: Any = 2.0,
@@ -921,6 +930,16 @@ class CorrelatedTransitionModel(_TransitionBelief):
             return None
         self.refit()
         return self._layer.beta
+
+    @property
+    def support_weights_(self) -> FloatArray | None:
+        """Posterior probability of the sparse-support hypothesis per action, (A,) (None without
+        ``support_prior``).
+        """
+        if self._layer is None or self._layer.support is None:
+            return None
+        self.refit()
+        return self._layer.support_weights.copy()
 
     @property
     def contamination_absent_(self) -> float | None:

@@ -70,6 +70,7 @@ BELIEFS: dict[str, Callable[[Any], Any]] = {
     "pg_no_distinct": _pg(distinct_prior=None),
     "pg_no_contamination": _pg(contamination_prior=None),
     "pg_concentration_only": _pg(contamination_prior=None, distinct_prior=None),
+    "pg_support": _pg(support_prior=0.5),
 }
 
 

@@ -633,6 +633,7 @@ class _Layer:
         self.support = support
         self.support_weights = np.full(n_actions, 0.0 if support is None else support)
         self.support_fit: SupportFit | None = None
+        self._support_counts: FloatArray | None = None     # the counts support_fit is of
         self.fitted: list[FloatArray | None] = [None] * n_actions
         self.n_states = n_states
 
@@ -770,8 +771,10 @@ class _Layer:
 
     def _weigh(self, counts: FloatArray, B: FloatArray) -> None:
         """Concentration weights per action and, with ``support``, the support hypothesis'."""
-        if self.support is not None:
-            self.support_fit = fit_support(counts)
+        if self.support is not None and (self._support_counts is None
+                                         or not np.array_equal(counts, self._support_counts)):
+            self.support_fit = fit_support(counts)          # pooled over all pairs
+            self._support_counts = counts.copy()
         for a in range(counts.shape[1]):
             ev = log_evidence(counts[:, a, :], B[:, a, :], self.lattice)
             self.weights[a] = concentration_weights(ev, self.lattice)
@@ -814,7 +817,8 @@ class _Layer:
                                         self.weights[a], rng=rng)
                             for a in range(counts.shape[1])], axis=2)
         f = self.support_fit
-        if f is not None:   # every draw of an action: the support hypothesis w.p. its weight
+        if f is not None and self.support_weights.any():   # (no weight: the layer's draws
+            # bit for bit) every draw of an action: the support hypothesis w.p. its weight
             pick = rng.random((m, counts.shape[1])) < self.support_weights[None, :]
             for a in np.flatnonzero(pick.any(axis=0)).tolist():
                 sel = np.flatnonzero(pick[:, a])

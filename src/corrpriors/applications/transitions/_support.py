@@ -326,7 +326,7 @@ def _em_pi(L: FloatArray, pi: FloatArray, iters: int) -> tuple[FloatArray, float
         # MAP under a Dirichlet with total pseudo-count 1 spread over the sizes (no size
         # ever gets probability 0: a row may later show more distinct states than any so far)
         p = (np.sum(joint / z, axis=0) + 1.0 / S) / (L.shape[0] + 1.0)
-        if ev_new - ev < 1e-6 * max(1.0, abs(ev_new)):
+        if ev_new - ev < 1e-4:                          # nats: the weights have settled
             break
         ev = ev_new
     joint = lik * p[None, :]

@@ -135,6 +135,12 @@ def test_fit_maximises_the_pooled_evidence():
     for _ in range(20):                              # no other pi does better at that beta
         other = np.clip(f.pi * np.exp(0.3 * gen.standard_normal(8)), 1e-12, None)
         assert objective(other) <= objective(f.pi) + 1e-7
+    # warm start (a refit after more data): from a fit of half the rows, the same optimum
+    warm = fit_support(rows, start=fit_support(rows[:30]))
+    assert warm.beta == f.beta
+    assert warm.log_evidence == pytest.approx(f.log_evidence, abs=1e-3)
+    far = fit_support(rows, start=fit_support(rows, betas=[100.0]))   # climbs from the edge
+    assert far.beta == f.beta
     empty = fit_support(np.zeros((3, 8)))
     np.testing.assert_allclose(empty.pi, 1 / 8)
 

@@ -117,8 +117,13 @@ class _BetaDefault(tuple):
     """``for_mdp``'s default Beta priors of the layer: dropped on sparse storage."""
 
 
+class _SupportDefault(float):
+    """``for_mdp``'s default ``support_prior``: dropped on sparse storage and without a layer."""
+
+
 _AUTO = _LayerDefault("auto")
 _FLAT = _BetaDefault((1.0, 1.0))
+_EVEN = _SupportDefault(0.5)
 
 
 BACKENDS = ("threads", "loky", "dask")
@@ -509,6 +514,7 @@ class CorrelatedTransitionModel(_TransitionBelief):
                 other_pooling: float = 1.0, concentration: Any = _AUTO,
                 contamination_prior: tuple[float, float] | None = _FLAT,
                 distinct_prior: tuple[float, float] | None = _FLAT,
+                support_prior: float | None = _EVEN,
                 **kwargs: Any) -> CorrelatedTransitionModel:
         r"""The correlated belief for an MDP's states in one call.
 
@@ -591,6 +597,12 @@ class CorrelatedTransitionModel(_TransitionBelief):
         distinct_prior : (float, float) or None, default=(1.0, 1.0)
             Beta prior of the probability that the actions of a state do distinct things (see
             the constructor); ``None``: they are independent. Ignored without a concentration.
+        support_prior : float or None, default=0.5
+            Prior probability, per action, of the sparse-support hypothesis beside the layer
+            (see the constructor and :mod:`._support`): the pairs ignore their neighbours and
+            each moves to a few states, sizes learned from all pairs; ``None``: no such
+            hypothesis. The default is dropped with ``concentration=None`` and on sparse
+            storage.
         prior : {"auto", "dense", "gmrf"}, default="auto"
             ``"dense"``: the squared-exponential kernel above (cost per fit about
             :math:`\sum_k |O_k|^3`, cubic in S). ``"gmrf"``: a Matern-like Gaussian Markov random
@@ -682,9 +694,13 @@ class CorrelatedTransitionModel(_TransitionBelief):
             concentration = None if concentration is _AUTO else concentration
             contamination_prior = None if contamination_prior is _FLAT else contamination_prior
             distinct_prior = None if distinct_prior is _FLAT else distinct_prior
+            support_prior = None if support_prior is _EVEN else support_prior
+        if concentration is None and support_prior is _EVEN:
+            support_prior = None
         return cls(S, A, category_map=cmap, **{key: chosen}, concentration=concentration,
                    contamination_prior=contamination_prior,
-                   distinct_prior=None if concentration is None else distinct_prior, **kwargs)
+                   distinct_prior=None if concentration is None else distinct_prior,
+                   support_prior=support_prior, **kwargs)
 
     @property
     def n_categories(self) -> int:

@@ -773,7 +773,7 @@ class _Layer:
         """Concentration weights per action and, with ``support``, the support hypothesis'."""
         if self.support is not None and (self._support_counts is None
                                          or not np.array_equal(counts, self._support_counts)):
-            self.support_fit = fit_support(counts)          # pooled over all pairs
+            self.support_fit = fit_support(counts, start=self.support_fit)   # pooled
             self._support_counts = counts.copy()
         for a in range(counts.shape[1]):
             ev = log_evidence(counts[:, a, :], B[:, a, :], self.lattice)

@@ -333,7 +333,8 @@ def _em_pi(L: FloatArray, pi: FloatArray, iters: int) -> tuple[FloatArray, float
     return p, float(np.sum(np.log(joint.sum(axis=-1)) + top[:, 0]))
 
 
-def fit_support(counts: Any, betas: Any = BETAS, iters: int = 200) -> SupportFit:
+def fit_support(counts: Any, betas: Any = BETAS, iters: int = 200,
+                start: SupportFit | None = None) -> SupportFit:
     r"""Empirical-Bayes hyper-parameters of the sparse-support prior from pooled rows.
 
     For every :math:`\beta` of the lattice the support-size prior :math:`\pi` is fitted by EM
@@ -348,6 +349,10 @@ def fit_support(counts: Any, betas: Any = BETAS, iters: int = 200) -> SupportFit
         Positive candidate concentrations.
     iters : int, default=200
         At most this many EM steps per concentration.
+    start : SupportFit, optional
+        A previous fit (of fewer data): EM starts from its :math:`\pi`, and the lattice is
+        searched from its :math:`\beta` to the nearest local maximum of the evidence (a
+        refit after a few more observations evaluates about three concentrations, not all).
 
     Returns
     -------
@@ -362,14 +367,25 @@ def fit_support(counts: Any, betas: Any = BETAS, iters: int = 200) -> SupportFit
     n = n[n.sum(axis=-1) > 0]
     if n.shape[0] == 0:
         return SupportFit(np.full(S, 1.0 / S), 1.0, 0.0)
-    best: SupportFit | None = None
-    pi = np.full(S, 1.0 / S)
-    for b in bs:
-        p, ev = _em_pi(support_log_likelihood(n, float(b)), pi, int(iters))
-        if best is None or ev > best.log_evidence:
-            best = SupportFit(p, float(b), ev)
-    assert best is not None
-    return best
+    pi = np.full(S, 1.0 / S) if start is None else _check_pi(start.pi, S)
+    memo: dict[int, SupportFit] = {}
+
+    def at(i: int) -> SupportFit:
+        if i not in memo:
+            p, ev = _em_pi(support_log_likelihood(n, float(bs[i])), pi, int(iters))
+            memo[i] = SupportFit(p, float(bs[i]), ev)
+        return memo[i]
+
+    if start is None:
+        return max((at(i) for i in range(bs.size)), key=lambda f: f.log_evidence)
+    i = int(np.argmin(np.abs(np.log(bs) - np.log(start.beta))))
+    while True:                                         # hill-climb on the lattice
+        best = max((at(j) for j in (i, i - 1, i + 1) if 0 <= j < bs.size),   # ties: stay
+                   key=lambda f: f.log_evidence)
+        j = int(np.flatnonzero(bs == best.beta)[0])
+        if j == i:
+            return best
+        i = j
 
 
 class SupportTransitionModel(_TransitionBelief):
@@ -399,7 +415,8 @@ class SupportTransitionModel(_TransitionBelief):
 
     def _refit(self) -> SupportFit:
         if self._fitted_version != self._version:
-            self.fit_ = fit_support(self._counts)
+            self.fit_ = fit_support(self._counts, start=None if self._fitted_version < 0
+                                    else self.fit_)
             self._fitted_version = self._version
         return self.fit_
 

@@ -16,6 +16,8 @@ Beliefs (``--methods``):
 
 ``pg``
     :meth:`CorrelatedTransitionModel.for_mdp` at its defaults (the per-(state, action) layer on).
+``pg_nosupport``
+    The same without the sparse-support hypothesis (the default before it).
 ``pg_plain``
     The same without the layer (``concentration=None``): the paper's model, the default before.
 ``pg_nolayer_<x>``, ... see :data:`BELIEFS` for the candidates measured side by side.
@@ -70,6 +72,8 @@ BELIEFS: dict[str, Callable[[Any], Any]] = {
     "pg_no_distinct": _pg(distinct_prior=None),
     "pg_no_contamination": _pg(contamination_prior=None),
     "pg_concentration_only": _pg(contamination_prior=None, distinct_prior=None),
+    "pg_nosupport": _pg(support_prior=None),
+    "pg_support": _pg(support_prior=0.5),
 }
 
 

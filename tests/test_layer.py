@@ -186,7 +186,7 @@ def test_fixed_small_concentration_behaves_like_a_dirichlet_around_the_base():
     # with a fixed c the posterior mean is (c B + n) / (c + N) around the correlated base B
     mdp = deep_sea(4, rng=2)
     b = CorrelatedTransitionModel.for_mdp(mdp, concentration=0.5, contamination_prior=None,
-                                          distinct_prior=None)
+                                          distinct_prior=None, support_prior=None)
     d = DirichletTransitionModel(mdp.n_states, 2)
     b.update([0, 0, 0], [1, 1, 0], [5, 5, 4])
     d.update([0, 0, 0], [1, 1, 0], [5, 5, 4])
@@ -234,7 +234,7 @@ def test_distinct_draws_oracle():
 
 def test_distinct_mean_moves_mass_off_what_other_actions_do():
     mdp = deep_sea(4, rng=2)
-    kw = dict(concentration=0.01, contamination_prior=None)
+    kw = dict(concentration=0.01, contamination_prior=None, support_prior=None)
     with_d = CorrelatedTransitionModel.for_mdp(mdp, distinct_prior=(50.0, 1.0), **kw)
     without = CorrelatedTransitionModel.for_mdp(mdp, distinct_prior=None, **kw)
     a_tried = 1

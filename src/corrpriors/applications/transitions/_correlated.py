@@ -117,8 +117,13 @@ class _BetaDefault(tuple):
     """``for_mdp``'s default Beta priors of the layer: dropped on sparse storage."""
 
 
+class _SupportDefault(float):
+    """``for_mdp``'s default ``support_prior``: dropped on sparse storage and without a layer."""
+
+
 _AUTO = _LayerDefault("auto")
 _FLAT = _BetaDefault((1.0, 1.0))
+_EVEN = _SupportDefault(0.5)
 
 
 BACKENDS = ("threads", "loky", "dask")
@@ -348,6 +353,13 @@ class CorrelatedTransitionModel(_TransitionBelief):
         tables no longer change; refits continue them across new data).
         The layer needs dense storage: with ``sparse`` storage a ``concentration`` or a
         ``contamination_prior`` raises :class:`ValueError`.
+    support_prior : float or None, default=None
+        With a layer (a concentration): the prior probability, per action, that the pairs
+        follow the sparse-support prior (:mod:`._support`: every pair moves to a few states,
+        a uniformly drawn support whose size prior and Dirichlet concentration are learned
+        from all pairs) instead of the layer around the neighbours' prediction; its posterior
+        weight comes from the two hypotheses' evidence (:func:`~._layer.support_weight`),
+        means mix them, every draw of an action picks one. ``None``: no such hypothesis.
     mc_rng : None, int, numpy.random.SeedSequence or numpy.random.Generator, default=None
         Randomness of ``probs_method="mc"`` (unused by ``"plugin"``). An int or SeedSequence
         makes every Monte-Carlo mean reproducible (each call restarts from it: common random
@@ -399,7 +411,8 @@ class CorrelatedTransitionModel(_TransitionBelief):
                  distinct_prior: tuple[float, float] | None = None,
                  layer_rounds: int = 2, *,
                  mc_rng: SeedLike = None, sparse: bool | None = None, n_jobs: int | None = None,
-                 backend: Any = "loky", **model_kwargs: Any) -> None:
+                 backend: Any = "loky", support_prior: float | None = None,
+                 **model_kwargs: Any) -> None:
         super().__init__(n_states, n_actions, sparse)
         if n_jobs is None:
             n_jobs = 1
@@ -482,7 +495,7 @@ class CorrelatedTransitionModel(_TransitionBelief):
         self._cache: dict[str, Any] = {}
         self._far = np.zeros(self.n_states)   # far jumps observed into each state (pooling)
         self._layer = _Layer.build(concentration, contamination_prior, layer_rounds,
-                                   self.n_states, self.n_actions, distinct_prior)
+                                   self.n_states, self.n_actions, distinct_prior, support_prior)
         if self._layer is not None and self.sparse:
             raise ValueError("concentration, contamination_prior: the per-(state, action) layer "
                              "needs dense storage; with sparse storage (sparse=True, or from "
@@ -492,6 +505,7 @@ class CorrelatedTransitionModel(_TransitionBelief):
         self.contamination_prior = contamination_prior
         self.distinct_prior = distinct_prior
         self.layer_rounds = int(layer_rounds)
+        self.support_prior = support_prior
 
     @classmethod
     def for_mdp(cls, mdp: Any, *, encoding: str | None = None, lengthscale: Any = 2.0,
@@ -500,6 +514,7 @@ class CorrelatedTransitionModel(_TransitionBelief):
                 other_pooling: float = 1.0, concentration: Any = _AUTO,
                 contamination_prior: tuple[float, float] | None = _FLAT,
                 distinct_prior: tuple[float, float] | None = _FLAT,
+                support_prior: float | None = _EVEN,
                 **kwargs: Any) -> CorrelatedTransitionModel:
         r"""The correlated belief for an MDP's states in one call.
 
@@ -582,6 +597,12 @@ class CorrelatedTransitionModel(_TransitionBelief):
         distinct_prior : (float, float) or None, default=(1.0, 1.0)
             Beta prior of the probability that the actions of a state do distinct things (see
             the constructor); ``None``: they are independent. Ignored without a concentration.
+        support_prior : float or None, default=0.5
+            Prior probability, per action, of the sparse-support hypothesis beside the layer
+            (see the constructor and :mod:`._support`): the pairs ignore their neighbours and
+            each moves to a few states, sizes learned from all pairs; ``None``: no such
+            hypothesis. The default is dropped with ``concentration=None`` and on sparse
+            storage.
         prior : {"auto", "dense", "gmrf"}, default="auto"
             ``"dense"``: the squared-exponential kernel above (cost per fit about
             :math:`\sum_k |O_k|^3`, cubic in S). ``"gmrf"``: a Matern-like Gaussian Markov random
@@ -673,9 +694,13 @@ class CorrelatedTransitionModel(_TransitionBelief):
             concentration = None if concentration is _AUTO else concentration
             contamination_prior = None if contamination_prior is _FLAT else contamination_prior
             distinct_prior = None if distinct_prior is _FLAT else distinct_prior
+            support_prior = None if support_prior is _EVEN else support_prior
+        if concentration is None and support_prior is _EVEN:
+            support_prior = None
         return cls(S, A, category_map=cmap, **{key: chosen}, concentration=concentration,
                    contamination_prior=contamination_prior,
-                   distinct_prior=None if concentration is None else distinct_prior, **kwargs)
+                   distinct_prior=None if concentration is None else distinct_prior,
+                   support_prior=support_prior, **kwargs)
 
     @property
     def n_categories(self) -> int:
@@ -921,6 +946,16 @@ class CorrelatedTransitionModel(_TransitionBelief):
             return None
         self.refit()
         return self._layer.beta
+
+    @property
+    def support_weights_(self) -> FloatArray | None:
+        """Posterior probability of the sparse-support hypothesis per action, (A,) (None without
+        ``support_prior``).
+        """
+        if self._layer is None or self._layer.support is None:
+            return None
+        self.refit()
+        return self._layer.support_weights.copy()
 
     @property
     def contamination_absent_(self) -> float | None:

@@ -49,6 +49,17 @@ actions), none where the base already tells them apart (a grid's moves). It acts
 on the per-pair part of the layer only (finite :math:`c`): the plain correlated model
 (:math:`c = \infty`) is unchanged.
 
+A fourth, optional, hypothesis is about geometry itself: **sparse supports**
+(:mod:`._support`). Per action, the pairs' next-state distributions may instead follow the
+sparse-support prior -- every pair moves to a few states, a uniformly drawn support of a size
+whose prior, like the Dirichlet's concentration on it, is learned from all pairs' pooled
+evidence -- ignoring the neighbours altogether. It has prior probability ``support_prior``
+and the posterior probability of its evidence against the layer's (the probability of the
+observed sequences under either, :func:`support_weight`): where neighbours predict which
+states a pair reaches (a grid), the layer wins it by about :math:`\log(S\,B_j)` nats per
+distinct next state; where they do not (a random MDP), the support prior wins by what it
+knows about sizes. The mean mixes the two, and every posterior draw of an action picks one.
+
 Given :math:`B`, the posterior of every pair is conjugate,
 :math:`P(\cdot \mid s, a) \mid n \sim \mathrm{Dir}(c_a B_{sa} + n_{sa\cdot})`.
 
@@ -70,11 +81,12 @@ from scipy.special import digamma, gammaln
 
 from ..._random import as_generator, sample_dirichlet
 from ..._typing import FloatArray, IntArray, SeedLike
+from ._support import SupportFit, fit_support, support_draws, support_log_evidence, support_mean
 
 __all__ = ["CONCENTRATIONS", "DELTAS", "NO_CONTAMINATION_PRIOR", "NO_LAYER_PRIOR",
            "concentration_weights", "contamination_absent", "contamination_posterior",
            "distinct_draws", "distinct_log_likelihood", "distinct_posterior", "expected_tables",
-           "layer_draws", "layer_mean", "log_evidence", "repel"]
+           "layer_draws", "layer_mean", "log_evidence", "repel", "support_weight"]
 
 #: The default lattice of concentrations c: a quarter decade apart from 1e-2 to 1e4, and
 #: infinity (no layer: every pair is its base).
@@ -200,6 +212,13 @@ def concentration_weights(log_ev: Any, concentrations: Any = CONCENTRATIONS) -> 
     ndarray of shape (L,)
         Prior times ``exp(log_ev)``, normalised.
     """
+    v = _log_joint(log_ev, concentrations)
+    w = np.exp(v - v.max())
+    return w / w.sum()
+
+
+def _log_joint(log_ev: Any, concentrations: Any) -> FloatArray:
+    """Log prior plus log evidence of every concentration (:func:`concentration_weights`)."""
     v = np.asarray(log_ev, dtype=np.float64)
     cs = np.asarray(concentrations, dtype=np.float64)
     if v.shape != cs.shape:
@@ -212,9 +231,34 @@ def concentration_weights(log_ev: Any, concentrations: Any = CONCENTRATIONS) -> 
                          (1.0 - NO_LAYER_PRIOR) / n_finite)
     else:
         prior = np.full(cs.shape, 1.0 / cs.size)
-    v = v + np.log(prior)
-    w = np.exp(v - v.max())
-    return w / w.sum()
+    return v + np.log(prior)
+
+
+def support_weight(log_ev: Any, concentrations: Any, support_log_ev: float,
+                   prior: float) -> float:
+    r"""Posterior probability of the sparse-support hypothesis against the layer's.
+
+    Parameters
+    ----------
+    log_ev : array_like of shape (L,)
+        The layer's :func:`log_evidence` of one action's rows for every concentration.
+    concentrations : array_like of shape (L,)
+        Their lattice (its prior as in :func:`concentration_weights`).
+    support_log_ev : float
+        :func:`~._support.support_log_evidence` of the same rows.
+    prior : float
+        Prior probability of the sparse-support hypothesis, in (0, 1).
+
+    Returns
+    -------
+    float
+        :math:`p\, e^{E_{sup}} / (p\, e^{E_{sup}} + (1 - p) \sum_l \pi_l e^{E_l})`.
+    """
+    v = _log_joint(log_ev, concentrations)
+    top = float(v.max())
+    layer = top + float(np.log(np.sum(np.exp(v - top))))
+    x = np.log(prior) + float(support_log_ev) - np.log1p(-prior) - layer
+    return float(0.5 * (1.0 + np.tanh(0.5 * np.clip(x, -700.0, 700.0))))
 
 
 def contamination_posterior(tables: Any, predicted: Any, epsilon: float,
@@ -575,7 +619,8 @@ class _Layer:
 
     def __init__(self, lattice: FloatArray, prior: tuple[float, float] | None, rounds: int,
                  n_states: int, n_actions: int,
-                 distinct: tuple[float, float] | None = None) -> None:
+                 distinct: tuple[float, float] | None = None,
+                 support: float | None = None) -> None:
         self.lattice = lattice
         self.weights = np.full((n_actions, lattice.size), 1.0 / lattice.size)
         self.prior = prior
@@ -585,12 +630,16 @@ class _Layer:
         self.delta_weights = (None if distinct is None else
                               distinct_posterior(np.zeros((1, 1, 1)), np.ones((1, 1, 1)), distinct))
         self.rounds = rounds
+        self.support = support
+        self.support_weights = np.full(n_actions, 0.0 if support is None else support)
+        self.support_fit: SupportFit | None = None
+        self._support_counts: FloatArray | None = None     # the counts support_fit is of
         self.fitted: list[FloatArray | None] = [None] * n_actions
         self.n_states = n_states
 
     @classmethod
     def build(cls, concentration: Any, prior: Any, rounds: Any, n_states: int,
-              n_actions: int, distinct: Any = None) -> _Layer | None:
+              n_actions: int, distinct: Any = None, support: Any = None) -> _Layer | None:
         """Validate the belief's layer arguments; None when there is no layer."""
         if isinstance(rounds, bool) or int(rounds) != rounds or rounds < 1:
             raise ValueError(f"layer_rounds: expected a positive int, got {rounds!r}")
@@ -616,9 +665,21 @@ class _Layer:
         if delta is not None and concentration is None:
             raise ValueError("distinct_prior: acts on the per-pair layer; it needs a concentration "
                              "('auto' or a number), got concentration=None")
+        p_support = None
+        if support is not None:
+            if isinstance(support, (bool, str, bytes)) or not isinstance(support, (int, float)):
+                raise TypeError(f"support_prior: expected None or a probability, got "
+                                f"{type(support).__name__}")
+            p_support = float(support)
+            if not 0.0 < p_support < 1.0:
+                raise ValueError(f"support_prior: expected a probability in (0, 1), got "
+                                 f"{support!r}")
+            if concentration is None:
+                raise ValueError("support_prior: a hypothesis beside the per-pair layer; it needs "
+                                 "a concentration ('auto' or a number), got concentration=None")
         if concentration is None and beta is None:
             return None
-        return cls(lattice, beta, int(rounds), n_states, n_actions, delta)
+        return cls(lattice, beta, int(rounds), n_states, n_actions, delta, p_support)
 
     @property
     def delta(self) -> float:
@@ -704,19 +765,37 @@ class _Layer:
             B = mix_base(base, self.epsilon)
             if self.distinct is not None:
                 self.delta_weights = distinct_posterior(counts, B, self.distinct)
-            for a in range(counts.shape[1]):
-                self.weights[a] = concentration_weights(
-                    log_evidence(counts[:, a, :], B[:, a, :], self.lattice), self.lattice)
+            self._weigh(counts, B)
             if not changed:
                 break
+
+    def _weigh(self, counts: FloatArray, B: FloatArray) -> None:
+        """Concentration weights per action and, with ``support``, the support hypothesis'."""
+        if self.support is not None and (self._support_counts is None
+                                         or not np.array_equal(counts, self._support_counts)):
+            self.support_fit = fit_support(counts, start=self.support_fit)   # pooled
+            self._support_counts = counts.copy()
+        for a in range(counts.shape[1]):
+            ev = log_evidence(counts[:, a, :], B[:, a, :], self.lattice)
+            self.weights[a] = concentration_weights(ev, self.lattice)
+            if self.support_fit is not None and self.support is not None:
+                f = self.support_fit
+                self.support_weights[a] = support_weight(
+                    ev, self.lattice, support_log_evidence(counts[:, a, :], f.pi, f.beta),
+                    self.support)
 
     def mean(self, counts: FloatArray, base: FloatArray) -> FloatArray:
         """Posterior mean (S, A, S) from the correlated means ``base`` (S, A, S)."""
         B = mix_base(base, self.epsilon)
         pair = B if self.distinct is None else repel(B, self._taken(counts), self.delta)
-        return np.stack([layer_mean(counts[:, a, :], B[:, a, :], self.lattice, self.weights[a],
-                                    pair[:, a, :])
-                         for a in range(counts.shape[1])], axis=1)
+        out = np.stack([layer_mean(counts[:, a, :], B[:, a, :], self.lattice, self.weights[a],
+                                   pair[:, a, :])
+                        for a in range(counts.shape[1])], axis=1)
+        f = self.support_fit
+        if f is not None:
+            w = self.support_weights[None, :, None]
+            out = (1.0 - w) * out + w * support_mean(counts, f.pi, f.beta)
+        return out
 
     def draws(self, counts: FloatArray, base_draws: FloatArray, *,
               rng: np.random.Generator) -> FloatArray:
@@ -732,7 +811,17 @@ class _Layer:
             half = 0.5 / DELTAS.size
             delta = DELTAS[rng.choice(DELTAS.size, size=m, p=self.delta_weights)] \
                 + rng.uniform(-half, half, size=m)
-            return distinct_draws(counts, B, self.lattice, self.weights, delta, rng=rng)
-        return np.stack([layer_draws(counts[:, a, :], B[:, :, a, :], self.lattice,
-                                     self.weights[a], rng=rng)
-                         for a in range(counts.shape[1])], axis=2)
+            out = distinct_draws(counts, B, self.lattice, self.weights, delta, rng=rng)
+        else:
+            out = np.stack([layer_draws(counts[:, a, :], B[:, :, a, :], self.lattice,
+                                        self.weights[a], rng=rng)
+                            for a in range(counts.shape[1])], axis=2)
+        f = self.support_fit
+        if f is not None and self.support_weights.any():   # (no weight: the layer's draws
+            # bit for bit) every draw of an action: the support hypothesis w.p. its weight
+            pick = rng.random((m, counts.shape[1])) < self.support_weights[None, :]
+            for a in np.flatnonzero(pick.any(axis=0)).tolist():
+                sel = np.flatnonzero(pick[:, a])
+                out[sel, :, a, :] = support_draws(counts[:, a, :], f.pi, f.beta, sel.size,
+                                                  rng=rng)
+        return out

@@ -1,0 +1,433 @@
+r"""Sparse supports: a per-(state, action) prior that knows a pair reaches only a few states.
+
+A symmetric Dirichlet belief spreads its pseudo-counts over every state; whatever its
+concentration, it keeps predicting *new* next states at a rate that falls only with the visits,
+while many environments move every (state, action) pair to a handful of states and never
+elsewhere (a random MDP's three successors, a slippery grid's three moves). The sparse-support
+prior draws that handful first:
+
+.. math::
+
+    k \sim \pi, \qquad Z \mid k \sim \mathrm{Uniform}\{Z \subseteq \{1..S\} : |Z| = k\}, \qquad
+    P(\cdot \mid s, a) \mid Z \sim \mathrm{Dir}(\beta \mathbf 1_Z),
+
+with the prior :math:`\pi` over the support size and the concentration :math:`\beta` shared by
+all pairs and learned from their pooled evidence (:func:`fit_support`). For a pair with
+:math:`N` observations, :math:`m` distinct next states and counts :math:`n_j`, the support must
+contain the :math:`m` observed states:
+
+.. math::
+
+    P(\text{data} \mid k) = \frac{\binom{S - m}{k - m}}{\binom{S}{k}}\,
+    \frac{\Gamma(k\beta)}{\Gamma(k\beta + N)} \prod_{j\ \text{seen}}
+    \frac{\Gamma(\beta + n_j)}{\Gamma(\beta)} \quad (k \ge m; \text{ else } 0),
+
+the probability of the observed *sequence* (:func:`support_log_likelihood`), and
+:math:`P(k \mid \text{data}) \propto \pi_k P(\text{data} \mid k)`. Given :math:`k`, the
+support holds the :math:`m` seen states and :math:`k - m` of the :math:`S - m` unseen ones
+uniformly, so the posterior mean (the predictive of the next observation, :func:`support_mean`)
+is
+
+.. math::
+
+    \hat P_j = \sum_k P(k \mid \text{data}) \frac{n_j + \beta}{N + k\beta} \ (j\ \text{seen}),
+    \qquad
+    \hat P_u = \sum_k P(k \mid \text{data}) \frac{k - m}{S - m} \frac{\beta}{N + k\beta}
+    \ (u\ \text{unseen}),
+
+and a posterior draw (:func:`support_draws`) draws :math:`k`, then :math:`k - m` unseen states,
+then :math:`\mathrm{Dir}(\beta + n)` on the support. Once a pair has shown as many distinct
+states as the pooled evidence says pairs have, it puts (almost) no mass anywhere else -- what
+the Hellinger error of system identification rewards and what a Dirichlet chosen by its own
+evidence does not do (it keeps :math:`S\alpha / (N + S\alpha)` for the unseen states).
+
+The prior ignores geometry: every support of a size is equally likely. The correlated belief
+uses it as one more hypothesis beside its per-pair layer, per action, chosen by the evidence
+(:mod:`._layer`); :class:`SupportTransitionModel` is the standalone belief.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from scipy.special import gammaln, logsumexp
+
+from ..._random import as_generator
+from ..._typing import FloatArray, SeedLike
+from ._beliefs import _check_n, _TransitionBelief
+
+__all__ = ["BETAS", "SupportFit", "SupportTransitionModel", "fit_support", "support_draws",
+           "support_hellinger_estimate", "support_log_evidence", "support_log_likelihood",
+           "support_mean", "support_size_posterior"]
+
+#: The lattice of Dirichlet concentrations :math:`\beta` on a support (a quarter decade apart).
+BETAS = 10.0 ** np.arange(-2.0, 2.0 + 1e-9, 0.25)
+
+
+def _rows(counts: Any) -> FloatArray:
+    n = np.asarray(counts, dtype=np.float64)
+    if n.ndim < 1 or n.shape[-1] < 1:
+        raise ValueError(f"counts: expected an array of shape (..., S), got shape {n.shape}")
+    if not np.all(np.isfinite(n)) or np.any(n < 0):
+        raise ValueError("counts: expected finite non-negative counts")
+    return n.reshape(-1, n.shape[-1])
+
+
+def _check_beta(beta: Any) -> float:
+    b = float(beta)
+    if not (np.isfinite(b) and b > 0):
+        raise ValueError(f"beta: expected a positive finite number, got {beta!r}")
+    return b
+
+
+def _check_pi(pi: Any, size: int) -> FloatArray:
+    p = np.asarray(pi, dtype=np.float64)
+    if p.shape != (size,) or not np.all(np.isfinite(p)) or np.any(p < 0) or not p.sum() > 0:
+        raise ValueError(f"pi: expected {size} non-negative weights of the support sizes "
+                         f"1..{size} (not all 0), got shape {p.shape}")
+    return p / p.sum()
+
+
+def support_log_likelihood(counts: Any, beta: float) -> FloatArray:
+    r"""Log probability of every row's observed sequence given each support size.
+
+    Parameters
+    ----------
+    counts : array_like of shape (..., S)
+        Next-state counts of R rows (any leading shape).
+    beta : float
+        The Dirichlet concentration on the support.
+
+    Returns
+    -------
+    ndarray of shape (R, S)
+        Entry ``[r, k - 1]``: :math:`\log P(\text{data}_r \mid k)` (module docstring),
+        ``-inf`` for :math:`k < m_r`; 0 for a row without data.
+    """
+    n = _rows(counts)
+    b = _check_beta(beta)
+    S = n.shape[-1]
+    N = n.sum(axis=-1, keepdims=True)                                   # (R, 1)
+    m = (n > 0).sum(axis=-1, keepdims=True).astype(np.float64)          # (R, 1)
+    k = np.arange(1, S + 1, dtype=np.float64)[None, :]                  # (1, S)
+    own = np.sum(gammaln(n + b) - gammaln(b), axis=-1, keepdims=True)   # (R, 1)
+    ok = k >= m
+    with np.errstate(invalid="ignore"):
+        cover = gammaln(S - m + 1) + gammaln(k + 1) - gammaln(np.where(ok, k - m, 0) + 1) \
+            - gammaln(S + 1.0)
+        out = cover + gammaln(k * b) - gammaln(k * b + N) + own
+    return np.where(ok, out, -np.inf)
+
+
+def support_size_posterior(counts: Any, pi: Any, beta: float) -> FloatArray:
+    r""":math:`P(k \mid \text{data})` of every row.
+
+    Parameters
+    ----------
+    counts : array_like of shape (..., S)
+    pi : array_like of shape (S,)
+        Prior weights of the support sizes 1..S.
+    beta : float
+
+    Returns
+    -------
+    ndarray of shape (R, S)
+        Rows on the simplex (a row without data: ``pi``).
+    """
+    L = support_log_likelihood(counts, beta)
+    p = _check_pi(pi, L.shape[-1])
+    with np.errstate(divide="ignore"):
+        v = L + np.log(p)[None, :]
+    top = v.max(axis=-1, keepdims=True)
+    if not np.all(np.isfinite(top)):
+        raise ValueError("pi: gives no mass to support sizes as large as the distinct next "
+                         "states of some row")
+    w = np.exp(v - top)
+    return w / w.sum(axis=-1, keepdims=True)
+
+
+def support_log_evidence(counts: Any, pi: Any, beta: float) -> float:
+    r"""Pooled log evidence :math:`\sum_r \log \sum_k \pi_k P(\text{data}_r \mid k)`.
+
+    Parameters
+    ----------
+    counts : array_like of shape (..., S)
+    pi : array_like of shape (S,)
+    beta : float
+
+    Returns
+    -------
+    float
+        The log probability of all rows' observed sequences (0 without data).
+    """
+    L = support_log_likelihood(counts, beta)
+    p = _check_pi(pi, L.shape[-1])
+    with np.errstate(divide="ignore"):
+        out = float(np.sum(logsumexp(L + np.log(p)[None, :], axis=-1)))
+    if not np.isfinite(out):
+        raise ValueError("pi: gives no mass to support sizes as large as the distinct next "
+                         "states of some row")
+    return out
+
+
+def support_mean(counts: Any, pi: Any, beta: float) -> FloatArray:
+    r"""Posterior mean (the predictive of the next observation) of every row.
+
+    Parameters
+    ----------
+    counts : array_like of shape (..., S)
+    pi : array_like of shape (S,)
+    beta : float
+
+    Returns
+    -------
+    ndarray of the shape of ``counts``
+        Rows on the simplex (module docstring).
+    """
+    shape = np.shape(counts)
+    n = _rows(counts)
+    b = _check_beta(beta)
+    S = n.shape[-1]
+    post = support_size_posterior(n, pi, b)                             # (R, K)
+    k = np.arange(1, S + 1, dtype=np.float64)[None, :]
+    N = n.sum(axis=-1, keepdims=True)
+    m = (n > 0).sum(axis=-1, keepdims=True).astype(np.float64)
+    seen_scale = np.sum(post / (N + k * b), axis=-1, keepdims=True)     # (R, 1)
+    extra = np.maximum(k - m, 0.0) / np.maximum(S - m, 1.0)
+    unseen = np.sum(post * extra * b / (N + k * b), axis=-1, keepdims=True)
+    out = np.where(n > 0, (n + b) * seen_scale, unseen)
+    return out.reshape(shape)
+
+
+def support_hellinger_estimate(counts: Any, pi: Any, beta: float) -> FloatArray:
+    r"""The Bayes estimate of every row under the squared Hellinger loss.
+
+    The posterior mean minimises the expected squared error, not the expected squared
+    Hellinger distance :math:`\tfrac12 \sum_j (\sqrt{\hat P_j} - \sqrt{P_j})^2`; that is
+    minimised on the simplex by :math:`\hat P_j \propto (E[\sqrt{P_j} \mid \text{data}])^2`.
+    For an unseen state, :math:`E\sqrt{P_u}` carries the probability that it is in the
+    support once, while :math:`E P_u` carries it too: squared, the estimate puts a factor of
+    about :math:`(k - m) / (S - m)` less mass on every unseen state than the mean does. With
+    :math:`E[\sqrt{p}]` of a Dirichlet component in closed form,
+
+    .. math::
+
+        E[\sqrt{P_j} \mid k] = \frac{\Gamma(n_j + \beta + \tfrac12)}{\Gamma(n_j + \beta)}
+        \frac{\Gamma(N + k\beta)}{\Gamma(N + k\beta + \tfrac12)}, \qquad
+        E[\sqrt{P_u} \mid k] = \frac{k - m}{S - m}
+        \frac{\Gamma(\beta + \tfrac12)}{\Gamma(\beta)}
+        \frac{\Gamma(N + k\beta)}{\Gamma(N + k\beta + \tfrac12)}.
+
+    Parameters
+    ----------
+    counts : array_like of shape (..., S)
+    pi : array_like of shape (S,)
+    beta : float
+
+    Returns
+    -------
+    ndarray of the shape of ``counts``
+        Rows on the simplex.
+    """
+    shape = np.shape(counts)
+    n = _rows(counts)
+    b = _check_beta(beta)
+    S = n.shape[-1]
+    post = support_size_posterior(n, pi, b)
+    k = np.arange(1, S + 1, dtype=np.float64)[None, :]
+    N = n.sum(axis=-1, keepdims=True)
+    m = (n > 0).sum(axis=-1, keepdims=True).astype(np.float64)
+    g = post * np.exp(gammaln(N + k * b) - gammaln(N + k * b + 0.5))   # (R, K)
+    seen = np.exp(gammaln(n + b + 0.5) - gammaln(n + b)) * g.sum(axis=-1, keepdims=True)
+    extra = np.maximum(k - m, 0.0) / np.maximum(S - m, 1.0)
+    unseen = np.exp(gammaln(b + 0.5) - gammaln(b)) * np.sum(g * extra, axis=-1, keepdims=True)
+    r = np.where(n > 0, seen, unseen) ** 2
+    return (r / r.sum(axis=-1, keepdims=True)).reshape(shape)
+
+
+def support_draws(counts: Any, pi: Any, beta: float, n_draws: int, *,
+                  rng: SeedLike) -> FloatArray:
+    r"""Posterior draws of every row: :math:`k`, then the support, then a Dirichlet on it.
+
+    Parameters
+    ----------
+    counts : array_like of shape (R, S)
+    pi : array_like of shape (S,)
+    beta : float
+    n_draws : int
+        M.
+    rng : numpy.random.Generator or seed
+
+    Returns
+    -------
+    ndarray of shape (M, R, S)
+        Every row of every draw sums to one and is zero off its drawn support.
+    """
+    gen = as_generator(rng)
+    M = _check_n(n_draws)
+    n = np.asarray(counts, dtype=np.float64)
+    if n.ndim != 2:
+        raise ValueError(f"counts: expected shape (R, S), got {n.shape}")
+    b = _check_beta(beta)
+    R, S = n.shape
+    post = np.tile(support_size_posterior(n, pi, b), (M, 1))           # (M R, K)
+    cdf = np.cumsum(post, axis=-1)
+    nn = np.tile(n, (M, 1))
+    seen = nn > 0
+    u = gen.random((M * R, 1)) * cdf[:, -1:]
+    k = np.minimum((cdf <= u).sum(axis=-1), S - 1) + 1                # support sizes
+    keys = gen.random((M * R, S))
+    keys[seen] = -1.0                                                   # the seen are in
+    rank = np.argsort(np.argsort(keys, axis=-1), axis=-1)
+    inside = rank < k[:, None]
+    g = np.where(inside, gen.standard_gamma(np.where(inside, nn + b, 1.0)), 0.0)
+    z = g.sum(axis=-1, keepdims=True)
+    bad = ~(z[:, 0] > 0)                    # all Gamma draws underflowed (tiny beta): one-hot
+    if bad.any():
+        pick = np.argmax(np.where(inside[bad], gen.random((int(bad.sum()), S)), -1.0), -1)
+        g[bad] = 0.0
+        g[np.flatnonzero(bad), pick] = 1.0
+        z[bad] = 1.0
+    out = (g / z).reshape(M, R, S)
+    return out
+
+
+class SupportFit:
+    """The pooled hyper-parameters of the sparse-support prior (:func:`fit_support`).
+
+    Attributes
+    ----------
+    pi : ndarray of shape (S,)
+        Prior weights of the support sizes 1..S.
+    beta : float
+        The Dirichlet concentration on a support.
+    log_evidence : float
+        :func:`support_log_evidence` of the counts at ``(pi, beta)``.
+    """
+
+    def __init__(self, pi: FloatArray, beta: float, log_evidence: float) -> None:
+        self.pi = pi
+        self.beta = beta
+        self.log_evidence = log_evidence
+
+
+def _em_pi(L: FloatArray, pi: FloatArray, iters: int) -> tuple[FloatArray, float]:
+    """EM for the support-size weights given the row log likelihoods (rows with data)."""
+    S = L.shape[-1]
+    top = L.max(axis=-1, keepdims=True)
+    lik = np.exp(L - top)                                               # (R, K)
+    p = pi
+    ev = -np.inf
+    for _ in range(iters):
+        joint = lik * p[None, :]
+        z = joint.sum(axis=-1, keepdims=True)
+        ev_new = float(np.sum(np.log(z) + top))
+        # MAP under a Dirichlet with total pseudo-count 1 spread over the sizes (no size
+        # ever gets probability 0: a row may later show more distinct states than any so far)
+        p = (np.sum(joint / z, axis=0) + 1.0 / S) / (L.shape[0] + 1.0)
+        if ev_new - ev < 1e-4:                          # nats: the weights have settled
+            break
+        ev = ev_new
+    joint = lik * p[None, :]
+    return p, float(np.sum(np.log(joint.sum(axis=-1)) + top[:, 0]))
+
+
+def fit_support(counts: Any, betas: Any = BETAS, iters: int = 200,
+                start: SupportFit | None = None) -> SupportFit:
+    r"""Empirical-Bayes hyper-parameters of the sparse-support prior from pooled rows.
+
+    For every :math:`\beta` of the lattice the support-size prior :math:`\pi` is fitted by EM
+    (the maximum of the pooled evidence, with a Dirichlet pseudo-count of :math:`1 / S` per
+    size so that no size has probability 0); the :math:`\beta` of the largest evidence is kept.
+
+    Parameters
+    ----------
+    counts : array_like of shape (..., S)
+        Next-state counts of every (state, action) pair, pooled.
+    betas : array_like of shape (L,), default=:data:`BETAS`
+        Positive candidate concentrations.
+    iters : int, default=200
+        At most this many EM steps per concentration.
+    start : SupportFit, optional
+        A previous fit (of fewer data): EM starts from its :math:`\pi`, and the lattice is
+        searched from its :math:`\beta` to the nearest local maximum of the evidence (a
+        refit after a few more observations evaluates about three concentrations, not all).
+
+    Returns
+    -------
+    SupportFit
+        Without data: :math:`\pi` uniform over the sizes, :math:`\beta = 1`.
+    """
+    n = _rows(counts)
+    S = n.shape[-1]
+    bs = np.atleast_1d(np.asarray(betas, dtype=np.float64))
+    if bs.ndim != 1 or bs.size == 0 or not np.all(np.isfinite(bs) & (bs > 0)):
+        raise ValueError("betas: expected a non-empty 1-D array of positive finite numbers")
+    n = n[n.sum(axis=-1) > 0]
+    if n.shape[0] == 0:
+        return SupportFit(np.full(S, 1.0 / S), 1.0, 0.0)
+    pi = np.full(S, 1.0 / S) if start is None else _check_pi(start.pi, S)
+    memo: dict[int, SupportFit] = {}
+
+    def at(i: int) -> SupportFit:
+        if i not in memo:
+            p, ev = _em_pi(support_log_likelihood(n, float(bs[i])), pi, int(iters))
+            memo[i] = SupportFit(p, float(bs[i]), ev)
+        return memo[i]
+
+    if start is None:
+        return max((at(i) for i in range(bs.size)), key=lambda f: f.log_evidence)
+    i = int(np.argmin(np.abs(np.log(bs) - np.log(start.beta))))
+    while True:                                         # hill-climb on the lattice
+        best = max((at(j) for j in (i, i - 1, i + 1) if 0 <= j < bs.size),   # ties: stay
+                   key=lambda f: f.log_evidence)
+        j = int(np.flatnonzero(bs == best.beta)[0])
+        if j == i:
+            return best
+        i = j
+
+
+class SupportTransitionModel(_TransitionBelief):
+    r"""The sparse-support belief: every pair a few next states, sizes learned from all pairs.
+
+    The prior of :mod:`._support` (support size, then support, then a Dirichlet on it) with its
+    hyper-parameters (:math:`\pi`, :math:`\beta`) refitted to the pooled counts
+    (:func:`fit_support`) whenever the data change.
+
+    Parameters
+    ----------
+    n_states : int
+        S.
+    n_actions : int
+        A.
+
+    Attributes
+    ----------
+    fit_ : SupportFit
+        The current hyper-parameters (after :meth:`mean` or :meth:`sample_many`).
+    """
+
+    def __init__(self, n_states: int, n_actions: int) -> None:
+        super().__init__(n_states, n_actions, sparse=False)
+        self._fitted_version = -1
+        self.fit_ = SupportFit(np.full(self.n_states, 1.0 / self.n_states), 1.0, 0.0)
+
+    def _refit(self) -> SupportFit:
+        if self._fitted_version != self._version:
+            self.fit_ = fit_support(self._counts, start=None if self._fitted_version < 0
+                                    else self.fit_)
+            self._fitted_version = self._version
+        return self.fit_
+
+    def mean(self) -> FloatArray:
+        """Posterior mean, ndarray of shape (S, A, S)."""
+        f = self._refit()
+        return support_mean(self._counts, f.pi, f.beta)
+
+    def sample_many(self, n: int, *, rng: SeedLike) -> FloatArray:
+        """``n`` posterior draws, ndarray of shape (n, S, A, S)."""
+        f = self._refit()
+        S, A = self.n_states, self.n_actions
+        d = support_draws(self._counts.reshape(S * A, S), f.pi, f.beta, _check_n(n), rng=rng)
+        return d.reshape(-1, S, A, S)

@@ -74,6 +74,7 @@ from typing import Any
 
 import numpy as np
 
+from .._threads import single_blas_thread
 from .._typing import FloatArray, SeedLike
 from .._validation import check_counts, check_positive
 from .transitions import CorrelatedTransitionModel
@@ -416,12 +417,13 @@ class TransferSearch:
             mean = mean + rho * source.deviation
         theta = self.scale_of(j) if scale is None else float(scale)
         cov = theta * self.structure(n_cov) + tau * tau
-        return clone_estimator(self.estimator, covariance=DenseCovariancePrior(cov, jitter=0.0),
+        prior = DenseCovariancePrior(cov, jitter=0.0, check=False)   # PSD by construction
+        return clone_estimator(self.estimator, covariance=prior,
                                precision=None, mean=mean)
 
     def _value(self, i: int, j: int, a: int, x: np.ndarray, source: SourceField | None,
                fold: int = -1) -> float:
-        from ..core.selection import criterion_value
+        from ..core.selection import _extrapolated_start, criterion_value
 
         if source is None:
             i = 0   # without related data every similarity is the single-task model
@@ -436,7 +438,10 @@ class TransferSearch:
             near = [p for p, m in self._models.items() if p[2:] == (a, fold) and p != key
                     and hasattr(m, "counts_") and np.array_equal(m.counts_, x)
                     and (p[0] == 0 or self._source_of.get(p) is source)]
-            if near:
+            same = {p[1]: self._models[p].result_ for p in near if p[0] == i}
+            if same:   # this similarity's scales: extrapolated along the climb, as ScaleSearch
+                init = _extrapolated_start(j, same)
+            elif near:
                 init = self._models[min(near, key=lambda p: abs(p[0] - i) + abs(p[1] - j))].result_
             elif old is not None and hasattr(old, "result_"):
                 init = old.result_
@@ -452,21 +457,18 @@ class TransferSearch:
         The climb starts at this point's previous choice, else at the choice of the nearest
         similarity already climbed for the same model and fold (the scale left unexplained
         shrinks as the similarity grows: from the previous choice's scale a climb to
-        :math:`\rho` near 1 took up to ten fits).
+        :math:`\rho` near 1 took up to ten fits); it is
+        :func:`~corrpriors.core.selection.lattice_climb`, the smaller scale first (its fit is the
+        cheaper one, and the larger is not fitted when the smaller improves).
         """
+        from ..core.selection import lattice_climb
+
         j = self._scale_at.get((i, a, fold))
         if j is None:
             done = [p for p in self._scale_at if p[1:] == (a, fold)]
             j = self._scale_at[min(done, key=lambda p: abs(p[0] - i))] if done else self._j0
-        values = {j: self._value(i, j, a, x, source, fold)}
-        while True:
-            for nb in (j - 1, j + 1):
-                if self.j_min <= nb <= self.j_max and nb not in values:
-                    values[nb] = self._value(i, nb, a, x, source, fold)
-            best = max(values, key=values.__getitem__)
-            if best == j:
-                break
-            j = best
+        j, values = lattice_climb(lambda jj: self._value(i, jj, a, x, source, fold), j,
+                                  self.j_min, self.j_max)
         self._scale_at[(i, a, fold)] = j
         return j, values[j]
 
@@ -570,6 +572,42 @@ class TransferSearch:
         -------
         TransferSelection
         """
+        xs, srcs, i_max = self._check_inputs(counts, sources)
+        if similarity is not None:
+            if similarity not in self.similarities:
+                raise ValueError(f"similarity: expected a value of the lattice {self.similarities}, "
+                                 f"got {similarity!r}")
+            return self._selection(min(self.similarities.index(similarity), i_max), xs, srcs, {})
+        cur, found = self._choose(xs, srcs, i_max)
+        return self._selection(cur, xs, srcs, found)
+
+    def choose(self, counts: Sequence[Any], sources: Sequence[SourceField | None]
+               ) -> tuple[float, dict]:
+        r"""Choose the similarity as :meth:`select` does, without fitting its full-data models.
+
+        A caller that keeps another model at :math:`\rho = 0` (the task's single-task belief)
+        needs the full-data fits only above 0: :meth:`select` with ``similarity=`` then fits
+        them (the same models and scales as :meth:`select`'s).
+
+        Parameters
+        ----------
+        counts, sources
+            As in :meth:`select`.
+
+        Returns
+        -------
+        similarity : float
+            The chosen :math:`\rho`.
+        values : dict of float to float
+            The objective at every similarity evaluated in this call.
+        """
+        xs, srcs, i_max = self._check_inputs(counts, sources)
+        cur, found = self._choose(xs, srcs, i_max)
+        return self.similarities[cur], {self.similarities[i]: v for i, v in found.items()}
+
+    def _check_inputs(self, counts: Sequence[Any], sources: Sequence[SourceField | None]
+                      ) -> tuple[list, list, int]:
+        """Validated count matrices, sources and the largest usable lattice index."""
         xs = [check_counts(c, f"counts[{a}]") for a, c in enumerate(counts)]
         srcs = list(sources)
         if not xs or len(srcs) != len(xs):
@@ -584,11 +622,10 @@ class TransferSearch:
                 raise ValueError(f"sources[{a}]: expected a field of shape (C, K - 1) = "
                                  f"({x.shape[0]}, {x.shape[1] - 1}), got {src.deviation.shape}")
         i_max = len(self.similarities) - 1 if any(s is not None for s in srcs) else 0
-        if similarity is not None:
-            if similarity not in self.similarities:
-                raise ValueError(f"similarity: expected a value of the lattice {self.similarities}, "
-                                 f"got {similarity!r}")
-            return self._selection(min(self.similarities.index(similarity), i_max), xs, srcs, {})
+        return xs, srcs, i_max
+
+    def _choose(self, xs: list, srcs: list, i_max: int) -> tuple[int, dict]:
+        """The chosen lattice index and the objective of every index evaluated."""
         folds = [split_counts(x) for x in xs] if self.similarity_criterion == "cv" else None
         found: dict[int, float] = {}
         terms: dict[int, Any] = {}
@@ -613,7 +650,7 @@ class TransferSearch:
         if folds is not None and self.similarity_rule == "one_se" and cur > 0:
             cur = self._one_se(cur, found, terms, evaluate)
         self._rho = cur
-        return self._selection(cur, xs, srcs, found)
+        return cur, found
 
     def _selection(self, cur: int, xs: list, srcs: list, found: dict) -> TransferSelection:
         """The models at similarity index ``cur`` with their best scales."""
@@ -661,11 +698,14 @@ class _TransferBelief(CorrelatedTransitionModel):
         self._fit_signature: tuple | None = None
         super().set_counts(tmpl.counts)
 
+    @single_blas_thread
     def refit(self, actions: Any = None) -> CorrelatedTransitionModel:
         """Refit every action when this task's or a related task's data changed.
 
         The similarity is shared by the actions, so a change of any action's data refits all of
-        them (warm-started; unchanged ones at an unchanged choice are not refitted).
+        them (warm-started; unchanged ones at an unchanged choice are not refitted). BLAS runs
+        single-threaded, as in the single-task belief's fits (many small factorisations: on a
+        busy machine spin-waiting BLAS threads more than doubled the search's CPU time).
         """
         import time
 
@@ -699,24 +739,27 @@ class _TransferBelief(CorrelatedTransitionModel):
         # counts refine the imputation and the scales at that similarity (the search's
         # cross-validation in every round tripled the cost; measured side by side in
         # benchmarks/bench_transfer.py)
-        sel = first = self._search.select(xs, sources)
-        for _ in range(self.impute_rounds - 1 if censored is not None else 0):
-            assert censored is not None
-            new = [censored.impute(raw[a], m.probs()) for a, m in enumerate(sel.models)]
-            if all(np.array_equal(u, v) for u, v in zip(new, xs)):
-                break
-            xs = new
-            sel = self._search.select(xs, sources, similarity=first.similarity)
-        self.n_fits_ += self._search.n_fits_ - before
-        if sel.similarity == 0.0:   # unrelated: the task's own single-task belief
-            independent = self._owner.independent_[self._task]
+        similarity, values = self._search.choose(xs, sources)
+        if similarity == 0.0:   # unrelated: the task's own single-task belief (no full-data fits
+            independent = self._owner.independent_[self._task]   # of the transfer family)
             independent.refit()
             self.models_ = list(independent.models_)
+            scales = np.array([float(getattr(m, "scale_", m.scale)) for m in self.models_])
         else:
+            sel = self._search.select(xs, sources, similarity=similarity)
+            for _ in range(self.impute_rounds - 1 if censored is not None else 0):
+                assert censored is not None
+                new = [censored.impute(raw[a], m.probs()) for a, m in enumerate(sel.models)]
+                if all(np.array_equal(u, v) for u, v in zip(new, xs)):
+                    break
+                xs = new
+                sel = self._search.select(xs, sources, similarity=similarity)
             self.models_ = list(sel.models)
+            scales = sel.scales
+        self.n_fits_ += self._search.n_fits_ - before
         self.fit_seconds_ += time.perf_counter() - tic
-        self.transfer_selected_ = {"similarity": sel.similarity, "scales": sel.scales,
-                                   "value": first.value, "values": first.values,
+        self.transfer_selected_ = {"similarity": similarity, "scales": scales,
+                                   "value": values[similarity], "values": values,
                                    "n_sources": [0 if s is None else s.n_sources for s in sources]}
         self._fitted_versions[:] = self._action_versions
         self._cache = {"version": self._version}

@@ -453,3 +453,56 @@ def test_zero_similarity_fits_no_full_data_transfer_models():
     assert search._models and all(key[3] in (0, 1) for key in search._models)
     np.testing.assert_allclose(mt.task(2).transfer_selected_["scales"],
                                mt.independent_[2].scale_)
+
+
+@pytest.mark.parametrize("n_folds", [2, 3, 5])
+def test_split_counts_into_folds(n_folds):
+    """The parts sum to the counts, every cell's count is spread within one unit, the parts'
+    totals within one unit; two folds are the original halves (odd units alternate)."""
+    from corrpriors.applications.multitask import split_counts
+
+    rng = np.random.default_rng(n_folds)
+    x = rng.poisson(2.5, size=(20, 4))
+    parts = split_counts(x, n_folds)
+    assert len(parts) == n_folds
+    np.testing.assert_array_equal(sum(parts), x)
+    stack = np.stack(parts)
+    assert (stack >= 0).all() and (stack.max(0) - stack.min(0) <= 1).all()
+    totals = stack.sum(axis=(1, 2))
+    assert totals.max() - totals.min() <= 1
+    if n_folds == 2:
+        odd = np.flatnonzero(x.ravel() % 2)
+        first = x.ravel() // 2
+        first[odd[0::2]] += 1
+        np.testing.assert_array_equal(parts[0].ravel(), first)
+    with pytest.raises(ValueError, match="n_folds"):
+        split_counts(x, 1)
+
+
+def test_k_fold_cross_validation_matches_a_direct_computation():
+    """With three folds every fold's models are fitted to the other two folds' counts (scale by
+    the collapsed bound over the whole lattice) and predict the held-out fold."""
+    from corrpriors.applications.multitask import split_counts
+
+    rng = np.random.default_rng(4)
+    x = rng.multinomial(4, [0.6, 0.25, 0.15], size=16)
+    src = _field(rng, 16, 2)
+    grid = (0.0, 0.9)
+    sel = TransferSearch(_template(), similarities=grid, step=0.5, low=1e-2, high=1e2,
+                         similarity_rule="best", cv_folds=3).select([x], [src])
+    parts = split_counts(x, 3)
+    lp = similarity_log_prior(grid, 0.5)
+    expected = {}
+    for i, rho in enumerate(grid):
+        score = lp[i]
+        for held in parts:
+            fresh = TransferSearch(_template(), similarities=grid, step=0.5, low=1e-2, high=1e2)
+            best = max(((fresh._build(i, j, src, x.shape).fit(x - held)) for j in
+                        range(fresh.j_min, fresh.j_max + 1)), key=lambda m: m.collapsed_bound())
+            score += float(np.sum(held * np.log(best.probs())))
+        expected[rho] = score
+    for rho, v in sel.values.items():
+        assert v == pytest.approx(expected[rho], abs=1e-3)
+    assert sel.similarity == max(expected, key=expected.get)
+    with pytest.raises(ValueError, match="cv_folds"):
+        TransferSearch(_template(), cv_folds=1)

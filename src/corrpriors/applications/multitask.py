@@ -76,7 +76,7 @@ import numpy as np
 
 from .._threads import single_blas_thread
 from .._typing import FloatArray, SeedLike
-from .._validation import check_counts, check_positive
+from .._validation import check_counts, check_int, check_positive
 from .transitions import CorrelatedTransitionModel
 
 __all__ = ["SIMILARITY_CRITERIA", "SIMILARITY_GRID", "SIMILARITY_RULES", "MultiTaskPolicyEstimator",
@@ -185,29 +185,47 @@ def transfer_hyper_prior(similarity: float, source: SourceField | None, default_
 SIMILARITY_CRITERIA = ("cv", "evidence")
 
 
-def split_counts(counts: Any) -> tuple[FloatArray, FloatArray]:
-    """Split a count matrix into two halves, deterministically and as evenly as possible.
+def split_counts(counts: Any, n_folds: int = 2) -> tuple[FloatArray, ...]:
+    """Split a count matrix into ``n_folds`` parts, deterministically and as evenly as possible.
 
-    Every cell's count ``n`` gives ``n // 2`` to each half; the cells with an odd count give
-    their last unit alternately to the first and the second half, in row-major order.
+    Every cell's count ``n`` gives ``n // n_folds`` to each part; the remaining units of the
+    cells go to the parts in turn (one rotation over all cells in row-major order): with two
+    folds, the cells with an odd count give their last unit alternately to the first and the
+    second half.
 
     Parameters
     ----------
     counts : array_like of shape (C, K)
         Non-negative integer counts.
+    n_folds : int, default 2
 
     Returns
     -------
-    first, second : ndarray of shape (C, K)
-        ``first + second == counts``.
+    tuple of ndarray of shape (C, K)
+        ``n_folds`` parts that sum to ``counts``.
     """
+    k = check_int(n_folds, "n_folds", low=2)
     x = np.asarray(counts)
     flat = np.rint(x).astype(np.int64).ravel()
-    first = flat // 2
-    odd = np.flatnonzero(flat % 2)
-    first[odd[0::2]] += 1
-    first = first.reshape(x.shape).astype(np.float64)
-    return first, np.asarray(x, dtype=np.float64) - first
+    base, rest = flat // k, flat % k
+    parts = [base.copy() for _ in range(k)]
+    cells = np.repeat(np.arange(flat.size), rest)           # one entry per remaining unit
+    for f in range(k):
+        np.add.at(parts[f], cells[f::k], 1)
+    out = [p.reshape(x.shape).astype(np.float64) for p in parts[:-1]]
+    return (*out, np.asarray(x, dtype=np.float64) - sum(out))
+
+
+def _cv_folds(x: np.ndarray, n_folds: int) -> list[tuple[FloatArray, FloatArray]]:
+    """(training counts, held-out counts) of every fold of :func:`split_counts`'s parts.
+
+    Fold ``f`` holds out part ``(f + 1) % n_folds`` (with two folds: fold 0 trains on the first
+    half and predicts the second, fold 1 the reverse).
+    """
+    parts = split_counts(x, n_folds)
+    held = [parts[(f + 1) % n_folds] for f in range(n_folds)]
+    return [(np.asarray(x, dtype=np.float64) - h if n_folds > 2 else parts[f], h)
+            for f, h in enumerate(held)]
 
 
 #: How :class:`TransferSearch` picks a similarity from the cross-validated scores: ``"one_se"``,
@@ -337,6 +355,10 @@ class TransferSearch:
         The bound that chooses the scales (and the evidence's).
     low, high, step, start : float
         The scale lattice, as in :class:`~corrpriors.core.selection.ScaleSearch`.
+    cv_folds : int, default 2
+        Folds of the cross-validation (:func:`split_counts`; each fold's models are fitted to
+        the other folds' counts). Two folds train on half the data, which favours a prior that
+        helps with little data; more folds cost proportionally more fits.
 
     Attributes
     ----------
@@ -348,8 +370,10 @@ class TransferSearch:
                  prior_related: float | None = 0.5, similarity_criterion: str = "cv",
                  similarity_rule: str = "one_se", criterion: str = "collapsed",
                  low: float = 1e-2, high: float = 1e4, step: float = 0.25,
-                 start: float = 1.0) -> None:
+                 start: float = 1.0, cv_folds: int = 2) -> None:
         from ..core.selection import ScaleSearch, check_criterion, clone_estimator
+
+        self.cv_folds = check_int(cv_folds, "cv_folds", low=2)
 
         check_criterion(criterion)
         if similarity_criterion not in SIMILARITY_CRITERIA:
@@ -495,11 +519,11 @@ class TransferSearch:
         if folds is None:   # the evidence: each model's best bound
             picks = [self._best_scale(i, a, x, src) for a, (x, src) in enumerate(zip(xs, sources))]
             return float(sum(v for _, v in picks) + self.log_prior[i]), None
-        terms = []   # two-fold cross-validated log predictive of the counts
-        for a, (halves, src) in enumerate(zip(folds, sources)):
-            for f in (0, 1):
-                q = self._fold_probs(i, a, halves[f], src, f)
-                terms.append(np.sum(halves[1 - f] * np.log(np.maximum(q, 1e-300)), axis=1))
+        terms = []   # K-fold cross-validated log predictive of the counts
+        for a, (parts, src) in enumerate(zip(folds, sources)):
+            for f, (train, held) in enumerate(parts):
+                q = self._fold_probs(i, a, train, src, f)
+                terms.append(np.sum(held * np.log(np.maximum(q, 1e-300)), axis=1))
         t = np.concatenate(terms)
         return float(t.sum()) + float(self.log_prior[i]), t
 
@@ -626,7 +650,7 @@ class TransferSearch:
 
     def _choose(self, xs: list, srcs: list, i_max: int) -> tuple[int, dict]:
         """The chosen lattice index and the objective of every index evaluated."""
-        folds = [split_counts(x) for x in xs] if self.similarity_criterion == "cv" else None
+        folds = [_cv_folds(x, self.cv_folds) for x in xs] if self.similarity_criterion == "cv" else None
         found: dict[int, float] = {}
         terms: dict[int, Any] = {}
 
@@ -692,7 +716,7 @@ class _TransferBelief(CorrelatedTransitionModel):
                                       prior_related=owner.prior_related,
                                       similarity_criterion=owner.similarity_criterion,
                                       similarity_rule=owner.similarity_rule, low=lo,
-                                      high=hi, step=owner.scale_step)
+                                      high=hi, step=owner.scale_step, cv_folds=owner.cv_folds)
         self.transfer_selected_: dict | None = None
         self._mixture: tuple | None = None
         self._fit_signature: tuple | None = None
@@ -881,6 +905,8 @@ class MultiTaskTransitionModel:
     scale_range : (float, float), default (1e-2, 1e4)
     scale_step : float, default 0.25
         The scale lattice of the transfer beliefs.
+    cv_folds : int, default 2
+        Folds of the similarity's cross-validation (see :class:`TransferSearch`).
 
     Attributes
     ----------
@@ -909,7 +935,8 @@ class MultiTaskTransitionModel:
     def __init__(self, beliefs: Sequence[Any], *, similarities: Any = SIMILARITY_GRID,
                  prior_related: float | None = 0.5, similarity_criterion: str = "cv",
                  similarity_rule: str = "one_se",
-                 scale_range: tuple[float, float] = (1e-2, 1e4), scale_step: float = 0.25) -> None:
+                 scale_range: tuple[float, float] = (1e-2, 1e4), scale_step: float = 0.25,
+                 cv_folds: int = 2) -> None:
         beliefs = list(beliefs) if isinstance(beliefs, (list, tuple)) else None  # type: ignore[assignment]
         if not beliefs:
             raise ValueError("beliefs: expected a non-empty list of CorrelatedTransitionModel, one per task")
@@ -933,6 +960,7 @@ class MultiTaskTransitionModel:
         lo, hi = (check_positive(v, "scale_range") for v in scale_range)
         self.scale_range = (lo, hi)
         self.scale_step = check_positive(scale_step, "scale_step")
+        self.cv_folds = check_int(cv_folds, "cv_folds", low=2)
         self.independent_ = beliefs
         self.n_tasks = len(beliefs)
         self.n_states, self.n_actions = beliefs[0].n_states, beliefs[0].n_actions
@@ -944,7 +972,8 @@ class MultiTaskTransitionModel:
     @classmethod
     def for_mdps(cls, mdps: Sequence[Any], *, similarities: Any = SIMILARITY_GRID,
                  prior_related: float | None = 0.5, similarity_criterion: str = "cv",
-                 similarity_rule: str = "one_se", **kwargs: Any) -> MultiTaskTransitionModel:
+                 similarity_rule: str = "one_se", cv_folds: int = 2,
+                 **kwargs: Any) -> MultiTaskTransitionModel:
         """One :meth:`CorrelatedTransitionModel.for_mdp` belief per task, combined.
 
         Parameters
@@ -956,6 +985,7 @@ class MultiTaskTransitionModel:
         prior_related : float or None
         similarity_criterion : {"cv", "evidence"}
         similarity_rule : {"one_se", "best"}
+        cv_folds : int
         **kwargs
             Passed to :meth:`CorrelatedTransitionModel.for_mdp` (``lengthscale``, ``prior``,
             ``boundary``, ...); ``selection`` must stay ``"collapsed"`` (or ``"elbo"``).
@@ -974,7 +1004,8 @@ class MultiTaskTransitionModel:
             kwargs.setdefault(key, None)   # the per-pair Dirichlet layer is not transferred
         return cls([CorrelatedTransitionModel.for_mdp(m, **kwargs) for m in mdps],
                    similarities=similarities, prior_related=prior_related,
-                   similarity_criterion=similarity_criterion, similarity_rule=similarity_rule)
+                   similarity_criterion=similarity_criterion, similarity_rule=similarity_rule,
+                   cv_folds=cv_folds)
 
     # ------------------------------------------------------------------ data
     def _check_task(self, task: Any) -> int:

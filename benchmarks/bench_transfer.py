@@ -17,6 +17,15 @@ Rows (per grid size):
 * ``transfer_all``  -- the same model asked for every task's posterior mean (every task is then
   the target once: T pooled fits and T searches).
 
+What ``transfer_all`` measures, exactly: from a fresh :class:`MultiTaskTransitionModel` with every
+task's counts set, the CPU time until every task's transfer belief is fitted -- for each task
+the fit of its source (the single-task model on the other tasks' pooled counts, with its scale
+selection and censored-count rounds), the choice of its similarity (the two-fold
+cross-validation over the similarity lattice with every fold's scale climb, the
+one-standard-error rule) and the full-data fits at the chosen similarity (scale climbs, the
+censored-count rounds), or the task's single-task fit when the similarity chosen is 0. The
+``fits`` column counts the CAVI fits of all of that (sources and searches).
+
 ``--kron SIDE`` also fits the joint model of ``--kron-tasks`` tasks (default 2) on a SIDE x SIDE
 grid through the sparse Kronecker precision (``kronecker_precision``: tasks x SIDE^2 covariates,
 K = 3, fixed task correlations 0.8 and scale; the first task has data in half its states), in
@@ -73,7 +82,7 @@ def time_single(mdp, counts) -> float:
     return time.process_time() - tic
 
 
-def time_transfer(mdps, counts, every_task: bool) -> tuple[float, float]:
+def time_transfer(mdps, counts, every_task: bool) -> tuple[float, float, int, list]:
     from corrpriors.applications import MultiTaskTransitionModel
 
     tic = time.process_time()
@@ -82,25 +91,31 @@ def time_transfer(mdps, counts, every_task: bool) -> tuple[float, float]:
         model.set_counts(t, c)
     for t in (range(len(mdps)) if every_task else [len(mdps) - 1]):
         model.mean(t)
-    return time.process_time() - tic, float(model.similarity_[-1])
+    cpu = time.process_time() - tic
+    fits = sum(b.n_fits_ for b in model.tasks_) + sum(b.n_fits_ for b in model.pooled_) + sum(
+        b.n_fits_ for b in model.independent_)
+    return cpu, float(model.similarity_[-1]), fits, model.similarity_.tolist()
 
 
 def bench_size(side: int, n_tasks: int, n_source: int, n_target: int, repeat: int) -> dict:
     mdps, counts = problem(side, n_tasks, n_source, n_target)
     times: dict[str, list[float]] = {k: [] for k in ("single", "single_target", "transfer", "transfer_all")}
     sim = float("nan")
+    fits: dict[str, int] = {}
+    sims: list = []
     for _ in range(repeat):           # alternated, so slow phases of a shared machine hit all rows
         times["single"].append(time_single(mdps[0], counts[0]))
-        t, sim = time_transfer(mdps, counts, every_task=False)
+        t, sim, fits["transfer"], _ = time_transfer(mdps, counts, every_task=False)
         times["transfer"].append(t)
         times["single_target"].append(time_single(mdps[-1], counts[-1]))
-        times["transfer_all"].append(time_transfer(mdps, counts, every_task=True)[0])
+        t, _, fits["transfer_all"], sims = time_transfer(mdps, counts, every_task=True)
+        times["transfer_all"].append(t)
     best = {k: min(v) for k, v in times.items()}
     return {"side": side, "states": side * side, "tasks": n_tasks, "source_transitions": n_source,
             "target_transitions": n_target, "cpu_seconds": best,
             "ratio_to_single": {k: v / best["single"] for k, v in best.items()},
             "ratio_to_single_target": {k: v / best["single_target"] for k, v in best.items()},
-            "target_similarity": sim}
+            "target_similarity": sim, "fits": fits, "similarities_all": sims}
 
 
 def bench_kron(side: int, n_tasks: int = 2) -> dict:
@@ -150,6 +165,8 @@ def main(argv=None) -> dict:
               f"{c['transfer_all']:8.2f}   {r['transfer']:6.2f} {r['transfer_all']:6.2f}"
               f"                  {q['transfer']:6.2f} {q['transfer_all']:6.2f}"
               f"                 {row['target_similarity']:.3f}")
+        print(f"      fits: transfer {row['fits']['transfer']}, all T {row['fits']['transfer_all']}; "
+              f"similarities of all T: {[round(v, 4) for v in row['similarities_all']]}")
     if len(out["sizes"]) > 1:
         s = np.log([row["states"] for row in out["sizes"]])
         for key in ("single", "transfer"):

@@ -126,3 +126,21 @@ def test_draws_are_reproducible(prior_and_base):
     np.testing.assert_array_equal(a, b)
     assert not np.allclose(a, c)
 
+
+
+def test_dense_prior_without_the_check_is_the_same_prior():
+    """check=False skips only the validation: the same structure and factor; a matrix that is
+    not positive definite still fails in the factorisation."""
+    from corrpriors.core.priors.dense import DenseCovariancePrior
+
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((12, 12))
+    cov = a @ a.T + 0.5 * np.ones((12, 12))
+    p1 = DenseCovariancePrior(cov, jitter=0.0)
+    p2 = DenseCovariancePrior(cov, jitter=0.0, check=False)
+    np.testing.assert_array_equal(p1.base, p2.base)
+    np.testing.assert_array_equal(p1.chol, p2.chol)
+    with pytest.raises(np.linalg.LinAlgError):
+        DenseCovariancePrior(-cov, jitter=0.0, check=False)
+    with pytest.raises(ValueError, match="covariance"):
+        DenseCovariancePrior(-cov, jitter=0.0)

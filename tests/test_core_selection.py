@@ -162,3 +162,34 @@ def test_new_lattice_points_start_from_extrapolated_tilts():
         assert m.result_.objective == pytest.approx(tight.result_.objective, rel=1e-9)
     assert sel.value == pytest.approx(max(_brute_force(cov, counts, "collapsed").values()),
                                       rel=1e-7)
+
+
+def test_lattice_climb_finds_the_maximum_of_a_unimodal_function():
+    """Against brute force on random unimodal functions (any start, peaks at and between the
+    ends); a climb that stopped after the first neighbour would fail."""
+    from corrpriors.core.selection import lattice_climb
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        lo, hi = -int(rng.integers(0, 8)), int(rng.integers(0, 8))
+        peak = rng.uniform(lo - 2, hi + 2)
+        curv = rng.uniform(0.1, 3.0)
+        calls = []
+
+        def f(j, peak=peak, curv=curv, calls=calls):
+            calls.append(j)
+            return -curv * abs(j - peak) ** 1.5
+
+        start = int(rng.integers(lo, hi + 1))
+        best, values = lattice_climb(f, start, lo, hi)
+        assert len(calls) == len(set(calls)) == len(values)   # each point evaluated once
+        assert lo <= min(values) and max(values) <= hi
+        assert best == max(range(lo, hi + 1), key=f)
+
+
+def test_lattice_climb_on_a_single_point_and_a_plateau():
+    from corrpriors.core.selection import lattice_climb
+
+    assert lattice_climb(lambda j: 0.0, 3, 3, 3) == (3, {3: 0.0})
+    best, values = lattice_climb(lambda j: 0.0, 0, -5, 5)   # ties: the start stays
+    assert best == 0 and sorted(values) == [-1, 0, 1]

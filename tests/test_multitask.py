@@ -420,3 +420,89 @@ def test_task_without_data_is_the_prior_weighted_mixture():
     belief.update(2, [0, 1, 2], [1, 1, 0], [1, 2, 2])     # data: the mixture gives way to a choice
     belief.mean(2)
     assert "mixture_weights" not in belief.task(2).transfer_selected_
+
+
+def test_choose_is_select_without_the_full_data_fits():
+    """choose() picks what select() picks, with the same objective values, and fits only the
+    cross-validation's fold models; select(similarity=) then fits the chosen models."""
+    rng = np.random.default_rng(5)
+    counts = [rng.multinomial(6, [0.5, 0.3, 0.2], size=16) for _ in range(2)]
+    sources = [_field(rng, 16, 2, scale=0.3), _field(rng, 16, 2, scale=0.3)]
+    kw = dict(similarities=(0.0, 0.5, 0.9), step=0.5, low=1e-2, high=1e2, prior_related=None,
+              similarity_rule="best")
+    a, b = TransferSearch(_template(), **kw), TransferSearch(_template(), **kw)
+    sel = a.select(counts, sources)
+    rho, values = b.choose(counts, sources)
+    assert rho == sel.similarity
+    assert values == sel.values
+    assert all(key[3] in (0, 1) for key in b._models)        # no full-data fit yet
+    again = b.select(counts, sources, similarity=rho)
+    np.testing.assert_allclose(again.scales, sel.scales)
+
+
+def test_zero_similarity_fits_no_full_data_transfer_models():
+    """When rho = 0 is chosen the belief is the single-task one, and the search spends no
+    full-data fits on its own rho = 0 models (which would not be used)."""
+    mdps, src, (s, a, s2) = _family_counts(0.0, seed=4, n_source=300, shape=(4, 4))
+    mt = MultiTaskTransitionModel.for_mdps(mdps, prior_related=1e-12, **_opts())
+    for u, c in enumerate(src):
+        mt.set_counts(u, c)
+    mt.set_counts(2, transition_counts((s[:40], a[:40], s2[:40]), 16, 4)).mean(2)
+    assert mt.similarity_[2] == 0.0
+    search = mt.task(2)._search
+    assert search._models and all(key[3] in (0, 1) for key in search._models)
+    np.testing.assert_allclose(mt.task(2).transfer_selected_["scales"],
+                               mt.independent_[2].scale_)
+
+
+@pytest.mark.parametrize("n_folds", [2, 3, 5])
+def test_split_counts_into_folds(n_folds):
+    """The parts sum to the counts, every cell's count is spread within one unit, the parts'
+    totals within one unit; two folds are the original halves (odd units alternate)."""
+    from corrpriors.applications.multitask import split_counts
+
+    rng = np.random.default_rng(n_folds)
+    x = rng.poisson(2.5, size=(20, 4))
+    parts = split_counts(x, n_folds)
+    assert len(parts) == n_folds
+    np.testing.assert_array_equal(sum(parts), x)
+    stack = np.stack(parts)
+    assert (stack >= 0).all() and (stack.max(0) - stack.min(0) <= 1).all()
+    totals = stack.sum(axis=(1, 2))
+    assert totals.max() - totals.min() <= 1
+    if n_folds == 2:
+        odd = np.flatnonzero(x.ravel() % 2)
+        first = x.ravel() // 2
+        first[odd[0::2]] += 1
+        np.testing.assert_array_equal(parts[0].ravel(), first)
+    with pytest.raises(ValueError, match="n_folds"):
+        split_counts(x, 1)
+
+
+def test_k_fold_cross_validation_matches_a_direct_computation():
+    """With three folds every fold's models are fitted to the other two folds' counts (scale by
+    the collapsed bound over the whole lattice) and predict the held-out fold."""
+    from corrpriors.applications.multitask import split_counts
+
+    rng = np.random.default_rng(4)
+    x = rng.multinomial(4, [0.6, 0.25, 0.15], size=16)
+    src = _field(rng, 16, 2)
+    grid = (0.0, 0.9)
+    sel = TransferSearch(_template(), similarities=grid, step=0.5, low=1e-2, high=1e2,
+                         similarity_rule="best", cv_folds=3).select([x], [src])
+    parts = split_counts(x, 3)
+    lp = similarity_log_prior(grid, 0.5)
+    expected = {}
+    for i, rho in enumerate(grid):
+        score = lp[i]
+        for held in parts:
+            fresh = TransferSearch(_template(), similarities=grid, step=0.5, low=1e-2, high=1e2)
+            best = max(((fresh._build(i, j, src, x.shape).fit(x - held)) for j in
+                        range(fresh.j_min, fresh.j_max + 1)), key=lambda m: m.collapsed_bound())
+            score += float(np.sum(held * np.log(best.probs())))
+        expected[rho] = score
+    for rho, v in sel.values.items():
+        assert v == pytest.approx(expected[rho], abs=1e-3)
+    assert sel.similarity == max(expected, key=expected.get)
+    with pytest.raises(ValueError, match="cv_folds"):
+        TransferSearch(_template(), cv_folds=1)

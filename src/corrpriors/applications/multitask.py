@@ -74,8 +74,9 @@ from typing import Any
 
 import numpy as np
 
+from .._threads import single_blas_thread
 from .._typing import FloatArray, SeedLike
-from .._validation import check_counts, check_positive
+from .._validation import check_counts, check_int, check_positive
 from .transitions import CorrelatedTransitionModel
 
 __all__ = ["SIMILARITY_CRITERIA", "SIMILARITY_GRID", "SIMILARITY_RULES", "MultiTaskPolicyEstimator",
@@ -184,29 +185,47 @@ def transfer_hyper_prior(similarity: float, source: SourceField | None, default_
 SIMILARITY_CRITERIA = ("cv", "evidence")
 
 
-def split_counts(counts: Any) -> tuple[FloatArray, FloatArray]:
-    """Split a count matrix into two halves, deterministically and as evenly as possible.
+def split_counts(counts: Any, n_folds: int = 2) -> tuple[FloatArray, ...]:
+    """Split a count matrix into ``n_folds`` parts, deterministically and as evenly as possible.
 
-    Every cell's count ``n`` gives ``n // 2`` to each half; the cells with an odd count give
-    their last unit alternately to the first and the second half, in row-major order.
+    Every cell's count ``n`` gives ``n // n_folds`` to each part; the remaining units of the
+    cells go to the parts in turn (one rotation over all cells in row-major order): with two
+    folds, the cells with an odd count give their last unit alternately to the first and the
+    second half.
 
     Parameters
     ----------
     counts : array_like of shape (C, K)
         Non-negative integer counts.
+    n_folds : int, default 2
 
     Returns
     -------
-    first, second : ndarray of shape (C, K)
-        ``first + second == counts``.
+    tuple of ndarray of shape (C, K)
+        ``n_folds`` parts that sum to ``counts``.
     """
+    k = check_int(n_folds, "n_folds", low=2)
     x = np.asarray(counts)
     flat = np.rint(x).astype(np.int64).ravel()
-    first = flat // 2
-    odd = np.flatnonzero(flat % 2)
-    first[odd[0::2]] += 1
-    first = first.reshape(x.shape).astype(np.float64)
-    return first, np.asarray(x, dtype=np.float64) - first
+    base, rest = flat // k, flat % k
+    parts = [base.copy() for _ in range(k)]
+    cells = np.repeat(np.arange(flat.size), rest)           # one entry per remaining unit
+    for f in range(k):
+        np.add.at(parts[f], cells[f::k], 1)
+    out = [p.reshape(x.shape).astype(np.float64) for p in parts[:-1]]
+    return (*out, np.asarray(x, dtype=np.float64) - sum(out))
+
+
+def _cv_folds(x: np.ndarray, n_folds: int) -> list[tuple[FloatArray, FloatArray]]:
+    """(training counts, held-out counts) of every fold of :func:`split_counts`'s parts.
+
+    Fold ``f`` holds out part ``(f + 1) % n_folds`` (with two folds: fold 0 trains on the first
+    half and predicts the second, fold 1 the reverse).
+    """
+    parts = split_counts(x, n_folds)
+    held = [parts[(f + 1) % n_folds] for f in range(n_folds)]
+    return [(np.asarray(x, dtype=np.float64) - h if n_folds > 2 else parts[f], h)
+            for f, h in enumerate(held)]
 
 
 #: How :class:`TransferSearch` picks a similarity from the cross-validated scores: ``"one_se"``,
@@ -336,6 +355,10 @@ class TransferSearch:
         The bound that chooses the scales (and the evidence's).
     low, high, step, start : float
         The scale lattice, as in :class:`~corrpriors.core.selection.ScaleSearch`.
+    cv_folds : int, default 2
+        Folds of the cross-validation (:func:`split_counts`; each fold's models are fitted to
+        the other folds' counts). Two folds train on half the data, which favours a prior that
+        helps with little data; more folds cost proportionally more fits.
 
     Attributes
     ----------
@@ -347,8 +370,10 @@ class TransferSearch:
                  prior_related: float | None = 0.5, similarity_criterion: str = "cv",
                  similarity_rule: str = "one_se", criterion: str = "collapsed",
                  low: float = 1e-2, high: float = 1e4, step: float = 0.25,
-                 start: float = 1.0) -> None:
+                 start: float = 1.0, cv_folds: int = 2) -> None:
         from ..core.selection import ScaleSearch, check_criterion, clone_estimator
+
+        self.cv_folds = check_int(cv_folds, "cv_folds", low=2)
 
         check_criterion(criterion)
         if similarity_criterion not in SIMILARITY_CRITERIA:
@@ -416,12 +441,13 @@ class TransferSearch:
             mean = mean + rho * source.deviation
         theta = self.scale_of(j) if scale is None else float(scale)
         cov = theta * self.structure(n_cov) + tau * tau
-        return clone_estimator(self.estimator, covariance=DenseCovariancePrior(cov, jitter=0.0),
+        prior = DenseCovariancePrior(cov, jitter=0.0, check=False)   # PSD by construction
+        return clone_estimator(self.estimator, covariance=prior,
                                precision=None, mean=mean)
 
     def _value(self, i: int, j: int, a: int, x: np.ndarray, source: SourceField | None,
                fold: int = -1) -> float:
-        from ..core.selection import criterion_value
+        from ..core.selection import _extrapolated_start, criterion_value
 
         if source is None:
             i = 0   # without related data every similarity is the single-task model
@@ -436,7 +462,10 @@ class TransferSearch:
             near = [p for p, m in self._models.items() if p[2:] == (a, fold) and p != key
                     and hasattr(m, "counts_") and np.array_equal(m.counts_, x)
                     and (p[0] == 0 or self._source_of.get(p) is source)]
-            if near:
+            same = {p[1]: self._models[p].result_ for p in near if p[0] == i}
+            if same:   # this similarity's scales: extrapolated along the climb, as ScaleSearch
+                init = _extrapolated_start(j, same)
+            elif near:
                 init = self._models[min(near, key=lambda p: abs(p[0] - i) + abs(p[1] - j))].result_
             elif old is not None and hasattr(old, "result_"):
                 init = old.result_
@@ -452,21 +481,18 @@ class TransferSearch:
         The climb starts at this point's previous choice, else at the choice of the nearest
         similarity already climbed for the same model and fold (the scale left unexplained
         shrinks as the similarity grows: from the previous choice's scale a climb to
-        :math:`\rho` near 1 took up to ten fits).
+        :math:`\rho` near 1 took up to ten fits); it is
+        :func:`~corrpriors.core.selection.lattice_climb`, the smaller scale first (its fit is the
+        cheaper one, and the larger is not fitted when the smaller improves).
         """
+        from ..core.selection import lattice_climb
+
         j = self._scale_at.get((i, a, fold))
         if j is None:
             done = [p for p in self._scale_at if p[1:] == (a, fold)]
             j = self._scale_at[min(done, key=lambda p: abs(p[0] - i))] if done else self._j0
-        values = {j: self._value(i, j, a, x, source, fold)}
-        while True:
-            for nb in (j - 1, j + 1):
-                if self.j_min <= nb <= self.j_max and nb not in values:
-                    values[nb] = self._value(i, nb, a, x, source, fold)
-            best = max(values, key=values.__getitem__)
-            if best == j:
-                break
-            j = best
+        j, values = lattice_climb(lambda jj: self._value(i, jj, a, x, source, fold), j,
+                                  self.j_min, self.j_max)
         self._scale_at[(i, a, fold)] = j
         return j, values[j]
 
@@ -493,11 +519,11 @@ class TransferSearch:
         if folds is None:   # the evidence: each model's best bound
             picks = [self._best_scale(i, a, x, src) for a, (x, src) in enumerate(zip(xs, sources))]
             return float(sum(v for _, v in picks) + self.log_prior[i]), None
-        terms = []   # two-fold cross-validated log predictive of the counts
-        for a, (halves, src) in enumerate(zip(folds, sources)):
-            for f in (0, 1):
-                q = self._fold_probs(i, a, halves[f], src, f)
-                terms.append(np.sum(halves[1 - f] * np.log(np.maximum(q, 1e-300)), axis=1))
+        terms = []   # K-fold cross-validated log predictive of the counts
+        for a, (parts, src) in enumerate(zip(folds, sources)):
+            for f, (train, held) in enumerate(parts):
+                q = self._fold_probs(i, a, train, src, f)
+                terms.append(np.sum(held * np.log(np.maximum(q, 1e-300)), axis=1))
         t = np.concatenate(terms)
         return float(t.sum()) + float(self.log_prior[i]), t
 
@@ -570,6 +596,42 @@ class TransferSearch:
         -------
         TransferSelection
         """
+        xs, srcs, i_max = self._check_inputs(counts, sources)
+        if similarity is not None:
+            if similarity not in self.similarities:
+                raise ValueError(f"similarity: expected a value of the lattice {self.similarities}, "
+                                 f"got {similarity!r}")
+            return self._selection(min(self.similarities.index(similarity), i_max), xs, srcs, {})
+        cur, found = self._choose(xs, srcs, i_max)
+        return self._selection(cur, xs, srcs, found)
+
+    def choose(self, counts: Sequence[Any], sources: Sequence[SourceField | None]
+               ) -> tuple[float, dict]:
+        r"""Choose the similarity as :meth:`select` does, without fitting its full-data models.
+
+        A caller that keeps another model at :math:`\rho = 0` (the task's single-task belief)
+        needs the full-data fits only above 0: :meth:`select` with ``similarity=`` then fits
+        them (the same models and scales as :meth:`select`'s).
+
+        Parameters
+        ----------
+        counts, sources
+            As in :meth:`select`.
+
+        Returns
+        -------
+        similarity : float
+            The chosen :math:`\rho`.
+        values : dict of float to float
+            The objective at every similarity evaluated in this call.
+        """
+        xs, srcs, i_max = self._check_inputs(counts, sources)
+        cur, found = self._choose(xs, srcs, i_max)
+        return self.similarities[cur], {self.similarities[i]: v for i, v in found.items()}
+
+    def _check_inputs(self, counts: Sequence[Any], sources: Sequence[SourceField | None]
+                      ) -> tuple[list, list, int]:
+        """Validated count matrices, sources and the largest usable lattice index."""
         xs = [check_counts(c, f"counts[{a}]") for a, c in enumerate(counts)]
         srcs = list(sources)
         if not xs or len(srcs) != len(xs):
@@ -584,12 +646,11 @@ class TransferSearch:
                 raise ValueError(f"sources[{a}]: expected a field of shape (C, K - 1) = "
                                  f"({x.shape[0]}, {x.shape[1] - 1}), got {src.deviation.shape}")
         i_max = len(self.similarities) - 1 if any(s is not None for s in srcs) else 0
-        if similarity is not None:
-            if similarity not in self.similarities:
-                raise ValueError(f"similarity: expected a value of the lattice {self.similarities}, "
-                                 f"got {similarity!r}")
-            return self._selection(min(self.similarities.index(similarity), i_max), xs, srcs, {})
-        folds = [split_counts(x) for x in xs] if self.similarity_criterion == "cv" else None
+        return xs, srcs, i_max
+
+    def _choose(self, xs: list, srcs: list, i_max: int) -> tuple[int, dict]:
+        """The chosen lattice index and the objective of every index evaluated."""
+        folds = [_cv_folds(x, self.cv_folds) for x in xs] if self.similarity_criterion == "cv" else None
         found: dict[int, float] = {}
         terms: dict[int, Any] = {}
 
@@ -613,7 +674,7 @@ class TransferSearch:
         if folds is not None and self.similarity_rule == "one_se" and cur > 0:
             cur = self._one_se(cur, found, terms, evaluate)
         self._rho = cur
-        return self._selection(cur, xs, srcs, found)
+        return cur, found
 
     def _selection(self, cur: int, xs: list, srcs: list, found: dict) -> TransferSelection:
         """The models at similarity index ``cur`` with their best scales."""
@@ -655,17 +716,20 @@ class _TransferBelief(CorrelatedTransitionModel):
                                       prior_related=owner.prior_related,
                                       similarity_criterion=owner.similarity_criterion,
                                       similarity_rule=owner.similarity_rule, low=lo,
-                                      high=hi, step=owner.scale_step)
+                                      high=hi, step=owner.scale_step, cv_folds=owner.cv_folds)
         self.transfer_selected_: dict | None = None
         self._mixture: tuple | None = None
         self._fit_signature: tuple | None = None
         super().set_counts(tmpl.counts)
 
+    @single_blas_thread
     def refit(self, actions: Any = None) -> CorrelatedTransitionModel:
         """Refit every action when this task's or a related task's data changed.
 
         The similarity is shared by the actions, so a change of any action's data refits all of
-        them (warm-started; unchanged ones at an unchanged choice are not refitted).
+        them (warm-started; unchanged ones at an unchanged choice are not refitted). BLAS runs
+        single-threaded, as in the single-task belief's fits (many small factorisations: on a
+        busy machine spin-waiting BLAS threads more than doubled the search's CPU time).
         """
         import time
 
@@ -699,24 +763,27 @@ class _TransferBelief(CorrelatedTransitionModel):
         # counts refine the imputation and the scales at that similarity (the search's
         # cross-validation in every round tripled the cost; measured side by side in
         # benchmarks/bench_transfer.py)
-        sel = first = self._search.select(xs, sources)
-        for _ in range(self.impute_rounds - 1 if censored is not None else 0):
-            assert censored is not None
-            new = [censored.impute(raw[a], m.probs()) for a, m in enumerate(sel.models)]
-            if all(np.array_equal(u, v) for u, v in zip(new, xs)):
-                break
-            xs = new
-            sel = self._search.select(xs, sources, similarity=first.similarity)
-        self.n_fits_ += self._search.n_fits_ - before
-        if sel.similarity == 0.0:   # unrelated: the task's own single-task belief
-            independent = self._owner.independent_[self._task]
+        similarity, values = self._search.choose(xs, sources)
+        if similarity == 0.0:   # unrelated: the task's own single-task belief (no full-data fits
+            independent = self._owner.independent_[self._task]   # of the transfer family)
             independent.refit()
             self.models_ = list(independent.models_)
+            scales = np.array([float(getattr(m, "scale_", m.scale)) for m in self.models_])
         else:
+            sel = self._search.select(xs, sources, similarity=similarity)
+            for _ in range(self.impute_rounds - 1 if censored is not None else 0):
+                assert censored is not None
+                new = [censored.impute(raw[a], m.probs()) for a, m in enumerate(sel.models)]
+                if all(np.array_equal(u, v) for u, v in zip(new, xs)):
+                    break
+                xs = new
+                sel = self._search.select(xs, sources, similarity=similarity)
             self.models_ = list(sel.models)
+            scales = sel.scales
+        self.n_fits_ += self._search.n_fits_ - before
         self.fit_seconds_ += time.perf_counter() - tic
-        self.transfer_selected_ = {"similarity": sel.similarity, "scales": sel.scales,
-                                   "value": first.value, "values": first.values,
+        self.transfer_selected_ = {"similarity": similarity, "scales": scales,
+                                   "value": values[similarity], "values": values,
                                    "n_sources": [0 if s is None else s.n_sources for s in sources]}
         self._fitted_versions[:] = self._action_versions
         self._cache = {"version": self._version}
@@ -838,6 +905,8 @@ class MultiTaskTransitionModel:
     scale_range : (float, float), default (1e-2, 1e4)
     scale_step : float, default 0.25
         The scale lattice of the transfer beliefs.
+    cv_folds : int, default 2
+        Folds of the similarity's cross-validation (see :class:`TransferSearch`).
 
     Attributes
     ----------
@@ -866,7 +935,8 @@ class MultiTaskTransitionModel:
     def __init__(self, beliefs: Sequence[Any], *, similarities: Any = SIMILARITY_GRID,
                  prior_related: float | None = 0.5, similarity_criterion: str = "cv",
                  similarity_rule: str = "one_se",
-                 scale_range: tuple[float, float] = (1e-2, 1e4), scale_step: float = 0.25) -> None:
+                 scale_range: tuple[float, float] = (1e-2, 1e4), scale_step: float = 0.25,
+                 cv_folds: int = 2) -> None:
         beliefs = list(beliefs) if isinstance(beliefs, (list, tuple)) else None  # type: ignore[assignment]
         if not beliefs:
             raise ValueError("beliefs: expected a non-empty list of CorrelatedTransitionModel, one per task")
@@ -890,6 +960,7 @@ class MultiTaskTransitionModel:
         lo, hi = (check_positive(v, "scale_range") for v in scale_range)
         self.scale_range = (lo, hi)
         self.scale_step = check_positive(scale_step, "scale_step")
+        self.cv_folds = check_int(cv_folds, "cv_folds", low=2)
         self.independent_ = beliefs
         self.n_tasks = len(beliefs)
         self.n_states, self.n_actions = beliefs[0].n_states, beliefs[0].n_actions
@@ -901,7 +972,8 @@ class MultiTaskTransitionModel:
     @classmethod
     def for_mdps(cls, mdps: Sequence[Any], *, similarities: Any = SIMILARITY_GRID,
                  prior_related: float | None = 0.5, similarity_criterion: str = "cv",
-                 similarity_rule: str = "one_se", **kwargs: Any) -> MultiTaskTransitionModel:
+                 similarity_rule: str = "one_se", cv_folds: int = 2,
+                 **kwargs: Any) -> MultiTaskTransitionModel:
         """One :meth:`CorrelatedTransitionModel.for_mdp` belief per task, combined.
 
         Parameters
@@ -913,6 +985,7 @@ class MultiTaskTransitionModel:
         prior_related : float or None
         similarity_criterion : {"cv", "evidence"}
         similarity_rule : {"one_se", "best"}
+        cv_folds : int
         **kwargs
             Passed to :meth:`CorrelatedTransitionModel.for_mdp` (``lengthscale``, ``prior``,
             ``boundary``, ...); ``selection`` must stay ``"collapsed"`` (or ``"elbo"``).
@@ -931,7 +1004,8 @@ class MultiTaskTransitionModel:
             kwargs.setdefault(key, None)   # the per-pair Dirichlet layer is not transferred
         return cls([CorrelatedTransitionModel.for_mdp(m, **kwargs) for m in mdps],
                    similarities=similarities, prior_related=prior_related,
-                   similarity_criterion=similarity_criterion, similarity_rule=similarity_rule)
+                   similarity_criterion=similarity_criterion, similarity_rule=similarity_rule,
+                   cv_folds=cv_folds)
 
     # ------------------------------------------------------------------ data
     def _check_task(self, task: Any) -> int:

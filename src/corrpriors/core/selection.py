@@ -201,26 +201,53 @@ class ScaleSearch:
         ScaleSelection
         """
         x = np.asarray(counts)
-        j = self._start
-        values = {j: self._value(j, x)}
-        direction = 0
-        for nb in (j - 1, j + 1):   # the smaller scale first: see the class notes
-            if self.j_min <= nb <= self.j_max:
-                values[nb] = self._value(nb, x)
-                if values[nb] > values[j]:
-                    direction = nb - j
-                    break
-        while direction:
-            j += direction
-            nxt = j + direction
-            if not self.j_min <= nxt <= self.j_max:
-                break
-            values[nxt] = self._value(nxt, x)
-            if not values[nxt] > values[j]:
-                break
+        j, values = lattice_climb(lambda i: self._value(i, x), self._start, self.j_min, self.j_max)
         self._start = j
         return ScaleSelection(scale=self.scale_of(j), value=values[j], model=self.models_[j],
                               values={self.scale_of(i): v for i, v in sorted(values.items())})
+
+
+def lattice_climb(value: Any, start: int, j_min: int, j_max: int) -> tuple[int, dict]:
+    """Hill climb of ``value`` over the integers ``j_min..j_max`` from ``start``, smaller first.
+
+    Evaluates ``start``, its smaller neighbour and, only if that one is not better, its larger
+    neighbour, then moves in the better direction while the value improves (see
+    :class:`ScaleSearch`: the smaller scale's fit is the cheaper one). On a function that is
+    unimodal along the lattice it returns the lattice maximum; in general a local maximum.
+
+    Parameters
+    ----------
+    value : callable
+        ``value(j) -> float`` for an int ``j`` (called once per point).
+    start : int
+        Where the climb starts (within ``[j_min, j_max]``).
+    j_min, j_max : int
+        The lattice's ends.
+
+    Returns
+    -------
+    best : int
+    values : dict of int to float
+        Every point evaluated.
+    """
+    j = int(start)
+    values = {j: value(j)}
+    direction = 0
+    for nb in (j - 1, j + 1):
+        if j_min <= nb <= j_max:
+            values[nb] = value(nb)
+            if values[nb] > values[j]:
+                direction = nb - j
+                break
+    while direction:
+        j += direction
+        nxt = j + direction
+        if not j_min <= nxt <= j_max:
+            break
+        values[nxt] = value(nxt)
+        if not values[nxt] > values[j]:
+            break
+    return j, values
 
 
 def _extrapolated_start(j: int, fitted: dict[int, Any]) -> Any:
@@ -332,4 +359,4 @@ def select_kernel(counts: Any, candidates: Any, criterion: str = "elbo", *,
 
 
 __all__ = ["CRITERIA", "ScaleSearch", "ScaleSelection", "check_criterion", "clone_estimator",
-           "criterion_value", "select_kernel", "select_scale"]
+           "criterion_value", "lattice_climb", "select_kernel", "select_scale"]

@@ -120,8 +120,11 @@ class Config:
         How ``pg_transfer`` compares similarities (cross-validated predictive probability or
         the collapsed bound; :class:`~corrpriors.applications.TransferSearch`).
     similarity_rule : {"one_se", "best"}
-        How the cross-validated scores pick the similarity: the least one within one standard
-        error of the best, or the best (:class:`~corrpriors.applications.TransferSearch`).
+        How the cross-validated scores pick the similarity: the best one if it beats
+        :math:`\rho = 0` by more than one standard error of their difference (else 0), or the
+        best (:class:`~corrpriors.applications.TransferSearch`).
+    cv_folds : int
+        Folds of ``pg_transfer``'s cross-validation.
     alpha_sparse : float
         Concentration of ``dirichlet_sparse``.
     max_iter, tol : int, float
@@ -154,6 +157,7 @@ class Config:
     prior_related: float = 0.5
     similarity_criterion: str = "cv"
     similarity_rule: str = "one_se"
+    cv_folds: int = 2
     alpha_sparse: float = 1e-3
     max_iter: int = 300
     tol: float = 1e-6
@@ -181,6 +185,7 @@ RANGES = {
     "prior_related": Interval(float, 0.0, 1.0, closed="left", note="0 = a uniform prior over the similarities"),
     "similarity_criterion": Options("cv", "evidence"),
     "similarity_rule": Options("one_se", "best"),
+    "cv_folds": Interval(int, 2, 50, note="each fold adds a scale climb per action and similarity"),
     "alpha_sparse": CONCENTRATION,
     "max_iter": ITERATIONS,
     "tol": FIT_TOLERANCE,
@@ -266,7 +271,7 @@ def _transfer_model(config: Config, mdps: list) -> Any:
     return MultiTaskTransitionModel.for_mdps(mdps, prior_related=prior,
                                              similarity_criterion=config.similarity_criterion,
                                              similarity_rule=config.similarity_rule,
-                                             **_belief_options(config))
+                                             cv_folds=config.cv_folds, **_belief_options(config))
 
 
 def _single_model(config: Config, mdp: Any) -> Any:

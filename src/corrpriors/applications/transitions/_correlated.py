@@ -2,8 +2,8 @@ r"""The paper's belief: one correlated multinomial per action over the states.""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
+from collections.abc import Generator
 from typing import Any
 
 import numpy as np
@@ -21,6 +21,7 @@ from ._categories import (
     identity_category_map,
 )
 from ._layer import _Layer
+from ._parallel import run_generators
 from ._window import (
     WindowCategoryMap,
     aggregate_pairs,
@@ -132,7 +133,7 @@ BACKENDS = ("threads", "loky", "dask")
 
 @dataclasses.dataclass
 class _ActionTask:
-    """Everything one action's refit needs (picklable: runs on a process or a Dask worker)."""
+    """Everything one action's refit needs (its fits' jobs run on threads, processes or Dask)."""
 
     action: int
     counts: FloatArray            # category counts, uncensored reading (S, K)
@@ -152,6 +153,17 @@ class _ActionResult:
     seconds: float
 
 
+@dataclasses.dataclass
+class _PlainFit:
+    """An action's fit without scale selection (EM or a fixed scale): a picklable job."""
+
+    model: Any
+    counts: FloatArray
+
+    def __call__(self) -> Any:
+        return self.model.fit(self.counts, warm_start=True)
+
+
 def _impute(task: _ActionTask, q: Any) -> FloatArray:
     if isinstance(task.raw, tuple):   # observed pairs (sparse storage)
         s, s2, n = task.raw
@@ -159,16 +171,18 @@ def _impute(task: _ActionTask, q: Any) -> FloatArray:
     return task.cmap.impute(task.raw, q)
 
 
-def _fit_counts(task: _ActionTask, counts: FloatArray, state: dict) -> Any:
-    """One fit (or selection) of the task's model to category counts; the model."""
+def _fit_counts(task: _ActionTask, counts: FloatArray, state: dict) -> Generator[Any, Any, Any]:
+    """One fit (or selection) of the task's model to category counts, as steps (jobs); the
+    model.
+    """
     if task.searches is None:
         state["n_fits"] += 1
-        state["model"] = state["model"].fit(counts, warm_start=True)
+        state["model"] = yield _PlainFit(state["model"], counts)
         return state["model"]
     best: tuple[float, Any, Any] | None = None
     for name, search in task.searches:
         before = search.n_fits_
-        sel = search.select(counts)
+        sel = yield from search.climb(counts)
         state["n_fits"] += search.n_fits_ - before
         if best is None or sel.value > best[0]:
             best = (sel.value, name, sel)
@@ -179,69 +193,25 @@ def _fit_counts(task: _ActionTask, counts: FloatArray, state: dict) -> Any:
     return sel.model
 
 
-def _run_action(task: _ActionTask, quiet: bool = False) -> _ActionResult:
-    """Fit (or select) one action's model. With a censored category map this is EM: impute
-    from the current fit, refit, repeat while the imputation changes (at most
-    ``impute_rounds`` fits or selections, each warm-started).
+def _action_steps(task: _ActionTask) -> Generator[Any, Any, _ActionResult]:
+    """Fit (or select) one action's model, as a generator of fit jobs
+    (:func:`._parallel.run_generators`). With a censored category map this is EM: impute from
+    the current fit, refit, repeat while the imputation changes (at most ``impute_rounds`` fits
+    or selections, each warm-started).
     """
-    import time
-    import warnings
-
-    from ...exceptions import ConvergenceWarning
-
-    tic = time.perf_counter()
     state: dict[str, Any] = {"model": task.model, "n_fits": 0, "selected": None}
-    with warnings.catch_warnings() if quiet else contextlib.nullcontext():
-        if quiet:
-            warnings.simplefilter("ignore", ConvergenceWarning)
-        if task.cmap is None:
-            model = _fit_counts(task, task.counts, state)
-        else:
-            current = task.model
-            x = _impute(task, current.probs() if hasattr(current, "result_") else None)
-            for _ in range(task.impute_rounds):
-                model = _fit_counts(task, x, state)
-                x_new = _impute(task, model.probs())
-                if np.array_equal(x_new, x):
-                    break
-                x = x_new
-    return _ActionResult(model, task.searches, state["selected"], state["n_fits"],
-                         time.perf_counter() - tic)
-
-
-def _run_action_quietly(task: _ActionTask) -> _ActionResult:
-    """:func:`_run_action` in a worker process (its own warning filters, one BLAS thread)."""
-    from ..._threads import blas_threads
-
-    with blas_threads(1):
-        return _run_action(task, quiet=True)
-
-
-def _run_tasks(tasks: list[_ActionTask], n_jobs: int, backend: Any) -> list[_ActionResult]:
-    """Run the tasks one after the other, on joblib threads or processes, or on Dask."""
-    from ..._threads import blas_threads
-
-    if n_jobs == 1 or len(tasks) <= 1:   # (one BLAS thread as on the workers: same numbers)
-        with blas_threads(1):
-            return [_run_action(t) for t in tasks]
-    if backend == "dask" or not isinstance(backend, str):
-        from dask.distributed import get_client
-
-        client = get_client() if backend == "dask" else backend
-        # the BLAS limit is per process: hold it here for workers in this process (an
-        # in-process cluster), so that no worker thread's exit lifts it under another
-        with blas_threads(1):
-            futures = client.map(_run_action_quietly, tasks, pure=False)
-            return list(client.gather(futures))
-    from joblib import Parallel, delayed
-
-    jobs = min(len(tasks), n_jobs if n_jobs > 0 else len(tasks))
-    if backend == "threads":   # one BLAS thread for the whole section (the limit is global)
-        with blas_threads(1):
-            return list(Parallel(n_jobs=jobs, backend="threading")(
-                delayed(_run_action)(t) for t in tasks))
-    return list(Parallel(n_jobs=jobs, backend="loky")(
-        delayed(_run_action_quietly)(t) for t in tasks))
+    if task.cmap is None:
+        model = yield from _fit_counts(task, task.counts, state)
+    else:
+        current = task.model
+        x = _impute(task, current.probs() if hasattr(current, "result_") else None)
+        for _ in range(task.impute_rounds):
+            model = yield from _fit_counts(task, x, state)
+            x_new = _impute(task, model.probs())
+            if np.array_equal(x_new, x):
+                break
+            x = x_new
+    return _ActionResult(model, task.searches, state["selected"], state["n_fits"], 0.0)
 
 
 class CorrelatedTransitionModel(_TransitionBelief):
@@ -490,6 +460,8 @@ class CorrelatedTransitionModel(_TransitionBelief):
             self.selected_ = [None] * self.n_actions
         self.n_fits_ = 0
         self.fit_seconds_ = 0.0
+        self.fit_log_: list[dict] = []
+        self._action_seconds = np.zeros(self.n_actions)   # of each action's last refit
         self.n_unconverged_ = 0
         self._fitted_versions = np.full(self.n_actions, -1, dtype=np.int64)   # data of each fit
         self._cache: dict[str, Any] = {}
@@ -731,6 +703,7 @@ class CorrelatedTransitionModel(_TransitionBelief):
         """
         if self._cache.get("version") == self._version:
             return self
+        self.fit_log_ = []
         if self._layer is not None:
             self._layer.refit(self)
             self._cache = {"version": self._version}
@@ -774,9 +747,18 @@ class CorrelatedTransitionModel(_TransitionBelief):
                                      raw if censored else None, self.impute_rounds,
                                      self.models_[a],
                                      None if self._searches is None else self._searches[a]))
+        # the longest actions of the last refit first (the rest is scheduled fit by fit)
+        tasks.sort(key=lambda t: -self._action_seconds[t.action])
+        log: list[dict] = []
         with warnings.catch_warnings():   # (threads share the filters: set them here)
             warnings.simplefilter("ignore", ConvergenceWarning)
-            results = _run_tasks(tasks, self.n_jobs, self.backend)
+            results = run_generators([_action_steps(t) for t in tasks], self.n_jobs,
+                                     self.backend, log)
+        for entry in log:
+            unit = entry.pop("unit")
+            entry["action"] = tasks[unit].action
+            results[unit].seconds += entry["end"] - entry["start"]
+        self.fit_log_.extend(log)
         for task, res in zip(tasks, results):
             a = task.action
             self.models_[a] = res.model
@@ -786,6 +768,7 @@ class CorrelatedTransitionModel(_TransitionBelief):
                 self.selected_[a] = res.selected
             self.n_fits_ += res.n_fits
             self.fit_seconds_ += res.seconds
+            self._action_seconds[a] = res.seconds
             self.n_unconverged_ += int(not res.model.converged_)
 
     def action_mean(self, action: int) -> Any:

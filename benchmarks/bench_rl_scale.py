@@ -142,17 +142,17 @@ def _schedule_summary(log: list[dict], workers: int, glue_cpu: float) -> dict:
 
     ``units``: the fits (action, thread CPU s, wall s); ``busy_cpu``: their CPU sum (the
     serial cost of the same fits); ``startup_cpu``: per worker process, its CPU seconds when
-    its first fit started (start-up, imports, restoring the prior); ``sim_makespan``:
-    first-in-first-out list scheduling of these fits on ``workers`` idle lanes (each action's
-    fits in order; the first fits in the order they started; a worker process's lane opens
+    its first fit started (start-up, imports, restoring the prior); ``sim_makespan``: the
+    scheduler's rule (``_parallel.run_generators``: least attained service first) replayed on
+    these fits on ``workers`` idle lanes (each action's fits in order; ties in the order the
+    actions' first fits started; a worker process's lane opens
     after its start-up, this process's at once) with the measured CPU seconds as durations,
     plus ``glue_cpu`` (this process's CPU outside the fits: imputation, climb steps,
     pickling) -- what the schedule gives on an idle machine; ``span_wall``: first start to
     last end of the fits as run.
     """
-    from collections import deque
-
     entries = sorted(log, key=lambda e: e["start"])
+    order = list(dict.fromkeys(e["action"] for e in entries))   # the given order (first fits)
     chains: dict = {}
     for e in entries:
         chains.setdefault(e["action"], []).append(e["cpu"])
@@ -161,15 +161,19 @@ def _schedule_summary(log: list[dict], workers: int, glue_cpu: float) -> dict:
         if e["pid"] != os.getpid():
             startup.setdefault(e["pid"], e["process_cpu"])
     free = sorted(list(startup.values()) + [0.0] * (workers - len(startup)))[:workers]
-    ready, running, t, makespan = deque((a, 0) for a in chains), [], 0.0, 0.0
+    ready, running, t, makespan = [(a, 0) for a in chains], [], 0.0, 0.0
+    spent = dict.fromkeys(chains, 0.0)
     while ready or running:
         while ready and free and free[0] <= t:   # lanes open at their start-up
-            a, i = ready.popleft()
+            # the scheduler's rule: least attained service first (ties: the given order)
+            a, i = ready.pop(min(range(len(ready)), key=lambda r: (spent[ready[r][0]],
+                                                                   order.index(ready[r][0]))))
             free.pop(0)
             running.append((t + chains[a][i], a, i))
         running.sort()
         if running and (not free or not ready or running[0][0] <= free[0]):
             t, a, i = running.pop(0)
+            spent[a] += chains[a][i]
             free = sorted(free + [t])
             makespan = max(makespan, t)
             if i + 1 < len(chains[a]):

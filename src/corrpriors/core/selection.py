@@ -126,6 +126,10 @@ class ScaleSearch:
     is unimodal along the lattice this returns the same lattice point as comparing both
     neighbours; in general, like any hill climb, it returns a local maximum.
 
+    :meth:`climb` is the same search as a generator of fit jobs (:class:`LatticeFit`), so that
+    a scheduler can run the fits of several searches at once, elsewhere
+    (:func:`corrpriors.applications.transitions._parallel.run_generators`).
+
     Parameters
     ----------
     estimator : CorrelatedMultinomial

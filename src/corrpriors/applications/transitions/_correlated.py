@@ -283,19 +283,32 @@ class CorrelatedTransitionModel(_TransitionBelief):
         :data:`~corrpriors.applications.transitions.SPARSE_FROM_STATES` states on. Small
         models keep dense (S, A, S) arrays.
     n_jobs : int or None, default=None
-        Fit this many actions at a time (``None`` or 1: one after the other; -1: all at once).
-        The fits are independent and give the same numbers in any case.
+        Run this many fits at a time (``None`` or 1: one after the other; -1: one per action).
+        A refit is scheduled fit by fit, not action by action: every action's refit is a
+        sequence of fits (the lattice points of its scale climb, its imputation rounds, its
+        candidates; each decides the next), and whenever a fit ends the next fit of that
+        action joins one first-in-first-out queue of all actions' fits
+        (:func:`._parallel.run_generators`). The actions that took longest in the previous
+        refit start first. The fits are independent given their inputs, so the numbers are
+        the serial ones in any case.
     backend : {"threads", "loky", "dask"} or dask.distributed.Client, default="loky"
-        Where parallel fits run: joblib processes (``"loky"``: each action's model and prior
-        are pickled there and back; measured on 2 idle cores, 100 x 100 tunnel grid, 4
-        actions: ``n_jobs=2`` 0.64x the serial wall time), joblib threads (``"threads"``: the
-        supernodal kernels hold the GIL between BLAS calls, so threads are slower than one
-        after the other: 1.28x in the same measurement), or a Dask
-        cluster (a ``Client``, or ``"dask"`` for the current default client) -- e.g. to fit
-        the actions of a large model on several machines. BLAS is limited to one thread per
+        Where parallel fits run. ``"loky"``: this process runs one lane of fits (a thread)
+        and ``n_jobs - 1`` joblib worker processes the others; models travel there and back
+        by pickle (a sparse prior as its precision: each worker restores it once, about 1 s
+        at 100 x 100, and returned models share this process's prior). Measured on the
+        100 x 100 tunnel grid, 4 actions, collapsed scale selection (17 fits of 1.6-5.4 CPU
+        s): ``n_jobs=2`` needs 0.55x the serial CPU time on 2 idle cores when its schedule
+        is replayed with the fits' measured CPU seconds and the worker's start-up (2.4 s);
+        scheduled action by action it was 0.64x on the wall clock. ``"threads"``: threads of
+        this process only (the supernodal kernels hold the GIL between BLAS calls, so threads
+        are slower than one after the other: 1.28x, measured action by action). A Dask cluster
+        (a ``Client``, or ``"dask"`` for the current default client): e.g. to fit the
+        actions of a large model on several machines, ``n_jobs`` fits at a time. The
+        granularity is one fit: with fewer actions than workers, or one action whose climb
+        is most of the work, the extra workers idle. BLAS is limited to one thread per
         process while fitting, so give Dask workers one thread each (several threads in one
-        worker process may see the limit lifted by another's exit: the numbers then differ in
-        the last digits).
+        worker process may see the limit lifted by another's exit: the numbers then differ
+        in the last digits).
     concentration : None, "auto" or float, default=None
         The per-(state, action) layer (:mod:`._layer`): every pair's next-state distribution
         is :math:`\mathrm{Dir}(c_a B_{sa})` around the correlated prediction :math:`B_{sa}`,
@@ -347,7 +360,12 @@ class CorrelatedTransitionModel(_TransitionBelief):
     n_fits_ : int
         Number of per-action model fits performed so far.
     fit_seconds_ : float
-        Wall-clock seconds spent in those fits.
+        Wall-clock seconds spent in those fits (summed over the fits: with ``n_jobs`` more
+        than the refits' wall time).
+    fit_log_ : list of dict
+        One entry per fit of the last :meth:`refit`: ``action``, ``cpu`` (thread CPU
+        seconds), ``start`` and ``end`` (``time.perf_counter``), ``pid``, ``thread`` and
+        ``process_cpu`` (see :func:`._parallel.run_generators`) -- what a schedule did.
     n_unconverged_ : int
         Fits that stopped at ``max_iter`` (expected with small caps; their
         :class:`~corrpriors.exceptions.ConvergenceWarning` is suppressed and counted here).
@@ -689,7 +707,7 @@ class CorrelatedTransitionModel(_TransitionBelief):
         """Fit every action's model whose counts changed since its last fit (lazy, warm).
 
         The actions' fits are independent; with ``n_jobs`` they run in parallel on
-        ``backend`` and give the same numbers as one after the other. With a layer
+        ``backend``, scheduled fit by fit, and give the same numbers as one after the other. With a layer
         (``concentration`` or ``contamination_prior``) every refit is the layer's (all actions).
 
         Parameters

@@ -286,10 +286,10 @@ class CorrelatedTransitionModel(_TransitionBelief):
         Run this many fits at a time (``None`` or 1: one after the other; -1: one per action).
         A refit is scheduled fit by fit, not action by action: every action's refit is a
         sequence of fits (the lattice points of its scale climb, its imputation rounds, its
-        candidates; each decides the next), and whenever a fit ends the next fit of that
-        action joins one first-in-first-out queue of all actions' fits
-        (:func:`._parallel.run_generators`). The actions that took longest in the previous
-        refit start first. The fits are independent given their inputs, so the numbers are
+        candidates; each decides the next), whenever a fit ends the next fit of that action
+        joins one queue of all actions' fits, and a free worker takes the fit of the action
+        that has run least so far (:func:`._parallel.run_generators`; the actions that took
+        longest in the previous refit start first). The fits are independent given their inputs, so the numbers are
         the serial ones in any case.
     backend : {"threads", "loky", "dask"} or dask.distributed.Client, default="loky"
         Where parallel fits run. ``"loky"``: this process runs one lane of fits (a thread)
@@ -297,9 +297,10 @@ class CorrelatedTransitionModel(_TransitionBelief):
         by pickle (a sparse prior as its precision: each worker restores it once, about 1 s
         at 100 x 100, and returned models share this process's prior). Measured on the
         100 x 100 tunnel grid, 4 actions, collapsed scale selection (17 fits of 1.6-5.4 CPU
-        s): ``n_jobs=2`` needs 0.55x the serial CPU time on 2 idle cores when its schedule
-        is replayed with the fits' measured CPU seconds and the worker's start-up (2.4 s);
-        scheduled action by action it was 0.64x on the wall clock. ``"threads"``: threads of
+        s): ``n_jobs=2`` needs 0.52-0.54x the fits' CPU time when its schedule is replayed
+        on 2 idle cores with the fits' measured CPU seconds and the worker's start-up
+        (1.6-1.9 s), and took 0.52x the serial wall time in the one run on a lightly loaded
+        machine; scheduled action by action it was 0.64x on the wall clock. ``"threads"``: threads of
         this process only (the supernodal kernels hold the GIL between BLAS calls, so threads
         are slower than one after the other: 1.28x, measured action by action). A Dask cluster
         (a ``Client``, or ``"dask"`` for the current default client): e.g. to fit the

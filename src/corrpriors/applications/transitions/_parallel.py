@@ -87,9 +87,11 @@ class _Lanes:
         self.executors.append(threads)
         self.lanes = [(lambda job: threads.submit(_run_job, job), local)]
         if workers > local:
-            from joblib.externals.loky import get_reusable_executor
+            from joblib.executor import get_memmapping_executor
 
-            processes = get_reusable_executor(max_workers=workers - local)
+            # joblib's shared process pool (what Parallel(backend="loky") uses: a bare loky
+            # executor in its place breaks joblib's next Parallel), without memmapping
+            processes = get_memmapping_executor(workers - local, max_nbytes=None)
             self.lanes.append((lambda job: processes.submit(_run_job_quietly, job),
                                workers - local))
 

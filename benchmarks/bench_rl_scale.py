@@ -16,7 +16,11 @@ fresh process (CPU seconds of that process, peak resident memory VmHWM):
   identification (10 S transitions) and PSRL (20 side steps, one draw per episode), from Python
   (the library side of ``corrpriors sysid`` / ``psrl`` at scale).
 * ``jobs``   -- refit of all actions at ``--jobs-side`` with ``n_jobs=1`` and ``n_jobs=2``
-  (threads), alternated ``--repeats`` times: wall-clock ratio (the machine's load is printed).
+  (``--backend``, default loky; ``dask``: a local cluster of 2 one-thread worker processes),
+  alternated ``--repeats`` times: the wall-clock ratio (the machine's load is printed), the
+  same-scales check, peak memory of the process and its workers, and a load-independent ratio:
+  the parallel run's schedule replayed with its fits' CPU seconds on 2 idle workers, over the
+  serial run's fit CPU seconds (``_schedule_summary``).
 
 Run from the repository root::
 
@@ -81,6 +85,7 @@ def child_sysid(side: int, n_jobs: int = 1, psrl: bool = False,
     _, belief = _belief(side, n_jobs, backend, selection, max_iter)
     belief.update(s, a, s2)
     build = time.process_time() - c0
+    cluster = _dask_client() if backend == "dask" and n_jobs != 1 else None
     c1, w1 = time.process_time(), time.perf_counter()
     belief.refit()
     out = {"side": side, "S": side * side, "T": 10 * side * side, "n_jobs": n_jobs,
@@ -88,6 +93,13 @@ def child_sysid(side: int, n_jobs: int = 1, psrl: bool = False,
            "build_cpu": build, "build_wall": w1 - w0, "refit_cpu": time.process_time() - c1,
            "refit_wall": time.perf_counter() - w1, "fits": belief.n_fits_,
            "scales": [float(m.scale_) for m in belief.models_]}
+    local = sum(e["cpu"] for e in belief.fit_log_ if e["pid"] == os.getpid())
+    out.update(_schedule_summary(belief.fit_log_, max(n_jobs, 1),
+                                 max(out["refit_cpu"] - local, 0.0)))
+    out["worker_peak_mb"] = _worker_peaks_mb()
+    if cluster is not None:
+        for obj in cluster:
+            obj.close()
     if psrl:
         from corrpriors.applications import PSRLAgent
 
@@ -99,6 +111,81 @@ def child_sysid(side: int, n_jobs: int = 1, psrl: bool = False,
         out.update(psrl_cpu=time.process_time() - c2, psrl_wall=time.perf_counter() - w2)
     out["peak_mb"] = _peak_mb()
     return out
+
+
+def _dask_client():
+    from dask.distributed import Client, LocalCluster
+
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                           dashboard_address=None)
+    return Client(cluster), cluster
+
+
+def _worker_peaks_mb() -> list[float]:
+    """Peak resident memory (VmHWM) of this process's worker processes (loky, Dask)."""
+    import psutil
+
+    peaks = []
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            text = Path(f"/proc/{proc.pid}/status").read_text()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if line.startswith("VmHWM:"):
+                peaks.append(float(line.split()[1]) / 1024.0)
+    return peaks
+
+
+def _schedule_summary(log: list[dict], workers: int, glue_cpu: float) -> dict:
+    """Load-independent view of a refit's schedule from its per-fit log (``fit_log_``).
+
+    ``units``: the fits (action, thread CPU s, wall s); ``busy_cpu``: their CPU sum (the
+    serial cost of the same fits); ``startup_cpu``: per worker process, its CPU seconds when
+    its first fit started (start-up, imports, restoring the prior); ``sim_makespan``: the
+    scheduler's rule (``_parallel.run_generators``: least attained service first) replayed on
+    these fits on ``workers`` idle lanes (each action's fits in order; ties in the order the
+    actions' first fits started; a worker process's lane opens
+    after its start-up, this process's at once) with the measured CPU seconds as durations,
+    plus ``glue_cpu`` (this process's CPU outside the fits: imputation, climb steps,
+    pickling) -- what the schedule gives on an idle machine; ``span_wall``: first start to
+    last end of the fits as run.
+    """
+    entries = sorted(log, key=lambda e: e["start"])
+    order = list(dict.fromkeys(e["action"] for e in entries))   # the given order (first fits)
+    chains: dict = {}
+    for e in entries:
+        chains.setdefault(e["action"], []).append(e["cpu"])
+    startup = {}
+    for e in entries:
+        if e["pid"] != os.getpid():
+            startup.setdefault(e["pid"], e["process_cpu"])
+    free = sorted(list(startup.values()) + [0.0] * (workers - len(startup)))[:workers]
+    ready, running, t, makespan = [(a, 0) for a in chains], [], 0.0, 0.0
+    spent = dict.fromkeys(chains, 0.0)
+    while ready or running:
+        while ready and free and free[0] <= t:   # lanes open at their start-up
+            # the scheduler's rule: least attained service first (ties: the given order)
+            a, i = ready.pop(min(range(len(ready)), key=lambda r: (spent[ready[r][0]],
+                                                                   order.index(ready[r][0]))))
+            free.pop(0)
+            running.append((t + chains[a][i], a, i))
+        running.sort()
+        if running and (not free or not ready or running[0][0] <= free[0]):
+            t, a, i = running.pop(0)
+            spent[a] += chains[a][i]
+            free = sorted(free + [t])
+            makespan = max(makespan, t)
+            if i + 1 < len(chains[a]):
+                ready.append((a, i + 1))
+        else:
+            t = free[0]
+    busy = float(sum(e["cpu"] for e in entries))
+    return {"units": [[e["action"], round(e["cpu"], 3), round(e["end"] - e["start"], 3)]
+                      for e in entries],
+            "busy_cpu": busy, "startup_cpu": list(startup.values()), "glue_cpu": glue_cpu,
+            "sim_makespan": makespan + glue_cpu,
+            "span_wall": (entries[-1]["end"] - entries[0]["start"]) if entries else 0.0}
 
 
 def child_frozenlake(side: int, n_transitions: int, n_steps: int) -> dict:
@@ -184,7 +271,7 @@ def main(argv=None) -> int:
     parser.add_argument("--psrl-max-iter", type=int, default=100,
                         help="CAVI cap of the belief fitted before the PSRL step (the step's cost "
                              "does not depend on it; a small cap times the step sooner)")
-    parser.add_argument("--backend", default="threads", choices=["threads", "loky"],
+    parser.add_argument("--backend", default="loky", choices=["threads", "loky", "dask"],
                         help="backend of the n_jobs=2 refit (jobs section)")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     parser.add_argument("--bench-dir", help=argparse.SUPPRESS)
@@ -195,7 +282,8 @@ def main(argv=None) -> int:
         kind, side, *rest = args.child
         if kind == "sysid":
             res = child_sysid(int(side), int(rest[0]) if rest else 1, psrl="psrl" in rest,
-                              backend="loky" if "loky" in rest else "threads",
+                              backend=next((b for b in ("loky", "dask") if b in rest),
+                                           "threads"),
                               selection="fixed" if "fixed" in rest else "collapsed",
                               max_iter=int(rest[-1][4:]) if rest and rest[-1].startswith("iter") else 100)
         elif kind == "frozenlake":
@@ -248,12 +336,26 @@ def main(argv=None) -> int:
         for _ in range(args.repeats):
             pair = {str(j): _run(["sysid", str(args.jobs_side), str(j), args.backend])
                     for j in (1, 2)}
-            pair["ratio_wall"] = pair["2"]["refit_wall"] / pair["1"]["refit_wall"]
-            pair["same_scales"] = pair["1"]["scales"] == pair["2"]["scales"]
+            one, two = pair["1"], pair["2"]
+            pair["ratio_wall"] = two["refit_wall"] / one["refit_wall"]
+            # load-independent: the parallel run's schedule replayed with its fits' CPU seconds
+            pair["ratio_simulated"] = two["sim_makespan"] / one["refit_cpu"]
+            # the same over the parallel run's own fits (no run-to-run CPU noise)
+            pair["ratio_simulated_same_run"] = two["sim_makespan"] / (two["busy_cpu"]
+                                                                      + two["glue_cpu"])
+            pair["same_scales"] = one["scales"] == two["scales"]
             pair["load_average"] = os.getloadavg()
             rows.append(pair)
-            print(f"jobs {args.jobs_side} ({args.backend}): serial {pair['1']['refit_wall']:.1f} s, n_jobs=2 "
-                  f"{pair['2']['refit_wall']:.1f} s wall -> {pair['ratio_wall']:.2f}x "
+            print(f"jobs {args.jobs_side} ({args.backend}): serial {one['refit_wall']:.1f} s, "
+                  f"n_jobs=2 {two['refit_wall']:.1f} s wall -> {pair['ratio_wall']:.2f}x; "
+                  f"simulated on idle cores {two['sim_makespan']:.1f} / {one['refit_cpu']:.1f} "
+                  f"CPU s -> {pair['ratio_simulated']:.2f}x (over its own fits' CPU "
+                  f"{pair['ratio_simulated_same_run']:.2f}x; worker start-up "
+                  f"{', '.join(f'{c:.1f}' for c in two['startup_cpu'])} CPU s); "
+                  f"{two['fits']} fits, same scales "
+                  f"{pair['same_scales']}, peaks {one['peak_mb']:.0f} MB serial, "
+                  f"{two['peak_mb']:.0f} MB + workers "
+                  f"{', '.join(f'{m:.0f}' for m in two['worker_peak_mb'])} MB "
                   f"(load {pair['load_average'][0]:.1f})", flush=True)
         report["jobs"] = rows
     if "frozenlake" in sections:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import inspect
 import math
+from collections.abc import Generator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -125,6 +126,10 @@ class ScaleSearch:
     is unimodal along the lattice this returns the same lattice point as comparing both
     neighbours; in general, like any hill climb, it returns a local maximum.
 
+    :meth:`climb` is the same search as a generator of fit jobs (:class:`LatticeFit`), so that
+    a scheduler can run the fits of several searches at once, elsewhere
+    (:func:`corrpriors.applications.transitions._parallel.run_generators`).
+
     Parameters
     ----------
     estimator : CorrelatedMultinomial
@@ -170,7 +175,8 @@ class ScaleSearch:
         """The scale of lattice index ``j``."""
         return 10.0 ** (j * self.step)
 
-    def _value(self, j: int, counts: np.ndarray) -> float:
+    def _value(self, j: int, counts: np.ndarray) -> Generator[LatticeFit, Any, float]:
+        """The criterion at lattice point ``j`` (steps of :meth:`climb`: the fit, if needed)."""
         model = self.models_.get(j)
         init = None
         if model is None:
@@ -183,11 +189,12 @@ class ScaleSearch:
                     if i != j and hasattr(m, "counts_") and np.array_equal(m.counts_, counts)]
             if near:
                 init = _extrapolated_start(j, {i: self.models_[i].result_ for i in near})
-        if not (hasattr(model, "counts_") and np.array_equal(model.counts_, counts)):
-            model.fit(counts, init=init)
-            self.n_fits_ += 1
-            model.scale_selected_ = True  # chosen from the data: credible_interval integrates it
-        return criterion_value(model, self.criterion)
+        if hasattr(model, "counts_") and np.array_equal(model.counts_, counts):
+            return criterion_value(model, self.criterion)
+        fitted, value = yield LatticeFit(model, counts, init, self.criterion)
+        self.models_[j] = fitted   # (a copy, if the fit ran in another process)
+        self.n_fits_ += 1
+        return value
 
     def select(self, counts: Any) -> ScaleSelection:
         """Climb from the previous choice and return the best lattice scale for ``counts``.
@@ -200,8 +207,34 @@ class ScaleSearch:
         -------
         ScaleSelection
         """
+        return run_steps(self.climb(counts))
+
+    def climb(self, counts: Any) -> Generator[LatticeFit, Any, ScaleSelection]:
+        """:meth:`select` as a sequence of steps, for a scheduler that runs the fits elsewhere.
+
+        A generator: it yields one :class:`LatticeFit` per fit the climb needs (each decides
+        the next), expects the job's outcome sent back, and returns the
+        :class:`ScaleSelection`. :func:`run_steps` runs it in place (this is :meth:`select`);
+        a scheduler may instead run the jobs of several climbs at once, on threads, processes
+        or a cluster -- the numbers are the same, as every job is a pure function of its
+        inputs.
+
+        Parameters
+        ----------
+        counts : array_like of shape (C, K)
+
+        Returns
+        -------
+        generator of LatticeFit, returning ScaleSelection
+        """
         x = np.asarray(counts)
-        j, values = lattice_climb(lambda i: self._value(i, x), self._start, self.j_min, self.j_max)
+        points = _climb_points(self._start, self.j_min, self.j_max)
+        try:
+            j = next(points)
+            while True:
+                j = points.send((yield from self._value(j, x)))
+        except StopIteration as stop:
+            j, values = stop.value
         self._start = j
         return ScaleSelection(scale=self.scale_of(j), value=values[j], model=self.models_[j],
                               values={self.scale_of(i): v for i, v in sorted(values.items())})
@@ -230,12 +263,26 @@ def lattice_climb(value: Any, start: int, j_min: int, j_max: int) -> tuple[int, 
     values : dict of int to float
         Every point evaluated.
     """
-    j = int(start)
-    values = {j: value(j)}
+    steps = _climb_points(int(start), j_min, j_max)
+    try:
+        j = next(steps)
+        while True:
+            j = steps.send(value(j))
+    except StopIteration as stop:
+        return stop.value
+
+
+def _climb_points(start: int, j_min: int, j_max: int) -> Generator[int, float, tuple[int, dict]]:
+    """:func:`lattice_climb` as a generator: yields the points to evaluate, receives their
+    values, returns ``(best, values)`` (the one copy of the climb; :meth:`ScaleSearch.climb`
+    drives it with fit jobs).
+    """
+    j = start
+    values = {j: (yield j)}
     direction = 0
-    for nb in (j - 1, j + 1):
+    for nb in (j - 1, j + 1):   # the smaller scale first: see ScaleSearch's notes
         if j_min <= nb <= j_max:
-            values[nb] = value(nb)
+            values[nb] = yield nb
             if values[nb] > values[j]:
                 direction = nb - j
                 break
@@ -244,10 +291,59 @@ def lattice_climb(value: Any, start: int, j_min: int, j_max: int) -> tuple[int, 
         nxt = j + direction
         if not j_min <= nxt <= j_max:
             break
-        values[nxt] = value(nxt)
+        values[nxt] = yield nxt
         if not values[nxt] > values[j]:
             break
     return j, values
+
+
+@dataclass
+class LatticeFit:
+    """One fixed-scale fit of a :class:`ScaleSearch` lattice point: a picklable job.
+
+    Calling it fits ``model`` to ``counts`` from ``init`` (in place) and returns
+    ``(model, value)``, the fitted model and its ``criterion``.
+
+    Attributes
+    ----------
+    model : CorrelatedMultinomial
+        The lattice point's estimator (fixed scale, warm start from its previous fit).
+    counts : ndarray of shape (C, K)
+    init : VIResult or None
+        Start (:func:`_extrapolated_start` from the points already fitted to ``counts``).
+    criterion : {"collapsed", "elbo"}
+    """
+
+    model: CorrelatedMultinomial
+    counts: np.ndarray
+    init: Any
+    criterion: str
+
+    def __call__(self) -> tuple[CorrelatedMultinomial, float]:
+        """Fit; ``(model, criterion value)``."""
+        self.model.fit(self.counts, init=self.init)
+        self.model.scale_selected_ = True  # chosen from the data: credible_interval integrates it
+        return self.model, criterion_value(self.model, self.criterion)
+
+
+def run_steps(steps: Generator[Any, Any, Any]) -> Any:
+    """Run a generator of jobs in place: call each yielded job and send its outcome back.
+
+    Parameters
+    ----------
+    steps : generator
+        Yields callables (jobs, e.g. :class:`LatticeFit`), receives their return values.
+
+    Returns
+    -------
+    The generator's return value.
+    """
+    try:
+        job = next(steps)
+        while True:
+            job = steps.send(job())
+    except StopIteration as stop:
+        return stop.value
 
 
 def _extrapolated_start(j: int, fitted: dict[int, Any]) -> Any:
@@ -358,5 +454,6 @@ def select_kernel(counts: Any, candidates: Any, criterion: str = "elbo", *,
     return [(scored[i][1], scored[i][2]) for i in order]
 
 
-__all__ = ["CRITERIA", "ScaleSearch", "ScaleSelection", "check_criterion", "clone_estimator",
-           "criterion_value", "lattice_climb", "select_kernel", "select_scale"]
+__all__ = ["CRITERIA", "LatticeFit", "ScaleSearch", "ScaleSelection", "check_criterion",
+           "clone_estimator", "criterion_value", "lattice_climb", "run_steps", "select_kernel",
+           "select_scale"]

@@ -30,7 +30,8 @@ O(S A K + T) memory. :meth:`CorrelatedTransitionModel.for_mdp` then builds a
 :class:`WindowCategoryMap` (the (S, W) window of the displacement map, no (S, S) arrays), and
 :class:`~corrpriors.applications.PSRLAgent` plans such tables with
 :func:`~corrpriors.applications.psrl.plan_sparse`. ``n_jobs`` / ``backend`` fit the actions in
-parallel (joblib threads or processes, or a Dask cluster) with the serial numbers.
+parallel, scheduled fit by fit (threads, joblib processes, or a Dask cluster), with the serial
+numbers.
 
 Category maps
 -------------

@@ -2,8 +2,8 @@ r"""The paper's belief: one correlated multinomial per action over the states.""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
+from collections.abc import Generator
 from typing import Any
 
 import numpy as np
@@ -21,6 +21,7 @@ from ._categories import (
     identity_category_map,
 )
 from ._layer import _Layer
+from ._parallel import run_generators
 from ._window import (
     WindowCategoryMap,
     aggregate_pairs,
@@ -132,7 +133,7 @@ BACKENDS = ("threads", "loky", "dask")
 
 @dataclasses.dataclass
 class _ActionTask:
-    """Everything one action's refit needs (picklable: runs on a process or a Dask worker)."""
+    """Everything one action's refit needs (its fits' jobs run on threads, processes or Dask)."""
 
     action: int
     counts: FloatArray            # category counts, uncensored reading (S, K)
@@ -152,6 +153,17 @@ class _ActionResult:
     seconds: float
 
 
+@dataclasses.dataclass
+class _PlainFit:
+    """An action's fit without scale selection (EM or a fixed scale): a picklable job."""
+
+    model: Any
+    counts: FloatArray
+
+    def __call__(self) -> Any:
+        return self.model.fit(self.counts, warm_start=True)
+
+
 def _impute(task: _ActionTask, q: Any) -> FloatArray:
     if isinstance(task.raw, tuple):   # observed pairs (sparse storage)
         s, s2, n = task.raw
@@ -159,16 +171,18 @@ def _impute(task: _ActionTask, q: Any) -> FloatArray:
     return task.cmap.impute(task.raw, q)
 
 
-def _fit_counts(task: _ActionTask, counts: FloatArray, state: dict) -> Any:
-    """One fit (or selection) of the task's model to category counts; the model."""
+def _fit_counts(task: _ActionTask, counts: FloatArray, state: dict) -> Generator[Any, Any, Any]:
+    """One fit (or selection) of the task's model to category counts, as steps (jobs); the
+    model.
+    """
     if task.searches is None:
         state["n_fits"] += 1
-        state["model"] = state["model"].fit(counts, warm_start=True)
+        state["model"] = yield _PlainFit(state["model"], counts)
         return state["model"]
     best: tuple[float, Any, Any] | None = None
     for name, search in task.searches:
         before = search.n_fits_
-        sel = search.select(counts)
+        sel = yield from search.climb(counts)
         state["n_fits"] += search.n_fits_ - before
         if best is None or sel.value > best[0]:
             best = (sel.value, name, sel)
@@ -179,69 +193,25 @@ def _fit_counts(task: _ActionTask, counts: FloatArray, state: dict) -> Any:
     return sel.model
 
 
-def _run_action(task: _ActionTask, quiet: bool = False) -> _ActionResult:
-    """Fit (or select) one action's model. With a censored category map this is EM: impute
-    from the current fit, refit, repeat while the imputation changes (at most
-    ``impute_rounds`` fits or selections, each warm-started).
+def _action_steps(task: _ActionTask) -> Generator[Any, Any, _ActionResult]:
+    """Fit (or select) one action's model, as a generator of fit jobs
+    (:func:`._parallel.run_generators`). With a censored category map this is EM: impute from
+    the current fit, refit, repeat while the imputation changes (at most ``impute_rounds`` fits
+    or selections, each warm-started).
     """
-    import time
-    import warnings
-
-    from ...exceptions import ConvergenceWarning
-
-    tic = time.perf_counter()
     state: dict[str, Any] = {"model": task.model, "n_fits": 0, "selected": None}
-    with warnings.catch_warnings() if quiet else contextlib.nullcontext():
-        if quiet:
-            warnings.simplefilter("ignore", ConvergenceWarning)
-        if task.cmap is None:
-            model = _fit_counts(task, task.counts, state)
-        else:
-            current = task.model
-            x = _impute(task, current.probs() if hasattr(current, "result_") else None)
-            for _ in range(task.impute_rounds):
-                model = _fit_counts(task, x, state)
-                x_new = _impute(task, model.probs())
-                if np.array_equal(x_new, x):
-                    break
-                x = x_new
-    return _ActionResult(model, task.searches, state["selected"], state["n_fits"],
-                         time.perf_counter() - tic)
-
-
-def _run_action_quietly(task: _ActionTask) -> _ActionResult:
-    """:func:`_run_action` in a worker process (its own warning filters, one BLAS thread)."""
-    from ..._threads import blas_threads
-
-    with blas_threads(1):
-        return _run_action(task, quiet=True)
-
-
-def _run_tasks(tasks: list[_ActionTask], n_jobs: int, backend: Any) -> list[_ActionResult]:
-    """Run the tasks one after the other, on joblib threads or processes, or on Dask."""
-    from ..._threads import blas_threads
-
-    if n_jobs == 1 or len(tasks) <= 1:   # (one BLAS thread as on the workers: same numbers)
-        with blas_threads(1):
-            return [_run_action(t) for t in tasks]
-    if backend == "dask" or not isinstance(backend, str):
-        from dask.distributed import get_client
-
-        client = get_client() if backend == "dask" else backend
-        # the BLAS limit is per process: hold it here for workers in this process (an
-        # in-process cluster), so that no worker thread's exit lifts it under another
-        with blas_threads(1):
-            futures = client.map(_run_action_quietly, tasks, pure=False)
-            return list(client.gather(futures))
-    from joblib import Parallel, delayed
-
-    jobs = min(len(tasks), n_jobs if n_jobs > 0 else len(tasks))
-    if backend == "threads":   # one BLAS thread for the whole section (the limit is global)
-        with blas_threads(1):
-            return list(Parallel(n_jobs=jobs, backend="threading")(
-                delayed(_run_action)(t) for t in tasks))
-    return list(Parallel(n_jobs=jobs, backend="loky")(
-        delayed(_run_action_quietly)(t) for t in tasks))
+    if task.cmap is None:
+        model = yield from _fit_counts(task, task.counts, state)
+    else:
+        current = task.model
+        x = _impute(task, current.probs() if hasattr(current, "result_") else None)
+        for _ in range(task.impute_rounds):
+            model = yield from _fit_counts(task, x, state)
+            x_new = _impute(task, model.probs())
+            if np.array_equal(x_new, x):
+                break
+            x = x_new
+    return _ActionResult(model, task.searches, state["selected"], state["n_fits"], 0.0)
 
 
 class CorrelatedTransitionModel(_TransitionBelief):
@@ -313,19 +283,33 @@ class CorrelatedTransitionModel(_TransitionBelief):
         :data:`~corrpriors.applications.transitions.SPARSE_FROM_STATES` states on. Small
         models keep dense (S, A, S) arrays.
     n_jobs : int or None, default=None
-        Fit this many actions at a time (``None`` or 1: one after the other; -1: all at once).
-        The fits are independent and give the same numbers in any case.
+        Run this many fits at a time (``None`` or 1: one after the other; -1: one per action).
+        A refit is scheduled fit by fit, not action by action: every action's refit is a
+        sequence of fits (the lattice points of its scale climb, its imputation rounds, its
+        candidates; each decides the next), whenever a fit ends the next fit of that action
+        joins one queue of all actions' fits, and a free worker takes the fit of the action
+        that has run least so far (:func:`._parallel.run_generators`; the actions that took
+        longest in the previous refit start first). The fits are independent given their inputs, so the numbers are
+        the serial ones in any case.
     backend : {"threads", "loky", "dask"} or dask.distributed.Client, default="loky"
-        Where parallel fits run: joblib processes (``"loky"``: each action's model and prior
-        are pickled there and back; measured on 2 idle cores, 100 x 100 tunnel grid, 4
-        actions: ``n_jobs=2`` 0.64x the serial wall time), joblib threads (``"threads"``: the
-        supernodal kernels hold the GIL between BLAS calls, so threads are slower than one
-        after the other: 1.28x in the same measurement), or a Dask
-        cluster (a ``Client``, or ``"dask"`` for the current default client) -- e.g. to fit
-        the actions of a large model on several machines. BLAS is limited to one thread per
+        Where parallel fits run. ``"loky"``: this process runs one lane of fits (a thread)
+        and ``n_jobs - 1`` joblib worker processes the others; models travel there and back
+        by pickle (a sparse prior as its precision: each worker restores it once, about 1 s
+        at 100 x 100, and returned models share this process's prior). Measured on the
+        100 x 100 tunnel grid, 4 actions, collapsed scale selection (17 fits of 1.6-5.4 CPU
+        s): ``n_jobs=2`` needs 0.52-0.54x the fits' CPU time when its schedule is replayed
+        on 2 idle cores with the fits' measured CPU seconds and the worker's start-up
+        (1.6-1.9 s), and took 0.52x the serial wall time in the one run on a lightly loaded
+        machine; scheduled action by action it was 0.64x on the wall clock. ``"threads"``: threads of
+        this process only (the supernodal kernels hold the GIL between BLAS calls, so threads
+        are slower than one after the other: 1.28x, measured action by action). A Dask cluster
+        (a ``Client``, or ``"dask"`` for the current default client): e.g. to fit the
+        actions of a large model on several machines, ``n_jobs`` fits at a time. The
+        granularity is one fit: with fewer actions than workers, or one action whose climb
+        is most of the work, the extra workers idle. BLAS is limited to one thread per
         process while fitting, so give Dask workers one thread each (several threads in one
-        worker process may see the limit lifted by another's exit: the numbers then differ in
-        the last digits).
+        worker process may see the limit lifted by another's exit: the numbers then differ
+        in the last digits).
     concentration : None, "auto" or float, default=None
         The per-(state, action) layer (:mod:`._layer`): every pair's next-state distribution
         is :math:`\mathrm{Dir}(c_a B_{sa})` around the correlated prediction :math:`B_{sa}`,
@@ -377,7 +361,12 @@ class CorrelatedTransitionModel(_TransitionBelief):
     n_fits_ : int
         Number of per-action model fits performed so far.
     fit_seconds_ : float
-        Wall-clock seconds spent in those fits.
+        Wall-clock seconds spent in those fits (summed over the fits: with ``n_jobs`` more
+        than the refits' wall time).
+    fit_log_ : list of dict
+        One entry per fit of the last :meth:`refit`: ``action``, ``cpu`` (thread CPU
+        seconds), ``start`` and ``end`` (``time.perf_counter``), ``pid``, ``thread`` and
+        ``process_cpu`` (see :func:`._parallel.run_generators`) -- what a schedule did.
     n_unconverged_ : int
         Fits that stopped at ``max_iter`` (expected with small caps; their
         :class:`~corrpriors.exceptions.ConvergenceWarning` is suppressed and counted here).
@@ -490,6 +479,8 @@ class CorrelatedTransitionModel(_TransitionBelief):
             self.selected_ = [None] * self.n_actions
         self.n_fits_ = 0
         self.fit_seconds_ = 0.0
+        self.fit_log_: list[dict] = []
+        self._action_seconds = np.zeros(self.n_actions)   # of each action's last refit
         self.n_unconverged_ = 0
         self._fitted_versions = np.full(self.n_actions, -1, dtype=np.int64)   # data of each fit
         self._cache: dict[str, Any] = {}
@@ -717,7 +708,7 @@ class CorrelatedTransitionModel(_TransitionBelief):
         """Fit every action's model whose counts changed since its last fit (lazy, warm).
 
         The actions' fits are independent; with ``n_jobs`` they run in parallel on
-        ``backend`` and give the same numbers as one after the other. With a layer
+        ``backend``, scheduled fit by fit, and give the same numbers as one after the other. With a layer
         (``concentration`` or ``contamination_prior``) every refit is the layer's (all actions).
 
         Parameters
@@ -731,6 +722,7 @@ class CorrelatedTransitionModel(_TransitionBelief):
         """
         if self._cache.get("version") == self._version:
             return self
+        self.fit_log_ = []
         if self._layer is not None:
             self._layer.refit(self)
             self._cache = {"version": self._version}
@@ -774,9 +766,18 @@ class CorrelatedTransitionModel(_TransitionBelief):
                                      raw if censored else None, self.impute_rounds,
                                      self.models_[a],
                                      None if self._searches is None else self._searches[a]))
+        # the longest actions of the last refit first (the rest is scheduled fit by fit)
+        tasks.sort(key=lambda t: -self._action_seconds[t.action])
+        log: list[dict] = []
         with warnings.catch_warnings():   # (threads share the filters: set them here)
             warnings.simplefilter("ignore", ConvergenceWarning)
-            results = _run_tasks(tasks, self.n_jobs, self.backend)
+            results = run_generators([_action_steps(t) for t in tasks], self.n_jobs,
+                                     self.backend, log)
+        for entry in log:
+            unit = entry.pop("unit")
+            entry["action"] = tasks[unit].action
+            results[unit].seconds += entry["end"] - entry["start"]
+        self.fit_log_.extend(log)
         for task, res in zip(tasks, results):
             a = task.action
             self.models_[a] = res.model
@@ -786,6 +787,7 @@ class CorrelatedTransitionModel(_TransitionBelief):
                 self.selected_[a] = res.selected
             self.n_fits_ += res.n_fits
             self.fit_seconds_ += res.seconds
+            self._action_seconds[a] = res.seconds
             self.n_unconverged_ += int(not res.model.converged_)
 
     def action_mean(self, action: int) -> Any:

@@ -30,6 +30,8 @@ Kernel learning is not available (compare precisions with
 from __future__ import annotations
 
 import threading
+import uuid
+import weakref
 from typing import Any
 
 import numpy as np
@@ -45,6 +47,12 @@ from .base import PsiStep, StickLayout, joint_constant_mean
 #: observed at a handful of states; at C = 10^4 - 10^5 one solve costs 1/9 - 1/15 of a
 #: factorisation with its selected inversion).
 LOW_RANK_MAX = 8
+
+#: The priors alive in this process by their token (:meth:`SparsePrecisionPrior.__reduce__`):
+#: a prior that travels to a worker process and back is this process's object again, and a
+#: worker restores each prior once (its symbolic analysis and prior factor), not per task.
+_LIVE: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+_LIVE_LOCK = threading.Lock()
 
 
 class _LowRankStick:
@@ -143,6 +151,7 @@ class SparsePrecisionPrior:
         self.n_covariates = int(self.precision.shape[0])
         self.jitter = 0.0
         self.name = name
+        self._ordering = ordering
         self.analysis = analysis_for(self.precision, ordering)
         self._prepared = self.analysis.prepare(self.precision, name)   # validated once
         self._local = threading.local()    # one reusable factor workspace per thread
@@ -153,19 +162,24 @@ class SparsePrecisionPrior:
         #: Iterate independent sticks separately (:func:`corrpriors.core.cavi.separable`):
         #: every update of an observed stick is a factorisation and a selected inversion.
         self.split_sticks = True
+        self._token = uuid.uuid4().hex
+        with _LIVE_LOCK:
+            _LIVE[self._token] = self
 
     def __repr__(self) -> str:
         return (f"SparsePrecisionPrior(C={self.n_covariates}, nnz={self.precision.nnz}, "
                 f"factor nnz={self.analysis.nnz_factor})")
 
-    def __getstate__(self) -> dict:
-        state = self.__dict__.copy()
-        del state["_local"]   # workspaces are per thread and per process
-        return state
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self._local = threading.local()
+    def __reduce__(self) -> tuple:
+        """Pickle the precision and the settings only (about 1/20 of the analysis, factor and
+        workspaces): the receiving process returns its live prior of the same token if it has
+        one (the original, back in the process that made it; a worker's earlier copy), and
+        otherwise redoes the symbolic analysis (:func:`~corrpriors.linalg.analysis_for`: once
+        per pattern and process) and the prior's factor -- the same numbers.
+        """
+        settings = {"low_rank_max": self.low_rank_max, "split_sticks": self.split_sticks}
+        return (_restore_prior, (self._token, self.precision, self._ordering, self.name,
+                                 settings, self._prior_variance))
 
     def _factorize(self, scale: float, diagonal: np.ndarray | None, reuse: bool = True) -> Any:
         r"""Factor of :math:`Q/\theta + diag(d)`; with ``reuse`` into this thread's workspace
@@ -283,6 +297,25 @@ class SparsePrecisionPrior:
                 loc = loc + factor.solve(site[:, k] * (pseudo[:, k] - center[:, k]))
             out[:, :, k] = (loc[:, None] + factor.sample(z)).T
         return out
+
+
+def _restore_prior(token: str, precision: Any, ordering: Any, name: str, settings: dict,
+                   prior_variance: np.ndarray | None) -> SparsePrecisionPrior:
+    """Unpickle a :class:`SparsePrecisionPrior` (see its ``__reduce__``)."""
+    with _LIVE_LOCK:
+        live = _LIVE.get(token)
+    if live is not None and all(getattr(live, k) == v for k, v in settings.items()):
+        return live
+    prior = SparsePrecisionPrior.__new__(SparsePrecisionPrior)
+    SparsePrecisionPrior.__init__(prior, precision, ordering=ordering, name=name)
+    for key, value in settings.items():
+        setattr(prior, key, value)
+    prior._prior_variance = prior_variance
+    with _LIVE_LOCK:   # (the same token: a later task in this process finds this object)
+        _LIVE.pop(prior._token, None)
+        prior._token = token
+        _LIVE[token] = prior
+    return prior
 
 
 __all__ = ["SparsePrecisionPrior", "check_precision"]

@@ -297,10 +297,9 @@ class CorrelatedTransitionModel(_TransitionBelief):
         by pickle (a sparse prior as its precision: each worker restores it once, about 1 s
         at 100 x 100, and returned models share this process's prior). Measured on the
         100 x 100 tunnel grid, 4 actions, collapsed scale selection (17 fits of 1.6-5.4 CPU
-        s): ``n_jobs=2`` needs 0.52-0.54x the fits' CPU time when its schedule is replayed
-        on 2 idle cores with the fits' measured CPU seconds and the worker's start-up
-        (1.6-1.9 s), and took 0.52x the serial wall time in the one run on a lightly loaded
-        machine; scheduled action by action it was 0.64x on the wall clock. ``"threads"``: threads of
+        s), on 2 otherwise idle cores: ``n_jobs=2`` took 0.58x the serial wall time over six
+        alternated repeats (0.50-0.71x each, median 0.565x; the spread is the machine's: two
+        fits at once sometimes cost 20 % more CPU); scheduled action by action it was 0.64x. ``"threads"``: threads of
         this process only (the supernodal kernels hold the GIL between BLAS calls, so threads
         are slower than one after the other: 1.28x, measured action by action). A Dask cluster
         (a ``Client``, or ``"dask"`` for the current default client): e.g. to fit the

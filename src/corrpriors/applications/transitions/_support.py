@@ -89,6 +89,42 @@ def _check_pi(pi: Any, size: int) -> FloatArray:
     return p / p.sum()
 
 
+def _summaries(counts: Any, beta: float) -> tuple[FloatArray, float, FloatArray, FloatArray,
+                                                  FloatArray]:
+    """Validated rows ``n`` (R, S), ``beta``, their totals N (R, 1), distinct next states m
+    (R, 1) and the support sizes k = 1..S (1, S).
+    """
+    n = _rows(counts)
+    b = _check_beta(beta)
+    S = n.shape[-1]
+    N = n.sum(axis=-1, keepdims=True)
+    m = (n > 0).sum(axis=-1, keepdims=True).astype(np.float64)
+    k = np.arange(1, S + 1, dtype=np.float64)[None, :]
+    return n, b, N, m, k
+
+
+def _unseen_share(k: FloatArray, m: FloatArray, S: int) -> FloatArray:
+    """(k - m) / (S - m), shape (R, S): the chance that a given unseen state is in a support
+    of size k holding the m seen ones (0 where k < m).
+    """
+    return np.maximum(k - m, 0.0) / np.maximum(S - m, 1.0)
+
+
+def _log_joint(counts: Any, pi: Any, beta: float) -> FloatArray:
+    """The log joint log pi_k + log P(data_r | k), ndarray of shape (R, S).
+
+    Raises ``ValueError`` naming ``pi`` if some row gets no mass at any size.
+    """
+    L = support_log_likelihood(counts, beta)
+    p = _check_pi(pi, L.shape[-1])
+    with np.errstate(divide="ignore"):
+        v = L + np.log(p)[None, :]
+    if not np.all(np.isfinite(v.max(axis=-1))):
+        raise ValueError("pi: gives no mass to support sizes as large as the distinct next "
+                         "states of some row")
+    return v
+
+
 def support_log_likelihood(counts: Any, beta: float) -> FloatArray:
     r"""Log probability of every row's observed sequence given each support size.
 
@@ -105,12 +141,8 @@ def support_log_likelihood(counts: Any, beta: float) -> FloatArray:
         Entry ``[r, k - 1]``: :math:`\log P(\text{data}_r \mid k)` (module docstring),
         ``-inf`` for :math:`k < m_r`; 0 for a row without data.
     """
-    n = _rows(counts)
-    b = _check_beta(beta)
+    n, b, N, m, k = _summaries(counts, beta)
     S = n.shape[-1]
-    N = n.sum(axis=-1, keepdims=True)                                   # (R, 1)
-    m = (n > 0).sum(axis=-1, keepdims=True).astype(np.float64)          # (R, 1)
-    k = np.arange(1, S + 1, dtype=np.float64)[None, :]                  # (1, S)
     own = np.sum(gammaln(n + b) - gammaln(b), axis=-1, keepdims=True)   # (R, 1)
     ok = k >= m
     with np.errstate(invalid="ignore"):
@@ -135,15 +167,8 @@ def support_size_posterior(counts: Any, pi: Any, beta: float) -> FloatArray:
     ndarray of shape (R, S)
         Rows on the simplex (a row without data: ``pi``).
     """
-    L = support_log_likelihood(counts, beta)
-    p = _check_pi(pi, L.shape[-1])
-    with np.errstate(divide="ignore"):
-        v = L + np.log(p)[None, :]
-    top = v.max(axis=-1, keepdims=True)
-    if not np.all(np.isfinite(top)):
-        raise ValueError("pi: gives no mass to support sizes as large as the distinct next "
-                         "states of some row")
-    w = np.exp(v - top)
+    v = _log_joint(counts, pi, beta)
+    w = np.exp(v - v.max(axis=-1, keepdims=True))
     return w / w.sum(axis=-1, keepdims=True)
 
 
@@ -161,14 +186,7 @@ def support_log_evidence(counts: Any, pi: Any, beta: float) -> float:
     float
         The log probability of all rows' observed sequences (0 without data).
     """
-    L = support_log_likelihood(counts, beta)
-    p = _check_pi(pi, L.shape[-1])
-    with np.errstate(divide="ignore"):
-        out = float(np.sum(logsumexp(L + np.log(p)[None, :], axis=-1)))
-    if not np.isfinite(out):
-        raise ValueError("pi: gives no mass to support sizes as large as the distinct next "
-                         "states of some row")
-    return out
+    return float(np.sum(logsumexp(_log_joint(counts, pi, beta), axis=-1)))
 
 
 def support_mean(counts: Any, pi: Any, beta: float) -> FloatArray:
@@ -186,15 +204,10 @@ def support_mean(counts: Any, pi: Any, beta: float) -> FloatArray:
         Rows on the simplex (module docstring).
     """
     shape = np.shape(counts)
-    n = _rows(counts)
-    b = _check_beta(beta)
-    S = n.shape[-1]
+    n, b, N, m, k = _summaries(counts, beta)
     post = support_size_posterior(n, pi, b)                             # (R, K)
-    k = np.arange(1, S + 1, dtype=np.float64)[None, :]
-    N = n.sum(axis=-1, keepdims=True)
-    m = (n > 0).sum(axis=-1, keepdims=True).astype(np.float64)
     seen_scale = np.sum(post / (N + k * b), axis=-1, keepdims=True)     # (R, 1)
-    extra = np.maximum(k - m, 0.0) / np.maximum(S - m, 1.0)
+    extra = _unseen_share(k, m, n.shape[-1])
     unseen = np.sum(post * extra * b / (N + k * b), axis=-1, keepdims=True)
     out = np.where(n > 0, (n + b) * seen_scale, unseen)
     return out.reshape(shape)
@@ -231,16 +244,11 @@ def support_hellinger_estimate(counts: Any, pi: Any, beta: float) -> FloatArray:
         Rows on the simplex.
     """
     shape = np.shape(counts)
-    n = _rows(counts)
-    b = _check_beta(beta)
-    S = n.shape[-1]
+    n, b, N, m, k = _summaries(counts, beta)
     post = support_size_posterior(n, pi, b)
-    k = np.arange(1, S + 1, dtype=np.float64)[None, :]
-    N = n.sum(axis=-1, keepdims=True)
-    m = (n > 0).sum(axis=-1, keepdims=True).astype(np.float64)
     g = post * np.exp(gammaln(N + k * b) - gammaln(N + k * b + 0.5))   # (R, K)
     seen = np.exp(gammaln(n + b + 0.5) - gammaln(n + b)) * g.sum(axis=-1, keepdims=True)
-    extra = np.maximum(k - m, 0.0) / np.maximum(S - m, 1.0)
+    extra = _unseen_share(k, m, n.shape[-1])
     unseen = np.exp(gammaln(b + 0.5) - gammaln(b)) * np.sum(g * extra, axis=-1, keepdims=True)
     r = np.where(n > 0, seen, unseen) ** 2
     return (r / r.sum(axis=-1, keepdims=True)).reshape(shape)

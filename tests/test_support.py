@@ -254,3 +254,15 @@ def test_support_prior_argument_validation():
         CorrelatedTransitionModel.for_mdp(grid, support_prior="yes")
     with pytest.raises(ValueError, match="support_prior"):
         CorrelatedTransitionModel.for_mdp(grid, support_prior=0.5, concentration=None)
+
+
+def test_a_size_prior_that_cannot_hold_the_observed_states_is_refused():
+    """pi with all its mass below a row's distinct next states: a ValueError naming pi (not a
+    NaN posterior or a -inf evidence)."""
+    from corrpriors.applications.transitions._support import support_log_evidence, support_size_posterior
+
+    counts = np.array([[1.0, 1.0, 0.0, 0.0], [3.0, 0.0, 0.0, 0.0]])
+    for f in (support_size_posterior, support_log_evidence):
+        with pytest.raises(ValueError, match="^pi: gives no mass"):
+            f(counts, [1.0, 0.0, 0.0, 0.0], 1.0)
+        f(counts, [0.0, 1.0, 0.0, 0.0], 1.0)   # size 2 holds both rows

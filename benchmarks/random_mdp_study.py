@@ -80,9 +80,9 @@ def _estimates(method: str, mdp: TabularMDP, k: int, kinds: tuple = ("mean",), *
         belief = CorrelatedTransitionModel.for_mdp(mdp, **kw.get(method, {}))
 
     def one(kind: str) -> np.ndarray:
-        if method == "oracle":
-            return (support_mean if kind == "mean" else support_hellinger_estimate)(
-                belief.counts, pi, 1.0)
+        if method.startswith("oracle"):
+            hell = method == "oracle_hell" or kind == "hellinger"
+            return (support_hellinger_estimate if hell else support_mean)(belief.counts, pi, 1.0)
         if method.endswith("_hell") or kind == "hellinger":
             return point_estimate(belief, "hellinger", rng=rng)
         return belief.mean()

@@ -303,7 +303,7 @@ def test_sysid_point_estimate_option_applies_to_every_method_and_keeps_the_defau
     np.add.at(counts, (data.states, data.actions, data.next_states), 1)
     est = from_sqrt_mean(dirichlet_sqrt_mean(counts + base.alpha_sparse))
     expected = hellinger(mdp.transitions, est)[rows].mean()
-    assert hell.curves["hellinger"]["dirichlet_sparse"][1] == pytest.approx(expected, abs=1e-12)
+    assert hell.curves["hellinger"]["dirichlet_sparse"][0] == pytest.approx(expected, abs=1e-12)
     with pytest.raises(ValueError, match="point_estimate"):
         exp.check_config(dataclasses.replace(base, point_estimate="median"))
 
@@ -341,3 +341,27 @@ def test_transfer_belief_averages_its_own_mixture_draws():
     assert len(set(np.round(draws[:, 0, 0, 0], 12))) > 1
     np.testing.assert_allclose(est, from_sqrt_mean(np.sqrt(draws).mean(axis=0)), atol=1e-12)
     np.testing.assert_allclose(est.sum(-1), 1.0)
+
+
+def test_paper_system_id_point_estimate_option():
+    from corrpriors.experiments import system_id
+
+    config = system_id.Config(transitions=(60,), lengthscales=(2.0,), scale_step=0.5, max_iter=30,
+                              tol=1e-4)
+    mean = system_id.run_seed(config, rng=np.random.default_rng(0))
+    hell = system_id.run_seed(dataclasses.replace(config, point_estimate="hellinger"),
+                              rng=np.random.default_rng(0))
+    for m in system_id.METHODS:
+        assert not np.array_equal(mean.curves["hellinger"][m], hell.curves["hellinger"][m])
+    # the Dirichlet rows: the closed form of the same walk's counts
+    from corrpriors.envs import tunnel_world
+    from corrpriors.mdp import mean_hellinger, transition_counts
+
+    mdp = tunnel_world()
+    walk = system_id.random_walk(mdp, 60, np.random.default_rng(0))
+    counts = transition_counts(walk, mdp.n_states, mdp.n_actions)
+    est = from_sqrt_mean(dirichlet_sqrt_mean(counts + config.alpha_sparse))
+    assert hell.curves["hellinger"]["dirichlet_sparse"][0] == pytest.approx(
+        mean_hellinger(mdp.transitions, est), abs=1e-12)
+    with pytest.raises(ValueError, match="point_estimate"):
+        system_id.check_config(dataclasses.replace(config, point_estimate="mode"))

@@ -456,13 +456,16 @@ def log_half_gamma_ratio(x: np.ndarray) -> FloatArray:
     ndarray of shape (...)
     """
     x = np.asarray(x, dtype=float)
-    big = x > _STIRLING_CUT
-    xb = np.where(big, x, _STIRLING_CUT + 1.0)
+    flat = x.ravel()
+    out = np.full(flat.shape, -np.inf)
+    big = flat > _STIRLING_CUT
+    near = (flat > 0) & ~big
+    xs = flat[near]                                 # each branch only where it is used
+    out[near] = gammaln(xs + 0.5) - gammaln(xs)
+    xb = flat[big]
     u = 0.5 / xb
-    far = 0.5 * np.log(xb) + xb * (np.log1p(u) - u) + stirlerr(xb + 0.5) - stirlerr(xb)
-    xs = np.where(big | (x <= 0), 1.0, x)
-    near = np.where(x > 0, gammaln(xs + 0.5) - gammaln(xs), -np.inf)
-    return np.where(big, far, near)
+    out[big] = 0.5 * np.log(xb) + xb * (np.log1p(u) - u) + stirlerr(xb + 0.5) - stirlerr(xb)
+    return out.reshape(x.shape)
 
 
 __all__ = ["stirlerr", "log_half_gamma_ratio", "bd0", "log_binomial_at_mle", "log_binomial_coefficient",

@@ -21,10 +21,18 @@ as the state coordinate), the error of
     error of the mean still ranks behind a near-MLE.
 ``*_hell``
     The Bayes estimate under the Hellinger loss of the same posterior,
-    :math:`\\hat P_j \\propto E[\\sqrt{P_j}]^2` (closed form for the Dirichlet and support beliefs).
+    :math:`\\hat P_j \\propto E[\\sqrt{P_j}]^2` (the beliefs' ``hellinger_estimate``).
 
 Every row prints the errors at T = ``--transitions`` and their ratio to the better of the two
 Dirichlet means (the floor's reference), with the CPU seconds per seed (``time.process_time``).
+
+``--point-estimate both`` scores every method twice on the same data, by its posterior mean and by
+its Hellinger-Bayes estimate (``hellinger_estimate``, the correlated belief's by Monte Carlo with
+its own seeded stream), and prints three ratio tables: (a) means against the better Dirichlet mean
+(the paper's metric), (b) Hellinger estimates against the better Dirichlet Hellinger estimate (the
+like-for-like comparison) and (c) Hellinger estimates against the better Dirichlet *mean* (for
+information only: it changes the estimator of one side). ``hellinger`` scores by the Hellinger
+estimates only.
 
 Usage::
 
@@ -41,9 +49,9 @@ import warnings
 from typing import Any
 
 import numpy as np
-from scipy.special import gammaln
 
 from corrpriors.applications.transitions import CorrelatedTransitionModel, DirichletTransitionModel
+from corrpriors.applications.transitions._hellinger import point_estimate
 from corrpriors.applications.transitions._support import (
     SupportTransitionModel,
     support_hellinger_estimate,
@@ -57,13 +65,9 @@ METHODS = ("dirichlet_sparse", "dirichlet", "pg", "pg_nosupport", "pg_support", 
            "oracle", "dirichlet_sparse_hell", "support_hell", "oracle_hell")
 
 
-def _dirichlet_hell(counts: np.ndarray, alpha: float) -> np.ndarray:
-    r = np.exp(gammaln(counts + alpha + 0.5) - gammaln(counts + alpha)) ** 2
-    return r / r.sum(axis=-1, keepdims=True)
-
-
-def _estimates(method: str, mdp: TabularMDP, k: int) -> Any:
-    """A function of the data (s, a, s') -> the (S, A, S) estimate, keeping its belief."""
+def _estimates(method: str, mdp: TabularMDP, k: int, kinds: tuple = ("mean",), *,
+               rng: np.random.Generator | None = None) -> Any:
+    """A function of the data (s, a, s') -> the (S, A, S) estimates of ``kinds``, keeping its belief."""
     S, A = mdp.n_states, mdp.n_actions
     pi = np.full(S, 1e-300)
     pi[k - 1] = 1.0
@@ -75,18 +79,17 @@ def _estimates(method: str, mdp: TabularMDP, k: int) -> Any:
         kw = {"pg_nosupport": {"support_prior": None}, "pg_support": {"support_prior": 0.5}}
         belief = CorrelatedTransitionModel.for_mdp(mdp, **kw.get(method, {}))
 
-    def estimate(s: np.ndarray, a: np.ndarray, s2: np.ndarray) -> np.ndarray:
-        belief.update(s, a, s2)
-        if method == "dirichlet_sparse_hell":
-            return _dirichlet_hell(belief.counts, 1e-3)
-        if method == "oracle":
-            return support_mean(belief.counts, pi, 1.0)
-        if method == "oracle_hell":
-            return support_hellinger_estimate(belief.counts, pi, 1.0)
-        if method == "support_hell":
-            belief.mean()
-            return support_hellinger_estimate(belief.counts, belief.fit_.pi, belief.fit_.beta)
+    def one(kind: str) -> np.ndarray:
+        if method.startswith("oracle"):
+            hell = method == "oracle_hell" or kind == "hellinger"
+            return (support_hellinger_estimate if hell else support_mean)(belief.counts, pi, 1.0)
+        if method.endswith("_hell") or kind == "hellinger":
+            return point_estimate(belief, "hellinger", rng=rng)
         return belief.mean()
+
+    def estimate(s: np.ndarray, a: np.ndarray, s2: np.ndarray) -> list[np.ndarray]:
+        belief.update(s, a, s2)
+        return [one(kind) for kind in kinds]
 
     return estimate
 
@@ -99,28 +102,50 @@ def study(args: argparse.Namespace) -> None:
         truth = env.mdp
         mdp = TabularMDP(truth.transitions, truth.rewards, truth.discount,
                          coordinates=np.arange(args.states, dtype=float)[:, None])
-        err = {m: [] for m in methods}
+        kinds = {"mean": ("mean",), "hellinger": ("hellinger",),
+                 "both": ("mean", "hellinger")}[args.point_estimate]
+        err = {(m, k): [] for m in methods for k in kinds}
         cpu = dict.fromkeys(methods, 0.0)
         for seed in _range(args.seeds):
             data = random_exploration(env, ts[-1], rng=np.random.default_rng(seed))
             for m in methods:
-                est, done, row = _estimates(m, mdp, args.successors), 0, []
+                est = _estimates(m, mdp, args.successors, kinds,
+                                 rng=np.random.default_rng([mdp_seed, seed, 1]))
+                done, rows = 0, []
                 t0 = time.process_time()
                 for T in ts:
-                    P = est(data.states[done:T], data.actions[done:T], data.next_states[done:T])
+                    Ps = est(data.states[done:T], data.actions[done:T], data.next_states[done:T])
                     done = T
-                    row.append(float(np.mean(hellinger(truth.transitions, P))))
+                    rows.append([float(np.mean(hellinger(truth.transitions, P))) for P in Ps])
                 cpu[m] += time.process_time() - t0
-                err[m].append(row)
-        means = {m: np.mean(err[m], axis=0) for m in methods}
-        ref = np.minimum(*(means.get(m, np.full(len(ts), np.inf))
-                           for m in ("dirichlet_sparse", "dirichlet")))
+                for i, k in enumerate(kinds):
+                    err[(m, k)].append([r[i] for r in rows])
+        means = {key: np.mean(v, axis=0) for key, v in err.items()}
         print(f"S={args.states} A={args.actions} {args.successors} successors, mdp_seed "
-              f"{mdp_seed}, seeds {args.seeds}: Hellinger at T = {ts} (x: / best Dirichlet mean)")
-        for m in methods:
-            print(f"  {m:22s}" + " ".join(f"{v:.3f}" for v in means[m]) + "   x "
-                  + " ".join(f"{v:.2f}" for v in means[m] / ref)
-                  + f"   CPU {cpu[m] / len(_range(args.seeds)):.2f} s/seed", flush=True)
+              f"{mdp_seed}, seeds {args.seeds}: Hellinger at T = {ts}")
+        for label, k, k_ref in _tables(kinds):
+            ref = np.minimum(*(means.get((m, k_ref), np.full(len(ts), np.inf))
+                               for m in ("dirichlet_sparse", "dirichlet")))
+            print(f" {label}")
+            for m in methods:
+                v = means[(m, k)]
+                print(f"  {m:22s}" + " ".join(f"{x:.3f}" for x in v) + "   x "
+                      + " ".join(f"{x:.2f}" for x in v / ref)
+                      + f"   CPU {cpu[m] / len(_range(args.seeds)):.2f} s/seed", flush=True)
+
+
+def _tables(kinds: tuple) -> list[tuple[str, str, str]]:
+    """(title, estimate scored, the Dirichlet estimate it is divided by) of every ratio table."""
+    if kinds == ("mean",):
+        return [("x: / best Dirichlet mean", "mean", "mean")]
+    out = [("(b) Hellinger estimates, x: / best Dirichlet Hellinger estimate (like for like)",
+            "hellinger", "hellinger"),
+           ("(c) Hellinger estimates, x: / best Dirichlet MEAN (information only)",
+            "hellinger", "mean")]
+    if "mean" in kinds:
+        out.insert(0, ("(a) posterior means, x: / best Dirichlet mean (the paper's metric)",
+                       "mean", "mean"))
+    return out
 
 
 def _range(text: str) -> list[int]:
@@ -140,6 +165,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--successors", type=int, default=3)
     parser.add_argument("--transitions", default="100,300,1000,3000")
     parser.add_argument("--methods", default=",".join(METHODS))
+    parser.add_argument("--point-estimate", default="mean", choices=("mean", "hellinger", "both"),
+                        help="score every method by its posterior mean (default), its "
+                             "Hellinger-Bayes estimate, or both")
     args = parser.parse_args(argv)
     unknown = [m for m in args.methods.split(",") if m not in METHODS]
     if unknown:

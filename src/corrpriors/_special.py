@@ -436,6 +436,38 @@ def dirichlet_multinomial_logpmf(x: np.ndarray, alpha: np.ndarray) -> FloatArray
     return np.where(nonzero, -dev + per_k.sum(axis=1) + whole, 0.0)
 
 
-__all__ = ["stirlerr", "bd0", "log_binomial_at_mle", "log_binomial_coefficient",
+def log_half_gamma_ratio(x: np.ndarray) -> FloatArray:
+    r""":math:`\log[\Gamma(x + \tfrac12) / \Gamma(x)]` for real :math:`x \ge 0` (``-inf`` at 0).
+
+    Below :math:`x = 15` a ``gammaln`` difference (absolute error about 1e-15; near 0 it is
+    :math:`\log x + \log\sqrt\pi + O(x)`); above, from Stirling's formula,
+    :math:`\tfrac12\log x + x[\mathrm{log1p}(1/(2x)) - 1/(2x)] + \mathrm{stirlerr}(x + \tfrac12)
+    - \mathrm{stirlerr}(x)`, whose terms are all small: no digits are lost at large
+    :math:`x`, where ``gammaln(x + 0.5) - gammaln(x)`` loses about :math:`\log_{10}(x \log x)`
+    of them. :math:`E[\sqrt{p}]` of a Beta or Dirichlet component is a ratio of two of these.
+
+    Parameters
+    ----------
+    x : ndarray of shape (...)
+        Non-negative arguments.
+
+    Returns
+    -------
+    ndarray of shape (...)
+    """
+    x = np.asarray(x, dtype=float)
+    flat = x.ravel()
+    out = np.full(flat.shape, -np.inf)
+    big = flat > _STIRLING_CUT
+    near = (flat > 0) & ~big
+    xs = flat[near]                                 # each branch only where it is used
+    out[near] = gammaln(xs + 0.5) - gammaln(xs)
+    xb = flat[big]
+    u = 0.5 / xb
+    out[big] = 0.5 * np.log(xb) + xb * (np.log1p(u) - u) + stirlerr(xb + 0.5) - stirlerr(xb)
+    return out.reshape(x.shape)
+
+
+__all__ = ["stirlerr", "log_half_gamma_ratio", "bd0", "log_binomial_at_mle", "log_binomial_coefficient",
            "binomial_deviance", "log_cosh_half", "log_cosh_half_gap", "softplus_gap",
            "expected_softplus", "dirichlet_multinomial_logpmf"]

@@ -527,6 +527,8 @@ def make_belief(model: str, mdp: Any, config: Any) -> Any:
         layer["concentration"] = None if concentration == "none" else float(concentration)
     if contamination == "none":
         layer["contamination_prior"] = None
+    if str(getattr(config, "support", "auto")) == "none":
+        layer["support_prior"] = None
     return CorrelatedTransitionModel.for_mdp(
         mdp, encoding="relative" if relative else "absolute", lengthscale=config.lengthscale,
         radius=config.radius, selection=config.selection, prior=config.prior,
@@ -550,6 +552,7 @@ def model_ranges() -> dict:
         "other_pooling": Interval(float, 0.0, 1e6),
         "concentration": OptionsOrNumber(("auto", "none"), CONCENTRATION),
         "contamination": Options("auto", "none"),
+        "support": Options("auto", "none"),
         "features": Text(max_len=500, note="module:function, or empty for the environment's coordinates"),
     }
 

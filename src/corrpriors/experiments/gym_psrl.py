@@ -134,7 +134,7 @@ class PSRLConfig(GymConfig):
         ``<model>_<variant>`` names.
     alpha_sparse, alpha_uniform, lengthscale, radius, selection, prior, boundary, other_pooling
         Settings of the beliefs, as in ``corrpriors sysid``.
-    concentration, contamination, features
+    concentration, contamination, features, support
         As in ``corrpriors sysid``.
     """
 
@@ -164,6 +164,7 @@ class PSRLConfig(GymConfig):
     concentration: str = "auto"
     contamination: str = "auto"
     features: str = ""
+    support: str = "auto"
 
 
 def x_values(config: Any) -> list[float]:

@@ -46,6 +46,7 @@ from ._gym import (
     environment_ranges,
     load_configured_env,
     make_belief,
+    method_stream,
     model_ranges,
 )
 
@@ -105,6 +106,16 @@ class SysIdConfig(GymConfig):
     features : str
         ``"module:function"``: ``function(env)`` returns the state coordinates, shape (S, D),
         instead of those the environment publishes; ``""``: the environment's own.
+    support : str
+        ``"auto"``: the correlated beliefs weigh a sparse-support hypothesis beside their
+        per-pair layer (``CorrelatedTransitionModel.for_mdp``'s ``support_prior``); ``"none"``:
+        they do not (the layer and everything else unchanged).
+    point_estimate : {"mean", "hellinger"}
+        The estimate scored, for *every* method alike: the posterior mean (the paper's metric),
+        or the Bayes estimate under the squared Hellinger loss, P_j proportional to
+        E[sqrt(P_j)]^2 (the beliefs' ``hellinger_estimate``: closed form for the Dirichlet
+        rows, a Rao-Blackwellised Monte-Carlo average of 256 posterior draws for the correlated
+        beliefs, seeded per method from the seed's stream after the exploration).
     """
 
     _GYM_BASE = True
@@ -125,6 +136,8 @@ class SysIdConfig(GymConfig):
     concentration: str = "auto"
     contamination: str = "auto"
     features: str = ""
+    support: str = "auto"
+    point_estimate: str = "mean"
 
 
 def _hellinger(truth: Any, mean: Any) -> np.ndarray:
@@ -146,12 +159,16 @@ def run_seed(config: SysIdConfig, *, rng: np.random.Generator) -> SeedResult:
     scales, geometric mean over actions, shape (len(transitions),)), and the seed extras
     ``episodes`` (episodes begun, shape (1,)) and ``rows`` (the states scored, shape (R,)).
     """
+    from ..applications.transitions._hellinger import point_estimate
     from ..envs import random_exploration, reachable_states
 
     env, mdp = load_configured_env(config)
     ts = [int(t) for t in config.transitions]
     data = random_exploration(env, ts[-1], rng=rng)
     env.close()
+    kind = str(config.point_estimate)
+    # the estimates' own streams, drawn after the data (the default "mean" draws nothing more)
+    streams = method_stream(rng, tuple(config.methods)) if kind != "mean" else {}
     live = np.ones(mdp.n_states, bool) if mdp.terminal is None else ~np.asarray(mdp.terminal)
     rows = np.flatnonzero(reachable_states(mdp) & live)
     curves: dict[str, np.ndarray] = {}
@@ -163,7 +180,8 @@ def run_seed(config: SysIdConfig, *, rng: np.random.Generator) -> SeedResult:
         for i, T in enumerate(ts):
             belief.update(data.states[done:T], data.actions[done:T], data.next_states[done:T])
             done = T
-            errors[i] = float(_hellinger(mdp.transitions, belief.mean())[rows].mean())
+            estimate = point_estimate(belief, kind, rng=streams.get(method))
+            errors[i] = float(_hellinger(mdp.transitions, estimate)[rows].mean())
             if hasattr(belief, "scale_"):
                 scales[i] = float(np.exp(np.mean(np.log(belief.scale_))))
         extras["cpu_seconds"][method] = np.array([time.process_time() - cpu])
@@ -173,6 +191,22 @@ def run_seed(config: SysIdConfig, *, rng: np.random.Generator) -> SeedResult:
     episodes = 1 + int(np.sum(data.terminated[:-1] | data.truncated[:-1]))
     return SeedResult(curves={"hellinger": curves}, extras={"episodes": np.array([episodes]), "rows": rows},
                       method_extras={k: v for k, v in extras.items() if v})
+
+
+def check_point_estimate(config: SysIdConfig, coordinates: Any) -> None:
+    """Raise ``ValueError`` naming ``point_estimate`` where a correlated method cannot give it.
+
+    The correlated beliefs' Hellinger estimate averages dense posterior draws: not available with
+    the sparse storage they use from ``SPARSE_FROM_STATES`` states on.
+    """
+    from ..applications.transitions import SPARSE_FROM_STATES
+
+    n_states = int(np.shape(coordinates)[0])
+    correlated = [m for m in config.methods if m.startswith("pg")]
+    if config.point_estimate == "hellinger" and correlated and n_states >= SPARSE_FROM_STATES:
+        raise ValueError(f"point_estimate: 'hellinger' needs dense draws of {', '.join(correlated)}; "
+                         f"this environment has {n_states} states (sparse storage from "
+                         f"{SPARSE_FROM_STATES}); use 'mean' or only the Dirichlet methods")
 
 
 class SysIdExperiment(GymExperiment):
@@ -210,6 +244,7 @@ class SysIdExperiment(GymExperiment):
         "transitions": Each(Interval(int, 1, MAX_STEPS), min_len=1, increasing=True),
         "methods": Each(Options(*METHODS), min_len=1, max_len=len(METHODS), distinct=True),
         **model_ranges(),
+        "point_estimate": Options("mean", "hellinger"),
     }
 
     def check_config(self, config: Any) -> None:
@@ -220,6 +255,7 @@ class SysIdExperiment(GymExperiment):
         coords = self.coordinates(config)
         check_model_settings(config, coords)
         check_correlated(coords, tuple(config.methods), self.env_id)
+        check_point_estimate(config, coords)
         self.check_run_memory(config, coords, observed=max(int(t) for t in config.transitions))
 
     def estimate_seed_cost(self, config: Any) -> Any:
@@ -244,10 +280,14 @@ class SysIdExperiment(GymExperiment):
                 if other in mean:
                     ratio = mean[other] / mean["pg"]
                     notes.append(f"{other} / pg error ratio along T: " + ", ".join(num(v) for v in ratio))
+        if config.point_estimate != "mean":
+            notes.append(f"every method scored by its {config.point_estimate} point estimate "
+                         "(the Bayes estimate under the squared Hellinger loss), not its mean")
         notes.append("CPU s per seed: " + ", ".join(f"{m} {num(v)}" for m, v in cpu.items()))
         n_rows = int(np.mean([r.extras["rows"].size for r in results.values()]))
         notes.append(f"scored rows: {n_rows} reachable non-terminal states x all actions")
         return {"best_method": dict(zip(map(str, ts), best)), "cpu_seconds_per_seed": cpu,
+                "point_estimate": str(config.point_estimate),
                 "scored_states": n_rows, "notes": notes}
 
     def figures(self, config: Any, results: Mapping[int, SeedResult], summary: dict) -> list[FigureSpec]:

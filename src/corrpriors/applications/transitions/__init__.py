@@ -17,7 +17,11 @@ The interface: ``update(states, actions, next_states)`` accumulates transitions,
 ``set_counts(counts)`` replaces them, ``counts`` is the (S, A, S) count array,
 ``mean()`` the posterior-mean (or plug-in) model of shape (S, A, S), ``sample(rng=...)``
 one posterior draw of shape (S, A, S) and ``sample_many(n, rng=...)`` a batch of
-shape (n, S, A, S).
+shape (n, S, A, S). Every belief here also has ``hellinger_estimate(rng=...)``, the Bayes
+estimate under the squared Hellinger loss, :math:`\hat P_j \propto E[\sqrt{P_j}]^2`, of shape
+(S, A, S) (closed form for the Dirichlet, support and known beliefs; a Rao-Blackwellised average
+of posterior draws for the correlated ones, which need ``rng``): the posterior mean minimises
+the expected squared error, not the Hellinger error system identification scores.
 
 Large state spaces
 ------------------

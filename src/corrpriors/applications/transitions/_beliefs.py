@@ -8,8 +8,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..._random import as_generator, sample_dirichlet
+from ..._special import log_half_gamma_ratio
 from ..._typing import FloatArray, IntArray, SeedLike
 from ..._validation import check_array, check_counts, check_positive, check_shape, check_simplex
+from ._hellinger import dirichlet_sqrt_mean, from_sqrt_mean
 
 __all__ = ["DirichletTransitionModel", "KnownTransitionModel", "TransitionBelief"]
 
@@ -40,6 +42,10 @@ class TransitionBelief(Protocol):
 
     def sample_many(self, n: int, *, rng: SeedLike) -> FloatArray:
         """``n`` posterior draws of the model, ndarray of shape (n, S, A, S)."""
+
+    # Optional (not part of the structural check): ``hellinger_estimate(*, rng=None)``, the
+    # Bayes estimate under the squared Hellinger loss, ndarray of shape (S, A, S)
+    # (:mod:`._hellinger`; :func:`~._hellinger.point_estimate` falls back to Monte Carlo).
 
 
 #: From this many states on, beliefs store their counts sparsely and return sparse tables
@@ -257,6 +263,43 @@ class DirichletTransitionModel(_TransitionBelief):
         return self._table(counts, counts.data / np.repeat(z, np.diff(counts.indptr)),
                            self.alpha * self.n_states / z)
 
+    def hellinger_estimate(self, *, rng: SeedLike = None) -> Any:
+        r"""The Bayes estimate under the squared Hellinger loss, :math:`\hat P_j \propto
+        E[\sqrt{P_j}]^2` (:mod:`._hellinger`), in closed form.
+
+        Minimising :math:`E[\sum_j (\sqrt{q_j} - \sqrt{P_j})^2]` over the simplex gives
+        :math:`q_j \propto E[\sqrt{P_j}]^2`, and for the posterior
+        :math:`\mathrm{Dir}(\alpha + X_{sa\cdot})`
+
+        .. math:: E[\sqrt{P_j}] = \frac{\Gamma(a_j + \tfrac12)\, \Gamma(a_0)}
+                  {\Gamma(a_j)\, \Gamma(a_0 + \tfrac12)}, \qquad a = \alpha + X_{sa\cdot},
+
+        so that, relative to the mean :math:`a_j / a_0`, an unseen state gets about
+        :math:`\pi \alpha^2` instead of :math:`\alpha` (a sparse prior's pseudo-counts nearly
+        vanish) while a seen one keeps about :math:`n_j + \alpha - \tfrac14`.
+
+        Parameters
+        ----------
+        rng : ignored
+            Accepted for the common signature of the beliefs' estimates (closed form).
+
+        Returns
+        -------
+        ndarray of shape (S, A, S); sparse storage: a :class:`BackgroundTransitions`
+            Rows on the simplex.
+        """
+        if not self.sparse:
+            return from_sqrt_mean(dirichlet_sqrt_mean(self._counts + self.alpha))
+        counts = self.counts
+        S = self.n_states
+        seen = np.exp(2.0 * log_half_gamma_ratio(counts.data + self.alpha))
+        unseen = float(np.exp(2.0 * log_half_gamma_ratio(np.array(self.alpha))))
+        rows = np.repeat(np.arange(counts.shape[0]), np.diff(counts.indptr))
+        m = np.diff(counts.indptr)
+        z = np.bincount(rows, weights=seen, minlength=counts.shape[0]) + (S - m) * unseen
+        # every state gets the background unseen * S / z spread uniformly: the seen cells the rest
+        return self._table(counts, (seen - unseen) / z[rows], unseen * S / z)
+
     def _table(self, counts: Any, values: FloatArray, background: FloatArray) -> Any:
         from ._tables import BackgroundTransitions
 
@@ -307,6 +350,12 @@ class KnownTransitionModel(_TransitionBelief):
 
     def mean(self) -> FloatArray:
         """The true model, ndarray of shape (S, A, S)."""
+        return self._P.copy()
+
+    def hellinger_estimate(self, *, rng: SeedLike = None) -> FloatArray:
+        """The true model (a point mass is its own Bayes estimate under any loss), ndarray of
+        shape (S, A, S); ``rng`` is ignored.
+        """
         return self._P.copy()
 
     def sample_many(self, n: int, *, rng: SeedLike) -> FloatArray:

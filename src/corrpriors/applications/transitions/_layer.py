@@ -81,12 +81,20 @@ from scipy.special import digamma, gammaln
 
 from ..._random import as_generator, sample_dirichlet
 from ..._typing import FloatArray, IntArray, SeedLike
-from ._support import SupportFit, fit_support, support_draws, support_log_evidence, support_mean
+from ._hellinger import dirichlet_sqrt_mean
+from ._support import (
+    SupportFit,
+    fit_support,
+    support_draws,
+    support_log_evidence,
+    support_mean,
+    support_sqrt_mean,
+)
 
 __all__ = ["CONCENTRATIONS", "DELTAS", "NO_CONTAMINATION_PRIOR", "NO_LAYER_PRIOR",
            "concentration_weights", "contamination_absent", "contamination_posterior",
            "distinct_draws", "distinct_log_likelihood", "distinct_posterior", "expected_tables",
-           "layer_draws", "layer_mean", "log_evidence", "repel", "support_weight"]
+           "layer_draws", "layer_mean", "layer_sqrt_mean", "log_evidence", "repel", "support_weight"]
 
 #: The default lattice of concentrations c: a quarter decade apart from 1e-2 to 1e4, and
 #: infinity (no layer: every pair is its base).
@@ -506,6 +514,41 @@ def layer_mean(counts: Any, base: Any, concentrations: Any, weights: Any,
     return out
 
 
+def layer_sqrt_mean(counts: Any, base: Any, concentrations: Any, weights: Any) -> FloatArray:
+    r""":math:`E[\sqrt{P}]` of the rows given their base, mixed over the concentration's posterior.
+
+    Given the base :math:`B` a row is :math:`\mathrm{Dir}(c B + n)` for a finite :math:`c`
+    (:func:`~._hellinger.dirichlet_sqrt_mean`) and :math:`B` itself for :math:`c = \infty`;
+    the mixture over :math:`c` is taken inside the expectation (before any squaring).
+
+    Parameters
+    ----------
+    counts : array_like of shape (..., S)
+    base : array_like of shape (..., S)
+        Base measures; any extra leading axes of ``base`` (for example M draws of it,
+        (M, ..., S)) broadcast against ``counts``.
+    concentrations, weights : array_like of shape (L,)
+
+    Returns
+    -------
+    ndarray of the broadcast shape
+        :math:`\sum_l w_l\, E_{\mathrm{Dir}(c_l B + n)}[\sqrt P]` (:math:`\sqrt B` for
+        :math:`c_l = \infty`).
+    """
+    n = np.asarray(counts, dtype=np.float64)
+    b = np.asarray(base, dtype=np.float64)
+    if n.ndim < 1 or b.shape[b.ndim - n.ndim:] != n.shape:
+        raise ValueError(f"counts, base: expected base of shape (..., *counts.shape), got "
+                         f"{b.shape} and {n.shape}")
+    out = np.zeros(np.broadcast_shapes(n.shape, b.shape))
+    for c, w in zip(np.asarray(concentrations, float), np.asarray(weights, float)):
+        if w <= 0.0:
+            continue
+        out += w * (np.sqrt(b) if np.isinf(c) else
+                    dirichlet_sqrt_mean(np.maximum(c * b, _TINY) + n))
+    return out
+
+
 def layer_draws(counts: Any, base_draws: Any, concentrations: Any, weights: Any, *,
                 rng: SeedLike) -> FloatArray:
     r"""Posterior draws of the rows given draws of their base measure.
@@ -545,7 +588,7 @@ def layer_draws(counts: Any, base_draws: Any, concentrations: Any, weights: Any,
 
 
 def distinct_draws(counts: Any, base_draws: Any, concentrations: Any, weights: Any,
-                   delta: Any, *, rng: SeedLike) -> FloatArray:
+                   delta: Any, *, rng: SeedLike, sqrt_out: FloatArray | None = None) -> FloatArray:
     r"""Posterior draws in which the actions of a state draw distinct outcomes (prob. delta).
 
     Parameters
@@ -559,6 +602,12 @@ def distinct_draws(counts: Any, base_draws: Any, concentrations: Any, weights: A
     delta : array_like of shape (M,)
         :math:`\delta` of every draw.
     rng : numpy.random.Generator or seed
+    sqrt_out : ndarray of shape (M, S, A, S), optional
+        Filled with :math:`E[\sqrt{P}]` of every row given everything the draw drew before its
+        last Dirichlet (:func:`~._hellinger.dirichlet_sqrt_mean` of its parameters; the square
+        root of the base with :math:`c = \infty`): averaged over the draws, an unbiased,
+        Rao-Blackwellised estimate of the posterior :math:`E[\sqrt P]`. The draws themselves
+        (and the random numbers used) are the same with or without it.
 
     Returns
     -------
@@ -587,10 +636,14 @@ def distinct_draws(counts: Any, base_draws: Any, concentrations: Any, weights: A
             finite = np.isfinite(c[:, 0])
             b = draws[m, rows, act]                                    # (S, S)
             x = b.copy()
+            if sqrt_out is not None:
+                sqrt_out[m, rows, act] = np.sqrt(b)
             if finite.any():
                 bp = repel(b[finite], taken[finite], d[m])
                 alpha = np.maximum(c[finite] * bp, _TINY) + n[rows[finite], act[finite]]
                 x[finite] = sample_dirichlet(alpha, 1, rng=gen)[0]
+                if sqrt_out is not None:
+                    sqrt_out[m, rows[finite], act[finite]] = dirichlet_sqrt_mean(alpha)
             out[m, rows, act] = x
             taken |= x > 0.5
     return out
@@ -797,21 +850,57 @@ class _Layer:
             out = (1.0 - w) * out + w * support_mean(counts, f.pi, f.beta)
         return out
 
-    def draws(self, counts: FloatArray, base_draws: FloatArray, *,
-              rng: np.random.Generator) -> FloatArray:
-        """Posterior draws (M, S, A, S) from draws of the correlated model (M, S, A, S)."""
+    def _draw_bases(self, base_draws: FloatArray, rng: np.random.Generator) -> FloatArray:
+        """Every draw's base measure (M, S, A, S): its contamination drawn from its posterior."""
         m = base_draws.shape[0]
         eps: Any = self.epsilon
         if self.prior is not None:
             a0, b0 = self.beta
             eps = np.asarray(rng.beta(a0, b0, size=m) * (rng.random(m) >= self.absent)
                              )[:, None, None, None]
-        B = mix_base(base_draws, eps)
-        if self.delta_weights is not None:   # delta from its grid posterior, uniform in a bin
-            half = 0.5 / DELTAS.size
-            delta = DELTAS[rng.choice(DELTAS.size, size=m, p=self.delta_weights)] \
-                + rng.uniform(-half, half, size=m)
-            out = distinct_draws(counts, B, self.lattice, self.weights, delta, rng=rng)
+        return mix_base(base_draws, eps)
+
+    def _draw_deltas(self, m: int, rng: np.random.Generator) -> FloatArray:
+        """``m`` distinctness values: from the grid posterior, uniform in a bin."""
+        assert self.delta_weights is not None
+        half = 0.5 / DELTAS.size
+        return DELTAS[rng.choice(DELTAS.size, size=m, p=self.delta_weights)] \
+            + rng.uniform(-half, half, size=m)
+
+    def sqrt_mean(self, counts: FloatArray, base_draws: FloatArray, *,
+                  rng: np.random.Generator) -> FloatArray:
+        r""":math:`E[\sqrt P]` (S, A, S) from draws of the correlated model (M, S, A, S).
+
+        Rao-Blackwellised: every draw of the base (and of the contamination, the distinctness
+        and the actions' order and concentrations, as :meth:`draws` draws them) contributes
+        the closed form of its last Dirichlet (:func:`layer_sqrt_mean`, or the conditional
+        values of :func:`distinct_draws`); the sparse-support hypothesis enters with its
+        posterior weight per action, in closed form (:func:`~._support.support_sqrt_mean`).
+        """
+        B = self._draw_bases(base_draws, rng)
+        if self.delta_weights is not None:
+            r = np.empty_like(B)
+            distinct_draws(counts, B, self.lattice, self.weights,
+                           self._draw_deltas(B.shape[0], rng), rng=rng, sqrt_out=r)
+            out = r.mean(axis=0)
+        else:
+            out = np.stack([layer_sqrt_mean(counts[:, a, :], B[:, :, a, :], self.lattice,
+                                            self.weights[a]).mean(axis=0)
+                            for a in range(counts.shape[1])], axis=1)
+        f = self.support_fit
+        if f is not None:
+            w = self.support_weights[None, :, None]
+            out = (1.0 - w) * out + w * support_sqrt_mean(counts, f.pi, f.beta)
+        return out
+
+    def draws(self, counts: FloatArray, base_draws: FloatArray, *,
+              rng: np.random.Generator) -> FloatArray:
+        """Posterior draws (M, S, A, S) from draws of the correlated model (M, S, A, S)."""
+        m = base_draws.shape[0]
+        B = self._draw_bases(base_draws, rng)
+        if self.delta_weights is not None:
+            out = distinct_draws(counts, B, self.lattice, self.weights,
+                                 self._draw_deltas(m, rng), rng=rng)
         else:
             out = np.stack([layer_draws(counts[:, a, :], B[:, :, a, :], self.lattice,
                                         self.weights[a], rng=rng)

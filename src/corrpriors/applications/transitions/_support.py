@@ -54,12 +54,14 @@ import numpy as np
 from scipy.special import gammaln, logsumexp
 
 from ..._random import as_generator
+from ..._special import log_half_gamma_ratio
 from ..._typing import FloatArray, SeedLike
 from ._beliefs import _check_n, _TransitionBelief
+from ._hellinger import from_sqrt_mean
 
 __all__ = ["BETAS", "SupportFit", "SupportTransitionModel", "fit_support", "support_draws",
            "support_hellinger_estimate", "support_log_evidence", "support_log_likelihood",
-           "support_mean", "support_size_posterior"]
+           "support_mean", "support_size_posterior", "support_sqrt_mean"]
 
 #: The lattice of Dirichlet concentrations :math:`\beta` on a support (a quarter decade apart).
 BETAS = 10.0 ** np.arange(-2.0, 2.0 + 1e-9, 0.25)
@@ -213,15 +215,10 @@ def support_mean(counts: Any, pi: Any, beta: float) -> FloatArray:
     return out.reshape(shape)
 
 
-def support_hellinger_estimate(counts: Any, pi: Any, beta: float) -> FloatArray:
-    r"""The Bayes estimate of every row under the squared Hellinger loss.
+def support_sqrt_mean(counts: Any, pi: Any, beta: float) -> FloatArray:
+    r""":math:`E[\sqrt{P_j} \mid \text{data}]` of every row under the sparse-support prior.
 
-    The posterior mean minimises the expected squared error, not the expected squared
-    Hellinger distance :math:`\tfrac12 \sum_j (\sqrt{\hat P_j} - \sqrt{P_j})^2`; that is
-    minimised on the simplex by :math:`\hat P_j \propto (E[\sqrt{P_j} \mid \text{data}])^2`.
-    For an unseen state, :math:`E\sqrt{P_u}` carries the probability that it is in the
-    support once, while :math:`E P_u` carries it too: squared, the estimate puts a factor of
-    about :math:`(k - m) / (S - m)` less mass on every unseen state than the mean does. With
+    Mixed over the posterior of the support size *inside* the expectation; with
     :math:`E[\sqrt{p}]` of a Dirichlet component in closed form,
 
     .. math::
@@ -230,7 +227,41 @@ def support_hellinger_estimate(counts: Any, pi: Any, beta: float) -> FloatArray:
         \frac{\Gamma(N + k\beta)}{\Gamma(N + k\beta + \tfrac12)}, \qquad
         E[\sqrt{P_u} \mid k] = \frac{k - m}{S - m}
         \frac{\Gamma(\beta + \tfrac12)}{\Gamma(\beta)}
-        \frac{\Gamma(N + k\beta)}{\Gamma(N + k\beta + \tfrac12)}.
+        \frac{\Gamma(N + k\beta)}{\Gamma(N + k\beta + \tfrac12)}
+
+    for a seen state :math:`j` and an unseen one :math:`u` (in the support with probability
+    :math:`(k - m) / (S - m)`).
+
+    Parameters
+    ----------
+    counts : array_like of shape (..., S)
+    pi : array_like of shape (S,)
+    beta : float
+
+    Returns
+    -------
+    ndarray of the shape of ``counts``
+    """
+    shape = np.shape(counts)
+    n, b, N, m, k = _summaries(counts, beta)
+    post = support_size_posterior(n, pi, b)
+    g = post * np.exp(-log_half_gamma_ratio(N + k * b))                 # (R, K)
+    seen = np.exp(log_half_gamma_ratio(n + b)) * g.sum(axis=-1, keepdims=True)
+    extra = _unseen_share(k, m, n.shape[-1])
+    unseen = np.exp(log_half_gamma_ratio(np.array(b))) * np.sum(g * extra, axis=-1, keepdims=True)
+    return np.where(n > 0, seen, unseen).reshape(shape)
+
+
+def support_hellinger_estimate(counts: Any, pi: Any, beta: float) -> FloatArray:
+    r"""The Bayes estimate of every row under the squared Hellinger loss.
+
+    The posterior mean minimises the expected squared error, not the expected squared
+    Hellinger distance :math:`\tfrac12 \sum_j (\sqrt{\hat P_j} - \sqrt{P_j})^2`; that is
+    minimised on the simplex by :math:`\hat P_j \propto (E[\sqrt{P_j} \mid \text{data}])^2`
+    (:mod:`._hellinger`), with :math:`E\sqrt{P_j}` from :func:`support_sqrt_mean`. For an
+    unseen state, :math:`E\sqrt{P_u}` carries the probability that it is in the support once,
+    while :math:`E P_u` carries it too: squared, the estimate puts a factor of about
+    :math:`(k - m) / (S - m)` less mass on every unseen state than the mean does.
 
     Parameters
     ----------
@@ -243,15 +274,7 @@ def support_hellinger_estimate(counts: Any, pi: Any, beta: float) -> FloatArray:
     ndarray of the shape of ``counts``
         Rows on the simplex.
     """
-    shape = np.shape(counts)
-    n, b, N, m, k = _summaries(counts, beta)
-    post = support_size_posterior(n, pi, b)
-    g = post * np.exp(gammaln(N + k * b) - gammaln(N + k * b + 0.5))   # (R, K)
-    seen = np.exp(gammaln(n + b + 0.5) - gammaln(n + b)) * g.sum(axis=-1, keepdims=True)
-    extra = _unseen_share(k, m, n.shape[-1])
-    unseen = np.exp(gammaln(b + 0.5) - gammaln(b)) * np.sum(g * extra, axis=-1, keepdims=True)
-    r = np.where(n > 0, seen, unseen) ** 2
-    return (r / r.sum(axis=-1, keepdims=True)).reshape(shape)
+    return from_sqrt_mean(support_sqrt_mean(counts, pi, beta))
 
 
 def support_draws(counts: Any, pi: Any, beta: float, n_draws: int, *,
@@ -432,6 +455,13 @@ class SupportTransitionModel(_TransitionBelief):
         """Posterior mean, ndarray of shape (S, A, S)."""
         f = self._refit()
         return support_mean(self._counts, f.pi, f.beta)
+
+    def hellinger_estimate(self, *, rng: SeedLike = None) -> FloatArray:
+        r"""The Bayes estimate under the squared Hellinger loss (closed form,
+        :func:`support_hellinger_estimate`), ndarray of shape (S, A, S); ``rng`` is ignored.
+        """
+        f = self._refit()
+        return support_hellinger_estimate(self._counts, f.pi, f.beta)
 
     def sample_many(self, n: int, *, rng: SeedLike) -> FloatArray:
         """``n`` posterior draws, ndarray of shape (n, S, A, S)."""

@@ -479,7 +479,8 @@ class TransferSearch:
         r"""Climb the scale lattice of model ``a`` at similarity ``i``: (best index, value).
 
         The climb starts at this point's previous choice, else at the choice of the nearest
-        similarity already climbed for the same model and fold (the scale left unexplained
+        similarity already climbed for the same model and fold, else at the other folds'
+        (:meth:`_climb_start`; the scale left unexplained
         shrinks as the similarity grows: from the previous choice's scale a climb to
         :math:`\rho` near 1 took up to ten fits); it is
         :func:`~corrpriors.core.selection.lattice_climb`, the smaller scale first (its fit is the
@@ -489,12 +490,30 @@ class TransferSearch:
 
         j = self._scale_at.get((i, a, fold))
         if j is None:
-            done = [p for p in self._scale_at if p[1:] == (a, fold)]
-            j = self._scale_at[min(done, key=lambda p: abs(p[0] - i))] if done else self._j0
+            j = self._climb_start(i, a, fold)
         j, values = lattice_climb(lambda jj: self._value(i, jj, a, x, source, fold), j,
                                   self.j_min, self.j_max)
         self._scale_at[(i, a, fold)] = j
         return j, values[j]
+
+    def _climb_start(self, i: int, a: int, fold: int) -> int:
+        """Where the first scale climb of model ``a`` at similarity ``i`` in ``fold`` starts.
+
+        The choice of the nearest similarity already climbed in the same fold; else (a fold's
+        first climb, or the full-data fits after the cross-validation) the mean choice of the
+        other folds at their nearest similarity (the same counts' halves, or the other half:
+        on the target of the transfer benchmark the full-data climbs from the lattice's start
+        walked up to 17 points to the folds' choice); else the lattice's start.
+        """
+        done = [p for p in self._scale_at if p[1:] == (a, fold)]
+        if done:
+            return self._scale_at[min(done, key=lambda p: abs(p[0] - i))]
+        other = [p for p in self._scale_at if p[1] == a]
+        if not other:
+            return self._j0
+        near = min(abs(p[0] - i) for p in other)
+        picks = [self._scale_at[p] for p in other if abs(p[0] - i) == near]
+        return int(round(sum(picks) / len(picks)))
 
     def _fold_probs(self, i: int, a: int, x: np.ndarray, source: SourceField | None,
                     fold: int) -> FloatArray:
@@ -967,6 +986,7 @@ class MultiTaskTransitionModel:
         self._fields: dict[tuple[int, int], tuple[Any, tuple, SourceField]] = {}
         self.pooled_ = [copy.deepcopy(b) for b in beliefs]
         self._pooled_sig: list[tuple | None] = [None] * self.n_tasks
+        self._last_pooled: int | None = None   # the source fitted last (a warm start for the next)
         self.tasks_ = [_TransferBelief(self, t) for t in range(self.n_tasks)]
 
     @classmethod
@@ -1062,6 +1082,20 @@ class MultiTaskTransitionModel:
                          for b in self.tasks_])
 
     # ------------------------------------------------------------------ internals
+    def _warm_start_pooled(self, task: int, donor: int) -> None:
+        """Start the first fits of task ``task``'s source from task ``donor``'s fitted source.
+
+        The two pool all tasks' data but their own, so their counts differ by two tasks' shares
+        (with T tasks, 2/(T - 1) of the pooled data): the donor's scale choices, solutions and
+        (censored maps) imputation are close starts
+        (:meth:`CorrelatedTransitionModel.warm_start_from`; only the starts change). Beliefs
+        without scale selection stay cold.
+        """
+        try:
+            self.pooled_[task].warm_start_from(self.pooled_[donor])
+        except ValueError:   # no scale selection or a per-pair layer: nothing to carry over
+            pass
+
     def _signature(self, task: int) -> tuple:
         return tuple(int(b._version) for u, b in enumerate(self.independent_) if u != task)
 
@@ -1074,8 +1108,11 @@ class MultiTaskTransitionModel:
         sig = self._signature(task)
         pooled = self.pooled_[task]
         if self._pooled_sig[task] != sig:
+            if self._pooled_sig[task] is None and self._last_pooled is not None:
+                self._warm_start_pooled(task, self._last_pooled)
             pooled.set_counts(sum(self.independent_[u]._counts for u in range(self.n_tasks) if u != task))
             self._pooled_sig[task] = sig
+        self._last_pooled = task
         pooled.refit([action])
         model = pooled.models_[action]
         stamp = (int(pooled._action_versions[action]), len(others))

@@ -326,9 +326,8 @@ class TransferSearch:
     ``similarity_criterion="cv"``, the two-fold cross-validated log predictive probability of the
     counts (:func:`split_counts`; at :math:`\rho = 0` of the single-task model ``estimator``
     itself, the model the task keeps then), or with ``"evidence"`` the sum of the models' best
-    collapsed bounds. The first :meth:`select` evaluates both ends and
-    the middle of the lattice and climbs from the best; later ones climb from the previous
-    choice. Models are cached per point and
+    collapsed bounds. The first :meth:`select` evaluates both ends of the lattice and climbs
+    from the better; later ones climb from the previous choice. Models are cached per point and
     warm-started; when a source field changes, its points are rebuilt and warm-started from their
     previous solutions.
 
@@ -677,8 +676,8 @@ class TransferSearch:
             if i not in found:
                 found[i], terms[i] = self._objective(i, xs, srcs, folds)
 
-        # first call: both ends and the middle of the lattice, then a climb from the best
-        starts = {0, i_max // 2, i_max} if self._rho is None else {min(self._rho, i_max)}
+        # first call: both ends of the lattice, then a climb from the better
+        starts = {0, i_max} if self._rho is None else {min(self._rho, i_max)}
         for i in sorted(starts):
             evaluate(i)
         cur = max(found, key=found.__getitem__)

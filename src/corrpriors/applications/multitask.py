@@ -50,8 +50,17 @@ default for a measured reason: with few data it is dominated by the Occam factor
 hyper-prior of the single-task constants (:math:`\tau_0 = 3`), so *any* informative prior --
 also a model of unrelated tasks -- beats :math:`\rho = 0` by several nats (in the transfer
 experiment at relatedness 0, 5 of 8 seeds chose :math:`\rho \ge 0.75` from 25 target
-transitions on, up to 23 % worse than the single-task model). A fit costs a few warm-started
-single-task fits of the task and one fit of the pooled source, whatever the number of tasks.
+transitions on, up to 23 % worse than the single-task model).
+
+The cost of a task's belief does not grow with the number of tasks: the fit of its pooled
+source (one single-task fit, about 40 CAVI fits with the scale climbs and the censored-count
+rounds), the cross-validated search (per similarity evaluated -- typically 4 to 7 -- one scale
+climb of at least three fits per count model and fold) and the full-data fits at the chosen
+similarity. On 4 tasks of 100 states with 2000 transitions per source and 200 for the target
+(``benchmarks/bench_transfer.py``, one BLAS thread) the target's belief costs 2.3 times one
+single-task fit of a source task and every task's belief 17 times (about 890 CAVI fits: a
+third the sources, half the searches); issue 26's 10 times holds for one task's belief, not
+for every task's.
 
 Why not the joint model's EM
 ----------------------------
@@ -326,8 +335,9 @@ class TransferSearch:
     ``similarity_criterion="cv"``, the two-fold cross-validated log predictive probability of the
     counts (:func:`split_counts`; at :math:`\rho = 0` of the single-task model ``estimator``
     itself, the model the task keeps then), or with ``"evidence"`` the sum of the models' best
-    collapsed bounds. The first :meth:`select` evaluates both ends of the lattice and climbs
-    from the better; later ones climb from the previous choice. Models are cached per point and
+    collapsed bounds. The first :meth:`select` evaluates both ends and
+    the middle of the lattice and climbs from the best; later ones climb from the previous
+    choice. Models are cached per point and
     warm-started; when a source field changes, its points are rebuilt and warm-started from their
     previous solutions.
 
@@ -478,8 +488,7 @@ class TransferSearch:
         r"""Climb the scale lattice of model ``a`` at similarity ``i``: (best index, value).
 
         The climb starts at this point's previous choice, else at the choice of the nearest
-        similarity already climbed for the same model and fold, else at the other folds'
-        (:meth:`_climb_start`; the scale left unexplained
+        similarity already climbed for the same model and fold (the scale left unexplained
         shrinks as the similarity grows: from the previous choice's scale a climb to
         :math:`\rho` near 1 took up to ten fits); it is
         :func:`~corrpriors.core.selection.lattice_climb`, the smaller scale first (its fit is the
@@ -489,30 +498,12 @@ class TransferSearch:
 
         j = self._scale_at.get((i, a, fold))
         if j is None:
-            j = self._climb_start(i, a, fold)
+            done = [p for p in self._scale_at if p[1:] == (a, fold)]
+            j = self._scale_at[min(done, key=lambda p: abs(p[0] - i))] if done else self._j0
         j, values = lattice_climb(lambda jj: self._value(i, jj, a, x, source, fold), j,
                                   self.j_min, self.j_max)
         self._scale_at[(i, a, fold)] = j
         return j, values[j]
-
-    def _climb_start(self, i: int, a: int, fold: int) -> int:
-        """Where the first scale climb of model ``a`` at similarity ``i`` in ``fold`` starts.
-
-        The choice of the nearest similarity already climbed in the same fold; else (a fold's
-        first climb, or the full-data fits after the cross-validation) the mean choice of the
-        other folds at their nearest similarity (the same counts' halves, or the other half:
-        on the target of the transfer benchmark the full-data climbs from the lattice's start
-        walked up to 17 points to the folds' choice); else the lattice's start.
-        """
-        done = [p for p in self._scale_at if p[1:] == (a, fold)]
-        if done:
-            return self._scale_at[min(done, key=lambda p: abs(p[0] - i))]
-        other = [p for p in self._scale_at if p[1] == a]
-        if not other:
-            return self._j0
-        near = min(abs(p[0] - i) for p in other)
-        picks = [self._scale_at[p] for p in other if abs(p[0] - i) == near]
-        return int(round(sum(picks) / len(picks)))
 
     def _fold_probs(self, i: int, a: int, x: np.ndarray, source: SourceField | None,
                     fold: int) -> FloatArray:
@@ -676,8 +667,8 @@ class TransferSearch:
             if i not in found:
                 found[i], terms[i] = self._objective(i, xs, srcs, folds)
 
-        # first call: both ends of the lattice, then a climb from the better
-        starts = {0, i_max} if self._rho is None else {min(self._rho, i_max)}
+        # first call: both ends and the middle of the lattice, then a climb from the best
+        starts = {0, i_max // 2, i_max} if self._rho is None else {min(self._rho, i_max)}
         for i in sorted(starts):
             evaluate(i)
         cur = max(found, key=found.__getitem__)
@@ -985,7 +976,6 @@ class MultiTaskTransitionModel:
         self._fields: dict[tuple[int, int], tuple[Any, tuple, SourceField]] = {}
         self.pooled_ = [copy.deepcopy(b) for b in beliefs]
         self._pooled_sig: list[tuple | None] = [None] * self.n_tasks
-        self._last_pooled: int | None = None   # the source fitted last (a warm start for the next)
         self.tasks_ = [_TransferBelief(self, t) for t in range(self.n_tasks)]
 
     @classmethod
@@ -1081,20 +1071,6 @@ class MultiTaskTransitionModel:
                          for b in self.tasks_])
 
     # ------------------------------------------------------------------ internals
-    def _warm_start_pooled(self, task: int, donor: int) -> None:
-        """Start the first fits of task ``task``'s source from task ``donor``'s fitted source.
-
-        The two pool all tasks' data but their own, so their counts differ by two tasks' shares
-        (with T tasks, 2/(T - 1) of the pooled data): the donor's scale choices, solutions and
-        (censored maps) imputation are close starts
-        (:meth:`CorrelatedTransitionModel.warm_start_from`; only the starts change). Beliefs
-        without scale selection stay cold.
-        """
-        try:
-            self.pooled_[task].warm_start_from(self.pooled_[donor])
-        except ValueError:   # no scale selection or a per-pair layer: nothing to carry over
-            pass
-
     def _signature(self, task: int) -> tuple:
         return tuple(int(b._version) for u, b in enumerate(self.independent_) if u != task)
 
@@ -1107,11 +1083,8 @@ class MultiTaskTransitionModel:
         sig = self._signature(task)
         pooled = self.pooled_[task]
         if self._pooled_sig[task] != sig:
-            if self._pooled_sig[task] is None and self._last_pooled is not None:
-                self._warm_start_pooled(task, self._last_pooled)
             pooled.set_counts(sum(self.independent_[u]._counts for u in range(self.n_tasks) if u != task))
             self._pooled_sig[task] = sig
-        self._last_pooled = task
         pooled.refit([action])
         model = pooled.models_[action]
         stamp = (int(pooled._action_versions[action]), len(others))

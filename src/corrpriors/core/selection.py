@@ -169,7 +169,6 @@ class ScaleSearch:
         j0 = round(math.log10(start) / self.step)
         self._start = min(max(j0, self.j_min), self.j_max)
         self.models_: dict[int, CorrelatedMultinomial] = {}
-        self._seeds: dict[int, Any] = {}
         self.n_fits_ = 0
 
     def scale_of(self, j: int) -> float:
@@ -190,46 +189,12 @@ class ScaleSearch:
                     if i != j and hasattr(m, "counts_") and np.array_equal(m.counts_, counts)]
             if near:
                 init = _extrapolated_start(j, {i: self.models_[i].result_ for i in near})
-            else:   # a related search's solution at this scale (warm_start_from), if any
-                init = self._seeds.get(j)
         if hasattr(model, "counts_") and np.array_equal(model.counts_, counts):
             return criterion_value(model, self.criterion)
         fitted, value = yield LatticeFit(model, counts, init, self.criterion)
         self.models_[j] = fitted   # (a copy, if the fit ran in another process)
         self.n_fits_ += 1
         return value
-
-    def warm_start_from(self, other: ScaleSearch) -> ScaleSearch:
-        r"""Start this search where ``other`` (a search of a related problem) stands.
-
-        The next climb starts at ``other``'s last choice, and each lattice point this search has
-        not fitted yet starts its first fit (when no point of this search has been fitted to
-        the same counts) from ``other``'s solution at that scale. Only the starts change: every
-        fit iterates to its tolerance on this search's own prior and counts, so on a criterion
-        that is unimodal along the lattice the choice is the one of a cold search (to the fits'
-        tolerance). Used for the related tasks' pooled sources of
-        :class:`~corrpriors.applications.MultiTaskTransitionModel`, whose counts differ by one
-        task's.
-
-        Parameters
-        ----------
-        other : ScaleSearch
-            On the same lattice (``step``); its models' shapes need not match (a start of
-            another shape is ignored by the fit).
-
-        Returns
-        -------
-        self
-        """
-        if not isinstance(other, ScaleSearch):
-            raise TypeError(f"other: expected a ScaleSearch, got {type(other).__name__}")
-        if other.step != self.step:
-            raise ValueError(f"other: expected a search on the same lattice (step {self.step:g}), "
-                             f"got step {other.step:g}")
-        self._start = min(max(other._start, self.j_min), self.j_max)
-        self._seeds = {j: m.result_ for j, m in other.models_.items()
-                       if hasattr(m, "result_") and j not in self.models_}
-        return self
 
     def select(self, counts: Any) -> ScaleSelection:
         """Climb from the previous choice and return the best lattice scale for ``counts``.
@@ -271,7 +236,6 @@ class ScaleSearch:
         except StopIteration as stop:
             j, values = stop.value
         self._start = j
-        self._seeds = {}   # (only the first climb after warm_start_from uses them)
         return ScaleSelection(scale=self.scale_of(j), value=values[j], model=self.models_[j],
                               values={self.scale_of(i): v for i, v in sorted(values.items())})
 

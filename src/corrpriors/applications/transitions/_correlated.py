@@ -143,7 +143,6 @@ class _ActionTask:
     impute_rounds: int
     model: Any                    # the action's current model (warm start)
     searches: list | None         # [(name, ScaleSearch)] with a selection criterion
-    start_probs: Any = None       # censored maps: the imputation's start without a fit (S, K)
 
 
 @dataclasses.dataclass
@@ -206,7 +205,7 @@ def _action_steps(task: _ActionTask) -> Generator[Any, Any, _ActionResult]:
         model = yield from _fit_counts(task, task.counts, state)
     else:
         current = task.model
-        x = _impute(task, current.probs() if hasattr(current, "result_") else task.start_probs)
+        x = _impute(task, current.probs() if hasattr(current, "result_") else None)
         for _ in range(task.impute_rounds):
             model = yield from _fit_counts(task, x, state)
             x_new = _impute(task, model.probs())
@@ -471,7 +470,6 @@ class CorrelatedTransitionModel(_TransitionBelief):
             for _ in range(self.n_actions - 1)]
         self._searches: list[list[tuple[Any, Any]]] | None = None
         self.selected_: list[dict | None] | None = None
-        self._start_probs: list[Any] = [None] * self.n_actions   # warm_start_from's imputation starts
         if selection is not None:
             lo, hi = (float(v) for v in scale_range)
             self._searches = [
@@ -767,9 +765,7 @@ class CorrelatedTransitionModel(_TransitionBelief):
             tasks.append(_ActionTask(a, counts, cmap if censored else None,
                                      raw if censored else None, self.impute_rounds,
                                      self.models_[a],
-                                     None if self._searches is None else self._searches[a],
-                                     self._start_probs[a]))
-            self._start_probs[a] = None
+                                     None if self._searches is None else self._searches[a]))
         # the longest actions of the last refit first (the rest is scheduled fit by fit)
         tasks.sort(key=lambda t: -self._action_seconds[t.action])
         log: list[dict] = []
@@ -793,47 +789,6 @@ class CorrelatedTransitionModel(_TransitionBelief):
             self.fit_seconds_ += res.seconds
             self._action_seconds[a] = res.seconds
             self.n_unconverged_ += int(not res.model.converged_)
-
-    def warm_start_from(self, other: CorrelatedTransitionModel) -> CorrelatedTransitionModel:
-        """Start the next refit of every action from the fits of ``other``, a related belief.
-
-        ``other`` has the same states, actions, categories and scale selection (for example the
-        same belief of another data set: the pooled sources of related tasks, whose counts
-        differ by one task's). Each action's scale search starts where ``other``'s stands
-        (:meth:`~corrpriors.core.selection.ScaleSearch.warm_start_from`), and with a censored
-        category map the imputation starts from ``other``'s fitted probabilities. Only the
-        starts change: the fits iterate to their tolerance on this belief's own prior and
-        counts. Actions this belief has fitted already keep their own starts.
-
-        Parameters
-        ----------
-        other : CorrelatedTransitionModel
-
-        Returns
-        -------
-        self
-        """
-        if not isinstance(other, CorrelatedTransitionModel):
-            raise TypeError(f"other: expected a CorrelatedTransitionModel, got {type(other).__name__}")
-        if (other.n_states, other.n_actions, other.n_categories) != (
-                self.n_states, self.n_actions, self.n_categories):
-            raise ValueError(f"other: expected (S, A, K) = ({self.n_states}, {self.n_actions}, "
-                             f"{self.n_categories}), got ({other.n_states}, {other.n_actions}, "
-                             f"{other.n_categories})")
-        if self._searches is None or other._searches is None or self._layer is not None:
-            raise ValueError("other: warm starts between beliefs need scale selection "
-                             "(selection='collapsed' or 'elbo') and no per-pair layer on both")
-        for a in range(self.n_actions):
-            if hasattr(self.models_[a], "result_"):
-                continue
-            mine, theirs = self._searches[a], other._searches[a]
-            if [n for n, _ in mine] != [n for n, _ in theirs]:
-                raise ValueError("other: expected the same candidate priors")
-            for (_, search), (_, donor) in zip(mine, theirs):
-                search.warm_start_from(donor)
-            model = other.models_[a]
-            self._start_probs[a] = model.probs() if hasattr(model, "result_") else None
-        return self
 
     def action_mean(self, action: int) -> Any:
         """Posterior-mean next-state probabilities of one action, ndarray of shape (S, S)

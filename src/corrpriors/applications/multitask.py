@@ -50,8 +50,17 @@ default for a measured reason: with few data it is dominated by the Occam factor
 hyper-prior of the single-task constants (:math:`\tau_0 = 3`), so *any* informative prior --
 also a model of unrelated tasks -- beats :math:`\rho = 0` by several nats (in the transfer
 experiment at relatedness 0, 5 of 8 seeds chose :math:`\rho \ge 0.75` from 25 target
-transitions on, up to 23 % worse than the single-task model). A fit costs a few warm-started
-single-task fits of the task and one fit of the pooled source, whatever the number of tasks.
+transitions on, up to 23 % worse than the single-task model).
+
+The cost of a task's belief does not grow with the number of tasks: the fit of its pooled
+source (one single-task fit, about 40 CAVI fits with the scale climbs and the censored-count
+rounds), the cross-validated search (per similarity evaluated -- typically 4 to 7 -- one scale
+climb of at least three fits per count model and fold) and the full-data fits at the chosen
+similarity. On 4 tasks of 100 states with 2000 transitions per source and 200 for the target
+(``benchmarks/bench_transfer.py``, one BLAS thread) the target's belief costs 2.3 times one
+single-task fit of a source task and every task's belief 17 times (about 890 CAVI fits: a
+third the sources, half the searches); issue 26's 10 times holds for one task's belief, not
+for every task's.
 
 Why not the joint model's EM
 ----------------------------

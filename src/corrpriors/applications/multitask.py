@@ -59,8 +59,8 @@ climb of at least three fits per count model and fold) and the full-data fits at
 similarity. On 4 tasks of 100 states with 2000 transitions per source and 200 for the target
 (``benchmarks/bench_transfer.py``, one BLAS thread) the target's belief costs 2.3 times one
 single-task fit of a source task and every task's belief 17 times (about 890 CAVI fits: a
-third the sources, half the searches); issue 26's 10 times holds for one task's belief, not
-for every task's.
+third the sources, half the searches): a budget of ten single-task fits holds for one task's
+belief, not for every task's.
 
 Why not the joint model's EM
 ----------------------------

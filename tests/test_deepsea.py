@@ -193,3 +193,16 @@ def test_the_study_runs_and_its_criterion_is_bsuites(tmp_path, capsys):
     assert "N=  4 dirichlet_sparse" in capsys.readouterr().out
     study.main(["--out", str(jsonl), "--plot", str(tmp_path / "d.png")])
     assert (tmp_path / "d.png").stat().st_size > 5000
+
+
+def test_the_studys_stochastic_criterion_counts_from_episode_100_as_bsuites():
+    """bsuite's deep_sea_stochastic analysis ignores the first 100 episodes: a slip of "right"
+    leaves the diagonal without a bad action, so early episodes can look "good" by luck."""
+    study = _study()
+    assert study.MIN_EPISODES_STOCHASTIC == 100
+    for seed in range(3):
+        r = study.run_one(4, True, "dirichlet_sparse", seed, cap=150, learn_rewards=False,
+                          deterministic=False)
+        assert r["learned"] is None or r["learned"] >= 100
+        d = study.run_one(4, True, "dirichlet_sparse", seed, cap=150, learn_rewards=False)
+        assert d["learned"] is not None and d["learned"] < 100   # deterministic: no minimum

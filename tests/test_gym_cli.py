@@ -186,3 +186,21 @@ def test_help_states_the_defaults(capsys):
         text = " ".join(capsys.readouterr().out.split())
         for phrase in phrases:
             assert phrase in text, (command, phrase)
+
+
+def test_sysid_figure_names_a_non_default_point_estimate(tmp_path, capsys):
+    """The figure says when every method is scored by its Hellinger-Bayes estimate (not the mean)."""
+    from corrpriors.experiments.gym_sysid import SysIdExperiment
+
+    args = ["sysid", "FrozenLake-v1", "--env-kwargs", LAKE3, "--transitions", "20,60", "--n-seeds", "1",
+            "--methods", "pg,dirichlet_sparse", "--no-plot"]
+    titles = {}
+    for kind in ("mean", "hellinger"):
+        code, _, err = cli(capsys, *args, "--set", f"point_estimate={kind}", "--out", str(tmp_path / kind))
+        assert code == 0, err
+        _, m = only_metrics(tmp_path / kind, "sysid-FrozenLake-v1")
+        assert m["config"]["point_estimate"] == kind
+        exp = SysIdExperiment("FrozenLake-v1")
+        [spec] = exp.figures(exp.Config(point_estimate=kind), {}, m)
+        titles[kind] = spec.figure._suptitle.get_text()
+    assert "Hellinger-Bayes" in titles["hellinger"] and "Hellinger-Bayes" not in titles["mean"]

@@ -2,7 +2,7 @@
 
 Policies and their evaluation, the largest distance between states (the paper's default
 length scale), the squared-exponential Gram matrix, the grid layout saved with a seed for
-its figures, and stacking a curve over seeds.
+its figures, stacking a curve over seeds, and naming a non-default point estimate in a figure.
 """
 
 from __future__ import annotations
@@ -98,3 +98,12 @@ __all__ = [
     "optimal_q",
     "se_covariance",
 ]
+
+
+#: How figures name the point estimates of a transition model (``point_estimate``).
+ESTIMATE_NAMES = {"mean": "posterior means", "hellinger": "every method's Hellinger-Bayes estimate"}
+
+
+def estimate_title(environment: str, kind: str) -> str:
+    """``environment``, followed by the point estimate scored when it is not the posterior mean."""
+    return environment if kind == "mean" else f"{environment}, {ESTIMATE_NAMES[kind]}"

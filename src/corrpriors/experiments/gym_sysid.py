@@ -293,12 +293,15 @@ class SysIdExperiment(GymExperiment):
     def figures(self, config: Any, results: Mapping[int, SeedResult], summary: dict) -> list[FigureSpec]:
         """Draw the error against T (linear and log x), mean ± std over seeds."""
         from ..plotting._curves import curves_figure
+        from ._shared import ESTIMATE_NAMES, estimate_title
 
+        kind = str(config.point_estimate)
         fig = curves_figure(summary, "hellinger", x_label=self.X_LABEL, y_label=self.METRIC_LABELS["hellinger"],
-                            environment=self.ENVIRONMENT, log_panel=True)
+                            environment=estimate_title(self.ENVIRONMENT, kind), log_panel=True)
         return [FigureSpec(f"{self.NAME}-hellinger", fig,
-                           f"error of the learned transition model on {self.ENVIRONMENT} against the number "
-                           "of random transitions observed, mean ± std over seeds (linear and log x)")]
+                           f"error of the learned transition model ({ESTIMATE_NAMES[kind]}) on "
+                           f"{self.ENVIRONMENT} against the number of random transitions observed, "
+                           "mean ± std over seeds (linear and log x)")]
 
 
 __all__ = ["METHODS", "SysIdConfig", "SysIdExperiment", "run_seed"]

@@ -504,9 +504,12 @@ def summarise_extra(config: Config, results: Mapping[int, SeedResult], metrics: 
 def figures(config: Config, results: Mapping[int, SeedResult], summary: dict) -> list[FigureSpec]:
     """Fig. 3a: Hellinger error against T with ±std bands (linear and log x)."""
     from ..plotting._curves import curves_figure
+    from ._shared import ESTIMATE_NAMES, estimate_title
 
+    kind = str(config.point_estimate)
     fig = curves_figure(summary, "hellinger", x_label=X_LABEL, y_label=METRIC_LABELS["hellinger"],
-                        environment=ENVIRONMENT, log_panel=True)
+                        environment=estimate_title(ENVIRONMENT, kind), log_panel=True)
     return [FigureSpec(f"{NAME}-hellinger", fig,
-                       "paper Fig. 3a: error of the estimated transition model against the number of "
-                       "observed transitions, four models, mean ± std over seeds (linear and log x)")]
+                       f"paper Fig. 3a: error of the estimated transition model ({ESTIMATE_NAMES[kind]}) "
+                       "against the number of observed transitions, four models, mean ± std over seeds "
+                       "(linear and log x)")]

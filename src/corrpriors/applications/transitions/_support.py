@@ -112,6 +112,25 @@ def _unseen_share(k: FloatArray, m: FloatArray, S: int) -> FloatArray:
     return np.maximum(k - m, 0.0) / np.maximum(S - m, 1.0)
 
 
+def _size_mixture(counts: Any, pi: Any, beta: float, entry: Any, total: Any) -> FloatArray:
+    r"""A Dirichlet moment of every state mixed over the posterior of the support size.
+
+    Given the size :math:`k`, a member :math:`j` of the support has the moment
+    ``entry(n_j + beta) * total(N + k beta)`` (the posterior mean: :math:`a_j / a_0`;
+    :math:`E\sqrt{P_j}`: :math:`\Gamma(a_j+\frac12)/\Gamma(a_j) \cdot
+    \Gamma(a_0)/\Gamma(a_0+\frac12)`), a seen state is a member, an unseen one with
+    probability :func:`_unseen_share`; the moment is linear in the posterior, so it is mixed
+    over :math:`P(k \mid \text{data})` as it is. Returns the shape of ``counts``.
+    """
+    shape = np.shape(counts)
+    n, b, N, m, k = _summaries(counts, beta)
+    g = support_size_posterior(n, pi, b) * total(N + k * b)            # (R, K)
+    seen = entry(n + b) * g.sum(axis=-1, keepdims=True)
+    unseen = entry(np.array(b)) * np.sum(g * _unseen_share(k, m, n.shape[-1]), axis=-1,
+                                         keepdims=True)
+    return np.where(n > 0, seen, unseen).reshape(shape)
+
+
 def _log_joint(counts: Any, pi: Any, beta: float) -> FloatArray:
     """The log joint log pi_k + log P(data_r | k), ndarray of shape (R, S).
 
@@ -205,14 +224,7 @@ def support_mean(counts: Any, pi: Any, beta: float) -> FloatArray:
     ndarray of the shape of ``counts``
         Rows on the simplex (module docstring).
     """
-    shape = np.shape(counts)
-    n, b, N, m, k = _summaries(counts, beta)
-    post = support_size_posterior(n, pi, b)                             # (R, K)
-    seen_scale = np.sum(post / (N + k * b), axis=-1, keepdims=True)     # (R, 1)
-    extra = _unseen_share(k, m, n.shape[-1])
-    unseen = np.sum(post * extra * b / (N + k * b), axis=-1, keepdims=True)
-    out = np.where(n > 0, (n + b) * seen_scale, unseen)
-    return out.reshape(shape)
+    return _size_mixture(counts, pi, beta, lambda a: a, lambda a0: 1.0 / a0)
 
 
 def support_sqrt_mean(counts: Any, pi: Any, beta: float) -> FloatArray:
@@ -242,14 +254,8 @@ def support_sqrt_mean(counts: Any, pi: Any, beta: float) -> FloatArray:
     -------
     ndarray of the shape of ``counts``
     """
-    shape = np.shape(counts)
-    n, b, N, m, k = _summaries(counts, beta)
-    post = support_size_posterior(n, pi, b)
-    g = post * np.exp(-log_half_gamma_ratio(N + k * b))                 # (R, K)
-    seen = np.exp(log_half_gamma_ratio(n + b)) * g.sum(axis=-1, keepdims=True)
-    extra = _unseen_share(k, m, n.shape[-1])
-    unseen = np.exp(log_half_gamma_ratio(np.array(b))) * np.sum(g * extra, axis=-1, keepdims=True)
-    return np.where(n > 0, seen, unseen).reshape(shape)
+    return _size_mixture(counts, pi, beta, lambda a: np.exp(log_half_gamma_ratio(a)),
+                         lambda a0: np.exp(-log_half_gamma_ratio(a0)))
 
 
 def support_hellinger_estimate(counts: Any, pi: Any, beta: float) -> FloatArray:

@@ -844,11 +844,18 @@ class _Layer:
         out = np.stack([layer_mean(counts[:, a, :], B[:, a, :], self.lattice, self.weights[a],
                                    pair[:, a, :])
                         for a in range(counts.shape[1])], axis=1)
+        return self._with_support(out, counts, support_mean)
+
+    def _with_support(self, out: FloatArray, counts: FloatArray, closed_form: Any) -> FloatArray:
+        """``out`` (S, A, S), an expectation under the layer, mixed with the sparse-support
+        hypothesis's ``closed_form(counts, pi, beta)`` by its weight per action (the
+        expectation is linear in the posterior; unchanged without the hypothesis).
+        """
         f = self.support_fit
-        if f is not None:
-            w = self.support_weights[None, :, None]
-            out = (1.0 - w) * out + w * support_mean(counts, f.pi, f.beta)
-        return out
+        if f is None:
+            return out
+        w = self.support_weights[None, :, None]
+        return (1.0 - w) * out + w * closed_form(counts, f.pi, f.beta)
 
     def _draw_bases(self, base_draws: FloatArray, rng: np.random.Generator) -> FloatArray:
         """Every draw's base measure (M, S, A, S): its contamination drawn from its posterior."""
@@ -887,11 +894,7 @@ class _Layer:
             out = np.stack([layer_sqrt_mean(counts[:, a, :], B[:, :, a, :], self.lattice,
                                             self.weights[a]).mean(axis=0)
                             for a in range(counts.shape[1])], axis=1)
-        f = self.support_fit
-        if f is not None:
-            w = self.support_weights[None, :, None]
-            out = (1.0 - w) * out + w * support_sqrt_mean(counts, f.pi, f.beta)
-        return out
+        return self._with_support(out, counts, support_sqrt_mean)
 
     def draws(self, counts: FloatArray, base_draws: FloatArray, *,
               rng: np.random.Generator) -> FloatArray:

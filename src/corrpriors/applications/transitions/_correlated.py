@@ -10,7 +10,7 @@ import numpy as np
 
 from ..._random import as_generator
 from ..._typing import FloatArray, SeedLike
-from ..._validation import check_array, check_positive, check_shape
+from ..._validation import check_array, check_int, check_positive, check_shape
 from ._beliefs import _check_n, _resolve_sparse, _TransitionBelief
 from ._categories import (
     BOUNDARY_RULES,
@@ -954,7 +954,7 @@ class CorrelatedTransitionModel(_TransitionBelief):
                              "(sparse=True, or from SPARSE_FROM_STATES states on)")
         if self._layer is None:
             return from_sqrt_mean(monte_carlo_sqrt_mean(self, n_draws, rng=gen))
-        n = _check_n(n_draws)
+        n = check_int(n_draws, "n_draws", low=1)
         self.refit()
         r = self._layer.sqrt_mean(self._counts, self._base_draws(n, gen), rng=gen)
         return from_sqrt_mean(r)

@@ -49,6 +49,7 @@ import numpy as np
 from ..._random import as_generator
 from ..._special import log_half_gamma_ratio
 from ..._typing import FloatArray, SeedLike
+from ..._validation import check_int
 
 __all__ = ["HELLINGER_DRAWS", "POINT_ESTIMATES", "dirichlet_sqrt_mean", "from_sqrt_mean",
            "monte_carlo_sqrt_mean", "point_estimate"]
@@ -124,13 +125,12 @@ def monte_carlo_sqrt_mean(belief: Any, n_draws: int = HELLINGER_DRAWS, *,
     -------
     ndarray of shape (S, A, S)
     """
-    if isinstance(n_draws, bool) or int(n_draws) != n_draws or n_draws < 1:
-        raise ValueError(f"n_draws: expected a positive int, got {n_draws!r}")
+    n = check_int(n_draws, "n_draws", low=1)
     gen = as_generator(rng)
     size = belief.n_states * belief.n_actions * belief.n_states
     chunk = max(1, _CHUNK_FLOATS // size)
     total = np.zeros((belief.n_states, belief.n_actions, belief.n_states))
-    left = int(n_draws)
+    left = n
     while left:
         m = min(chunk, left)
         draws = belief.sample_many(m, rng=gen)
@@ -139,7 +139,7 @@ def monte_carlo_sqrt_mean(belief: Any, n_draws: int = HELLINGER_DRAWS, *,
                              "Monte-Carlo Hellinger estimate needs dense draws")
         total += np.sqrt(draws).sum(axis=0)
         left -= m
-    return total / int(n_draws)
+    return total / n
 
 
 def point_estimate(belief: Any, kind: str = "mean", *, rng: SeedLike = None) -> Any:

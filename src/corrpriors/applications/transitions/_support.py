@@ -56,6 +56,7 @@ from scipy.special import gammaln, logsumexp
 from ..._random import as_generator
 from ..._special import log_half_gamma_ratio
 from ..._typing import FloatArray, SeedLike
+from ..._validation import check_int
 from ._beliefs import _check_n, _TransitionBelief
 from ._hellinger import from_sqrt_mean
 
@@ -302,7 +303,7 @@ def support_draws(counts: Any, pi: Any, beta: float, n_draws: int, *,
         Every row of every draw sums to one and is zero off its drawn support.
     """
     gen = as_generator(rng)
-    M = _check_n(n_draws)
+    M = check_int(n_draws, "n_draws", low=1)
     n = np.asarray(counts, dtype=np.float64)
     if n.ndim != 2:
         raise ValueError(f"counts: expected shape (R, S), got {n.shape}")

@@ -60,6 +60,7 @@ from corrpriors.applications.transitions._support import (
 from corrpriors.envs import RandomMDPEnv, random_exploration
 from corrpriors.exceptions import ConvergenceWarning, JitterWarning
 from corrpriors.mdp import TabularMDP, hellinger
+from corrpriors.runner._run import parse_seeds
 
 METHODS = ("dirichlet_sparse", "dirichlet", "pg", "pg_nosupport", "pg_support", "support",
            "oracle", "dirichlet_sparse_hell", "support_hell", "oracle_hell")
@@ -97,7 +98,8 @@ def _estimates(method: str, mdp: TabularMDP, k: int, kinds: tuple = ("mean",), *
 def study(args: argparse.Namespace) -> None:
     ts = [int(t) for t in args.transitions.split(",")]
     methods = args.methods.split(",")
-    for mdp_seed in _range(args.mdp_seeds):
+    seeds = parse_seeds(args.seeds)
+    for mdp_seed in parse_seeds(args.mdp_seeds):
         env = RandomMDPEnv(args.states, args.actions, args.successors, mdp_seed=mdp_seed)
         truth = env.mdp
         mdp = TabularMDP(truth.transitions, truth.rewards, truth.discount,
@@ -106,7 +108,7 @@ def study(args: argparse.Namespace) -> None:
                  "both": ("mean", "hellinger")}[args.point_estimate]
         err = {(m, k): [] for m in methods for k in kinds}
         cpu = dict.fromkeys(methods, 0.0)
-        for seed in _range(args.seeds):
+        for seed in seeds:
             data = random_exploration(env, ts[-1], rng=np.random.default_rng(seed))
             for m in methods:
                 est = _estimates(m, mdp, args.successors, kinds,
@@ -131,7 +133,7 @@ def study(args: argparse.Namespace) -> None:
                 v = means[(m, k)]
                 print(f"  {m:22s}" + " ".join(f"{x:.3f}" for x in v) + "   x "
                       + " ".join(f"{x:.2f}" for x in v / ref)
-                      + f"   CPU {cpu[m] / len(_range(args.seeds)):.2f} s/seed", flush=True)
+                      + f"   CPU {cpu[m] / len(seeds):.2f} s/seed", flush=True)
 
 
 def _tables(kinds: tuple) -> list[tuple[str, str, str]]:
@@ -145,14 +147,6 @@ def _tables(kinds: tuple) -> list[tuple[str, str, str]]:
     if "mean" in kinds:
         out.insert(0, ("(a) posterior means, x: / best Dirichlet mean (the paper's metric)",
                        "mean", "mean"))
-    return out
-
-
-def _range(text: str) -> list[int]:
-    out: list[int] = []
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        out.extend(range(int(lo), int(hi or lo) + 1))
     return out
 
 

@@ -18,7 +18,6 @@ import hashlib
 import importlib
 import json
 import re
-import zlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -36,6 +35,7 @@ from ._gym_memory import (
     scoring_memory,
     table_bytes,
 )
+from ._shared import method_stream
 
 #: Keyword arguments shown in full in titles up to this length; longer values are summarised.
 _SHORT = 24
@@ -585,15 +585,6 @@ def check_model_settings(config: Any, coordinates: Any = None) -> None:
         if config.radius > max(span, 1):
             raise ValueError(f"radius: expected at most {max(span, 1)} (the largest coordinate difference of two "
                              f"states; a wider window only adds empty categories), got {config.radius}")
-
-
-def method_stream(rng: np.random.Generator, methods: tuple) -> dict[str, np.random.Generator]:
-    """One generator per method, from one draw of ``rng`` and the method's name.
-
-    A method's numbers do not depend on which other methods run (``--methods`` subsets agree).
-    """
-    root = int(rng.integers(2**32))
-    return {m: np.random.default_rng([root, zlib.crc32(m.encode())]) for m in methods}
 
 
 # ----------------------------------------------------------------------------- the experiment object

@@ -2,11 +2,13 @@
 
 Policies and their evaluation, the largest distance between states (the paper's default
 length scale), the squared-exponential Gram matrix, the grid layout saved with a seed for
-its figures, stacking a curve over seeds, and naming a non-default point estimate in a figure.
+its figures, stacking a curve over seeds, one random stream per method, and naming a
+non-default point estimate in a figure.
 """
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -107,3 +109,12 @@ ESTIMATE_NAMES = {"mean": "posterior means", "hellinger": "every method's Hellin
 def estimate_title(environment: str, kind: str) -> str:
     """``environment``, followed by the point estimate scored when it is not the posterior mean."""
     return environment if kind == "mean" else f"{environment}, {ESTIMATE_NAMES[kind]}"
+
+
+def method_stream(rng: np.random.Generator, methods: tuple) -> dict[str, np.random.Generator]:
+    """One generator per method, from one draw of ``rng`` and the method's name.
+
+    A method's numbers do not depend on which other methods run (``--methods`` subsets agree).
+    """
+    root = int(rng.integers(2**32))
+    return {m: np.random.default_rng([root, zlib.crc32(m.encode())]) for m in methods}

@@ -68,7 +68,7 @@ from ..runner._ranges import (
     Options,
 )
 from ..runner.protocol import Claim, FigureSpec, SeedResult
-from ._shared import largest_distance
+from ._shared import largest_distance, method_stream
 
 NAME = "system-id"
 DESCRIPTION = "system identification on the tunnel world, Hellinger error vs transitions (paper Fig. 3a)"
@@ -337,8 +337,7 @@ def run_seed(config: Config, *, rng: np.random.Generator) -> SeedResult:
     counts = _cumulative_counts(S, A, states, actions, next_states, ts)
     kind = config.point_estimate
     # the estimates' own streams, drawn after the walk (the default "mean" draws nothing more)
-    root = int(rng.integers(2**32)) if kind != "mean" else 0
-    streams = {m: np.random.default_rng([root, i]) for i, m in enumerate(METHODS)}
+    streams = method_stream(rng, METHODS) if kind != "mean" else {}
 
     hell: dict[str, np.ndarray] = {m: np.empty(len(ts)) for m in METHODS}
     per_method: dict[str, dict[str, np.ndarray]] = {"lengthscale": {}, "scale": {}, "elbo": {}, "bound": {}}
@@ -351,7 +350,7 @@ def run_seed(config: Config, *, rng: np.random.Generator) -> SeedResult:
         chosen, scale, elbo, bound = (np.empty(len(ts)) for _ in range(4))
         for i, X in enumerate(counts):
             if config.selection == "collapsed":
-                est = point_estimate(search.set_counts(X), kind, rng=streams[method])
+                est = point_estimate(search.set_counts(X), kind, rng=streams.get(method))
                 fits = search.models_
                 chosen[i] = float(np.mean([_lengthscale_of(m) for m in fits]))
                 scale[i] = float(np.exp(np.mean([np.log(m.scale_) for m in fits])))
@@ -371,7 +370,7 @@ def run_seed(config: Config, *, rng: np.random.Generator) -> SeedResult:
                 assert best is not None  # at least one length scale candidate (check_config)
                 elbo[i], chosen[i], est, scale[i], bound[i], picked = best
                 if kind != "mean":
-                    est = point_estimate(picked, kind, rng=streams[method])
+                    est = point_estimate(picked, kind, rng=streams.get(method))
             hell[method][i] = mean_hellinger(P, est)
         per_method["lengthscale"][method] = chosen
         per_method["scale"][method] = scale

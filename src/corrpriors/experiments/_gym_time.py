@@ -153,14 +153,23 @@ def _words(n_states: int, n_actions: int, K: int, selection: str) -> str:
 
 def sysid_seed_cost(n_states: int, n_actions: int, n_dims: int, methods: Sequence[str], transitions: Sequence[int],
                     *, radius: int = 1, selection: str = "collapsed", prior: str = "auto",
-                    n_scales: int = 1) -> SeedCost:
-    """CPU seconds of one ``corrpriors sysid`` seed: a refit and an error per T and method."""
+                    n_scales: int = 1, point_estimate: str = "mean") -> SeedCost:
+    """CPU seconds of one ``corrpriors sysid`` seed: a refit and an error per T and method.
+
+    With ``point_estimate="hellinger"`` a correlated method's estimate averages
+    :data:`~corrpriors.applications.transitions._hellinger.HELLINGER_DRAWS` posterior draws per
+    T (the Dirichlet beliefs' closed form costs about one table, as their mean).
+    """
+    from ..applications.transitions._hellinger import HELLINGER_DRAWS
+
     n_t = len(transitions)
     parts = {"load": LOAD_SECONDS_PER_STATE * n_states}
     for m in methods:
+        draws = HELLINGER_DRAWS if point_estimate == "hellinger" and not m.startswith("dirichlet") else 1
         parts[m] = sum(refit_seconds(m, n_states, n_actions, n_dims, radius=radius, selection=selection,
                                      prior=prior, n_scales=n_scales, observed=int(t))
-                       + draw_seconds(m, n_states, n_actions, n_dims, radius=radius) for t in transitions)
+                       + draws * draw_seconds(m, n_states, n_actions, n_dims, radius=radius)
+                       for t in transitions)
     K = _n_categories("pg", n_states, n_dims, radius)
     model = (f"{n_t} refit{'s' if n_t != 1 else ''} per method, {_words(n_states, n_actions, K, selection)}; "
              + ", ".join(f"{m} {_short(v)}" for m, v in parts.items() if m != "load"))

@@ -264,7 +264,8 @@ class SysIdExperiment(GymExperiment):
 
         settings = self.cost_settings(config)
         return sysid_seed_cost(settings.pop("n_states"), settings.pop("n_actions"), settings.pop("n_dims"),
-                               tuple(config.methods), tuple(config.transitions), **settings)
+                               tuple(config.methods), tuple(config.transitions),
+                               point_estimate=str(config.point_estimate), **settings)
 
     def summarise_extra(self, config: Any, results: Mapping[int, SeedResult], metrics: dict) -> dict:
         """Summarise the best method at every T, the error ratios to pg and the CPU time per method."""

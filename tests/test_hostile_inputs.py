@@ -344,7 +344,8 @@ def test_the_run_estimate_covers_what_a_seed_allocates(n, method):
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    estimate = run_memory(exp.n_states, exp.n_actions, exp._n_dims, (method,), model_bytes=exp._model_bytes,
+    n_dims = exp.cost_settings(cfg)["n_dims"]
+    estimate = run_memory(exp.n_states, exp.n_actions, n_dims, (method,), model_bytes=exp._model_bytes,
                           entries=exp._listed, radius=cfg.radius, prior=cfg.prior, observed=1000)
     assert peak <= estimate <= 8 * peak, (peak / 2**20, estimate / 2**20)
 

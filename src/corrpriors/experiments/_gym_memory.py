@@ -33,6 +33,14 @@ ENV_TABLE_BYTES_PER_ENTRY = 300.0
 #: Dense (S, A, S) tables alive at once while a seed holds the model and fits a belief with dense
 #: storage (counts, the posterior mean, the Hellinger distance's temporaries).
 RUN_TABLES = 6.0
+#: Further dense (S, A, S) tables of a correlated belief with dense storage: its per-pair layer's
+#: and sparse-support hypothesis's temporaries beside the fit (tracemalloc peaks of one sysid seed
+#: on FrozenLake maps with and without them: 6.8, 11.9 and 6.3 tables at S = 100, 400 and 900).
+LAYER_TABLES = 12.0
+#: Bytes of a seed beyond its tables and fits (modules imported on first use, the environment
+#: object, the exploration data): the peak of a seed less the estimate's terms was 9-18 MiB
+#: (sysid, FrozenLake 10 x 10 and 46 x 46).
+SEED_OVERHEAD_BYTES = 32.0 * 2**20
 #: Bytes per stored entry of a sparse table (a float64 value and an int32/int64 index, CSR).
 SPARSE_ENTRY_BYTES = 16.0
 #: (S, K) float64 arrays a correlated fit keeps per action (stick means, variances, Polya-Gamma
@@ -141,7 +149,7 @@ def belief_memory(model: str, n_states: int, n_actions: int, n_dims: int, *, rad
                    if prior == "dense" else GMRF_BYTES_PER_STATE_LOG * S * max(1.0, math.log2(S)) * n_scales)
     fit = FIT_ARRAYS * 8.0 * S * K * A
     if dense_storage:
-        tables = dense_table_bytes(n_states, n_actions, RUN_TABLES + samples)
+        tables = dense_table_bytes(n_states, n_actions, RUN_TABLES + LAYER_TABLES + samples)
         cmap = 0.0 if absolute else 8.0 * S * S * (n_dims + 3)
         return tables + cmap + prior_bytes + fit
     table = SPARSE_ENTRY_BYTES * S * A * K                     # a mean or a draw: every category's entry
@@ -165,11 +173,11 @@ def run_memory(n_states: int, n_actions: int, n_dims: int, methods: Sequence[str
                model_bytes: float | None = None, entries: int | None = None, radius: int = 1,
                prior: str = "auto", n_scales: int = 1, observed: int = 0) -> float:
     """Bytes a seed holds at its peak: reading the model (:func:`load_memory` of ``entries`` listed
-    transitions), the model (``model_bytes``; default two dense tables) and the largest of its
-    beliefs (:func:`belief_memory`; the methods run one after the other).
+    transitions), the model (``model_bytes``; default two dense tables), :data:`SEED_OVERHEAD_BYTES`
+    and the largest of its beliefs (:func:`belief_memory`; the methods run one after the other).
     """
     model = dense_table_bytes(n_states, n_actions, 2.0) if model_bytes is None else float(model_bytes)
-    model += load_memory(n_states, n_actions, entries)
+    model += load_memory(n_states, n_actions, entries) + SEED_OVERHEAD_BYTES
     beliefs = [belief_memory(_base_model(m), n_states, n_actions, n_dims, radius=radius, prior=prior,
                              n_scales=n_scales, observed=observed, samples=samples if m.endswith("_sampling") else 0)
                for m in methods]
@@ -192,8 +200,10 @@ __all__ = [
     "GMRF_BYTES_PER_STATE_LOG",
     "DENSE_WORKSPACE_ARRAYS",
     "ENV_TABLE_BYTES_PER_ENTRY",
+    "LAYER_TABLES",
     "LOAD_TABLES",
     "RUN_TABLES",
+    "SEED_OVERHEAD_BYTES",
     "SPARSE_ENTRY_BYTES",
     "SPARSE_LOAD_BYTES_PER_ENTRY",
     "belief_memory",

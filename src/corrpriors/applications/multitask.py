@@ -244,6 +244,22 @@ def _cv_folds(x: np.ndarray, n_folds: int) -> list[tuple[FloatArray, FloatArray]
 #: best score.
 SIMILARITY_RULES = ("one_se", "best")
 
+_RHO0_CONDITIONAL = False   # (measurement switch, removed before merging)
+
+
+#: The scale of :class:`TransferSearch`'s cross-validation fits at a similarity
+#: :math:`\rho > 0`: ``"conditional"``, the joint model's conditional scale
+#: :math:`\theta_S(1 - \rho^2)` of the source's scale :math:`\theta_S` (one fit per fold, model
+#: and similarity); ``"climb"``, each fold's own climb of the collapsed bound over the scale
+#: lattice (at least three fits).
+CV_SCALES = ("conditional", "climb")
+
+
+def _check_cv_scale(cv_scale: Any) -> str:
+    if cv_scale not in CV_SCALES:
+        raise ValueError(f"cv_scale: expected one of {CV_SCALES}, got {cv_scale!r}")
+    return str(cv_scale)
+
 
 def _check_rule(rule: Any) -> str:
     if rule not in SIMILARITY_RULES:
@@ -379,10 +395,11 @@ class TransferSearch:
                  prior_related: float | None = 0.5, similarity_criterion: str = "cv",
                  similarity_rule: str = "one_se", criterion: str = "collapsed",
                  low: float = 1e-2, high: float = 1e4, step: float = 0.25,
-                 start: float = 1.0, cv_folds: int = 2) -> None:
+                 start: float = 1.0, cv_folds: int = 2, cv_scale: str = "conditional") -> None:
         from ..core.selection import ScaleSearch, check_criterion, clone_estimator
 
         self.cv_folds = check_int(cv_folds, "cv_folds", low=2)
+        self.cv_scale = _check_cv_scale(cv_scale)
 
         check_criterion(criterion)
         if similarity_criterion not in SIMILARITY_CRITERIA:
@@ -416,6 +433,7 @@ class TransferSearch:
         self._models: dict[tuple, Any] = {}
         self._source_of: dict[tuple, Any] = {}
         self._scale_at: dict[tuple, int] = {}
+        self._conditional: dict[tuple, tuple[Any, Any]] = {}
         self._rho: int | None = None
         self._structure: Any = None
         self.n_fits_ = 0
@@ -515,8 +533,41 @@ class TransferSearch:
         (with learned constants the held-out halves scored up to 23 nats lower at 400 target
         transitions, at an equal error, so every similarity above 0 gained that much).
         """
+        theta = self.conditional_scale(i, source)
+        if theta is not None and (i > 0 or _RHO0_CONDITIONAL):
+            return self._conditional_fit(i, a, x, source, fold, theta).probs()
         j, _ = self._best_scale(i, a, x, source, fold)
         return self._models[(0 if source is None else i, j, a, fold)].probs()
+
+    def conditional_scale(self, i: int, source: SourceField | None) -> float | None:
+        r"""The joint model's conditional scale :math:`\theta_S(1 - \rho_i^2)` at similarity ``i``.
+
+        ``None`` when the cross-validation climbs its own scales instead: ``cv_scale="climb"``,
+        no source, or a source of unknown scale.
+        """
+        if self.cv_scale != "conditional" or source is None or source.scale is None:
+            return None
+        rho = self.similarities[i]
+        return float(source.scale) * (1.0 - rho * rho)
+
+    def _conditional_fit(self, i: int, a: int, x: np.ndarray, source: SourceField, fold: int,
+                         theta: float) -> Any:
+        """The model at similarity ``i`` and the fixed scale ``theta`` fitted to ``x`` (cached per
+        similarity, model and fold; warm-started from its previous fit or the nearest similarity's
+        fit to the same counts).
+        """
+        key = (i, a, fold)
+        hit = self._conditional.get(key)
+        if hit is not None and hit[1] is source and np.array_equal(hit[0].counts_, x):
+            return hit[0]
+        near = [(abs(p[0] - i), m) for p, (m, src) in self._conditional.items()
+                if p[1:] == (a, fold) and src is source and np.array_equal(m.counts_, x)]
+        init = min(near, key=lambda t: t[0])[1].result_ if near else (
+            None if hit is None else hit[0].result_)
+        model = self._build(i, self._j0, source, x.shape, scale=theta).fit(x, init=init)
+        self.n_fits_ += 1
+        self._conditional[key] = (model, source)
+        return model
 
     def _objective(self, i: int, xs: list, sources: list, folds: list | None
                    ) -> tuple[float, FloatArray | None]:
@@ -725,7 +776,8 @@ class _TransferBelief(CorrelatedTransitionModel):
                                       prior_related=owner.prior_related,
                                       similarity_criterion=owner.similarity_criterion,
                                       similarity_rule=owner.similarity_rule, low=lo,
-                                      high=hi, step=owner.scale_step, cv_folds=owner.cv_folds)
+                                      high=hi, step=owner.scale_step, cv_folds=owner.cv_folds,
+                                      cv_scale=owner.cv_scale)
         self.transfer_selected_: dict | None = None
         self._mixture: tuple | None = None
         self._fit_signature: tuple | None = None
@@ -945,7 +997,8 @@ class MultiTaskTransitionModel:
                  prior_related: float | None = 0.5, similarity_criterion: str = "cv",
                  similarity_rule: str = "one_se",
                  scale_range: tuple[float, float] = (1e-2, 1e4), scale_step: float = 0.25,
-                 cv_folds: int = 2) -> None:
+                 cv_folds: int = 2, cv_scale: str = "conditional",
+                 source_impute_rounds: int | None = 1) -> None:
         beliefs = list(beliefs) if isinstance(beliefs, (list, tuple)) else None  # type: ignore[assignment]
         if not beliefs:
             raise ValueError("beliefs: expected a non-empty list of CorrelatedTransitionModel, one per task")
@@ -970,11 +1023,17 @@ class MultiTaskTransitionModel:
         self.scale_range = (lo, hi)
         self.scale_step = check_positive(scale_step, "scale_step")
         self.cv_folds = check_int(cv_folds, "cv_folds", low=2)
+        self.cv_scale = _check_cv_scale(cv_scale)
+        self.source_impute_rounds = None if source_impute_rounds is None else check_int(
+            source_impute_rounds, "source_impute_rounds", low=1)
         self.independent_ = beliefs
         self.n_tasks = len(beliefs)
         self.n_states, self.n_actions = beliefs[0].n_states, beliefs[0].n_actions
         self._fields: dict[tuple[int, int], tuple[Any, tuple, SourceField]] = {}
         self.pooled_ = [copy.deepcopy(b) for b in beliefs]
+        if self.source_impute_rounds is not None:
+            for pooled in self.pooled_:
+                pooled.impute_rounds = self.source_impute_rounds
         self._pooled_sig: list[tuple | None] = [None] * self.n_tasks
         self.tasks_ = [_TransferBelief(self, t) for t in range(self.n_tasks)]
 
@@ -982,6 +1041,7 @@ class MultiTaskTransitionModel:
     def for_mdps(cls, mdps: Sequence[Any], *, similarities: Any = SIMILARITY_GRID,
                  prior_related: float | None = 0.5, similarity_criterion: str = "cv",
                  similarity_rule: str = "one_se", cv_folds: int = 2,
+                 cv_scale: str = "conditional", source_impute_rounds: int | None = 1,
                  **kwargs: Any) -> MultiTaskTransitionModel:
         """One :meth:`CorrelatedTransitionModel.for_mdp` belief per task, combined.
 
@@ -1014,7 +1074,8 @@ class MultiTaskTransitionModel:
         return cls([CorrelatedTransitionModel.for_mdp(m, **kwargs) for m in mdps],
                    similarities=similarities, prior_related=prior_related,
                    similarity_criterion=similarity_criterion, similarity_rule=similarity_rule,
-                   cv_folds=cv_folds)
+                   cv_folds=cv_folds, cv_scale=cv_scale,
+                   source_impute_rounds=source_impute_rounds)
 
     # ------------------------------------------------------------------ data
     def _check_task(self, task: Any) -> int:
@@ -1122,6 +1183,8 @@ class MultiTaskPolicyEstimator:
         Prior probability that a task is related to the others (see :class:`TransferSearch`).
     similarity_criterion : {"cv", "evidence"}, default "cv"
     similarity_rule : {"one_se", "best"}, default "one_se"
+    cv_scale : {"conditional", "climb"}, default "conditional"
+        The scale of the cross-validation's fits (see :class:`TransferSearch`).
     scale_range : (float, float), default (1e-2, 1e4)
     scale_step : float, default 0.25
     max_iter : int, default 300
@@ -1146,7 +1209,7 @@ class MultiTaskPolicyEstimator:
     def __init__(self, *, coordinates: Any = None, distances: Any = None, covariance: Any = None,
                  lengthscale: float | None = None, similarities: Any = SIMILARITY_GRID,
                  prior_related: float | None = 0.5, similarity_criterion: str = "cv",
-                 similarity_rule: str = "one_se",
+                 similarity_rule: str = "one_se", cv_scale: str = "conditional",
                  scale_range: tuple[float, float] = (1e-2, 1e4), scale_step: float = 0.25,
                  max_iter: int = 300, tol: float = 1e-6, mean_prior_std: float = 3.0) -> None:
         self.coordinates = coordinates
@@ -1157,6 +1220,7 @@ class MultiTaskPolicyEstimator:
         self.prior_related = prior_related
         self.similarity_criterion = similarity_criterion
         self.similarity_rule = similarity_rule
+        self.cv_scale = cv_scale
         self.scale_range = scale_range
         self.scale_step = scale_step
         self.max_iter = max_iter
@@ -1208,7 +1272,7 @@ class MultiTaskPolicyEstimator:
                                  prior_related=self.prior_related,
                                  similarity_criterion=self.similarity_criterion,
                                  similarity_rule=self.similarity_rule, low=lo, high=hi,
-                                 step=step).select([x[t]], [source])
+                                 step=step, cv_scale=self.cv_scale).select([x[t]], [source])
             self.models_.append(singles[t] if sel.similarity == 0.0 else sel.models[0])
             sims.append(sel.similarity)
             scales.append(float(sel.scales[0]))

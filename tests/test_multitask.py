@@ -464,7 +464,8 @@ def test_zero_similarity_fits_no_full_data_transfer_models():
     mt.set_counts(2, transition_counts((s[:40], a[:40], s2[:40]), 16, 4)).mean(2)
     assert mt.similarity_[2] == 0.0
     search = mt.task(2)._search
-    assert search._models and all(key[3] in (0, 1) for key in search._models)
+    fitted = [*search._models, *search._conditional]   # (..., fold): climbed / conditional fits
+    assert fitted and all(key[-1] in (0, 1) for key in fitted)
     np.testing.assert_allclose(mt.task(2).transfer_selected_["scales"],
                                mt.independent_[2].scale_)
 

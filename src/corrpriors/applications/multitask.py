@@ -62,14 +62,15 @@ experiment at relatedness 0, 5 of 8 seeds chose :math:`\rho \ge 0.75` from 25 ta
 transitions on, up to 23 % worse than the single-task model).
 
 The cost of a task's belief does not grow with the number of tasks: the fit of its pooled
-source (one single-task fit, about 40 CAVI fits with the scale climbs and the censored-count
-rounds), the cross-validated search (per similarity evaluated -- typically 4 to 7 -- one scale
-climb of at least three fits per count model and fold) and the full-data fits at the chosen
-similarity. On 4 tasks of 100 states with 2000 transitions per source and 200 for the target
-(``benchmarks/bench_transfer.py``, one BLAS thread) the target's belief costs 2.3 times one
-single-task fit of a source task and every task's belief 17 times (about 890 CAVI fits: a
-third the sources, half the searches): a budget of ten single-task fits holds for one task's
-belief, not for every task's.
+source (one single-task fit with one censored-count round, about 15 CAVI fits), the
+cross-validated search (per similarity evaluated -- typically 4 to 7 -- one fit per count model
+and fold at the conditional scale) and the full-data fits at the chosen similarity (scale
+climbs, censored-count rounds). On 4 tasks of 100 states with 2000 transitions per source and
+200 for the target (``benchmarks/bench_transfer.py``, one BLAS thread) the target's belief
+costs about one single-task fit of a source task and every task's belief about 6 times (about
+400 CAVI fits: 15 % the sources, half the searches; 7.5 and 8.4 times at 64 and 144 states),
+within a budget of ten single-task fits. Before round 7 -- every fold climbing its scale, the
+sources with three rounds -- it was 2.1 and 14-20 times (about 890 fits).
 
 Why not the joint model's EM
 ----------------------------

@@ -98,7 +98,7 @@ from .._typing import FloatArray, SeedLike
 from .._validation import check_counts, check_int, check_positive
 from .transitions import CorrelatedTransitionModel
 
-__all__ = ["SIMILARITY_CRITERIA", "SIMILARITY_GRID", "SIMILARITY_RULES", "MultiTaskPolicyEstimator",
+__all__ = ["CV_SCALES", "SIMILARITY_CRITERIA", "SIMILARITY_GRID", "SIMILARITY_RULES", "MultiTaskPolicyEstimator",
            "MultiTaskTransitionModel", "SourceField", "TransferSearch", "TransferSelection",
            "similarity_log_prior", "split_counts", "transfer_hyper_prior"]
 

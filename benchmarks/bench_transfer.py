@@ -20,11 +20,11 @@ Rows (per grid size):
 What ``transfer_all`` measures, exactly: from a fresh :class:`MultiTaskTransitionModel` with every
 task's counts set, the CPU time until every task's transfer belief is fitted -- for each task
 the fit of its source (the single-task model on the other tasks' pooled counts, with its scale
-selection and censored-count rounds), the choice of its similarity (the two-fold
-cross-validation over the similarity lattice with every fold's scale climb, the
-one-standard-error rule) and the full-data fits at the chosen similarity (scale climbs, the
-censored-count rounds), or the task's single-task fit when the similarity chosen is 0. The
-``fits`` column counts the CAVI fits of all of that (sources and searches).
+selection and one censored-count round), the choice of its similarity (the two-fold
+cross-validation over the similarity lattice, every fold fitted once at the joint model's
+conditional scale, the one-standard-error rule) and the full-data fits at the chosen similarity
+(scale climbs, the censored-count rounds), or the task's single-task fit when the similarity
+chosen is 0. The ``fits`` column counts the CAVI fits of all of that (sources and searches).
 
 ``--kron SIDE`` also fits the joint model of ``--kron-tasks`` tasks (default 2) on a SIDE x SIDE
 grid through the sparse Kronecker precision (``kronecker_precision``: tasks x SIDE^2 covariates,

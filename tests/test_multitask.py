@@ -288,6 +288,13 @@ def test_single_task_has_no_transfer():
 
 
 def test_policy_estimator_transfers_between_identical_experts():
+    """A data-poor expert borrows from an identical data-rich one. With the cross-validation at
+    the joint model's conditional scale (the default) the one-standard-error guard is on a knife
+    edge on this draw -- the best similarity (0.996) beats rho = 0 by 2.35 nats net of the prior,
+    one standard error 2.7 -- and keeps rho = 0; with every fold climbing its scale it transfers
+    (0.75: 2.31 nats, standard error 2.2). Over draws 0-11 of this problem both transfer in 7 of
+    12 (measured in round 7). So: the climb transfers here, the default takes the best similarity
+    or 0 -- then exactly the single-task policy -- and the rule "best" transfers with either."""
     rng = np.random.default_rng(7)
     coords = _grid(5)
     logits = np.stack([np.sin(coords[:, 0] / 2.0), np.cos(coords[:, 1] / 2.0), np.zeros(25)], 1) * 2
@@ -296,16 +303,23 @@ def test_policy_estimator_transfers_between_identical_experts():
     few = np.zeros_like(many)
     for s in rng.choice(25, size=30, replace=True):        # 30 demonstrations for 25 states
         few[s] += rng.multinomial(1, policy[s])
-    est = MultiTaskPolicyEstimator(coordinates=coords, lengthscale=2.0, scale_step=0.5).fit(np.stack([many, few]))
+    est = MultiTaskPolicyEstimator(coordinates=coords, lengthscale=2.0, scale_step=0.5,
+                                   cv_scale="climb").fit(np.stack([many, few]))
     assert est.policies_.shape == est.independent_policies_.shape == (2, 25, 3)
     assert est.similarity_.shape == est.scale_.shape == (2,)
     assert est.similarity_[1] >= 0.75
     err = lambda p: np.abs(p - policy).sum(-1).mean()       # noqa: E731
     assert err(est.policies_[1]) < 0.6 * err(est.independent_policies_[1])
-    best = MultiTaskPolicyEstimator(coordinates=coords, lengthscale=2.0, scale_step=0.5,
-                                    similarity_rule="best").fit(np.stack([many, few]))
-    assert best.similarity_[1] >= 0.75
-    assert err(best.policies_[1]) < 0.6 * err(best.independent_policies_[1])
+    for cv_scale in ("climb", "conditional"):   # (best: the default's, last)
+        best = MultiTaskPolicyEstimator(coordinates=coords, lengthscale=2.0, scale_step=0.5,
+                                        similarity_rule="best", cv_scale=cv_scale).fit(np.stack([many, few]))
+        assert best.similarity_[1] >= 0.75
+        assert err(best.policies_[1]) < 0.6 * err(best.independent_policies_[1])
+    default = MultiTaskPolicyEstimator(coordinates=coords, lengthscale=2.0, scale_step=0.5).fit(
+        np.stack([many, few]))
+    assert default.similarity_[1] in (0.0, best.similarity_[1])
+    if default.similarity_[1] == 0.0:
+        np.testing.assert_array_equal(default.policies_[1], default.independent_policies_[1])
     with pytest.raises(ValueError, match="counts"):
         MultiTaskPolicyEstimator(coordinates=coords).fit(many)
 
@@ -450,7 +464,8 @@ def test_zero_similarity_fits_no_full_data_transfer_models():
     mt.set_counts(2, transition_counts((s[:40], a[:40], s2[:40]), 16, 4)).mean(2)
     assert mt.similarity_[2] == 0.0
     search = mt.task(2)._search
-    assert search._models and all(key[3] in (0, 1) for key in search._models)
+    fitted = [*search._models, *search._conditional]   # (..., fold): climbed / conditional fits
+    assert fitted and all(key[-1] in (0, 1) for key in fitted)
     np.testing.assert_allclose(mt.task(2).transfer_selected_["scales"],
                                mt.independent_[2].scale_)
 

@@ -1,16 +1,26 @@
 """The transfer search's cheaper paths (issue 26's cost): the first scale climbs start where the
 other folds stand and still return the lattice maximum (brute force); the similarity search
-returns the maximum of any unimodal objective (brute force)."""
+returns the maximum of any unimodal objective (brute force); the cross-validation at the joint
+model's conditional scale (a direct computation); the sources' single imputation round."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from corrpriors.applications import TransferSearch
-from corrpriors.applications.multitask import SourceField
+from corrpriors.applications import CorrelatedTransitionModel, MultiTaskTransitionModel, TransferSearch
+from corrpriors.applications.multitask import (
+    SourceField,
+    similarity_log_prior,
+    split_counts,
+    transfer_hyper_prior,
+)
 from corrpriors.core import CorrelatedMultinomial
+from corrpriors.core.stick_breaking import uniform_psi
+from corrpriors.envs import windy_task_family
+from corrpriors.experiments.transfer import uniform_transitions
 from corrpriors.kernels import SquaredExponential
+from corrpriors.mdp import transition_counts
 
 
 def _grid(n):
@@ -68,3 +78,122 @@ def test_similarity_search_finds_the_maximum_of_unimodal_objectives(seed, monkey
         calls.clear()
         assert search._choose([np.zeros((16, 3))], [None], n - 1)[0] == peak
         assert len(calls) <= 3                           # from the previous choice
+
+
+def _direct_fit(rho, theta, src, x):
+    """The prior of the module docstring at (rho, theta), constants integrated, fitted to x."""
+    m0, tau = transfer_hyper_prior(rho, src, uniform_psi(3), 3.0)
+    cov = theta * SquaredExponential(lengthscale=1.5)(_grid(4)) + tau ** 2
+    return CorrelatedMultinomial(cov, mean=m0[None, :] + rho * src.deviation, tol=1e-10,
+                                 max_iter=3000).fit(x)
+
+
+@pytest.mark.parametrize("cv_scale", ["conditional", "climb"])
+def test_cross_validation_at_the_conditional_scale(cv_scale):
+    """cv_scale="conditional": every fold's model is the joint model's conditional, scale
+    theta_S (1 - rho^2) of the source's scale (theta_S at rho = 0), fitted once (no climb).
+    "climb": every fold climbs its own scale (the lattice maximum of the collapsed bound). The
+    objectives match a direct computation and the choice is their maximum."""
+    rng = np.random.default_rng(5)
+    p = rng.dirichlet(np.ones(3), size=16)
+    x = np.stack([rng.multinomial(5, q) for q in p])
+    theta_s = 0.8
+    src = SourceField(0.5 * rng.standard_normal((16, 2)), rng.normal(size=2), 2, scale=theta_s)
+    grid = (0.0, 0.5, 0.9)
+    search = TransferSearch(_estimator(), similarities=grid, step=0.5, low=1e-2, high=1e2,
+                            similarity_rule="best", cv_scale=cv_scale)
+    sel = search.select([x], [src])
+    halves = split_counts(x)
+    lattice = [10.0 ** (0.5 * j) for j in range(search.j_min, search.j_max + 1)]
+    expected = {}
+    for i, rho in enumerate(grid):
+        score = similarity_log_prior(grid, 0.5)[i]
+        for f in (0, 1):
+            if cv_scale == "conditional":
+                model = _direct_fit(rho, theta_s * (1 - rho ** 2), src, halves[f])
+            else:
+                model = max((_direct_fit(rho, t, src, halves[f]) for t in lattice),
+                            key=lambda m: m.collapsed_bound())
+            score += float(np.sum(halves[1 - f] * np.log(model.probs())))
+        expected[rho] = score
+    assert set(sel.values) == set(grid)
+    for rho, v in sel.values.items():
+        assert v == pytest.approx(expected[rho], abs=1e-3)
+    assert sel.similarity == max(expected, key=expected.get)
+    conditional = {k: m for k, (m, _) in search._conditional.items()}
+    if cv_scale == "climb":
+        assert not conditional
+        return
+    base = search.structure(16)
+    assert sorted(conditional) == [(i, 0, f) for i in (0, 1, 2) for f in (0, 1)]   # one fit each
+    assert not any(key[2] >= 0 for key in search._scale_at)          # no fold climbs
+    for (i, _, _), m in conditional.items():
+        rho = grid[i]
+        tau = transfer_hyper_prior(rho, src, uniform_psi(3), 3.0)[1]
+        np.testing.assert_allclose(m.covariance.base, theta_s * (1 - rho ** 2) * base + tau ** 2,
+                                   rtol=1e-12)
+    assert search.conditional_scale(2, src) == pytest.approx(theta_s * (1 - 0.81))
+    assert search.conditional_scale(0, None) is None
+    assert search.conditional_scale(1, SourceField(src.deviation, src.constant, 2)) is None
+
+
+def test_conditional_cross_validation_fits_once_per_fold_and_similarity():
+    """Two folds: one conditional fit per fold and similarity evaluated, no climb; a second
+    choice on the same counts fits nothing again."""
+    rng = np.random.default_rng(6)
+    x = rng.multinomial(4, [0.5, 0.3, 0.2], size=16)
+    src = SourceField(0.3 * rng.standard_normal((16, 2)), uniform_psi(3), 1, scale=1.5)
+    search = TransferSearch(_estimator(), similarities=(0.0, 0.25, 0.5, 0.75), step=0.5,
+                            low=1e-2, high=1e2, similarity_rule="best", prior_related=None)
+    calls = []
+    fit = search._conditional_fit
+
+    def counting(*args):
+        calls.append(args[:2] + args[4:5])
+        return fit(*args)
+
+    search._conditional_fit = counting   # type: ignore[method-assign]
+    _, values = search.choose([x], [src])
+    before = search.n_fits_
+    assert len(values) >= 3
+    assert len(set(calls)) == len(calls) == 2 * len(values)   # (similarity, model, fold) once
+    assert search.n_fits_ == len(calls) and not search._scale_at   # no climb
+    search.choose([x], [src])
+    assert search.n_fits_ == before
+
+
+def test_cv_scale_is_validated():
+    with pytest.raises(ValueError, match="cv_scale"):
+        TransferSearch(_estimator(), cv_scale="joint")
+    with pytest.raises(ValueError, match="cv_scale"):
+        MultiTaskTransitionModel([CorrelatedTransitionModel(16, 4, covariance=np.eye(16))],
+                                 cv_scale=None)
+    with pytest.raises(ValueError, match="source_impute_rounds"):
+        MultiTaskTransitionModel([CorrelatedTransitionModel(16, 4, covariance=np.eye(16))],
+                                 source_impute_rounds=0)
+
+
+@pytest.mark.parametrize("rounds", [1, None])
+def test_sources_take_one_imputation_round(rounds):
+    """The pooled sources impute the censored counts once (``source_impute_rounds=1``; None:
+    the task's belief's rounds): the source field is that of a single-task belief with that many
+    rounds fitted to the other tasks' summed counts."""
+    rng = np.random.default_rng(8)
+    mdps, _ = windy_task_family(0.8, 2, rng=rng, shape=(4, 4))
+    opts = dict(lengthscale=2.0, prior="dense", scale_step=0.5, max_iter=200, tol=1e-6,
+                concentration=None, contamination_prior=None, distinct_prior=None)
+    counts = [transition_counts(uniform_transitions(m, n, rng=rng), 16, 4)
+              for m, n in zip(mdps, (300, 300, 30))]
+    mt = MultiTaskTransitionModel.for_mdps(mdps, source_impute_rounds=rounds, **opts)
+    for t, c in enumerate(counts):
+        mt.set_counts(t, c)
+    mt.mean(2)
+    n_rounds = 3 if rounds is None else rounds
+    assert mt.pooled_[2].impute_rounds == n_rounds and mt.independent_[2].impute_rounds == 3
+    ref = CorrelatedTransitionModel.for_mdp(mdps[2], impute_rounds=n_rounds, **opts)
+    ref.set_counts(counts[0] + counts[1]).refit()
+    for a in range(4):
+        field = mt._source_field(2, a)
+        expect = SourceField.from_model(ref.models_[a], 2)
+        np.testing.assert_allclose(field.deviation, expect.deviation, atol=1e-6)
+        assert field.scale == pytest.approx(expect.scale)

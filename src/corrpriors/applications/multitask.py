@@ -43,24 +43,34 @@ more than one standard error of their difference (``similarity_rule="one_se"``; 
 per-covariate differences of the held-out scores), so the task borrows only when its held-out
 data clearly say the source predicts them. A task without any data of its own gets
 the mixture over the lattice with the prior's weights (the cross-validation has nothing to
-compare; see :class:`MultiTaskTransitionModel`). Every model's :math:`\theta` is chosen by the
-collapsed bound, as for single tasks. The evidence itself (the collapsed bound with the constants
-integrated out, ``similarity_criterion="evidence"``) is the other option, and it is not the
-default for a measured reason: with few data it is dominated by the Occam factor of the vague
+compare; see :class:`MultiTaskTransitionModel`). The cross-validation fits every fold at the
+joint model's conditional scale :math:`\theta = \theta_S(1 - \rho^2)`, with :math:`\theta_S`
+the source's scale (chosen by its collapsed bound; :math:`\theta_S` itself at :math:`\rho = 0`,
+the task's marginal in the joint model), so that the similarities are compared as the joint
+model's correlations and not each with a scale fitted to the fold (``cv_scale="conditional"``;
+``"climb"`` climbs every fold's scale); the models the task keeps -- the full-data fits at the
+chosen similarity -- choose their :math:`\theta` by the collapsed bound, as for single tasks.
+(Measured in the transfer experiment, seeds 600-607: with :math:`\rho = 0`'s folds climbing
+their own scale against the conditional scale above 0, the median similarity at relatedness 0
+rose to 0.375 at 100 target transitions; with :math:`\theta_S` at :math:`\rho = 0` it stays 0.)
+The evidence itself (the collapsed bound with the constants integrated out,
+``similarity_criterion="evidence"``) is the other option, and it is not the default for a
+measured reason: with few data it is dominated by the Occam factor of the vague
 hyper-prior of the single-task constants (:math:`\tau_0 = 3`), so *any* informative prior --
 also a model of unrelated tasks -- beats :math:`\rho = 0` by several nats (in the transfer
 experiment at relatedness 0, 5 of 8 seeds chose :math:`\rho \ge 0.75` from 25 target
 transitions on, up to 23 % worse than the single-task model).
 
 The cost of a task's belief does not grow with the number of tasks: the fit of its pooled
-source (one single-task fit, about 40 CAVI fits with the scale climbs and the censored-count
-rounds), the cross-validated search (per similarity evaluated -- typically 4 to 7 -- one scale
-climb of at least three fits per count model and fold) and the full-data fits at the chosen
-similarity. On 4 tasks of 100 states with 2000 transitions per source and 200 for the target
-(``benchmarks/bench_transfer.py``, one BLAS thread) the target's belief costs 2.3 times one
-single-task fit of a source task and every task's belief 17 times (about 890 CAVI fits: a
-third the sources, half the searches): a budget of ten single-task fits holds for one task's
-belief, not for every task's.
+source (one single-task fit with one censored-count round, about 15 CAVI fits), the
+cross-validated search (per similarity evaluated -- typically 4 to 7 -- one fit per count model
+and fold at the conditional scale) and the full-data fits at the chosen similarity (scale
+climbs, censored-count rounds). On 4 tasks of 100 states with 2000 transitions per source and
+200 for the target (``benchmarks/bench_transfer.py``, one BLAS thread) the target's belief
+costs about one single-task fit of a source task and every task's belief about 6 times (about
+400 CAVI fits: 15 % the sources, half the searches; 7.5 and 8.4 times at 64 and 144 states),
+within a budget of ten single-task fits. Before round 7 -- every fold climbing its scale, the
+sources with three rounds -- it was 2.1 and 14-20 times (about 890 fits).
 
 Why not the joint model's EM
 ----------------------------
@@ -88,7 +98,7 @@ from .._typing import FloatArray, SeedLike
 from .._validation import check_counts, check_int, check_positive
 from .transitions import CorrelatedTransitionModel
 
-__all__ = ["SIMILARITY_CRITERIA", "SIMILARITY_GRID", "SIMILARITY_RULES", "MultiTaskPolicyEstimator",
+__all__ = ["CV_SCALES", "SIMILARITY_CRITERIA", "SIMILARITY_GRID", "SIMILARITY_RULES", "MultiTaskPolicyEstimator",
            "MultiTaskTransitionModel", "SourceField", "TransferSearch", "TransferSelection",
            "similarity_log_prior", "split_counts", "transfer_hyper_prior"]
 
@@ -245,6 +255,21 @@ def _cv_folds(x: np.ndarray, n_folds: int) -> list[tuple[FloatArray, FloatArray]
 SIMILARITY_RULES = ("one_se", "best")
 
 
+
+#: The scale of :class:`TransferSearch`'s cross-validation fits at a similarity :math:`\rho`:
+#: ``"conditional"``, the joint model's conditional scale :math:`\theta_S(1 - \rho^2)` of the
+#: source's scale :math:`\theta_S` (:math:`\theta_S` itself at :math:`\rho = 0`; one fit per
+#: fold, model and similarity); ``"climb"``, each fold's own climb of the collapsed bound over the
+#: scale lattice (at least three fits).
+CV_SCALES = ("conditional", "climb")
+
+
+def _check_cv_scale(cv_scale: Any) -> str:
+    if cv_scale not in CV_SCALES:
+        raise ValueError(f"cv_scale: expected one of {CV_SCALES}, got {cv_scale!r}")
+    return str(cv_scale)
+
+
 def _check_rule(rule: Any) -> str:
     if rule not in SIMILARITY_RULES:
         raise ValueError(f"similarity_rule: expected one of {SIMILARITY_RULES}, got {rule!r}")
@@ -330,7 +355,8 @@ class TransferSearch:
 
     :math:`(m_0, \tau)` from :func:`transfer_hyper_prior`, :math:`\theta_j = 10^{j\,\mathrm{step}}`.
     The similarity is shared by the task's models (it describes the task, and all its data
-    decide it); each model's scale is climbed on its lattice of the collapsed bound. The objective
+    decide it); each full-data model's scale is climbed on its lattice of the collapsed bound,
+    each cross-validation fold's is the joint model's conditional scale (``cv_scale``). The objective
     of :math:`\rho_i` is the log prior of :func:`similarity_log_prior` plus, with
     ``similarity_criterion="cv"``, the two-fold cross-validated log predictive probability of the
     counts (:func:`split_counts`; at :math:`\rho = 0` of the single-task model ``estimator``
@@ -368,6 +394,12 @@ class TransferSearch:
         Folds of the cross-validation (:func:`split_counts`; each fold's models are fitted to
         the other folds' counts). Two folds train on half the data, which favours a prior that
         helps with little data; more folds cost proportionally more fits.
+    cv_scale : {"conditional", "climb"}, default "conditional"
+        The scale of the cross-validation's fits (:data:`CV_SCALES`): ``"conditional"``, the
+        joint model's :math:`\theta_S(1 - \rho^2)` from the source's scale
+        :math:`\theta_S` (``SourceField.scale``; one fit per fold, model and similarity -- a
+        source of unknown scale falls back to the climb); ``"climb"``, every fold climbs its
+        own scale by the collapsed bound (three or more fits each; the rule before round 7).
 
     Attributes
     ----------
@@ -379,10 +411,11 @@ class TransferSearch:
                  prior_related: float | None = 0.5, similarity_criterion: str = "cv",
                  similarity_rule: str = "one_se", criterion: str = "collapsed",
                  low: float = 1e-2, high: float = 1e4, step: float = 0.25,
-                 start: float = 1.0, cv_folds: int = 2) -> None:
+                 start: float = 1.0, cv_folds: int = 2, cv_scale: str = "conditional") -> None:
         from ..core.selection import ScaleSearch, check_criterion, clone_estimator
 
         self.cv_folds = check_int(cv_folds, "cv_folds", low=2)
+        self.cv_scale = _check_cv_scale(cv_scale)
 
         check_criterion(criterion)
         if similarity_criterion not in SIMILARITY_CRITERIA:
@@ -416,6 +449,7 @@ class TransferSearch:
         self._models: dict[tuple, Any] = {}
         self._source_of: dict[tuple, Any] = {}
         self._scale_at: dict[tuple, int] = {}
+        self._conditional: dict[tuple, tuple[Any, Any]] = {}
         self._rho: int | None = None
         self._structure: Any = None
         self.n_fits_ = 0
@@ -515,8 +549,42 @@ class TransferSearch:
         (with learned constants the held-out halves scored up to 23 nats lower at 400 target
         transitions, at an equal error, so every similarity above 0 gained that much).
         """
+        theta = self.conditional_scale(i, source)
+        if theta is not None:
+            assert source is not None   # (a conditional scale needs the source's)
+            return self._conditional_fit(i, a, x, source, fold, theta).probs()
         j, _ = self._best_scale(i, a, x, source, fold)
         return self._models[(0 if source is None else i, j, a, fold)].probs()
+
+    def conditional_scale(self, i: int, source: SourceField | None) -> float | None:
+        r"""The joint model's conditional scale :math:`\theta_S(1 - \rho_i^2)` at similarity ``i``.
+
+        ``None`` when the cross-validation climbs its own scales instead: ``cv_scale="climb"``,
+        no source, or a source of unknown scale.
+        """
+        if self.cv_scale != "conditional" or source is None or source.scale is None:
+            return None
+        rho = self.similarities[i]
+        return float(source.scale) * (1.0 - rho * rho)
+
+    def _conditional_fit(self, i: int, a: int, x: np.ndarray, source: SourceField, fold: int,
+                         theta: float) -> Any:
+        """The model at similarity ``i`` and the fixed scale ``theta`` fitted to ``x`` (cached per
+        similarity, model and fold; warm-started from its previous fit or the nearest similarity's
+        fit to the same counts).
+        """
+        key = (i, a, fold)
+        hit = self._conditional.get(key)
+        if hit is not None and hit[1] is source and np.array_equal(hit[0].counts_, x):
+            return hit[0]
+        near = [(abs(p[0] - i), m) for p, (m, src) in self._conditional.items()
+                if p[1:] == (a, fold) and src is source and np.array_equal(m.counts_, x)]
+        init = min(near, key=lambda t: t[0])[1].result_ if near else (
+            None if hit is None else hit[0].result_)
+        model = self._build(i, self._j0, source, x.shape, scale=theta).fit(x, init=init)
+        self.n_fits_ += 1
+        self._conditional[key] = (model, source)
+        return model
 
     def _objective(self, i: int, xs: list, sources: list, folds: list | None
                    ) -> tuple[float, FloatArray | None]:
@@ -725,7 +793,8 @@ class _TransferBelief(CorrelatedTransitionModel):
                                       prior_related=owner.prior_related,
                                       similarity_criterion=owner.similarity_criterion,
                                       similarity_rule=owner.similarity_rule, low=lo,
-                                      high=hi, step=owner.scale_step, cv_folds=owner.cv_folds)
+                                      high=hi, step=owner.scale_step, cv_folds=owner.cv_folds,
+                                      cv_scale=owner.cv_scale)
         self.transfer_selected_: dict | None = None
         self._mixture: tuple | None = None
         self._fit_signature: tuple | None = None
@@ -886,7 +955,8 @@ class MultiTaskTransitionModel:
     by the collapsed bound and a prior on :math:`\rho` (:class:`TransferSearch`). When
     :math:`\rho = 0` is chosen the transfer belief uses the task's single-task fits. With
     censored counts (a grid's edges) the similarity is chosen in the first round of imputing
-    them, the later rounds refine the imputation and the scales at that similarity. A task
+    them, the later rounds refine the imputation and the scales at that similarity (the
+    sources impute once, ``source_impute_rounds``). A task
     with no data of its own (a new task in a sequence) cannot compare similarities: its belief
     is then the mixture over the lattice with the prior's weights -- at :math:`\rho_i > 0` the
     conditional prior with the scale :math:`\theta_S(1 - \rho_i^2)` the joint model leaves
@@ -916,6 +986,14 @@ class MultiTaskTransitionModel:
         The scale lattice of the transfer beliefs.
     cv_folds : int, default 2
         Folds of the similarity's cross-validation (see :class:`TransferSearch`).
+    cv_scale : {"conditional", "climb"}, default "conditional"
+        The scale of the cross-validation's fits (see :class:`TransferSearch`).
+    source_impute_rounds : int or None, default 1
+        Rounds of imputing censored counts in the sources' fits (``pooled_``); ``None``: the
+        tasks' beliefs' ``impute_rounds``. The source only centres the task's prior (its
+        posterior mean and scale), and one round changed the single-task model's accuracy by
+        less than 3 % against 3-30 rounds, at 40-50 % of the cost of three; the tasks' own
+        full-data fits keep their rounds.
 
     Attributes
     ----------
@@ -945,7 +1023,8 @@ class MultiTaskTransitionModel:
                  prior_related: float | None = 0.5, similarity_criterion: str = "cv",
                  similarity_rule: str = "one_se",
                  scale_range: tuple[float, float] = (1e-2, 1e4), scale_step: float = 0.25,
-                 cv_folds: int = 2) -> None:
+                 cv_folds: int = 2, cv_scale: str = "conditional",
+                 source_impute_rounds: int | None = 1) -> None:
         beliefs = list(beliefs) if isinstance(beliefs, (list, tuple)) else None  # type: ignore[assignment]
         if not beliefs:
             raise ValueError("beliefs: expected a non-empty list of CorrelatedTransitionModel, one per task")
@@ -970,11 +1049,17 @@ class MultiTaskTransitionModel:
         self.scale_range = (lo, hi)
         self.scale_step = check_positive(scale_step, "scale_step")
         self.cv_folds = check_int(cv_folds, "cv_folds", low=2)
+        self.cv_scale = _check_cv_scale(cv_scale)
+        self.source_impute_rounds = None if source_impute_rounds is None else check_int(
+            source_impute_rounds, "source_impute_rounds", low=1)
         self.independent_ = beliefs
         self.n_tasks = len(beliefs)
         self.n_states, self.n_actions = beliefs[0].n_states, beliefs[0].n_actions
         self._fields: dict[tuple[int, int], tuple[Any, tuple, SourceField]] = {}
         self.pooled_ = [copy.deepcopy(b) for b in beliefs]
+        if self.source_impute_rounds is not None:
+            for pooled in self.pooled_:
+                pooled.impute_rounds = self.source_impute_rounds
         self._pooled_sig: list[tuple | None] = [None] * self.n_tasks
         self.tasks_ = [_TransferBelief(self, t) for t in range(self.n_tasks)]
 
@@ -982,6 +1067,7 @@ class MultiTaskTransitionModel:
     def for_mdps(cls, mdps: Sequence[Any], *, similarities: Any = SIMILARITY_GRID,
                  prior_related: float | None = 0.5, similarity_criterion: str = "cv",
                  similarity_rule: str = "one_se", cv_folds: int = 2,
+                 cv_scale: str = "conditional", source_impute_rounds: int | None = 1,
                  **kwargs: Any) -> MultiTaskTransitionModel:
         """One :meth:`CorrelatedTransitionModel.for_mdp` belief per task, combined.
 
@@ -1014,7 +1100,8 @@ class MultiTaskTransitionModel:
         return cls([CorrelatedTransitionModel.for_mdp(m, **kwargs) for m in mdps],
                    similarities=similarities, prior_related=prior_related,
                    similarity_criterion=similarity_criterion, similarity_rule=similarity_rule,
-                   cv_folds=cv_folds)
+                   cv_folds=cv_folds, cv_scale=cv_scale,
+                   source_impute_rounds=source_impute_rounds)
 
     # ------------------------------------------------------------------ data
     def _check_task(self, task: Any) -> int:
@@ -1122,6 +1209,8 @@ class MultiTaskPolicyEstimator:
         Prior probability that a task is related to the others (see :class:`TransferSearch`).
     similarity_criterion : {"cv", "evidence"}, default "cv"
     similarity_rule : {"one_se", "best"}, default "one_se"
+    cv_scale : {"conditional", "climb"}, default "conditional"
+        The scale of the cross-validation's fits (see :class:`TransferSearch`).
     scale_range : (float, float), default (1e-2, 1e4)
     scale_step : float, default 0.25
     max_iter : int, default 300
@@ -1146,7 +1235,7 @@ class MultiTaskPolicyEstimator:
     def __init__(self, *, coordinates: Any = None, distances: Any = None, covariance: Any = None,
                  lengthscale: float | None = None, similarities: Any = SIMILARITY_GRID,
                  prior_related: float | None = 0.5, similarity_criterion: str = "cv",
-                 similarity_rule: str = "one_se",
+                 similarity_rule: str = "one_se", cv_scale: str = "conditional",
                  scale_range: tuple[float, float] = (1e-2, 1e4), scale_step: float = 0.25,
                  max_iter: int = 300, tol: float = 1e-6, mean_prior_std: float = 3.0) -> None:
         self.coordinates = coordinates
@@ -1157,6 +1246,7 @@ class MultiTaskPolicyEstimator:
         self.prior_related = prior_related
         self.similarity_criterion = similarity_criterion
         self.similarity_rule = similarity_rule
+        self.cv_scale = cv_scale
         self.scale_range = scale_range
         self.scale_step = scale_step
         self.max_iter = max_iter
@@ -1208,7 +1298,7 @@ class MultiTaskPolicyEstimator:
                                  prior_related=self.prior_related,
                                  similarity_criterion=self.similarity_criterion,
                                  similarity_rule=self.similarity_rule, low=lo, high=hi,
-                                 step=step).select([x[t]], [source])
+                                 step=step, cv_scale=self.cv_scale).select([x[t]], [source])
             self.models_.append(singles[t] if sel.similarity == 0.0 else sel.models[0])
             sims.append(sel.similarity)
             scales.append(float(sel.scales[0]))

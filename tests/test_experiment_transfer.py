@@ -73,10 +73,23 @@ def test_config_checks_name_the_field():
     base = T.quick_config()
     for field, value, match in (("relatedness", 1.5, "relatedness"), ("budgets", (10, 5), "budgets"),
                                 ("prior_related", 1.0, "prior_related"), ("psrl_eval", 30, "psrl_eval"),
-                                ("psrl_variant", "greedy", "psrl_variant"), ("shape", (2, 8), "shape")):
+                                ("psrl_variant", "greedy", "psrl_variant"), ("shape", (2, 8), "shape"),
+                                ("cv_scale", "fold", "cv_scale"),
+                                ("source_impute_rounds", 0, "source_impute_rounds")):
         with pytest.raises(ValueError, match=match):
             T.check_config(dataclasses.replace(base, **{field: value}))
     assert get_experiment("transfer") is T
+
+
+def test_the_search_settings_reach_the_transfer_model():
+    """cv_scale and source_impute_rounds are settings (part of the results' identity: round 7
+    changed their defaults, so a folder of the old rule is not resumed by the new one)."""
+    mdps, _ = windy_task_family(0.8, 1, rng=0, shape=(4, 4))
+    for cv_scale, rounds in (("climb", 3), ("conditional", 1)):
+        config = dataclasses.replace(T.quick_config(), cv_scale=cv_scale, source_impute_rounds=rounds)
+        model = T._transfer_model(config, mdps)
+        assert model.cv_scale == model.task(0)._search.cv_scale == cv_scale
+        assert all(p.impute_rounds == rounds for p in model.pooled_)
 
 
 def test_smallest_seed_runs():

@@ -125,6 +125,13 @@ class Config:
         best (:class:`~corrpriors.applications.TransferSearch`).
     cv_folds : int
         Folds of ``pg_transfer``'s cross-validation.
+    cv_scale : {"conditional", "climb"}
+        The scale of the cross-validation's fits: the joint model's conditional scale (one fit
+        per fold, action and similarity; round 7) or every fold's own climb (the rule before;
+        :data:`~corrpriors.applications.multitask.CV_SCALES`).
+    source_impute_rounds : int
+        Rounds of imputing the censored counts in the fits of ``pg_transfer``'s sources (1 since
+        round 7; 3, the beliefs' own, before).
     alpha_sparse : float
         Concentration of ``dirichlet_sparse``.
     max_iter, tol : int, float
@@ -158,6 +165,8 @@ class Config:
     similarity_criterion: str = "cv"
     similarity_rule: str = "one_se"
     cv_folds: int = 2
+    cv_scale: str = "conditional"
+    source_impute_rounds: int = 1
     alpha_sparse: float = 1e-3
     max_iter: int = 300
     tol: float = 1e-6
@@ -185,7 +194,9 @@ RANGES = {
     "prior_related": Interval(float, 0.0, 1.0, closed="left", note="0 = a uniform prior over the similarities"),
     "similarity_criterion": Options("cv", "evidence"),
     "similarity_rule": Options("one_se", "best"),
-    "cv_folds": Interval(int, 2, 50, note="each fold adds a scale climb per action and similarity"),
+    "cv_folds": Interval(int, 2, 50, note="each fold adds a fit (cv_scale=climb: a climb) per action and similarity"),
+    "cv_scale": Options("conditional", "climb"),
+    "source_impute_rounds": Interval(int, 1, 100),
     "alpha_sparse": CONCENTRATION,
     "max_iter": ITERATIONS,
     "tol": FIT_TOLERANCE,
@@ -271,7 +282,9 @@ def _transfer_model(config: Config, mdps: list) -> Any:
     return MultiTaskTransitionModel.for_mdps(mdps, prior_related=prior,
                                              similarity_criterion=config.similarity_criterion,
                                              similarity_rule=config.similarity_rule,
-                                             cv_folds=config.cv_folds, **_belief_options(config))
+                                             cv_folds=config.cv_folds, cv_scale=config.cv_scale,
+                                             source_impute_rounds=config.source_impute_rounds,
+                                             **_belief_options(config))
 
 
 def _single_model(config: Config, mdp: Any) -> Any:

@@ -128,11 +128,11 @@ def belief_memory(model: str, n_states: int, n_actions: int, n_dims: int, *, rad
     :data:`~corrpriors.applications.transitions.GMRF_FROM_STATES` states with at most
     :data:`~corrpriors.applications.transitions.GMRF_MAX_CATEGORIES` categories (``"auto"``).
     """
-    from ..applications.transitions._beliefs import SPARSE_FROM_STATES
+    from ..applications.transitions._beliefs import _resolve_sparse
     from ..applications.transitions._correlated import GMRF_FROM_STATES, GMRF_MAX_CATEGORIES
 
     S, A = float(n_states), float(n_actions)
-    dense_storage = n_states < SPARSE_FROM_STATES
+    dense_storage = not _resolve_sparse(None, n_states)   # the beliefs' own default
     if model.startswith("dirichlet"):
         if dense_storage:
             return dense_table_bytes(n_states, n_actions, RUN_TABLES + samples)

@@ -128,9 +128,9 @@ def refit_seconds(model: str, n_states: int, n_actions: int, n_dims: int, *, rad
 
 def _layer_entries(n_states: int, n_actions: int) -> float:
     """(S, A, S) entries of the dense tables of a correlated belief's layer (0 with sparse storage)."""
-    from ..applications.transitions._beliefs import SPARSE_FROM_STATES
+    from ..applications.transitions._beliefs import _resolve_sparse
 
-    return float(n_states) * n_actions * n_states if n_states < SPARSE_FROM_STATES else 0.0
+    return 0.0 if _resolve_sparse(None, n_states) else float(n_states) * n_actions * n_states
 
 
 def fit_growth(n_states: int) -> float:

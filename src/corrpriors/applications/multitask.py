@@ -254,8 +254,6 @@ def _cv_folds(x: np.ndarray, n_folds: int) -> list[tuple[FloatArray, FloatArray]
 #: best score.
 SIMILARITY_RULES = ("one_se", "best")
 
-
-
 #: The scale of :class:`TransferSearch`'s cross-validation fits at a similarity :math:`\rho`:
 #: ``"conditional"``, the joint model's conditional scale :math:`\theta_S(1 - \rho^2)` of the
 #: source's scale :math:`\theta_S` (:math:`\theta_S` itself at :math:`\rho = 0`; one fit per
@@ -264,16 +262,11 @@ SIMILARITY_RULES = ("one_se", "best")
 CV_SCALES = ("conditional", "climb")
 
 
-def _check_cv_scale(cv_scale: Any) -> str:
-    if cv_scale not in CV_SCALES:
-        raise ValueError(f"cv_scale: expected one of {CV_SCALES}, got {cv_scale!r}")
-    return str(cv_scale)
-
-
-def _check_rule(rule: Any) -> str:
-    if rule not in SIMILARITY_RULES:
-        raise ValueError(f"similarity_rule: expected one of {SIMILARITY_RULES}, got {rule!r}")
-    return str(rule)
+def _check_option(value: Any, name: str, options: tuple[str, ...]) -> str:
+    """``value`` if it is one of ``options``, else a ``ValueError`` naming ``name``."""
+    if value not in options:
+        raise ValueError(f"{name}: expected one of {options}, got {value!r}")
+    return str(value)
 
 
 def _check_similarities(similarities: Any) -> tuple[float, ...]:
@@ -415,14 +408,12 @@ class TransferSearch:
         from ..core.selection import ScaleSearch, check_criterion, clone_estimator
 
         self.cv_folds = check_int(cv_folds, "cv_folds", low=2)
-        self.cv_scale = _check_cv_scale(cv_scale)
+        self.cv_scale = _check_option(cv_scale, "cv_scale", CV_SCALES)
 
         check_criterion(criterion)
-        if similarity_criterion not in SIMILARITY_CRITERIA:
-            raise ValueError(f"similarity_criterion: expected one of {SIMILARITY_CRITERIA}, got "
-                             f"{similarity_criterion!r}")
+        _check_option(similarity_criterion, "similarity_criterion", SIMILARITY_CRITERIA)
         self.similarity_criterion = similarity_criterion
-        self.similarity_rule = _check_rule(similarity_rule)
+        self.similarity_rule = _check_option(similarity_rule, "similarity_rule", SIMILARITY_RULES)
         self.similarities = _check_similarities(similarities)
         self.log_prior = similarity_log_prior(self.similarities, prior_related)
         from ..core.priors.base import GaussianPrior
@@ -1039,17 +1030,15 @@ class MultiTaskTransitionModel:
                                  f"{b.n_categories})")
         self.similarities = _check_similarities(similarities)
         similarity_log_prior(self.similarities, prior_related)   # validates prior_related
-        if similarity_criterion not in SIMILARITY_CRITERIA:
-            raise ValueError(f"similarity_criterion: expected one of {SIMILARITY_CRITERIA}, got "
-                             f"{similarity_criterion!r}")
+        _check_option(similarity_criterion, "similarity_criterion", SIMILARITY_CRITERIA)
         self.prior_related = prior_related
         self.similarity_criterion = similarity_criterion
-        self.similarity_rule = _check_rule(similarity_rule)
+        self.similarity_rule = _check_option(similarity_rule, "similarity_rule", SIMILARITY_RULES)
         lo, hi = (check_positive(v, "scale_range") for v in scale_range)
         self.scale_range = (lo, hi)
         self.scale_step = check_positive(scale_step, "scale_step")
         self.cv_folds = check_int(cv_folds, "cv_folds", low=2)
-        self.cv_scale = _check_cv_scale(cv_scale)
+        self.cv_scale = _check_option(cv_scale, "cv_scale", CV_SCALES)
         self.source_impute_rounds = None if source_impute_rounds is None else check_int(
             source_impute_rounds, "source_impute_rounds", low=1)
         self.independent_ = beliefs

@@ -188,19 +188,25 @@ def test_help_states_the_defaults(capsys):
             assert phrase in text, (command, phrase)
 
 
-def test_sysid_figure_names_a_non_default_point_estimate(tmp_path, capsys):
-    """The figure says when every method is scored by its Hellinger-Bayes estimate (not the mean)."""
+def test_sysid_figure_and_metrics_name_the_point_estimate_scored(tmp_path, capsys):
+    """The figure says when every method is scored by its Hellinger-Bayes estimate (not the mean),
+    and metrics.json records the estimate ``"auto"`` (the default) resolved to.
+    """
     from corrpriors.experiments.gym_sysid import SysIdExperiment
 
     args = ["sysid", "FrozenLake-v1", "--env-kwargs", LAKE3, "--transitions", "20,60", "--n-seeds", "1",
             "--methods", "pg,dirichlet_sparse", "--no-plot"]
-    titles = {}
-    for kind in ("mean", "hellinger"):
-        code, _, err = cli(capsys, *args, "--set", f"point_estimate={kind}", "--out", str(tmp_path / kind))
+    titles, scored = {}, {}
+    for kind in ("mean", "hellinger", "auto"):
+        setting = [] if kind == "auto" else ["--set", f"point_estimate={kind}"]
+        code, _, err = cli(capsys, *args, *setting, "--out", str(tmp_path / kind))
         assert code == 0, err
         _, m = only_metrics(tmp_path / kind, "sysid-FrozenLake-v1")
         assert m["config"]["point_estimate"] == kind
+        scored[kind] = m["extra"]["point_estimate"]
         exp = SysIdExperiment("FrozenLake-v1")
         [spec] = exp.figures(exp.Config(point_estimate=kind), {}, m)
         titles[kind] = spec.figure._suptitle.get_text()
+    assert scored == {"mean": "mean", "hellinger": "hellinger", "auto": "hellinger"}
     assert "Hellinger-Bayes" in titles["hellinger"] and "Hellinger-Bayes" not in titles["mean"]
+    assert titles["auto"] == titles["hellinger"]

@@ -23,6 +23,9 @@ from corrpriors.applications.transitions import (
     KnownTransitionModel,
 )
 from corrpriors.applications.transitions._hellinger import (
+    FIRST_DRAWS,
+    HELLINGER_RTOL,
+    average_sqrt_draws,
     dirichlet_sqrt_mean,
     from_sqrt_mean,
     monte_carlo_sqrt_mean,
@@ -213,16 +216,16 @@ def test_support_hypothesis_is_mixed_inside_the_expectation():
     belief = CorrelatedTransitionModel.for_mdp(mdp, distinct_prior=None).update(*data)
     belief.refit()
     belief._layer.support_weights[:] = 0.5
-    est = belief.hellinger_estimate(1000, rng=8)
+    est = belief.hellinger_estimate(1000, rtol=0, rng=8)
     target = from_sqrt_mean(np.sqrt(belief.sample_many(6000, rng=9)).mean(axis=0))
     assert hellinger(target, est).max() < 0.01           # measured 0.004 (Monte-Carlo noise)
     # mixing the two hypotheses' estimates after squaring is a different estimate, and the
     # comparison with the draws rejects it
     layer_only = belief._layer.support_weights.copy()
     belief._layer.support_weights[:] = 0.0
-    a = belief.hellinger_estimate(1000, rng=8)
+    a = belief.hellinger_estimate(1000, rtol=0, rng=8)
     belief._layer.support_weights[:] = 1.0
-    b = belief.hellinger_estimate(1000, rng=8)
+    b = belief.hellinger_estimate(1000, rtol=0, rng=8)
     belief._layer.support_weights[:] = layer_only
     broken = 0.5 * a + 0.5 * b
     assert hellinger(target, broken).max() > 0.015       # measured 0.024
@@ -238,14 +241,14 @@ def test_correlated_estimate_matches_monte_carlo_over_its_own_draws(variant):
           "layer": {"support_prior": None, "distinct_prior": None},
           "no_layer": {"concentration": None, "contamination_prior": None}}[variant]
     belief = CorrelatedTransitionModel.for_mdp(mdp, **kw).update(*data)
-    est = belief.hellinger_estimate(1000, rng=8)
+    est = belief.hellinger_estimate(1000, rtol=0, rng=8)
     draws = belief.sample_many(2500, rng=9)
     target = from_sqrt_mean(np.sqrt(draws).mean(axis=0))
     assert hellinger(target, est).max() < 0.012          # Monte-Carlo noise: about 0.005
     np.testing.assert_allclose(est.sum(axis=-1), 1.0)
     if variant == "layer_distinct":
         # the estimate is reproducible from its seed and beats the mean in expected loss
-        np.testing.assert_array_equal(est, belief.hellinger_estimate(1000, rng=8))
+        np.testing.assert_array_equal(est, belief.hellinger_estimate(1000, rtol=0, rng=8))
         loss = np.mean(np.sum((np.sqrt(est)[None] - np.sqrt(draws)) ** 2, -1))
         loss_mean = np.mean(np.sum((np.sqrt(belief.mean())[None] - np.sqrt(draws)) ** 2, -1))
         assert loss < loss_mean
@@ -265,6 +268,65 @@ def test_correlated_estimate_needs_an_rng_and_dense_storage():
         monte_carlo_sqrt_mean(belief, 0, rng=1)
 
 
+def test_average_sqrt_draws_stops_where_the_noise_bound_first_meets_rtol():
+    # rows r with additive noise of known spread: the rule must stop at the first doubling
+    # (16, 32, 64, ...) where its own estimate of sum sigma^2 / (2 n |r|) over sum (1 - |r|)
+    # is at most rtol, recomputed here from the same draws
+    rng = np.random.default_rng(0)
+    r = 0.9 * np.sqrt(rng.dirichlet(np.ones(5), size=(7, 3)))     # expected loss 0.1 per row
+    pool = r[None] * (1.0 + 0.3 * rng.standard_normal((256, 7, 3, 5)))   # stops near 40 draws
+    used = [0]
+
+    def sqrt_draws(m):
+        used[0] += m
+        return pool[used[0] - m:used[0]]
+
+    est, n = average_sqrt_draws(sqrt_draws, 256, rtol=0.01)
+    expected = 256
+    for k in (16, 32, 64, 128):
+        x = pool[:k]
+        m = x.mean(0)
+        var = x.var(0, ddof=1).sum(-1)
+        norm = np.sqrt((m ** 2).sum(-1))
+        if np.sum(var / (2 * k * norm)) <= 0.01 * np.sum(1 - norm):
+            expected = k
+            break
+    assert FIRST_DRAWS < n == expected < 256
+    np.testing.assert_allclose(est, pool[:n].mean(0), rtol=1e-13)
+    # rtol = 0 takes every draw; deterministic draws stop at the first batch
+    assert average_sqrt_draws(lambda m: pool[:m], 100, rtol=0.0)[1] == 100
+    assert average_sqrt_draws(lambda m: np.broadcast_to(r, (m, *r.shape)), 256)[1] == FIRST_DRAWS
+    for bad in (-1.0, np.nan, np.inf):
+        with pytest.raises(ValueError, match="rtol"):
+            average_sqrt_draws(lambda m: pool[:m], 10, rtol=bad)
+    with pytest.raises(TypeError, match="rtol"):
+        average_sqrt_draws(lambda m: pool[:m], 10, rtol="0.01")
+    with pytest.raises(ValueError, match="n_draws"):
+        average_sqrt_draws(lambda m: pool[:m], 0)
+
+
+@pytest.mark.parametrize("variant", ["no_layer", "layer_distinct"])
+def test_adaptive_draws_cost_at_most_rtol_of_the_expected_loss(variant):
+    # the early stop is a promise about the expected loss: against the optimum (4,000 draws),
+    # the adaptive estimate's posterior expected loss (over 20,000 of the belief's own draws)
+    # is at most about HELLINGER_RTOL higher. Measured: no layer, 128 draws, 0.5-0.7 %; stopping
+    # at the first batch (16 draws) instead costs about 4 % there, and the test fails.
+    mdp, _, data = _line_mdp()
+    kw = {"no_layer": {"concentration": None, "contamination_prior": None},
+          "layer_distinct": {"support_prior": None}}[variant]
+    belief = CorrelatedTransitionModel.for_mdp(mdp, **kw).update(*data)
+    draws = belief.sample_many(20_000, rng=9)
+    best = _expected_loss(belief.hellinger_estimate(4000, rtol=0, rng=1), draws)
+    for seed in range(3):
+        est = belief.hellinger_estimate(rng=seed)
+        assert _expected_loss(est, draws) <= best * (1 + 1.2 * HELLINGER_RTOL)
+        assert FIRST_DRAWS <= belief.hellinger_draws_ < 256
+    if variant == "no_layer":
+        assert belief.hellinger_draws_ > FIRST_DRAWS         # the noise needed more draws
+        rough = belief.hellinger_estimate(FIRST_DRAWS, rtol=0, rng=0)
+        assert _expected_loss(rough, draws) > best * (1 + 1.2 * HELLINGER_RTOL)
+
+
 def test_sampling_is_unchanged_by_the_refactoring_of_the_layer_draws():
     # sample_many draws the same numbers whether or not hellinger_estimate was called before
     mdp, _, data = _line_mdp()
@@ -277,19 +339,30 @@ def test_sampling_is_unchanged_by_the_refactoring_of_the_layer_draws():
 # ----------------------------------------------------------------------------- sysid option
 
 
-def test_sysid_point_estimate_option_applies_to_every_method_and_keeps_the_default():
-    from corrpriors.experiments.gym_sysid import SysIdExperiment
+def test_sysid_point_estimate_option_applies_to_every_method_and_auto_is_hellinger_when_dense():
+    from corrpriors.experiments.gym_sysid import SysIdExperiment, resolve_point_estimate
     from corrpriors.runner._run import seed_generator
 
     exp = SysIdExperiment("FrozenLake-v1")
     base = exp.Config(transitions=(40, 150), methods=("dirichlet_sparse", "pg"))
-    mean = exp.run_seed(base, rng=seed_generator(exp.NAME, 0))
-    again = exp.run_seed(base, rng=seed_generator(exp.NAME, 0))
+    assert base.point_estimate == "auto" and exp.point_estimate(base) == "hellinger"
+    means = dataclasses.replace(base, point_estimate="mean")
+    mean = exp.run_seed(means, rng=seed_generator(exp.NAME, 0))
+    again = exp.run_seed(means, rng=seed_generator(exp.NAME, 0))
     hell = exp.run_seed(dataclasses.replace(base, point_estimate="hellinger"),
                         rng=seed_generator(exp.NAME, 0))
+    auto = exp.run_seed(base, rng=seed_generator(exp.NAME, 0))
     for m in base.methods:
         np.testing.assert_array_equal(mean.curves["hellinger"][m], again.curves["hellinger"][m])
         assert not np.array_equal(mean.curves["hellinger"][m], hell.curves["hellinger"][m])
+        np.testing.assert_array_equal(auto.curves["hellinger"][m], hell.curves["hellinger"][m])
+    # "auto" scores the means where a correlated belief stores sparsely (no dense draws)
+    from corrpriors.applications.transitions import SPARSE_FROM_STATES
+
+    assert resolve_point_estimate("auto", ("pg", "dirichlet_sparse"), SPARSE_FROM_STATES) == "mean"
+    assert resolve_point_estimate("auto", ("pg",), SPARSE_FROM_STATES - 1) == "hellinger"
+    assert resolve_point_estimate("auto", ("dirichlet_sparse",), 10 ** 6) == "hellinger"
+    assert resolve_point_estimate("mean", ("pg",), 10) == "mean"
     # the Dirichlet curve is the closed-form Hellinger estimate of the same exploration's counts
     import gymnasium
 
@@ -336,7 +409,7 @@ def test_transfer_belief_averages_its_own_mixture_draws():
     rng = np.random.default_rng(0)
     belief.set_counts(0, transition_counts(uniform_transitions(mdps[0], 200, rng=rng), 9, 4))
     view = belief.task(1)                     # no data: a mixture over the similarities
-    est = view.hellinger_estimate(400, rng=1)
+    est = view.hellinger_estimate(400, rtol=0, rng=1)
     draws = view.sample_many(400, rng=1)      # the mixture's own draws, one batch
     assert len(set(np.round(draws[:, 0, 0, 0], 12))) > 1
     np.testing.assert_allclose(est, from_sqrt_mean(np.sqrt(draws).mean(axis=0)), atol=1e-12)

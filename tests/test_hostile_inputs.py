@@ -324,10 +324,13 @@ def test_sysid_runs_where_the_model_and_the_beliefs_are_sparse():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("n, method", [(10, "pg_absolute"), (20, "pg"), (46, "dirichlet_sparse")])
-def test_the_run_estimate_covers_what_a_seed_allocates(n, method):
+@pytest.mark.parametrize("n, method, kind", [(10, "pg_absolute", "auto"), (20, "pg", "auto"),
+                                             (20, "pg", "mean"), (46, "dirichlet_sparse", "auto")])
+def test_the_run_estimate_covers_what_a_seed_allocates(n, method, kind):
     """The estimate against tracemalloc's peak of one seed (after a warm-up that imports everything):
-    dense storage with a dense prior (S = 100, K = 100; S = 400, K = 10) and sparse storage (2,116 states)."""
+    dense storage with a dense prior (S = 100, K = 100; S = 400, K = 10) and sparse storage (2,116 states),
+    scored by the default point estimate (the Hellinger-Bayes estimate's draws, on dense storage)
+    and by the means."""
     import tracemalloc
 
     from corrpriors.experiments import gym_sysid
@@ -337,7 +340,7 @@ def test_the_run_estimate_covers_what_a_seed_allocates(n, method):
     gym_sysid.run_seed(dataclasses.replace(warm.quick_config(), methods=(method,), transitions=(50,)),
                        rng=np.random.default_rng(0))
     exp = gym_sysid.SysIdExperiment("FrozenLake-v1", big_lake(n))
-    cfg = dataclasses.replace(exp.quick_config(), methods=(method,), transitions=(1000,))
+    cfg = dataclasses.replace(exp.quick_config(), methods=(method,), transitions=(1000,), point_estimate=kind)
     tracemalloc.start()
     try:
         gym_sysid.run_seed(cfg, rng=np.random.default_rng(0))
@@ -346,7 +349,8 @@ def test_the_run_estimate_covers_what_a_seed_allocates(n, method):
         tracemalloc.stop()
     n_dims = exp.cost_settings(cfg)["n_dims"]
     estimate = run_memory(exp.n_states, exp.n_actions, n_dims, (method,), model_bytes=exp._model_bytes,
-                          entries=exp._listed, radius=cfg.radius, prior=cfg.prior, observed=1000)
+                          entries=exp._listed, radius=cfg.radius, prior=cfg.prior, observed=1000,
+                          point_estimate=exp.point_estimate(cfg))
     assert peak <= estimate <= 8 * peak, (peak / 2**20, estimate / 2**20)
 
 

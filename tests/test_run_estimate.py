@@ -94,13 +94,14 @@ def test_the_model_grows_with_the_size_and_the_settings():
     two = _gym_time.sysid_seed_cost(10_000, 4, 2, ("pg",), (1_000, 10_000))
     assert two.parts["pg"] == pytest.approx(2 * small.parts["pg"])
     fixed = _gym_time.sysid_seed_cost(10_000, 4, 2, ("pg",), (10_000,), selection="fixed")
-    # the Hellinger-Bayes estimate: 256 posterior draws per T for a correlated method (measured on
-    # Taxi-v4, 5 T: 449 CPU s against 21 s for the means); the Dirichlet closed form costs a table
+    # the Hellinger-Bayes estimate: HELLINGER_PRICED_DRAWS posterior draws per T for a correlated
+    # method (it stops early: 16-20 draws measured); the Dirichlet closed form costs a table
     methods = ("pg", "dirichlet_sparse")
     means = _gym_time.sysid_seed_cost(500, 6, 3, methods, (100, 1_000))
     hell = _gym_time.sysid_seed_cost(500, 6, 3, methods, (100, 1_000), point_estimate="hellinger")
     draw = _gym_time.draw_seconds("pg", 500, 6, 3)
-    assert hell.parts["pg"] - means.parts["pg"] == pytest.approx(2 * 255 * draw)
+    assert hell.parts["pg"] - means.parts["pg"] == pytest.approx(
+        2 * (_gym_time.HELLINGER_PRICED_DRAWS - 1) * draw)
     assert hell.parts["dirichlet_sparse"] == means.parts["dirichlet_sparse"]
     assert fixed.cpu < small.cpu / 3
     few = _gym_time.refit_seconds("pg", 10_000, 4, 2, observed=32)    # 8 per action: Woodbury only

@@ -713,12 +713,13 @@ class GymExperiment:
                              f"{config.env_digest!r} (the digest is read from the environment, not set)")
 
     def check_run_memory(self, config: Any, coords: Any, samples: int = 0, observed: int = 0,
-                         scorings: int = 0) -> None:
+                         scorings: int = 0, point_estimate: str = "mean") -> None:
         """Refuse a configuration whose seeds would not fit in memory, before any work.
 
         :func:`~corrpriors.experiments._gym_memory.run_memory` of the model as built (dense or
         sparse), the largest belief with ``samples`` posterior draws and ``observed`` transitions,
-        plus :func:`~corrpriors.experiments._gym_memory.scoring_memory` of ``scorings`` greedy policies.
+        plus :func:`~corrpriors.experiments._gym_memory.scoring_memory` of ``scorings`` greedy policies
+        (and the Hellinger-Bayes estimate's draws with ``point_estimate="hellinger"``).
         ``coords`` (ndarray of shape (S, D) or None) are :meth:`coordinates` of ``config``, which
         the caller has already built (with ``features`` that builds the environment once more).
         """
@@ -728,7 +729,8 @@ class GymExperiment:
         n_dims = 0 if coords is None else int(np.asarray(coords).shape[1])
         need = run_memory(self.n_states, self.n_actions, n_dims, tuple(config.methods), samples,
                           model_bytes=self._model_bytes, entries=self._listed, radius=int(config.radius),
-                          prior=str(config.prior), n_scales=int(scales), observed=int(observed))
+                          prior=str(config.prior), n_scales=int(scales), observed=int(observed),
+                          point_estimate=point_estimate)
         if scorings:
             need += scoring_memory(self.n_states, self.n_actions, scorings, sparse_model=self._sparse_model,
                                    model_entries=self._model_entries)

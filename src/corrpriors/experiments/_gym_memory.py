@@ -37,6 +37,11 @@ RUN_TABLES = 6.0
 #: and sparse-support hypothesis's temporaries beside the fit (tracemalloc peaks of one sysid seed
 #: on FrozenLake maps with and without them: 6.8, 11.9 and 6.3 tables at S = 100, 400 and 900).
 LAYER_TABLES = 12.0
+#: Dense (S, A, S) arrays per posterior draw of one chunk that a correlated belief's
+#: Hellinger-Bayes estimate holds at once (the base draws, their mixed bases, the layer's draws,
+#: their conditional square-root values and the square of those; tracemalloc peaks of one sysid
+#: seed on FrozenLake 20 x 20: 315 MiB above the means' with chunks of 13 draws of 4.9 MiB).
+HELLINGER_ARRAYS = 5.0
 #: Bytes of a seed beyond its tables and fits (modules imported on first use, the environment
 #: object, the exploration data): the peak of a seed less the estimate's terms was 9-18 MiB
 #: (sysid, FrozenLake 10 x 10 and 46 x 46).
@@ -157,6 +162,17 @@ def belief_memory(model: str, n_states: int, n_actions: int, n_dims: int, *, rad
     return table * (2 + samples) + cmap + prior_bytes + fit + SPARSE_ENTRY_BYTES * observed
 
 
+def hellinger_memory(n_states: int, n_actions: int) -> float:
+    """Bytes a correlated belief with dense storage adds while it computes its Hellinger-Bayes
+    estimate: :data:`HELLINGER_ARRAYS` arrays of one chunk of posterior draws (a chunk holds
+    at most ``chunk_draws`` draws and, doubling from 16, at most half of the 256 draws).
+    """
+    from ..applications.transitions._hellinger import HELLINGER_DRAWS, chunk_draws
+
+    size = int(n_states) * int(n_actions) * int(n_states)
+    return HELLINGER_ARRAYS * 8.0 * size * min(chunk_draws(size), HELLINGER_DRAWS // 2)
+
+
 def load_memory(n_states: int, n_actions: int, entries: int | None) -> float:
     """Bytes of reading a model: Gymnasium's own table of ``entries`` listed transitions and the
     adapter's peak (dense: :data:`LOAD_TABLES` (S, A, S) tables; sparse: per listed entry).
@@ -171,15 +187,22 @@ def load_memory(n_states: int, n_actions: int, entries: int | None) -> float:
 
 def run_memory(n_states: int, n_actions: int, n_dims: int, methods: Sequence[str], samples: int = 0, *,
                model_bytes: float | None = None, entries: int | None = None, radius: int = 1,
-               prior: str = "auto", n_scales: int = 1, observed: int = 0) -> float:
+               prior: str = "auto", n_scales: int = 1, observed: int = 0,
+               point_estimate: str = "mean") -> float:
     """Bytes a seed holds at its peak: reading the model (:func:`load_memory` of ``entries`` listed
     transitions), the model (``model_bytes``; default two dense tables), :data:`SEED_OVERHEAD_BYTES`
-    and the largest of its beliefs (:func:`belief_memory`; the methods run one after the other).
+    and the largest of its beliefs (:func:`belief_memory`; the methods run one after the other),
+    a correlated one with ``point_estimate="hellinger"`` plus :func:`hellinger_memory`.
     """
+    from ..applications.transitions._beliefs import _resolve_sparse
+
     model = dense_table_bytes(n_states, n_actions, 2.0) if model_bytes is None else float(model_bytes)
     model += load_memory(n_states, n_actions, entries) + SEED_OVERHEAD_BYTES
+    draws = (hellinger_memory(n_states, n_actions)
+             if point_estimate == "hellinger" and not _resolve_sparse(None, n_states) else 0.0)
     beliefs = [belief_memory(_base_model(m), n_states, n_actions, n_dims, radius=radius, prior=prior,
                              n_scales=n_scales, observed=observed, samples=samples if m.endswith("_sampling") else 0)
+               + (0.0 if m.startswith("dirichlet") else draws)
                for m in methods]
     return model + max(beliefs, default=0.0)
 
@@ -197,6 +220,7 @@ def scoring_memory(n_states: int, n_actions: int, n_scorings: int, *, sparse_mod
 
 __all__ = [
     "FIT_ARRAYS",
+    "HELLINGER_ARRAYS",
     "GMRF_BYTES_PER_STATE_LOG",
     "DENSE_WORKSPACE_ARRAYS",
     "ENV_TABLE_BYTES_PER_ENTRY",

@@ -20,7 +20,14 @@ from ._categories import (
     displacement_category_map,
     identity_category_map,
 )
-from ._hellinger import HELLINGER_DRAWS, _required, from_sqrt_mean, monte_carlo_sqrt_mean
+from ._hellinger import (
+    HELLINGER_DRAWS,
+    HELLINGER_RTOL,
+    _required,
+    average_sqrt_draws,
+    chunk_draws,
+    from_sqrt_mean,
+)
 from ._layer import _Layer
 from ._parallel import run_generators
 from ._window import (
@@ -386,6 +393,8 @@ class CorrelatedTransitionModel(_TransitionBelief):
     distinct_ : (float, float) or None
         With ``distinct_prior``: the Beta distribution with the mean and variance of the grid
         posterior of :math:`\delta` (:func:`~._layer.distinct_posterior`).
+    hellinger_draws_ : int or None
+        Posterior draws the last :meth:`hellinger_estimate` averaged (``None`` before one).
     """
 
     def __init__(self, n_states: int, n_actions: int, covariance: Any = None,
@@ -470,6 +479,7 @@ class CorrelatedTransitionModel(_TransitionBelief):
             for _ in range(self.n_actions - 1)]
         self._searches: list[list[tuple[Any, Any]]] | None = None
         self.selected_: list[dict | None] | None = None
+        self.hellinger_draws_: int | None = None
         if selection is not None:
             lo, hi = (float(v) for v in scale_range)
             self._searches = [
@@ -921,25 +931,31 @@ class CorrelatedTransitionModel(_TransitionBelief):
             out[:, :, a, :] = self._to_next_states(model.sample_probs(n, rng=gen), a)
         return out
 
-    def hellinger_estimate(self, n_draws: int = HELLINGER_DRAWS, *, rng: SeedLike = None) -> FloatArray:
+    def hellinger_estimate(self, n_draws: int = HELLINGER_DRAWS, *, rtol: float = HELLINGER_RTOL,
+                           rng: SeedLike = None) -> FloatArray:
         r"""The Bayes estimate under the squared Hellinger loss, ndarray of shape (S, A, S).
 
         Minimising :math:`E[\sum_j (\sqrt{q_j} - \sqrt{P_j})^2 \mid \text{data}]` over the
         simplex gives :math:`q_j \propto E[\sqrt{P_j}]^2` (:mod:`._hellinger`). The paper's
         model has no closed form for :math:`E[\sqrt{P_j}]` (logistic-normal sticks, then the
         category map's renormalisation and far-jump spread), so it is the average of
-        :math:`\sqrt P` over ``n_draws`` posterior draws (:meth:`sample_many`). With the per-pair
+        :math:`\sqrt P` over posterior draws (:meth:`sample_many`). With the per-pair
         layer the draws are Rao-Blackwellised: every draw of the correlated base contributes
         the closed-form :math:`E[\sqrt P]` of the layer's Dirichlet given it, mixed over the
         concentrations, and the sparse-support hypothesis its closed form with its posterior
-        weight (:meth:`._layer._Layer.sqrt_mean`): the mixing happens inside the expectation,
-        before squaring.
+        weight (:meth:`._layer._Layer.sqrt_draws`): the mixing happens inside the expectation,
+        before squaring. The draws stop once their noise is small against the estimate's
+        expected loss (:func:`~._hellinger.average_sqrt_draws`); :attr:`hellinger_draws_` is
+        how many were taken.
 
         Parameters
         ----------
         n_draws : int, default=:data:`~._hellinger.HELLINGER_DRAWS`
-            Posterior draws of the Monte-Carlo average (256: a per-entry relative standard error
-            of about :math:`\mathrm{sd}(\sqrt{P_j}) / (16\, E\sqrt{P_j})`).
+            The most posterior draws (256: a per-entry relative standard error of about
+            :math:`\mathrm{sd}(\sqrt{P_j}) / (16\, E\sqrt{P_j})`).
+        rtol : float, default=:data:`~._hellinger.HELLINGER_RTOL`
+            Stop once the Monte-Carlo noise costs at most this fraction of the expected squared
+            Hellinger loss (summed over the rows); 0 takes exactly ``n_draws`` draws.
         rng : numpy.random.Generator or seed
             Required (a ``ValueError`` names it when missing).
 
@@ -952,11 +968,19 @@ class CorrelatedTransitionModel(_TransitionBelief):
         if self.sparse:
             raise ValueError("hellinger_estimate: not available with sparse storage "
                              "(sparse=True, or from SPARSE_FROM_STATES states on)")
-        if self._layer is None:
-            return from_sqrt_mean(monte_carlo_sqrt_mean(self, n_draws, rng=gen))
         n = check_int(n_draws, "n_draws", low=1)
         self.refit()
-        r = self._layer.sqrt_mean(self._counts, self._base_draws(n, gen), rng=gen)
+        if self._layer is None:
+            def sqrt_draws(m: int) -> FloatArray:
+                return np.sqrt(self.sample_many(m, rng=gen))
+        else:
+            layer = self._layer
+
+            def sqrt_draws(m: int) -> FloatArray:
+                return layer.sqrt_draws(self._counts, self._base_draws(m, gen), rng=gen)
+        size = self.n_states * self.n_actions * self.n_states
+        r, self.hellinger_draws_ = average_sqrt_draws(sqrt_draws, n, rtol=rtol,
+                                                      chunk=chunk_draws(size))
         return from_sqrt_mean(r)
 
     @property

@@ -35,9 +35,23 @@ which tends to :math:`a_j \sqrt\pi\, \Gamma(a_0) / \Gamma(a_0 + \tfrac12)` as
 
 Beliefs whose posterior has no closed form for :math:`r` (the correlated model's logistic-normal
 sticks mapped through the category map) estimate it by Monte Carlo over their own posterior
-draws (:func:`monte_carlo_sqrt_mean`, :data:`HELLINGER_DRAWS` draws by default); the
+draws (:func:`monte_carlo_sqrt_mean`, at most :data:`HELLINGER_DRAWS` draws); the
 per-pair layer and the sparse-support hypothesis then add their closed forms conditionally
 on every draw (Rao-Blackwellised).
+
+**How many draws** (:func:`average_sqrt_draws`). An estimate :math:`\hat r = r + e` of a row
+costs, in expected loss, :math:`\lVert r\rVert - \hat u^\top r
+\approx \lVert e_\perp\rVert^2 / (2 \lVert r\rVert)` over the optimum
+:math:`1 - \lVert r\rVert` (:math:`\hat u = \hat r / \lVert\hat r\rVert`; to second order in
+the noise, :math:`e_\perp` its part orthogonal to :math:`r`), and the average of :math:`M` draws
+has :math:`E\lVert e\rVert^2 = \sum_j \sigma_j^2 / M` (:math:`\sigma_j^2` the variance of one
+draw's value). The draws therefore stop, doubling from :data:`FIRST_DRAWS`, once this bound,
+summed over the rows with the variances estimated from the draws themselves, is at most
+``rtol`` (default :data:`HELLINGER_RTOL`) times the estimated expected loss summed over the
+rows: the Monte-Carlo noise then adds about ``rtol / 2`` to the expected Hellinger distance.
+Where the conditional closed forms leave little variance (rows with data, a deterministic
+world, the sparse-support hypothesis holding the weight) a few dozen draws suffice; ``rtol=0``
+takes exactly ``n_draws``.
 """
 
 from __future__ import annotations
@@ -51,19 +65,27 @@ from ..._special import log_half_gamma_ratio
 from ..._typing import FloatArray, SeedLike
 from ..._validation import check_int
 
-__all__ = ["HELLINGER_DRAWS", "POINT_ESTIMATES", "dirichlet_sqrt_mean", "from_sqrt_mean",
-           "monte_carlo_sqrt_mean", "point_estimate"]
+__all__ = ["FIRST_DRAWS", "HELLINGER_DRAWS", "HELLINGER_RTOL", "POINT_ESTIMATES",
+           "average_sqrt_draws", "chunk_draws", "dirichlet_sqrt_mean", "from_sqrt_mean", "monte_carlo_sqrt_mean",
+           "point_estimate"]
 
-#: Posterior draws of the Monte-Carlo estimates of :math:`E[\sqrt P]` (per-entry relative
-#: standard error about :math:`\mathrm{sd}(\sqrt{P_j}) / (16\, E\sqrt{P_j})`).
+#: At most this many posterior draws in the Monte-Carlo estimates of :math:`E[\sqrt P]` (a
+#: per-entry relative standard error of about :math:`\mathrm{sd}(\sqrt{P_j}) / (16\, E\sqrt{P_j})`).
 HELLINGER_DRAWS = 256
+
+#: The draws stop once their Monte-Carlo noise costs at most this fraction of the estimate's
+#: expected squared Hellinger loss (module docstring; about half of it in the distance).
+HELLINGER_RTOL = 0.01
+
+#: The first batch of draws of an adaptive estimate (then doubling), and the fewest it stops at.
+FIRST_DRAWS = 16
 
 #: The point estimates a belief offers: its posterior mean, or the Bayes estimate under the
 #: squared Hellinger loss.
 POINT_ESTIMATES = ("mean", "hellinger")
 
-#: At most this many floats per chunk of posterior draws in :func:`monte_carlo_sqrt_mean`.
-_CHUNK_FLOATS = 2 ** 23
+#: At most this many floats per chunk of posterior draws (32 MiB per array of the chunk).
+_CHUNK_FLOATS = 2 ** 22
 
 
 def dirichlet_sqrt_mean(alpha: Any) -> FloatArray:
@@ -108,8 +130,71 @@ def from_sqrt_mean(r: Any) -> FloatArray:
     return sq / z
 
 
+def average_sqrt_draws(sqrt_draws: Any, n_draws: int = HELLINGER_DRAWS, *,
+                       rtol: float = HELLINGER_RTOL, chunk: int | None = None
+                       ) -> tuple[FloatArray, int]:
+    r"""Average per-draw values of :math:`\sqrt P` until their noise is small enough.
+
+    Parameters
+    ----------
+    sqrt_draws : callable
+        ``sqrt_draws(m)`` returns ndarray of shape (m, ..., S): ``m`` independent draws of a
+        variable whose expectation is :math:`E[\sqrt P]` of every row (the square roots of
+        posterior draws, or Rao-Blackwellised conditional values).
+    n_draws : int, default=:data:`HELLINGER_DRAWS`
+        The most draws taken.
+    rtol : float, default=:data:`HELLINGER_RTOL`
+        Stop (from :data:`FIRST_DRAWS` draws on, doubling) once the estimated Monte-Carlo cost
+        in expected squared Hellinger loss, summed over the rows, is at most ``rtol`` times the
+        estimated expected loss (module docstring); 0: exactly ``n_draws`` draws.
+    chunk : int, optional
+        At most this many draws per call (memory); default: no limit.
+
+    Returns
+    -------
+    r : ndarray of shape (..., S)
+        The average.
+    n : int
+        The number of draws averaged.
+    """
+    n = check_int(n_draws, "n_draws", low=1)
+    if isinstance(rtol, bool) or not isinstance(rtol, (int, float, np.integer, np.floating)):
+        raise TypeError(f"rtol: expected a finite non-negative number, got {type(rtol).__name__}")
+    tol = float(rtol)
+    if not (np.isfinite(tol) and tol >= 0.0):
+        raise ValueError(f"rtol: expected a finite non-negative number, got {rtol!r}")
+    most = n if chunk is None else check_int(chunk, "chunk", low=1)
+    total: Any = 0.0
+    total_sq: Any = 0.0
+    done = 0
+    while done < n:
+        m = min(n - done, most, max(FIRST_DRAWS, done) if tol > 0 else n)
+        x = np.asarray(sqrt_draws(m), dtype=np.float64)
+        total = total + x.sum(axis=0)
+        total_sq = total_sq + np.square(x).sum(axis=0)
+        done += m
+        if tol > 0 and FIRST_DRAWS <= done < n and _noise_cost(total, total_sq, done) <= tol:
+            break
+    return np.asarray(total) / done, done
+
+
+def _noise_cost(total: FloatArray, total_sq: FloatArray, n: int) -> float:
+    r"""Estimated Monte-Carlo cost of the average of ``n`` draws over its expected loss (module
+    docstring): :math:`\sum \sum_j \hat\sigma_j^2 / (2 n \lVert\hat r\rVert)` over
+    :math:`\sum (1 - \lVert\hat r\rVert)`, both summed over the rows (0 when both vanish).
+    """
+    r = total / n
+    var = np.maximum(total_sq / n - np.square(r), 0.0) * (n / (n - 1.0))
+    norm = np.sqrt(np.square(r).sum(axis=-1))
+    cost = float(np.sum(var.sum(axis=-1) / (2.0 * n * np.maximum(norm, 1e-12))))
+    loss = float(np.sum(np.maximum(1.0 - norm, 0.0)))
+    if cost == 0.0:
+        return 0.0
+    return cost / loss if loss > 0.0 else float("inf")
+
+
 def monte_carlo_sqrt_mean(belief: Any, n_draws: int = HELLINGER_DRAWS, *,
-                          rng: SeedLike) -> FloatArray:
+                          rng: SeedLike, rtol: float = HELLINGER_RTOL) -> FloatArray:
     r""":math:`E[\sqrt P]` of any dense belief by averaging its posterior draws.
 
     Parameters
@@ -118,28 +203,31 @@ def monte_carlo_sqrt_mean(belief: Any, n_draws: int = HELLINGER_DRAWS, *,
         Anything with ``n_states``, ``n_actions`` and ``sample_many(n, rng=...)`` returning
         ndarray of shape (n, S, A, S).
     n_draws : int, default=:data:`HELLINGER_DRAWS`
-        Posterior draws (taken in chunks of at most about 64 MiB).
+        The most posterior draws (taken in chunks of at most about 32 MiB per array).
     rng : numpy.random.Generator or seed
+    rtol : float, default=:data:`HELLINGER_RTOL`
+        Stop early as :func:`average_sqrt_draws` does; 0 takes exactly ``n_draws``.
 
     Returns
     -------
     ndarray of shape (S, A, S)
     """
-    n = check_int(n_draws, "n_draws", low=1)
     gen = as_generator(rng)
     size = belief.n_states * belief.n_actions * belief.n_states
-    chunk = max(1, _CHUNK_FLOATS // size)
-    total = np.zeros((belief.n_states, belief.n_actions, belief.n_states))
-    left = n
-    while left:
-        m = min(chunk, left)
+
+    def sqrt_draws(m: int) -> FloatArray:
         draws = belief.sample_many(m, rng=gen)
         if not isinstance(draws, np.ndarray):
             raise ValueError("belief: its draws are not dense arrays (sparse storage); the "
                              "Monte-Carlo Hellinger estimate needs dense draws")
-        total += np.sqrt(draws).sum(axis=0)
-        left -= m
-    return total / n
+        return np.sqrt(draws)
+
+    return average_sqrt_draws(sqrt_draws, n_draws, rtol=rtol, chunk=chunk_draws(size))[0]
+
+
+def chunk_draws(size: int) -> int:
+    """Draws of ``size`` floats each that fit in one chunk of about 32 MiB (at least 1)."""
+    return max(1, _CHUNK_FLOATS // max(int(size), 1))
 
 
 def point_estimate(belief: Any, kind: str = "mean", *, rng: SeedLike = None) -> Any:

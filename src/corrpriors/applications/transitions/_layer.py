@@ -687,6 +687,8 @@ class _Layer:
         self.support_weights = np.full(n_actions, 0.0 if support is None else support)
         self.support_fit: SupportFit | None = None
         self._support_counts: FloatArray | None = None     # the counts support_fit is of
+        # the last closed form of the support hypothesis: (fit, function, counts, value)
+        self._closed: tuple[SupportFit, Any, FloatArray, FloatArray] | None = None
         self.fitted: list[FloatArray | None] = [None] * n_actions
         self.n_states = n_states
 
@@ -847,15 +849,21 @@ class _Layer:
         return self._with_support(out, counts, support_mean)
 
     def _with_support(self, out: FloatArray, counts: FloatArray, closed_form: Any) -> FloatArray:
-        """``out`` (S, A, S), an expectation under the layer, mixed with the sparse-support
+        """``out`` (..., S, A, S), an expectation under the layer, mixed with the sparse-support
         hypothesis's ``closed_form(counts, pi, beta)`` by its weight per action (the
-        expectation is linear in the posterior; unchanged without the hypothesis).
+        expectation is linear in the posterior; ``out`` itself when no action gives the
+        hypothesis weight). The closed form is kept for the next call with the same fit and
+        counts (the batches of one Monte-Carlo estimate).
         """
         f = self.support_fit
-        if f is None:
+        if f is None or not self.support_weights.any():
             return out
+        kept = self._closed
+        if kept is None or kept[0] is not f or kept[1] is not closed_form \
+                or not np.array_equal(kept[2], counts):
+            kept = self._closed = (f, closed_form, counts.copy(), closed_form(counts, f.pi, f.beta))
         w = self.support_weights[None, :, None]
-        return (1.0 - w) * out + w * closed_form(counts, f.pi, f.beta)
+        return (1.0 - w) * out + w * kept[3]
 
     def _draw_bases(self, base_draws: FloatArray, rng: np.random.Generator) -> FloatArray:
         """Every draw's base measure (M, S, A, S): its contamination drawn from its posterior."""
@@ -874,26 +882,26 @@ class _Layer:
         return DELTAS[rng.choice(DELTAS.size, size=m, p=self.delta_weights)] \
             + rng.uniform(-half, half, size=m)
 
-    def sqrt_mean(self, counts: FloatArray, base_draws: FloatArray, *,
-                  rng: np.random.Generator) -> FloatArray:
-        r""":math:`E[\sqrt P]` (S, A, S) from draws of the correlated model (M, S, A, S).
+    def sqrt_draws(self, counts: FloatArray, base_draws: FloatArray, *,
+                   rng: np.random.Generator) -> FloatArray:
+        r"""Per-draw values (M, S, A, S) whose average estimates :math:`E[\sqrt P]`, from draws
+        of the correlated model (M, S, A, S).
 
         Rao-Blackwellised: every draw of the base (and of the contamination, the distinctness
         and the actions' order and concentrations, as :meth:`draws` draws them) contributes
         the closed form of its last Dirichlet (:func:`layer_sqrt_mean`, or the conditional
-        values of :func:`distinct_draws`); the sparse-support hypothesis enters with its
-        posterior weight per action, in closed form (:func:`~._support.support_sqrt_mean`).
+        values of :func:`distinct_draws`); the sparse-support hypothesis enters every draw with
+        its posterior weight per action, in closed form (:func:`~._support.support_sqrt_mean`).
         """
         B = self._draw_bases(base_draws, rng)
         if self.delta_weights is not None:
-            r = np.empty_like(B)
+            out = np.empty_like(B)
             distinct_draws(counts, B, self.lattice, self.weights,
-                           self._draw_deltas(B.shape[0], rng), rng=rng, sqrt_out=r)
-            out = r.mean(axis=0)
+                           self._draw_deltas(B.shape[0], rng), rng=rng, sqrt_out=out)
         else:
             out = np.stack([layer_sqrt_mean(counts[:, a, :], B[:, :, a, :], self.lattice,
-                                            self.weights[a]).mean(axis=0)
-                            for a in range(counts.shape[1])], axis=1)
+                                            self.weights[a])
+                            for a in range(counts.shape[1])], axis=2)
         return self._with_support(out, counts, support_sqrt_mean)
 
     def draws(self, counts: FloatArray, base_draws: FloatArray, *,

@@ -922,6 +922,17 @@ class _TransferBelief(CorrelatedTransitionModel):
                 out[idx, :, a, :] = self._to_next_states(model.sample_probs(idx.size, rng=gen), a)
         return out
 
+    def _sqrt_values(self, n: int, gen: np.random.Generator) -> FloatArray:
+        """For a task without data (a mixture over the similarities): ``n`` averages of the
+        square roots of two independent mixture draws (:meth:`sample_many`), (n, S, A, S);
+        otherwise the antithetic pairs of :class:`CorrelatedTransitionModel`.
+        """
+        self.refit()
+        if self._mixture is None:
+            return super()._sqrt_values(n, gen)
+        x = np.sqrt(self.sample_many(2 * n, rng=gen))
+        return 0.5 * (x[:n] + x[n:])
+
     def update(self, states: Any, actions: Any, next_states: Any) -> _TransferBelief:
         """Accumulate transitions of this task (see :meth:`CorrelatedTransitionModel.update`)."""
         super().update(states, actions, next_states)

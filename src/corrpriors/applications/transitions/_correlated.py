@@ -11,6 +11,7 @@ import numpy as np
 from ..._random import as_generator
 from ..._typing import FloatArray, SeedLike
 from ..._validation import check_array, check_int, check_positive, check_shape
+from ...core.stick_breaking import psi_to_pi
 from ._beliefs import _check_n, _resolve_sparse, _TransitionBelief
 from ._categories import (
     BOUNDARY_RULES,
@@ -21,6 +22,7 @@ from ._categories import (
     identity_category_map,
 )
 from ._hellinger import (
+    FIRST_DRAWS,
     HELLINGER_DRAWS,
     HELLINGER_RTOL,
     _required,
@@ -931,6 +933,31 @@ class CorrelatedTransitionModel(_TransitionBelief):
             out[:, :, a, :] = self._to_next_states(model.sample_probs(n, rng=gen), a)
         return out
 
+    def _mirrored_base_draws(self, n: int, gen: np.random.Generator) -> FloatArray:
+        r"""``2 n`` draws of the correlated model (before any layer), (2n, S, A, S): ``n`` joint
+        draws :math:`\psi` of every action's sticks, then their mirror images
+        :math:`2 \bar\psi - \psi` about the posterior mean (draws of the same Gaussian
+        :math:`q(\psi)`: antithetic pairs, draw ``i`` and ``n + i``).
+        """
+        out = np.empty((2 * n, self.n_states, self.n_actions, self.n_states))
+        for a, model in enumerate(self.models_):
+            psi = model.sample_psi(n, rng=gen)
+            both = np.concatenate([psi, 2.0 * model.result_.psi_mean[None] - psi])
+            out[:, :, a, :] = self._to_next_states(psi_to_pi(both), a)
+        return out
+
+    def _sqrt_values(self, n: int, gen: np.random.Generator) -> FloatArray:
+        r"""``n`` independent values whose mean estimates :math:`E[\sqrt P]`, (n, S, A, S), each
+        from two posterior draws: the average of an antithetic pair (:meth:`_mirrored_base_draws`)
+        of :math:`\sqrt P`, or with the per-pair layer of its Rao-Blackwellised values
+        (:meth:`._layer._Layer.sqrt_draws`). The base's posterior uncertainty is most of the
+        draws' variance, and its part odd in :math:`\psi - \bar\psi` cancels in a pair.
+        """
+        base = self._mirrored_base_draws(n, gen)
+        x = np.sqrt(base) if self._layer is None else \
+            self._layer.sqrt_draws(self._counts, base, rng=gen)
+        return 0.5 * (x[:n] + x[n:])
+
     def hellinger_estimate(self, n_draws: int = HELLINGER_DRAWS, *, rtol: float = HELLINGER_RTOL,
                            rng: SeedLike = None) -> FloatArray:
         r"""The Bayes estimate under the squared Hellinger loss, ndarray of shape (S, A, S).
@@ -939,23 +966,23 @@ class CorrelatedTransitionModel(_TransitionBelief):
         simplex gives :math:`q_j \propto E[\sqrt{P_j}]^2` (:mod:`._hellinger`). The paper's
         model has no closed form for :math:`E[\sqrt{P_j}]` (logistic-normal sticks, then the
         category map's renormalisation and far-jump spread), so it is the average of
-        :math:`\sqrt P` over posterior draws (:meth:`sample_many`). With the per-pair
+        :math:`\sqrt P` over posterior draws, taken in antithetic pairs (a draw of the sticks and
+        its mirror image about their posterior mean, :meth:`_sqrt_values`). With the per-pair
         layer the draws are Rao-Blackwellised: every draw of the correlated base contributes
         the closed-form :math:`E[\sqrt P]` of the layer's Dirichlet given it, mixed over the
         concentrations, and the sparse-support hypothesis its closed form with its posterior
         weight (:meth:`._layer._Layer.sqrt_draws`): the mixing happens inside the expectation,
-        before squaring. The draws stop once their noise is small against the estimate's
+        before squaring. The pairs stop once their noise is small against the estimate's
         expected loss (:func:`~._hellinger.average_sqrt_draws`); :attr:`hellinger_draws_` is
-        how many were taken.
+        how many draws were taken.
 
         Parameters
         ----------
         n_draws : int, default=:data:`~._hellinger.HELLINGER_DRAWS`
-            The most posterior draws (256: a per-entry relative standard error of about
-            :math:`\mathrm{sd}(\sqrt{P_j}) / (16\, E\sqrt{P_j})`).
+            The most posterior draws (rounded up to an even number, whole pairs).
         rtol : float, default=:data:`~._hellinger.HELLINGER_RTOL`
             Stop once the Monte-Carlo noise costs at most this fraction of the expected squared
-            Hellinger loss (summed over the rows); 0 takes exactly ``n_draws`` draws.
+            Hellinger loss (summed over the rows); 0 takes every one of ``n_draws``.
         rng : numpy.random.Generator or seed
             Required (a ``ValueError`` names it when missing).
 
@@ -968,19 +995,12 @@ class CorrelatedTransitionModel(_TransitionBelief):
         if self.sparse:
             raise ValueError("hellinger_estimate: not available with sparse storage "
                              "(sparse=True, or from SPARSE_FROM_STATES states on)")
-        n = check_int(n_draws, "n_draws", low=1)
+        pairs = -(-check_int(n_draws, "n_draws", low=1) // 2)
         self.refit()
-        if self._layer is None:
-            def sqrt_draws(m: int) -> FloatArray:
-                return np.sqrt(self.sample_many(m, rng=gen))
-        else:
-            layer = self._layer
-
-            def sqrt_draws(m: int) -> FloatArray:
-                return layer.sqrt_draws(self._counts, self._base_draws(m, gen), rng=gen)
-        size = self.n_states * self.n_actions * self.n_states
-        r, self.hellinger_draws_ = average_sqrt_draws(sqrt_draws, n, rtol=rtol,
-                                                      chunk=chunk_draws(size))
+        size = 2 * self.n_states * self.n_actions * self.n_states      # floats of one pair
+        r, done = average_sqrt_draws(lambda m: self._sqrt_values(m, gen), pairs, rtol=rtol,
+                                     chunk=chunk_draws(size), first=FIRST_DRAWS // 2)
+        self.hellinger_draws_ = 2 * done
         return from_sqrt_mean(r)
 
     @property

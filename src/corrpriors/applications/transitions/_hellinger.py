@@ -131,8 +131,8 @@ def from_sqrt_mean(r: Any) -> FloatArray:
 
 
 def average_sqrt_draws(sqrt_draws: Any, n_draws: int = HELLINGER_DRAWS, *,
-                       rtol: float = HELLINGER_RTOL, chunk: int | None = None
-                       ) -> tuple[FloatArray, int]:
+                       rtol: float = HELLINGER_RTOL, chunk: int | None = None,
+                       first: int = FIRST_DRAWS) -> tuple[FloatArray, int]:
     r"""Average per-draw values of :math:`\sqrt P` until their noise is small enough.
 
     Parameters
@@ -149,6 +149,8 @@ def average_sqrt_draws(sqrt_draws: Any, n_draws: int = HELLINGER_DRAWS, *,
         estimated expected loss (module docstring); 0: exactly ``n_draws`` draws.
     chunk : int, optional
         At most this many draws per call (memory); default: no limit.
+    first : int, default=:data:`FIRST_DRAWS`
+        The first batch (then doubling), and the fewest draws the rule stops at.
 
     Returns
     -------
@@ -164,16 +166,17 @@ def average_sqrt_draws(sqrt_draws: Any, n_draws: int = HELLINGER_DRAWS, *,
     if not (np.isfinite(tol) and tol >= 0.0):
         raise ValueError(f"rtol: expected a finite non-negative number, got {rtol!r}")
     most = n if chunk is None else check_int(chunk, "chunk", low=1)
+    least = check_int(first, "first", low=2)
     total: Any = 0.0
     total_sq: Any = 0.0
     done = 0
     while done < n:
-        m = min(n - done, most, max(FIRST_DRAWS, done) if tol > 0 else n)
+        m = min(n - done, most, max(least, done) if tol > 0 else n)
         x = np.asarray(sqrt_draws(m), dtype=np.float64)
         total = total + x.sum(axis=0)
         total_sq = total_sq + np.square(x).sum(axis=0)
         done += m
-        if tol > 0 and FIRST_DRAWS <= done < n and _noise_cost(total, total_sq, done) <= tol:
+        if tol > 0 and least <= done < n and _noise_cost(total, total_sq, done) <= tol:
             break
     return np.asarray(total) / done, done
 

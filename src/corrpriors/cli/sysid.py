@@ -22,7 +22,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "System identification on any discrete Gymnasium environment that publishes its model "
         "(env.unwrapped.P): uniformly random actions with restarts, then the Hellinger distance between the "
         "true and the learned P(s' | s, a), mean over reachable non-terminal states and actions (lower is "
-        f"better), at every T. Methods: {', '.join(METHODS)}. Results: OUT/sysid-<ENV_ID>/<settings>-<hash>/ "
+        "better), at every T. Every method is scored by its Bayes estimate under the squared Hellinger loss "
+        "where all have one (below 2,000 states with pg), else by its posterior mean; --set "
+        f"point_estimate=mean scores the means. Methods: {', '.join(METHODS)}. "
+        "Results: OUT/sysid-<ENV_ID>/<settings>-<hash>/ "
         "(metrics.json, seeds/, a PNG and PDF figure); a re-run resumes."
     )
     add_run_arguments(parser, kind=KIND, seeds=DEFAULT_SEEDS, quick_seeds=QUICK_SEEDS)

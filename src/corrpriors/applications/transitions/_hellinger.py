@@ -144,13 +144,14 @@ def average_sqrt_draws(sqrt_draws: Any, n_draws: int = HELLINGER_DRAWS, *,
     n_draws : int, default=:data:`HELLINGER_DRAWS`
         The most draws taken.
     rtol : float, default=:data:`HELLINGER_RTOL`
-        Stop (from :data:`FIRST_DRAWS` draws on, doubling) once the estimated Monte-Carlo cost
+        Stop (from ``first`` draws on, doubling) once the estimated Monte-Carlo cost
         in expected squared Hellinger loss, summed over the rows, is at most ``rtol`` times the
         estimated expected loss (module docstring); 0: exactly ``n_draws`` draws.
     chunk : int, optional
         At most this many draws per call (memory); default: no limit.
     first : int, default=:data:`FIRST_DRAWS`
-        The first batch (then doubling), and the fewest draws the rule stops at.
+        The first batch (then doubling), and the fewest draws the rule stops at (at least 2:
+        the variances are estimated from the draws).
 
     Returns
     -------

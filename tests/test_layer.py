@@ -107,6 +107,27 @@ def test_layer_draws_match_the_conjugate_dirichlet():
     assert (draws[:, 0, 0] ** 2).mean() == pytest.approx(second, abs=5 * (draws[:, 0, 0] ** 2).std() / np.sqrt(m))
 
 
+def test_layer_mean_and_tables_match_their_sums_over_the_lattice():
+    # the mean sums two numbers per row, the tables only the entries with counts: both against
+    # the definitions, a table per concentration (zero, tiny, finite and infinite weights)
+    from corrpriors.applications.transitions._layer import CONCENTRATIONS, _Layer, _table_means
+
+    gen = np.random.default_rng(4)
+    counts = gen.poisson(0.4, size=(30, 7)).astype(float)
+    counts[::5] = 0.0
+    base = gen.dirichlet(np.ones(7), size=30)
+    pair = gen.dirichlet(np.ones(7), size=30)
+    w = gen.dirichlet(np.ones(CONCENTRATIONS.size))
+    w[3], w[5] = 0.0, 1e-13
+    naive = sum(wl * (base if np.isinf(c) else (c * pair + counts) / (c + counts.sum(-1, keepdims=True)))
+                for c, wl in zip(CONCENTRATIONS, w) if wl > 0)
+    np.testing.assert_allclose(layer_mean(counts, base, CONCENTRATIONS, w, pair), naive, rtol=1e-13)
+    layer = _Layer.build("auto", None, 1, 7, 1)
+    t = sum(wl * _table_means(counts, base, float(c)) for c, wl in zip(CONCENTRATIONS, w) if wl > 1e-12)
+    expected = np.where(counts > 0, np.clip(np.round(t), 1.0, counts), 0.0)
+    np.testing.assert_array_equal(layer._tables(counts, base, w), expected)
+
+
 def _grid_belief(**kw):
     mdp = dense_gridworld(shape=(4, 4), window=1)
     return mdp, CorrelatedTransitionModel.for_mdp(mdp, lengthscale=2.0, **kw)

@@ -145,6 +145,28 @@ def test_fit_maximises_the_pooled_evidence():
     np.testing.assert_allclose(empty.pi, 1 / 8)
 
 
+def test_fit_by_row_groups_matches_the_em_over_every_row():
+    # fit_support runs its EM over the distinct (total, distinct states) of the rows; the EM over
+    # every row (support_log_likelihood of each, one weight per row) must give the same fit
+    from corrpriors.applications.transitions._support import BETAS, _em_pi
+
+    gen = np.random.default_rng(5)
+    S = 12
+    rows = np.zeros((400, S))
+    for r in range(400):
+        k = int(gen.integers(1, 5))
+        z = gen.choice(S, k, replace=False)
+        rows[r, z] = gen.multinomial(int(gen.integers(0, 12)), gen.dirichlet(np.ones(k)))
+    f = fit_support(rows)
+    seen = rows[rows.sum(axis=-1) > 0]
+    best = max((( *_em_pi(support_log_likelihood(seen, b), np.full(S, 1 / S), 200), b)
+                for b in BETAS), key=lambda t: t[1])
+    assert f.beta == best[2]
+    np.testing.assert_allclose(f.pi, best[0], rtol=1e-9, atol=1e-15)
+    assert f.log_evidence == pytest.approx(best[1], rel=1e-12)
+    assert len({(t, m) for t, m in zip(seen.sum(-1), (seen > 0).sum(-1))}) < seen.shape[0] / 5
+
+
 def test_belief_mean_and_draws_and_bad_input():
     b = SupportTransitionModel(6, 2)
     np.testing.assert_allclose(b.mean(), 1 / 6)

@@ -147,10 +147,17 @@ def _table_means(n: FloatArray, b: FloatArray, c: float) -> FloatArray:
     if np.isinf(c):
         return n.copy()
     seen = n > 0
-    cb = c * np.maximum(b[seen], _TINY)
     out = np.zeros_like(n)
-    out[seen] = cb * (digamma(cb + n[seen]) - digamma(cb))
+    out[seen] = _seen_table_means(n[seen], b[seen], c)
     return out
+
+
+def _seen_table_means(n: FloatArray, b: FloatArray, c: float) -> FloatArray:
+    """:func:`_table_means` of entries with counts (1-D ``n > 0`` and their base ``b``)."""
+    if np.isinf(c):
+        return n.copy()
+    cb = c * np.maximum(b, _TINY)
+    return cb * (digamma(cb + n) - digamma(cb))
 
 
 def _round_tables(t: FloatArray, n: FloatArray) -> FloatArray:
@@ -506,12 +513,19 @@ def layer_mean(counts: Any, base: Any, concentrations: Any, weights: Any,
     n, b = _check_pair(counts, base)
     bp = b if pair_base is None else _check_pair(counts, pair_base)[1]
     total = n.sum(axis=-1, keepdims=True)
-    out = np.zeros_like(b)
+    # sum_l w_l (c_l B' + n) / (c_l + N) = B' sum_l w_l c_l / (c_l + N) + n sum_l w_l / (c_l + N):
+    # two numbers per row instead of a table per concentration
+    on_base, on_counts = np.zeros_like(total), np.zeros_like(total)
+    w_inf = 0.0
     for c, w in zip(np.asarray(concentrations, float), np.asarray(weights, float)):
         if w <= 0.0:
             continue
-        out += w * (b if np.isinf(c) else (c * bp + n) / (c + total))
-    return out
+        if np.isinf(c):
+            w_inf += w
+            continue
+        on_base += w * c / (c + total)
+        on_counts += w / (c + total)
+    return w_inf * b + on_base * bp + on_counts * n
 
 
 def layer_sqrt_mean(counts: Any, base: Any, concentrations: Any, weights: Any) -> FloatArray:
@@ -782,10 +796,17 @@ class _Layer:
         return np.stack([belief._to_next_states(q[a], a) for a in range(len(q))], axis=1)
 
     def _tables(self, counts: FloatArray, base: FloatArray, weights: FloatArray) -> FloatArray:
-        t = np.zeros_like(counts)
+        """Table counts averaged over the concentration weights, rounded (the entries with
+        counts only: the others have no tables).
+        """
+        seen = counts > 0
+        n, b = counts[seen], base[seen]
+        acc = np.zeros_like(n)
         for c, w in zip(self.lattice, weights):
             if w > 1e-12:
-                t += w * _table_means(counts, base, float(c))
+                acc += w * _seen_table_means(n, b, float(c))
+        t = np.zeros_like(counts)
+        t[seen] = acc
         return _round_tables(t, counts)
 
     def refit(self, belief: Any) -> None:

@@ -164,13 +164,22 @@ def support_log_likelihood(counts: Any, beta: float) -> FloatArray:
         ``-inf`` for :math:`k < m_r`; 0 for a row without data.
     """
     n, b, N, m, k = _summaries(counts, beta)
-    S = n.shape[-1]
     own = np.sum(gammaln(n + b) - gammaln(b), axis=-1, keepdims=True)   # (R, 1)
+    return _size_log_terms(N, m, n.shape[-1], b) + own
+
+
+def _size_log_terms(N: FloatArray, m: FloatArray, S: int, b: float) -> FloatArray:
+    r"""The part of :func:`support_log_likelihood` that depends on the support size, (R, S):
+    a row enters only through its total ``N`` and its distinct next states ``m`` (both (R, 1));
+    the rest, :math:`\sum_j \log\Gamma(n_j + \beta) - \log\Gamma(\beta)`, is the same for
+    every size.
+    """
+    k = np.arange(1, S + 1, dtype=np.float64)[None, :]
     ok = k >= m
     with np.errstate(invalid="ignore"):
         cover = gammaln(S - m + 1) + gammaln(k + 1) - gammaln(np.where(ok, k - m, 0) + 1) \
             - gammaln(S + 1.0)
-        out = cover + gammaln(k * b) - gammaln(k * b + N) + own
+        out = cover + gammaln(k * b) - gammaln(k * b + N)
     return np.where(ok, out, -np.inf)
 
 
@@ -350,9 +359,13 @@ class SupportFit:
         self.log_evidence = log_evidence
 
 
-def _em_pi(L: FloatArray, pi: FloatArray, iters: int) -> tuple[FloatArray, float]:
-    """EM for the support-size weights given the row log likelihoods (rows with data)."""
+def _em_pi(L: FloatArray, pi: FloatArray, iters: int,
+           weight: FloatArray | None = None) -> tuple[FloatArray, float]:
+    """EM for the support-size weights given the row log likelihoods (rows with data), (R, S);
+    ``weight`` (R,): how many rows each row of ``L`` stands for (default one each).
+    """
     S = L.shape[-1]
+    w = np.ones(L.shape[0]) if weight is None else np.asarray(weight, dtype=np.float64)
     top = L.max(axis=-1, keepdims=True)
     lik = np.exp(L - top)                                               # (R, K)
     p = pi
@@ -360,15 +373,26 @@ def _em_pi(L: FloatArray, pi: FloatArray, iters: int) -> tuple[FloatArray, float
     for _ in range(iters):
         joint = lik * p[None, :]
         z = joint.sum(axis=-1, keepdims=True)
-        ev_new = float(np.sum(np.log(z) + top))
+        ev_new = float(w @ (np.log(z[:, 0]) + top[:, 0]))
         # MAP under a Dirichlet with total pseudo-count 1 spread over the sizes (no size
         # ever gets probability 0: a row may later show more distinct states than any so far)
-        p = (np.sum(joint / z, axis=0) + 1.0 / S) / (L.shape[0] + 1.0)
+        p = (w @ (joint / z) + 1.0 / S) / (w.sum() + 1.0)
         if ev_new - ev < 1e-4:                          # nats: the weights have settled
             break
         ev = ev_new
     joint = lik * p[None, :]
-    return p, float(np.sum(np.log(joint.sum(axis=-1)) + top[:, 0]))
+    return p, float(w @ (np.log(joint.sum(axis=-1)) + top[:, 0]))
+
+
+def _grouped_rows(n: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """The distinct (total, distinct next states) of rows with data ``n`` (R, S): N and m of
+    every group, (G, 1) each, and how many rows it holds, (G,). A row's likelihood of a support
+    size depends on it only through them (:func:`_size_log_terms`), so the EM of
+    :func:`fit_support` runs over the groups (tens) instead of the rows (up to S A).
+    """
+    keys = np.stack([n.sum(axis=-1), (n > 0).sum(axis=-1)], axis=1)
+    groups, size = np.unique(keys, axis=0, return_counts=True)
+    return groups[:, :1], groups[:, 1:], size.astype(np.float64)
 
 
 def fit_support(counts: Any, betas: Any = BETAS, iters: int = 200,
@@ -408,10 +432,15 @@ def fit_support(counts: Any, betas: Any = BETAS, iters: int = 200,
     pi = np.full(S, 1.0 / S) if start is None else _check_pi(start.pi, S)
     memo: dict[int, SupportFit] = {}
 
+    N, m, size = _grouped_rows(n)
+    seen = n[n > 0]
+
     def at(i: int) -> SupportFit:
         if i not in memo:
-            p, ev = _em_pi(support_log_likelihood(n, float(bs[i])), pi, int(iters))
-            memo[i] = SupportFit(p, float(bs[i]), ev)
+            b = float(bs[i])
+            p, ev = _em_pi(_size_log_terms(N, m, S, b), pi, int(iters), size)
+            own = float(np.sum(gammaln(seen + b) - gammaln(b)))   # the same at every size
+            memo[i] = SupportFit(p, b, ev + own)
         return memo[i]
 
     if start is None:

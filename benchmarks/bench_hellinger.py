@@ -39,6 +39,7 @@ from typing import Any
 import gymnasium
 import numpy as np
 
+from corrpriors._fileio import atomic_write_bytes
 from corrpriors._threads import blas_threads
 from corrpriors.applications.transitions import CorrelatedTransitionModel
 from corrpriors.applications.transitions._hellinger import (
@@ -138,10 +139,7 @@ def main() -> int:
                       f"{r['draws']:5d} {r['cpu']:7.2f} {r['ratio_to_fit']:6.2f} {r['error']:7.4f} "
                       f"{noise}   ({res['fit']['error']:.4f})", flush=True)
     path = ROOT / "benchmarks" / "out" / "bench_hellinger.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(results, indent=2))
-    tmp.replace(path)
+    atomic_write_bytes(path, json.dumps(results, indent=2).encode())
     print(f"wrote {path.relative_to(ROOT)}")
     return 0
 

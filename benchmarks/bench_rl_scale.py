@@ -366,10 +366,9 @@ def main(argv=None) -> int:
               f"{r['sysid_cpu']:.1f}, PSRL {r['psrl_steps']} steps / {r['n_plans']} plans "
               f"{r['psrl_cpu']:.1f} CPU s, peak {r['peak_mb']:.0f} MB", flush=True)
     out = ROOT / "benchmarks" / "out" / "bench_rl_scale.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(report, indent=2) + "\n")
-    os.replace(tmp, out)
+    from corrpriors._fileio import atomic_write_bytes
+
+    atomic_write_bytes(out, (json.dumps(report, indent=2) + "\n").encode())
     print(f"wrote {out}")
     return 0
 

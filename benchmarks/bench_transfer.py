@@ -180,10 +180,9 @@ def main(argv=None) -> dict:
               f"{k['cpu_seconds']:.1f} CPU s, peak {k['peak_rss_mb']:.0f} MB, {k['n_iter']} iterations, "
               f"converged {k['converged']}")
     path = ROOT / "benchmarks" / "out" / "bench_transfer.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(out, indent=2))
-    tmp.replace(path)
+    from corrpriors._fileio import atomic_write_bytes
+
+    atomic_write_bytes(path, json.dumps(out, indent=2).encode())
     return out
 
 

@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 import warnings
@@ -523,9 +522,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _write(path: Path, obj: Any) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(_jsonable(obj), indent=1))
-    os.replace(tmp, path)
+    from corrpriors._fileio import atomic_write_bytes
+
+    atomic_write_bytes(path, json.dumps(_jsonable(obj), indent=1).encode())
 
 
 if __name__ == "__main__":

@@ -334,7 +334,7 @@ def test_antithetic_pairs_mirror_about_the_posterior_mean():
     belief = CorrelatedTransitionModel.for_mdp(mdp, concentration=None,
                                                contamination_prior=None).update(*data)
     belief.refit()
-    both = belief._mirrored_base_draws(4000, np.random.default_rng(0))
+    both = belief._base_draws(4000, np.random.default_rng(0), mirrored=True)
     plain = belief._base_draws(8000, np.random.default_rng(1))
     for f in (np.asarray, np.sqrt, np.square):      # means of P, sqrt(P) and P^2 within 4.5 s.e.
         se = np.sqrt(f(plain).var(0) / 8000 + f(both).var(0) / 8000)

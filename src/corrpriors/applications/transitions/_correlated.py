@@ -926,34 +926,30 @@ class CorrelatedTransitionModel(_TransitionBelief):
             out = self._layer.draws(self._counts, out, rng=gen)
         return out
 
-    def _base_draws(self, n: int, gen: np.random.Generator) -> FloatArray:
-        """``n`` draws of the correlated model itself (before any layer), (n, S, A, S)."""
-        out = np.empty((n, self.n_states, self.n_actions, self.n_states))
-        for a, model in enumerate(self.models_):
-            out[:, :, a, :] = self._to_next_states(model.sample_probs(n, rng=gen), a)
-        return out
+    def _base_draws(self, n: int, gen: np.random.Generator, *, mirrored: bool = False) -> FloatArray:
+        r"""``n`` draws of the correlated model itself (before any layer), (n, S, A, S).
 
-    def _mirrored_base_draws(self, n: int, gen: np.random.Generator) -> FloatArray:
-        r"""``2 n`` draws of the correlated model (before any layer), (2n, S, A, S): ``n`` joint
-        draws :math:`\psi` of every action's sticks, then their mirror images
-        :math:`2 \bar\psi - \psi` about the posterior mean (draws of the same Gaussian
-        :math:`q(\psi)`: antithetic pairs, draw ``i`` and ``n + i``).
+        With ``mirrored``, ``2 n`` draws (2n, S, A, S): the ``n`` joint draws :math:`\psi` of
+        every action's sticks, then their mirror images :math:`2 \bar\psi - \psi` about the
+        posterior mean (draws of the same Gaussian :math:`q(\psi)`: antithetic pairs, draw ``i``
+        and ``n + i``).
         """
-        out = np.empty((2 * n, self.n_states, self.n_actions, self.n_states))
+        out = np.empty(((2 if mirrored else 1) * n, self.n_states, self.n_actions, self.n_states))
         for a, model in enumerate(self.models_):
             psi = model.sample_psi(n, rng=gen)
-            both = np.concatenate([psi, 2.0 * model.result_.psi_mean[None] - psi])
-            out[:, :, a, :] = self._to_next_states(psi_to_pi(both), a)
+            if mirrored:
+                psi = np.concatenate([psi, 2.0 * model.result_.psi_mean[None] - psi])
+            out[:, :, a, :] = self._to_next_states(psi_to_pi(psi), a)
         return out
 
     def _sqrt_values(self, n: int, gen: np.random.Generator) -> FloatArray:
         r"""``n`` independent values whose mean estimates :math:`E[\sqrt P]`, (n, S, A, S), each
-        from two posterior draws: the average of an antithetic pair (:meth:`_mirrored_base_draws`)
+        from two posterior draws: the average of an antithetic pair (:meth:`_base_draws`)
         of :math:`\sqrt P`, or with the per-pair layer of its Rao-Blackwellised values
         (:meth:`._layer._Layer.sqrt_draws`). The base's posterior uncertainty is most of the
         draws' variance, and its part odd in :math:`\psi - \bar\psi` cancels in a pair.
         """
-        base = self._mirrored_base_draws(n, gen)
+        base = self._base_draws(n, gen, mirrored=True)
         x = np.sqrt(base) if self._layer is None else \
             self._layer.sqrt_draws(self._counts, base, rng=gen)
         return 0.5 * (x[:n] + x[n:])

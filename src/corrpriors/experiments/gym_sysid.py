@@ -224,8 +224,9 @@ def check_point_estimate(config: SysIdConfig, coordinates: Any) -> None:
     from ..applications.transitions import SPARSE_FROM_STATES
 
     n_states = int(np.shape(coordinates)[0])
-    correlated = [m for m in config.methods if m.startswith("pg")]
-    if config.point_estimate == "hellinger" and correlated and n_states >= SPARSE_FROM_STATES:
+    if config.point_estimate == "hellinger" and \
+            resolve_point_estimate("auto", config.methods, n_states) != "hellinger":
+        correlated = [m for m in config.methods if m.startswith("pg")]
         raise ValueError(f"point_estimate: 'hellinger' needs dense draws of {', '.join(correlated)}; "
                          f"this environment has {n_states} states (sparse storage from "
                          f"{SPARSE_FROM_STATES}); use 'auto', 'mean' or only the Dirichlet methods")

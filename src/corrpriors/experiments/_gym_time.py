@@ -168,10 +168,11 @@ def _words(n_states: int, n_actions: int, K: int, selection: str) -> str:
 
 
 #: Posterior draws priced per Hellinger-Bayes estimate of a correlated belief: the estimate stops
-#: once its Monte-Carlo noise is small (:func:`~corrpriors.applications.transitions._hellinger.average_sqrt_draws`),
-#: measured after 16-20 draws with the default layer (Taxi-v4, random MDPs, FrozenLake) and at
-#: most 256; priced at the second batch.
-HELLINGER_PRICED_DRAWS = 32
+#: once its Monte-Carlo noise is small (:func:`~corrpriors.applications.transitions._hellinger.average_sqrt_draws`);
+#: in antithetic pairs it stopped at its first batch (8 pairs, 16 draws) in every case measured
+#: (FrozenLake 8 x 8 to 40 x 40, Taxi-v4, random MDPs), at most 256. (The value of
+#: ``_hellinger.FIRST_DRAWS``, not imported: this module is read before any model code.)
+HELLINGER_PRICED_DRAWS = 16
 
 
 def sysid_seed_cost(n_states: int, n_actions: int, n_dims: int, methods: Sequence[str], transitions: Sequence[int],

@@ -303,3 +303,74 @@ def test_normal_gamma_posterior_matches_quadrature_and_sampling():
         post.update([0], [0], [np.nan])
     with pytest.raises(ValueError, match="kappa"):
         NormalGammaRewards(2, 1, kappa=0.0)
+
+
+def _doubling_oracle(pairs, steps_between, S, A):
+    """When a TSDE agent replans, recomputed naively from the whole history after every step."""
+    due, last_plan_at, since = [], 0, 0
+    for t in range(1, len(pairs) + 1):
+        s, a = pairs[t - 1]
+        since += 1
+        now = sum(1 for p in pairs[:t] if p == (s, a))
+        before = sum(1 for p in pairs[:last_plan_at] if p == (s, a))
+        replan = since >= steps_between or now > 2 * before
+        due.append(replan)
+        if replan:
+            last_plan_at, since = t, 0
+    return due
+
+
+@pytest.mark.parametrize("every", [1000, 7])
+def test_replan_on_doubling_replans_when_a_pair_doubles(every):
+    # TSDE's rule, against a naive recount of the history: a replan is due when the pair just
+    # left has been visited more than twice as often as when the agent last planned (its first
+    # visit included), or when the schedule says so
+    rng = np.random.default_rng(5)
+    S, A = 3, 2
+    agent = PSRLAgent(DirichletTransitionModel(S, A), np.zeros((S, A)), 0.9, n_samples=1,
+                      replan_every=every, replan_on_doubling=True)
+    agent.plan(rng=0)
+    pairs = [(int(rng.integers(S)), int(rng.integers(A))) for _ in range(60)]
+    got = [agent.observe(s, a, int(rng.integers(S)), rng=1) for s, a in pairs]
+    assert got == _doubling_oracle(pairs, every, S, A)
+    assert sum(got) > S * A   # every first visit, then the doublings
+    assert agent.n_plans_ == 1 + sum(got)
+    np.testing.assert_array_equal(agent.visits_, np.bincount(
+        [s * A + a for s, a in pairs], minlength=S * A).reshape(S, A))
+    # off (the default): the schedule alone
+    plain = PSRLAgent(DirichletTransitionModel(S, A), np.zeros((S, A)), 0.9, n_samples=1,
+                      replan_every=every)
+    plain.plan(rng=0)
+    got = [plain.observe(s, a, 0, rng=1) for s, a in pairs]
+    assert got == [(t + 1) % every == 0 for t in range(len(pairs))]
+
+
+def test_replan_on_doubling_stops_following_a_refuted_plan():
+    # A deterministic corridor whose prior plan bumps into the left wall: with a fixed schedule
+    # the agent repeats the refuted move until the next replan; with the doubling rule it
+    # replans after the first bump and moves on.
+    n = 6
+    P = np.zeros((n, 2, n))
+    for s in range(n):
+        P[s, 0, max(s - 1, 0)] = 1.0
+        P[s, 1, min(s + 1, n - 1)] = 1.0
+    R = np.zeros((n, 2))
+    R[n - 2, 1] = 1.0
+    true = TabularMDP(P, R, 0.9)
+    # a prior (pseudo-counts) that believes "left" leads to the goal's neighbour from everywhere
+    prior = np.zeros((n, 2, n))
+    prior[:, 0, n - 2] = 1
+    runs = {}
+    for doubling in (False, True):
+        belief = DirichletTransitionModel(n, 2, alpha=0.01).set_counts(prior)
+        agent = PSRLAgent(belief, R, 0.9, variant="mean", replan_every=40,
+                          replan_on_doubling=doubling)
+        runs[doubling] = run_psrl(TabularEnv(true, initial_distribution=0), agent, 40, rng=0)
+    assert np.all(runs[False]["actions"] == 0)     # 40 bumps: one refuted plan, followed
+    first_right = int(np.argmax(runs[True]["actions"] == 1))
+    assert 1 <= first_right <= 3 and runs[True]["next_states"].max() >= 2
+
+
+def test_replan_on_doubling_is_a_bool():
+    with pytest.raises(ValueError, match="replan_on_doubling"):
+        PSRLAgent(DirichletTransitionModel(3, 2), np.zeros((3, 2)), 0.9, replan_on_doubling="yes")

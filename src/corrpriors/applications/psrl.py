@@ -2,7 +2,8 @@ r"""Posterior sampling for reinforcement learning (PSRL) with a learned transiti
 
 Every ``replan_every`` transitions (or at the end of every episode) the agent folds the new
 data into its belief and recomputes its policy, which it then follows greedily until the next
-replan. Two variants, as in the paper (after Osband, Russo & Van Roy, 2013):
+replan; with ``replan_on_doubling`` also as soon as a (state, action) pair's visits have doubled
+since the last replan (TSDE, Ouyang et al., 2017). Two variants, as in the paper (after Osband, Russo & Van Roy, 2013):
 
 * ``"sampling"`` -- draw ``n_samples`` models :math:`P^{(m)}` from the posterior, solve
   each for its optimal Q-values :math:`Q^{(m)}` and act greedily on
@@ -212,6 +213,14 @@ class PSRLAgent:
         ``"sampling"`` variant draws rewards together with the transitions.
     terminal : array_like of bool, shape (S,), optional
         States known to be terminal from the start (more are learned from ``terminated``).
+    replan_on_doubling : bool, default=False
+        Also replan as soon as the (state, action) pair just left has been visited more than
+        twice as often as at the last replan -- its first visit included: the second stopping
+        rule of Thompson sampling with dynamic episodes (TSDE; Ouyang et al., 2017), with
+        ``replan_every`` as the longest interval. A plan whose models have just been refuted
+        -- a wall where the draw had a corridor -- is then not followed for up to
+        ``replan_every`` more steps. It adds at most 1 + log2(n) replans per pair
+        visited n times: many early, few later.
 
     Attributes
     ----------
@@ -222,6 +231,8 @@ class PSRLAgent:
         The Q-values it is greedy on.
     n_plans_ : int
         Number of replans so far.
+    visits_ : ndarray of shape (S, A)
+        Transitions observed from every (state, action) pair.
     terminal_ : ndarray of shape (S,)
         States known to be terminal.
     reward_belief_ : NormalGammaRewards or None
@@ -230,7 +241,8 @@ class PSRLAgent:
 
     def __init__(self, belief: TransitionBelief, rewards: Any, discount: float,
                  variant: str = "sampling", n_samples: int = 10, replan_every: int | str = 50,
-                 learn_rewards: bool | NormalGammaRewards = False, terminal: Any = None) -> None:
+                 learn_rewards: bool | NormalGammaRewards = False, terminal: Any = None,
+                 replan_on_doubling: bool = False) -> None:
         if not isinstance(belief, TransitionBelief):
             raise TypeError(f"belief: expected a transition belief (n_states, n_actions, update, "
                             f"mean, sample_many), got {type(belief).__name__}")
@@ -244,6 +256,8 @@ class PSRLAgent:
                                           int(replan_every) != replan_every or replan_every < 1):
             raise ValueError(f"replan_every: expected a positive int or 'episode', got "
                              f"{replan_every!r}")
+        if not isinstance(replan_on_doubling, (bool, np.bool_)):
+            raise ValueError(f"replan_on_doubling: expected a bool, got {replan_on_doubling!r}")
         S, A = int(belief.n_states), int(belief.n_actions)
         self.belief = belief
         self.reward_belief_ = self._reward_belief(learn_rewards, rewards, S, A)
@@ -289,6 +303,9 @@ class PSRLAgent:
         self.variant = variant
         self.n_samples = int(n_samples)
         self.replan_every = replan_every if replan_every == "episode" else int(replan_every)
+        self.replan_on_doubling = bool(replan_on_doubling)
+        self.visits_ = np.zeros((S, A), dtype=np.int64)
+        self._visits_at_plan = np.zeros((S, A), dtype=np.int64)
         self.policy_: IntArray | None = None
         self.q_values_: FloatArray | None = None
         self.n_plans_ = 0
@@ -338,6 +355,7 @@ class PSRLAgent:
             The new policy (also stored in ``policy_``).
         """
         self._flush()
+        self._visits_at_plan = self.visits_.copy()
         rng = as_generator(rng)
         warm = self.policy_
         if self.sparse:
@@ -437,12 +455,15 @@ class PSRLAgent:
                 raise ValueError("reward: required when the agent learns rewards")
             self._reward_buffer.append(float(reward))
         self._buffer.append((int(state), int(action), int(next_state)))
+        n = self.visits_[int(state), int(action)] = self.visits_[int(state), int(action)] + 1
         if terminated:
             self.terminal_[int(next_state)] = True
         if isinstance(self.replan_every, str):   # "episode" (validated)
             due = terminated or truncated
         else:
             due = len(self._buffer) >= self.replan_every
+        if self.replan_on_doubling:   # TSDE's rule: the pair's count doubled since the plan
+            due = due or n > 2 * self._visits_at_plan[int(state), int(action)]
         if due:
             self.plan(rng=rng)
         return due

@@ -113,6 +113,14 @@ def test_the_model_grows_with_the_size_and_the_settings():
     psrl = _gym_time.psrl_seed_cost(10_000, 4, 2, ("pg_sampling", "pg_mean"), 1000, 100, 100, 10)
     assert psrl.parts["pg_sampling"] > psrl.parts["pg_mean"]
     assert "11 plans per method" in psrl.model
+    # replanning on doubling prices DOUBLING_PLANS_PER_PAIR plans per pair, at most one per step
+    tsde = _gym_time.psrl_seed_cost(100, 4, 2, ("pg_sampling",), 1000, 50, 50, 10, doubling=True)
+    extra = round(_gym_time.DOUBLING_PLANS_PER_PAIR * 400)
+    assert f"{21 + extra} plans per method" in tsde.model
+    assert tsde.parts["pg_sampling"] > _gym_time.psrl_seed_cost(100, 4, 2, ("pg_sampling",), 1000, 50, 50,
+                                                                10).parts["pg_sampling"]
+    few_steps = _gym_time.psrl_seed_cost(10_000, 4, 2, ("pg_mean",), 300, 50, 50, 1, doubling=True)
+    assert f"{7 + round(_gym_time.DOUBLING_PLANS_PER_PAIR * 300)} plans per method" in few_steps.model
 
 
 def _measured_and_predicted(n: int, transitions: int) -> tuple[float, float]:

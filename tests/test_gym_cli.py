@@ -77,20 +77,16 @@ def test_psrl_on_a_tiny_map_with_known_and_learned_rewards(tmp_path, capsys):
                for p in sorted((tmp_path / "psrl-FrozenLake-v1").glob("*/metrics.json"))]
     assert sorted((c["learn_rewards"], c["rewards"]) for c in configs) == [
         (False, "expected"), (False, "transition"), (True, "transition")]
-    # the default replans on doubling on a map this small (TSDE), and says so
-    assert all(c["replan_on_doubling"] == "auto" for c in configs)
+    # the fixed schedule by default (a plan at step 0, 50 and 100); on doubling, more (TSDE)
     summaries = [json.loads(p.read_text()) for p in (tmp_path / "psrl-FrozenLake-v1").glob("*/metrics.json")]
-    assert all(m["extra"]["replan_on_doubling"] is True for m in summaries)
-    plans = {m["config"]["learn_rewards"]: m["extra"]["methods"]["pg_sampling"]["n_plans"] for m in summaries
-             if m["config"]["rewards"] == "transition"}
-    code, out, err = cli(capsys, *base, "--no-replan-on-doubling")
+    assert all(m["config"]["replan_on_doubling"] is False and m["extra"]["replan_on_doubling"] is False
+               and m["extra"]["methods"]["pg_sampling"]["n_plans"] == [3.0] for m in summaries)
+    code, out, err = cli(capsys, *base, "--replan-on-doubling")
     assert code == 0, err
-    fixed = [m for m in (json.loads(p.read_text()) for p in (tmp_path / "psrl-FrozenLake-v1").glob("*/metrics.json"))
-             if m["config"]["replan_on_doubling"] == "off"]
-    assert len(fixed) == 1 and fixed[0]["extra"]["replan_on_doubling"] is False
-    # the fixed schedule: a plan at step 0, 50 and 100; on doubling, more
-    assert fixed[0]["extra"]["methods"]["pg_sampling"]["n_plans"] == [3.0]
-    assert plans[False][0] > 3
+    tsde = [m for m in (json.loads(p.read_text()) for p in (tmp_path / "psrl-FrozenLake-v1").glob("*/metrics.json"))
+            if m["config"]["replan_on_doubling"] is True]
+    assert len(tsde) == 1 and tsde[0]["extra"]["replan_on_doubling"] is True
+    assert tsde[0]["extra"]["methods"]["pg_sampling"]["n_plans"][0] > 3
 
 
 class Chain(gymnasium.Env):
@@ -225,13 +221,3 @@ def test_sysid_figure_and_metrics_name_the_point_estimate_scored(tmp_path, capsy
     assert "Hellinger-Bayes" in titles["hellinger"] and "Hellinger-Bayes" not in titles["mean"]
     assert titles["auto"] == titles["hellinger"]
 
-
-def test_replan_on_doubling_auto_turns_on_for_small_environments():
-    from corrpriors.experiments.gym_psrl import DOUBLING_MAX_STATES, resolve_replan_on_doubling
-
-    assert resolve_replan_on_doubling("auto", DOUBLING_MAX_STATES) is True
-    assert resolve_replan_on_doubling("auto", DOUBLING_MAX_STATES + 1) is False
-    assert resolve_replan_on_doubling("on", 10**5) is True
-    assert resolve_replan_on_doubling("off", 2) is False
-    with pytest.raises(ValueError, match="replan_on_doubling"):
-        resolve_replan_on_doubling("yes", 2)

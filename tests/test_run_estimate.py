@@ -179,12 +179,14 @@ def test_psrl_refits_are_priced_at_their_warm_share():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("doubling", ["off", "on"])
+@pytest.mark.parametrize("doubling", [False, True])
 def test_the_psrl_estimate_covers_a_cliffwalking_seed(doubling):
-    """Measured (CPU, pg_sampling, 500 steps) within 4x of the estimate, either side.
+    """Measured (CPU, pg_sampling, 500 steps) within 5x of the estimate, either side.
 
-    Measured on the development machine: 1.2 s against 3.0 s with a replan every 50 steps, 3.1
-    against 11.2 s also replanning on doubling (before PSRL_REFIT_SHARE: 21 and 144 s).
+    Measured on the development machine: 1.2 s against 3.0 s with a replan every 50 steps,
+    2.5-3.1 s against 8.3 s also replanning on doubling (before PSRL_REFIT_SHARE the model
+    priced them at 21 and 144 s, which fails the test). Seconds-long runs vary: the bound is
+    wide.
     """
     from corrpriors.experiments.gym_psrl import PSRLExperiment
     from corrpriors.runner._run import seed_generator
@@ -194,4 +196,4 @@ def test_the_psrl_estimate_covers_a_cliffwalking_seed(doubling):
     predicted = exp.estimate_seed_cost(config).parts["pg_sampling"]
     result = exp.run_seed(config, rng=seed_generator(exp.NAME, 0))
     measured = float(result.method_extras["cpu_seconds"]["pg_sampling"][0])
-    assert predicted / 4 < measured < 4 * predicted, (measured, predicted)
+    assert predicted / 5 < measured < 5 * predicted, (measured, predicted)

@@ -8,7 +8,6 @@ from ..experiments.gym_psrl import (
     ALL_METHODS,
     DEFAULT_SEEDS,
     DEFAULT_STEPS,
-    DOUBLING_MAX_STATES,
     KIND,
     METHODS,
     QUICK_SEEDS,
@@ -40,8 +39,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "interval with --replan-on-doubling)")
     parser.add_argument("--replan-on-doubling", default=None, action=argparse.BooleanOptionalAction,
                         help="also replan as soon as a state-action pair's visits have doubled since the last "
-                             "replan, its first visit included (TSDE; default: on for environments of at most "
-                             f"{DOUBLING_MAX_STATES} states, where a replan is cheap)")
+                             "replan, its first visit included (TSDE; default: off -- up to a replan per new pair)")
     parser.add_argument("--samples", default=None, metavar="M",
                         help="posterior draws per replan of the sampling variants (default: 10)")
     parser.add_argument("--discount", default=None, metavar="GAMMA",
@@ -65,8 +63,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``corrpriors psrl``; return the exit code (0 ok, 1 a seed failed, 2 bad arguments)."""
     options = {"steps": args.steps, "eval_every": args.eval_every, "replan_every": args.replan_every,
-               "replan_on_doubling": None if args.replan_on_doubling is None
-               else ("on" if args.replan_on_doubling else "off"),
+               "replan_on_doubling": args.replan_on_doubling,
                "n_samples": args.samples, "discount": args.discount, "horizon": args.horizon,
                "learn_rewards": True if args.learn_rewards else None, "rewards": args.rewards,
                "terminals": args.terminals, "features": args.features,

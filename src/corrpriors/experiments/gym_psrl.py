@@ -112,13 +112,12 @@ class PSRLConfig(GymConfig):
     replan_every : int
         Steps between two belief updates and replans (the longest interval with
         ``replan_on_doubling``).
-    replan_on_doubling : {"auto", "on", "off"}
-        ``"on"``: also replan as soon as a (state, action) pair's visits have more than doubled
-        since the last replan, its first visit included (TSDE's rule; see
+    replan_on_doubling : bool
+        Also replan as soon as a (state, action) pair's visits have more than doubled since the
+        last replan, its first visit included (TSDE's rule; see
         :class:`~corrpriors.applications.PSRLAgent`), so that a plan refuted by the transition
-        just seen is not followed on. It costs up to a replan per new pair. ``"auto"`` (default):
-        on for environments of at most :data:`DOUBLING_MAX_STATES` states, off above
-        (:func:`resolve_replan_on_doubling`); the results record which.
+        just seen is not followed on. Off by default: it costs up to a replan per new pair, and
+        it changes which belief explores best (the user guide's "Replanning on doubling").
     n_samples : int
         Posterior draws per replan (``sampling`` variants).
     discount : float
@@ -154,7 +153,7 @@ class PSRLConfig(GymConfig):
     steps: int = DEFAULT_STEPS
     eval_every: int = 50
     replan_every: int = 50
-    replan_on_doubling: str = "auto"
+    replan_on_doubling: bool = False
     n_samples: int = 10
     discount: float = 0.99
     learn_rewards: bool = False
@@ -213,8 +212,7 @@ def run_seed(config: PSRLConfig, *, rng: np.random.Generator) -> SeedResult:
         agent = PSRLAgent(belief, None if config.learn_rewards else known, config.discount,
                           variant=variant, n_samples=config.n_samples, replan_every=config.replan_every,
                           learn_rewards=bool(config.learn_rewards), terminal=terminal,
-                          replan_on_doubling=resolve_replan_on_doubling(config.replan_on_doubling,
-                                                                        mdp.n_states))
+                          replan_on_doubling=bool(config.replan_on_doubling))
         cpu = time.process_time()
         out = run_psrl(env, agent, config.steps, rng=streams[method], eval_every=config.eval_every,
                        true_mdp=mdp, env_seed=env_seed)
@@ -239,25 +237,6 @@ def run_seed(config: PSRLConfig, *, rng: np.random.Generator) -> SeedResult:
               "uniform_return": np.array([float(out["uniform_return"])]),
               "optimal_success": opt_success, "optimal_horizon_return": opt_return}
     return SeedResult(curves=curves, extras=extras, method_extras=per)
-
-
-#: The largest environment (states) on which ``replan_on_doubling="auto"`` replans on doubling.
-#: Measured, 1,000 steps of ``pg_sampling``, CPU against the fixed 50-step schedule: 1.5x on
-#: CliffWalking (48 states, 500 steps), 2.6x on FrozenLake 8 x 8, 5.4x on a 16 x 16 map (256),
-#: more than 13x on Taxi-v4 (500 states: a replan of 10 dense draws and plans costs seconds, and
-#: every new pair asks for one).
-DOUBLING_MAX_STATES = 256
-
-
-def resolve_replan_on_doubling(value: str, n_states: int) -> bool:
-    """Whether the agent replans on doubling: ``value`` itself, or for ``"auto"`` whether the
-    environment has at most :data:`DOUBLING_MAX_STATES` states.
-    """
-    if value == "auto":
-        return int(n_states) <= DOUBLING_MAX_STATES
-    if value not in ("on", "off"):
-        raise ValueError(f"replan_on_doubling: expected 'auto', 'on' or 'off', got {value!r}")
-    return value == "on"
 
 
 def metric_names(mdp: Any) -> dict[str, str]:
@@ -366,7 +345,7 @@ class PSRLExperiment(GymExperiment):
         "steps": Interval(int, 1, MAX_STEPS),
         "eval_every": Interval(int, 1, MAX_STEPS),
         "replan_every": Interval(int, 1, MAX_STEPS),
-        "replan_on_doubling": Options("auto", "on", "off"),
+        "replan_on_doubling": Boolean(),
         "n_samples": Interval(int, 1, MAX_SAMPLES),
         "discount": DISCOUNT,
         "learn_rewards": Boolean(),
@@ -425,7 +404,7 @@ class PSRLExperiment(GymExperiment):
         settings = self.cost_settings(config)
         return psrl_seed_cost(settings.pop("n_states"), settings.pop("n_actions"), settings.pop("n_dims"),
                               tuple(config.methods), int(config.steps), config.replan_every, config.eval_every,
-                              int(config.n_samples), doubling=self.replan_on_doubling(config), **settings)
+                              int(config.n_samples), doubling=bool(config.replan_on_doubling), **settings)
 
     def summarise_extra(self, config: Any, results: Mapping[int, SeedResult], metrics: dict) -> dict:
         """Per method: the step from which the greedy policy stays optimal (per seed), final scores, cost."""
@@ -471,16 +450,10 @@ class PSRLExperiment(GymExperiment):
                         "the table rounds to 3 significant digits")
         notes.append("optimal policy: " + ", ".join(f"{k} {num(v)}" for k, v in reference.items())
                      + f" (discount {num(config.discount)}, horizon {config.horizon} steps)")
-        doubling = self.replan_on_doubling(config)
+        doubling = bool(config.replan_on_doubling)
         notes.append(f"replans: every {config.replan_every} steps"
-                     + (", and when a state-action pair's visits double (TSDE)" if doubling else "")
-                     + (f" (replan_on_doubling=auto: {'on' if doubling else 'off'} at "
-                        f"{self.n_states:,} states)" if config.replan_on_doubling == "auto" else ""))
+                     + (", and when a state-action pair's visits double (TSDE)" if doubling else ""))
         return {"methods": table, "reference": reference, "replan_on_doubling": doubling, "notes": notes}
-
-    def replan_on_doubling(self, config: Any) -> bool:
-        """Whether ``config``'s agents replan on doubling here (:func:`resolve_replan_on_doubling`)."""
-        return resolve_replan_on_doubling(config.replan_on_doubling, self.n_states)
 
     def figures(self, config: Any, results: Mapping[int, SeedResult], summary: dict) -> list[FigureSpec]:
         """One figure: a panel per metric against steps, mean ± std over seeds, the optimal policy dashed."""
@@ -505,5 +478,5 @@ class PSRLExperiment(GymExperiment):
                            "over seeds; dashed: the optimal policy")]
 
 
-__all__ = ["ALL_METHODS", "DOUBLING_MAX_STATES", "METHODS", "PSRLConfig", "PSRLExperiment", "run_seed",
-           "metric_names", "resolve_replan_on_doubling", "split_method", "steps_to_optimal", "x_values"]
+__all__ = ["ALL_METHODS", "METHODS", "PSRLConfig", "PSRLExperiment", "run_seed",
+           "metric_names", "split_method", "steps_to_optimal", "x_values"]

@@ -227,6 +227,41 @@ def test_support_weight_is_the_posterior_of_the_two_hypotheses():
     np.testing.assert_allclose(w, prior * np.exp(ev) / np.sum(prior * np.exp(ev)))
 
 
+@pytest.mark.parametrize("prior", [0.5, 0.2, 0.8])
+def test_support_weights_are_exchangeable_over_actions(prior):
+    # oracle: every configuration z of the A hypotheses, the Beta(2p, 2(1 - p)) prior of their
+    # common probability integrated numerically
+    import itertools
+
+    from scipy import integrate
+
+    from corrpriors.applications.transitions._layer import support_weights
+
+    gen = np.random.default_rng(7)
+    a0, b0 = 2 * prior, 2 * (1 - prior)
+    for n_actions in (1, 2, 3, 5):
+        x = gen.normal(scale=3.0, size=n_actions)
+        post, total = np.zeros(n_actions), 0.0
+        for z in itertools.product((0, 1), repeat=n_actions):
+            z = np.array(z)
+            k = int(z.sum())
+            mass, _ = integrate.quad(lambda t, k=k, n=n_actions: t ** (a0 - 1 + k) * (1 - t) ** (b0 - 1 + n - k),
+                                     0, 1, limit=200)
+            w = mass * math.exp(float(z @ x))
+            total += w
+            post += w * z
+        np.testing.assert_allclose(support_weights(x, prior), post / total, rtol=1e-8, atol=1e-12)
+    # one action: the fixed prior p (support_weight's formula)
+    one = support_weights([1.3], prior)[0]
+    assert one == pytest.approx(prior * math.exp(1.3) / (prior * math.exp(1.3) + 1 - prior), rel=1e-12)
+    # an action without data follows the others (Laplace's rule for p = 1/2), where a fixed
+    # prior per action would keep it at p
+    w = support_weights([0.0, -60.0, -60.0, -60.0], prior)
+    assert w[0] == pytest.approx(a0 / (a0 + b0 + 3), rel=1e-9) and np.all(w[1:] < 1e-20)
+    w = support_weights([0.0, 60.0, 60.0, 60.0], prior)
+    assert w[0] == pytest.approx((a0 + 3) / (a0 + b0 + 3), rel=1e-9) and np.all(w[1:] > 1 - 1e-12)
+
+
 def test_layer_mean_mixes_the_layer_and_the_support_prior_by_their_weight():
     mdp, b, data = _random_mdp_belief(150)
     _, plain, _ = _random_mdp_belief(150, support_prior=None)
@@ -288,3 +323,21 @@ def test_a_size_prior_that_cannot_hold_the_observed_states_is_refused():
         with pytest.raises(ValueError, match="^pi: gives no mass"):
             f(counts, [1.0, 0.0, 0.0, 0.0], 1.0)
         f(counts, [0.0, 1.0, 0.0, 0.0], 1.0)   # size 2 holds both rows
+
+
+def test_an_untried_action_follows_what_the_others_say_about_structure():
+    # CliffWalking's moves are predicted by the neighbours: after a walk that never tries "up",
+    # that action's support hypothesis is at Laplace's 1/5, not the per-action prior 1/2 (with
+    # which PSRL kept an untried action's teleporting draws for hundreds of steps)
+    import gymnasium
+
+    from corrpriors.applications.transitions import CorrelatedTransitionModel
+    from corrpriors.envs import from_gymnasium, random_exploration
+
+    env = gymnasium.make("CliffWalking-v1")
+    mdp = from_gymnasium(env)
+    d = random_exploration(env, 60, rng=np.random.default_rng(0))
+    keep = d.actions != 0
+    b = CorrelatedTransitionModel.for_mdp(mdp).update(d.states[keep], d.actions[keep], d.next_states[keep])
+    w = b.support_weights_
+    assert w[0] == pytest.approx(0.2, abs=1e-6) and np.all(w[1:] < 1e-6)

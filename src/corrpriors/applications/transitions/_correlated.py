@@ -350,9 +350,11 @@ class CorrelatedTransitionModel(_TransitionBelief):
         With a layer (a concentration): the prior probability, per action, that the pairs
         follow the sparse-support prior (:mod:`._support`: every pair moves to a few states,
         a uniformly drawn support whose size prior and Dirichlet concentration are learned
-        from all pairs) instead of the layer around the neighbours' prediction; its posterior
-        weight comes from the two hypotheses' evidence (:func:`~._layer.support_weight`),
-        means mix them, every draw of an action picks one. ``None``: no such hypothesis.
+        from all pairs) instead of the layer around the neighbours' prediction. The actions'
+        hypotheses are exchangeable (a Beta prior of mean ``support_prior`` on their common
+        probability): their posterior weights come from every action's evidence
+        (:func:`~._layer.support_weights`), so an action with few data follows the others;
+        means mix the two, every draw of an action picks one. ``None``: no such hypothesis.
     mc_rng : None, int, numpy.random.SeedSequence or numpy.random.Generator, default=None
         Randomness of ``probs_method="mc"`` (unused by ``"plugin"``). An int or SeedSequence
         makes every Monte-Carlo mean reproducible (each call restarts from it: common random
@@ -602,9 +604,9 @@ class CorrelatedTransitionModel(_TransitionBelief):
             the constructor); ``None``: they are independent. Ignored without a concentration.
         support_prior : float or None, default=0.5
             Prior probability, per action, of the sparse-support hypothesis beside the layer
-            (see the constructor and :mod:`._support`): the pairs ignore their neighbours and
-            each moves to a few states, sizes learned from all pairs; ``None``: no such
-            hypothesis. The default is dropped with ``concentration=None`` and on sparse
+            (see the constructor and :mod:`._support`; exchangeable over the actions): the pairs
+            ignore their neighbours and each moves to a few states, sizes learned from all
+            pairs; ``None``: no such hypothesis. The default is dropped with ``concentration=None`` and on sparse
             storage.
         prior : {"auto", "dense", "gmrf"}, default="auto"
             ``"dense"``: the squared-exponential kernel above (cost per fit about

@@ -53,9 +53,11 @@ A fourth, optional, hypothesis is about geometry itself: **sparse supports**
 (:mod:`._support`). Per action, the pairs' next-state distributions may instead follow the
 sparse-support prior -- every pair moves to a few states, a uniformly drawn support of a size
 whose prior, like the Dirichlet's concentration on it, is learned from all pairs' pooled
-evidence -- ignoring the neighbours altogether. It has prior probability ``support_prior``
-and the posterior probability of its evidence against the layer's (the probability of the
-observed sequences under either, :func:`support_weight`): where neighbours predict which
+evidence -- ignoring the neighbours altogether. It has prior probability ``support_prior``, exchangeably
+over the actions (a Beta prior of that mean on the actions' common probability, so that an
+action with few data follows what the others' data say, :func:`support_weights`), and the
+posterior probability of its evidence against the layer's (the probability of the observed
+sequences under either, :func:`support_log_factor`): where neighbours predict which
 states a pair reaches (a grid), the layer wins it by about :math:`\log(S\,B_j)` nats per
 distinct next state; where they do not (a random MDP), the support prior wins by what it
 knows about sizes. The mean mixes the two, and every posterior draw of an action picks one.
@@ -77,7 +79,7 @@ import itertools
 from typing import Any
 
 import numpy as np
-from scipy.special import digamma, gammaln
+from scipy.special import betaln, digamma, gammaln, logsumexp
 
 from ..._random import as_generator, sample_dirichlet
 from ..._typing import FloatArray, IntArray, SeedLike
@@ -94,7 +96,8 @@ from ._support import (
 __all__ = ["CONCENTRATIONS", "DELTAS", "NO_CONTAMINATION_PRIOR", "NO_LAYER_PRIOR",
            "concentration_weights", "contamination_absent", "contamination_posterior",
            "distinct_draws", "distinct_log_likelihood", "distinct_posterior", "expected_tables",
-           "layer_draws", "layer_mean", "layer_sqrt_mean", "log_evidence", "repel", "support_weight"]
+           "layer_draws", "layer_mean", "layer_sqrt_mean", "log_evidence", "repel", "support_log_factor",
+           "support_weight", "support_weights"]
 
 #: The default lattice of concentrations c: a quarter decade apart from 1e-2 to 1e4, and
 #: infinity (no layer: every pair is its base).
@@ -251,7 +254,7 @@ def _log_joint(log_ev: Any, concentrations: Any) -> FloatArray:
 
 def support_weight(log_ev: Any, concentrations: Any, support_log_ev: float,
                    prior: float) -> float:
-    r"""Posterior probability of the sparse-support hypothesis against the layer's.
+    r"""Posterior probability of the sparse-support hypothesis against the layer's, one action.
 
     Parameters
     ----------
@@ -269,11 +272,70 @@ def support_weight(log_ev: Any, concentrations: Any, support_log_ev: float,
     float
         :math:`p\, e^{E_{sup}} / (p\, e^{E_{sup}} + (1 - p) \sum_l \pi_l e^{E_l})`.
     """
+    return float(support_weights([support_log_factor(log_ev, concentrations, support_log_ev)], prior)[0])
+
+
+def support_log_factor(log_ev: Any, concentrations: Any, support_log_ev: float) -> float:
+    r"""Log Bayes factor of the sparse-support hypothesis against the layer for one action.
+
+    Parameters
+    ----------
+    log_ev : array_like of shape (L,)
+        The layer's :func:`log_evidence` of the action's rows for every concentration.
+    concentrations : array_like of shape (L,)
+        Their lattice (its prior as in :func:`concentration_weights`).
+    support_log_ev : float
+        :func:`~._support.support_log_evidence` of the same rows.
+
+    Returns
+    -------
+    float
+        :math:`E_{sup} - \log \sum_l \pi_l e^{E_l}` (0 for an action without data).
+    """
     v = _log_joint(log_ev, concentrations)
     top = float(v.max())
-    layer = top + float(np.log(np.sum(np.exp(v - top))))
-    x = np.log(prior) + float(support_log_ev) - np.log1p(-prior) - layer
-    return float(0.5 * (1.0 + np.tanh(0.5 * np.clip(x, -700.0, 700.0))))
+    return float(support_log_ev) - (top + float(np.log(np.sum(np.exp(v - top)))))
+
+
+def support_weights(log_factors: Any, prior: float) -> FloatArray:
+    r"""Posterior probabilities of the sparse-support hypothesis of every action, exchangeably.
+
+    Whether the neighbours predict an action's next states is a property of the environment
+    more than of the action: the hypotheses :math:`z_a` of the A actions are exchangeable,
+    :math:`z_a \mid \theta \sim \mathrm{Bernoulli}(\theta)` with
+    :math:`\theta \sim \mathrm{Beta}(2p, 2(1 - p))` (mean :math:`p`, the prior probability of
+    one action's hypothesis). So an action with little data follows what the others' data say,
+    where a fixed prior :math:`p` per action would keep an untried action at :math:`p` however
+    clearly every other action is predicted by its neighbours (and PSRL, planning with its
+    teleporting draws, might never try it). With one action it is :func:`support_weight`.
+
+    Parameters
+    ----------
+    log_factors : array_like of shape (A,)
+        :func:`support_log_factor` of every action.
+    prior : float
+        :math:`p` in (0, 1).
+
+    Returns
+    -------
+    ndarray of shape (A,)
+        :math:`P(z_a = 1 \mid \text{data})`, summing :math:`\theta` out exactly (elementary
+        symmetric polynomials of the Bayes factors, in logs).
+    """
+    x = np.clip(np.asarray(log_factors, dtype=np.float64), -1e4, 1e4)
+    A = x.size
+    k = np.arange(A + 1)
+    log_w = betaln(2 * prior + k, 2 * (1 - prior) + A - k)     # (A + 1,) prior of one z with k ones
+    out = np.empty(A)
+    for a in range(A):
+        e = np.full(A, -np.inf)     # log elementary symmetric polynomials of the others' factors
+        e[0] = 0.0
+        for b in np.delete(np.arange(A), a):
+            e[1:] = np.logaddexp(e[1:], e[:-1] + x[b])
+        one = x[a] + logsumexp(e + log_w[1:])
+        zero = logsumexp(e + log_w[:-1])
+        out[a] = 0.5 * (1.0 + np.tanh(0.5 * np.clip(one - zero, -700.0, 700.0)))
+    return out
 
 
 def contamination_posterior(tables: Any, predicted: Any, epsilon: float,
@@ -851,14 +913,16 @@ class _Layer:
                                          or not np.array_equal(counts, self._support_counts)):
             self.support_fit = fit_support(counts, start=self.support_fit)   # pooled
             self._support_counts = counts.copy()
+        factors = np.zeros(counts.shape[1])
         for a in range(counts.shape[1]):
             ev = log_evidence(counts[:, a, :], B[:, a, :], self.lattice)
             self.weights[a] = concentration_weights(ev, self.lattice)
             if self.support_fit is not None and self.support is not None:
                 f = self.support_fit
-                self.support_weights[a] = support_weight(
-                    ev, self.lattice, support_log_evidence(counts[:, a, :], f.pi, f.beta),
-                    self.support)
+                factors[a] = support_log_factor(
+                    ev, self.lattice, support_log_evidence(counts[:, a, :], f.pi, f.beta))
+        if self.support_fit is not None and self.support is not None:
+            self.support_weights = support_weights(factors, self.support)
 
     def mean(self, counts: FloatArray, base: FloatArray) -> FloatArray:
         """Posterior mean (S, A, S) from the correlated means ``base`` (S, A, S)."""

@@ -211,7 +211,15 @@ def _random_mdp_belief(T, support_prior=0.5, seed=0, **kw):
 
 
 def test_support_weight_is_the_posterior_of_the_two_hypotheses():
-    from corrpriors.applications.transitions._layer import CONCENTRATIONS, concentration_weights, support_weight
+    from corrpriors.applications.transitions._layer import (
+        CONCENTRATIONS,
+        concentration_weights,
+        support_log_factor,
+        support_weights,
+    )
+
+    def support_weight(ev, concentrations, sup, p):   # one action
+        return float(support_weights([support_log_factor(ev, concentrations, sup)], p)[0])
 
     gen = np.random.default_rng(0)
     ev = gen.normal(-40.0, 3.0, size=CONCENTRATIONS.size)
@@ -251,7 +259,7 @@ def test_support_weights_are_exchangeable_over_actions(prior):
             total += w
             post += w * z
         np.testing.assert_allclose(support_weights(x, prior), post / total, rtol=1e-8, atol=1e-12)
-    # one action: the fixed prior p (support_weight's formula)
+    # one action: the fixed prior p updated by its Bayes factor
     one = support_weights([1.3], prior)[0]
     assert one == pytest.approx(prior * math.exp(1.3) / (prior * math.exp(1.3) + 1 - prior), rel=1e-12)
     # an action without data follows the others (Laplace's rule for p = 1/2), where a fixed

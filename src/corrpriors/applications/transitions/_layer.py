@@ -97,7 +97,7 @@ __all__ = ["CONCENTRATIONS", "DELTAS", "NO_CONTAMINATION_PRIOR", "NO_LAYER_PRIOR
            "concentration_weights", "contamination_absent", "contamination_posterior",
            "distinct_draws", "distinct_log_likelihood", "distinct_posterior", "expected_tables",
            "layer_draws", "layer_mean", "layer_sqrt_mean", "log_evidence", "repel", "support_log_factor",
-           "support_weight", "support_weights"]
+           "support_weights"]
 
 #: The default lattice of concentrations c: a quarter decade apart from 1e-2 to 1e4, and
 #: infinity (no layer: every pair is its base).
@@ -252,29 +252,6 @@ def _log_joint(log_ev: Any, concentrations: Any) -> FloatArray:
     return v + np.log(prior)
 
 
-def support_weight(log_ev: Any, concentrations: Any, support_log_ev: float,
-                   prior: float) -> float:
-    r"""Posterior probability of the sparse-support hypothesis against the layer's, one action.
-
-    Parameters
-    ----------
-    log_ev : array_like of shape (L,)
-        The layer's :func:`log_evidence` of one action's rows for every concentration.
-    concentrations : array_like of shape (L,)
-        Their lattice (its prior as in :func:`concentration_weights`).
-    support_log_ev : float
-        :func:`~._support.support_log_evidence` of the same rows.
-    prior : float
-        Prior probability of the sparse-support hypothesis, in (0, 1).
-
-    Returns
-    -------
-    float
-        :math:`p\, e^{E_{sup}} / (p\, e^{E_{sup}} + (1 - p) \sum_l \pi_l e^{E_l})`.
-    """
-    return float(support_weights([support_log_factor(log_ev, concentrations, support_log_ev)], prior)[0])
-
-
 def support_log_factor(log_ev: Any, concentrations: Any, support_log_ev: float) -> float:
     r"""Log Bayes factor of the sparse-support hypothesis against the layer for one action.
 
@@ -307,7 +284,8 @@ def support_weights(log_factors: Any, prior: float) -> FloatArray:
     one action's hypothesis). So an action with little data follows what the others' data say,
     where a fixed prior :math:`p` per action would keep an untried action at :math:`p` however
     clearly every other action is predicted by its neighbours (and PSRL, planning with its
-    teleporting draws, might never try it). With one action it is :func:`support_weight`.
+    teleporting draws, might never try it). With one action it is the prior :math:`p` updated by
+    the action's Bayes factor.
 
     Parameters
     ----------

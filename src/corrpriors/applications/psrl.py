@@ -3,7 +3,8 @@ r"""Posterior sampling for reinforcement learning (PSRL) with a learned transiti
 Every ``replan_every`` transitions (or at the end of every episode) the agent folds the new
 data into its belief and recomputes its policy, which it then follows greedily until the next
 replan; with ``replan_on_doubling`` also as soon as a (state, action) pair's visits have doubled
-since the last replan (TSDE, Ouyang et al., 2017). Two variants, as in the paper (after Osband, Russo & Van Roy, 2013):
+since the last replan (TSDE, Ouyang et al., 2017). Two variants, as in the paper (after Osband,
+Russo & Van Roy, 2013):
 
 * ``"sampling"`` -- draw ``n_samples`` models :math:`P^{(m)}` from the posterior, solve
   each for its optimal Q-values :math:`Q^{(m)}` and act greedily on

@@ -606,8 +606,8 @@ class CorrelatedTransitionModel(_TransitionBelief):
             Prior probability, per action, of the sparse-support hypothesis beside the layer
             (see the constructor and :mod:`._support`; exchangeable over the actions): the pairs
             ignore their neighbours and each moves to a few states, sizes learned from all
-            pairs; ``None``: no such hypothesis. The default is dropped with ``concentration=None`` and on sparse
-            storage.
+            pairs; ``None``: no such hypothesis. The default is dropped with
+            ``concentration=None`` and on sparse storage.
         prior : {"auto", "dense", "gmrf"}, default="auto"
             ``"dense"``: the squared-exponential kernel above (cost per fit about
             :math:`\sum_k |O_k|^3`, cubic in S). ``"gmrf"``: a Matern-like Gaussian Markov random

@@ -53,11 +53,11 @@ A fourth, optional, hypothesis is about geometry itself: **sparse supports**
 (:mod:`._support`). Per action, the pairs' next-state distributions may instead follow the
 sparse-support prior -- every pair moves to a few states, a uniformly drawn support of a size
 whose prior, like the Dirichlet's concentration on it, is learned from all pairs' pooled
-evidence -- ignoring the neighbours altogether. It has prior probability ``support_prior``, exchangeably
-over the actions (a Beta prior of that mean on the actions' common probability, so that an
-action with few data follows what the others' data say, :func:`support_weights`), and the
-posterior probability of its evidence against the layer's (the probability of the observed
-sequences under either, :func:`support_log_factor`): where neighbours predict which
+evidence -- ignoring the neighbours altogether. It has prior probability ``support_prior``,
+exchangeably over the actions (a Beta prior of that mean on the actions' common probability,
+so that an action with few data follows what the others' data say, :func:`support_weights`),
+and the posterior probability of its evidence against the layer's (the probability of the
+observed sequences under either, :func:`support_log_factor`): where neighbours predict which
 states a pair reaches (a grid), the layer wins it by about :math:`\log(S\,B_j)` nats per
 distinct next state; where they do not (a random MDP), the support prior wins by what it
 knows about sizes. The mean mixes the two, and every posterior draw of an action picks one.
@@ -96,8 +96,8 @@ from ._support import (
 __all__ = ["CONCENTRATIONS", "DELTAS", "NO_CONTAMINATION_PRIOR", "NO_LAYER_PRIOR",
            "concentration_weights", "contamination_absent", "contamination_posterior",
            "distinct_draws", "distinct_log_likelihood", "distinct_posterior", "expected_tables",
-           "layer_draws", "layer_mean", "layer_sqrt_mean", "log_evidence", "repel", "support_log_factor",
-           "support_weights"]
+           "layer_draws", "layer_mean", "layer_sqrt_mean", "log_evidence", "repel",
+           "support_log_factor", "support_weights"]
 
 #: The default lattice of concentrations c: a quarter decade apart from 1e-2 to 1e4, and
 #: infinity (no layer: every pair is its base).

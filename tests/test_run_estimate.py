@@ -183,10 +183,10 @@ def test_psrl_refits_are_priced_at_their_warm_share():
 def test_the_psrl_estimate_covers_a_cliffwalking_seed(doubling):
     """Measured (CPU, pg_sampling, 500 steps) within 5x of the estimate, either side.
 
-    Measured on the development machine: 1.2 s against 3.0 s with a replan every 50 steps,
-    2.5-3.1 s against 8.3 s also replanning on doubling (before PSRL_REFIT_SHARE the model
-    priced them at 21 and 144 s, which fails the test). Seconds-long runs vary: the bound is
-    wide.
+    Measured on the development machine: 1.2 s against 2.5 s with a replan every 50 steps,
+    2.5-3.1 s against 7.4 s also replanning on doubling (before PSRL_REFIT_SHARE and the
+    re-measured DENSE_FIT_SECONDS the model priced them at 21 and 144 s, which fails the test).
+    Seconds-long runs vary: the bound is wide.
     """
     from corrpriors.experiments.gym_psrl import PSRLExperiment
     from corrpriors.runner._run import seed_generator

@@ -57,7 +57,10 @@ FIT_SECONDS = {"collapsed": 40.0, "elbo": 40.0, "fixed": 9.0, "em": 9.0}
 #: CPU seconds of one action's refit independent of S (c_0: the fixed costs of a fit).
 FIT_OVERHEAD = 0.5
 #: CPU seconds of one action's refit of ``pg`` with the dense prior (below 500 states).
-DENSE_FIT_SECONDS = 0.5
+#: Re-measured in round 9 with ``corrpriors sysid`` (five T, Hellinger estimates): at 0.5 the
+#: model priced CliffWalking, FrozenLake 8 x 8 and 16 x 16 and Taxi-v4 at 3.7-4.8x their
+#: measured CPU (2.5, 2.3, 4.3 and 44 s per seed); at 0.15, 1.4-2.7x.
+DENSE_FIT_SECONDS = 0.15
 #: CPU seconds of one action's refit of ``pg_absolute`` at 500 states (grows as S^3).
 ABSOLUTE_FIT_SECONDS = 1.5
 #: CPU seconds per (s, a) pair of a Dirichlet belief's mean, Hellinger error or draw.
@@ -210,10 +213,12 @@ DOUBLING_PLANS_PER_PAIR = 0.2
 
 #: A PSRL refit's share of :func:`refit_seconds` below 2,000 states (dense storage): PSRL refits
 #: are warm-started from the last fit and fold in a few transitions. Measured fit seconds per
-#: refit against the price, 50-step schedule: CliffWalking 0.054, FrozenLake 8 x 8 0.066, a
-#: 16 x 16 map 0.097, Taxi-v4 0.057 (before: priced in full, runs 5-18x over their estimate).
-#: Above 2,000 states the full price stays (the 316 x 316 run was under its estimate).
-PSRL_REFIT_SHARE = 0.1
+#: refit against the price (at ``DENSE_FIT_SECONDS = 0.5``), 50-step schedule: CliffWalking
+#: 0.054, FrozenLake 8 x 8 0.066, a 16 x 16 map 0.097, Taxi-v4 0.057; 24 x 24 (GMRF prior,
+#: replanning on doubling) 0.087 per action refitted. Priced at 0.25 with the dense price at
+#: 0.15 (before: priced in full, runs 5-18x over their estimate). Above 2,000 states the full
+#: price stays (the 316 x 316 run was under its estimate).
+PSRL_REFIT_SHARE = 0.25
 
 
 def psrl_seed_cost(n_states: int, n_actions: int, n_dims: int, methods: Sequence[str], steps: int,

@@ -159,7 +159,8 @@ def test_fit_by_row_groups_matches_the_em_over_every_row():
         rows[r, z] = gen.multinomial(int(gen.integers(0, 12)), gen.dirichlet(np.ones(k)))
     f = fit_support(rows)
     seen = rows[rows.sum(axis=-1) > 0]
-    best = max((( *_em_pi(support_log_likelihood(seen, b), np.full(S, 1 / S), 200), b)
+    every_row = np.ones(seen.shape[0])
+    best = max((( *_em_pi(support_log_likelihood(seen, b), np.full(S, 1 / S), 200, every_row), b)
                 for b in BETAS), key=lambda t: t[1])
     assert f.beta == best[2]
     np.testing.assert_allclose(f.pi, best[0], rtol=1e-9, atol=1e-15)

@@ -455,8 +455,9 @@ class PSRLAgent:
             if reward is None:
                 raise ValueError("reward: required when the agent learns rewards")
             self._reward_buffer.append(float(reward))
-        self._buffer.append((int(state), int(action), int(next_state)))
-        n = self.visits_[int(state), int(action)] = self.visits_[int(state), int(action)] + 1
+        s, a = int(state), int(action)
+        self._buffer.append((s, a, int(next_state)))
+        self.visits_[s, a] += 1
         if terminated:
             self.terminal_[int(next_state)] = True
         if isinstance(self.replan_every, str):   # "episode" (validated)
@@ -464,7 +465,7 @@ class PSRLAgent:
         else:
             due = len(self._buffer) >= self.replan_every
         if self.replan_on_doubling:   # TSDE's rule: the pair's count doubled since the plan
-            due = due or n > 2 * self._visits_at_plan[int(state), int(action)]
+            due = due or self.visits_[s, a] > 2 * self._visits_at_plan[s, a]
         if due:
             self.plan(rng=rng)
         return due

@@ -147,8 +147,6 @@ def expected_tables(counts: Any, base: Any, concentration: float) -> FloatArray:
 
 def _table_means(n: FloatArray, b: FloatArray, c: float) -> FloatArray:
     """Unrounded expected table counts (``n`` itself for ``c = inf``)."""
-    if np.isinf(c):
-        return n.copy()
     seen = n > 0
     out = np.zeros_like(n)
     out[seen] = _seen_table_means(n[seen], b[seen], c)
@@ -269,9 +267,7 @@ def support_log_factor(log_ev: Any, concentrations: Any, support_log_ev: float) 
     float
         :math:`E_{sup} - \log \sum_l \pi_l e^{E_l}` (0 for an action without data).
     """
-    v = _log_joint(log_ev, concentrations)
-    top = float(v.max())
-    return float(support_log_ev) - (top + float(np.log(np.sum(np.exp(v - top)))))
+    return float(support_log_ev) - float(logsumexp(_log_joint(log_ev, concentrations)))
 
 
 def support_weights(log_factors: Any, prior: float) -> FloatArray:
@@ -891,15 +887,15 @@ class _Layer:
                                          or not np.array_equal(counts, self._support_counts)):
             self.support_fit = fit_support(counts, start=self.support_fit)   # pooled
             self._support_counts = counts.copy()
+        f = self.support_fit if self.support is not None else None
         factors = np.zeros(counts.shape[1])
         for a in range(counts.shape[1]):
             ev = log_evidence(counts[:, a, :], B[:, a, :], self.lattice)
             self.weights[a] = concentration_weights(ev, self.lattice)
-            if self.support_fit is not None and self.support is not None:
-                f = self.support_fit
+            if f is not None:
                 factors[a] = support_log_factor(
                     ev, self.lattice, support_log_evidence(counts[:, a, :], f.pi, f.beta))
-        if self.support_fit is not None and self.support is not None:
+        if f is not None and self.support is not None:
             self.support_weights = support_weights(factors, self.support)
 
     def mean(self, counts: FloatArray, base: FloatArray) -> FloatArray:

@@ -359,13 +359,11 @@ class SupportFit:
         self.log_evidence = log_evidence
 
 
-def _em_pi(L: FloatArray, pi: FloatArray, iters: int,
-           weight: FloatArray | None = None) -> tuple[FloatArray, float]:
+def _em_pi(L: FloatArray, pi: FloatArray, iters: int, w: FloatArray) -> tuple[FloatArray, float]:
     """EM for the support-size weights given the row log likelihoods (rows with data), (R, S);
-    ``weight`` (R,): how many rows each row of ``L`` stands for (default one each).
+    ``w`` (R,): how many rows each row of ``L`` stands for (:func:`_grouped_rows`).
     """
     S = L.shape[-1]
-    w = np.ones(L.shape[0]) if weight is None else np.asarray(weight, dtype=np.float64)
     top = L.max(axis=-1, keepdims=True)
     lik = np.exp(L - top)                                               # (R, K)
     p = pi

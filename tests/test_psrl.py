@@ -305,15 +305,18 @@ def test_normal_gamma_posterior_matches_quadrature_and_sampling():
         NormalGammaRewards(2, 1, kappa=0.0)
 
 
-def _doubling_oracle(pairs, steps_between, S, A):
-    """When a TSDE agent replans, recomputed naively from the whole history after every step."""
+def _doubling_oracle(pairs, steps_between, S, A, first_visits=True):
+    """When a TSDE agent replans, recomputed naively from the whole history after every step
+    (``first_visits=False``: the revisit rule, a pair's first visit since a replan not counted).
+    """
     due, last_plan_at, since = [], 0, 0
     for t in range(1, len(pairs) + 1):
         s, a = pairs[t - 1]
         since += 1
         now = sum(1 for p in pairs[:t] if p == (s, a))
         before = sum(1 for p in pairs[:last_plan_at] if p == (s, a))
-        replan = since >= steps_between or now > 2 * before
+        since_plan = sum(1 for p in pairs[last_plan_at:t] if p == (s, a))
+        replan = since >= steps_between or (now > 2 * before and (first_visits or since_plan >= 2))
         due.append(replan)
         if replan:
             last_plan_at, since = t, 0
@@ -345,21 +348,60 @@ def test_replan_on_doubling_replans_when_a_pair_doubles(every):
     assert got == [(t + 1) % every == 0 for t in range(len(pairs))]
 
 
-def test_replan_on_doubling_stops_following_a_refuted_plan():
-    # A deterministic corridor whose prior plan bumps into the left wall: with a fixed schedule
-    # the agent repeats the refuted move until the next replan; with the doubling rule it
-    # replans after the first bump and moves on.
-    n = 6
+@pytest.mark.parametrize("every", [1000, 7])
+def test_replan_on_revisit_replans_when_a_pair_comes_back_doubled(every):
+    # The revisit rule against the naive recount: the doubling rule without the pairs' first
+    # visits since a replan (a pair unvisited at the last replan fires at its second visit)
+    rng = np.random.default_rng(6)
+    S, A = 4, 2
+    pairs = [(int(rng.integers(S)), int(rng.integers(A))) for _ in range(80)]
+    agent = PSRLAgent(DirichletTransitionModel(S, A), np.zeros((S, A)), 0.9, n_samples=1,
+                      replan_every=every, replan_on_revisit=True)
+    agent.plan(rng=0)
+    got = [agent.observe(s, a, int(rng.integers(S)), rng=1) for s, a in pairs]
+    assert got == _doubling_oracle(pairs, every, S, A, first_visits=False)
+    tsde = _doubling_oracle(pairs, every, S, A)
+    assert sum(got) < sum(tsde)    # fewer replans than TSDE's
+    assert agent.n_plans_ == 1 + sum(got)
+    # with both rules, the doubling rule (which includes the revisits)
+    both = PSRLAgent(DirichletTransitionModel(S, A), np.zeros((S, A)), 0.9, n_samples=1,
+                     replan_every=every, replan_on_revisit=True, replan_on_doubling=True)
+    both.plan(rng=0)
+    assert [both.observe(s, a, 0, rng=1) for s, a in pairs] == tsde
+
+
+def _corridor(n=6):
+    """A deterministic corridor (left, right) paying for "right" next to the right end, and a
+    prior (pseudo-counts) believing that "left" leads to the goal's neighbour from everywhere."""
     P = np.zeros((n, 2, n))
     for s in range(n):
         P[s, 0, max(s - 1, 0)] = 1.0
         P[s, 1, min(s + 1, n - 1)] = 1.0
     R = np.zeros((n, 2))
     R[n - 2, 1] = 1.0
-    true = TabularMDP(P, R, 0.9)
-    # a prior (pseudo-counts) that believes "left" leads to the goal's neighbour from everywhere
     prior = np.zeros((n, 2, n))
     prior[:, 0, n - 2] = 1
+    return TabularMDP(P, R, 0.9), prior
+
+
+def test_replan_on_revisit_leaves_a_cycle():
+    # The corridor's prior plan bumps into the left wall: the revisit rule lets the first bump
+    # pass (a first visit), replans at the second and moves on
+    true, prior = _corridor()
+    belief = DirichletTransitionModel(true.n_states, 2, alpha=0.01).set_counts(prior)
+    agent = PSRLAgent(belief, true.rewards, 0.9, variant="mean", replan_every=40,
+                      replan_on_revisit=True)
+    run = run_psrl(TabularEnv(true, initial_distribution=0), agent, 40, rng=0)
+    first_right = int(np.argmax(run["actions"] == 1))
+    assert 2 <= first_right <= 4 and run["next_states"].max() >= 2
+
+
+def test_replan_on_doubling_stops_following_a_refuted_plan():
+    # A deterministic corridor whose prior plan bumps into the left wall: with a fixed schedule
+    # the agent repeats the refuted move until the next replan; with the doubling rule it
+    # replans after the first bump and moves on.
+    true, prior = _corridor()
+    n, R = true.n_states, true.rewards
     runs = {}
     for doubling in (False, True):
         belief = DirichletTransitionModel(n, 2, alpha=0.01).set_counts(prior)
@@ -371,6 +413,7 @@ def test_replan_on_doubling_stops_following_a_refuted_plan():
     assert 1 <= first_right <= 3 and runs[True]["next_states"].max() >= 2
 
 
-def test_replan_on_doubling_is_a_bool():
-    with pytest.raises(ValueError, match="replan_on_doubling"):
-        PSRLAgent(DirichletTransitionModel(3, 2), np.zeros((3, 2)), 0.9, replan_on_doubling="yes")
+@pytest.mark.parametrize("name", ["replan_on_doubling", "replan_on_revisit"])
+def test_replan_rules_are_bools(name):
+    with pytest.raises(ValueError, match=name):
+        PSRLAgent(DirichletTransitionModel(3, 2), np.zeros((3, 2)), 0.9, **{name: "yes"})

@@ -3,8 +3,10 @@ r"""Posterior sampling for reinforcement learning (PSRL) with a learned transiti
 Every ``replan_every`` transitions (or at the end of every episode) the agent folds the new
 data into its belief and recomputes its policy, which it then follows greedily until the next
 replan; with ``replan_on_doubling`` also as soon as a (state, action) pair's visits have doubled
-since the last replan (TSDE, Ouyang et al., 2017). Two variants, as in the paper (after Osband,
-Russo & Van Roy, 2013):
+since the last replan (TSDE, Ouyang et al., 2017), and with ``replan_on_revisit`` as soon as a pair
+visited since the last replan comes back with its visits doubled (the same rule without the first
+visits: a plan caught in a cycle, a wall it keeps bumping into, is not followed on). Two
+variants, as in the paper (after Osband, Russo & Van Roy, 2013):
 
 * ``"sampling"`` -- draw ``n_samples`` models :math:`P^{(m)}` from the posterior, solve
   each for its optimal Q-values :math:`Q^{(m)}` and act greedily on
@@ -222,6 +224,15 @@ class PSRLAgent:
         -- a wall where the draw had a corridor -- is then not followed for up to
         ``replan_every`` more steps. It adds at most 1 + log2(n) replans per pair
         visited n times: many early, few later.
+    replan_on_revisit : bool, default=False
+        Also replan as soon as the pair just left has been visited at least twice since the
+        last replan and more than twice as often as at the last replan: the doubling rule above
+        without the pairs' first visits since a replan. In a deterministic world a pair that
+        comes back under one plan means the agent is in a cycle that the plan repeats until
+        the next replan (a wall it keeps bumping into, a loop through a refuted shortcut); in a
+        stochastic one, that the pair's data have doubled. It takes the doubling rule's
+        replans that follow a refuted plan and leaves the first visits, a replan per new pair,
+        which make most of that rule's cost. Implied by ``replan_on_doubling``.
 
     Attributes
     ----------
@@ -243,7 +254,7 @@ class PSRLAgent:
     def __init__(self, belief: TransitionBelief, rewards: Any, discount: float,
                  variant: str = "sampling", n_samples: int = 10, replan_every: int | str = 50,
                  learn_rewards: bool | NormalGammaRewards = False, terminal: Any = None,
-                 replan_on_doubling: bool = False) -> None:
+                 replan_on_doubling: bool = False, replan_on_revisit: bool = False) -> None:
         if not isinstance(belief, TransitionBelief):
             raise TypeError(f"belief: expected a transition belief (n_states, n_actions, update, "
                             f"mean, sample_many), got {type(belief).__name__}")
@@ -257,8 +268,10 @@ class PSRLAgent:
                                           int(replan_every) != replan_every or replan_every < 1):
             raise ValueError(f"replan_every: expected a positive int or 'episode', got "
                              f"{replan_every!r}")
-        if not isinstance(replan_on_doubling, (bool, np.bool_)):
-            raise ValueError(f"replan_on_doubling: expected a bool, got {replan_on_doubling!r}")
+        for name, flag in (("replan_on_doubling", replan_on_doubling),
+                           ("replan_on_revisit", replan_on_revisit)):
+            if not isinstance(flag, (bool, np.bool_)):
+                raise ValueError(f"{name}: expected a bool, got {flag!r}")
         S, A = int(belief.n_states), int(belief.n_actions)
         self.belief = belief
         self.reward_belief_ = self._reward_belief(learn_rewards, rewards, S, A)
@@ -305,6 +318,7 @@ class PSRLAgent:
         self.n_samples = int(n_samples)
         self.replan_every = replan_every if replan_every == "episode" else int(replan_every)
         self.replan_on_doubling = bool(replan_on_doubling)
+        self.replan_on_revisit = bool(replan_on_revisit)
         self.visits_ = np.zeros((S, A), dtype=np.int64)
         self._visits_at_plan = np.zeros((S, A), dtype=np.int64)
         self.policy_: IntArray | None = None
@@ -464,8 +478,10 @@ class PSRLAgent:
             due = terminated or truncated
         else:
             due = len(self._buffer) >= self.replan_every
-        if self.replan_on_doubling:   # TSDE's rule: the pair's count doubled since the plan
-            due = due or self.visits_[s, a] > 2 * self._visits_at_plan[s, a]
+        if self.replan_on_doubling or self.replan_on_revisit:
+            now, before = self.visits_[s, a], self._visits_at_plan[s, a]
+            doubled = now > 2 * before     # TSDE's rule: the pair's count doubled since the plan
+            due = due or (doubled and (self.replan_on_doubling or now - before >= 2))
         if due:
             self.plan(rng=rng)
         return due

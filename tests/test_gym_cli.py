@@ -77,16 +77,27 @@ def test_psrl_on_a_tiny_map_with_known_and_learned_rewards(tmp_path, capsys):
                for p in sorted((tmp_path / "psrl-FrozenLake-v1").glob("*/metrics.json"))]
     assert sorted((c["learn_rewards"], c["rewards"]) for c in configs) == [
         (False, "expected"), (False, "transition"), (True, "transition")]
-    # the fixed schedule by default (a plan at step 0, 50 and 100); on doubling, more (TSDE)
-    summaries = [json.loads(p.read_text()) for p in (tmp_path / "psrl-FrozenLake-v1").glob("*/metrics.json")]
-    assert all(m["config"]["replan_on_doubling"] is False and m["extra"]["replan_on_doubling"] is False
-               and m["extra"]["methods"]["pg_sampling"]["n_plans"] == [3.0] for m in summaries)
+    # by default the schedule and the revisits (a plan at step 0, 50 and 100, and one per pair
+    # that comes back doubled); --no-replan-on-revisit the schedule alone; on doubling, more (TSDE)
+    def summaries():
+        return [json.loads(p.read_text()) for p in (tmp_path / "psrl-FrozenLake-v1").glob("*/metrics.json")]
+
+    assert all(m["config"]["replan_on_doubling"] is False and m["config"]["replan_on_revisit"] is True
+               and m["extra"]["replan_rule"] == "revisit" for m in summaries())
+    revisit = [m["extra"]["methods"]["pg_sampling"]["n_plans"][0] for m in summaries()
+               if m["config"]["learn_rewards"] is False and m["config"]["rewards"] == "transition"]
+    code, out, err = cli(capsys, *base, "--no-replan-on-revisit")
+    assert code == 0, err
+    fixed = [m for m in summaries() if m["config"]["replan_on_revisit"] is False]
+    assert len(fixed) == 1 and fixed[0]["extra"]["replan_rule"] == "schedule"
+    assert fixed[0]["extra"]["methods"]["pg_sampling"]["n_plans"] == [3.0]
     code, out, err = cli(capsys, *base, "--replan-on-doubling")
     assert code == 0, err
-    tsde = [m for m in (json.loads(p.read_text()) for p in (tmp_path / "psrl-FrozenLake-v1").glob("*/metrics.json"))
-            if m["config"]["replan_on_doubling"] is True]
+    tsde = [m for m in summaries() if m["config"]["replan_on_doubling"] is True]
     assert len(tsde) == 1 and tsde[0]["extra"]["replan_on_doubling"] is True
-    assert tsde[0]["extra"]["methods"]["pg_sampling"]["n_plans"][0] > 3
+    assert tsde[0]["extra"]["replan_rule"] == "doubling"
+    # (this 3 x 3 lake's first 100 steps: every rule replans more than the schedule, TSDE most)
+    assert 3 < revisit[0] < tsde[0]["extra"]["methods"]["pg_sampling"]["n_plans"][0]
 
 
 class Chain(gymnasium.Env):

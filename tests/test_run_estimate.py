@@ -121,6 +121,11 @@ def test_the_model_grows_with_the_size_and_the_settings():
                                                                 10).parts["pg_sampling"]
     few_steps = _gym_time.psrl_seed_cost(10_000, 4, 2, ("pg_mean",), 300, 50, 50, 1, doubling=True)
     assert f"{7 + round(_gym_time.DOUBLING_PLANS_PER_PAIR * 300)} plans per method" in few_steps.model
+    # replanning on revisits prices REVISIT_PLANS_PER_PAIR; with doubling too, doubling's
+    revisit = _gym_time.psrl_seed_cost(100, 4, 2, ("pg_sampling",), 1000, 50, 50, 10, revisit=True)
+    assert f"{21 + round(_gym_time.REVISIT_PLANS_PER_PAIR * 400)} plans per method" in revisit.model
+    both = _gym_time.psrl_seed_cost(100, 4, 2, ("pg_sampling",), 1000, 50, 50, 10, doubling=True, revisit=True)
+    assert both.model == tsde.model
 
 
 def _measured_and_predicted(n: int, transitions: int) -> tuple[float, float]:
@@ -179,8 +184,8 @@ def test_psrl_refits_are_priced_at_their_warm_share():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("doubling", [False, True])
-def test_the_psrl_estimate_covers_a_cliffwalking_seed(doubling):
+@pytest.mark.parametrize("rule", ["schedule", "revisit", "doubling"])
+def test_the_psrl_estimate_covers_a_cliffwalking_seed(rule):
     """Measured (CPU, pg_sampling, 500 steps) within 5x of the estimate, either side.
 
     Measured on the development machine: 1.2 s against 2.5 s with a replan every 50 steps,
@@ -192,7 +197,8 @@ def test_the_psrl_estimate_covers_a_cliffwalking_seed(doubling):
     from corrpriors.runner._run import seed_generator
 
     exp = PSRLExperiment("CliffWalking-v1", {})
-    config = exp.Config(steps=500, methods=("pg_sampling",), replan_on_doubling=doubling)
+    config = exp.Config(steps=500, methods=("pg_sampling",), replan_on_doubling=rule == "doubling",
+                        replan_on_revisit=rule != "schedule")
     predicted = exp.estimate_seed_cost(config).parts["pg_sampling"]
     result = exp.run_seed(config, rng=seed_generator(exp.NAME, 0))
     measured = float(result.method_extras["cpu_seconds"]["pg_sampling"][0])

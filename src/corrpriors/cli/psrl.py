@@ -36,10 +36,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="steps between two scorings of the greedy policy (default: 50)")
     parser.add_argument("--replan-every", default=None, metavar="R",
                         help="steps between two posterior updates and replans (default: 50; the longest "
-                             "interval with --replan-on-doubling)")
+                             "interval with --replan-on-revisit or --replan-on-doubling)")
     parser.add_argument("--replan-on-doubling", default=None, action=argparse.BooleanOptionalAction,
                         help="also replan as soon as a state-action pair's visits have doubled since the last "
                              "replan, its first visit included (TSDE; default: off -- up to a replan per new pair)")
+    parser.add_argument("--replan-on-revisit", default=None, action=argparse.BooleanOptionalAction,
+                        help="also replan as soon as a state-action pair visited since the last replan comes back "
+                             "with its visits doubled: the doubling rule without the first visits, so that a plan "
+                             "caught in a cycle (a wall it keeps bumping into) is not followed on (default: on)")
     parser.add_argument("--samples", default=None, metavar="M",
                         help="posterior draws per replan of the sampling variants (default: 10)")
     parser.add_argument("--discount", default=None, metavar="GAMMA",
@@ -64,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
     """Run ``corrpriors psrl``; return the exit code (0 ok, 1 a seed failed, 2 bad arguments)."""
     options = {"steps": args.steps, "eval_every": args.eval_every, "replan_every": args.replan_every,
                "replan_on_doubling": args.replan_on_doubling,
+               "replan_on_revisit": args.replan_on_revisit,
                "n_samples": args.samples, "discount": args.discount, "horizon": args.horizon,
                "learn_rewards": True if args.learn_rewards else None, "rewards": args.rewards,
                "terminals": args.terminals, "features": args.features,

@@ -24,7 +24,8 @@ state spaces" page for the runs):
   (``mean``: one posterior mean), each planned (:data:`PLAN_SECONDS` :math:`s^{1.2}`), and a
   refit before every plan but the first (the prior's), warm-started: below 2,000 states
   :data:`PSRL_REFIT_SHARE` of a full refit; with ``replan_on_doubling``
-  :data:`DOUBLING_PLANS_PER_PAIR` more plans per pair, each refitting one action; a scoring
+  :data:`DOUBLING_PLANS_PER_PAIR` more plans per pair (``replan_on_revisit``:
+  :data:`REVISIT_PLANS_PER_PAIR`), each refitting one action; a scoring
   every ``eval_every`` steps.
   A refit with at most 8 transitions per action factorises nothing (Woodbury updates from the
   prior's factor) and costs :math:`c_0` only.
@@ -210,6 +211,12 @@ def sysid_seed_cost(n_states: int, n_actions: int, n_dims: int, methods: Sequenc
 #: 256, a 16 x 16 map 1,000 steps 0.15 of min(steps, S A) = 1,000; about their middle is priced.
 DOUBLING_PLANS_PER_PAIR = 0.2
 
+#: Replans on revisits (``replan_on_revisit``: the doubling rule without the first visits) per
+#: (state, action) pair, priced like :data:`DOUBLING_PLANS_PER_PAIR`. Measured, ``pg_sampling``,
+#: of min(steps, S A): CliffWalking 500 steps 0.025, FrozenLake 8 x 8 1,000 steps 0.14, a
+#: 16 x 16 map 0.052, Taxi-v4 0.097 (its agent loops along walls); priced at 0.1.
+REVISIT_PLANS_PER_PAIR = 0.1
+
 
 #: A PSRL refit's share of :func:`refit_seconds` below 2,000 states (dense storage): PSRL refits
 #: are warm-started from the last fit and fold in a few transitions. Measured fit seconds per
@@ -224,21 +231,24 @@ PSRL_REFIT_SHARE = 0.25
 def psrl_seed_cost(n_states: int, n_actions: int, n_dims: int, methods: Sequence[str], steps: int,
                    replan_every: int | str, eval_every: int | str, n_samples: int, *, radius: int = 1,
                    selection: str = "collapsed", prior: str = "auto", n_scales: int = 1,
-                   doubling: bool = False) -> SeedCost:
+                   doubling: bool = False, revisit: bool = False) -> SeedCost:
     """CPU seconds of one ``corrpriors psrl`` seed: per method the plans, refits, draws and scorings.
 
     ``replan_every`` / ``eval_every`` of ``"episode"`` count one replan / scoring per 50 steps;
     ``doubling`` (replans when a pair's visits double) adds :data:`DOUBLING_PLANS_PER_PAIR`
-    plans per pair, at most ``min(steps, S A)`` pairs, each refitting one action. Refits cost
+    plans per pair, at most ``min(steps, S A)`` pairs, each refitting one action; ``revisit``
+    (replans when a pair comes back doubled) :data:`REVISIT_PLANS_PER_PAIR` (none more with
+    ``doubling``, whose replans include them). Refits cost
     :data:`PSRL_REFIT_SHARE` of :func:`refit_seconds` below 2,000 states.
     """
     R = 50 if isinstance(replan_every, str) else max(1, int(replan_every))
     E = 50 if isinstance(eval_every, str) else max(1, int(eval_every))
     plans, scorings = 1 + int(steps) // R, 1 + int(steps) // E
     extra = 0
-    if doubling:
+    if doubling or revisit:
+        per_pair = DOUBLING_PLANS_PER_PAIR if doubling else REVISIT_PLANS_PER_PAIR
         extra = min(int(steps) + 1 - plans,
-                    int(round(DOUBLING_PLANS_PER_PAIR * min(int(steps), int(n_states) * int(n_actions)))))
+                    int(round(per_pair * min(int(steps), int(n_states) * int(n_actions)))))
     share = PSRL_REFIT_SHARE if int(n_states) < 2000 else 1.0
     plan = plan_seconds(n_states)
     true_plan = TRUE_PLAN_SECONDS * (n_states / 1e4) ** PLAN_EXPONENT
@@ -270,6 +280,7 @@ __all__ = [
     "ABSOLUTE_FIT_SECONDS",
     "DENSE_FIT_SECONDS",
     "DOUBLING_PLANS_PER_PAIR",
+    "REVISIT_PLANS_PER_PAIR",
     "PSRL_REFIT_SHARE",
     "DRAW_SECONDS",
     "FIT_EXPONENT",

@@ -116,15 +116,15 @@ class PSRLConfig(GymConfig):
         Also replan as soon as a (state, action) pair's visits have more than doubled since the
         last replan, its first visit included (TSDE's rule; see
         :class:`~corrpriors.applications.PSRLAgent`), so that a plan refuted by the transition
-        just seen is not followed on. Off by default: it costs up to a replan per new pair, and
-        it changes which belief explores best (the user guide's "Replanning on doubling").
+        just seen is not followed on. Off by default: it costs up to a replan per new pair (the
+        user guide's "Replanning on revisits (the default) and on doubling").
     replan_on_revisit : bool
         Also replan as soon as a pair visited since the last replan comes back with its visits
         doubled (:class:`~corrpriors.applications.PSRLAgent`'s ``replan_on_revisit``: the
         doubling rule without the pairs' first visits), so that a plan caught in a cycle -- a
         wall it keeps bumping into -- is not followed for the rest of the interval. On by
-        default: measured (user guide, "Replanning on doubling"), it takes most of the doubling
-        rule's gain at a fraction of its replans. Implied by ``replan_on_doubling``.
+        default: measured (the same section), it takes most of the doubling rule's gain at a
+        fraction of its replans. Implied by ``replan_on_doubling``.
     n_samples : int
         Posterior draws per replan (``sampling`` variants).
     discount : float

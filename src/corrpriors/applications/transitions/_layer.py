@@ -308,6 +308,8 @@ def support_weights(log_factors: Any, prior: float) -> FloatArray:
             e[1:] = np.logaddexp(e[1:], e[:-1] + x[b])
         one = x[a] + logsumexp(e + log_w[1:])
         zero = logsumexp(e + log_w[:-1])
+        # the logistic via tanh, not expit: below about -38 it is exactly 0, so an action
+        # the neighbours predict keeps the layer's means and draws bit for bit
         out[a] = 0.5 * (1.0 + np.tanh(0.5 * np.clip(one - zero, -700.0, 700.0)))
     return out
 

@@ -35,8 +35,17 @@ Usage::
         --methods dirichlet_sparse,pg,pg_plain --out benchmarks/out/deepsea.jsonl
     python benchmarks/deepsea_study.py --plot benchmarks/out/deepsea.jsonl
 
-One JSON line per (N, declaration, method, seed, rewards) is appended to ``--out`` (a rerun skips
-the lines already there). CPU seconds are this process's (``time.process_time``).
+One JSON line per (N, declaration, method, seed, stream, rewards) is appended to ``--out`` (a
+rerun skips the lines already there). CPU seconds are this process's (``time.process_time``).
+
+Agent random streams (``--streams``, default ``0``): the episodes a belief needs on one mapping
+are random -- on one N = 10 mapping with walls the sparse Dirichlet took 11 to 242 episodes over
+four streams -- so one run per mapping compares two random numbers. ``--streams 0-3`` runs every
+(mapping, method) with four agent random streams, stream ``k`` drawing from
+``numpy.random.default_rng([seed, 7 + 1000 k])`` (stream 0 is the single run of earlier
+studies), and the table then shows every mapping's median over its streams, the worst ratio of
+two methods' medians over the mappings, and how many paired runs (same mapping and stream) are
+over twice the reference's.
 """
 
 from __future__ import annotations
@@ -85,8 +94,10 @@ BELIEFS: dict[str, Callable[[Any], Any]] = {
 
 
 def run_one(size: int, walls: bool, method: str, seed: int, cap: int, learn_rewards: bool,
-            deterministic: bool = True) -> dict[str, Any]:
+            deterministic: bool = True, stream: int = 0) -> dict[str, Any]:
     """One PSRL run on DeepSea until bsuite's learning criterion or ``cap`` episodes.
+
+    ``seed`` is the mapping seed; ``stream`` picks the agent's random stream (module docstring).
 
     Returns
     -------
@@ -99,7 +110,7 @@ def run_one(size: int, walls: bool, method: str, seed: int, cap: int, learn_rewa
     belief = BELIEFS[method](mdp)
     agent = PSRLAgent(belief, None if learn_rewards else mdp.rewards, 0.99, n_samples=1,
                       replan_every="episode", learn_rewards=learn_rewards, terminal=mdp.terminal)
-    rng = np.random.default_rng([seed, 7])
+    rng = np.random.default_rng([seed, 7 + 1000 * stream])
     cells = np.asarray(mdp.cells)
     diagonal = cells[:, 0] == cells[:, 1]
     right = env.right_action[np.minimum(cells[:, 0], size - 1), cells[:, 1]]
@@ -147,7 +158,7 @@ def _done(path: pathlib.Path) -> set[tuple]:
     for line in path.read_text().splitlines():
         r = json.loads(line)
         keys.add((r["size"], r["walls"], r["method"], r["seed"], r["learn_rewards"],
-                  r.get("deterministic", True)))
+                  r.get("deterministic", True), r.get("stream", 0)))
     return keys
 
 
@@ -159,40 +170,83 @@ def study(args: argparse.Namespace) -> None:
     for size in _ints(args.sizes):
         for walls in [w == "walls" for w in args.walls.split(",")]:
             for seed in _ints(args.seeds):
-                for method in args.methods.split(","):
-                    key = (size, walls, method, seed, args.learn_rewards, not args.stochastic)
-                    if key in done:
-                        continue
-                    cap = caps.get(size, int(args.cap.split(",")[0]))
-                    with warnings.catch_warnings():
-                        warnings.simplefilter("ignore", ConvergenceWarning)
-                        warnings.simplefilter("ignore", JitterWarning)
-                        r = run_one(size, walls, method, seed, cap, args.learn_rewards,
-                                    deterministic=not args.stochastic)
-                    rec = {"size": size, "walls": walls, "method": method, "seed": seed,
-                           "learn_rewards": args.learn_rewards,
-                           "deterministic": not args.stochastic, "cap": cap, **r}
-                    print(json.dumps(rec), flush=True)
-                    with open(out, "a") as f:   # one line per run: an interrupted study resumes
-                        f.write(json.dumps(rec) + "\n")
-                        f.flush()
-                        os.fsync(f.fileno())
+                for stream in _ints(args.streams):
+                    for method in args.methods.split(","):
+                        _run_missing(args, out, done, size, walls, seed, stream, method, caps)
+
+
+def _run_missing(args: argparse.Namespace, out: pathlib.Path, done: set[tuple], size: int,
+                 walls: bool, seed: int, stream: int, method: str, caps: dict[int, int]) -> None:
+    """Run one (N, declaration, mapping, stream, method) unless ``--out`` has it; append it."""
+    key = (size, walls, method, seed, args.learn_rewards, not args.stochastic, stream)
+    if key in done:
+        return
+    cap = caps.get(size, int(args.cap.split(",")[0]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        warnings.simplefilter("ignore", JitterWarning)
+        r = run_one(size, walls, method, seed, cap, args.learn_rewards,
+                    deterministic=not args.stochastic, stream=stream)
+    rec = {"size": size, "walls": walls, "method": method, "seed": seed, "stream": stream,
+           "learn_rewards": args.learn_rewards, "deterministic": not args.stochastic,
+           "cap": cap, **r}
+    print(json.dumps(rec), flush=True)
+    with open(out, "a") as f:   # one line per run: an interrupted study resumes
+        f.write(json.dumps(rec) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+#: The belief the others are compared with in :func:`table`.
+REFERENCE = "dirichlet_sparse"
+
+
+def _median(runs: list[tuple[Any, int]]) -> float:
+    """Median episodes over streams, a run not learned by its cap counting as infinite."""
+    return float(np.median([np.inf if v is None else v for v, _ in runs]))
+
+
+def _cell(runs: list[tuple[Any, int]]) -> str:
+    m = _median(runs)
+    text = f">{runs[0][1]}" if np.isinf(m) else f"{m:g}"
+    return text if len(runs) == 1 else f"{text}/{len(runs)}"
 
 
 def table(path: pathlib.Path) -> None:
-    """Print episodes to learn per (declaration, rewards, N, method): every seed, and the median."""
-    rows: dict[tuple, dict[int, Any]] = {}
+    """Print episodes to learn per (declaration, rewards, N, method): every mapping seed (the
+    median over its streams, "/k" for k streams) and, against :data:`REFERENCE`, the worst ratio
+    of the mappings' medians and the paired runs (same mapping and stream) over twice it.
+    """
+    rows: dict[tuple, dict[int, dict[int, tuple[Any, int]]]] = {}
+    cpu: dict[tuple, list[float]] = {}
     for line in path.read_text().splitlines():
         r = json.loads(line)
         key = ("walls" if r["walls"] else "full", "learned R" if r["learn_rewards"] else "known R",
                "det" if r.get("deterministic", True) else "stoch", r["size"], r["method"])
-        rows.setdefault(key, {})[r["seed"]] = (r["learned"], r["cap"], r["cpu_seconds"])
+        rows.setdefault(key, {}).setdefault(r["seed"], {})[r.get("stream", 0)] = \
+            (r["learned"], r["cap"])
+        cpu.setdefault(key, []).append(r["cpu_seconds"])
     for key in sorted(rows):
-        seeds = rows[key]
-        cells = [f"{v[0]}" if v[0] is not None else f">{v[1]}" for _, v in sorted(seeds.items())]
-        cpu = np.mean([v[2] for v in seeds.values()])
+        cells = [_cell(list(runs.values())) for _, runs in sorted(rows[key].items())]
         print(f"{key[0]:5s} {key[1]:9s} {key[2]:5s} N={key[3]:3d} {key[4]:22s} "
-              f"{' '.join(cells):40s} CPU {cpu:7.1f} s/seed")
+              f"{' '.join(cells):40s} CPU {np.mean(cpu[key]):7.1f} s/run")
+        ref = rows.get(key[:4] + (REFERENCE,))
+        if ref is not None and key[4] != REFERENCE:
+            _compare(rows[key], ref)
+
+
+def _compare(runs: dict[int, dict[int, tuple[Any, int]]],
+             ref: dict[int, dict[int, tuple[Any, int]]]) -> None:
+    """One line: this method against the reference on the mappings and runs both have."""
+    seeds = sorted(set(runs) & set(ref))
+    if not seeds:
+        return
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratios = [_median(list(runs[s].values())) / _median(list(ref[s].values())) for s in seeds]
+    pairs = [(runs[s][k][0], ref[s][k][0]) for s in seeds for k in set(runs[s]) & set(ref[s])]
+    over = sum(1 for a, b in pairs if b is not None and (a is None or a > 2 * b))
+    print(f"{'':30s} vs {REFERENCE}: worst ratio of mapping medians {max(ratios):.2f} "
+          f"({len(seeds)} mappings); paired runs over 2x: {over} of {len(pairs)}")
 
 
 def plot(path: pathlib.Path, figure: pathlib.Path) -> None:
@@ -237,6 +291,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--walls", default="full,walls")
     parser.add_argument("--seeds", default="0-2", help="mapping seeds, e.g. 0-4 or 0,3")
     parser.add_argument("--methods", default="dirichlet_sparse,pg,pg_plain")
+    parser.add_argument("--streams", default="0",
+                        help="agent random streams per mapping, e.g. 0-3 (module docstring)")
     parser.add_argument("--cap", default="2000", help="episode cap, one or one per size")
     parser.add_argument("--learn-rewards", action="store_true")
     parser.add_argument("--stochastic", action="store_true", help="bsuite's stochastic variant")

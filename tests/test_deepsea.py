@@ -1,5 +1,6 @@
 """DeepSea (bsuite's deep-exploration benchmark) and the random MDP without structure."""
 
+import json
 import warnings
 
 import gymnasium
@@ -193,6 +194,42 @@ def test_the_study_runs_and_its_criterion_is_bsuites(tmp_path, capsys):
     assert "N=  4 dirichlet_sparse" in capsys.readouterr().out
     study.main(["--out", str(jsonl), "--plot", str(tmp_path / "d.png")])
     assert (tmp_path / "d.png").stat().st_size > 5000
+
+
+def test_the_study_runs_agent_streams_per_mapping(tmp_path, capsys):
+    """``--streams`` reruns every mapping with other agent random numbers (stream 0 is the run
+    without it), a rerun resumes per stream, and the table shows the mappings' medians."""
+    study = _study()
+    plain = study.run_one(4, True, "dirichlet_sparse", 0, cap=400, learn_rewards=False)
+    zero = study.run_one(4, True, "dirichlet_sparse", 0, cap=400, learn_rewards=False, stream=0)
+    assert {k: plain[k] for k in ("learned", "first_treasure", "episodes")} == \
+        {k: zero[k] for k in ("learned", "first_treasure", "episodes")}
+    jsonl = tmp_path / "s.jsonl"
+    argv = ["--sizes", "4", "--walls", "walls", "--seeds", "0-1", "--streams", "0-2",
+            "--methods", "dirichlet_sparse", "--cap", "400", "--out", str(jsonl)]
+    assert study.main(argv) == 0
+    assert study.main(argv) == 0
+    runs = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    assert sorted((r["seed"], r["stream"]) for r in runs) == [(s, k) for s in (0, 1) for k in range(3)]
+    assert runs[0]["learned"] == plain["learned"]                 # seed 0, stream 0
+    assert len({(r["learned"], r["first_treasure"]) for r in runs}) > 1   # other random numbers
+    printed = capsys.readouterr().out.splitlines()[-1]
+    medians = [np.median([r["learned"] for r in runs if r["seed"] == s]) for s in (0, 1)]
+    assert f"{medians[0]:g}/3 {medians[1]:g}/3" in printed
+
+
+def test_the_studys_comparison_uses_mapping_medians_and_paired_runs(capsys):
+    study = _study()
+    runs = {0: {0: (10, 99), 1: (50, 99), 2: (20, 99)}, 1: {0: (None, 99), 1: (5, 99)}}
+    ref = {0: {0: (20, 99), 1: (20, 99), 2: (20, 99)}, 1: {0: (40, 99), 1: (40, 99)}}
+    study._compare(runs, ref)
+    out = capsys.readouterr().out
+    # medians 20 / 20 (the mean would be 26.7) and inf / 40 (a run not learned is infinite); paired: 50 > 40, None
+    assert "worst ratio of mapping medians inf (2 mappings)" in out
+    assert "paired runs over 2x: 2 of 5" in out
+    study._compare({0: runs[0]}, {0: ref[0]})
+    assert "worst ratio of mapping medians 1.00 (1 mappings); paired runs over 2x: 1 of 3" in \
+        capsys.readouterr().out
 
 
 def test_the_studys_stochastic_criterion_counts_from_episode_100_as_bsuites():

@@ -17,12 +17,15 @@ Runs stop there or at the cap (``--cap``: episodes, per N), counted as not learn
 Beliefs (``--methods``):
 
 ``pg``
-    :meth:`CorrelatedTransitionModel.for_mdp` at its defaults (the per-(state, action) layer on).
+    :meth:`CorrelatedTransitionModel.for_mdp` at its defaults (the per-(state, action) layer on;
+    the edges clipped, as the DeepSea MDP declares: ``mdp.boundary == "clip"``).
+``pg_stay``
+    The same with the grid default edges (``boundary="stay"``): ``pg`` before round 11.
 ``pg_nosupport``
     The same without the sparse-support hypothesis (the default before it).
 ``pg_plain``
     The same without the layer (``concentration=None``): the paper's model, the default before.
-``pg_nolayer_<x>``, ... see :data:`BELIEFS` for the candidates measured side by side.
+``pg_no_distinct``, ... see :data:`BELIEFS` for the candidates measured side by side.
 ``dirichlet_sparse``
     Independent Dirichlet rows, alpha = 1e-3.
 
@@ -90,6 +93,7 @@ BELIEFS: dict[str, Callable[[Any], Any]] = {
     "pg_concentration_only": _pg(contamination_prior=None, distinct_prior=None),
     "pg_nosupport": _pg(support_prior=None),
     "pg_support": _pg(support_prior=0.5),
+    "pg_stay": _pg(boundary="stay"),   # the grid default DeepSea had before round 11
 }
 
 

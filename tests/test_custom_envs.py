@@ -96,6 +96,31 @@ def test_published_coordinates_are_read_and_checked():
     assert env_info(LineWithCoordinates(), features=np.ones((5, 2))).coordinates.shape == (5, 2)
 
 
+def test_a_published_boundary_reaches_the_model_and_the_belief():
+    """``state_boundary`` says what a move off the grid does; the belief's category map follows
+    it (the line's ends clip: "left" at state 0 stays at 0 whether read as clip or stay, but
+    "clip" aims two cells left at 0, where "stay" would keep the agent at its own state)."""
+    from corrpriors.applications.transitions import CorrelatedTransitionModel
+
+    class ClippedLine(LineWithCoordinates):
+        state_boundary = "clip"
+
+    assert from_gymnasium(LineWithCoordinates()).boundary is None
+    mdp = from_gymnasium(ClippedLine())
+    assert mdp.boundary == "clip"
+    cmap = CorrelatedTransitionModel.for_mdp(mdp, radius=2).category_map
+    stay = CorrelatedTransitionModel.for_mdp(mdp, radius=2, boundary="stay").category_map
+    # from state 1 the move -2 lands at 0 when clipped, at 1 itself when the wall keeps the agent
+    move = int(np.flatnonzero(cmap.destination[1] == 0).size), int(np.flatnonzero(stay.destination[1] == 0).size)
+    assert move == (2, 1)
+    assert from_gymnasium(ClippedLine(), features=np.arange(5.0)[:, None]).boundary is None
+    for bad in ("wrap", 3):
+        env = ClippedLine()
+        env.state_boundary = bad
+        with pytest.raises(ValueError, match="env.unwrapped.state_boundary: expected one of"):
+            from_gymnasium(env)
+
+
 def test_tuple_observations_are_flattened_with_their_components_as_coordinates():
     env = TupleLine()
     flat = discrete_observations(env)

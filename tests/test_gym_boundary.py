@@ -155,3 +155,75 @@ def test_stay_walls_with_the_sparse_prior_give_a_model():
         P = belief.mean()
         assert np.all(np.isfinite(P))
         np.testing.assert_allclose(P.sum(axis=-1), 1.0, atol=1e-12)
+
+
+def _deep_sea_random_walk(mdp, episodes: int, seed: int):
+    """Transitions of uniformly random episodes of a DeepSea MDP: (states, actions, next)."""
+    rng = np.random.default_rng(seed)
+    out: list[tuple[int, int, int]] = []
+    for _ in range(episodes):
+        s = 0
+        while not mdp.terminal[s]:
+            a = int(rng.integers(2))
+            s2 = int(rng.choice(mdp.n_states, p=mdp.transitions[s, a]))
+            out.append((s, a, s2))
+            s = s2
+    return tuple(np.array(x) for x in zip(*out))
+
+
+def test_deep_sea_declares_that_its_edges_clip_and_for_mdp_follows():
+    """bsuite's DeepSea clips the column at the edges and still moves the agent down a row:
+    ``mdp.boundary = "clip"``, which ``for_mdp`` takes unless told otherwise and ``from_gymnasium``
+    keeps (not with features, whose coordinates are not the grid's)."""
+    from corrpriors.envs import deep_sea
+
+    for walls in (False, True):
+        mdp = deep_sea(5, rng=0, walls=walls)
+        assert mdp.boundary == "clip"
+        moves = window_displacements(2, 1)[_lex_to_nearest()[:-1]]
+        down_left = int(np.flatnonzero((moves == (1, -1)).all(axis=1))[0])
+        cells = np.asarray(mdp.cells)
+        s, below = (int(np.flatnonzero((cells == c).all(axis=1))[0]) for c in ((2, 0), (3, 0)))
+        clip = CorrelatedTransitionModel.for_mdp(mdp).category_map
+        stay = CorrelatedTransitionModel.for_mdp(mdp, boundary="stay").category_map
+        assert clip.destination[s, down_left] == below       # "left" in column 0 goes down
+        assert stay.destination[s, down_left] == s           # a grid's wall keeps the agent
+    env = gymnasium.make("corrpriors/DeepSea-v0", size=5, walls=True)
+    assert from_gymnasium(env).boundary == "clip"
+    assert from_gymnasium(env, features=lambda s: [s, 2 * s]).boundary is None
+    lake = from_gymnasium(gymnasium.make("FrozenLake-v1", map_name="4x4"))
+    assert lake.boundary is None                             # the belief's default: "stay"
+
+
+def test_tabular_mdp_boundary_is_checked():
+    from corrpriors.mdp import TabularMDP
+
+    P = np.full((2, 1, 2), 0.5)
+    for bad in ("wrap", "", 1):
+        with pytest.raises(ValueError, match="boundary"):
+            TabularMDP(P, [0.0, 0.0], 0.9, boundary=bad)
+    assert TabularMDP(P, [0.0, 0.0], 0.9, boundary="clip").boundary == "clip"
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_clipped_deep_sea_edges_do_not_teach_a_straight_down_move(seed):
+    """DeepSea never moves an agent straight down except where "left" is clipped at column 0.
+    Read as "stay" (the grid default) those transitions are direct "straight down" moves, which
+    the kernel spreads to every cell (the cause of the slow walled DeepSea runs: draws then miss
+    the diagonal); read as "clip" they are censored "down-left" moves and the predicted straight
+    down move of the interior cells is several times smaller."""
+    from corrpriors.envs import deep_sea
+
+    mdp = deep_sea(8, rng=seed, walls=True)
+    S, A, N = _deep_sea_random_walk(mdp, 30, seed)
+    cells = [tuple(c) for c in np.asarray(mdp.cells).tolist()]
+    index = {c: i for i, c in enumerate(cells)}
+    interior = [(index[(r, c)], index[(r + 1, c)]) for r, c in cells if 0 < c and r < 8]
+    down = {}
+    for rule in ("clip", "stay"):
+        belief = CorrelatedTransitionModel.for_mdp(mdp, boundary=rule).update(S, A, N)
+        q = belief.category_probs()                           # (A, S, K): the shared moves
+        base = np.stack([belief._to_next_states(q[a], a) for a in range(2)], axis=1)
+        down[rule] = np.mean([base[s, :, s2] for s, s2 in interior])
+    assert down["clip"] < 0.4 * down["stay"]
+    assert down["stay"] > 0.08

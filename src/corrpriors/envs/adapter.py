@@ -34,6 +34,11 @@ state ``s`` (integers, such as grid cells, let the beliefs share *moves* between
 real features work with absolute next-state categories). On the command line,
 ``--features module:function`` does the same from outside: ``function(env)`` receives the
 environment and returns that array.
+With integer coordinates it may also say what a move off the grid does, as an attribute
+``state_boundary``: ``"stay"`` (the agent stays where it is: a grid's edges and walls, the
+beliefs' default on grids), ``"clip"`` (every coordinate is clipped to the grid and the rest of
+the move happens: bsuite's DeepSea, whose "left" in the first column still goes down a row) or
+``"exclude"``; it becomes the model's :attr:`~corrpriors.mdp.TabularMDP.boundary`.
 
 **Tuple observations.** An observation space that is a ``Tuple`` of ``Discrete`` spaces
 (Blackjack's (player sum, dealer card, usable ace)) is a grid: :func:`discrete_observations`
@@ -255,6 +260,22 @@ def _known_coordinates(u: Any, n_states: int) -> tuple[np.ndarray | None, Any, A
     if shape[0] * shape[1] != n_states:   # a subclass with another state layout
         return None, None, None
     return np.stack(np.unravel_index(s, shape), axis=1).astype(np.float64), shape, None
+
+
+def _published_boundary(u: Any) -> str | None:
+    """What a move off the grid does, as the environment publishes it (``state_boundary``;
+    corrpriors' own environments: their MDP's ``boundary``), validated; None if unsaid.
+    """
+    from ..mdp.tabular import BOUNDARY_RULES
+    from .gym import TabularEnv
+
+    if isinstance(u, TabularEnv):
+        return u.mdp.boundary
+    rule = getattr(u, "state_boundary", None)
+    if rule is not None and (not isinstance(rule, str) or rule not in BOUNDARY_RULES):
+        raise ValueError(f"env.unwrapped.state_boundary: expected one of {', '.join(BOUNDARY_RULES)}, "
+                         f"got {rule!r}")
+    return rule
 
 
 def _features(features: Any, n_states: int, name: str = "features") -> np.ndarray:
@@ -510,16 +531,18 @@ def from_gymnasium(env: Any, *, features: Callable[[int], Any] | Any = None,
         ``rewards`` :math:`r(s, a, s')` of shape (S, A, S) (a
         :class:`~corrpriors.mdp.SparseTransitionRewards` for a sparse model, the model's own
         rewards for a TabularEnv); ``terminal`` (S,); ``initial_distribution`` (S,) if the
-        environment has one; ``coordinates`` (S, D) and, for grids, ``shape``.
+        environment has one; ``coordinates`` (S, D) and, for grids, ``shape``; ``boundary``
+        when the environment publishes it (``state_boundary``, module docstring; not with
+        ``features``).
 
     Raises
     ------
     TypeError
         If a space is not Discrete.
     ValueError
-        If the environment publishes no model, its probabilities do not sum to one, a next
-        state is out of range, termination depends on more than the state reached, or the
-        features have the wrong length.
+        If the environment publishes no model or an unknown ``state_boundary``, its
+        probabilities do not sum to one, a next state is out of range, termination depends on
+        more than the state reached, or the features have the wrong length.
 
     Examples
     --------
@@ -535,13 +558,14 @@ def from_gymnasium(env: Any, *, features: Callable[[int], Any] | Any = None,
     u = env.unwrapped
     S, A = info.n_states, info.n_actions
     _, shape, walls = _known_coordinates(u, S)
-    if features is not None:
-        shape, walls = None, None
+    boundary = _published_boundary(u)
+    if features is not None:   # the features' coordinates are not the grid's
+        shape, walls, boundary = None, None, None
     if isinstance(u, TabularEnv):
         gamma = u.mdp.discount if discount is None else discount
         return dataclasses.replace(_in_form(u.mdp, sparse), discount=gamma,
                                    coordinates=info.coordinates, shape=shape, walls=walls,
-                                   initial_distribution=u.initial_distribution)
+                                   initial_distribution=u.initial_distribution, boundary=boundary)
     table = getattr(u, "P", None)
     if table is None:
         raise ValueError(f"env: {info.name} publishes no tabular model (env.unwrapped.P); it can "
@@ -561,7 +585,8 @@ def from_gymnasium(env: Any, *, features: Callable[[int], Any] | Any = None,
         P_sp, r_sp, terminal = sparse_model(_listed(table, S, A, flat), S, A,
                                             np.ones(S, bool) if mu is None else mu > 0)
         return TabularMDP(P_sp, r_sp, gamma, coordinates=info.coordinates, shape=shape, walls=walls,
-                          name=info.name, terminal=terminal, initial_distribution=mu)
+                          name=info.name, terminal=terminal, initial_distribution=mu,
+                          boundary=boundary)
     P, PR, ends, goes_on = _read_table(table, S, A, flat)
     terminal = _terminal_states(P, ends, goes_on, np.ones(S, bool) if mu is None else mu > 0)
     r = _transition_rewards(P, PR, terminal)  # before normalising: PR / P is the listed mean
@@ -570,7 +595,7 @@ def from_gymnasium(env: Any, *, features: Callable[[int], Any] | Any = None,
     P[terminal, :, terminal.nonzero()[0]] = 1.0   # absorbing: P[t, a, t] = 1
     r[terminal] = 0.0
     return TabularMDP(P, r, gamma, coordinates=info.coordinates, shape=shape, walls=walls,
-                      name=info.name, terminal=terminal, initial_distribution=mu)
+                      name=info.name, terminal=terminal, initial_distribution=mu, boundary=boundary)
 
 
 def _in_form(mdp: TabularMDP, sparse: bool | None) -> TabularMDP:

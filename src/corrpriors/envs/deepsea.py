@@ -98,7 +98,10 @@ def deep_sea(size: int = 10, *, rng: Any, deterministic: bool = True, move_cost:
         ``transitions`` (S, A = 2, S); ``rewards`` :math:`R(s, a)` of shape (S, 2) (the
         expected reward of the step, the move cost included); ``terminal`` (the row below the
         grid); ``initial_distribution`` (the top-left cell); ``coordinates`` (S, 2) as
-        (row, col); ``shape`` (N + 1, N) and ``walls``.
+        (row, col); ``shape`` (N + 1, N) and ``walls``; ``boundary="clip"`` (a move off the
+        grid is clipped to its column and still goes down a row, as in bsuite; beliefs that
+        share moves between states read it, see
+        :meth:`~corrpriors.applications.CorrelatedTransitionModel.for_mdp`).
 
     Examples
     --------
@@ -143,7 +146,7 @@ def deep_sea(size: int = 10, *, rng: Any, deterministic: bool = True, move_cost:
     kind = "deterministic" if deterministic else "stochastic"
     return TabularMDP(P, R, discount, coordinates=coords, shape=(n + 1, n), walls=wall,
                       name=f"DeepSea N={n} ({kind}{', reachable cells' if walls else ''})",
-                      terminal=terminal, initial_distribution=start)
+                      terminal=terminal, initial_distribution=start, boundary="clip")
 
 
 

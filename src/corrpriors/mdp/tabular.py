@@ -11,6 +11,10 @@ import scipy.sparse as sp
 from ._sparse import SparseTransitionRewards, SparseTransitions, expected_transition_rewards
 from .checks import check_discount, check_distribution, check_rewards, check_transitions
 
+#: What a move that would leave the states does (:attr:`TabularMDP.boundary`, and the
+#: relative encoding's ``boundary`` of :func:`~corrpriors.applications.transitions.displacement_category_map`).
+BOUNDARY_RULES = ("exclude", "clip", "stay")
+
 
 def _frozen(arr: np.ndarray) -> np.ndarray:
     arr = np.array(arr, copy=True)
@@ -69,6 +73,13 @@ class TabularMDP:
     action_vectors : ndarray of shape (A, D), optional
         Where each action moves in coordinate space when actions are moves (grid worlds: the
         (d_row, d_col) step of every action); figures draw policies with it.
+    boundary : {"stay", "clip", "exclude"}, optional
+        What a move that would leave the states does, for beliefs that share moves between
+        states (:meth:`~corrpriors.applications.CorrelatedTransitionModel.for_mdp`'s default
+        ``boundary``): ``"stay"``, the agent stays where it is (a grid's edges and walls);
+        ``"clip"``, every coordinate is clipped to the coordinates' box (bsuite's DeepSea:
+        "left" in the first column still moves the agent down); ``"exclude"``, no move leaves.
+        ``None`` (default): the MDP does not say, the belief chooses.
 
     Attributes
     ----------
@@ -112,10 +123,14 @@ class TabularMDP:
     terminal: np.ndarray | None = None
     initial_distribution: np.ndarray | None = None
     action_vectors: np.ndarray | None = None
+    boundary: str | None = None
     _reward_matrix: np.ndarray = field(init=False, repr=False)
     _cells: np.ndarray | None = field(init=False, repr=False, default=None)
 
     def __post_init__(self) -> None:  # noqa: D105
+        if self.boundary is not None and self.boundary not in BOUNDARY_RULES:
+            raise ValueError(f"boundary: expected None or one of {', '.join(BOUNDARY_RULES)}, got "
+                             f"{self.boundary!r}")
         P = check_transitions(self.transitions, "transitions", allow_sparse=True)
         S, A = P.shape[0], P.shape[1]
         R = check_rewards(self.rewards, S, A, "rewards")

@@ -14,6 +14,7 @@ import numpy as np
 from ..._memory import check_memory
 from ..._typing import FloatArray, IntArray
 from ..._validation import check_positive
+from ...mdp.tabular import BOUNDARY_RULES
 
 __all__ = [
     "BOUNDARY_RULES",
@@ -302,8 +303,6 @@ def identity_category_map(n_states: int) -> CategoryMap:
     return CategoryMap(np.tile(np.arange(S, dtype=np.int64), (S, 1)), n_window=S)
 
 
-BOUNDARY_RULES = ("exclude", "clip", "stay")
-"""What a displacement leaving the state space means (see :func:`displacement_category_map`)."""
 
 
 def displacement_category_map(coordinates: Any, radius: int, other_prior: float = 0.01,

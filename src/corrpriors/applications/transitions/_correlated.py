@@ -569,7 +569,9 @@ class CorrelatedTransitionModel(_TransitionBelief):
             the *intended* moves and one that does not land on a state keeps the agent in
             place (a grid's edges and walls; boundary observations are censored and imputed
             by EM, see :class:`TruncatedCategoryMap`); ``"clip"`` -- clipped to the
-            coordinates' box (a queue's finite buffer). Default: ``"stay"`` when the states
+            coordinates' box (a queue's finite buffer; DeepSea's columns). Default: the
+            MDP's own ``mdp.boundary`` when it declares one (:class:`~corrpriors.mdp.TabularMDP`;
+            corrpriors' DeepSea declares ``"clip"``), else ``"stay"`` when the states
             are the cells of a grid (``mdp.shape`` is set: FrozenLake, CliffWalking,
             corrpriors' grid worlds), else ``"exclude"`` (Taxi, features). Measured with
             ``corrpriors sysid`` / ``psrl`` (docs: "Your own environment"): on FrozenLake
@@ -656,6 +658,8 @@ class CorrelatedTransitionModel(_TransitionBelief):
                 raise ValueError("mdp.coordinates: expected integer coordinates for the relative "
                                  "encoding (displacements between states); use "
                                  "encoding='absolute' for real-valued features")
+            if boundary is None:
+                boundary = getattr(mdp, "boundary", None)
             if boundary is None:
                 boundary = "stay" if getattr(mdp, "shape", None) is not None else "exclude"
             if category_order not in ("nearest", "lexicographic"):

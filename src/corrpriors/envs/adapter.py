@@ -66,7 +66,7 @@ from .._typing import SeedLike
 from .._validation import as_real_array, check_points
 from ..mdp._sparse import SparseTransitionRewards, SparseTransitions, prefer_sparse
 from ..mdp.checks import ROW_ATOL, check_distribution
-from ..mdp.tabular import TabularMDP
+from ..mdp.tabular import TabularMDP, check_boundary
 from ._sparse_adapter import reachable_sparse, sparse_model
 
 __all__ = ["DiscreteTupleObservation", "EnvInfo", "EnvTransitions", "discrete_observations",
@@ -266,16 +266,11 @@ def _published_boundary(u: Any) -> str | None:
     """What a move off the grid does, as the environment publishes it (``state_boundary``;
     corrpriors' own environments: their MDP's ``boundary``), validated; None if unsaid.
     """
-    from ..mdp.tabular import BOUNDARY_RULES
     from .gym import TabularEnv
 
     if isinstance(u, TabularEnv):
         return u.mdp.boundary
-    rule = getattr(u, "state_boundary", None)
-    if rule is not None and (not isinstance(rule, str) or rule not in BOUNDARY_RULES):
-        raise ValueError(f"env.unwrapped.state_boundary: expected one of {', '.join(BOUNDARY_RULES)}, "
-                         f"got {rule!r}")
-    return rule
+    return check_boundary(getattr(u, "state_boundary", None), "env.unwrapped.state_boundary")
 
 
 def _features(features: Any, n_states: int, name: str = "features") -> np.ndarray:

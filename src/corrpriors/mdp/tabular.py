@@ -16,6 +16,15 @@ from .checks import check_discount, check_distribution, check_rewards, check_tra
 BOUNDARY_RULES = ("exclude", "clip", "stay")
 
 
+def check_boundary(rule: Any, name: str) -> str | None:
+    """``rule`` if it is None (unsaid) or one of :data:`BOUNDARY_RULES`, else a ``ValueError``
+    naming ``name``.
+    """
+    if rule is not None and (not isinstance(rule, str) or rule not in BOUNDARY_RULES):
+        raise ValueError(f"{name}: expected one of {', '.join(BOUNDARY_RULES)}, got {rule!r}")
+    return rule
+
+
 def _frozen(arr: np.ndarray) -> np.ndarray:
     arr = np.array(arr, copy=True)
     arr.setflags(write=False)
@@ -128,9 +137,7 @@ class TabularMDP:
     _cells: np.ndarray | None = field(init=False, repr=False, default=None)
 
     def __post_init__(self) -> None:  # noqa: D105
-        if self.boundary is not None and self.boundary not in BOUNDARY_RULES:
-            raise ValueError(f"boundary: expected None or one of {', '.join(BOUNDARY_RULES)}, got "
-                             f"{self.boundary!r}")
+        check_boundary(self.boundary, "boundary")
         P = check_transitions(self.transitions, "transitions", allow_sparse=True)
         S, A = P.shape[0], P.shape[1]
         R = check_rewards(self.rewards, S, A, "rewards")

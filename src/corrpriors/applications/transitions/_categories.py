@@ -303,8 +303,6 @@ def identity_category_map(n_states: int) -> CategoryMap:
     return CategoryMap(np.tile(np.arange(S, dtype=np.int64), (S, 1)), n_window=S)
 
 
-
-
 def displacement_category_map(coordinates: Any, radius: int, other_prior: float = 0.01,
                               boundary: str = "exclude", other_pooling: float = 0.0
                               ) -> CategoryMap:

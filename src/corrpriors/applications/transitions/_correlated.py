@@ -12,9 +12,9 @@ from ..._random import as_generator
 from ..._typing import FloatArray, SeedLike
 from ..._validation import check_array, check_int, check_positive, check_shape
 from ...core.stick_breaking import psi_to_pi
+from ...mdp.tabular import check_boundary
 from ._beliefs import _check_n, _resolve_sparse, _TransitionBelief
 from ._categories import (
-    BOUNDARY_RULES,
     CategoryMap,
     TruncatedCategoryMap,
     _nearest_first,
@@ -648,9 +648,7 @@ class CorrelatedTransitionModel(_TransitionBelief):
                              "or use a DirichletTransitionModel")
         coords = check_array(coords, "mdp.coordinates", ndim=2)
         integral = bool(np.all(coords == np.round(coords)))
-        if boundary is not None and boundary not in BOUNDARY_RULES:
-            raise ValueError(f"boundary: expected None or one of {', '.join(BOUNDARY_RULES)}, "
-                             f"got {boundary!r}")
+        check_boundary(boundary, "boundary")
         if encoding is None:
             encoding = "relative" if integral else "absolute"
         if encoding == "relative":

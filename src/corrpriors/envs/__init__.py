@@ -37,7 +37,16 @@ from .gridworld import (
 )
 from .gym import ENV_IDS, TabularEnv, register_envs
 from .queueing import queueing_network, queueing_transitions, simulate_queueing
-from .task_family import TaskParameters, relabel_states, smooth_wind, windy_gridworld, windy_task_family
+from .task_family import (
+    LakeParameters,
+    TaskParameters,
+    lake_task_family,
+    relabel_states,
+    slippery_lake,
+    smooth_wind,
+    windy_gridworld,
+    windy_task_family,
+)
 from .unstructured import RandomMDPEnv, random_mdp, state_index
 
 register_envs()
@@ -59,6 +68,9 @@ __all__ = [
     "wall_world",
     "windy_gridworld",
     "windy_task_family",
+    "slippery_lake",
+    "lake_task_family",
+    "LakeParameters",
     "relabel_states",
     "smooth_wind",
     "TaskParameters",

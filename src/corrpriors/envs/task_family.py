@@ -1,4 +1,4 @@
-r"""A family of related grid worlds with hidden parameters (for transfer between tasks).
+r"""Families of related grid worlds with hidden parameters (for transfer between tasks).
 
 Windy tunnel worlds
 -------------------
@@ -50,6 +50,29 @@ permutation :math:`\pi_u` of the cells, :math:`P_u'(\pi_u(s') \mid \pi_u(s), a) 
 coordinates its moves land anywhere, its goal is elsewhere and its edges are not the grid's: it
 shares nothing with the target beyond the number of states and actions -- the family in which
 a learned similarity must go to zero.
+
+Slippery lakes
+--------------
+A second family, of another kind (:func:`lake_task_family`): FrozenLake-like grids whose
+dynamics change *abruptly* from cell to cell. An action moves the agent one cell in its
+direction with probability :math:`1 - \varepsilon` and to each of the two perpendicular cells with
+:math:`\varepsilon / 2` (the *slip* :math:`\varepsilon`; FrozenLake's slippery lake is
+:math:`\varepsilon = 2/3`). A move off the grid keeps the agent in place; a move into a *hole*
+drops the agent back to the start, and so does every action taken in a hole; the goal pays 1 and
+jumps back to the start. The hidden parameters are the slip, the hole layout and the directions
+the four actions move in. The target has slip 0.2, the usual directions and holes drawn
+independently per cell with probability ``hole_density``; a source of relatedness :math:`r`
+
+- slips :math:`\varepsilon_u = r\,\varepsilon_T + (1 - r)\,U(0, 2/3)`,
+- copies each cell's hole-or-not from the target with probability :math:`r`, else draws it
+  afresh with probability ``hole_density``,
+- moves as the target with probability :math:`r`, else its four actions move in a uniformly
+  random permutation of the four directions.
+
+Every layout is redrawn until a path of free cells joins the start to the goal. Where the
+windy family's tasks differ smoothly, the lakes' layouts differ cell by cell: the prior's
+smoothness assumption is wrong at every hole, so this family measures whether transfer still
+helps, and does no harm, where neighbouring states do not share dynamics.
 """
 
 from __future__ import annotations
@@ -275,4 +298,198 @@ def relabel_states(mdp: TabularMDP, permutation: Any) -> TabularMDP:
                       name=f"{mdp.name} (relabelled)")
 
 
-__all__ = ["TaskParameters", "relabel_states", "smooth_wind", "windy_gridworld", "windy_task_family"]
+#: Slip of the target lake.
+TARGET_SLIP = 0.2
+#: Range of an independently drawn slip (relatedness 0).
+SLIP_RANGE = (0.0, 2.0 / 3.0)
+#: Layout draws before :func:`lake_task_family` gives up finding a path from start to goal.
+MAX_LAYOUT_DRAWS = 1000
+
+
+def _hole_mask(holes: Any, shape: tuple[int, int]) -> np.ndarray:
+    """``holes`` (None, a boolean mask of shape (S,) or (row, col) cells) as a mask of shape (S,)."""
+    S = shape[0] * shape[1]
+    mask = np.zeros(S, dtype=bool)
+    arr = np.asarray([] if holes is None else holes)
+    if arr.dtype == bool:
+        if arr.shape != (S,):
+            raise ValueError(f"holes: expected a boolean mask of shape (S,) = ({S},), got {arr.shape}")
+        return arr.copy()
+    if arr.size and (arr.ndim != 2 or arr.shape[1] != 2):
+        raise ValueError(f"holes: expected a boolean mask of shape ({S},) or (row, col) cells, got {holes!r}")
+    for cell in arr.reshape(-1, 2):
+        mask[np.ravel_multi_index(_cell_of(cell, shape, "holes"), shape)] = True
+    return mask
+
+
+def _path_exists(holes: np.ndarray, shape: tuple[int, int], start: int, goal: int) -> bool:
+    """Whether free cells join ``start`` to ``goal`` through steps between neighbouring cells."""
+    seen = np.zeros(holes.shape[0], dtype=bool)
+    seen[start] = True
+    stack = [start]
+    while stack:
+        r, c = divmod(stack.pop(), shape[1])
+        for dr, dc in ACTION_VECTORS:
+            i, j = r + dr, c + dc
+            if 0 <= i < shape[0] and 0 <= j < shape[1]:
+                k = i * shape[1] + j
+                if not seen[k] and not holes[k]:
+                    seen[k] = True
+                    stack.append(k)
+    return bool(seen[goal])
+
+
+def slippery_lake(shape: tuple[int, int] = (10, 10), holes: Any = None, slip: float = TARGET_SLIP,
+                  directions: Any = (0, 1, 2, 3), goal: Any = None, start: Any = (0, 0),
+                  discount: float = 0.9) -> TabularMDP:
+    r"""One slippery lake (module docstring).
+
+    Parameters
+    ----------
+    shape : (int, int)
+    holes : array_like, optional
+        Boolean mask of shape (S,) (row-major cells) or a sequence of (row, col) cells; default
+        no holes. The start and the goal cannot be holes.
+    slip : float
+        :math:`\varepsilon \in [0, 1]`: the probability of moving to one of the two cells
+        perpendicular to the action's direction (half each).
+    directions : sequence of 4 int
+        The direction (an index of :data:`~corrpriors.envs.gridworld.ACTION_VECTORS`) action
+        ``a`` moves in: a permutation of (0, 1, 2, 3); default the usual up, right, down, left.
+    goal, start : (int, int), optional
+        Goal (default the far corner) and start cells.
+    discount : float
+
+    Returns
+    -------
+    TabularMDP
+        With ``coordinates`` (S, 2), ``shape`` and ``boundary="stay"`` set.
+    """
+    shape = _check_shape(shape)
+    S = shape[0] * shape[1]
+    if not (np.isfinite(slip) and 0.0 <= slip <= 1.0):
+        raise ValueError(f"slip: expected a number in [0, 1], got {slip!r}")
+    dirs = np.asarray(directions)
+    if dirs.shape != (4,) or not np.array_equal(np.sort(dirs), np.arange(4)):
+        raise ValueError(f"directions: expected a permutation of (0, 1, 2, 3), got {directions!r}")
+    hole = _hole_mask(holes, shape)
+    gi = int(np.ravel_multi_index(_cell_of((shape[0] - 1, shape[1] - 1) if goal is None else goal,
+                                           shape, "goal"), shape))
+    si = int(np.ravel_multi_index(_cell_of(start, shape, "start"), shape))
+    if gi == si:
+        raise ValueError("goal, start: must be different cells")
+    if hole[gi] or hole[si]:
+        raise ValueError("holes: the start and the goal cannot be holes")
+    cells = _cells(shape)
+    rows = np.arange(S)
+    P = np.zeros((S, 4, S))
+    for a in range(4):
+        d = int(dirs[a])
+        for k, p in ((d, 1.0 - slip), ((d + 1) % 4, slip / 2), ((d + 3) % 4, slip / 2)):
+            tgt = cells + ACTION_VECTORS[k]
+            ok = np.all((tgt >= 0) & (tgt < np.array(shape)), axis=1)
+            idx = np.where(ok, (tgt[:, 0] * shape[1] + tgt[:, 1]).astype(np.int64), rows)
+            idx = np.where(hole[idx], si, idx)
+            np.add.at(P, (rows, np.full(S, a), idx), p)
+    P[hole | (rows == gi)] = 0.0
+    P[hole | (rows == gi), :, si] = 1.0
+    R = np.zeros(S)
+    R[gi] = 1.0
+    return TabularMDP(P, R, discount, coordinates=cells, shape=shape, name="SlipperyLake",
+                      boundary="stay")
+
+
+@dataclass(frozen=True)
+class LakeParameters:
+    """Hidden parameters of one slippery lake.
+
+    Attributes
+    ----------
+    slip : float
+    directions : tuple of int
+        The direction each action moves in (a permutation of 0..3).
+    holes : ndarray of bool, shape (S,)
+    """
+
+    slip: float
+    directions: tuple
+    holes: np.ndarray
+
+
+def _draw_layout(gen: np.random.Generator, shape: tuple[int, int], density: float,
+                 keep: np.ndarray | None, base: np.ndarray | None) -> np.ndarray:
+    """Holes: ``base`` where ``keep``, elsewhere fresh draws, redrawn until start and goal are joined."""
+    S = shape[0] * shape[1]
+    for _ in range(MAX_LAYOUT_DRAWS):
+        holes = gen.random(S) < density
+        if keep is not None and base is not None:
+            holes = np.where(keep, base, holes)
+        holes[[0, S - 1]] = False
+        if _path_exists(holes, shape, 0, S - 1):
+            return holes
+    raise ValueError(f"hole_density: no layout with a path from start to goal in {MAX_LAYOUT_DRAWS} "
+                     f"draws at density {density}")
+
+
+def lake_task_family(relatedness: float, n_sources: int, *, rng: Any,
+                     shape: tuple[int, int] = (10, 10), hole_density: float = 0.1,
+                     discount: float = 0.9, relabel_sources: bool = False
+                     ) -> tuple[list[TabularMDP], list[LakeParameters]]:
+    r"""Draw a target lake and ``n_sources`` source lakes of the given relatedness.
+
+    Parameters
+    ----------
+    relatedness : float
+        :math:`r \in [0, 1]` (module docstring, "Slippery lakes").
+    n_sources : int
+        Number of source tasks (>= 0).
+    rng : int, Generator or None
+        Randomness (required): the target's layout first, then per source its slip, directions
+        and layout.
+    shape : (int, int)
+        Grid; the start is the top-left cell and the goal the bottom-right one.
+    hole_density : float
+        Probability in [0, 0.5] that a cell is a hole.
+    discount : float
+    relabel_sources : bool, default False
+        Relabel every source's cells by its own random permutation, as
+        :func:`windy_task_family` does.
+
+    Returns
+    -------
+    mdps : list of TabularMDP
+        The sources, then the target (last).
+    params : list of LakeParameters
+        Their hidden parameters, in the same order.
+    """
+    r = float(relatedness)
+    if not 0.0 <= r <= 1.0:
+        raise ValueError(f"relatedness: expected a number in [0, 1], got {relatedness!r}")
+    check_int(n_sources, "n_sources", 0)
+    if not (np.isfinite(hole_density) and 0.0 <= hole_density <= 0.5):
+        raise ValueError(f"hole_density: expected a number in [0, 0.5], got {hole_density!r}")
+    if not isinstance(relabel_sources, (bool, np.bool_)):
+        raise TypeError(f"relabel_sources: expected a bool, got {type(relabel_sources).__name__}")
+    gen = as_generator(rng)
+    shape = _check_shape(shape)
+    if shape[0] * shape[1] < 2:
+        raise ValueError(f"shape: expected at least two cells, got {shape!r}")
+    S = shape[0] * shape[1]
+    target = LakeParameters(TARGET_SLIP, (0, 1, 2, 3), _draw_layout(gen, shape, hole_density, None, None))
+    params = []
+    for _ in range(int(n_sources)):
+        slip = r * TARGET_SLIP + (1.0 - r) * gen.uniform(*SLIP_RANGE)
+        same = gen.random() < r
+        perm = gen.permutation(4)
+        directions = (0, 1, 2, 3) if same else tuple(int(v) for v in perm)
+        holes = _draw_layout(gen, shape, hole_density, gen.random(S) < r, target.holes)
+        params.append(LakeParameters(float(slip), directions, holes))
+    params.append(target)
+    mdps = [slippery_lake(shape, p.holes, p.slip, p.directions, discount=discount) for p in params]
+    if relabel_sources:
+        mdps[:-1] = [relabel_states(m, gen.permutation(m.n_states)) for m in mdps[:-1]]
+    return mdps, params
+
+
+__all__ = ["LakeParameters", "TaskParameters", "lake_task_family", "relabel_states", "slippery_lake",
+           "smooth_wind", "windy_gridworld", "windy_task_family"]

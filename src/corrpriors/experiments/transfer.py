@@ -8,7 +8,10 @@ experiment measures it on a family of windy tunnel worlds (:mod:`corrpriors.envs
 target's (:math:`r = 1`: the same task; :math:`r = 0`: parameters drawn independently, so
 negative transfer is measured -- the sources still share the grid's edges, the goal's jump and
 the form of the motion noise; ``relabel_sources=True`` permutes every source's cells, so the
-sources share nothing with the target at all).
+sources share nothing with the target at all). ``family="lake"`` measures it on a second family
+of another kind: slippery FrozenLake-like lakes whose hidden parameters are the slip, the
+directions the actions move in and a layout of holes that differs cell by cell
+(:func:`~corrpriors.envs.lake_task_family`), where neighbouring states do not share dynamics.
 
 Panel 1 (``hellinger``): ``n_sources`` source tasks with ``source_transitions`` transitions each
 and the target with a growing budget of transitions; every transition is an independent draw at
@@ -21,9 +24,9 @@ and actions. Methods (names are part of the ``metrics.json`` contract):
     :class:`~corrpriors.applications.MultiTaskTransitionModel`: the target's prior is centred on
     a model of the sources' pooled data by a similarity :math:`\rho` chosen by the target's
     cross-validated predictive probability and a prior probability ``prior_related`` that the
-    tasks are related -- the least similarity within one standard error of the best
-    (``similarity_rule="best"``: the best; ``similarity_criterion="evidence"``: by the
-    collapsed bound instead).
+    tasks are related -- the best similarity if it beats :math:`\rho = 0` by more than one
+    standard error of their difference, else 0 (``similarity_rule="best"``: the best;
+    ``similarity_criterion="evidence"``: by the collapsed bound instead).
 ``pg``
     The single-task model on the target's data only
     (:meth:`~corrpriors.applications.CorrelatedTransitionModel.for_mdp`: relative moves with
@@ -70,14 +73,16 @@ from ..runner._ranges import (
 from ..runner.protocol import Claim, FigureSpec, SeedResult
 
 NAME = "transfer"
-DESCRIPTION = ("transfer between related windy tunnel worlds: target-task Hellinger error against "
-               "target transitions; PSRL over a sequence of tasks")
+DESCRIPTION = ("transfer between related windy tunnel worlds (or slippery lakes): target-task Hellinger "
+               "error against target transitions; PSRL over a sequence of tasks")
 X_NAME = "target_transitions"
 METRICS = {"hellinger": "lower"}
 PAPER_SEEDS = 20
 QUICK_SEEDS = 2
 DEFAULT_LABEL = "default"
-ENVIRONMENT = "Transfer, 10x10 windy tunnel worlds"
+ENVIRONMENT = "Transfer between related grid worlds (windy tunnel worlds or slippery lakes)"
+#: The figures' title per task family.
+FAMILY_NAMES = {"windy": "windy tunnel worlds", "lake": "slippery lakes"}
 X_LABEL = "transitions observed in the target task"
 METRIC_LABELS = {"hellinger": "Hellinger distance to the target's true P(s' | s, a)\n"
                               "(mean over states and actions)"}
@@ -93,7 +98,10 @@ class Config:
     Attributes
     ----------
     relatedness : float
-        :math:`r \in [0, 1]` of the task family (:func:`~corrpriors.envs.windy_task_family`).
+        :math:`r \in [0, 1]` of the task family.
+    family : {"windy", "lake"}
+        The task family: windy tunnel worlds (:func:`~corrpriors.envs.windy_task_family`) or
+        slippery lakes with holes (:func:`~corrpriors.envs.lake_task_family`).
     relabel_sources : bool
         Relabel every source task's cells by a random permutation (panel 1 only): sources that
         share nothing with the target, not even the grid's edges, the goal or the form of the
@@ -108,7 +116,9 @@ class Config:
     shape : tuple of int
         Grid of every task.
     wind_amplitude, wind_lengthscale : float
-        Standard deviation (cells) and length scale (cells) of the wind fields.
+        Standard deviation (cells) and length scale (cells) of the wind fields (``"windy"``).
+    hole_density : float
+        Probability that a cell is a hole (``"lake"``).
     lengthscale : float
         Length scale (cells) of the squared-exponential kernel of every PG model.
     scale_step : float
@@ -152,6 +162,7 @@ class Config:
     """
 
     relatedness: float = 0.8
+    family: str = "windy"
     relabel_sources: bool = False
     n_sources: int = 3
     source_transitions: int = 2000
@@ -159,6 +170,7 @@ class Config:
     shape: tuple = (10, 10)
     wind_amplitude: float = 0.5
     wind_lengthscale: float = 3.0
+    hole_density: float = 0.1
     lengthscale: float = 2.0
     scale_step: float = 0.25
     prior_related: float = 0.5
@@ -182,6 +194,7 @@ class Config:
 #: The valid range of every setting (checked before any work; ``--list-settings`` shows it).
 RANGES = {
     "relatedness": Interval(float, 0.0, 1.0),
+    "family": Options("windy", "lake"),
     "relabel_sources": Boolean(),
     "n_sources": Interval(int, 1, 20, note="every source task adds its states to the dense (task, state) kernel"),
     "source_transitions": Interval(int, 1, MAX_STEPS),
@@ -189,6 +202,7 @@ RANGES = {
     "shape": Each(Interval(int, 3, 40, note="a dense kernel over (task, state) pairs"), min_len=2, max_len=2),
     "wind_amplitude": Interval(float, 0.0, 100.0, note="cells"),
     "wind_lengthscale": Interval(float, 0.0, 1e6, closed="right", note="cells"),
+    "hole_density": Interval(float, 0.0, 0.3, note="lake: holes are redrawn until start and goal are joined"),
     "lengthscale": Interval(float, 0.0, 1e6, closed="right", note="cells"),
     "scale_step": Interval(float, 0.0, 10.0, closed="right", note="decades"),
     "prior_related": Interval(float, 0.0, 1.0, closed="left", note="0 = a uniform prior over the similarities"),
@@ -243,12 +257,21 @@ def resolve_config(config: Config) -> Config:
 
 # ----------------------------------------------------------------------------- helpers
 def _family(config: Config, n_sources: int, rng: np.random.Generator, relabel: bool = False) -> list:
-    from ..envs import windy_task_family
+    from ..envs import lake_task_family, windy_task_family
 
-    mdps, _ = windy_task_family(config.relatedness, n_sources, rng=rng, shape=tuple(config.shape),
-                                wind_amplitude=config.wind_amplitude,
-                                wind_lengthscale=config.wind_lengthscale, relabel_sources=relabel)
+    if config.family == "lake":
+        mdps, _ = lake_task_family(config.relatedness, n_sources, rng=rng, shape=tuple(config.shape),
+                                   hole_density=config.hole_density, relabel_sources=relabel)
+    else:
+        mdps, _ = windy_task_family(config.relatedness, n_sources, rng=rng, shape=tuple(config.shape),
+                                    wind_amplitude=config.wind_amplitude,
+                                    wind_lengthscale=config.wind_lengthscale, relabel_sources=relabel)
     return mdps
+
+
+def _title(config: Config) -> str:
+    rows, cols = config.shape
+    return f"Transfer, {rows}x{cols} {FAMILY_NAMES[config.family]}, relatedness {config.relatedness:g}"
 
 
 def uniform_transitions(mdp: Any, n: int, *, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
@@ -337,7 +360,7 @@ def _psrl_sequence(config: Config, mdps: list, rng: np.random.Generator) -> dict
     """Normalised returns of every method on every task of the sequence, shape (tasks, evals)."""
     from ..applications import DirichletTransitionModel, PSRLAgent, run_psrl
 
-    start = 0   # cell (0, 0), the tunnel worlds' start
+    start = 0   # cell (0, 0), the start of both families' worlds
     out: dict[str, np.ndarray] = {}
     for method, stream in zip(METHODS, rng.spawn(len(METHODS))):
         transfer = _transfer_model(config, mdps) if method == "pg_transfer" else None
@@ -518,14 +541,14 @@ def figures(config: Config, results: Mapping[int, SeedResult], summary: dict) ->
     figs = [FigureSpec(f"{NAME}-hellinger",
                        curves_figure(summary, "hellinger", x_label=X_LABEL,
                                      y_label=METRIC_LABELS["hellinger"],
-                                     environment=f"{ENVIRONMENT}, relatedness {config.relatedness:g}",
+                                     environment=_title(config),
                                      labels=labels(METHODS), log_panel=True),
                        "target-task error of the estimated transition model against the target's "
                        "transitions, four methods, mean ± std over seeds (linear and log x)")]
     extra = summary.get("extra", summary)
     psrl = extra.get("psrl_sequence")
     fig = transfer_figure(x_values(config), extra.get("similarity", {}), psrl, labels=labels(METHODS),
-                          x_label=X_LABEL, environment=f"{ENVIRONMENT}, relatedness {config.relatedness:g}")
+                          x_label=X_LABEL, environment=_title(config))
     figs.append(FigureSpec(f"{NAME}-similarity-psrl", fig,
                            "left: pg_transfer's learned similarity against the target's transitions "
                            "(median and range over seeds); right: PSRL over a sequence of tasks, "

@@ -1,8 +1,9 @@
 """Benchmark: the cost of transfer between tasks (issue 26).
 
-Problem: the transfer experiment's family (windy tunnel worlds, relatedness 0.8), T tasks of
-n x n states, every source with ``--source`` transitions, the target with ``--target``
-transitions, uniformly random states and actions. Every fit starts from a fresh belief (no warm
+Problem: a family of the transfer experiment (``--family``: windy tunnel worlds, the default, or
+slippery lakes; ``--relatedness``, default 0.8), T tasks of n x n states, every source with
+``--source`` transitions, the target with ``--target`` transitions, uniformly random states and
+actions. Every fit starts from a fresh belief (no warm
 start) and fits all four actions; CPU time (``time.process_time``), the two methods alternated
 ``--repeat`` times in one process, the minimum kept.
 
@@ -35,6 +36,7 @@ Run from the repository root::
 
     python benchmarks/bench_transfer.py                  # sizes 8, 10, 12; 4 tasks
     python benchmarks/bench_transfer.py --quick          # size 6, seconds
+    python benchmarks/bench_transfer.py --family lake    # the slippery lakes
     python benchmarks/bench_transfer.py --kron 100       # + the 2 x 10^4-state Kronecker fit
     python benchmarks/bench_transfer.py --quick --kron 100 --kron-tasks 4   # 4 x 10^4 states
 
@@ -55,14 +57,16 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def problem(side: int, n_tasks: int, n_source: int, n_target: int, seed: int = 0):
+def problem(side: int, n_tasks: int, n_source: int, n_target: int, seed: int = 0,
+            family: str = "windy", relatedness: float = 0.8):
     """``(mdps, counts)``: a family draw and every task's counts (target last)."""
-    from corrpriors.envs import windy_task_family
+    from corrpriors.envs import lake_task_family, windy_task_family
     from corrpriors.experiments.transfer import uniform_transitions
     from corrpriors.mdp import transition_counts
 
     rng = np.random.default_rng(seed)
-    mdps, _ = windy_task_family(0.8, n_tasks - 1, rng=rng, shape=(side, side))
+    draw = {"windy": windy_task_family, "lake": lake_task_family}[family]
+    mdps, _ = draw(relatedness, n_tasks - 1, rng=rng, shape=(side, side))
     S, A = mdps[0].n_states, mdps[0].n_actions
     counts = [transition_counts(uniform_transitions(m, n_source if i < n_tasks - 1 else n_target, rng=rng), S, A)
               for i, m in enumerate(mdps)]
@@ -97,8 +101,9 @@ def time_transfer(mdps, counts, every_task: bool) -> tuple[float, float, int, li
     return cpu, float(model.similarity_[-1]), fits, model.similarity_.tolist()
 
 
-def bench_size(side: int, n_tasks: int, n_source: int, n_target: int, repeat: int) -> dict:
-    mdps, counts = problem(side, n_tasks, n_source, n_target)
+def bench_size(side: int, n_tasks: int, n_source: int, n_target: int, repeat: int,
+               family: str = "windy", relatedness: float = 0.8) -> dict:
+    mdps, counts = problem(side, n_tasks, n_source, n_target, family=family, relatedness=relatedness)
     times: dict[str, list[float]] = {k: [] for k in ("single", "single_target", "transfer", "transfer_all")}
     sim = float("nan")
     fits: dict[str, int] = {}
@@ -111,7 +116,8 @@ def bench_size(side: int, n_tasks: int, n_source: int, n_target: int, repeat: in
         t, _, fits["transfer_all"], sims = time_transfer(mdps, counts, every_task=True)
         times["transfer_all"].append(t)
     best = {k: min(v) for k, v in times.items()}
-    return {"side": side, "states": side * side, "tasks": n_tasks, "source_transitions": n_source,
+    return {"family": family, "relatedness": relatedness, "side": side, "states": side * side,
+            "tasks": n_tasks, "source_transitions": n_source,
             "target_transitions": n_target, "cpu_seconds": best,
             "ratio_to_single": {k: v / best["single"] for k, v in best.items()},
             "ratio_to_single_target": {k: v / best["single_target"] for k, v in best.items()},
@@ -148,6 +154,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--source", type=int, default=2000)
     parser.add_argument("--target", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--family", choices=("windy", "lake"), default="windy")
+    parser.add_argument("--relatedness", type=float, default=0.8)
     parser.add_argument("--kron", type=int, default=0, help="side of the Kronecker joint fit (0: skip)")
     parser.add_argument("--kron-tasks", type=int, default=2, help="tasks of the Kronecker joint fit")
     args = parser.parse_args(argv)
@@ -158,7 +166,7 @@ def main(argv=None) -> dict:
     print(f"{'S':>5} {'single':>8} {'pg tgt':>8} {'transfer':>9} {'all T':>8}   ratios to single "
           f"(transfer, all)   to pg target (transfer, all)   rho")
     for side in sizes:
-        row = bench_size(side, args.tasks, args.source, args.target, repeat)
+        row = bench_size(side, args.tasks, args.source, args.target, repeat, args.family, args.relatedness)
         out["sizes"].append(row)
         c, r, q = row["cpu_seconds"], row["ratio_to_single"], row["ratio_to_single_target"]
         print(f"{row['states']:5d} {c['single']:8.2f} {c['single_target']:8.2f} {c['transfer']:9.2f} "

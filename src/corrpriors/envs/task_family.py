@@ -244,10 +244,7 @@ def windy_task_family(relatedness: float, n_sources: int, *, rng: Any,
     params : list of TaskParameters
         Their hidden parameters, in the same order.
     """
-    r = float(relatedness)
-    if not 0.0 <= r <= 1.0:
-        raise ValueError(f"relatedness: expected a number in [0, 1], got {relatedness!r}")
-    check_int(n_sources, "n_sources", 0)
+    r = _check_family(relatedness, n_sources, relabel_sources)
     gen = as_generator(rng)
     shape = _check_shape(shape)
     w_target = smooth_wind(shape, rng=gen, amplitude=wind_amplitude, lengthscale=wind_lengthscale)
@@ -260,13 +257,27 @@ def windy_task_family(relatedness: float, n_sources: int, *, rng: Any,
         params.append(TaskParameters(float(heading), float(drive), float(damping),
                                      r * w_target + np.sqrt(1.0 - r * r) * w_own))
     params.append(TaskParameters(0.0, TARGET_DRIVE, TARGET_DAMPING, w_target))
-    if not isinstance(relabel_sources, (bool, np.bool_)):
-        raise TypeError(f"relabel_sources: expected a bool, got {type(relabel_sources).__name__}")
     mdps = [windy_gridworld(shape, p.wind, p.heading, p.drive, p.damping, discount=discount)
             for p in params]
-    if relabel_sources:
+    return _relabel_sources(mdps, relabel_sources, gen), params
+
+
+def _check_family(relatedness: Any, n_sources: Any, relabel_sources: Any) -> float:
+    """The family arguments every family checks: ``relatedness`` in [0, 1] (returned as a float)."""
+    r = float(relatedness)
+    if not 0.0 <= r <= 1.0:
+        raise ValueError(f"relatedness: expected a number in [0, 1], got {relatedness!r}")
+    check_int(n_sources, "n_sources", 0)
+    if not isinstance(relabel_sources, (bool, np.bool_)):
+        raise TypeError(f"relabel_sources: expected a bool, got {type(relabel_sources).__name__}")
+    return r
+
+
+def _relabel_sources(mdps: list[TabularMDP], relabel: bool, gen: np.random.Generator) -> list[TabularMDP]:
+    """``mdps`` with every source (all but the last) relabelled by its own random permutation."""
+    if relabel:
         mdps[:-1] = [relabel_states(m, gen.permutation(m.n_states)) for m in mdps[:-1]]
-    return mdps, params
+    return mdps
 
 
 def relabel_states(mdp: TabularMDP, permutation: Any) -> TabularMDP:
@@ -462,14 +473,9 @@ def lake_task_family(relatedness: float, n_sources: int, *, rng: Any,
     params : list of LakeParameters
         Their hidden parameters, in the same order.
     """
-    r = float(relatedness)
-    if not 0.0 <= r <= 1.0:
-        raise ValueError(f"relatedness: expected a number in [0, 1], got {relatedness!r}")
-    check_int(n_sources, "n_sources", 0)
+    r = _check_family(relatedness, n_sources, relabel_sources)
     if not (np.isfinite(hole_density) and 0.0 <= hole_density <= 0.5):
         raise ValueError(f"hole_density: expected a number in [0, 0.5], got {hole_density!r}")
-    if not isinstance(relabel_sources, (bool, np.bool_)):
-        raise TypeError(f"relabel_sources: expected a bool, got {type(relabel_sources).__name__}")
     gen = as_generator(rng)
     shape = _check_shape(shape)
     if shape[0] * shape[1] < 2:
@@ -486,9 +492,7 @@ def lake_task_family(relatedness: float, n_sources: int, *, rng: Any,
         params.append(LakeParameters(float(slip), directions, holes))
     params.append(target)
     mdps = [slippery_lake(shape, p.holes, p.slip, p.directions, discount=discount) for p in params]
-    if relabel_sources:
-        mdps[:-1] = [relabel_states(m, gen.permutation(m.n_states)) for m in mdps[:-1]]
-    return mdps, params
+    return _relabel_sources(mdps, relabel_sources, gen), params
 
 
 __all__ = ["LakeParameters", "TaskParameters", "lake_task_family", "relabel_states", "slippery_lake",

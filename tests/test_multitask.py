@@ -410,21 +410,26 @@ def test_task_without_data_is_the_prior_weighted_mixture():
     mdps, _ = windy_task_family(0.8, 2, rng=3, shape=(4, 4))
     belief = MultiTaskTransitionModel.for_mdps(mdps, lengthscale=2.0, similarities=(0.0, 0.5, 0.9))
     rng = np.random.default_rng(0)
+    counts = [transition_counts(uniform_transitions(mdps[t], 300, rng=rng), 16, 4) for t in range(2)]
     for t in range(2):
-        belief.set_counts(t, transition_counts(uniform_transitions(mdps[t], 300, rng=rng), 16, 4))
+        belief.set_counts(t, counts[t])
     mean = belief.mean(2)
     view = belief.task(2)
     w = view.transfer_selected_["mixture_weights"]
     np.testing.assert_allclose(w, [0.5, 0.25, 0.25])
     assert belief.similarity_[2] == pytest.approx(0.25 * 0.5 + 0.25 * 0.9)
     expected = 0.5 * belief.independent_mean(2)
+    cmap, src = view.category_map, counts[0] + counts[1]        # (S, A, S): the related tasks' data
+    far_src = cmap.far_destinations(np.moveaxis(src, 1, 0))
     for rho, wi in ((0.5, 0.25), (0.9, 0.25)):
         comp = []
         for a in range(4):
             pooled = belief.pooled_[2].models_[a]
             lam = np.asarray(pooled.psi_mean_)
             psi = (1 - rho) * uniform_psi(lam.shape[1] + 1)[None, :] + rho * lam
-            comp.append(view._to_next_states(psi_to_pi(psi), a))
+            # the far jumps land as the related tasks' did, their counts weighted by rho
+            spread = cmap.other_weights(rho * src[:, a, :], rho * far_src)
+            comp.append(cmap.next_state_probs(psi_to_pi(psi), spread))
         expected = expected + wi * np.stack(comp, axis=1)
     np.testing.assert_allclose(mean, expected, atol=1e-6)
     draws = belief.sample_many(5, task=2, rng=0)
@@ -521,3 +526,53 @@ def test_k_fold_cross_validation_matches_a_direct_computation():
     assert sel.similarity == max(expected, key=expected.get)
     with pytest.raises(ValueError, match="cv_folds"):
         TransferSearch(_template(), cv_folds=1)
+
+
+def test_far_jumps_land_where_the_related_tasks_saw_them():
+    """Where a pair's far jumps land is borrowed from the related tasks at the chosen
+    similarity: identical lakes (relatedness 1) with holes that drop the agent back to the
+    start. With 20 transitions of its own the target's belief sends a hole's far mass to the
+    start as the sources' data say (the single-task belief spreads most of it over the far
+    cells), the mean matches the power-prior formula computed from the counts, and at
+    similarity 0 nothing is borrowed."""
+    from corrpriors.envs import lake_task_family
+
+    mdps, params = lake_task_family(1.0, 2, rng=5, shape=(5, 5), hole_density=0.2)
+    S, A = 25, 4
+    rng = np.random.default_rng(1)
+    src = [transition_counts(uniform_transitions(m, 1500, rng=rng), S, A) for m in mdps[:-1]]
+    x = transition_counts(uniform_transitions(mdps[-1], 20, rng=rng), S, A)
+    mt = MultiTaskTransitionModel.for_mdps(mdps, **_opts())
+    for u, c in enumerate(src):
+        mt.set_counts(u, c)
+    est = mt.set_counts(2, x).mean(2)
+    rho = float(mt.similarity_[2])
+    assert rho > 0.5
+    view, single = mt.task(2), mt.independent_mean(2)
+    holes = np.flatnonzero(params[-1].holes)
+    holes = holes[view.category_map.outside[holes, 0]]           # the start outside their windows
+    assert holes.size >= 2
+    # of a hole's far mass (truth: all of it to the start) the start gets nearly all; the
+    # single-task belief, with a handful of far jumps of its own, spreads much of it
+    outside = view.category_map.outside[holes][:, None, :]
+
+    def share(m):
+        return m[holes, :, 0] / np.where(outside, m[holes], 0.0).sum(-1)
+
+    assert share(est).min() > 0.98 and share(single).mean() < 0.9      # measured 0.99+, 0.86
+    # the formula: w[s, s'] ∝ own + rho * sources' counts + other_prior + other_pooling * m
+    cmap = view.category_map
+    q = np.stack([m.probs(method=view.probs_method) for m in view.models_])
+    both = src[0] + src[1]
+    far_src = cmap.far_destinations(np.moveaxis(both, 1, 0))
+    far_own = cmap.far_destinations(np.moveaxis(x, 1, 0))
+    for a in range(A):
+        spread = cmap.other_weights(x[:, a, :] + rho * both[:, a, :], far_own + rho * far_src)
+        np.testing.assert_allclose(est[:, a, :], cmap.next_state_probs(q[a], spread), atol=1e-12)
+    # similarity 0 (relabelled sources share nothing): the single-task belief exactly
+    far_mdps, _ = lake_task_family(1.0, 2, rng=5, shape=(5, 5), hole_density=0.2, relabel_sources=True)
+    mt0 = MultiTaskTransitionModel.for_mdps(far_mdps, prior_related=1e-12, **_opts())
+    for u, c in enumerate(src):
+        mt0.set_counts(u, c)
+    assert mt0.set_counts(2, x).mean(2) is not None and mt0.similarity_[2] == 0.0
+    np.testing.assert_allclose(mt0.mean(2), mt0.independent_mean(2), atol=0)

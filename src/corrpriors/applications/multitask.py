@@ -788,6 +788,7 @@ class _TransferBelief(CorrelatedTransitionModel):
                                       cv_scale=owner.cv_scale)
         self.transfer_selected_: dict | None = None
         self._mixture: tuple | None = None
+        self._far_similarity = 0.0   # the similarity the far jumps' destinations borrow at
         self._fit_signature: tuple | None = None
         super().set_counts(tmpl.counts)
 
@@ -820,6 +821,7 @@ class _TransferBelief(CorrelatedTransitionModel):
             xs = list(cmap.aggregate(raw))
         before = self._search.n_fits_
         self._mixture = None
+        self._far_similarity = 0.0
         if not self._counts.any() and any(s is not None for s in sources):
             self._fit_mixture(xs, sources)
             self.n_fits_ += self._search.n_fits_ - before
@@ -849,6 +851,7 @@ class _TransferBelief(CorrelatedTransitionModel):
                 sel = self._search.select(xs, sources, similarity=similarity)
             self.models_ = list(sel.models)
             scales = sel.scales
+            self._far_similarity = float(similarity)
         self.n_fits_ += self._search.n_fits_ - before
         self.fit_seconds_ += time.perf_counter() - tic
         self.transfer_selected_ = {"similarity": similarity, "scales": scales,
@@ -885,9 +888,34 @@ class _TransferBelief(CorrelatedTransitionModel):
                                    "value": 0.0, "values": {}, "mixture_weights": weights,
                                    "n_sources": [0 if s is None else s.n_sources for s in sources]}
 
-    def _component_mean(self, models: list) -> FloatArray:
+    def _far_evidence(self, a: int) -> tuple[FloatArray, FloatArray]:
+        r"""Where the "other" mass of action ``a`` goes: the task's own far jumps and, at a
+        similarity :math:`\rho > 0`, the related tasks' far jumps weighted by :math:`\rho`.
+
+        The Gaussian prior transfers *how much* mass a pair's far jumps carry (a category of the
+        relative encoding); *where* they land is a Dirichlet over the far states fed by counts
+        (:meth:`~corrpriors.applications.transitions.CategoryMap.other_weights`). With few data
+        of its own a task would spread that mass almost uniformly even where the related tasks
+        saw every far jump land in one state (a hole's or a goal's jump back to the start). So
+        the related tasks' counts (per pair, and pooled over the pairs) enter that Dirichlet as
+        a power prior of weight :math:`\rho`, the weight the prior's mean gives their field
+        (:math:`E[\psi \mid \text{sources}] = \rho\,\bar d + \dots`); at :math:`\rho = 0`
+        nothing is borrowed.
+        """
+        own, far = super()._far_evidence(a)
+        rho = self._far_similarity
+        if rho == 0.0:
+            return own, far
+        source = self._owner.pooled_[self._task]      # the other tasks' counts, summed
+        return own + rho * source._counts[:, a, :], far + rho * source._far
+
+    def _component_mean(self, models: list, rho: float) -> FloatArray:
         q = [m.probs(method=self.probs_method, rng=self.mc_rng) for m in models]
-        return np.stack([self._to_next_states(q[a], a) for a in range(self.n_actions)], axis=1)
+        self._far_similarity = rho
+        try:
+            return np.stack([self._to_next_states(q[a], a) for a in range(self.n_actions)], axis=1)
+        finally:
+            self._far_similarity = 0.0
 
     def mean(self) -> Any:
         """Posterior-mean transition model, ndarray of shape (S, A, S) (the mixture's mean for
@@ -898,7 +926,8 @@ class _TransferBelief(CorrelatedTransitionModel):
             return super().mean()
         if "mean" not in self._cache:
             weights, components = self._mixture
-            self._cache["mean"] = sum(w * self._component_mean(c) for w, c in zip(weights, components))
+            rhos = self._search.similarities
+            self._cache["mean"] = sum(w * self._component_mean(c, r) for w, c, r in zip(weights, components, rhos))
         return self._cache["mean"].copy()
 
     def sample_many(self, n: int, *, rng: SeedLike) -> Any:
@@ -918,8 +947,12 @@ class _TransferBelief(CorrelatedTransitionModel):
         out = np.empty((int(n), self.n_states, self.n_actions, self.n_states))
         for c in np.unique(which):
             idx = np.flatnonzero(which == c)
-            for a, model in enumerate(components[c]):
-                out[idx, :, a, :] = self._to_next_states(model.sample_probs(idx.size, rng=gen), a)
+            self._far_similarity = float(self._search.similarities[c])
+            try:
+                for a, model in enumerate(components[c]):
+                    out[idx, :, a, :] = self._to_next_states(model.sample_probs(idx.size, rng=gen), a)
+            finally:
+                self._far_similarity = 0.0
         return out
 
     def _sqrt_values(self, n: int, gen: np.random.Generator) -> FloatArray:

@@ -833,9 +833,15 @@ class CorrelatedTransitionModel(_TransitionBelief):
         assert isinstance(cmap, CategoryMap)   # dense storage
         if cmap.is_identity:
             return q
+        return cmap.next_state_probs(q, cmap.other_weights(*self._far_evidence(a)))
+
+    def _far_evidence(self, a: int) -> tuple[FloatArray, FloatArray]:
+        """What spreads action ``a``'s "other" mass over the far states: the pair's own counts
+        (S, S) (zero with a per-pair layer) and the far jumps into each state (S,), pooled.
+        """
         per_pair = self._layer is not None and bool(np.isfinite(self._layer.lattice).any())
         own = np.zeros((self.n_states, self.n_states)) if per_pair else self._counts[:, a, :]
-        return cmap.next_state_probs(q, cmap.other_weights(own, self._far))
+        return own, self._far
 
     def _tables(self, q: FloatArray, actions: list[int]) -> Any:
         """Category probabilities ``q`` (len(actions), S, K) to a sparse table."""

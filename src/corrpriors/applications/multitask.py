@@ -986,9 +986,12 @@ class MultiTaskTransitionModel:
     :class:`~corrpriors.applications.transitions.CorrelatedTransitionModel` with collapsed-bound
     selection, what the ``pg`` methods use) and gets a *transfer belief*: per action, the prior
     of the module docstring, centred on the source -- a copy of the task's belief fitted to the
-    other tasks' data pooled (``pooled_``) -- by a similarity :math:`\rho` chosen with the scales
-    by the collapsed bound and a prior on :math:`\rho` (:class:`TransferSearch`). When
-    :math:`\rho = 0` is chosen the transfer belief uses the task's single-task fits. With
+    other tasks' data pooled (``pooled_``) -- by a similarity :math:`\rho` chosen by the task's
+    cross-validated predictive probability and a prior on :math:`\rho` (the scales by the
+    collapsed bound; :class:`TransferSearch`). Where a pair's far jumps (the relative encoding's
+    "other" category) land borrows the other tasks' counts as a power prior of weight
+    :math:`\rho`. When :math:`\rho = 0` is chosen the transfer belief uses the task's
+    single-task fits. With
     censored counts (a grid's edges) the similarity is chosen in the first round of imputing
     them, the later rounds refine the imputation and the scales at that similarity (the
     sources impute once, ``source_impute_rounds``). A task

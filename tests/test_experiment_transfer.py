@@ -82,14 +82,19 @@ def test_config_checks_name_the_field():
 
 
 def test_the_search_settings_reach_the_transfer_model():
-    """cv_scale and source_impute_rounds are settings (part of the results' identity: round 7
-    changed their defaults, so a folder of the old rule is not resumed by the new one)."""
+    """cv_scale, source_impute_rounds and full_scale are settings (part of the results' identity:
+    rounds 7 and 12 changed their defaults, so a folder of the old rule is not resumed by the new
+    one)."""
     mdps, _ = windy_task_family(0.8, 1, rng=0, shape=(4, 4))
-    for cv_scale, rounds in (("climb", 3), ("conditional", 1)):
-        config = dataclasses.replace(T.quick_config(), cv_scale=cv_scale, source_impute_rounds=rounds)
+    for cv_scale, rounds, full in (("climb", 3, "climb"), ("conditional", 1, "conditional")):
+        config = dataclasses.replace(T.quick_config(), cv_scale=cv_scale, source_impute_rounds=rounds,
+                                     full_scale=full)
         model = T._transfer_model(config, mdps)
         assert model.cv_scale == model.task(0)._search.cv_scale == cv_scale
+        assert model.full_scale == model.task(0)._search.full_scale == full
         assert all(p.impute_rounds == rounds for p in model.pooled_)
+    with pytest.raises(ValueError, match="full_scale"):
+        T.check_config(dataclasses.replace(T.quick_config(), full_scale="free"))
 
 
 def test_smallest_seed_runs():

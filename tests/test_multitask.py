@@ -576,3 +576,42 @@ def test_far_jumps_land_where_the_related_tasks_saw_them():
         mt0.set_counts(u, c)
     assert mt0.set_counts(2, x).mean(2) is not None and mt0.similarity_[2] == 0.0
     np.testing.assert_allclose(mt0.mean(2), mt0.independent_mean(2), atol=0)
+
+
+def test_full_data_fits_at_the_joint_models_conditional_scale():
+    """full_scale="conditional" (the default): at the chosen rho > 0 the kept model is the
+    documented prior at theta_S (1 - rho^2) fitted to all counts (checked against a direct
+    CorrelatedMultinomial); "climb" keeps the collapsed bound's best lattice scale (brute
+    force); rho = 0, the evidence criterion and a source of unknown scale climb either way."""
+    rng = np.random.default_rng(7)
+    x = rng.multinomial(4, [0.6, 0.25, 0.15], size=16)
+    src = SourceField(0.7 * rng.standard_normal((16, 2)), rng.normal(size=2), 2, scale=2.0)
+    grid, kw = (0.0, 0.5, 0.9), dict(step=0.5, low=1e-2, high=1e2)
+    sel = TransferSearch(_template(), similarities=grid, **kw).select([x], [src], similarity=0.9)
+    theta = 2.0 * (1 - 0.9 ** 2)
+    assert sel.scales[0] == pytest.approx(theta)
+    m0, tau = transfer_hyper_prior(0.9, src, uniform_psi(3), 3.0)
+    cov = theta * SquaredExponential(lengthscale=1.5)(_grid(4)) + tau ** 2
+    ref = CorrelatedMultinomial(cov, mean=m0[None, :] + 0.9 * src.deviation, tol=1e-10,
+                                max_iter=3000).fit(x)
+    np.testing.assert_allclose(sel.models[0].psi_mean_, ref.psi_mean_, atol=1e-4)
+    # the climb: the lattice scale of the largest collapsed bound
+    climb = TransferSearch(_template(), similarities=grid, full_scale="climb", **kw)
+    csel = climb.select([x], [src], similarity=0.9)
+    fresh = TransferSearch(_template(), similarities=grid, **kw)
+    bounds = {j: fresh._build(2, j, src, x.shape).fit(x).collapsed_bound()
+              for j in range(fresh.j_min, fresh.j_max + 1)}
+    assert csel.scales[0] == pytest.approx(fresh.scale_of(max(bounds, key=bounds.get)))
+    assert csel.scales[0] != pytest.approx(theta)
+    # climbing either way: rho = 0, the evidence, a source without a scale
+    for search, source, rho in ((TransferSearch(_template(), similarities=grid, **kw), src, 0.0),
+                                (TransferSearch(_template(), similarities=grid, similarity_criterion="evidence",
+                                                **kw), src, 0.9),
+                                (TransferSearch(_template(), similarities=grid, **kw),
+                                 SourceField(src.deviation, src.constant, 2), 0.9)):
+        s = search.select([x], [source], similarity=rho)
+        assert np.log10(s.scales[0]) / 0.5 == pytest.approx(round(np.log10(s.scales[0]) / 0.5))
+    with pytest.raises(ValueError, match="full_scale"):
+        TransferSearch(_template(), full_scale="fixed")
+    with pytest.raises(ValueError, match="full_scale"):
+        MultiTaskTransitionModel([CorrelatedTransitionModel(4, 1, covariance=np.eye(4))], full_scale="")

@@ -49,7 +49,9 @@ the source's scale (chosen by its collapsed bound; :math:`\theta_S` itself at :m
 the task's marginal in the joint model), so that the similarities are compared as the joint
 model's correlations and not each with a scale fitted to the fold (``cv_scale="conditional"``;
 ``"climb"`` climbs every fold's scale); the models the task keeps -- the full-data fits at the
-chosen similarity -- choose their :math:`\theta` by the collapsed bound, as for single tasks.
+chosen similarity -- are fitted at the same conditional scale (``full_scale="conditional"``,
+since round 12: the model whose similarity the cross-validation chose, at a quarter fewer fits;
+``"climb"`` chooses their :math:`\theta` by the collapsed bound, as for single tasks).
 (Measured in the transfer experiment, seeds 600-607: with :math:`\rho = 0`'s folds climbing
 their own scale against the conditional scale above 0, the median similarity at relatedness 0
 rose to 0.375 at 100 target transitions; with :math:`\theta_S` at :math:`\rho = 0` it stays 0.)
@@ -98,8 +100,8 @@ from .._typing import FloatArray, SeedLike
 from .._validation import check_counts, check_int, check_positive
 from .transitions import CorrelatedTransitionModel
 
-__all__ = ["CV_SCALES", "SIMILARITY_CRITERIA", "SIMILARITY_GRID", "SIMILARITY_RULES", "MultiTaskPolicyEstimator",
-           "MultiTaskTransitionModel", "SourceField", "TransferSearch", "TransferSelection",
+__all__ = ["CV_SCALES", "FULL_SCALES", "SIMILARITY_CRITERIA", "SIMILARITY_GRID", "SIMILARITY_RULES",
+           "MultiTaskPolicyEstimator", "MultiTaskTransitionModel", "SourceField", "TransferSearch", "TransferSelection",
            "similarity_log_prior", "split_counts", "transfer_hyper_prior"]
 
 #: The similarities :math:`\rho` of the lattice climbed by :class:`TransferSearch`: 0 (no
@@ -260,6 +262,8 @@ SIMILARITY_RULES = ("one_se", "best")
 #: fold, model and similarity); ``"climb"``, each fold's own climb of the collapsed bound over the
 #: scale lattice (at least three fits).
 CV_SCALES = ("conditional", "climb")
+#: The scales of the full-data fits a task keeps (:class:`TransferSearch`'s ``full_scale``).
+FULL_SCALES = ("conditional", "climb")
 
 
 def _check_option(value: Any, name: str, options: tuple[str, ...]) -> str:
@@ -348,8 +352,9 @@ class TransferSearch:
 
     :math:`(m_0, \tau)` from :func:`transfer_hyper_prior`, :math:`\theta_j = 10^{j\,\mathrm{step}}`.
     The similarity is shared by the task's models (it describes the task, and all its data
-    decide it); each full-data model's scale is climbed on its lattice of the collapsed bound,
-    each cross-validation fold's is the joint model's conditional scale (``cv_scale``). The objective
+    decide it); each cross-validation fold's scale is the joint model's conditional scale
+    (``cv_scale``), and so is each full-data model's at the chosen similarity (``full_scale``;
+    else, and at :math:`\rho = 0`, climbed on its lattice of the collapsed bound). The objective
     of :math:`\rho_i` is the log prior of :func:`similarity_log_prior` plus, with
     ``similarity_criterion="cv"``, the two-fold cross-validated log predictive probability of the
     counts (:func:`split_counts`; at :math:`\rho = 0` of the single-task model ``estimator``
@@ -393,6 +398,13 @@ class TransferSearch:
         :math:`\theta_S` (``SourceField.scale``; one fit per fold, model and similarity -- a
         source of unknown scale falls back to the climb); ``"climb"``, every fold climbs its
         own scale by the collapsed bound (three or more fits each; the rule before round 7).
+    full_scale : {"conditional", "climb"}, default "conditional"
+        The scale of the full-data models :meth:`select` returns at a similarity
+        :math:`\rho > 0` (:data:`FULL_SCALES`): ``"conditional"``, the joint model's
+        :math:`\theta_S(1 - \rho^2)` -- the model the cross-validation compared, one fit per
+        model (with ``similarity_criterion="evidence"``, or a source of unknown scale, the
+        climb); ``"climb"``, the collapsed bound's choice on the scale lattice (the rule before
+        round 12). At :math:`\rho = 0` the scale is always climbed.
 
     Attributes
     ----------
@@ -404,11 +416,13 @@ class TransferSearch:
                  prior_related: float | None = 0.5, similarity_criterion: str = "cv",
                  similarity_rule: str = "one_se", criterion: str = "collapsed",
                  low: float = 1e-2, high: float = 1e4, step: float = 0.25,
-                 start: float = 1.0, cv_folds: int = 2, cv_scale: str = "conditional") -> None:
+                 start: float = 1.0, cv_folds: int = 2, cv_scale: str = "conditional",
+                 full_scale: str = "conditional") -> None:
         from ..core.selection import ScaleSearch, check_criterion, clone_estimator
 
         self.cv_folds = check_int(cv_folds, "cv_folds", low=2)
         self.cv_scale = _check_option(cv_scale, "cv_scale", CV_SCALES)
+        self.full_scale = _check_option(full_scale, "full_scale", FULL_SCALES)
 
         check_criterion(criterion)
         _check_option(similarity_criterion, "similarity_criterion", SIMILARITY_CRITERIA)
@@ -553,10 +567,22 @@ class TransferSearch:
         ``None`` when the cross-validation climbs its own scales instead: ``cv_scale="climb"``,
         no source, or a source of unknown scale.
         """
-        if self.cv_scale != "conditional" or source is None or source.scale is None:
+        if self.cv_scale != "conditional":
+            return None
+        return self._joint_scale(i, source)
+
+    def _joint_scale(self, i: int, source: SourceField | None) -> float | None:
+        r""":math:`\theta_S(1 - \rho_i^2)`, or None without a source of known scale."""
+        if source is None or source.scale is None:
             return None
         rho = self.similarities[i]
         return float(source.scale) * (1.0 - rho * rho)
+
+    def _full_scale(self, i: int, source: SourceField | None) -> float | None:
+        """The fixed scale of the full-data model at similarity ``i``, or None to climb."""
+        if self.full_scale != "conditional" or self.similarity_criterion != "cv" or i == 0:
+            return None
+        return self._joint_scale(i, source)
 
     def _conditional_fit(self, i: int, a: int, x: np.ndarray, source: SourceField, fold: int,
                          theta: float) -> Any:
@@ -745,14 +771,26 @@ class TransferSearch:
         return cur, found
 
     def _selection(self, cur: int, xs: list, srcs: list, found: dict) -> TransferSelection:
-        """The models at similarity index ``cur`` with their best scales."""
-        picks = [self._best_scale(cur, a, x, src) for a, (x, src) in enumerate(zip(xs, srcs))]
-        models = [self._models[(cur if srcs[a] is not None else 0, j, a, -1)]
-                  for a, (j, _) in enumerate(picks)]
-        value = found.get(cur, float(sum(v for _, v in picks)))
-        return TransferSelection(similarity=self.similarities[cur],
-                                 scales=np.array([self.scale_of(j) for j, _ in picks]), value=value,
-                                 models=models,
+        """The full-data models at similarity index ``cur``: at its conditional scale
+        (``full_scale``), else with their best scales on the lattice.
+        """
+        from ..core.selection import criterion_value
+
+        models, scales, bounds = [], [], []
+        for a, (x, src) in enumerate(zip(xs, srcs)):
+            theta = self._full_scale(cur, src)
+            if theta is not None:
+                assert src is not None   # (a joint scale needs the source's)
+                model = self._conditional_fit(cur, a, x, src, -1, theta)
+                bound = criterion_value(model, self.criterion)
+            else:
+                j, bound = self._best_scale(cur, a, x, src)
+                model, theta = self._models[(cur if src is not None else 0, j, a, -1)], self.scale_of(j)
+            models.append(model)
+            scales.append(theta)
+            bounds.append(bound)
+        return TransferSelection(similarity=self.similarities[cur], scales=np.array(scales),
+                                 value=found.get(cur, float(sum(bounds))), models=models,
                                  values={self.similarities[i]: v for i, v in found.items()})
 
 
@@ -785,7 +823,7 @@ class _TransferBelief(CorrelatedTransitionModel):
                                       similarity_criterion=owner.similarity_criterion,
                                       similarity_rule=owner.similarity_rule, low=lo,
                                       high=hi, step=owner.scale_step, cv_folds=owner.cv_folds,
-                                      cv_scale=owner.cv_scale)
+                                      cv_scale=owner.cv_scale, full_scale=owner.full_scale)
         self.transfer_selected_: dict | None = None
         self._mixture: tuple | None = None
         self._far_similarity = 0.0   # the similarity the far jumps' destinations borrow at
@@ -1026,6 +1064,9 @@ class MultiTaskTransitionModel:
         Folds of the similarity's cross-validation (see :class:`TransferSearch`).
     cv_scale : {"conditional", "climb"}, default "conditional"
         The scale of the cross-validation's fits (see :class:`TransferSearch`).
+    full_scale : {"conditional", "climb"}, default "conditional"
+        The scale of the full-data fits a task keeps at :math:`\rho > 0` (see
+        :class:`TransferSearch`; ``"climb"`` is the rule before round 12).
     source_impute_rounds : int or None, default 1
         Rounds of imputing censored counts in the sources' fits (``pooled_``); ``None``: the
         tasks' beliefs' ``impute_rounds``. The source only centres the task's prior (its
@@ -1062,7 +1103,7 @@ class MultiTaskTransitionModel:
                  similarity_rule: str = "one_se",
                  scale_range: tuple[float, float] = (1e-2, 1e4), scale_step: float = 0.25,
                  cv_folds: int = 2, cv_scale: str = "conditional",
-                 source_impute_rounds: int | None = 1) -> None:
+                 source_impute_rounds: int | None = 1, full_scale: str = "conditional") -> None:
         beliefs = list(beliefs) if isinstance(beliefs, (list, tuple)) else None  # type: ignore[assignment]
         if not beliefs:
             raise ValueError("beliefs: expected a non-empty list of CorrelatedTransitionModel, one per task")
@@ -1086,6 +1127,7 @@ class MultiTaskTransitionModel:
         self.scale_step = check_positive(scale_step, "scale_step")
         self.cv_folds = check_int(cv_folds, "cv_folds", low=2)
         self.cv_scale = _check_option(cv_scale, "cv_scale", CV_SCALES)
+        self.full_scale = _check_option(full_scale, "full_scale", FULL_SCALES)
         self.source_impute_rounds = None if source_impute_rounds is None else check_int(
             source_impute_rounds, "source_impute_rounds", low=1)
         self.independent_ = beliefs
@@ -1104,7 +1146,7 @@ class MultiTaskTransitionModel:
                  prior_related: float | None = 0.5, similarity_criterion: str = "cv",
                  similarity_rule: str = "one_se", cv_folds: int = 2,
                  cv_scale: str = "conditional", source_impute_rounds: int | None = 1,
-                 **kwargs: Any) -> MultiTaskTransitionModel:
+                 full_scale: str = "conditional", **kwargs: Any) -> MultiTaskTransitionModel:
         """One :meth:`CorrelatedTransitionModel.for_mdp` belief per task, combined.
 
         Parameters
@@ -1117,6 +1159,9 @@ class MultiTaskTransitionModel:
         similarity_criterion : {"cv", "evidence"}
         similarity_rule : {"one_se", "best"}
         cv_folds : int
+        cv_scale, full_scale : {"conditional", "climb"}
+        source_impute_rounds : int or None
+            As in the constructor.
         **kwargs
             Passed to :meth:`CorrelatedTransitionModel.for_mdp` (``lengthscale``, ``prior``,
             ``boundary``, ...); ``selection`` must stay ``"collapsed"`` (or ``"elbo"``).
@@ -1137,7 +1182,7 @@ class MultiTaskTransitionModel:
                    similarities=similarities, prior_related=prior_related,
                    similarity_criterion=similarity_criterion, similarity_rule=similarity_rule,
                    cv_folds=cv_folds, cv_scale=cv_scale,
-                   source_impute_rounds=source_impute_rounds)
+                   source_impute_rounds=source_impute_rounds, full_scale=full_scale)
 
     # ------------------------------------------------------------------ data
     def _check_task(self, task: Any) -> int:
@@ -1245,8 +1290,9 @@ class MultiTaskPolicyEstimator:
         Prior probability that a task is related to the others (see :class:`TransferSearch`).
     similarity_criterion : {"cv", "evidence"}, default "cv"
     similarity_rule : {"one_se", "best"}, default "one_se"
-    cv_scale : {"conditional", "climb"}, default "conditional"
-        The scale of the cross-validation's fits (see :class:`TransferSearch`).
+    cv_scale, full_scale : {"conditional", "climb"}, default "conditional"
+        The scales of the cross-validation's fits and of the kept fits (see
+        :class:`TransferSearch`).
     scale_range : (float, float), default (1e-2, 1e4)
     scale_step : float, default 0.25
     max_iter : int, default 300
@@ -1272,6 +1318,7 @@ class MultiTaskPolicyEstimator:
                  lengthscale: float | None = None, similarities: Any = SIMILARITY_GRID,
                  prior_related: float | None = 0.5, similarity_criterion: str = "cv",
                  similarity_rule: str = "one_se", cv_scale: str = "conditional",
+                 full_scale: str = "conditional",
                  scale_range: tuple[float, float] = (1e-2, 1e4), scale_step: float = 0.25,
                  max_iter: int = 300, tol: float = 1e-6, mean_prior_std: float = 3.0) -> None:
         self.coordinates = coordinates
@@ -1283,6 +1330,7 @@ class MultiTaskPolicyEstimator:
         self.similarity_criterion = similarity_criterion
         self.similarity_rule = similarity_rule
         self.cv_scale = cv_scale
+        self.full_scale = full_scale
         self.scale_range = scale_range
         self.scale_step = scale_step
         self.max_iter = max_iter
@@ -1334,7 +1382,8 @@ class MultiTaskPolicyEstimator:
                                  prior_related=self.prior_related,
                                  similarity_criterion=self.similarity_criterion,
                                  similarity_rule=self.similarity_rule, low=lo, high=hi,
-                                 step=step, cv_scale=self.cv_scale).select([x[t]], [source])
+                                 step=step, cv_scale=self.cv_scale,
+                                 full_scale=self.full_scale).select([x[t]], [source])
             self.models_.append(singles[t] if sel.similarity == 0.0 else sel.models[0])
             sims.append(sel.similarity)
             scales.append(float(sel.scales[0]))

@@ -142,6 +142,10 @@ class Config:
     source_impute_rounds : int
         Rounds of imputing the censored counts in the fits of ``pg_transfer``'s sources (1 since
         round 7; 3, the beliefs' own, before).
+    full_scale : {"conditional", "climb"}
+        The scale of ``pg_transfer``'s full-data fits at a similarity above 0: the joint model's
+        conditional scale (since round 12) or the collapsed bound's climb (the rule before;
+        :data:`~corrpriors.applications.multitask.FULL_SCALES`).
     alpha_sparse : float
         Concentration of ``dirichlet_sparse``.
     max_iter, tol : int, float
@@ -179,6 +183,7 @@ class Config:
     cv_folds: int = 2
     cv_scale: str = "conditional"
     source_impute_rounds: int = 1
+    full_scale: str = "conditional"
     alpha_sparse: float = 1e-3
     max_iter: int = 300
     tol: float = 1e-6
@@ -211,6 +216,7 @@ RANGES = {
     "cv_folds": Interval(int, 2, 50, note="each fold adds a fit (cv_scale=climb: a climb) per action and similarity"),
     "cv_scale": Options("conditional", "climb"),
     "source_impute_rounds": Interval(int, 1, 100),
+    "full_scale": Options("conditional", "climb"),
     "alpha_sparse": CONCENTRATION,
     "max_iter": ITERATIONS,
     "tol": FIT_TOLERANCE,
@@ -307,6 +313,7 @@ def _transfer_model(config: Config, mdps: list) -> Any:
                                              similarity_rule=config.similarity_rule,
                                              cv_folds=config.cv_folds, cv_scale=config.cv_scale,
                                              source_impute_rounds=config.source_impute_rounds,
+                                             full_scale=config.full_scale,
                                              **_belief_options(config))
 
 

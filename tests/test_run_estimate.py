@@ -203,3 +203,46 @@ def test_the_psrl_estimate_covers_a_cliffwalking_seed(rule):
     result = exp.run_seed(config, rng=seed_generator(exp.NAME, 0))
     measured = float(result.method_extras["cpu_seconds"]["pg_sampling"][0])
     assert predicted / 5 < measured < 5 * predicted, (measured, predicted)
+
+
+@pytest.fixture
+def fresh_factor():
+    _gym_time.machine_factor.cache_clear()
+    yield
+    _gym_time.machine_factor.cache_clear()
+
+
+def test_the_machine_factor_scales_every_part(monkeypatch, fresh_factor):
+    """The probe against its reference, clipped; the environment variable overrides it and a bad
+    value names it; the experiments' estimates are the cost model's parts times the factor."""
+    from corrpriors.experiments.gym_psrl import PSRLExperiment
+
+    monkeypatch.delenv(_gym_time.MACHINE_FACTOR_ENV, raising=False)
+    monkeypatch.setattr(_gym_time, "probe_seconds", lambda repeat=3: 2.0 * _gym_time.PROBE_REFERENCE_SECONDS)
+    assert _gym_time.machine_factor() == pytest.approx(2.0)
+    _gym_time.machine_factor.cache_clear()
+    monkeypatch.setattr(_gym_time, "probe_seconds", lambda repeat=3: 1e6)
+    assert _gym_time.machine_factor() == _gym_time.MACHINE_FACTOR_RANGE[1]
+    for bad in ("0", "-1", "abc", "nan", "inf", ""):
+        _gym_time.machine_factor.cache_clear()
+        monkeypatch.setenv(_gym_time.MACHINE_FACTOR_ENV, bad)
+        with pytest.raises(ValueError, match=_gym_time.MACHINE_FACTOR_ENV):
+            _gym_time.machine_factor()
+    _gym_time.machine_factor.cache_clear()
+    monkeypatch.setenv(_gym_time.MACHINE_FACTOR_ENV, "2.5")
+    assert _gym_time.machine_factor() == 2.5
+    exp = PSRLExperiment("CliffWalking-v1", {})
+    config = exp.Config(steps=500, methods=("pg_sampling", "dirichlet_sparse"))
+    scaled = exp.estimate_seed_cost(config)
+    settings = exp.cost_settings(config)
+    raw = _gym_time.psrl_seed_cost(settings.pop("n_states"), settings.pop("n_actions"), settings.pop("n_dims"),
+                                   tuple(config.methods), 500, config.replan_every, config.eval_every,
+                                   int(config.n_samples), doubling=bool(config.replan_on_doubling),
+                                   revisit=bool(config.replan_on_revisit), **settings)
+    assert scaled.parts == pytest.approx({k: 2.5 * v for k, v in raw.parts.items()}, rel=1e-12)
+    assert scaled.cpu == pytest.approx(2.5 * raw.cpu, rel=1e-12) and "x2.5" in scaled.model
+
+
+def test_the_probe_is_a_small_positive_cpu_time():
+    t = _gym_time.probe_seconds(repeat=1)
+    assert 0 < t < 2.0

@@ -30,16 +30,25 @@ state spaces" page for the runs):
   A refit with at most 8 transitions per action factorises nothing (Woodbury updates from the
   prior's factor) and costs :math:`c_0` only.
 
-The constants are rounded medians of those runs; the CPU time of a real run depends on the data
-(the number of psi steps of each fit), the machine and its load: expect the estimate within a
-factor of about 3 (the tests check it on two sizes). The wall time assumes the seeds share the
-workers evenly and a seed runs on one core.
+The constants are rounded medians of those runs. Another machine runs the same work faster or
+slower: the experiments' estimates multiply every part by :func:`machine_factor`, this machine's
+CPU seconds of a small reference fit (:func:`probe_seconds`, about 50 ms once per process)
+against :data:`PROBE_REFERENCE_SECONDS` (``CORRPRIORS_MACHINE_FACTOR`` sets the factor instead).
+The CPU time of a real run still depends on the data (the number of psi steps of each fit) and
+the machine's load: expect the estimate within a factor of about 3 (the tests check it on two
+sizes). The wall time assumes the seeds share the workers evenly and a seed runs on one core.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import math
+import os
+import time
 from collections.abc import Sequence
+
+import numpy as np
 
 #: Growth exponent of a correlated refit in S up to 10^4 states (GMRF prior, sparse
 #: factorisations; measured 1.06 between 50 x 50 and 100 x 100 FrozenLake maps with the collapsed
@@ -87,6 +96,78 @@ LOAD_SECONDS_PER_STATE = 2e-4
 #: CPU seconds of one exact scoring of a policy (an evaluation and H steps of the state
 #: distribution) at S = 10^4.
 SCORE_SECONDS = 0.05
+
+
+#: CPU seconds of :func:`probe_seconds` on the machine the constants above were measured on. Not
+#: measured there (it was not kept): round 12 measured the probe at 0.013-0.014 s on a machine
+#: that ran the slow tests' documented workloads (FrozenLake sysid seeds of 24 x 24 to 60 x 60,
+#: CliffWalking PSRL seeds; ``tests/test_run_estimate.py``) 2.4-3.9x (median 3.2) faster than
+#: their docstrings record from the development machine, so 0.0135 s x 3.2.
+PROBE_REFERENCE_SECONDS = 0.043
+#: :func:`machine_factor` is clipped to this range (a probe caught in a burst of load is not
+#: believed further).
+MACHINE_FACTOR_RANGE = (0.05, 20.0)
+#: Environment variable that sets :func:`machine_factor` (a positive number) instead of the probe.
+MACHINE_FACTOR_ENV = "CORRPRIORS_MACHINE_FACTOR"
+
+
+def probe_seconds(repeat: int = 3) -> float:
+    """CPU seconds of a fixed small fit: the least of ``repeat`` runs, with one BLAS thread.
+
+    The fit is a correlated multinomial of 144 covariates (a 12 x 12 grid, squared-exponential
+    covariance) and 9 categories on fixed counts -- the kind of work a belief's refit does
+    (Cholesky factorisations, triangular solves and many small array operations).
+    """
+    import warnings
+
+    from .._threads import blas_threads
+    from ..core import CorrelatedMultinomial
+
+    cells = np.array([(i, j) for i in range(12) for j in range(12)], dtype=np.float64)
+    cov = np.exp(-((cells[:, None, :] - cells[None, :, :]) ** 2).sum(-1) / 8.0) + 1e-6 * np.eye(144)
+    counts = np.random.default_rng(0).multinomial(3, np.full(9, 1.0 / 9.0), size=144)
+    best = math.inf
+    with blas_threads(1), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(max(int(repeat), 1)):
+            tic = time.process_time()
+            CorrelatedMultinomial(cov, max_iter=50, tol=1e-12).fit(counts)
+            best = min(best, time.process_time() - tic)
+    return best
+
+
+@functools.lru_cache(maxsize=1)
+def machine_factor() -> float:
+    """CPU seconds on this machine per CPU second of the machine the constants were measured on.
+
+    :func:`probe_seconds` / :data:`PROBE_REFERENCE_SECONDS`, clipped to
+    :data:`MACHINE_FACTOR_RANGE`, measured once per process; the environment variable
+    :data:`MACHINE_FACTOR_ENV` (a positive number) sets it instead.
+
+    Raises
+    ------
+    ValueError
+        If the environment variable is set but not a positive finite number.
+    """
+    text = os.environ.get(MACHINE_FACTOR_ENV)
+    if text is not None:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(f"{MACHINE_FACTOR_ENV}: expected a positive number, got {text!r}")
+        return value
+    lo, hi = MACHINE_FACTOR_RANGE
+    return float(min(max(probe_seconds() / PROBE_REFERENCE_SECONDS, lo), hi))
+
+
+def for_this_machine(cost: SeedCost, factor: float | None = None) -> SeedCost:
+    """``cost`` with every part multiplied by ``factor`` (default :func:`machine_factor`)."""
+    f = machine_factor() if factor is None else float(factor)
+    parts = {k: v * f for k, v in cost.parts.items()}
+    return SeedCost(float(sum(parts.values())), parts,
+                    f"{cost.model}; x{f:.2g} for this machine's speed")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -290,6 +371,9 @@ __all__ = [
     "LAYER_DRAW_SECONDS_PER_ENTRY",
     "LAYER_SECONDS_PER_ENTRY",
     "LOAD_SECONDS_PER_STATE",
+    "MACHINE_FACTOR_ENV",
+    "MACHINE_FACTOR_RANGE",
+    "PROBE_REFERENCE_SECONDS",
     "PLAN_EXPONENT",
     "PLAN_SECONDS",
     "SCORE_SECONDS",
@@ -298,7 +382,10 @@ __all__ = [
     "SeedCost",
     "draw_seconds",
     "fit_growth",
+    "for_this_machine",
+    "machine_factor",
     "plan_seconds",
+    "probe_seconds",
     "psrl_seed_cost",
     "refit_seconds",
     "sysid_seed_cost",

@@ -408,14 +408,18 @@ class PSRLExperiment(GymExperiment):
                 "use a discount closer to 1 (e.g. 0.999) or a smaller environment")
 
     def estimate_seed_cost(self, config: Any) -> Any:
-        """The cost model's CPU seconds of one seed (:func:`~corrpriors.experiments._gym_time.psrl_seed_cost`)."""
-        from ._gym_time import psrl_seed_cost
+        """The cost model's CPU seconds of one seed on this machine
+        (:func:`~corrpriors.experiments._gym_time.psrl_seed_cost` x
+        :func:`~corrpriors.experiments._gym_time.machine_factor`).
+        """
+        from ._gym_time import for_this_machine, psrl_seed_cost
 
         settings = self.cost_settings(config)
-        return psrl_seed_cost(settings.pop("n_states"), settings.pop("n_actions"), settings.pop("n_dims"),
+        cost = psrl_seed_cost(settings.pop("n_states"), settings.pop("n_actions"), settings.pop("n_dims"),
                               tuple(config.methods), int(config.steps), config.replan_every, config.eval_every,
                               int(config.n_samples), doubling=bool(config.replan_on_doubling),
                               revisit=bool(config.replan_on_revisit), **settings)
+        return for_this_machine(cost)
 
     def summarise_extra(self, config: Any, results: Mapping[int, SeedResult], metrics: dict) -> dict:
         """Per method: the step from which the greedy policy stays optimal (per seed), final scores, cost."""

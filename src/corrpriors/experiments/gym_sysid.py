@@ -283,13 +283,17 @@ class SysIdExperiment(GymExperiment):
                               point_estimate=self.point_estimate(config))
 
     def estimate_seed_cost(self, config: Any) -> Any:
-        """The cost model's CPU seconds of one seed (:func:`~corrpriors.experiments._gym_time.sysid_seed_cost`)."""
-        from ._gym_time import sysid_seed_cost
+        """The cost model's CPU seconds of one seed on this machine
+        (:func:`~corrpriors.experiments._gym_time.sysid_seed_cost` x
+        :func:`~corrpriors.experiments._gym_time.machine_factor`).
+        """
+        from ._gym_time import for_this_machine, sysid_seed_cost
 
         settings = self.cost_settings(config)
-        return sysid_seed_cost(settings.pop("n_states"), settings.pop("n_actions"), settings.pop("n_dims"),
+        cost = sysid_seed_cost(settings.pop("n_states"), settings.pop("n_actions"), settings.pop("n_dims"),
                                tuple(config.methods), tuple(config.transitions),
                                point_estimate=self.point_estimate(config), **settings)
+        return for_this_machine(cost)
 
     def point_estimate(self, config: Any) -> str:
         """The estimate ``config`` scores on this environment (:func:`resolve_point_estimate`)."""

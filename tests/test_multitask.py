@@ -254,17 +254,25 @@ def test_task_view_drives_a_psrl_agent():
 
 def test_multitask_errors():
     mdp = windy_gridworld((4, 4))
+    plain = dict(concentration=None, contamination_prior=None)      # no per-pair layer
     with pytest.raises(ValueError, match="beliefs"):
         MultiTaskTransitionModel([])
     with pytest.raises(TypeError, match=r"beliefs\[1\]"):
-        MultiTaskTransitionModel([CorrelatedTransitionModel.for_mdp(mdp, prior="dense"), object()])
+        MultiTaskTransitionModel([CorrelatedTransitionModel.for_mdp(mdp, prior="dense", **plain), object()])
     with pytest.raises(ValueError, match=r"beliefs\[1\]: expected \(S, A, K\)"):
-        MultiTaskTransitionModel([CorrelatedTransitionModel.for_mdp(mdp, prior="dense"),
-                                  CorrelatedTransitionModel.for_mdp(windy_gridworld((5, 5)), prior="dense")])
+        MultiTaskTransitionModel([CorrelatedTransitionModel.for_mdp(mdp, prior="dense", **plain),
+                                  CorrelatedTransitionModel.for_mdp(windy_gridworld((5, 5)), prior="dense", **plain)])
     with pytest.raises(ValueError, match="dense prior"):
-        MultiTaskTransitionModel([CorrelatedTransitionModel.for_mdp(mdp, prior="gmrf")])
+        MultiTaskTransitionModel([CorrelatedTransitionModel.for_mdp(mdp, prior="gmrf", **plain)])
     with pytest.raises(ValueError, match="dense count storage"):
         MultiTaskTransitionModel([CorrelatedTransitionModel.for_mdp(mdp, prior="dense", sparse=True)])
+    # a per-pair layer would be silently dropped by the transfer beliefs: refused, naming it
+    with pytest.raises(ValueError, match=r"beliefs\[1\]: has a per-\(state, action\) layer"):
+        MultiTaskTransitionModel([CorrelatedTransitionModel.for_mdp(mdp, prior="dense", **plain),
+                                  CorrelatedTransitionModel.for_mdp(mdp, prior="dense")])
+    for key, value in (("concentration", 1.0), ("contamination_prior", (1.0, 9.0)), ("distinct_prior", (1.0, 1.0))):
+        with pytest.raises(ValueError, match=f"^{key}: the per-"):
+            MultiTaskTransitionModel.for_mdps([mdp, mdp], **{key: value})
     with pytest.raises(ValueError, match="selection"):
         MultiTaskTransitionModel.for_mdps([mdp], selection="em")
     mt = MultiTaskTransitionModel.for_mdps([mdp, mdp], prior="dense")

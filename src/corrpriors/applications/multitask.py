@@ -1046,9 +1046,11 @@ class MultiTaskTransitionModel:
     beliefs : sequence of CorrelatedTransitionModel
         One per task (T >= 1), on the same S states and A actions and with the same number of
         categories (the category maps -- the encodings -- may differ per task, e.g. different
-        walls). Their prior structure (covariance or precision), category maps, tolerances and
-        current counts are used; they become the attribute ``independent_`` and are updated with
-        the data.
+        walls), without a per-(state, action) layer (``concentration=None``,
+        ``contamination_prior=None``; a belief with one is refused: the transfer beliefs have
+        none, and their means would silently drop it). Their prior structure (covariance or
+        precision), category maps, tolerances and current counts are used; they become the
+        attribute ``independent_`` and are updated with the data.
     similarities : sequence of float, default :data:`SIMILARITY_GRID`
         The lattice of :math:`\rho`.
     prior_related : float or None, default 0.5
@@ -1111,6 +1113,11 @@ class MultiTaskTransitionModel:
             if not isinstance(b, CorrelatedTransitionModel) or isinstance(b, _TransferBelief):
                 raise TypeError(f"beliefs[{t}]: expected a CorrelatedTransitionModel, got "
                                 f"{type(b).__name__}")
+            if b._layer is not None:
+                raise ValueError(f"beliefs[{t}]: has a per-(state, action) layer (concentration or "
+                                 "contamination_prior), which transfer beliefs do not have: their "
+                                 "mean would silently drop it; build the beliefs with "
+                                 "concentration=None and contamination_prior=None")
             ref = beliefs[0]
             if (b.n_states, b.n_actions, b.n_categories) != (ref.n_states, ref.n_actions, ref.n_categories):
                 raise ValueError(f"beliefs[{t}]: expected (S, A, K) = ({ref.n_states}, {ref.n_actions}, "
@@ -1164,7 +1171,9 @@ class MultiTaskTransitionModel:
             As in the constructor.
         **kwargs
             Passed to :meth:`CorrelatedTransitionModel.for_mdp` (``lengthscale``, ``prior``,
-            ``boundary``, ...); ``selection`` must stay ``"collapsed"`` (or ``"elbo"``).
+            ``boundary``, ...); ``selection`` must stay ``"collapsed"`` (or ``"elbo"``), and the
+            per-pair layer's ``concentration``, ``contamination_prior`` and ``distinct_prior``
+            None (their default here; anything else raises).
 
         Returns
         -------
@@ -1177,7 +1186,10 @@ class MultiTaskTransitionModel:
                              f"or 'elbo', got {kwargs['selection']!r}")
         kwargs.setdefault("prior", "dense")
         for key in ("concentration", "contamination_prior", "distinct_prior"):
-            kwargs.setdefault(key, None)   # the per-pair Dirichlet layer is not transferred
+            if kwargs.get(key) is not None:
+                raise ValueError(f"{key}: the per-(state, action) layer is not part of transfer "
+                                 f"beliefs; expected None (the default here), got {kwargs[key]!r}")
+            kwargs[key] = None   # the per-pair Dirichlet layer is not transferred
         return cls([CorrelatedTransitionModel.for_mdp(m, **kwargs) for m in mdps],
                    similarities=similarities, prior_related=prior_related,
                    similarity_criterion=similarity_criterion, similarity_rule=similarity_rule,

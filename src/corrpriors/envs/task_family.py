@@ -85,7 +85,7 @@ import numpy as np
 from .._random import as_generator
 from .._validation import check_int
 from ..mdp.tabular import TabularMDP
-from .gridworld import ACTION_VECTORS, _cell_of, _check_shape
+from .gridworld import ACTION_VECTORS, _cell_of, _check_shape, _targets
 
 #: Drive and damping of the target task.
 TARGET_DRIVE, TARGET_DAMPING = 2.0, 1.0
@@ -97,6 +97,25 @@ _MOVES = np.array([(i, j) for i in (-1, 0, 1) for j in (-1, 0, 1)], dtype=np.flo
 
 def _cells(shape: tuple[int, int]) -> np.ndarray:
     return np.array([(i, j) for i in range(shape[0]) for j in range(shape[1])], dtype=np.float64)
+
+
+def _moved(shape: tuple[int, int], move: Any) -> np.ndarray:
+    """Next state of every cell (row-major) under the step ``move`` = (d_row, d_col), the cell
+    itself where the step would leave the grid (:func:`~.gridworld._targets` without walls).
+    """
+    S = shape[0] * shape[1]
+    target, _ = _targets(_cells(shape).astype(np.int64), int(move[0]), int(move[1]), shape,
+                         np.ones(shape, dtype=bool), np.arange(S).reshape(shape))
+    return target
+
+
+def _goal_and_start(shape: tuple[int, int], goal: Any, start: Any) -> tuple[int, int]:
+    """State indices of ``goal`` (None: the far corner) and ``start``, which must differ."""
+    g = _cell_of((shape[0] - 1, shape[1] - 1) if goal is None else goal, shape, "goal")
+    s0 = _cell_of(start, shape, "start")
+    if g == s0:
+        raise ValueError("goal, start: must be different cells")
+    return int(np.ravel_multi_index(g, shape)), int(np.ravel_multi_index(s0, shape))
 
 
 def smooth_wind(shape: tuple[int, int] = (10, 10), *, rng: Any, amplitude: float = 0.5,
@@ -179,17 +198,10 @@ def windy_gridworld(shape: tuple[int, int] = (10, 10), wind: Any = None, heading
         p = np.exp(logits - logits.max(axis=1, keepdims=True))
         p /= p.sum(axis=1, keepdims=True)
         for k, d in enumerate(_MOVES):
-            tgt = cells + d
-            ok = np.all((tgt >= 0) & (tgt < np.array(shape)), axis=1)
-            idx = np.where(ok, (tgt[:, 0] * shape[1] + tgt[:, 1]).astype(np.int64), rows)
-            np.add.at(P, (rows, np.full(S, a), idx), p[:, k])
+            np.add.at(P, (rows, np.full(S, a), _moved(shape, d)), p[:, k])
     R = np.zeros(S)
     if goal is not False:
-        g = _cell_of((shape[0] - 1, shape[1] - 1) if goal is None else goal, shape, "goal")
-        s0 = _cell_of(start, shape, "start")
-        if g == s0:
-            raise ValueError("goal, start: must be different cells")
-        gi, si = np.ravel_multi_index(g, shape), np.ravel_multi_index(s0, shape)
+        gi, si = _goal_and_start(shape, goal, start)
         P[gi] = 0.0
         P[gi, :, si] = 1.0
         R[gi] = 1.0
@@ -384,11 +396,7 @@ def slippery_lake(shape: tuple[int, int] = (10, 10), holes: Any = None, slip: fl
     if dirs.shape != (4,) or not np.array_equal(np.sort(dirs), np.arange(4)):
         raise ValueError(f"directions: expected a permutation of (0, 1, 2, 3), got {directions!r}")
     hole = _hole_mask(holes, shape)
-    gi = int(np.ravel_multi_index(_cell_of((shape[0] - 1, shape[1] - 1) if goal is None else goal,
-                                           shape, "goal"), shape))
-    si = int(np.ravel_multi_index(_cell_of(start, shape, "start"), shape))
-    if gi == si:
-        raise ValueError("goal, start: must be different cells")
+    gi, si = _goal_and_start(shape, goal, start)
     if hole[gi] or hole[si]:
         raise ValueError("holes: the start and the goal cannot be holes")
     cells = _cells(shape)
@@ -397,9 +405,7 @@ def slippery_lake(shape: tuple[int, int] = (10, 10), holes: Any = None, slip: fl
     for a in range(4):
         d = int(dirs[a])
         for k, p in ((d, 1.0 - slip), ((d + 1) % 4, slip / 2), ((d + 3) % 4, slip / 2)):
-            tgt = cells + ACTION_VECTORS[k]
-            ok = np.all((tgt >= 0) & (tgt < np.array(shape)), axis=1)
-            idx = np.where(ok, (tgt[:, 0] * shape[1] + tgt[:, 1]).astype(np.int64), rows)
+            idx = _moved(shape, ACTION_VECTORS[k])
             idx = np.where(hole[idx], si, idx)
             np.add.at(P, (rows, np.full(S, a), idx), p)
     P[hole | (rows == gi)] = 0.0

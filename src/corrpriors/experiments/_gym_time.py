@@ -162,9 +162,9 @@ def machine_factor() -> float:
     return float(min(max(probe_seconds() / PROBE_REFERENCE_SECONDS, lo), hi))
 
 
-def for_this_machine(cost: SeedCost, factor: float | None = None) -> SeedCost:
-    """``cost`` with every part multiplied by ``factor`` (default :func:`machine_factor`)."""
-    f = machine_factor() if factor is None else float(factor)
+def for_this_machine(cost: SeedCost) -> SeedCost:
+    """``cost`` with every part multiplied by :func:`machine_factor`."""
+    f = machine_factor()
     parts = {k: v * f for k, v in cost.parts.items()}
     return SeedCost(float(sum(parts.values())), parts,
                     f"{cost.model}; x{f:.2g} for this machine's speed")

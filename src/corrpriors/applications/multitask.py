@@ -87,10 +87,11 @@ had moved from 0 to 0.35 of the true 0.8). See the user guide ("Transfer between
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -947,13 +948,19 @@ class _TransferBelief(CorrelatedTransitionModel):
         source = self._owner.pooled_[self._task]      # the other tasks' counts, summed
         return own + rho * source._counts[:, a, :], far + rho * source._far
 
-    def _component_mean(self, models: list, rho: float) -> FloatArray:
-        q = [m.probs(method=self.probs_method, rng=self.mc_rng) for m in models]
-        self._far_similarity = rho
+    @contextlib.contextmanager
+    def _far_at(self, rho: float) -> Iterator[None]:
+        """Far jumps borrowed at ``rho`` for the duration (a mixture component's similarity)."""
+        self._far_similarity = float(rho)
         try:
-            return np.stack([self._to_next_states(q[a], a) for a in range(self.n_actions)], axis=1)
+            yield
         finally:
             self._far_similarity = 0.0
+
+    def _component_mean(self, models: list, rho: float) -> FloatArray:
+        q = [m.probs(method=self.probs_method, rng=self.mc_rng) for m in models]
+        with self._far_at(rho):
+            return np.stack([self._to_next_states(q[a], a) for a in range(self.n_actions)], axis=1)
 
     def mean(self) -> Any:
         """Posterior-mean transition model, ndarray of shape (S, A, S) (the mixture's mean for
@@ -985,12 +992,9 @@ class _TransferBelief(CorrelatedTransitionModel):
         out = np.empty((int(n), self.n_states, self.n_actions, self.n_states))
         for c in np.unique(which):
             idx = np.flatnonzero(which == c)
-            self._far_similarity = float(self._search.similarities[c])
-            try:
+            with self._far_at(self._search.similarities[c]):
                 for a, model in enumerate(components[c]):
                     out[idx, :, a, :] = self._to_next_states(model.sample_probs(idx.size, rng=gen), a)
-            finally:
-                self._far_similarity = 0.0
         return out
 
     def _sqrt_values(self, n: int, gen: np.random.Generator) -> FloatArray:

@@ -266,13 +266,6 @@ def test_multitask_errors():
         MultiTaskTransitionModel([CorrelatedTransitionModel.for_mdp(mdp, prior="gmrf", **plain)])
     with pytest.raises(ValueError, match="dense count storage"):
         MultiTaskTransitionModel([CorrelatedTransitionModel.for_mdp(mdp, prior="dense", sparse=True)])
-    # a per-pair layer would be silently dropped by the transfer beliefs: refused, naming it
-    with pytest.raises(ValueError, match=r"beliefs\[1\]: has a per-\(state, action\) layer"):
-        MultiTaskTransitionModel([CorrelatedTransitionModel.for_mdp(mdp, prior="dense", **plain),
-                                  CorrelatedTransitionModel.for_mdp(mdp, prior="dense")])
-    for key, value in (("concentration", 1.0), ("contamination_prior", (1.0, 9.0)), ("distinct_prior", (1.0, 1.0))):
-        with pytest.raises(ValueError, match=f"^{key}: the per-"):
-            MultiTaskTransitionModel.for_mdps([mdp, mdp], **{key: value})
     with pytest.raises(ValueError, match="selection"):
         MultiTaskTransitionModel.for_mdps([mdp], selection="em")
     mt = MultiTaskTransitionModel.for_mdps([mdp, mdp], prior="dense")
@@ -407,16 +400,20 @@ def test_relabelled_family():
         windy_task_family(0.0, 1, rng=0, shape=(4, 4), relabel_sources="yes")
 
 
-def test_task_without_data_is_the_prior_weighted_mixture():
+@pytest.mark.parametrize("layered", [False, True])
+def test_task_without_data_is_the_prior_weighted_mixture(layered):
     """No data of the task: the mean is the prior-weighted mean over the lattice; each
     component's plug-in mean is pi((1 - rho) m0 + rho lambda_S) (the prior mean, independent
-    of the scale); draws pick components by weight (their average approaches the mean of
-    the component means of pi(E psi) only through the plug-in, so only shapes and the
-    weights are checked there)."""
+    of the scale), with a per-pair layer passed through the layer's prior (the single-task
+    belief's at no data; component 0 is that belief); draws pick components by weight (their
+    average approaches the mean of the component means of pi(E psi) only through the plug-in,
+    so only shapes and the weights are checked there)."""
     from corrpriors.core.stick_breaking import psi_to_pi
 
     mdps, _ = windy_task_family(0.8, 2, rng=3, shape=(4, 4))
-    belief = MultiTaskTransitionModel.for_mdps(mdps, lengthscale=2.0, similarities=(0.0, 0.5, 0.9))
+    plain = {} if layered else dict(concentration=None, contamination_prior=None)
+    belief = MultiTaskTransitionModel.for_mdps(mdps, lengthscale=2.0, similarities=(0.0, 0.5, 0.9),
+                                               **plain)
     rng = np.random.default_rng(0)
     counts = [transition_counts(uniform_transitions(mdps[t], 300, rng=rng), 16, 4) for t in range(2)]
     for t in range(2):
@@ -438,7 +435,12 @@ def test_task_without_data_is_the_prior_weighted_mixture():
             # the far jumps land as the related tasks' did, their counts weighted by rho
             spread = cmap.other_weights(rho * src[:, a, :], rho * far_src)
             comp.append(cmap.next_state_probs(psi_to_pi(psi), spread))
-        expected = expected + wi * np.stack(comp, axis=1)
+        comp = np.stack(comp, axis=1)
+        layer = belief.independent_[2]._layer
+        assert (layer is not None) is layered
+        if layered:
+            comp = layer.mean(np.zeros((16, 4, 16)), comp)
+        expected = expected + wi * comp
     np.testing.assert_allclose(mean, expected, atol=1e-6)
     draws = belief.sample_many(5, task=2, rng=0)
     assert draws.shape == (5, 16, 4, 16)

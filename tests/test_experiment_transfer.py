@@ -97,6 +97,24 @@ def test_the_search_settings_reach_the_transfer_model():
         T.check_config(dataclasses.replace(T.quick_config(), full_scale="free"))
 
 
+def test_layer_setting_reaches_every_pg_method():
+    """layer=true gives pg_transfer, pg and pg_pooled for_mdp's per-pair layer (the transfer
+    beliefs theirs, the sources none); off, none has one. A bad value names the field."""
+    mdps, _ = windy_task_family(0.8, 1, rng=0, shape=(4, 4))
+    for layer in (True, False):
+        config = dataclasses.replace(T.quick_config(), layer=layer)
+        model = T._transfer_model(config, mdps)
+        assert (model.task(1)._own_layer is not None) is layer
+        assert all((b._layer is not None) is layer for b in model.independent_)
+        assert all(p._layer is None for p in model.pooled_)
+        assert (T._single_model(config, mdps[0])._layer is not None) is layer
+    with pytest.raises(ValueError, match="layer"):
+        T.check_config(dataclasses.replace(T.quick_config(), layer="yes"))
+    config = dataclasses.replace(_tiny(), n_sources=1, budgets=(10,), psrl_tasks=0, layer=True)
+    res = T.run_seed(config, rng=np.random.default_rng(1))
+    assert all(np.isfinite(c).all() for c in res.curves["hellinger"].values())
+
+
 def test_smallest_seed_runs():
     config = dataclasses.replace(_tiny(), n_sources=1, budgets=(10,), psrl_tasks=0)
     res = T.run_seed(config, rng=np.random.default_rng(1))

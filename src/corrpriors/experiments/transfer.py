@@ -119,6 +119,10 @@ class Config:
         Standard deviation (cells) and length scale (cells) of the wind fields (``"windy"``).
     hole_density : float
         Probability that a cell is a hole (``"lake"``).
+    layer : bool
+        Give every PG model (``pg_transfer``, ``pg``, ``pg_pooled``) the per-(state, action)
+        Dirichlet layer of :meth:`~corrpriors.applications.CorrelatedTransitionModel.for_mdp` at
+        its defaults (round 13); off (the default): the plain correlated model, the paper's.
     lengthscale : float
         Length scale (cells) of the squared-exponential kernel of every PG model.
     scale_step : float
@@ -175,6 +179,7 @@ class Config:
     wind_amplitude: float = 0.5
     wind_lengthscale: float = 3.0
     hole_density: float = 0.1
+    layer: bool = False
     lengthscale: float = 2.0
     scale_step: float = 0.25
     prior_related: float = 0.5
@@ -208,6 +213,7 @@ RANGES = {
     "wind_amplitude": Interval(float, 0.0, 100.0, note="cells"),
     "wind_lengthscale": Interval(float, 0.0, 1e6, closed="right", note="cells"),
     "hole_density": Interval(float, 0.0, 0.3, note="lake: holes are redrawn until start and goal are joined"),
+    "layer": Boolean(),
     "lengthscale": Interval(float, 0.0, 1e6, closed="right", note="cells"),
     "scale_step": Interval(float, 0.0, 10.0, closed="right", note="decades"),
     "prior_related": Interval(float, 0.0, 1.0, closed="left", note="0 = a uniform prior over the similarities"),
@@ -277,7 +283,8 @@ def _family(config: Config, n_sources: int, rng: np.random.Generator, relabel: b
 
 def _title(config: Config) -> str:
     rows, cols = config.shape
-    return f"Transfer, {rows}x{cols} {FAMILY_NAMES[config.family]}, relatedness {config.relatedness:g}"
+    layer = ", per-pair layer" if config.layer else ""
+    return f"Transfer, {rows}x{cols} {FAMILY_NAMES[config.family]}{layer}, relatedness {config.relatedness:g}"
 
 
 def uniform_transitions(mdp: Any, n: int, *, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
@@ -298,10 +305,11 @@ def uniform_transitions(mdp: Any, n: int, *, rng: np.random.Generator) -> tuple[
 
 
 def _belief_options(config: Config) -> dict:
-    # no per-pair Dirichlet layer (concentration=None): the model the transfer belief extends
-    return dict(lengthscale=config.lengthscale, prior="dense", scale_step=config.scale_step,
-                max_iter=config.max_iter, tol=config.tol, concentration=None,
-                contamination_prior=None, distinct_prior=None)
+    options = dict(lengthscale=config.lengthscale, prior="dense", scale_step=config.scale_step,
+                   max_iter=config.max_iter, tol=config.tol)
+    if not config.layer:   # the plain correlated model (no per-pair Dirichlet layer)
+        options.update(concentration=None, contamination_prior=None, distinct_prior=None)
+    return options
 
 
 def _transfer_model(config: Config, mdps: list) -> Any:

@@ -10,7 +10,8 @@ start) and fits all four actions; CPU time (``time.process_time``), the two meth
 Rows (per grid size):
 
 * ``single``        -- one single-task fit (``CorrelatedTransitionModel.for_mdp``, what ``pg``
-  uses) of one task with ``--source`` transitions: the baseline;
+  uses; with ``--layer`` at its defaults, the per-(state, action) layer on) of one task with
+  ``--source`` transitions: the baseline;
 * ``single_target`` -- the same on the target's ``--target`` transitions (``pg``);
 * ``transfer``      -- a :class:`~corrpriors.applications.MultiTaskTransitionModel` over the T
   tasks asked for the target's posterior mean: the pooled source fit plus the target's
@@ -37,10 +38,12 @@ Run from the repository root::
     python benchmarks/bench_transfer.py                  # sizes 8, 10, 12; 4 tasks
     python benchmarks/bench_transfer.py --quick          # size 6, seconds
     python benchmarks/bench_transfer.py --family lake    # the slippery lakes
+    python benchmarks/bench_transfer.py --layer          # every belief with the per-pair layer
     python benchmarks/bench_transfer.py --kron 100       # + the 2 x 10^4-state Kronecker fit
     python benchmarks/bench_transfer.py --quick --kron 100 --kron-tasks 4   # 4 x 10^4 states
 
-Writes ``benchmarks/out/bench_transfer.json``.
+Writes ``benchmarks/out/bench_transfer.json`` (``bench_transfer_lake.json``, ``..._layer.json``
+for the other configurations).
 """
 
 from __future__ import annotations
@@ -73,24 +76,29 @@ def problem(side: int, n_tasks: int, n_source: int, n_target: int, seed: int = 0
     return mdps, counts
 
 
-def _opts():
+def _opts(layer: bool = False) -> dict:
+    """The beliefs' options: the plain model (the transfer experiment's), or with ``layer``
+    ``for_mdp``'s per-(state, action) layer at its defaults (for the single-task fits and the
+    transfer beliefs alike)."""
+    if layer:
+        return dict(lengthscale=2.0, prior="dense")
     return dict(lengthscale=2.0, prior="dense", concentration=None, contamination_prior=None,
-                distinct_prior=None)   # the model without the per-pair layer (what transfer extends)
+                distinct_prior=None, support_prior=None)
 
 
-def time_single(mdp, counts) -> float:
+def time_single(mdp, counts, layer: bool = False) -> float:
     from corrpriors.applications import CorrelatedTransitionModel
 
     tic = time.process_time()
-    CorrelatedTransitionModel.for_mdp(mdp, **_opts()).set_counts(counts).mean()
+    CorrelatedTransitionModel.for_mdp(mdp, **_opts(layer)).set_counts(counts).mean()
     return time.process_time() - tic
 
 
-def time_transfer(mdps, counts, every_task: bool) -> tuple[float, float, int, list]:
+def time_transfer(mdps, counts, every_task: bool, layer: bool = False) -> tuple[float, float, int, list]:
     from corrpriors.applications import MultiTaskTransitionModel
 
     tic = time.process_time()
-    model = MultiTaskTransitionModel.for_mdps(mdps, **_opts())
+    model = MultiTaskTransitionModel.for_mdps(mdps, **_opts(layer))
     for t, c in enumerate(counts):
         model.set_counts(t, c)
     for t in (range(len(mdps)) if every_task else [len(mdps) - 1]):
@@ -102,21 +110,21 @@ def time_transfer(mdps, counts, every_task: bool) -> tuple[float, float, int, li
 
 
 def bench_size(side: int, n_tasks: int, n_source: int, n_target: int, repeat: int,
-               family: str = "windy", relatedness: float = 0.8) -> dict:
+               family: str = "windy", relatedness: float = 0.8, layer: bool = False) -> dict:
     mdps, counts = problem(side, n_tasks, n_source, n_target, family=family, relatedness=relatedness)
     times: dict[str, list[float]] = {k: [] for k in ("single", "single_target", "transfer", "transfer_all")}
     sim = float("nan")
     fits: dict[str, int] = {}
     sims: list = []
     for _ in range(repeat):           # alternated, so slow phases of a shared machine hit all rows
-        times["single"].append(time_single(mdps[0], counts[0]))
-        t, sim, fits["transfer"], _ = time_transfer(mdps, counts, every_task=False)
+        times["single"].append(time_single(mdps[0], counts[0], layer))
+        t, sim, fits["transfer"], _ = time_transfer(mdps, counts, every_task=False, layer=layer)
         times["transfer"].append(t)
-        times["single_target"].append(time_single(mdps[-1], counts[-1]))
-        t, _, fits["transfer_all"], sims = time_transfer(mdps, counts, every_task=True)
+        times["single_target"].append(time_single(mdps[-1], counts[-1], layer))
+        t, _, fits["transfer_all"], sims = time_transfer(mdps, counts, every_task=True, layer=layer)
         times["transfer_all"].append(t)
     best = {k: min(v) for k, v in times.items()}
-    return {"family": family, "relatedness": relatedness, "side": side, "states": side * side,
+    return {"family": family, "relatedness": relatedness, "layer": layer, "side": side, "states": side * side,
             "tasks": n_tasks, "source_transitions": n_source,
             "target_transitions": n_target, "cpu_seconds": best,
             "ratio_to_single": {k: v / best["single"] for k, v in best.items()},
@@ -156,6 +164,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--family", choices=("windy", "lake"), default="windy")
     parser.add_argument("--relatedness", type=float, default=0.8)
+    parser.add_argument("--layer", action="store_true",
+                        help="every belief with for_mdp's per-(state, action) layer (its defaults)")
     parser.add_argument("--kron", type=int, default=0, help="side of the Kronecker joint fit (0: skip)")
     parser.add_argument("--kron-tasks", type=int, default=2, help="tasks of the Kronecker joint fit")
     args = parser.parse_args(argv)
@@ -166,7 +176,8 @@ def main(argv=None) -> dict:
     print(f"{'S':>5} {'single':>8} {'pg tgt':>8} {'transfer':>9} {'all T':>8}   ratios to single "
           f"(transfer, all)   to pg target (transfer, all)   rho")
     for side in sizes:
-        row = bench_size(side, args.tasks, args.source, args.target, repeat, args.family, args.relatedness)
+        row = bench_size(side, args.tasks, args.source, args.target, repeat, args.family,
+                         args.relatedness, args.layer)
         out["sizes"].append(row)
         c, r, q = row["cpu_seconds"], row["ratio_to_single"], row["ratio_to_single_target"]
         print(f"{row['states']:5d} {c['single']:8.2f} {c['single_target']:8.2f} {c['transfer']:9.2f} "
@@ -187,7 +198,9 @@ def main(argv=None) -> dict:
         print(f"Kronecker joint fit, {args.kron_tasks} tasks x {args.kron}^2 states = {k['covariates']} covariates: "
               f"{k['cpu_seconds']:.1f} CPU s, peak {k['peak_rss_mb']:.0f} MB, {k['n_iter']} iterations, "
               f"converged {k['converged']}")
-    path = ROOT / "benchmarks" / "out" / "bench_transfer.json"
+    name = "bench_transfer" + ("" if args.family == "windy" else f"_{args.family}") + (
+        "_layer" if args.layer else "")   # (one file per configuration: none overwrites another)
+    path = ROOT / "benchmarks" / "out" / f"{name}.json"
     from corrpriors._fileio import atomic_write_bytes
 
     atomic_write_bytes(path, json.dumps(out, indent=2).encode())

@@ -7,19 +7,22 @@ draw: ``same`` (every map the target's: the tasks are identical) and ``other`` (
 maps: the slip and the actions are shared, the holes and the goal are not; FrozenLake's holes
 and goal are absorbing). Side by side in one run:
 
-``transfer_conditional``
-    :class:`~corrpriors.applications.MultiTaskTransitionModel` at its defaults (the kept fits
-    at the joint model's conditional scale).
-``transfer_climb``
-    The same with ``full_scale="climb"`` (the rule before round 12).
-``pg_plain``
-    The target's single-task belief without the per-(state, action) layer: the model the
-    transfer belief extends (the transfer experiment's ``pg``).
+``transfer``
+    :class:`~corrpriors.applications.MultiTaskTransitionModel` at its defaults: every task's
+    belief is ``for_mdp``'s, the per-(state, action) layer on (round 13).
+``transfer_plain``
+    The same without the layer (``concentration=None``, ...): the transfer experiment's model.
 ``pg``
     The target's single-task belief at ``for_mdp``'s defaults (the per-pair layer on).
+``pg_plain``
+    The same without the layer (the transfer experiment's ``pg``).
+``pooled``
+    ``pg`` fitted to every task's counts summed (the transfer experiment's ``pg_pooled``, with
+    the layer).
 
-Prints the Hellinger error's ratio to ``pg_plain`` and to ``pg`` (mean and worst draw) per
-scenario and budget, and the learned similarities; writes
+Prints the Hellinger error's ratios (mean and worst draw) per scenario and budget -- each
+transfer belief to its like (``transfer`` / ``pg``, ``transfer_plain`` / ``pg_plain``), to the
+other single-task belief and to ``pooled`` -- and the learned similarities; writes
 ``benchmarks/out/transfer_frozenlake.json``.
 
 Run from the repository root::
@@ -38,7 +41,8 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-METHODS = ("transfer_conditional", "transfer_climb", "pg_plain", "pg")
+METHODS = ("transfer", "transfer_plain", "pg", "pg_plain", "pooled")
+PLAIN = dict(concentration=None, contamination_prior=None, distinct_prior=None, support_prior=None)
 
 
 def _lake(map_seed: int, frozen: float):
@@ -65,22 +69,24 @@ def run_draw(draw: int, scenario: str, budgets: list[int], n_source: int, frozen
     P = np.asarray(mdps[-1].transitions)
     src = [transition_counts(uniform_transitions(m, n_source, rng=rng), S, A) for m in mdps[:-1]]
     s, a, s2 = uniform_transitions(mdps[-1], max(budgets), rng=rng)
-    transfer = {}
-    for rule in ("conditional", "climb"):
-        transfer[rule] = MultiTaskTransitionModel.for_mdps(mdps, full_scale=rule)
+    transfer = {"transfer": MultiTaskTransitionModel.for_mdps(mdps),
+                "transfer_plain": MultiTaskTransitionModel.for_mdps(mdps, **PLAIN)}
+    for model in transfer.values():
         for u, c in enumerate(src):
-            transfer[rule].set_counts(u, c)
+            model.set_counts(u, c)
     errors: dict[str, list[float]] = {m: [] for m in METHODS}
-    similarity: dict[str, list[float]] = {"conditional": [], "climb": []}
+    similarity: dict[str, list[float]] = {k: [] for k in transfer}
+    single = {"pg": CorrelatedTransitionModel.for_mdp(mdps[-1]),
+              "pg_plain": CorrelatedTransitionModel.for_mdp(mdps[-1], **PLAIN),
+              "pooled": CorrelatedTransitionModel.for_mdp(mdps[-1])}
     for T in budgets:
         x = transition_counts((s[:T], a[:T], s2[:T]), S, A)
-        for rule, model in transfer.items():
-            errors[f"transfer_{rule}"].append(mean_hellinger(P, model.set_counts(3, x).mean(3)))
-            similarity[rule].append(float(model.similarity_[3]))
-        plain = CorrelatedTransitionModel.for_mdp(mdps[-1], concentration=None, contamination_prior=None,
-                                                  distinct_prior=None)
-        errors["pg_plain"].append(mean_hellinger(P, plain.set_counts(x).mean()))
-        errors["pg"].append(mean_hellinger(P, CorrelatedTransitionModel.for_mdp(mdps[-1]).set_counts(x).mean()))
+        for name, model in transfer.items():
+            errors[name].append(mean_hellinger(P, model.set_counts(3, x).mean(3)))
+            similarity[name].append(float(model.similarity_[3]))
+        for name, belief in single.items():
+            counts = sum(src) + x if name == "pooled" else x
+            errors[name].append(mean_hellinger(P, belief.set_counts(counts).mean()))
     return {"errors": errors, "similarity": similarity}
 
 
@@ -99,16 +105,18 @@ def main(argv=None) -> dict:
         err = {m: np.array([r["errors"][m] for r in runs]) for m in METHODS}   # (draws, budgets)
         out["scenarios"][scenario] = {"runs": runs}
         print(f"{scenario}: Hellinger error ratio, mean over {args.draws} draws (worst draw)")
-        for m in ("transfer_conditional", "transfer_climb"):
-            for ref in ("pg_plain", "pg"):
+        for m, refs in (("transfer", ("pg", "pg_plain", "pooled")),
+                        ("transfer_plain", ("pg_plain", "pg", "pooled"))):
+            for ref in refs:
                 ratio = err[m] / err[ref]
-                print(f"  {m:21s} / {ref:8s} " + "  ".join(
+                print(f"  {m:15s} / {ref:8s} " + "  ".join(
                     f"T={T}: {ratio[:, i].mean():.3f} ({ratio[:, i].max():.3f})" for i, T in enumerate(budgets)))
         ratio = err["pg"] / err["pg_plain"]
-        print(f"  {'pg':21s} / {'pg_plain':8s} " + "  ".join(
+        print(f"  {'pg':15s} / {'pg_plain':8s} " + "  ".join(
             f"T={T}: {ratio[:, i].mean():.3f}" for i, T in enumerate(budgets)))
-        sims = np.array([r["similarity"]["conditional"] for r in runs])
-        print("  similarity (conditional), median: " + ", ".join(f"{v:.3g}" for v in np.median(sims, axis=0)))
+        for name in ("transfer", "transfer_plain"):
+            sims = np.array([r["similarity"][name] for r in runs])
+            print(f"  similarity ({name}), median: " + ", ".join(f"{v:.3g}" for v in np.median(sims, axis=0)))
     from corrpriors._fileio import atomic_write_bytes
 
     atomic_write_bytes(ROOT / "benchmarks" / "out" / "transfer_frozenlake.json", json.dumps(out, indent=2).encode())

@@ -37,8 +37,8 @@ from corrpriors.envs import windy_task_family
 from corrpriors.mdp import NextStateSampler, mean_hellinger, transition_counts
 
 SHAPE, N_OLD, OLD_TRANSITIONS, BUDGETS = (8, 8), 3, 1500, (25, 100, 400)
-options = dict(lengthscale=2.0, prior="dense", scale_step=0.5,   # no per-pair Dirichlet layer:
-               concentration=None, contamination_prior=None, distinct_prior=None)   # as transfer
+options = dict(lengthscale=2.0, prior="dense", scale_step=0.5,   # the plain correlated model,
+               concentration=None, contamination_prior=None, distinct_prior=None)   # as the experiment
 
 
 def uniform_transitions(mdp, n, *, rng):

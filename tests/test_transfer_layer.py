@@ -71,15 +71,20 @@ def test_infinite_concentration_is_the_plain_transfer():
     assert np.abs(single.set_counts(x).mean() - plain.mean(t)).max() > 1e-2
 
 
+def _lake_target(relatedness, rng, n_target, seed):
+    """A layered transfer model over 4 x 4 lakes (absolute encoding) and its target's belief."""
+    mdps, _ = lake_task_family(relatedness, 2, rng=rng, shape=(4, 4), hole_density=0.2)
+    src, x = _data(mdps, 1500, n_target, seed=seed)
+    mt = _fitted(mdps, src, x, encoding="absolute", prior="dense")
+    return mdps, src, x, mt, mt.task(len(mdps) - 1)
+
+
 def test_layer_fits_transfer_models_to_its_tables():
     """At a chosen similarity above 0 the correlated models are the transfer search's fits at
     that similarity, to the layer's final table counts (the layer's base is the transfer
     prediction), and the mean is the layer's posterior mean over that base."""
-    mdps, _ = lake_task_family(0.9, 2, rng=5, shape=(4, 4), hole_density=0.2)
-    src, x = _data(mdps, 1500, 800, seed=6)
-    mt = _fitted(mdps, src, x, encoding="absolute", prior="dense")
+    mdps, src, x, mt, belief = _lake_target(0.9, rng=5, n_target=800, seed=6)
     t = len(mdps) - 1
-    belief = mt.task(t)
     rho = mt.similarity_[t]
     assert rho > 0.0
     layer = belief._layer
@@ -92,7 +97,8 @@ def test_layer_fits_transfer_models_to_its_tables():
         np.testing.assert_array_equal(belief.models_[a].counts_, tables[a])   # identity map
         np.testing.assert_allclose(same.models[a].probs(), belief.models_[a].probs(), atol=1e-10)
     base = np.stack([m.probs() for m in belief.models_], axis=1)   # (S, A, S): identity map
-    np.testing.assert_allclose(mt.mean(t), layer.mean(x, base), atol=1e-12)
+    pairs = x + mt.pair_weight_[t] * (src[0] + src[1])   # (with the sources' pairs, if borrowed)
+    np.testing.assert_allclose(mt.mean(t), layer.mean(pairs, base), atol=1e-12)
 
 
 def test_sources_are_the_plain_model_of_the_other_tasks_counts():
@@ -135,3 +141,81 @@ def test_layered_transfer_helps_on_lakes():
         ratios.append(row)
     r = np.mean(ratios, axis=0)
     assert r[0] < 0.9 and r[1] < 1.05
+
+
+def test_borrowed_log_evidence_against_monte_carlo_and_the_chain_rule():
+    """log p(n | m) under the layer: the Monte-Carlo ratio p(m + n) / p(m) (every pair's P drawn
+    from Dir(c B), c from the lattice's prior); the chain rule p(n1 + n2 | m) =
+    p(n1 | m) p(n2 | m + n1) exactly; m = 0 gives the layer's evidence."""
+    from scipy.special import logsumexp
+
+    from corrpriors.applications.transitions._layer import (
+        NO_LAYER_PRIOR,
+        borrowed_log_evidence,
+        log_evidence,
+    )
+
+    rng = np.random.default_rng(3)
+    base = rng.dirichlet(np.ones(3) * 2, size=2)                       # two pairs, three states
+    n = np.array([[2, 0, 1], [0, 1, 1]], float)
+    m = 0.5 * np.array([[3, 1, 0], [1, 2, 4]], float)                   # fractional: a power prior
+    cs = np.array([1.0, 5.0, np.inf])
+    prior = np.array([(1 - NO_LAYER_PRIOR) / 2, (1 - NO_LAYER_PRIOR) / 2, NO_LAYER_PRIOR])
+
+    def log_p(x):   # log sum_c prior_c prod_rows E_{P ~ Dir(c B)}[prod_k P_k^x_k], by sampling
+        terms = []
+        for c, w in zip(cs, prior):
+            if np.isinf(c):
+                terms.append(np.log(w) + np.sum(x * np.log(base)))
+                continue
+            rows = [np.mean(np.prod(rng.dirichlet(c * b, size=400_000) ** xr, axis=1)) for b, xr in zip(base, x)]
+            terms.append(np.log(w) + np.sum(np.log(rows)))
+        return logsumexp(terms)
+
+    got = borrowed_log_evidence(n, m, base, cs)
+    assert got == pytest.approx(log_p(n + m) - log_p(m), abs=0.03)
+    n1 = np.array([[1, 0, 1], [0, 0, 1]], float)
+    chained = borrowed_log_evidence(n1, m, base, cs) + borrowed_log_evidence(n - n1, m + n1, base, cs)
+    assert got == pytest.approx(chained, abs=1e-10)
+    ev = log_evidence(n, base, cs)
+    assert borrowed_log_evidence(n, np.zeros_like(n), base, cs) == pytest.approx(logsumexp(ev + np.log(prior)))
+    with pytest.raises(ValueError, match="borrowed"):
+        borrowed_log_evidence(n, -m, base, cs)
+
+
+def test_borrowed_evidence_rises_for_shared_pairs_and_falls_for_different_ones():
+    """Counts drawn from the pairs' distributions: borrowing counts of the same distributions
+    raises the evidence (by tens of nats), borrowing counts of other distributions lowers it
+    with every step of the weight."""
+    from corrpriors.applications.transitions._layer import borrowed_log_evidence
+
+    rng = np.random.default_rng(4)
+    base = np.full((30, 5), 0.2)
+    truth = rng.dirichlet(np.full(5, 0.3), size=30)
+    other = rng.dirichlet(np.full(5, 0.3), size=30)
+    n = np.stack([rng.multinomial(3, p) for p in truth]).astype(float)
+    same = np.stack([rng.multinomial(15, p) for p in truth]).astype(float)
+    diff = np.stack([rng.multinomial(15, p) for p in other]).astype(float)
+    weights = (0.0, 0.25, 0.5, 1.0)
+    up = [borrowed_log_evidence(n, w * same, base) for w in weights]
+    down = [borrowed_log_evidence(n, w * diff, base) for w in weights]
+    assert np.argmax(up) > 0 and max(up) > up[0] + 10.0      # borrowing the same pairs pays
+    assert np.all(np.diff(down) < 0)                          # borrowing other pairs costs
+
+
+def test_pair_weight_borrows_the_pairs_of_identical_tasks():
+    """Identical lakes: the pairs' Dirichlets borrow the other tasks' counts (eta > 0), the mean
+    is the layer's posterior mean given the task's counts plus eta times the others', and it is
+    closer to the truth than without borrowing. Without a layer the weight is 0."""
+    mdps, src, x, mt, belief = _lake_target(1.0, rng=7, n_target=300, seed=8)
+    t = len(mdps) - 1
+    eta = mt.pair_weight_[t]
+    assert mt.similarity_[t] > 0.9 and eta > 0.0
+    base = np.stack([m.probs() for m in belief.models_], axis=1)   # (S, A, S): identity map
+    borrowed = x + eta * (src[0] + src[1])
+    np.testing.assert_allclose(mt.mean(t), belief._layer.mean(borrowed, base), atol=1e-12)
+    P = mdps[t].transitions
+    without = belief._layer.mean(x, base)
+    assert mean_hellinger(P, mt.mean(t)) < mean_hellinger(P, without)
+    plain = _fitted(mdps, src, x, encoding="absolute", **PLAIN)
+    assert plain.pair_weight_[t] == 0.0

@@ -835,6 +835,13 @@ class CorrelatedTransitionModel(_TransitionBelief):
             return q
         return cmap.next_state_probs(q, cmap.other_weights(*self._far_evidence(a)))
 
+    def _layer_counts(self) -> FloatArray:
+        """The counts (S, A, S) every pair's Dirichlet of the per-pair layer conditions on (and
+        its hyper-parameters' posterior): the observed counts (a transfer belief adds the other
+        tasks' counts as a power prior).
+        """
+        return self._counts
+
     def _far_evidence(self, a: int) -> tuple[FloatArray, FloatArray]:
         """What spreads action ``a``'s "other" mass over the far states: the pair's own counts
         (S, S) (zero with a per-pair layer) and the far jumps into each state (S,), pooled.
@@ -916,7 +923,7 @@ class CorrelatedTransitionModel(_TransitionBelief):
                 base = np.stack([self._to_next_states(q[a], a) for a in range(self.n_actions)],
                                 axis=1)
                 self._cache["mean"] = base if self._layer is None else \
-                    self._layer.mean(self._counts, base)
+                    self._layer.mean(self._layer_counts(), base)
         return self._cache["mean"] if self.sparse else self._cache["mean"].copy()
 
     def sample_many(self, n: int, *, rng: SeedLike) -> Any:
@@ -933,7 +940,7 @@ class CorrelatedTransitionModel(_TransitionBelief):
             return [self._tables(q[m], actions) for m in range(n)]
         out = self._base_draws(n, gen)
         if self._layer is not None:
-            out = self._layer.draws(self._counts, out, rng=gen)
+            out = self._layer.draws(self._layer_counts(), out, rng=gen)
         return out
 
     def _base_draws(self, n: int, gen: np.random.Generator, *, mirrored: bool = False) -> FloatArray:
@@ -961,7 +968,7 @@ class CorrelatedTransitionModel(_TransitionBelief):
         """
         base = self._base_draws(n, gen, mirrored=True)
         x = np.sqrt(base) if self._layer is None else \
-            self._layer.sqrt_draws(self._counts, base, rng=gen)
+            self._layer.sqrt_draws(self._layer_counts(), base, rng=gen)
         return 0.5 * (x[:n] + x[n:])
 
     def hellinger_estimate(self, n_draws: int = HELLINGER_DRAWS, *, rtol: float = HELLINGER_RTOL,

@@ -94,7 +94,7 @@ from ._support import (
 )
 
 __all__ = ["CONCENTRATIONS", "DELTAS", "NO_CONTAMINATION_PRIOR", "NO_LAYER_PRIOR",
-           "concentration_weights", "contamination_absent", "contamination_posterior",
+           "borrowed_log_evidence", "concentration_weights", "contamination_absent", "contamination_posterior",
            "distinct_draws", "distinct_log_likelihood", "distinct_posterior", "expected_tables",
            "layer_draws", "layer_mean", "layer_sqrt_mean", "log_evidence", "repel",
            "support_log_factor", "support_weights"]
@@ -206,6 +206,48 @@ def log_evidence(counts: Any, base: Any, concentrations: Any = CONCENTRATIONS) -
     if not np.all(np.isfinite(out)):
         raise ValueError("counts, base: the evidence is not finite (a count where the base is 0?)")
     return out
+
+
+def borrowed_log_evidence(counts: Any, borrowed: Any, base: Any,
+                          concentrations: Any = CONCENTRATIONS) -> float:
+    r"""Log probability of the counts given borrowed counts, under the layer.
+
+    The pairs' distributions are :math:`P_r \sim \mathrm{Dir}(c B_r)` with :math:`c` from the
+    lattice's prior (:func:`concentration_weights`); the borrowed counts :math:`m` (for example
+    :math:`\eta` times another task's counts: a power prior) are observed first, then the
+    counts :math:`n`:
+
+    .. math::
+
+        \log p(n \mid m) = \log \sum_c \pi_c\, p(m, n \mid c) - \log \sum_c \pi_c\,
+        p(m \mid c),
+
+    both sequences' probabilities by :func:`log_evidence` (:math:`p(m, n \mid c)` is that of
+    :math:`m + n`: the Dirichlet-multinomial's sequence probability composes). With
+    :math:`m = 0` it is the layer's evidence of :math:`n`.
+
+    Parameters
+    ----------
+    counts : array_like of shape (..., S)
+        The counts :math:`n` of every row.
+    borrowed : array_like of shape (..., S)
+        Non-negative (possibly fractional) borrowed counts :math:`m`.
+    base : array_like of shape (..., S)
+        The base measure of every row.
+    concentrations : array_like of shape (L,)
+        The lattice (its prior as in :func:`concentration_weights`).
+
+    Returns
+    -------
+    float
+    """
+    n, b = _check_pair(counts, base)
+    m, _ = _check_pair(borrowed, base)
+    if not (np.all(m >= 0) and np.all(n >= 0)):
+        raise ValueError("counts, borrowed: expected non-negative counts")
+    cs = np.atleast_1d(np.asarray(concentrations, dtype=np.float64))
+    joint = logsumexp(_log_joint(log_evidence(n + m, b, cs), cs))
+    return float(joint - logsumexp(_log_joint(log_evidence(m, b, cs), cs)))
 
 
 def concentration_weights(log_ev: Any, concentrations: Any = CONCENTRATIONS) -> FloatArray:
@@ -850,6 +892,11 @@ class _Layer:
     def refit(self, belief: Any) -> None:
         """Alternate table counts and fits of the belief's correlated models, then update the
         concentration weights and the contamination (at most ``rounds`` rounds).
+
+        The tables (the correlated models' data) and the contamination come from the belief's
+        observed counts; the pairs' Dirichlets -- the concentration and distinctness weights
+        here, the mean and draws -- condition on ``belief._layer_counts()`` (the same counts,
+        or with a transfer belief's borrowed pair counts).
         """
         counts = belief._counts
         S = self.n_states
@@ -877,9 +924,10 @@ class _Layer:
                                                         self.prior)
                 self.absent = contamination_absent(tables, base, self.prior)
             B = mix_base(base, self.epsilon)
+            pairs = belief._layer_counts()
             if self.distinct is not None:
-                self.delta_weights = distinct_posterior(counts, B, self.distinct)
-            self._weigh(counts, B)
+                self.delta_weights = distinct_posterior(pairs, B, self.distinct)
+            self._weigh(pairs, B)
             if not changed:
                 break
 

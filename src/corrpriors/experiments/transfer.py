@@ -347,6 +347,7 @@ def _identification(config: Config, mdps: list, rng: np.random.Generator) -> tup
     hell = {m: np.empty(len(config.budgets)) for m in METHODS}
     cpu = {m: np.empty(len(config.budgets)) for m in METHODS}
     similarity = np.empty(len(config.budgets))
+    pair_weight = np.empty(len(config.budgets))
     transfer = _transfer_model(config, mdps)
     pg, pooled = _single_model(config, target), _single_model(config, target)
     dirichlet = DirichletTransitionModel(S, A, alpha=config.alpha_sparse)
@@ -365,7 +366,9 @@ def _identification(config: Config, mdps: list, rng: np.random.Generator) -> tup
             hell[method][i] = mean_hellinger(P, estimate)
         cpu["pg_transfer"][i] += setup if i == 0 else 0.0
         similarity[i] = transfer.similarity_[-1]
-    extras = {"similarity": {"pg_transfer": similarity}, "cpu_seconds": cpu}
+        pair_weight[i] = transfer.pair_weight_[-1]
+    extras = {"similarity": {"pg_transfer": similarity}, "pair_weight": {"pg_transfer": pair_weight},
+              "cpu_seconds": cpu}
     gap = np.array([mean_hellinger(P, np.asarray(m.transitions)) for m in mdps[:-1]])
     return hell, {"method_extras": extras, "source_gap": gap}
 
@@ -406,7 +409,8 @@ def run_seed(config: Config, *, rng: np.random.Generator) -> SeedResult:
     """Both panels for one draw of the task families.
 
     Returns the curves ``hellinger[method]`` of shape (len(budgets),), the per-method extras
-    ``similarity`` (``pg_transfer``'s learned similarity at every budget) and ``cpu_seconds``
+    ``similarity`` (``pg_transfer``'s learned similarity at every budget), ``pair_weight`` (the
+    weight of the sources' pair counts in its per-pair layer; 0 without one) and ``cpu_seconds``
     (CPU seconds of every method's fit at every budget; ``pg_transfer``'s first includes the
     sources' fits), and the extras ``source_gap`` (Hellinger distance between the target's and
     each source's true model), ``psrl_<method>`` (normalised returns, shape (psrl_tasks,
@@ -520,6 +524,10 @@ def summarise_extra(config: Config, results: Mapping[int, SeedResult], metrics: 
         "cpu_seconds_mean": cpu,
         "source_target_hellinger_mean": None if gap is None else float(gap.mean()),
     }
+    if config.layer:
+        eta = np.stack([np.asarray(r.method_extras["pair_weight"]["pg_transfer"], dtype=float)
+                        for r in results.values()])
+        extra["pair_weight"] = {"median": np.median(eta, axis=0).tolist(), "max": eta.max(axis=0).tolist()}
     psrl = _psrl_summary(config, results)
     if psrl is not None:
         extra["psrl_sequence"] = psrl
@@ -530,6 +538,10 @@ def summarise_extra(config: Config, results: Mapping[int, SeedResult], metrics: 
         "true distance between target and sources (Hellinger, mean): "
         + ("n/a" if gap is None else f"{gap.mean():.3f}"),
     ]
+    if "pair_weight" in extra:
+        notes.append("weight of the sources' pair counts in pg_transfer's layer (median, max) along T: "
+                     + ", ".join(f"{a:.3g} ({b:.3g})" for a, b in zip(extra["pair_weight"]["median"],
+                                                                       extra["pair_weight"]["max"])))
     if "pg" in mean and "pg_transfer" in mean:
         notes.append("pg_transfer / pg (mean curves) along T: "
                      + ", ".join(f"{a / b:.3f}" for a, b in zip(mean["pg_transfer"], mean["pg"])))

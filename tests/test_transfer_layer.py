@@ -181,6 +181,8 @@ def test_borrowed_log_evidence_against_monte_carlo_and_the_chain_rule():
     assert borrowed_log_evidence(n, np.zeros_like(n), base, cs) == pytest.approx(logsumexp(ev + np.log(prior)))
     with pytest.raises(ValueError, match="borrowed"):
         borrowed_log_evidence(n, -m, base, cs)
+    with pytest.raises(ValueError, match="^borrowed: expected the shape"):
+        borrowed_log_evidence(n, m[:1], base, cs)
 
 
 def test_borrowed_evidence_rises_for_shared_pairs_and_falls_for_different_ones():

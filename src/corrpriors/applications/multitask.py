@@ -74,8 +74,9 @@ prediction: the layer alternates table counts and fits as for a single task
 (:mod:`~corrpriors.applications.transitions._layer`), and every fit is the transfer model at
 the chosen similarity and its conditional scale (:meth:`TransferSearch.select` with
 ``similarity=``); its hyper-parameters (concentrations, contamination, ...) are learned from
-the task's own data. The similarity is chosen first, on the task's observed counts, by the
-same cross-validation as without the layer. The source stays the *plain* correlated model of
+the task's data (the concentrations also from the borrowed pair counts below). The similarity
+is chosen first, on the task's observed counts, by the same cross-validation as without the
+layer. The source stays the *plain* correlated model of
 the other tasks' counts: a source's pair is direct evidence about the task's same pair, not
 one piece of evidence about its neighbours, so its counts are not reduced to table counts
 (measured on slippery lakes, relatedness 0.8, 2 seeds: with the sources' own layer the

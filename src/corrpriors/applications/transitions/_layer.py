@@ -242,7 +242,9 @@ def borrowed_log_evidence(counts: Any, borrowed: Any, base: Any,
     float
     """
     n, b = _check_pair(counts, base)
-    m, _ = _check_pair(borrowed, base)
+    m = np.asarray(borrowed, dtype=np.float64)
+    if m.shape != n.shape:
+        raise ValueError(f"borrowed: expected the shape of counts {n.shape}, got {m.shape}")
     if not (np.all(m >= 0) and np.all(n >= 0)):
         raise ValueError("counts, borrowed: expected non-negative counts")
     cs = np.atleast_1d(np.asarray(concentrations, dtype=np.float64))

@@ -110,6 +110,8 @@ def test_layer_setting_reaches_every_pg_method():
         assert (T._single_model(config, mdps[0])._layer is not None) is layer
     with pytest.raises(ValueError, match="layer"):
         T.check_config(dataclasses.replace(T.quick_config(), layer="yes"))
+    with pytest.raises(ValueError, match="similarity_rule, layer"):
+        T.check_config(dataclasses.replace(T.quick_config(), layer=True, similarity_rule="average"))
     config = dataclasses.replace(_tiny(), n_sources=1, budgets=(10,), psrl_tasks=0, layer=True)
     res = T.run_seed(config, rng=np.random.default_rng(1))
     assert all(np.isfinite(c).all() for c in res.curves["hellinger"].values())

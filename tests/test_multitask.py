@@ -625,3 +625,56 @@ def test_full_data_fits_at_the_joint_models_conditional_scale():
         TransferSearch(_template(), full_scale="fixed")
     with pytest.raises(ValueError, match="full_scale"):
         MultiTaskTransitionModel([CorrelatedTransitionModel(4, 1, covariance=np.eye(4))], full_scale="")
+
+
+def test_average_weights_by_hand():
+    """exp(objective) normalised over the similarities evaluated, the tiny ones dropped."""
+    from corrpriors.applications.multitask import AVERAGE_PRUNE, average_weights
+
+    grid = (0.0, 0.5, 0.75, 0.9)
+    w = average_weights({0.0: -10.0, 0.5: -9.0, 0.9: -20.0}, grid)
+    e = np.array([np.exp(-1.0), 1.0, 0.0, 0.0])
+    np.testing.assert_allclose(w, e / e.sum())
+    assert np.exp(-11.0) / (1 + np.exp(-1.0)) < AVERAGE_PRUNE            # (0.9 was dropped)
+    np.testing.assert_allclose(average_weights({0.75: 3.0}, grid), [0, 0, 1, 0])
+    with pytest.raises(ValueError, match="values"):
+        average_weights({}, grid)
+
+
+def test_average_rule_is_the_weighted_mixture_of_the_full_data_fits():
+    """similarity_rule="average": the mean is the average_weights mixture of the single-task
+    belief (at 0) and the search's full-data fits at every similarity of positive weight, each
+    borrowing far jumps at its own similarity; similarity_ is the weights' mean. Refused with a
+    per-pair layer and by the policy estimator."""
+    mdps, src, (s, a, s2) = _family_counts(0.8, seed=5, n_source=600, shape=(4, 4))
+    opts = dict(_opts(), support_prior=None, encoding="absolute")   # (no censored counts)
+    mt = MultiTaskTransitionModel.for_mdps(mdps, similarity_rule="average", **opts)
+    for u, c in enumerate(src):
+        mt.set_counts(u, c)
+    x = transition_counts((s[:30], a[:30], s2[:30]), 16, 4)
+    mean = mt.set_counts(2, x).mean(2)
+    view = mt.task(2)
+    sel = view.transfer_selected_
+    from corrpriors.applications.multitask import average_weights
+
+    w = average_weights(sel["values"], view._search.similarities)
+    np.testing.assert_allclose(sel["mixture_weights"], w)
+    assert np.count_nonzero(w) > 1
+    assert mt.similarity_[2] == pytest.approx(float(np.dot(w, view._search.similarities)))
+    expected = np.zeros_like(mean)
+    sources = [mt._source_field(2, b) for b in range(4)]
+    for i in np.flatnonzero(w):
+        rho = view._search.similarities[i]
+        if rho == 0.0:
+            expected += w[i] * mt.independent_mean(2)
+            continue
+        models = view._search.select(list(x.transpose(1, 0, 2)), sources, similarity=rho).models
+        with view._far_at(rho):
+            comp = np.stack([view._to_next_states(m.probs(), b) for b, m in enumerate(models)], axis=1)
+        expected += w[i] * comp
+    np.testing.assert_allclose(mean, expected, atol=1e-8)
+    with pytest.raises(ValueError, match="similarity_rule"):
+        MultiTaskTransitionModel.for_mdps(mdps, similarity_rule="average")      # the layer's default
+    with pytest.raises(ValueError, match="similarity_rule"):
+        MultiTaskPolicyEstimator(distances=np.ones((4, 4)) - np.eye(4), similarity_rule="average").fit(
+            np.ones((2, 4, 3)))

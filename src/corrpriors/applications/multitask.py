@@ -137,7 +137,8 @@ from .transitions import CorrelatedTransitionModel
 
 __all__ = ["CV_SCALES", "FULL_SCALES", "PAIR_WEIGHTS", "SIMILARITY_CRITERIA", "SIMILARITY_GRID",
            "SIMILARITY_RULES", "MultiTaskPolicyEstimator", "MultiTaskTransitionModel", "SourceField",
-           "TransferSearch", "TransferSelection", "similarity_log_prior", "split_counts", "transfer_hyper_prior"]
+           "TransferSearch", "TransferSelection", "average_weights", "similarity_log_prior", "split_counts",
+           "transfer_hyper_prior"]
 
 #: The similarities :math:`\rho` of the lattice climbed by :class:`TransferSearch`: 0 (no
 #: transfer), then steps of a quarter up to 0.75 and halving distances to 1.
@@ -293,8 +294,44 @@ def _cv_folds(x: np.ndarray, n_folds: int) -> list[tuple[FloatArray, FloatArray]
 #: the best similarity if its score exceeds :math:`\rho = 0`'s by more than one standard error
 #: of their difference, else 0 (a one-standard-error guard on the choice that matters, transfer
 #: or not; Breiman et al. 1984, Hastie, Tibshirani & Friedman 2009, sec. 7.10); ``"best"``, the
-#: best score.
-SIMILARITY_RULES = ("one_se", "best")
+#: best score; ``"average"`` (transition beliefs without a per-pair layer), no choice: the
+#: mixture of the full-data fits at the similarities the search evaluated, weighted by
+#: :func:`average_weights` (pseudo-Bayesian model averaging, Yao et al. 2018).
+SIMILARITY_RULES = ("one_se", "best", "average")
+
+#: Mixture weights below this are dropped by :func:`average_weights` (the rest renormalised).
+AVERAGE_PRUNE = 1e-3
+
+
+def average_weights(values: dict, similarities: Sequence[float]) -> FloatArray:
+    r"""Pseudo-Bayesian model-averaging weights of the similarities from their objectives.
+
+    :math:`w_i \propto \exp(v_i)` over the similarities evaluated, :math:`v_i` the objective of
+    :class:`TransferSearch` (the cross-validated log predictive probability plus the log prior
+    of :math:`\rho_i`); weights below :data:`AVERAGE_PRUNE` are set to 0 and the rest
+    renormalised; similarities not evaluated get 0.
+
+    Parameters
+    ----------
+    values : dict of float to float
+        Objective of every similarity evaluated (``TransferSearch.choose``'s second output).
+    similarities : sequence of float
+        The lattice.
+
+    Returns
+    -------
+    ndarray of shape (len(similarities),)
+    """
+    grid = list(similarities)
+    w = np.zeros(len(grid))
+    if not values:
+        raise ValueError("values: expected the objective of at least one similarity")
+    top = max(values.values())
+    for rho, v in values.items():
+        w[grid.index(rho)] = math.exp(v - top)
+    w /= w.sum()
+    w[w < AVERAGE_PRUNE] = 0.0
+    return w / w.sum()
 
 #: The scale of :class:`TransferSearch`'s cross-validation fits at a similarity :math:`\rho`:
 #: ``"conditional"``, the joint model's conditional scale :math:`\theta_S(1 - \rho^2)` of the
@@ -423,7 +460,9 @@ class TransferSearch:
         With ``"cv"``: ``"one_se"`` takes the best similarity only when its objective exceeds
         :math:`\rho = 0`'s by more than one standard error of their difference (from the
         paired per-covariate held-out scores), else :math:`\rho = 0`
-        (:data:`SIMILARITY_RULES`); ``"best"`` the best objective.
+        (:data:`SIMILARITY_RULES`); ``"best"`` the best objective. ``"average"`` is the
+        transition beliefs' model average (:class:`MultiTaskTransitionModel`); the search itself
+        then returns the best objective's models, as ``"best"``.
     criterion : {"collapsed", "elbo"}, default "collapsed"
         The bound that chooses the scales (and the evidence's).
     low, high, step, start : float
@@ -896,7 +935,6 @@ class _TransferBelief(CorrelatedTransitionModel):
         sources = [self._owner._source_field(self._task, a) for a in range(self.n_actions)]
         xs = self._category_counts(tables)
         before = self._search.n_fits_
-        independent = self._owner.independent_[self._task]
         self._mixture = None
         self._far_similarity = self._pair_weight = 0.0
         self._layer = self._own_layer
@@ -904,24 +942,60 @@ class _TransferBelief(CorrelatedTransitionModel):
             self._fit_mixture(xs, sources)
         else:
             similarity, values = self._search.choose(xs, sources)
-            if similarity == 0.0:   # unrelated: the task's own single-task belief, layer and all
-                independent.refit()   # (no full-data fits of the transfer family)
-                self.models_ = list(independent.models_)
-                self._layer = independent._layer
-                scales = np.array([float(getattr(m, "scale_", m.scale)) for m in self.models_])
+            weights = average_weights(values, self._search.similarities) \
+                if self._search.similarity_rule == "average" else None
+            if weights is not None and np.count_nonzero(weights) > 1:
+                self._fit_average(weights, tables, sources, values)
             else:
-                self._far_similarity = float(similarity)
-                scales = self._fit_at(similarity, tables, sources)
-            self.transfer_selected_ = {"similarity": similarity, "scales": scales,
-                                       "pair_weight": self._pair_weight,
-                                       "value": values[similarity], "values": values,
-                                       "n_sources": [0 if s is None else s.n_sources for s in sources]}
+                self._fit_choice(similarity, tables, sources, values)
         self.n_fits_ += self._search.n_fits_ - before
         self.fit_seconds_ += time.perf_counter() - tic
         self._fitted_versions[:] = self._action_versions
         self._cache = {"version": self._version}
         self._fit_signature = sig
         return self
+
+    def _fit_choice(self, similarity: float, tables: list, sources: list, values: dict) -> None:
+        """The task's models at the chosen similarity (at 0 its single-task belief)."""
+        if similarity == 0.0:   # unrelated: the task's own single-task belief, layer and all
+            independent = self._owner.independent_[self._task]
+            independent.refit()   # (no full-data fits of the transfer family)
+            self.models_ = list(independent.models_)
+            self._layer = independent._layer
+            scales = np.array([float(getattr(m, "scale_", m.scale)) for m in self.models_])
+        else:
+            self._far_similarity = float(similarity)
+            scales = self._fit_at(similarity, tables, sources)
+        self.transfer_selected_ = {"similarity": similarity, "scales": scales,
+                                   "pair_weight": self._pair_weight,
+                                   "value": values[similarity], "values": values,
+                                   "n_sources": [0 if s is None else s.n_sources for s in sources]}
+
+    def _fit_average(self, weights: FloatArray, tables: list, sources: list, values: dict) -> None:
+        r"""``similarity_rule="average"``: the mixture of the full-data fits at every similarity
+        of positive weight (:func:`average_weights`; at 0 the single-task belief), whose mean
+        and draws are those of the no-data mixture (:meth:`_fit_mixture`) with these weights.
+        ``similarity_`` reports the weights' mean of :math:`\rho`.
+        """
+        start = list(self.models_)
+        components: list = [None] * len(weights)
+        for i in np.flatnonzero(weights):
+            rho = self._search.similarities[i]
+            if rho == 0.0:
+                independent = self._owner.independent_[self._task]
+                independent.refit()
+                components[i] = list(independent.models_)
+            else:
+                self.models_ = list(start)   # (every component imputes from the same fits)
+                self._select_at(rho, tables, sources)
+                components[i] = list(self.models_)
+        self._mixture = (weights, components)
+        self.models_ = list(components[int(np.argmax(weights))])
+        rho = float(np.dot(weights, self._search.similarities))
+        self.transfer_selected_ = {"similarity": rho, "scales": np.full(len(tables), np.nan),
+                                   "pair_weight": 0.0, "value": max(values.values()),
+                                   "values": values, "mixture_weights": weights,
+                                   "n_sources": [0 if s is None else s.n_sources for s in sources]}
 
     def _category_counts(self, tables: list) -> list:
         """Category counts (S, K) of every action's next-state counts ``tables`` (S, S): with a
@@ -1097,7 +1171,8 @@ class _TransferBelief(CorrelatedTransitionModel):
         if "mean" not in self._cache:
             weights, components = self._mixture
             rhos = self._search.similarities
-            self._cache["mean"] = sum(w * self._component_mean(c, r) for w, c, r in zip(weights, components, rhos))
+            self._cache["mean"] = sum(w * self._component_mean(c, r)
+                                      for w, c, r in zip(weights, components, rhos) if w > 0)
         return self._cache["mean"].copy()
 
     def sample_many(self, n: int, *, rng: SeedLike) -> Any:
@@ -1189,8 +1264,11 @@ class MultiTaskTransitionModel:
         Prior probability that a task is related to the others (see :class:`TransferSearch`).
     similarity_criterion : {"cv", "evidence"}, default "cv"
         How similarities are compared (see :class:`TransferSearch`).
-    similarity_rule : {"one_se", "best"}, default "one_se"
-        How the cross-validated scores pick one (see :class:`TransferSearch`).
+    similarity_rule : {"one_se", "best", "average"}, default "one_se"
+        How the cross-validated scores pick one (see :class:`TransferSearch`); ``"average"``
+        (beliefs without a per-pair layer): no choice, the mixture of the full-data fits at the
+        similarities evaluated, weighted by :func:`average_weights` (``similarity_`` is then the
+        weights' mean of :math:`\rho`; the weights are in ``task(t).transfer_selected_``).
     scale_range : (float, float), default (1e-2, 1e4)
     scale_step : float, default 0.25
         The scale lattice of the transfer beliefs.
@@ -1260,6 +1338,10 @@ class MultiTaskTransitionModel:
         self.prior_related = prior_related
         self.similarity_criterion = similarity_criterion
         self.similarity_rule = _check_option(similarity_rule, "similarity_rule", SIMILARITY_RULES)
+        if similarity_rule == "average" and any(b._layer is not None for b in beliefs):
+            raise ValueError("similarity_rule: 'average' mixes the transfer fits without a per-(state, "
+                             "action) layer; build the beliefs with concentration=None and "
+                             "contamination_prior=None, or use 'one_se'")
         lo, hi = (check_positive(v, "scale_range") for v in scale_range)
         self.scale_range = (lo, hi)
         self.scale_step = check_positive(scale_step, "scale_step")
@@ -1298,7 +1380,7 @@ class MultiTaskTransitionModel:
         similarities : sequence of float
         prior_related : float or None
         similarity_criterion : {"cv", "evidence"}
-        similarity_rule : {"one_se", "best"}
+        similarity_rule : {"one_se", "best", "average"}
         cv_folds : int
         cv_scale, full_scale : {"conditional", "climb"}
         source_impute_rounds : int or None
@@ -1515,6 +1597,9 @@ class MultiTaskPolicyEstimator:
 
         x = check_counts(counts, "counts", ndim=3)
         n_tasks = x.shape[0]
+        if self.similarity_rule == "average":
+            raise ValueError("similarity_rule: 'average' is the transition beliefs' model average; a "
+                             "policy estimator chooses ('one_se' or 'best')")
         similarities = _check_similarities(self.similarities)
         lo, hi = (check_positive(v, "scale_range") for v in self.scale_range)
         step = check_positive(self.scale_step, "scale_step")

@@ -133,10 +133,12 @@ class Config:
     similarity_criterion : {"cv", "evidence"}
         How ``pg_transfer`` compares similarities (cross-validated predictive probability or
         the collapsed bound; :class:`~corrpriors.applications.TransferSearch`).
-    similarity_rule : {"one_se", "best"}
+    similarity_rule : {"one_se", "best", "average"}
         How the cross-validated scores pick the similarity: the best one if it beats
-        :math:`\rho = 0` by more than one standard error of their difference (else 0), or the
-        best (:class:`~corrpriors.applications.TransferSearch`).
+        :math:`\rho = 0` by more than one standard error of their difference (else 0), the
+        best (:class:`~corrpriors.applications.TransferSearch`), or no choice: the mixture over
+        the similarities evaluated, weighted by their scores
+        (:func:`~corrpriors.applications.multitask.average_weights`; not with ``layer``).
     cv_folds : int
         Folds of ``pg_transfer``'s cross-validation.
     cv_scale : {"conditional", "climb"}
@@ -218,7 +220,7 @@ RANGES = {
     "scale_step": Interval(float, 0.0, 10.0, closed="right", note="decades"),
     "prior_related": Interval(float, 0.0, 1.0, closed="left", note="0 = a uniform prior over the similarities"),
     "similarity_criterion": Options("cv", "evidence"),
-    "similarity_rule": Options("one_se", "best"),
+    "similarity_rule": Options("one_se", "best", "average"),
     "cv_folds": Interval(int, 2, 50, note="each fold adds a fit (cv_scale=climb: a climb) per action and similarity"),
     "cv_scale": Options("conditional", "climb"),
     "source_impute_rounds": Interval(int, 1, 100),
@@ -253,6 +255,9 @@ def check_config(config: Config) -> None:
     from types import SimpleNamespace
 
     check_ranges(SimpleNamespace(RANGES=RANGES), config)
+    if config.layer and config.similarity_rule == "average":
+        raise ValueError("similarity_rule, layer: 'average' mixes transfer fits without the per-pair "
+                         "layer; set layer=false or similarity_rule=one_se")
     if config.psrl_tasks:
         if config.psrl_transitions % config.replan_every or config.psrl_eval % config.replan_every:
             raise ValueError(f"psrl_transitions, psrl_eval: expected multiples of replan_every = "

@@ -637,8 +637,9 @@ def test_average_weights_by_hand():
     np.testing.assert_allclose(w, e / e.sum())
     assert np.exp(-11.0) / (1 + np.exp(-1.0)) < AVERAGE_PRUNE            # (0.9 was dropped)
     np.testing.assert_allclose(average_weights({0.75: 3.0}, grid), [0, 0, 1, 0])
-    with pytest.raises(ValueError, match="values"):
-        average_weights({}, grid)
+    for bad in ({}, {0.3: 1.0}, {0.5: float("nan")}, {0.0: 1.0, 0.5: float("inf")}):
+        with pytest.raises(ValueError, match="^values: expected"):
+            average_weights(bad, grid)
 
 
 def test_average_rule_is_the_weighted_mixture_of_the_full_data_fits():

@@ -326,6 +326,9 @@ def average_weights(values: dict, similarities: Sequence[float]) -> FloatArray:
     w = np.zeros(len(grid))
     if not values:
         raise ValueError("values: expected the objective of at least one similarity")
+    if any(rho not in grid for rho in values) or not all(math.isfinite(v) for v in values.values()):
+        raise ValueError(f"values: expected finite objectives of similarities of the lattice {tuple(grid)}, "
+                         f"got {values!r}")
     top = max(values.values())
     for rho, v in values.items():
         w[grid.index(rho)] = math.exp(v - top)
@@ -913,6 +916,7 @@ class _TransferBelief(CorrelatedTransitionModel):
         self._mixture: tuple | None = None
         self._far_similarity = 0.0   # the similarity the far jumps' destinations borrow at
         self._pair_weight = 0.0      # the weight of the other tasks' counts in the pairs' layer
+        self.pair_values_: dict | None = None   # eta -> log prior + evidence, at the last choice
         self._fit_signature: tuple | None = None
         super().set_counts(tmpl.counts)
 

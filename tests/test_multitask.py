@@ -369,6 +369,9 @@ def test_one_standard_error_rule():
     for gap0, expected in ((40.0, 2), (2.0, 0), (5.0, 2), (3.0, 0)):
         found, terms = case(gap0, 0.5)
         assert TS._one_se(2, found, terms, evaluate) == brute(found, terms, 2) == expected
+        d = [terms[0][u] - terms[2][u] for u in range(n)]   # the "average" rule's bonus: that se
+        se = np.sqrt(n) * np.sqrt(sum((v - sum(d) / n) ** 2 for v in d) / (n - 1))
+        assert TS._zero_se(2, terms, evaluate) == pytest.approx(se, rel=1e-12)
     with pytest.raises(ValueError, match="similarity_rule"):
         TransferSearch(_template(), similarity_rule="median")
     with pytest.raises(ValueError, match="similarity_rule"):
@@ -637,6 +640,12 @@ def test_average_weights_by_hand():
     np.testing.assert_allclose(w, e / e.sum())
     assert np.exp(-11.0) / (1 + np.exp(-1.0)) < AVERAGE_PRUNE            # (0.9 was dropped)
     np.testing.assert_allclose(average_weights({0.75: 3.0}, grid), [0, 0, 1, 0])
+    # the soft one-standard-error guard: rho = 0's objective raised by the bonus
+    w = average_weights({0.0: -10.0, 0.5: -9.0}, grid, zero_bonus=1.5)
+    e = np.array([np.exp(0.5), 1.0, 0.0, 0.0])
+    np.testing.assert_allclose(w, e / e.sum())
+    with pytest.raises(ValueError, match="zero_bonus"):
+        average_weights({0.0: 1.0}, grid, zero_bonus=-1.0)
     for bad in ({}, {0.3: 1.0}, {0.5: float("nan")}, {0.0: 1.0, 0.5: float("inf")}):
         with pytest.raises(ValueError, match="^values: expected"):
             average_weights(bad, grid)
@@ -658,7 +667,9 @@ def test_average_rule_is_the_weighted_mixture_of_the_full_data_fits():
     sel = view.transfer_selected_
     from corrpriors.applications.multitask import average_weights
 
-    w = average_weights(sel["values"], view._search.similarities)
+    bonus = view._search.zero_bonus_     # one standard error of the best's gain over rho = 0
+    assert bonus >= 0.0
+    w = average_weights(sel["values"], view._search.similarities, bonus)
     np.testing.assert_allclose(sel["mixture_weights"], w)
     assert np.count_nonzero(w) > 1
     assert mt.similarity_[2] == pytest.approx(float(np.dot(w, view._search.similarities)))

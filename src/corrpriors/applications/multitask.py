@@ -296,19 +296,24 @@ def _cv_folds(x: np.ndarray, n_folds: int) -> list[tuple[FloatArray, FloatArray]
 #: or not; Breiman et al. 1984, Hastie, Tibshirani & Friedman 2009, sec. 7.10); ``"best"``, the
 #: best score; ``"average"`` (transition beliefs without a per-pair layer), no choice: the
 #: mixture of the full-data fits at the similarities the search evaluated, weighted by
-#: :func:`average_weights` (pseudo-Bayesian model averaging, Yao et al. 2018).
+#: :func:`average_weights` (pseudo-Bayesian model averaging, Yao et al. 2018) with
+#: :math:`\rho = 0`'s score raised by one standard error of its difference to the best (the
+#: one-standard-error guard made soft).
 SIMILARITY_RULES = ("one_se", "best", "average")
 
 #: Mixture weights below this are dropped by :func:`average_weights` (the rest renormalised).
 AVERAGE_PRUNE = 1e-3
 
 
-def average_weights(values: dict, similarities: Sequence[float]) -> FloatArray:
+def average_weights(values: dict, similarities: Sequence[float], zero_bonus: float = 0.0) -> FloatArray:
     r"""Pseudo-Bayesian model-averaging weights of the similarities from their objectives.
 
-    :math:`w_i \propto \exp(v_i)` over the similarities evaluated, :math:`v_i` the objective of
-    :class:`TransferSearch` (the cross-validated log predictive probability plus the log prior
-    of :math:`\rho_i`); weights below :data:`AVERAGE_PRUNE` are set to 0 and the rest
+    :math:`w_i \propto \exp(v_i + b\,[\rho_i = 0])` over the similarities evaluated,
+    :math:`v_i` the objective of :class:`TransferSearch` (the cross-validated log predictive
+    probability plus the log prior of :math:`\rho_i`) and :math:`b` ``zero_bonus`` (the
+    search's ``zero_bonus_``: one standard error of the best's gain over :math:`\rho = 0`, so
+    that transfer gets weight as far as its gain exceeds its noise -- the one-standard-error
+    rule made soft); weights below :data:`AVERAGE_PRUNE` are set to 0 and the rest
     renormalised; similarities not evaluated get 0.
 
     Parameters
@@ -317,6 +322,8 @@ def average_weights(values: dict, similarities: Sequence[float]) -> FloatArray:
         Objective of every similarity evaluated (``TransferSearch.choose``'s second output).
     similarities : sequence of float
         The lattice.
+    zero_bonus : float, default 0
+        Added to :math:`\rho = 0`'s objective (non-negative).
 
     Returns
     -------
@@ -329,8 +336,11 @@ def average_weights(values: dict, similarities: Sequence[float]) -> FloatArray:
     if any(rho not in grid for rho in values) or not all(math.isfinite(v) for v in values.values()):
         raise ValueError(f"values: expected finite objectives of similarities of the lattice {tuple(grid)}, "
                          f"got {values!r}")
-    top = max(values.values())
-    for rho, v in values.items():
+    if not (math.isfinite(zero_bonus) and zero_bonus >= 0.0):
+        raise ValueError(f"zero_bonus: expected a finite number >= 0, got {zero_bonus!r}")
+    shifted = {rho: v + (zero_bonus if rho == 0.0 else 0.0) for rho, v in values.items()}
+    top = max(shifted.values())
+    for rho, v in shifted.items():
         w[grid.index(rho)] = math.exp(v - top)
     w /= w.sum()
     w[w < AVERAGE_PRUNE] = 0.0
@@ -492,6 +502,11 @@ class TransferSearch:
     ----------
     n_fits_ : int
         Fits performed so far.
+    zero_bonus_ : float
+        With ``similarity_rule="average"``, one standard error of the difference between the
+        best similarity's score and :math:`\rho = 0`'s at the last choice (0 when
+        :math:`\rho = 0` is the best): what :func:`average_weights` adds to :math:`\rho = 0`'s
+        objective.
     """
 
     def __init__(self, estimator: Any, *, similarities: Any = SIMILARITY_GRID,
@@ -540,6 +555,7 @@ class TransferSearch:
         self._rho: int | None = None
         self._structure: Any = None
         self.n_fits_ = 0
+        self.zero_bonus_ = 0.0
 
     def scale_of(self, j: int) -> float:
         """The scale of lattice index ``j``."""
@@ -704,6 +720,16 @@ class TransferSearch:
         return float(t.sum()) + float(self.log_prior[i]), t
 
     @staticmethod
+    def _zero_se(best: int, terms: dict, evaluate: Any) -> float:
+        r"""One standard error of the difference between the scores of ``best`` and
+        :math:`\rho = 0`: :math:`\sqrt{n}\,\mathrm{sd}(d)` of their paired per-covariate
+        differences :math:`d`.
+        """
+        evaluate(0)
+        d = terms[0] - terms[best]
+        return math.sqrt(d.size) * float(np.std(d, ddof=1)) if d.size > 1 else 0.0
+
+    @staticmethod
     def _one_se(best: int, found: dict, terms: dict, evaluate: Any) -> int:
         r"""``best``, unless :math:`\rho = 0` is within one standard error of it (then 0).
 
@@ -716,9 +742,7 @@ class TransferSearch:
         the single-task model 0.54 -> 0.75 on a seed; the standard error of a large gain is
         large.)
         """
-        evaluate(0)
-        d = terms[0] - terms[best]
-        se = math.sqrt(d.size) * float(np.std(d, ddof=1)) if d.size > 1 else 0.0
+        se = TransferSearch._zero_se(best, terms, evaluate)
         return 0 if found[0] >= found[best] - se else best
 
     def prior_models(self, i: int, sources: Sequence[SourceField | None],
@@ -849,6 +873,9 @@ class TransferSearch:
             cur = best
         if folds is not None and self.similarity_rule == "one_se" and cur > 0:
             cur = self._one_se(cur, found, terms, evaluate)
+        self.zero_bonus_ = 0.0
+        if folds is not None and self.similarity_rule == "average" and cur > 0:
+            self.zero_bonus_ = self._zero_se(cur, terms, evaluate)
         self._rho = cur
         return cur, found
 
@@ -946,7 +973,7 @@ class _TransferBelief(CorrelatedTransitionModel):
             self._fit_mixture(xs, sources)
         else:
             similarity, values = self._search.choose(xs, sources)
-            weights = average_weights(values, self._search.similarities) \
+            weights = average_weights(values, self._search.similarities, self._search.zero_bonus_) \
                 if self._search.similarity_rule == "average" else None
             if weights is not None and np.count_nonzero(weights) > 1:
                 self._fit_average(weights, tables, sources, values)
@@ -977,7 +1004,8 @@ class _TransferBelief(CorrelatedTransitionModel):
 
     def _fit_average(self, weights: FloatArray, tables: list, sources: list, values: dict) -> None:
         r"""``similarity_rule="average"``: the mixture of the full-data fits at every similarity
-        of positive weight (:func:`average_weights`; at 0 the single-task belief), whose mean
+        of positive weight (:func:`average_weights` with the search's ``zero_bonus_``; at 0 the
+        single-task belief), whose mean
         and draws are those of the no-data mixture (:meth:`_fit_mixture`) with these weights.
         ``similarity_`` reports the weights' mean of :math:`\rho`.
         """
@@ -1271,8 +1299,9 @@ class MultiTaskTransitionModel:
     similarity_rule : {"one_se", "best", "average"}, default "one_se"
         How the cross-validated scores pick one (see :class:`TransferSearch`); ``"average"``
         (beliefs without a per-pair layer): no choice, the mixture of the full-data fits at the
-        similarities evaluated, weighted by :func:`average_weights` (``similarity_`` is then the
-        weights' mean of :math:`\rho`; the weights are in ``task(t).transfer_selected_``).
+        similarities evaluated, weighted by :func:`average_weights` with :math:`\rho = 0`'s score
+        raised by one standard error of the best's gain (``similarity_`` is then the weights'
+        mean of :math:`\rho`; the weights are in ``task(t).transfer_selected_``).
     scale_range : (float, float), default (1e-2, 1e4)
     scale_step : float, default 0.25
         The scale lattice of the transfer beliefs.

@@ -989,45 +989,59 @@ class _TransferBelief(CorrelatedTransitionModel):
     def _fit_choice(self, similarity: float, tables: list, sources: list, values: dict) -> None:
         """The task's models at the chosen similarity (at 0 its single-task belief)."""
         if similarity == 0.0:   # unrelated: the task's own single-task belief, layer and all
-            independent = self._owner.independent_[self._task]
-            independent.refit()   # (no full-data fits of the transfer family)
-            self.models_ = list(independent.models_)
-            self._layer = independent._layer
+            single = self._single_task()   # (no full-data fits of the transfer family)
+            self.models_ = list(single.models_)
+            self._layer = single._layer
             scales = np.array([float(getattr(m, "scale_", m.scale)) for m in self.models_])
         else:
             self._far_similarity = float(similarity)
             scales = self._fit_at(similarity, tables, sources)
+        self._record(similarity, scales, sources, values[similarity], values)
+
+    def _single_task(self) -> CorrelatedTransitionModel:
+        """The task's single-task belief, refitted to its current data."""
+        single = self._owner.independent_[self._task]
+        single.refit()
+        return single
+
+    def _record(self, similarity: float, scales: FloatArray, sources: list, value: float,
+                values: dict, **extra: Any) -> None:
+        """``transfer_selected_`` of a refit (``extra``: e.g. the mixture's weights)."""
         self.transfer_selected_ = {"similarity": similarity, "scales": scales,
-                                   "pair_weight": self._pair_weight,
-                                   "value": values[similarity], "values": values,
+                                   "pair_weight": self._pair_weight, "value": value,
+                                   "values": values, **extra,
                                    "n_sources": [0 if s is None else s.n_sources for s in sources]}
+
+    def _keep_mixture(self, weights: FloatArray, components: list, sources: list, value: float,
+                      values: dict) -> None:
+        r"""Make the belief the mixture of ``components`` (per similarity of the lattice, the
+        models of every action; None where the weight is 0) with ``weights``, ndarray of shape
+        (len(similarities),): its mean and draws are the mixture's, ``models_`` the heaviest
+        component's, and its similarity the weights' mean of :math:`\rho`.
+        """
+        self._mixture = (weights, components)
+        self.models_ = list(components[int(np.argmax(weights))])
+        self._record(float(np.dot(weights, self._search.similarities)),
+                     np.full(self.n_actions, np.nan), sources, value, values, mixture_weights=weights)
 
     def _fit_average(self, weights: FloatArray, tables: list, sources: list, values: dict) -> None:
         r"""``similarity_rule="average"``: the mixture of the full-data fits at every similarity
         of positive weight (:func:`average_weights` with the search's ``zero_bonus_``; at 0 the
-        single-task belief), whose mean
-        and draws are those of the no-data mixture (:meth:`_fit_mixture`) with these weights.
-        ``similarity_`` reports the weights' mean of :math:`\rho`.
+        single-task belief), whose mean and draws are those of the no-data mixture
+        (:meth:`_fit_mixture`) with these weights. ``similarity_`` reports the weights' mean of
+        :math:`\rho`.
         """
         start = list(self.models_)
         components: list = [None] * len(weights)
         for i in np.flatnonzero(weights):
             rho = self._search.similarities[i]
             if rho == 0.0:
-                independent = self._owner.independent_[self._task]
-                independent.refit()
-                components[i] = list(independent.models_)
+                components[i] = list(self._single_task().models_)
             else:
                 self.models_ = list(start)   # (every component imputes from the same fits)
                 self._select_at(rho, tables, sources)
                 components[i] = list(self.models_)
-        self._mixture = (weights, components)
-        self.models_ = list(components[int(np.argmax(weights))])
-        rho = float(np.dot(weights, self._search.similarities))
-        self.transfer_selected_ = {"similarity": rho, "scales": np.full(len(tables), np.nan),
-                                   "pair_weight": 0.0, "value": max(values.values()),
-                                   "values": values, "mixture_weights": weights,
-                                   "n_sources": [0 if s is None else s.n_sources for s in sources]}
+        self._keep_mixture(weights, components, sources, max(values.values()), values)
 
     def _category_counts(self, tables: list) -> list:
         """Category counts (S, K) of every action's next-state counts ``tables`` (S, S): with a
@@ -1144,18 +1158,12 @@ class _TransferBelief(CorrelatedTransitionModel):
         search = self._search
         weights = np.exp(search.log_prior)
         weights /= weights.sum()
-        independent = self._owner.independent_[self._task]
-        independent.refit()
-        self._layer = independent._layer   # (with no data: the layer's prior, every component)
+        single = self._single_task()
+        self._layer = single._layer   # (with no data: the layer's prior, every component)
         shapes = [x.shape for x in xs]
-        components = [list(independent.models_)] + [
+        components = [list(single.models_)] + [
             search.prior_models(i, sources, shapes) for i in range(1, len(search.similarities))]
-        self._mixture = (weights, components)
-        self.models_ = list(components[int(np.argmax(weights))])
-        rho = float(np.dot(weights, search.similarities))
-        self.transfer_selected_ = {"similarity": rho, "scales": np.full(len(xs), np.nan),
-                                   "value": 0.0, "values": {}, "mixture_weights": weights,
-                                   "n_sources": [0 if s is None else s.n_sources for s in sources]}
+        self._keep_mixture(weights, components, sources, 0.0, {})
 
     def _far_evidence(self, a: int) -> tuple[FloatArray, FloatArray]:
         r"""Where the "other" mass of action ``a`` goes: the task's own far jumps and, at a
@@ -1500,7 +1508,7 @@ class MultiTaskTransitionModel:
         task's pairs (0 without a per-pair layer, at :math:`\rho = 0` and with no data; NaN
         before the task's fit).
         """
-        return np.array([np.nan if b.transfer_selected_ is None else b.transfer_selected_.get("pair_weight", 0.0)
+        return np.array([np.nan if b.transfer_selected_ is None else b.transfer_selected_["pair_weight"]
                          for b in self.tasks_])
 
     # ------------------------------------------------------------------ internals

@@ -273,6 +273,17 @@ def test_multitask_errors():
         mt.mean(2)
     with pytest.raises(ValueError, match="prior_related"):
         MultiTaskTransitionModel.for_mdps([mdp], prior_related=1.5)
+    # a task family's (mdps, params) passed whole, a non-MDP, tasks of other sizes
+    family = windy_task_family(0.5, 1, rng=0, shape=(3, 3))
+    with pytest.raises(TypeError, match=r"mdps\[0\]: expected a TabularMDP or EnvInfo, got list "
+                                        r"\(a task family returns \(mdps, params\)"):
+        MultiTaskTransitionModel.for_mdps(family)
+    with pytest.raises(TypeError, match=r"mdps\[1\]: expected a TabularMDP or EnvInfo, got int"):
+        MultiTaskTransitionModel.for_mdps([mdp, 3])
+    with pytest.raises(ValueError, match=r"mdps\[1\]: expected 16 states and 4 actions like mdps\[0\], got 25"):
+        MultiTaskTransitionModel.for_mdps([mdp, windy_gridworld((5, 5))])
+    with pytest.raises(TypeError, match="mdp: expected a TabularMDP or EnvInfo, got list"):
+        CorrelatedTransitionModel.for_mdp([mdp])
 
 
 def test_single_task_has_no_transfer():

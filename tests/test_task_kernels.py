@@ -223,6 +223,15 @@ def test_errors_name_the_argument():
         MultiTaskKernel(TaskCorrelation(2), SquaredExponential()).gradient(distances=np.zeros((2, 2)))
     with pytest.raises(ValueError, match="task_correlation: must be positive definite"):
         kronecker_precision(np.ones((2, 2)), np.eye(3))
+    B = np.array([[1.0, 0.5], [0.5, 1.0]])
+    with pytest.raises(ValueError, match="state_precision: must be positive definite, got diagonal entry -1 at state"):
+        kronecker_precision(B, -np.eye(3))
+    with pytest.raises(ValueError, match="state_precision: must be symmetric"):
+        kronecker_precision(B, np.eye(3) + np.triu(np.ones((3, 3)), 1))
+    with pytest.raises(ValueError, match="state_precision: contains NaN"):
+        kronecker_precision(B, np.diag([1.0, np.nan, 1.0]))
+    with pytest.raises(ValueError, match="state_precision: expected a square"):
+        kronecker_precision(B, np.eye(3)[:2])
     with pytest.raises(ValueError, match="correlation: expected a symmetric matrix with a unit diagonal"):
         angles_from_correlation(np.array([[2.0, 0.0], [0.0, 1.0]]))
     with pytest.raises(ValueError, match="state_coords"):

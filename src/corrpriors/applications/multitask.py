@@ -1438,6 +1438,16 @@ class MultiTaskTransitionModel:
         """
         if not isinstance(mdps, (list, tuple)) or not mdps:
             raise ValueError("mdps: expected a non-empty list of MDPs, one per task")
+        for i, m in enumerate(mdps):
+            if not (hasattr(m, "n_states") and hasattr(m, "n_actions")):
+                hint = (" (a task family returns (mdps, params): pass its first element)"
+                        if isinstance(m, (list, tuple)) else "")
+                raise TypeError(f"mdps[{i}]: expected a TabularMDP or EnvInfo, got "
+                                f"{type(m).__name__}{hint}")
+            if (m.n_states, m.n_actions) != (mdps[0].n_states, mdps[0].n_actions):
+                raise ValueError(f"mdps[{i}]: expected {mdps[0].n_states} states and "
+                                 f"{mdps[0].n_actions} actions like mdps[0], got {m.n_states} and "
+                                 f"{m.n_actions}")
         if kwargs.get("selection", "collapsed") not in ("collapsed", "elbo"):
             raise ValueError(f"selection: transfer chooses scales by a bound; expected 'collapsed' "
                              f"or 'elbo', got {kwargs['selection']!r}")

@@ -466,6 +466,8 @@ def kronecker_precision(task_correlation: Any, state_precision: Any) -> sp.csr_a
     task_correlation : array_like of shape (T, T)
         Symmetric positive definite (e.g. :attr:`TaskCorrelation.correlation`).
     state_precision : scipy.sparse matrix or ndarray of shape (S, S)
+        Symmetric positive definite (checked here: finite, symmetric, positive diagonal; the
+        model's Cholesky factorisation refuses the rest).
 
     Returns
     -------
@@ -485,8 +487,17 @@ def kronecker_precision(task_correlation: Any, state_precision: Any) -> sp.csr_a
     task_prec = 0.5 * (task_prec + task_prec.T)
     Q = sp.csr_array(state_precision) if sp.issparse(state_precision) else \
         sp.csr_array(np.asarray(state_precision, dtype=np.float64))
-    if Q.shape[0] != Q.shape[1]:
+    if Q.ndim != 2 or Q.shape[0] != Q.shape[1]:
         raise ValueError(f"state_precision: expected a square (S, S) matrix, got shape {Q.shape}")
+    if not np.all(np.isfinite(Q.data)):
+        raise ValueError("state_precision: contains NaN or infinite values")
+    if abs(Q - Q.T).max() > 1e-12 * max(1.0, abs(Q).max()):
+        raise ValueError("state_precision: must be symmetric")
+    diag = Q.diagonal()
+    if not np.all(diag > 0):
+        bad = int(np.flatnonzero(~(diag > 0))[0])
+        raise ValueError(f"state_precision: must be positive definite, got diagonal entry {diag[bad]:g} "
+                         f"at state {bad}")
     out = sp.csr_array(sp.kron(sp.csr_array(task_prec), Q, format="csr"))
     out.sum_duplicates()
     out.sort_indices()

@@ -640,6 +640,8 @@ class CorrelatedTransitionModel(_TransitionBelief):
         """
         from ...kernels import SquaredExponential
 
+        if not (hasattr(mdp, "n_states") and hasattr(mdp, "n_actions")):
+            raise TypeError(f"mdp: expected a TabularMDP or EnvInfo, got {type(mdp).__name__}")
         S, A = int(mdp.n_states), int(mdp.n_actions)
         coords = getattr(mdp, "coordinates", None)
         if coords is None:

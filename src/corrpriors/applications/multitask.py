@@ -95,7 +95,8 @@ evidence of the task's counts given the borrowed ones
 (:func:`~corrpriors.applications.transitions._layer.borrowed_log_evidence`, summed over the
 actions). A fixed :math:`\eta = \rho` over-borrowed where tasks differ cell by cell (lakes at
 relatedness 0.5: 1.12 times the single-task error at 800 target transitions); the evidence
-borrows where the pairs agree (see the user guide, "Round 13").
+borrows where the pairs agree (see the user guide, "Transfer: measurements, round by round",
+round 13).
 
 The cost of a task's belief does not grow with the number of tasks: the fit of its pooled
 source (one single-task fit with one censored-count round, about 15 CAVI fits), the
@@ -116,7 +117,7 @@ Kronecker sparse precision, :func:`~corrpriors.kernels.kronecker_precision`), bu
 slower: every psi step factorises all tasks' covariates together, and EM learns the similarity
 of a task with little data in hundreds of steps (measured on 4 tasks of 100 states: 300 EM
 iterations, 190 CPU s, against 0.06 s for a single-task fit; the data-poor task's correlation
-had moved from 0 to 0.35 of the true 0.8). See the user guide ("Transfer between tasks").
+had moved from 0 to 0.35 of the true 0.8). See the user guide ("Transfer between related tasks").
 """
 
 from __future__ import annotations

@@ -486,3 +486,39 @@ def test_set_counts_refits_only_the_actions_whose_counts_changed():
         m.mean()
         assert m.n_fits_ - before == fitted
         assert m._action_versions.tolist() == [1, 1, 2]
+
+
+def test_calibrated_draws_are_the_core_calibrated_posterior_mapped_to_next_states():
+    """draw_method="calibrated": every action's draws are its model's calibrated draws (EP
+    integrated over the scale) mapped through the encoding, from the same random stream; the
+    default "vi" is the mean-field q, unchanged; at a scale left open by scarce data the
+    calibrated draws are wider."""
+    from corrpriors.applications import CorrelatedTransitionModel
+    from corrpriors.core.stick_breaking import psi_to_pi
+    from corrpriors.envs import windy_gridworld
+    from corrpriors.experiments.transfer import uniform_transitions
+    from corrpriors.mdp import transition_counts
+
+    mdp = windy_gridworld((5, 5))
+    x = transition_counts(uniform_transitions(mdp, 30, rng=np.random.default_rng(3)), 25, 4)
+    plain = dict(concentration=None, contamination_prior=None, distinct_prior=None, support_prior=None)
+    vi = CorrelatedTransitionModel.for_mdp(mdp, **plain).set_counts(x)
+    cal = CorrelatedTransitionModel.for_mdp(mdp, draw_method="calibrated", **plain).set_counts(x)
+    draws = cal.sample_many(300, rng=7)
+    gen = np.random.default_rng(7)
+    expected = np.stack([cal._to_next_states(psi_to_pi(m.sample_psi(300, rng=gen, method="calibrated")), a)
+                         for a, m in enumerate(cal.models_)], axis=2)
+    np.testing.assert_allclose(draws, expected, rtol=0, atol=1e-12)
+    vi_draws = vi.sample_many(300, rng=7)
+    gen = np.random.default_rng(7)
+    expected_vi = np.stack([vi._to_next_states(psi_to_pi(m.sample_psi(300, rng=gen)), a)
+                            for a, m in enumerate(vi.models_)], axis=2)
+    np.testing.assert_allclose(vi_draws, expected_vi, rtol=0, atol=1e-12)
+    assert np.allclose(vi.mean(), cal.mean())   # the draws change, not the fit
+
+    def width(d):
+        return np.diff(np.quantile(d, [0.05, 0.95], axis=0), axis=0).mean()
+
+    assert width(draws) > 1.5 * width(vi_draws)
+    with pytest.raises(ValueError, match="draw_method: expected one of"):
+        CorrelatedTransitionModel.for_mdp(mdp, draw_method="gibbs")

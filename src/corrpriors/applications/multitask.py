@@ -929,7 +929,7 @@ class _TransferBelief(CorrelatedTransitionModel):
                          concentration=tmpl.concentration,
                          contamination_prior=tmpl.contamination_prior,
                          distinct_prior=tmpl.distinct_prior, layer_rounds=tmpl.layer_rounds,
-                         support_prior=tmpl.support_prior)
+                         support_prior=tmpl.support_prior, draw_method=tmpl.draw_method)
         self._own_layer = self._layer   # the layer above 0 (at 0 the single-task belief's)
         self._layer_fit: tuple | None = None   # (similarity, sources, tables, scales) in a layer fit
         lo, hi = owner.scale_range
@@ -1235,7 +1235,8 @@ class _TransferBelief(CorrelatedTransitionModel):
             idx = np.flatnonzero(which == c)
             with self._far_at(self._search.similarities[c]):
                 for a, model in enumerate(components[c]):
-                    out[idx, :, a, :] = self._to_next_states(model.sample_probs(idx.size, rng=gen), a)
+                    out[idx, :, a, :] = self._to_next_states(
+                        model.sample_probs(idx.size, rng=gen, method=self.draw_method), a)
             if self._layer is not None:
                 out[idx] = self._layer.draws(self._counts, out[idx], rng=gen)
         return out

@@ -41,7 +41,7 @@ from ._window import (
     window_category_map,
 )
 
-__all__ = ["BACKENDS", "GMRF_FROM_STATES", "GMRF_MAX_CATEGORIES", "CorrelatedTransitionModel"]
+__all__ = ["BACKENDS", "DRAW_METHODS", "GMRF_FROM_STATES", "GMRF_MAX_CATEGORIES", "CorrelatedTransitionModel"]
 
 
 def _covariance_candidates(covariance: Any, n_states: int, many: bool) -> list[tuple[Any, Any]]:
@@ -138,6 +138,8 @@ _EVEN = _SupportDefault(0.5)
 
 
 BACKENDS = ("threads", "loky", "dask")
+#: What :meth:`CorrelatedTransitionModel.sample_many` draws the correlated part from.
+DRAW_METHODS = ("vi", "calibrated")
 """Where :meth:`CorrelatedTransitionModel.refit` runs the actions' fits with ``n_jobs``."""
 
 
@@ -355,6 +357,14 @@ class CorrelatedTransitionModel(_TransitionBelief):
         probability): their posterior weights come from every action's evidence
         (:func:`~._layer.support_weights`), so an action with few data follows the others;
         means mix the two, every draw of an action picks one. ``None``: no such hypothesis.
+    draw_method : {"vi", "calibrated"}, default="vi"
+        What :meth:`sample_many` draws the correlated part from
+        (:meth:`~corrpriors.core.model.CorrelatedMultinomial.sample_psi`'s ``method``):
+        ``"vi"``, the mean-field :math:`q(\psi)` at the chosen scales; ``"calibrated"``, the
+        expectation-propagation posterior integrated over the scale (a grid weighted by its
+        evidence), wider where the data leave the scale open. Neither covers at its level on
+        the grid worlds measured (user guide, "How far to trust the draws"); ``"calibrated"``
+        comes closer with few data, at an EP fit per scale point and action after every refit.
     mc_rng : None, int, numpy.random.SeedSequence or numpy.random.Generator, default=None
         Randomness of ``probs_method="mc"`` (unused by ``"plugin"``). An int or SeedSequence
         makes every Monte-Carlo mean reproducible (each call restarts from it: common random
@@ -414,7 +424,7 @@ class CorrelatedTransitionModel(_TransitionBelief):
                  layer_rounds: int = 2, *,
                  mc_rng: SeedLike = None, sparse: bool | None = None, n_jobs: int | None = None,
                  backend: Any = "loky", support_prior: float | None = None,
-                 **model_kwargs: Any) -> None:
+                 draw_method: str = "vi", **model_kwargs: Any) -> None:
         super().__init__(n_states, n_actions, sparse)
         if n_jobs is None:
             n_jobs = 1
@@ -443,6 +453,9 @@ class CorrelatedTransitionModel(_TransitionBelief):
                              f"got {cmap.n_states}")
         if probs_method not in ("plugin", "mc"):
             raise ValueError(f"probs_method: expected 'plugin' or 'mc', got {probs_method!r}")
+        if draw_method not in DRAW_METHODS:
+            raise ValueError(f"draw_method: expected one of {DRAW_METHODS}, got {draw_method!r}")
+        self.draw_method = draw_method
         if learn_mean not in (None, "constant", "full"):
             raise ValueError(f"learn_mean: expected None, 'constant' or 'full', got {learn_mean!r}")
         if int(impute_rounds) != impute_rounds or impute_rounds < 1:
@@ -937,7 +950,8 @@ class CorrelatedTransitionModel(_TransitionBelief):
         gen = as_generator(rng)
         self.refit()
         if self.sparse:
-            q = np.stack([model.sample_probs(n, rng=gen) for model in self.models_], axis=1)
+            q = np.stack([model.sample_probs(n, rng=gen, method=self.draw_method)
+                          for model in self.models_], axis=1)
             actions = list(range(self.n_actions))
             return [self._tables(q[m], actions) for m in range(n)]
         out = self._base_draws(n, gen)
@@ -951,10 +965,15 @@ class CorrelatedTransitionModel(_TransitionBelief):
         With ``mirrored``, ``2 n`` draws (2n, S, A, S): the ``n`` joint draws :math:`\psi` of
         every action's sticks, then their mirror images :math:`2 \bar\psi - \psi` about the
         posterior mean (draws of the same Gaussian :math:`q(\psi)`: antithetic pairs, draw ``i``
-        and ``n + i``).
+        and ``n + i``; with ``draw_method="calibrated"``, a mixture over scales, ``2 n``
+        independent draws).
         """
         out = np.empty(((2 if mirrored else 1) * n, self.n_states, self.n_actions, self.n_states))
         for a, model in enumerate(self.models_):
+            if self.draw_method != "vi":   # (a mixture over scales: independent pairs)
+                out[:, :, a, :] = self._to_next_states(psi_to_pi(model.sample_psi(
+                    out.shape[0], rng=gen, method=self.draw_method)), a)
+                continue
             psi = model.sample_psi(n, rng=gen)
             if mirrored:
                 psi = np.concatenate([psi, 2.0 * model.result_.psi_mean[None] - psi])

@@ -32,12 +32,20 @@ Methods:
 ``pooled``
     The experiment's ``pg_pooled``: ``pg`` fitted to every task's counts.
 
+``--psrl N`` instead runs PSRL (:class:`~corrpriors.applications.PSRLAgent`, posterior
+sampling, a replan every 50 transitions, 600 transitions from cell 0, scored every 50) on the
+family's target task for N seeds with the plain and the layered belief, each with
+``draw_method="vi"`` and ``"calibrated"``, and reports the paired difference of the mean
+expected return over the run (calibrated minus vi) and the CPU time: whether wider draws change
+what the agent does.
+
 Run from the repository root::
 
     python benchmarks/transition_coverage.py                     # windy, 6 seeds, a few minutes
     python benchmarks/transition_coverage.py --family lake --seeds 6
+    python benchmarks/transition_coverage.py --psrl 20 [--family lake]
 
-Writes ``benchmarks/out/transition_coverage-<family>.json``.
+Writes ``benchmarks/out/transition_coverage-<family>.json`` (``..._psrl-<family>.json``).
 """
 
 from __future__ import annotations
@@ -109,6 +117,41 @@ def run_seed(seed: int, config, budgets: list[int], n_draws: int) -> dict:
     return out
 
 
+def psrl_seed(seed: int, family: str, belief: str, draw_method: str) -> tuple[np.ndarray, float]:
+    """Expected return of the greedy policy every 50 transitions of a PSRL run, and its CPU s."""
+    from corrpriors.applications import CorrelatedTransitionModel, PSRLAgent, run_psrl
+    from corrpriors.envs import lake_task_family, windy_task_family
+
+    draw = windy_task_family if family == "windy" else lake_task_family
+    mdp = draw(0.0, 0, rng=seed)[0][-1]   # the family's target task
+    plain = dict(concentration=None, contamination_prior=None, distinct_prior=None, support_prior=None)
+    model = CorrelatedTransitionModel.for_mdp(mdp, draw_method=draw_method,
+                                              **(plain if belief == "plain" else {}))
+    agent = PSRLAgent(model, mdp.reward_matrix, mdp.discount, replan_every=50)
+    tic = time.process_time()
+    out = run_psrl(mdp.transitions, agent, 600, start_state=0, rng=seed, eval_every=50, true_mdp=mdp)
+    return np.ravel(out["expected_return"]), time.process_time() - tic
+
+
+def psrl_main(n_seeds: int, family: str) -> dict:
+    """Paired (calibrated - vi) differences of PSRL's mean expected return over the run."""
+    result: dict = {"family": family, "seeds": n_seeds, "beliefs": {}}
+    print(f"PSRL on the {family} target task, {n_seeds} seeds, 600 transitions: mean expected return "
+          "over the run (after step 0)")
+    for belief in ("plain", "layered"):
+        runs = {m: [psrl_seed(s, family, belief, m) for s in range(n_seeds)] for m in ("vi", "calibrated")}
+        mean = {m: np.array([r[0][1:].mean() for r in runs[m]]) for m in runs}
+        diff = mean["calibrated"] - mean["vi"]
+        se = float(diff.std(ddof=1) / np.sqrt(diff.size)) if diff.size > 1 else float("nan")
+        cpu = {m: float(np.mean([r[1] for r in runs[m]])) for m in runs}
+        result["beliefs"][belief] = {"vi": float(mean["vi"].mean()), "calibrated": float(mean["calibrated"].mean()),
+                                     "difference": float(diff.mean()), "se": se, "cpu_s": cpu}
+        print(f"  {belief:8s} vi {mean['vi'].mean():.4f}  calibrated {mean['calibrated'].mean():.4f}  "
+              f"difference {diff.mean():+.4f} (standard error {se:.4f})  CPU s per run {cpu['vi']:.2f} / "
+              f"{cpu['calibrated']:.2f}")
+    return result
+
+
 def main(argv=None) -> dict:
     from corrpriors.experiments import transfer as T
 
@@ -118,8 +161,17 @@ def main(argv=None) -> dict:
     parser.add_argument("--seeds", type=int, default=6)
     parser.add_argument("--budgets", default="25,100,400,1600")
     parser.add_argument("--draws", type=int, default=400)
+    parser.add_argument("--psrl", type=int, default=0, metavar="N",
+                        help="run PSRL with vi and calibrated draws on N seeds instead")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
+    from corrpriors._fileio import atomic_write_bytes
+
+    if args.psrl > 0:
+        res = psrl_main(args.psrl, args.family)
+        atomic_write_bytes(ROOT / "benchmarks" / "out" / f"transition_coverage_psrl-{args.family}.json",
+                           json.dumps(res, indent=2).encode())
+        return res
     budgets = [int(v) for v in args.budgets.split(",")]
     config = T.resolve_config(T.Config(relatedness=args.relatedness, family=args.family, psrl_tasks=0))
     runs = [run_seed(seed, config, budgets, args.draws) for seed in range(args.seeds)]
@@ -143,8 +195,6 @@ def main(argv=None) -> dict:
     print("  (each cell: 50 % / 90 % coverage, the 90 % one's standard error, the mean 90 % width)")
     out = {"family": args.family, "relatedness": args.relatedness, "seeds": args.seeds,
            "budgets": budgets, "draws": args.draws, "table": table}
-    from corrpriors._fileio import atomic_write_bytes
-
     atomic_write_bytes(ROOT / "benchmarks" / "out" / f"transition_coverage-{args.family}.json",
                        json.dumps(out, indent=2).encode())
     return out

@@ -138,9 +138,11 @@ _EVEN = _SupportDefault(0.5)
 
 
 BACKENDS = ("threads", "loky", "dask")
-#: What :meth:`CorrelatedTransitionModel.sample_many` draws the correlated part from.
-DRAW_METHODS = ("vi", "calibrated")
 """Where :meth:`CorrelatedTransitionModel.refit` runs the actions' fits with ``n_jobs``."""
+
+#: What :meth:`CorrelatedTransitionModel.sample_many` draws the correlated part from
+#: (``draw_method``).
+DRAW_METHODS = ("vi", "calibrated")
 
 
 @dataclasses.dataclass

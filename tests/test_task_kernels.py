@@ -232,6 +232,8 @@ def test_errors_name_the_argument():
         kronecker_precision(B, np.diag([1.0, np.nan, 1.0]))
     with pytest.raises(ValueError, match="state_precision: expected a square"):
         kronecker_precision(B, np.eye(3)[:2])
+    with pytest.raises(ValueError, match="state_precision: expected a square"):
+        kronecker_precision(B, np.zeros((0, 0)))
     with pytest.raises(ValueError, match="correlation: expected a symmetric matrix with a unit diagonal"):
         angles_from_correlation(np.array([[2.0, 0.0], [0.0, 1.0]]))
     with pytest.raises(ValueError, match="state_coords"):

@@ -487,8 +487,8 @@ def kronecker_precision(task_correlation: Any, state_precision: Any) -> sp.csr_a
     task_prec = 0.5 * (task_prec + task_prec.T)
     Q = sp.csr_array(state_precision) if sp.issparse(state_precision) else \
         sp.csr_array(np.asarray(state_precision, dtype=np.float64))
-    if Q.ndim != 2 or Q.shape[0] != Q.shape[1]:
-        raise ValueError(f"state_precision: expected a square (S, S) matrix, got shape {Q.shape}")
+    if Q.ndim != 2 or Q.shape[0] != Q.shape[1] or Q.shape[0] == 0:
+        raise ValueError(f"state_precision: expected a square (S, S) matrix, S >= 1, got shape {Q.shape}")
     if not np.all(np.isfinite(Q.data)):
         raise ValueError("state_precision: contains NaN or infinite values")
     if abs(Q - Q.T).max() > 1e-12 * max(1.0, abs(Q).max()):

@@ -86,12 +86,16 @@ class EPOptions:
         Initial step size in (0, 1] of the site updates in natural parameters (1: undamped).
         Whenever the moment mismatch grows, the step is halved (down to ``min_damping``).
     min_damping : float
+    warn : bool
+        Warn when EP stops at ``max_iter`` before ``tol`` (off for a deliberately fixed number
+        of updates, e.g. :data:`~corrpriors.core.loo.LOO_EP_OPTIONS`).
     """
 
     max_iter: int = 100
     tol: float = 1e-3
     damping: float = 1.0
     min_damping: float = 0.2
+    warn: bool = True
 
     def __post_init__(self) -> None:
         if isinstance(self.max_iter, bool) or not isinstance(self.max_iter, (int, np.integer)) \
@@ -238,7 +242,7 @@ def run_ep(data: CountData, prior: GaussianPrior, scale: float, mean: np.ndarray
             nu += damping * (new_nu - nu)
         value = log_evidence(step, data, mean, tau, nu, cav_mean, cav_var, tilted.log_z)
         var = prior.complete_variances(layout, scale, tau, step)
-    if not converged:
+    if not converged and options.warn:
         warnings.warn(f"EP did not converge in {options.max_iter} iterations (largest moment "
                       f"mismatch {residual:.2g} > tol {options.tol:g}); the result is recorded "
                       f"with converged=False.", ConvergenceWarning, stacklevel=2)

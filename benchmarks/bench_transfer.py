@@ -39,11 +39,12 @@ Run from the repository root::
     python benchmarks/bench_transfer.py --quick          # size 6, seconds
     python benchmarks/bench_transfer.py --family lake    # the slippery lakes
     python benchmarks/bench_transfer.py --layer          # every belief with the per-pair layer
+    python benchmarks/bench_transfer.py --criterion loo  # similarities compared by leave-one-out
     python benchmarks/bench_transfer.py --kron 100       # + the 2 x 10^4-state Kronecker fit
     python benchmarks/bench_transfer.py --quick --kron 100 --kron-tasks 4   # 4 x 10^4 states
 
-Writes ``benchmarks/out/bench_transfer.json`` (``bench_transfer_lake.json``, ``..._layer.json``
-for the other configurations).
+Writes ``benchmarks/out/bench_transfer.json`` (``bench_transfer_lake.json``, ``..._layer.json``,
+``..._loo.json`` for the other configurations).
 """
 
 from __future__ import annotations
@@ -86,6 +87,11 @@ def _opts(layer: bool = False) -> dict:
                 distinct_prior=None, support_prior=None)
 
 
+def _transfer_opts(layer: bool, criterion: str) -> dict:
+    """The transfer beliefs' options: :func:`_opts` and how the similarity is compared."""
+    return dict(_opts(layer), similarity_criterion=criterion)
+
+
 def time_single(mdp, counts, layer: bool = False) -> float:
     from corrpriors.applications import CorrelatedTransitionModel
 
@@ -94,11 +100,12 @@ def time_single(mdp, counts, layer: bool = False) -> float:
     return time.process_time() - tic
 
 
-def time_transfer(mdps, counts, every_task: bool, layer: bool = False) -> tuple[float, float, int, list]:
+def time_transfer(mdps, counts, every_task: bool, layer: bool = False,
+                  criterion: str = "cv") -> tuple[float, float, int, list]:
     from corrpriors.applications import MultiTaskTransitionModel
 
     tic = time.process_time()
-    model = MultiTaskTransitionModel.for_mdps(mdps, **_opts(layer))
+    model = MultiTaskTransitionModel.for_mdps(mdps, **_transfer_opts(layer, criterion))
     for t, c in enumerate(counts):
         model.set_counts(t, c)
     for t in (range(len(mdps)) if every_task else [len(mdps) - 1]):
@@ -110,7 +117,8 @@ def time_transfer(mdps, counts, every_task: bool, layer: bool = False) -> tuple[
 
 
 def bench_size(side: int, n_tasks: int, n_source: int, n_target: int, repeat: int,
-               family: str = "windy", relatedness: float = 0.8, layer: bool = False) -> dict:
+               family: str = "windy", relatedness: float = 0.8, layer: bool = False,
+               criterion: str = "cv") -> dict:
     mdps, counts = problem(side, n_tasks, n_source, n_target, family=family, relatedness=relatedness)
     times: dict[str, list[float]] = {k: [] for k in ("single", "single_target", "transfer", "transfer_all")}
     sim = float("nan")
@@ -118,13 +126,16 @@ def bench_size(side: int, n_tasks: int, n_source: int, n_target: int, repeat: in
     sims: list = []
     for _ in range(repeat):           # alternated, so slow phases of a shared machine hit all rows
         times["single"].append(time_single(mdps[0], counts[0], layer))
-        t, sim, fits["transfer"], _ = time_transfer(mdps, counts, every_task=False, layer=layer)
+        t, sim, fits["transfer"], _ = time_transfer(mdps, counts, every_task=False, layer=layer,
+                                                    criterion=criterion)
         times["transfer"].append(t)
         times["single_target"].append(time_single(mdps[-1], counts[-1], layer))
-        t, _, fits["transfer_all"], sims = time_transfer(mdps, counts, every_task=True, layer=layer)
+        t, _, fits["transfer_all"], sims = time_transfer(mdps, counts, every_task=True, layer=layer,
+                                                         criterion=criterion)
         times["transfer_all"].append(t)
     best = {k: min(v) for k, v in times.items()}
-    return {"family": family, "relatedness": relatedness, "layer": layer, "side": side, "states": side * side,
+    return {"family": family, "relatedness": relatedness, "layer": layer, "criterion": criterion,
+            "side": side, "states": side * side,
             "tasks": n_tasks, "source_transitions": n_source,
             "target_transitions": n_target, "cpu_seconds": best,
             "ratio_to_single": {k: v / best["single"] for k, v in best.items()},
@@ -166,6 +177,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--relatedness", type=float, default=0.8)
     parser.add_argument("--layer", action="store_true",
                         help="every belief with for_mdp's per-(state, action) layer (its defaults)")
+    parser.add_argument("--criterion", choices=("cv", "loo"), default="cv",
+                        help="how the transfer beliefs compare similarities (similarity_criterion)")
     parser.add_argument("--kron", type=int, default=0, help="side of the Kronecker joint fit (0: skip)")
     parser.add_argument("--kron-tasks", type=int, default=2, help="tasks of the Kronecker joint fit")
     args = parser.parse_args(argv)
@@ -177,7 +190,7 @@ def main(argv=None) -> dict:
           f"(transfer, all)   to pg target (transfer, all)   rho")
     for side in sizes:
         row = bench_size(side, args.tasks, args.source, args.target, repeat, args.family,
-                         args.relatedness, args.layer)
+                         args.relatedness, args.layer, args.criterion)
         out["sizes"].append(row)
         c, r, q = row["cpu_seconds"], row["ratio_to_single"], row["ratio_to_single_target"]
         print(f"{row['states']:5d} {c['single']:8.2f} {c['single_target']:8.2f} {c['transfer']:9.2f} "
@@ -198,8 +211,9 @@ def main(argv=None) -> dict:
         print(f"Kronecker joint fit, {args.kron_tasks} tasks x {args.kron}^2 states = {k['covariates']} covariates: "
               f"{k['cpu_seconds']:.1f} CPU s, peak {k['peak_rss_mb']:.0f} MB, {k['n_iter']} iterations, "
               f"converged {k['converged']}")
+    # one file per configuration: none overwrites another
     name = "bench_transfer" + ("" if args.family == "windy" else f"_{args.family}") + (
-        "_layer" if args.layer else "")   # (one file per configuration: none overwrites another)
+        "_layer" if args.layer else "") + ("" if args.criterion == "cv" else f"_{args.criterion}")
     path = ROOT / "benchmarks" / "out" / f"{name}.json"
     from corrpriors._fileio import atomic_write_bytes
 

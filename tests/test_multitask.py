@@ -129,7 +129,7 @@ def test_cross_validation_matches_a_direct_computation():
     src = _field(rng, 16, 2)
     grid = (0.0, 0.9)
     sel = TransferSearch(_template(), similarities=grid, step=0.5, low=1e-2, high=1e2,
-                         similarity_rule="best").select([x], [src])
+                         similarity_rule="best", similarity_criterion="cv").select([x], [src])
     halves = split_counts(x)
     np.testing.assert_array_equal(halves[0] + halves[1], x)
     assert abs(halves[0].sum() - halves[1].sum()) <= 1
@@ -472,7 +472,7 @@ def test_choose_is_select_without_the_full_data_fits():
     counts = [rng.multinomial(6, [0.5, 0.3, 0.2], size=16) for _ in range(2)]
     sources = [_field(rng, 16, 2, scale=0.3), _field(rng, 16, 2, scale=0.3)]
     kw = dict(similarities=(0.0, 0.5, 0.9), step=0.5, low=1e-2, high=1e2, prior_related=None,
-              similarity_rule="best")
+              similarity_rule="best", similarity_criterion="cv")
     a, b = TransferSearch(_template(), **kw), TransferSearch(_template(), **kw)
     sel = a.select(counts, sources)
     rho, values = b.choose(counts, sources)
@@ -483,11 +483,35 @@ def test_choose_is_select_without_the_full_data_fits():
     np.testing.assert_allclose(again.scales, sel.scales)
 
 
+def test_leave_one_out_choice_keeps_the_fits_it_scored():
+    """With leave-one-out, choose() fits the full-data models of the similarities it scores
+    (nothing else; sources of unknown scale: each climbs its scale), and select(similarity=)
+    returns the chosen one's without another fit."""
+    rng = np.random.default_rng(5)
+    counts = [rng.multinomial(6, [0.5, 0.3, 0.2], size=16) for _ in range(2)]
+    sources = [_field(rng, 16, 2, scale=0.3), _field(rng, 16, 2, scale=0.3)]
+    kw = dict(similarities=(0.0, 0.5, 0.9), step=0.5, low=1e-2, high=1e2, prior_related=None,
+              similarity_rule="best", similarity_criterion="loo")
+    a, b = TransferSearch(_template(), **kw), TransferSearch(_template(), **kw)
+    sel = a.select(counts, sources)
+    rho, values = b.choose(counts, sources)
+    assert rho == sel.similarity and values == sel.values
+    assert b._models and all(key[-1] == -1 for key in [*b._models, *b._conditional])   # full data only
+    assert sorted({key[0] for key in b._models}) == [b.similarities.index(v) for v in sorted(values)]
+    before = b.n_fits_
+    again = b.select(counts, sources, similarity=rho)
+    if rho > 0:
+        assert b.n_fits_ == before                                          # the scored fits
+    np.testing.assert_allclose(again.scales, sel.scales)
+
+
 def test_zero_similarity_fits_no_full_data_transfer_models():
-    """When rho = 0 is chosen the belief is the single-task one, and the search spends no
-    full-data fits on its own rho = 0 models (which would not be used)."""
+    """When rho = 0 is chosen the belief is the single-task one, and the two-fold
+    cross-validation spends no full-data fits on its own rho = 0 models (which would not be
+    used; leave-one-out scores full-data fits, which then go unused)."""
     mdps, src, (s, a, s2) = _family_counts(0.0, seed=4, n_source=300, shape=(4, 4))
-    mt = MultiTaskTransitionModel.for_mdps(mdps, prior_related=1e-12, **_opts())
+    mt = MultiTaskTransitionModel.for_mdps(mdps, prior_related=1e-12, similarity_criterion="cv",
+                                           **_opts())
     for u, c in enumerate(src):
         mt.set_counts(u, c)
     mt.set_counts(2, transition_counts((s[:40], a[:40], s2[:40]), 16, 4)).mean(2)
@@ -533,7 +557,7 @@ def test_k_fold_cross_validation_matches_a_direct_computation():
     src = _field(rng, 16, 2)
     grid = (0.0, 0.9)
     sel = TransferSearch(_template(), similarities=grid, step=0.5, low=1e-2, high=1e2,
-                         similarity_rule="best", cv_folds=3).select([x], [src])
+                         similarity_rule="best", similarity_criterion="cv", cv_folds=3).select([x], [src])
     parts = split_counts(x, 3)
     lp = similarity_log_prior(grid, 0.5)
     expected = {}

@@ -101,7 +101,7 @@ def test_cross_validation_at_the_conditional_scale(cv_scale):
     src = SourceField(0.5 * rng.standard_normal((16, 2)), rng.normal(size=2), 2, scale=theta_s)
     grid = (0.0, 0.5, 0.9)
     search = TransferSearch(_estimator(), similarities=grid, step=0.5, low=1e-2, high=1e2,
-                            similarity_rule="best", cv_scale=cv_scale)
+                            similarity_rule="best", cv_scale=cv_scale, similarity_criterion="cv")
     sel = search.select([x], [src])
     halves = split_counts(x)
     lattice = [10.0 ** (0.5 * j) for j in range(search.j_min, search.j_max + 1)]
@@ -144,7 +144,8 @@ def test_conditional_cross_validation_fits_once_per_fold_and_similarity():
     x = rng.multinomial(4, [0.5, 0.3, 0.2], size=16)
     src = SourceField(0.3 * rng.standard_normal((16, 2)), uniform_psi(3), 1, scale=1.5)
     search = TransferSearch(_estimator(), similarities=(0.0, 0.25, 0.5, 0.75), step=0.5,
-                            low=1e-2, high=1e2, similarity_rule="best", prior_related=None)
+                            low=1e-2, high=1e2, similarity_rule="best", prior_related=None,
+                            similarity_criterion="cv")
     calls = []
     fit = search._conditional_fit
 
@@ -197,3 +198,30 @@ def test_sources_take_one_imputation_round(rounds):
         expect = SourceField.from_model(ref.models_[a], 2)
         np.testing.assert_allclose(field.deviation, expect.deviation, atol=1e-6)
         assert field.scale == pytest.approx(expect.scale)
+
+
+def test_leave_one_out_criterion_matches_a_direct_computation():
+    """similarity_criterion="loo": the objective of every similarity is its log prior plus the
+    approximate leave-one-out log predictive of the full-data model at the joint model's
+    conditional scale (the model the task keeps), and the choice is the maximum."""
+    from corrpriors.core.loo import loo_log_predictive
+
+    rng = np.random.default_rng(7)
+    p = rng.dirichlet(np.ones(3), size=16)
+    x = np.stack([rng.multinomial(4, q) for q in p])
+    theta_s = 0.8
+    src = SourceField(np.log(p[:, :2]) - np.log(p[:, :2]).mean(0), rng.normal(size=2), 2, scale=theta_s)
+    grid = (0.0, 0.5, 0.9)
+    search = TransferSearch(_estimator(), similarities=grid, step=0.5, low=1e-2, high=1e2,
+                            similarity_rule="best", similarity_criterion="loo")
+    sel = search.select([x], [src])
+    expected = {rho: similarity_log_prior(grid, 0.5)[i] + float(np.sum(loo_log_predictive(
+        _direct_fit(rho, theta_s * (1 - rho ** 2), src, x).result_, x))) for i, rho in enumerate(grid)}
+    assert set(sel.values) == set(grid)
+    for rho, v in sel.values.items():
+        assert v == pytest.approx(expected[rho], abs=1e-3)
+    assert sel.similarity == max(expected, key=expected.get)
+    assert sorted(search._conditional) == [(i, 0, -1) for i in (0, 1, 2)]   # full-data fits only
+    if sel.similarity > 0:
+        model = search._conditional[(grid.index(sel.similarity), 0, -1)][0]
+        assert sel.models[0] is model

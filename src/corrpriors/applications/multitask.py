@@ -32,29 +32,40 @@ its single-task model.
 Learning the similarity
 -----------------------
 :math:`\rho` is one number per task, shared by its count models, chosen on the lattice
-:data:`SIMILARITY_GRID` by a **two-fold cross-validated log predictive probability** of the
-task's counts (each half predicted by the models fitted to the other half: a pseudo-Bayes
-factor, Geisser & Eddy 1979) plus a prior on :math:`\rho` -- probability ``prior_related``
-(default 1/2) that the task is related to the others, spread over the lattice, the rest on
-:math:`\rho = 0` (:class:`TransferSearch`). At :math:`\rho = 0` the cross-validation uses the
-same family's model (constants integrated out, no source), so that it measures what the source
-adds; and it transfers only when the best similarity's objective exceeds :math:`\rho = 0`'s by
-more than one standard error of their difference (``similarity_rule="one_se"``; the paired
-per-covariate differences of the held-out scores), so the task borrows only when its held-out
-data clearly say the source predicts them. A task without any data of its own gets
-the mixture over the lattice with the prior's weights (the cross-validation has nothing to
-compare; see :class:`MultiTaskTransitionModel`). The cross-validation fits every fold at the
-joint model's conditional scale :math:`\theta = \theta_S(1 - \rho^2)`, with :math:`\theta_S`
-the source's scale (chosen by its collapsed bound; :math:`\theta_S` itself at :math:`\rho = 0`,
-the task's marginal in the joint model), so that the similarities are compared as the joint
-model's correlations and not each with a scale fitted to the fold (``cv_scale="conditional"``;
-``"climb"`` climbs every fold's scale); the models the task keeps -- the full-data fits at the
-chosen similarity -- are fitted at the same conditional scale (``full_scale="conditional"``,
-since round 12: the model whose similarity the cross-validation chose, at a quarter fewer fits;
-``"climb"`` chooses their :math:`\theta` by the collapsed bound, as for single tasks).
-(Measured in the transfer experiment, seeds 600-607: with :math:`\rho = 0`'s folds climbing
-their own scale against the conditional scale above 0, the median similarity at relatedness 0
-rose to 0.375 at 100 target transitions; with :math:`\theta_S` at :math:`\rho = 0` it stays 0.)
+:data:`SIMILARITY_GRID` by the task's **leave-one-out log predictive probability** -- every
+transition predicted by the full-data model at :math:`\rho` without it
+(:func:`~corrpriors.core.loo.loo_log_predictive`: the cavity approximation with EP cavities, no
+refit per transition; Vehtari et al. 2016) -- plus a prior on :math:`\rho`: probability
+``prior_related`` (default 1/2) that the task is related to the others, spread over the
+lattice, the rest on :math:`\rho = 0` (:class:`TransferSearch`). At :math:`\rho = 0` it uses
+the same family's model (constants integrated out, no source), so that it measures what the
+source adds; and it transfers only when the best similarity's objective exceeds
+:math:`\rho = 0`'s by more than one standard error of their difference
+(``similarity_rule="one_se"``; the paired per-covariate differences), so the task borrows only
+when its data clearly say the source predicts them. A task without any data of its own gets the
+mixture over the lattice with the prior's weights (there is nothing to compare; see
+:class:`MultiTaskTransitionModel`). Every model is fitted at the joint model's conditional scale
+:math:`\theta = \theta_S(1 - \rho^2)`, with :math:`\theta_S` the source's scale (chosen by its
+collapsed bound; :math:`\theta_S` itself at :math:`\rho = 0`, the task's marginal in the joint
+model), so that the similarities are compared as the joint model's correlations; the model the
+task keeps is the full-data fit at the chosen similarity, the one the criterion scored.
+
+Until round 15 the criterion was the **two-fold cross-validated** log predictive probability
+(``similarity_criterion="cv"``: each half predicted by the models fitted to the other half, a
+pseudo-Bayes factor, Geisser & Eddy 1979; ``cv_scale``, ``full_scale`` and ``cv_folds`` apply
+to it). Training on half the data values a prior at half the data, so it favoured more transfer
+than the full data need; leave-one-out measures it at the data the task has. Measured in the
+transfer experiment at relatedness 0 (windy family, 40 seeds of three sets): the median
+similarity 0 at every budget (two-fold: up to 0.875 at 25 target transitions) and the worst
+seed 1.10x the single-task model's error (two-fold: 1.36x); the price is some of the gain at
+the smallest budgets on one of two related seed sets ("Round 15" in the user guide's transfer
+measurements). The approximation matters: with the VI fit's own cavities (``cavities="vi"``)
+the leave-one-out value is optimistic by up to 3 nats for a flexible prior and not at all for
+a stiff one, which kept :math:`\rho = 0` on 4 and 8 of 16 related seeds.
+(Measured in the transfer experiment, seeds 600-607, for the two-fold criterion: with
+:math:`\rho = 0`'s folds climbing their own scale against the conditional scale above 0, the
+median similarity at relatedness 0 rose to 0.375 at 100 target transitions; with
+:math:`\theta_S` at :math:`\rho = 0` it stays 0.)
 The evidence itself (the collapsed bound with the constants integrated out,
 ``similarity_criterion="evidence"``) is the other option, and it is not the default for a
 measured reason: with few data it is dominated by the Occam factor of the vague
@@ -242,10 +253,13 @@ def transfer_hyper_prior(similarity: float, source: SourceField | None, default_
     return (1.0 - rho) * m0 + rho * source.constant, float(default_std) * math.sqrt(1.0 - rho * rho)
 
 
-#: How :class:`TransferSearch` compares similarities: ``"cv"``, the two-fold cross-validated log
-#: predictive probability of the task's counts (a pseudo-Bayes factor); ``"evidence"``, the
-#: collapsed bound with the constants integrated out.
-SIMILARITY_CRITERIA = ("cv", "evidence")
+#: How :class:`TransferSearch` compares similarities: ``"loo"`` (the default since round 15), the
+#: approximate leave-one-out log predictive probability of the task's counts
+#: (:func:`~corrpriors.core.loo.loo_log_predictive`, EP cavities) under the full-data fit at the
+#: joint model's conditional scale; ``"cv"``, the two-fold cross-validated log predictive
+#: probability (a pseudo-Bayes factor; the default before); ``"evidence"``, the collapsed bound
+#: with the constants integrated out.
+SIMILARITY_CRITERIA = ("loo", "cv", "evidence")
 
 
 def split_counts(counts: Any, n_folds: int = 2) -> tuple[FloatArray, ...]:
@@ -447,10 +461,13 @@ class TransferSearch:
     (``cv_scale``), and so is each full-data model's at the chosen similarity (``full_scale``;
     else, and at :math:`\rho = 0`, climbed on its lattice of the collapsed bound). The objective
     of :math:`\rho_i` is the log prior of :func:`similarity_log_prior` plus, with
-    ``similarity_criterion="cv"``, the two-fold cross-validated log predictive probability of the
-    counts (:func:`split_counts`; at :math:`\rho = 0` of the single-task model ``estimator``
-    itself, the model the task keeps then), or with ``"evidence"`` the sum of the models' best
-    collapsed bounds. The first :meth:`select` evaluates both ends and
+    ``similarity_criterion="loo"``, the approximate leave-one-out log predictive probability of
+    the counts under the full-data model at :math:`\rho_i` and the joint model's conditional
+    scale (:func:`~corrpriors.core.loo.loo_log_predictive`; the model the task keeps if
+    :math:`\rho_i` is chosen), with ``"cv"`` the two-fold cross-validated log predictive
+    probability (:func:`split_counts`), or with ``"evidence"`` the sum of the models' best
+    collapsed bounds. At :math:`\rho = 0` the scores use the same family's model (constants
+    integrated out, no source). The first :meth:`select` evaluates both ends and
     the middle of the lattice and climbs from the best; later ones climb from the previous
     choice. Models are cached per point and
     warm-started; when a source field changes, its points are rebuilt and warm-started from their
@@ -468,12 +485,12 @@ class TransferSearch:
         Prior probability that the task is related to the others (spread evenly over the
         similarities above 0); ``None``: a uniform prior over the lattice. 0.5 moves away from
         :math:`\rho = 0` only for a gain of :math:`\log 9` nats on the default lattice.
-    similarity_criterion : {"cv", "evidence"}, default "cv"
+    similarity_criterion : {"loo", "cv", "evidence"}, default "loo"
         How similarities are compared (module docstring).
     similarity_rule : {"one_se", "best"}, default "one_se"
-        With ``"cv"``: ``"one_se"`` takes the best similarity only when its objective exceeds
+        With ``"loo"`` or ``"cv"``: ``"one_se"`` takes the best similarity only when its objective exceeds
         :math:`\rho = 0`'s by more than one standard error of their difference (from the
-        paired per-covariate held-out scores), else :math:`\rho = 0`
+        paired per-covariate scores), else :math:`\rho = 0`
         (:data:`SIMILARITY_RULES`); ``"best"`` the best objective. ``"average"`` is the
         transition beliefs' model average (:class:`MultiTaskTransitionModel`); the search itself
         then returns the best objective's models, as ``"best"``.
@@ -511,7 +528,7 @@ class TransferSearch:
     """
 
     def __init__(self, estimator: Any, *, similarities: Any = SIMILARITY_GRID,
-                 prior_related: float | None = 0.5, similarity_criterion: str = "cv",
+                 prior_related: float | None = 0.5, similarity_criterion: str = "loo",
                  similarity_rule: str = "one_se", criterion: str = "collapsed",
                  low: float = 1e-2, high: float = 1e4, step: float = 0.25,
                  start: float = 1.0, cv_folds: int = 2, cv_scale: str = "conditional",
@@ -679,7 +696,7 @@ class TransferSearch:
 
     def _full_scale(self, i: int, source: SourceField | None) -> float | None:
         """The fixed scale of the full-data model at similarity ``i``, or None to climb."""
-        if self.full_scale != "conditional" or self.similarity_criterion != "cv" or i == 0:
+        if self.full_scale != "conditional" or self.similarity_criterion not in ("cv", "loo") or i == 0:
             return None
         return self._joint_scale(i, source)
 
@@ -709,6 +726,10 @@ class TransferSearch:
         The terms are the held-out log predictive probability of every covariate's counts in
         every fold and model, ndarray of shape (2 sum_a C_a,); they sum to the criterion.
         """
+        if self.similarity_criterion == "loo":
+            t = np.concatenate([self._loo_terms(i, a, x, src)
+                                for a, (x, src) in enumerate(zip(xs, sources))])
+            return float(t.sum()) + float(self.log_prior[i]), t
         if folds is None:   # the evidence: each model's best bound
             picks = [self._best_scale(i, a, x, src) for a, (x, src) in enumerate(zip(xs, sources))]
             return float(sum(v for _, v in picks) + self.log_prior[i]), None
@@ -719,6 +740,21 @@ class TransferSearch:
                 terms.append(np.sum(held * np.log(np.maximum(q, 1e-300)), axis=1))
         t = np.concatenate(terms)
         return float(t.sum()) + float(self.log_prior[i]), t
+
+    def _loo_terms(self, i: int, a: int, x: np.ndarray, source: SourceField | None) -> FloatArray:
+        """Per-covariate approximate leave-one-out log predictive of model ``a`` at similarity ``i``
+        (the full-data fit at the joint model's conditional scale; without one, the climbed scale).
+        """
+        from ..core.loo import loo_log_predictive
+
+        theta = self._joint_scale(i, source)
+        if theta is not None:
+            assert source is not None
+            model = self._conditional_fit(i, a, x, source, -1, theta)
+        else:
+            j, _ = self._best_scale(i, a, x, source)
+            model = self._models[(0 if source is None else i, j, a, -1)]
+        return loo_log_predictive(model.result_, x)
 
     @staticmethod
     def _zero_se(best: int, terms: dict, evaluate: Any) -> float:
@@ -852,6 +888,7 @@ class TransferSearch:
     def _choose(self, xs: list, srcs: list, i_max: int) -> tuple[int, dict]:
         """The chosen lattice index and the objective of every index evaluated."""
         folds = [_cv_folds(x, self.cv_folds) for x in xs] if self.similarity_criterion == "cv" else None
+        scored = folds is not None or self.similarity_criterion == "loo"
         found: dict[int, float] = {}
         terms: dict[int, Any] = {}
 
@@ -872,10 +909,10 @@ class TransferSearch:
             if best == cur:
                 break
             cur = best
-        if folds is not None and self.similarity_rule == "one_se" and cur > 0:
+        if scored and self.similarity_rule == "one_se" and cur > 0:
             cur = self._one_se(cur, found, terms, evaluate)
         self.zero_bonus_ = 0.0
-        if folds is not None and self.similarity_rule == "average" and cur > 0:
+        if scored and self.similarity_rule == "average" and cur > 0:
             self.zero_bonus_ = self._zero_se(cur, terms, evaluate)
         self._rho = cur
         return cur, found
@@ -1304,7 +1341,7 @@ class MultiTaskTransitionModel:
         The lattice of :math:`\rho`.
     prior_related : float or None, default 0.5
         Prior probability that a task is related to the others (see :class:`TransferSearch`).
-    similarity_criterion : {"cv", "evidence"}, default "cv"
+    similarity_criterion : {"loo", "cv", "evidence"}, default "loo"
         How similarities are compared (see :class:`TransferSearch`).
     similarity_rule : {"one_se", "best", "average"}, default "one_se"
         How the cross-validated scores pick one (see :class:`TransferSearch`); ``"average"``
@@ -1358,7 +1395,7 @@ class MultiTaskTransitionModel:
     """
 
     def __init__(self, beliefs: Sequence[Any], *, similarities: Any = SIMILARITY_GRID,
-                 prior_related: float | None = 0.5, similarity_criterion: str = "cv",
+                 prior_related: float | None = 0.5, similarity_criterion: str = "loo",
                  similarity_rule: str = "one_se",
                  scale_range: tuple[float, float] = (1e-2, 1e4), scale_step: float = 0.25,
                  cv_folds: int = 2, cv_scale: str = "conditional",
@@ -1409,7 +1446,7 @@ class MultiTaskTransitionModel:
 
     @classmethod
     def for_mdps(cls, mdps: Sequence[Any], *, similarities: Any = SIMILARITY_GRID,
-                 prior_related: float | None = 0.5, similarity_criterion: str = "cv",
+                 prior_related: float | None = 0.5, similarity_criterion: str = "loo",
                  similarity_rule: str = "one_se", cv_folds: int = 2,
                  cv_scale: str = "conditional", source_impute_rounds: int | None = 1,
                  full_scale: str = "conditional", **kwargs: Any) -> MultiTaskTransitionModel:
@@ -1422,7 +1459,7 @@ class MultiTaskTransitionModel:
             encoding).
         similarities : sequence of float
         prior_related : float or None
-        similarity_criterion : {"cv", "evidence"}
+        similarity_criterion : {"loo", "cv", "evidence"}
         similarity_rule : {"one_se", "best", "average"}
         cv_folds : int
         cv_scale, full_scale : {"conditional", "climb"}
@@ -1573,7 +1610,12 @@ class MultiTaskPolicyEstimator:
     similarities : sequence of float, default :data:`SIMILARITY_GRID`
     prior_related : float or None, default 0.5
         Prior probability that a task is related to the others (see :class:`TransferSearch`).
-    similarity_criterion : {"cv", "evidence"}, default "cv"
+    similarity_criterion : {"loo", "cv", "evidence"}, default "cv"
+        How similarities are compared (see :class:`TransferSearch`). Policies keep the two-fold
+        cross-validation, the transition beliefs' default before round 15: on a data-poor
+        expert (30 demonstrations over 25 states) borrowing from an identical data-rich one,
+        leave-one-out transferred on 3 of 12 draws, the cross-validation on 5 (and neither on
+        any of 12 draws from an unrelated expert).
     similarity_rule : {"one_se", "best"}, default "one_se"
     cv_scale, full_scale : {"conditional", "climb"}, default "conditional"
         The scales of the cross-validation's fits and of the kept fits (see

@@ -23,10 +23,11 @@ and actions. Methods (names are part of the ``metrics.json`` contract):
 ``pg_transfer``
     :class:`~corrpriors.applications.MultiTaskTransitionModel`: the target's prior is centred on
     a model of the sources' pooled data by a similarity :math:`\rho` chosen by the target's
-    cross-validated predictive probability and a prior probability ``prior_related`` that the
+    leave-one-out predictive probability and a prior probability ``prior_related`` that the
     tasks are related -- the best similarity if it beats :math:`\rho = 0` by more than one
     standard error of their difference, else 0 (``similarity_rule="best"``: the best;
-    ``similarity_criterion="evidence"``: by the collapsed bound instead).
+    ``similarity_criterion="cv"``: by two-fold cross-validation, the rule before round 15;
+    ``"evidence"``: by the collapsed bound).
 ``pg``
     The single-task model on the target's data only
     (:meth:`~corrpriors.applications.CorrelatedTransitionModel.for_mdp`: relative moves with
@@ -130,21 +131,22 @@ class Config:
     prior_related : float
         Prior probability that the target is related to the sources (``pg_transfer``); 0 stands
         for a uniform prior over the similarity lattice.
-    similarity_criterion : {"cv", "evidence"}
-        How ``pg_transfer`` compares similarities (cross-validated predictive probability or
-        the collapsed bound; :class:`~corrpriors.applications.TransferSearch`).
+    similarity_criterion : {"loo", "cv", "evidence"}
+        How ``pg_transfer`` compares similarities (leave-one-out or two-fold cross-validated
+        predictive probability, or the collapsed bound;
+        :class:`~corrpriors.applications.TransferSearch`).
     similarity_rule : {"one_se", "best", "average"}
-        How the cross-validated scores pick the similarity: the best one if it beats
+        How the scores pick the similarity: the best one if it beats
         :math:`\rho = 0` by more than one standard error of their difference (else 0), the
         best (:class:`~corrpriors.applications.TransferSearch`), or no choice: the mixture over
         the similarities evaluated, weighted by their scores
         (:func:`~corrpriors.applications.multitask.average_weights`; not with ``layer``).
     cv_folds : int
-        Folds of ``pg_transfer``'s cross-validation.
+        Folds of ``pg_transfer``'s cross-validation (``similarity_criterion="cv"``).
     cv_scale : {"conditional", "climb"}
-        The scale of the cross-validation's fits: the joint model's conditional scale (one fit
-        per fold, action and similarity; round 7) or every fold's own climb (the rule before;
-        :data:`~corrpriors.applications.multitask.CV_SCALES`).
+        With ``similarity_criterion="cv"``, the scale of the cross-validation's fits: the joint
+        model's conditional scale (one fit per fold, action and similarity; round 7) or every
+        fold's own climb (the rule before; :data:`~corrpriors.applications.multitask.CV_SCALES`).
     source_impute_rounds : int
         Rounds of imputing the censored counts in the fits of ``pg_transfer``'s sources (1 since
         round 7; 3, the beliefs' own, before).
@@ -185,7 +187,7 @@ class Config:
     lengthscale: float = 2.0
     scale_step: float = 0.25
     prior_related: float = 0.5
-    similarity_criterion: str = "cv"
+    similarity_criterion: str = "loo"
     similarity_rule: str = "one_se"
     cv_folds: int = 2
     cv_scale: str = "conditional"
@@ -219,7 +221,7 @@ RANGES = {
     "lengthscale": Interval(float, 0.0, 1e6, closed="right", note="cells"),
     "scale_step": Interval(float, 0.0, 10.0, closed="right", note="decades"),
     "prior_related": Interval(float, 0.0, 1.0, closed="left", note="0 = a uniform prior over the similarities"),
-    "similarity_criterion": Options("cv", "evidence"),
+    "similarity_criterion": Options("loo", "cv", "evidence"),
     "similarity_rule": Options("one_se", "best", "average"),
     "cv_folds": Interval(int, 2, 50, note="each fold adds a fit (cv_scale=climb: a climb) per action and similarity"),
     "cv_scale": Options("conditional", "climb"),

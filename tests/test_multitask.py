@@ -465,43 +465,32 @@ def test_task_without_data_is_the_prior_weighted_mixture(layered):
     assert "mixture_weights" not in belief.task(2).transfer_selected_
 
 
-def test_choose_is_select_without_the_full_data_fits():
-    """choose() picks what select() picks, with the same objective values, and fits only the
-    cross-validation's fold models; select(similarity=) then fits the chosen models."""
+@pytest.mark.parametrize("criterion", ["cv", "loo"])
+def test_choose_is_select_without_the_full_data_fits(criterion):
+    """choose() picks what select() picks, with the same objective values. The two-fold
+    cross-validation fits only its fold models, and select(similarity=) then fits the chosen
+    models; leave-one-out fits only the full-data models of the similarities it scores (sources
+    of unknown scale: each climbs its scale), and select(similarity=) returns the chosen one's
+    without another fit."""
     rng = np.random.default_rng(5)
     counts = [rng.multinomial(6, [0.5, 0.3, 0.2], size=16) for _ in range(2)]
     sources = [_field(rng, 16, 2, scale=0.3), _field(rng, 16, 2, scale=0.3)]
     kw = dict(similarities=(0.0, 0.5, 0.9), step=0.5, low=1e-2, high=1e2, prior_related=None,
-              similarity_rule="best", similarity_criterion="cv")
+              similarity_rule="best", similarity_criterion=criterion)
     a, b = TransferSearch(_template(), **kw), TransferSearch(_template(), **kw)
     sel = a.select(counts, sources)
     rho, values = b.choose(counts, sources)
     assert rho == sel.similarity
     assert values == sel.values
-    assert all(key[3] in (0, 1) for key in b._models)        # no full-data fit yet
-    again = b.select(counts, sources, similarity=rho)
-    np.testing.assert_allclose(again.scales, sel.scales)
-
-
-def test_leave_one_out_choice_keeps_the_fits_it_scored():
-    """With leave-one-out, choose() fits the full-data models of the similarities it scores
-    (nothing else; sources of unknown scale: each climbs its scale), and select(similarity=)
-    returns the chosen one's without another fit."""
-    rng = np.random.default_rng(5)
-    counts = [rng.multinomial(6, [0.5, 0.3, 0.2], size=16) for _ in range(2)]
-    sources = [_field(rng, 16, 2, scale=0.3), _field(rng, 16, 2, scale=0.3)]
-    kw = dict(similarities=(0.0, 0.5, 0.9), step=0.5, low=1e-2, high=1e2, prior_related=None,
-              similarity_rule="best", similarity_criterion="loo")
-    a, b = TransferSearch(_template(), **kw), TransferSearch(_template(), **kw)
-    sel = a.select(counts, sources)
-    rho, values = b.choose(counts, sources)
-    assert rho == sel.similarity and values == sel.values
-    assert b._models and all(key[-1] == -1 for key in [*b._models, *b._conditional])   # full data only
-    assert sorted({key[0] for key in b._models}) == [b.similarities.index(v) for v in sorted(values)]
+    if criterion == "cv":
+        assert all(key[3] in (0, 1) for key in b._models)        # no full-data fit yet
+    else:
+        assert b._models and all(key[-1] == -1 for key in [*b._models, *b._conditional])
+        assert sorted({key[0] for key in b._models}) == [b.similarities.index(v) for v in sorted(values)]
     before = b.n_fits_
     again = b.select(counts, sources, similarity=rho)
-    if rho > 0:
-        assert b.n_fits_ == before                                          # the scored fits
+    if criterion == "loo" and rho > 0:
+        assert b.n_fits_ == before                               # the scored fits
     np.testing.assert_allclose(again.scales, sel.scales)
 
 

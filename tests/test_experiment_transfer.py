@@ -173,3 +173,28 @@ def test_claims_follow_the_numbers():
     assert [c.holds for c in claims] == [True, True]
     res = _fake_results(unrelated, dict(good, pg_transfer=[[0.33, 0.15]] * 2), [0.5, 0.5])
     assert [c.holds for c in T.summarise_extra(unrelated, res, _metrics(res))["claims"]] == [False, False]
+
+
+@pytest.mark.parametrize("criterion, name", [("loo", "leave-one-out"), ("cv", "two-fold cross-validated"),
+                                             ("evidence", "by the collapsed bound")])
+def test_similarity_panel_names_the_criterion_used(criterion, name, monkeypatch):
+    """The similarity panel's title says how the similarity was chosen (it said
+    "cross-validated" whatever the criterion), and the experiment passes its own."""
+    import matplotlib.pyplot as plt
+
+    from corrpriors.plotting import _curves, _transfer
+
+    summary = {"median": [0.5, 0.2], "min": [0.0, 0.0], "max": [0.9, 0.5]}
+    fig = _transfer.transfer_figure([10, 100], summary, None, labels={}, x_label="T",
+                                    environment="e", criterion=criterion)
+    assert fig.axes[0].get_title() == f"task similarity learned from the data ({name})"
+    plt.close("all")
+    with pytest.raises(ValueError, match="criterion"):
+        _transfer.transfer_figure([10, 100], summary, None, labels={}, x_label="T", environment="e",
+                                  criterion="aic")
+    seen = {}
+    monkeypatch.setattr(_curves, "curves_figure", lambda *a, **k: None)
+    monkeypatch.setattr(_transfer, "transfer_figure", lambda *a, **k: seen.update(k))
+    config = dataclasses.replace(T.quick_config(), similarity_criterion=criterion)
+    T.figures(config, {}, {"extra": {"similarity": summary}})
+    assert seen["criterion"] == criterion

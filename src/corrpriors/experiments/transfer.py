@@ -582,7 +582,8 @@ def figures(config: Config, results: Mapping[int, SeedResult], summary: dict) ->
     extra = summary.get("extra", summary)
     psrl = extra.get("psrl_sequence")
     fig = transfer_figure(x_values(config), extra.get("similarity", {}), psrl, labels=labels(METHODS),
-                          x_label=X_LABEL, environment=_title(config))
+                          x_label=X_LABEL, environment=_title(config),
+                          criterion=config.similarity_criterion)
     figs.append(FigureSpec(f"{NAME}-similarity-psrl", fig,
                            "left: pg_transfer's learned similarity against the target's transitions "
                            "(median and range over seeds); right: PSRL over a sequence of tasks, "

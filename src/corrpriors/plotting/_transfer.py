@@ -14,9 +14,14 @@ from ._curves import legend_outside
 #: The similarity panel shows pg_transfer's learned similarity: drawn in pg_transfer's colour.
 SIMILARITY_COLOUR = method_style("pg_transfer")["color"]
 
+#: How the similarity panel's title names each ``similarity_criterion``.
+CRITERION_NAMES = {"loo": "leave-one-out", "cv": "two-fold cross-validated",
+                   "evidence": "by the collapsed bound"}
+
 
 def transfer_figure(x: Sequence[float], similarity: Mapping[str, Any], psrl: Mapping[str, Any] | None, *,
-                    labels: Mapping[str, str], x_label: str, environment: str) -> Any:
+                    labels: Mapping[str, str], x_label: str, environment: str,
+                    criterion: str = "loo") -> Any:
     """Similarity against the target's data (left) and PSRL returns per task of a sequence (right).
 
     Parameters
@@ -34,6 +39,9 @@ def transfer_figure(x: Sequence[float], similarity: Mapping[str, Any], psrl: Map
         Label of the budgets' axis.
     environment : str
         Named in the title.
+    criterion : {"loo", "cv", "evidence"}, default "loo"
+        How the similarity was chosen (the experiment's ``similarity_criterion``), named in the
+        left panel's title.
 
     Returns
     -------
@@ -54,7 +62,10 @@ def transfer_figure(x: Sequence[float], similarity: Mapping[str, Any], psrl: Map
     ax.set_ylim(-0.03, 1.03)
     ax.set_xlabel(x_label)
     ax.set_ylabel("learned similarity ρ of pg_transfer")
-    ax.set_title("task similarity learned from the data (cross-validated)", fontsize="medium")
+    if criterion not in CRITERION_NAMES:
+        raise ValueError(f"criterion: expected one of {tuple(CRITERION_NAMES)}, got {criterion!r}")
+    ax.set_title(f"task similarity learned from the data ({CRITERION_NAMES[criterion]})",
+                 fontsize="medium")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize="small", loc="lower right")
     if psrl:

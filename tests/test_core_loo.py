@@ -128,5 +128,8 @@ def test_rows_without_data_score_zero_and_shapes_are_checked():
     assert out.shape == (3,) and out[1] == 0.0 and np.all(out[[0, 2]] < 0)
     with pytest.raises(ValueError, match="counts"):
         loo_log_predictive(res, x[:, :2])
+    for bad in (x - 1.5, np.where(x == 2.0, np.nan, x), x + 0.5):   # negative, NaN, fractional
+        with pytest.raises(ValueError, match="counts"):
+            loo_log_predictive(res, bad)
     with pytest.raises(ValueError, match="cavities"):
         loo_log_predictive(res, x, cavities="gibbs")

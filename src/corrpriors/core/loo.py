@@ -37,6 +37,7 @@ import numpy as np
 
 from .._special import log_binomial_coefficient
 from .._typing import FloatArray
+from .._validation import check_counts
 from .ep import EPOptions
 from .results import VIResult
 from .stick_breaking import count_statistics
@@ -129,8 +130,7 @@ def loo_log_predictive(result: VIResult, counts: np.ndarray, *, cavities: str = 
     result : VIResult
         A fit to ``counts``.
     counts : ndarray of shape (C, K)
-        Non-negative counts, each unit one observation (a fractional count below 1 is left
-        out of its entry's trials only in part).
+        The non-negative integer counts of the fit, each unit one observation.
     cavities : {"ep", "vi"}, default "ep"
         :func:`ep_cavities` or :func:`entry_cavities` (module docstring).
 
@@ -142,14 +142,14 @@ def loo_log_predictive(result: VIResult, counts: np.ndarray, *, cavities: str = 
     """
     if cavities not in CAVITIES:
         raise ValueError(f"cavities: expected one of {CAVITIES}, got {cavities!r}")
-    x = np.asarray(counts, dtype=np.float64)
-    if x.ndim != 2 or result.psi_mean.shape != (x.shape[0], x.shape[1] - 1):
+    x = check_counts(counts, "counts")
+    if result.psi_mean.shape != (x.shape[0], x.shape[1] - 1):
         raise ValueError(f"counts: expected shape {(result.psi_mean.shape[0], result.psi_mean.shape[1] + 1)} "
                          f"of the fit, got {x.shape}")
     b, _ = count_statistics(x)
     hits = x[:, :-1]
     mean, var = (ep_cavities if cavities == "ep" else entry_cavities)(result, x)
-    u = np.minimum(b, 1.0)                                  # the trial left out
+    u = np.minimum(b, 1.0)                                  # the trial left out (0 without one)
     obs = b > 0
     hit, miss = obs & (hits > 0), obs & (hits < b)          # entries with a success, a failure
     # one quadrature call: every observed entry with all its trials, less a success, less a failure

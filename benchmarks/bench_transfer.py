@@ -22,11 +22,12 @@ Rows (per grid size):
 What ``transfer_all`` measures, exactly: from a fresh :class:`MultiTaskTransitionModel` with every
 task's counts set, the CPU time until every task's transfer belief is fitted -- for each task
 the fit of its source (the single-task model on the other tasks' pooled counts, with its scale
-selection and one censored-count round), the choice of its similarity (the two-fold
-cross-validation over the similarity lattice, every fold fitted once at the joint model's
-conditional scale, the one-standard-error rule) and the full-data fits at the chosen similarity
-(scale climbs, the censored-count rounds), or the task's single-task fit when the similarity
-chosen is 0. The ``fits`` column counts the CAVI fits of all of that (sources and searches).
+selection and one censored-count round), the choice of its similarity (``--criterion loo``,
+the default: the leave-one-out score of the full-data fit at every similarity searched, each
+at the joint model's conditional scale, with its EP cavities; ``cv``: the two-fold
+cross-validation, every fold fitted once at that scale; then the one-standard-error rule) and
+the kept fits at the chosen similarity (the censored-count rounds), or the task's single-task
+fit when the similarity chosen is 0. The ``fits`` column counts the CAVI fits of all of that (sources and searches).
 
 ``--kron SIDE`` also fits the joint model of ``--kron-tasks`` tasks (default 2) on a SIDE x SIDE
 grid through the sparse Kronecker precision (``kronecker_precision``: tasks x SIDE^2 covariates,
@@ -39,12 +40,12 @@ Run from the repository root::
     python benchmarks/bench_transfer.py --quick          # size 6, seconds
     python benchmarks/bench_transfer.py --family lake    # the slippery lakes
     python benchmarks/bench_transfer.py --layer          # every belief with the per-pair layer
-    python benchmarks/bench_transfer.py --criterion loo  # similarities compared by leave-one-out
+    python benchmarks/bench_transfer.py --criterion cv   # the two-fold cross-validation (before round 15)
     python benchmarks/bench_transfer.py --kron 100       # + the 2 x 10^4-state Kronecker fit
     python benchmarks/bench_transfer.py --quick --kron 100 --kron-tasks 4   # 4 x 10^4 states
 
 Writes ``benchmarks/out/bench_transfer.json`` (``bench_transfer_lake.json``, ``..._layer.json``,
-``..._loo.json`` for the other configurations).
+``..._cv.json`` for the other configurations).
 """
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ def _opts(layer: bool = False) -> dict:
                 distinct_prior=None, support_prior=None)
 
 
-def _transfer_opts(layer: bool, criterion: str) -> dict:
+def _transfer_opts(layer: bool, criterion: str = "loo") -> dict:
     """The transfer beliefs' options: :func:`_opts` and how the similarity is compared."""
     return dict(_opts(layer), similarity_criterion=criterion)
 
@@ -101,7 +102,7 @@ def time_single(mdp, counts, layer: bool = False) -> float:
 
 
 def time_transfer(mdps, counts, every_task: bool, layer: bool = False,
-                  criterion: str = "cv") -> tuple[float, float, int, list]:
+                  criterion: str = "loo") -> tuple[float, float, int, list]:
     from corrpriors.applications import MultiTaskTransitionModel
 
     tic = time.process_time()
@@ -118,7 +119,7 @@ def time_transfer(mdps, counts, every_task: bool, layer: bool = False,
 
 def bench_size(side: int, n_tasks: int, n_source: int, n_target: int, repeat: int,
                family: str = "windy", relatedness: float = 0.8, layer: bool = False,
-               criterion: str = "cv") -> dict:
+               criterion: str = "loo") -> dict:
     mdps, counts = problem(side, n_tasks, n_source, n_target, family=family, relatedness=relatedness)
     times: dict[str, list[float]] = {k: [] for k in ("single", "single_target", "transfer", "transfer_all")}
     sim = float("nan")
@@ -177,8 +178,9 @@ def main(argv=None) -> dict:
     parser.add_argument("--relatedness", type=float, default=0.8)
     parser.add_argument("--layer", action="store_true",
                         help="every belief with for_mdp's per-(state, action) layer (its defaults)")
-    parser.add_argument("--criterion", choices=("cv", "loo"), default="cv",
-                        help="how the transfer beliefs compare similarities (similarity_criterion)")
+    parser.add_argument("--criterion", choices=("loo", "cv"), default="loo",
+                        help="how the transfer beliefs compare similarities (similarity_criterion; "
+                             "loo, the default, or the two-fold cv)")
     parser.add_argument("--kron", type=int, default=0, help="side of the Kronecker joint fit (0: skip)")
     parser.add_argument("--kron-tasks", type=int, default=2, help="tasks of the Kronecker joint fit")
     args = parser.parse_args(argv)
@@ -213,7 +215,7 @@ def main(argv=None) -> dict:
               f"converged {k['converged']}")
     # one file per configuration: none overwrites another
     name = "bench_transfer" + ("" if args.family == "windy" else f"_{args.family}") + (
-        "_layer" if args.layer else "") + ("" if args.criterion == "cv" else f"_{args.criterion}")
+        "_layer" if args.layer else "") + ("" if args.criterion == "loo" else f"_{args.criterion}")
     path = ROOT / "benchmarks" / "out" / f"{name}.json"
     from corrpriors._fileio import atomic_write_bytes
 

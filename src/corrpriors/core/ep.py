@@ -147,13 +147,22 @@ class EPResult:
     residual: float
 
 
+def divide_sites(mean: np.ndarray, var: np.ndarray, tau: np.ndarray, nu: np.ndarray,
+                 min_precision: float | np.ndarray = 1e-300) -> tuple[FloatArray, FloatArray]:
+    r"""Cavities: the Gaussian marginals :math:`N(m, v)` with the sites
+    :math:`\exp(\nu\psi - \tau\psi^2/2)` divided out, elementwise.
+
+    :math:`1/v_- = 1/v - \tau` (at least ``min_precision``: positive in exact arithmetic when
+    the marginals contain the sites), :math:`m_-/v_- = m/v - \nu`. Returns ``(m_-, v_-)``.
+    """
+    cav_prec = np.maximum(1.0 / var - tau, min_precision)
+    return (mean / var - nu) / cav_prec, 1.0 / cav_prec
+
+
 def cavities(step: PsiStep, data: CountData, tau: np.ndarray,
              nu: np.ndarray) -> tuple[FloatArray, FloatArray]:
     """Cavity means and variances (E,) of the observed entries under ``step``'s marginals."""
-    lam = data.layout.gather(step.psi_mean)
-    v = data.layout.gather(step.psi_var)
-    cav_prec = np.maximum(1.0 / v - tau, 1e-300)  # > 0 in exact arithmetic (positive sites)
-    return (lam / v - nu) / cav_prec, 1.0 / cav_prec
+    return divide_sites(data.layout.gather(step.psi_mean), data.layout.gather(step.psi_var), tau, nu)
 
 
 def log_evidence(step: PsiStep, data: CountData, mean: np.ndarray, tau: np.ndarray,
@@ -281,4 +290,4 @@ def ep_marginals(ep: EPResult, data: CountData, *, tilted: bool = True) -> Any:
     return MarginalPsi(ep.psi_mean, ep.psi_var, data.layout.entry_flat[order], table)
 
 
-__all__ = ["EPOptions", "EPResult", "cavities", "ep_marginals", "log_evidence", "run_ep"]
+__all__ = ["EPOptions", "EPResult", "cavities", "divide_sites", "ep_marginals", "log_evidence", "run_ep"]

@@ -38,7 +38,7 @@ import numpy as np
 from .._special import log_binomial_coefficient
 from .._typing import FloatArray
 from .._validation import check_counts
-from .ep import EPOptions
+from .ep import EPOptions, divide_sites
 from .results import VIResult
 from .stick_breaking import count_statistics
 from .tilted import tilted_moments
@@ -73,11 +73,10 @@ def entry_cavities(result: VIResult, counts: np.ndarray) -> tuple[FloatArray, Fl
     mean, var : ndarray of shape (C, K - 1)
     """
     b, kappa = count_statistics(counts)
-    prec = 1.0 / np.asarray(result.psi_var, dtype=np.float64)
+    var = np.asarray(result.psi_var, dtype=np.float64)
     site = np.where(b > 0, result.site_precision, 0.0)
-    kappa = np.where(b > 0, kappa, 0.0)
-    tau = np.maximum(prec - site, 1e-9 * prec)     # positive up to round-off: the prior's share
-    return (result.psi_mean * prec - kappa) / tau, 1.0 / tau
+    # positive up to round-off (the prior's share): at least 1e-9 of the marginal's precision
+    return divide_sites(result.psi_mean, var, site, np.where(b > 0, kappa, 0.0), 1e-9 / var)
 
 
 def _log_z(mean: np.ndarray, var: np.ndarray, b: np.ndarray, x: np.ndarray) -> FloatArray:
@@ -111,15 +110,11 @@ def ep_cavities(result: VIResult, counts: np.ndarray) -> tuple[FloatArray, Float
     from .ep import run_ep
 
     data = CountData.from_counts(counts)
-    mean, var = np.zeros(result.psi_mean.shape), np.ones(result.psi_mean.shape)
     if data.b_obs.size == 0:
-        return mean, var
+        return np.zeros(result.psi_mean.shape), np.ones(result.psi_mean.shape)
     ep = run_ep(data, result.prior, result.scale, result.mean,
                 data.layout.gather(result.site_precision), data.kappa_obs, LOO_EP_OPTIONS)
-    on = count_statistics(counts)[0] > 0
-    mean[on] = data.layout.scatter(ep.cavity_mean)[on]
-    var[on] = data.layout.scatter(ep.cavity_var)[on]
-    return mean, var
+    return data.layout.scatter(ep.cavity_mean), data.layout.scatter(ep.cavity_var, fill=1.0)
 
 
 def loo_log_predictive(result: VIResult, counts: np.ndarray, *, cavities: str = "ep") -> FloatArray:

@@ -741,19 +741,24 @@ class TransferSearch:
         t = np.concatenate(terms)
         return float(t.sum()) + float(self.log_prior[i]), t
 
+    def _full_fit(self, i: int, a: int, x: np.ndarray, source: SourceField | None,
+                  theta: float | None) -> tuple[Any, float]:
+        """(model, scale): model ``a`` at similarity ``i`` fitted to all of ``x``, at the fixed
+        scale ``theta``, or with ``None`` at its best scale of the lattice (the climb).
+        """
+        if theta is not None:
+            assert source is not None   # (a fixed joint scale needs the source's)
+            return self._conditional_fit(i, a, x, source, -1, theta), theta
+        j, _ = self._best_scale(i, a, x, source)
+        return self._models[(0 if source is None else i, j, a, -1)], self.scale_of(j)
+
     def _loo_terms(self, i: int, a: int, x: np.ndarray, source: SourceField | None) -> FloatArray:
         """Per-covariate approximate leave-one-out log predictive of model ``a`` at similarity ``i``
         (the full-data fit at the joint model's conditional scale; without one, the climbed scale).
         """
         from ..core.loo import loo_log_predictive
 
-        theta = self._joint_scale(i, source)
-        if theta is not None:
-            assert source is not None
-            model = self._conditional_fit(i, a, x, source, -1, theta)
-        else:
-            j, _ = self._best_scale(i, a, x, source)
-            model = self._models[(0 if source is None else i, j, a, -1)]
+        model, _ = self._full_fit(i, a, x, source, self._joint_scale(i, source))
         return loo_log_predictive(model.result_, x)
 
     @staticmethod
@@ -925,17 +930,10 @@ class TransferSearch:
 
         models, scales, bounds = [], [], []
         for a, (x, src) in enumerate(zip(xs, srcs)):
-            theta = self._full_scale(cur, src)
-            if theta is not None:
-                assert src is not None   # (a joint scale needs the source's)
-                model = self._conditional_fit(cur, a, x, src, -1, theta)
-                bound = criterion_value(model, self.criterion)
-            else:
-                j, bound = self._best_scale(cur, a, x, src)
-                model, theta = self._models[(cur if src is not None else 0, j, a, -1)], self.scale_of(j)
+            model, theta = self._full_fit(cur, a, x, src, self._full_scale(cur, src))
             models.append(model)
             scales.append(theta)
-            bounds.append(bound)
+            bounds.append(criterion_value(model, self.criterion))
         return TransferSelection(similarity=self.similarities[cur], scales=np.array(scales),
                                  value=found.get(cur, float(sum(bounds))), models=models,
                                  values={self.similarities[i]: v for i, v in found.items()})
@@ -1147,8 +1145,7 @@ class _TransferBelief(CorrelatedTransitionModel):
         borrowed = self._owner.pooled_[self._task]._counts          # (S, A, S), the others' sum
         q = self._current_category_probs()
         bases = [mix_base(self._to_next_states(q[a], a), layer.epsilon) for a in range(self.n_actions)]
-        n = len(PAIR_WEIGHTS)
-        values = np.array([math.log(0.5)] + [math.log(0.5 / (n - 1))] * (n - 1))
+        values = similarity_log_prior(PAIR_WEIGHTS, 0.5)   # (prior 1/2 on 0, the rest shared)
         for k, fraction in enumerate(PAIR_WEIGHTS):
             values[k] += sum(borrowed_log_evidence(self._counts[:, a, :],
                                                    fraction * similarity * borrowed[:, a, :],

@@ -255,8 +255,12 @@ def check_covariance(cov: Any, name: str = "covariance", size: int | None = None
 
 
 def check_precision(precision: Any, name: str = "precision",
-                    size: int | None = None) -> sp.csr_array:
-    """Validate a symmetric (C, C) precision (scipy.sparse or dense); return canonical CSR."""
+                    size: int | None = None, symmetry_rtol: float = 1e-10) -> sp.csr_array:
+    r"""Validate a symmetric (C, C) precision (scipy.sparse or dense), C >= 1; return canonical CSR.
+
+    Symmetric means :math:`|Q - Q^\top|` at most ``symmetry_rtol`` times the largest
+    :math:`|Q_{ij}|`.
+    """
     if sp.issparse(precision):
         as_real_array(precision.data, name)
         q = sp.csr_array(precision, dtype=np.float64)
@@ -268,8 +272,8 @@ def check_precision(precision: Any, name: str = "precision",
         if arr.ndim != 2:
             raise ValueError(f"{name}: expected a square 2-D matrix, got shape {arr.shape}")
         q = sp.csr_array(arr)
-    if q.shape[0] != q.shape[1]:
-        raise ValueError(f"{name}: expected a square 2-D matrix, got shape {q.shape}")
+    if q.shape[0] != q.shape[1] or q.shape[0] == 0:
+        raise ValueError(f"{name}: expected a square 2-D matrix with at least one row, got shape {q.shape}")
     if size is not None and q.shape[0] != size:
         raise ValueError(f"{name}: expected shape (C, C) = ({size}, {size}) to match the {size} "
                          f"covariates (rows of counts), got {q.shape}")
@@ -281,7 +285,7 @@ def check_precision(precision: Any, name: str = "precision",
     if scale == 0.0:
         raise ValueError(f"{name}: is zero; expected a positive-definite matrix")
     asym = abs(q - q.T)
-    if asym.nnz and float(asym.max()) > 1e-10 * scale:
+    if asym.nnz and float(asym.max()) > symmetry_rtol * scale:
         raise ValueError(f"{name}: must be symmetric (largest |Q - Q^T| is "
                          f"{float(asym.max()):.3g}, relative {float(asym.max()) / scale:.3g})")
     return q

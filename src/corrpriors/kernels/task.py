@@ -69,6 +69,7 @@ import scipy.sparse as sp
 from scipy.linalg import cho_factor, cho_solve
 
 from .._typing import FloatArray
+from .._validation import check_precision
 from .base import Hyperparameter, Kernel, parse_bounds
 from .distances import check_coords
 
@@ -485,14 +486,7 @@ def kronecker_precision(task_correlation: Any, state_precision: Any) -> sp.csr_a
                          "precision; keep correlations below 1)") from None
     task_prec = cho_solve(factor, np.eye(B.shape[0]))            # the precision itself (T is small)
     task_prec = 0.5 * (task_prec + task_prec.T)
-    Q = sp.csr_array(state_precision) if sp.issparse(state_precision) else \
-        sp.csr_array(np.asarray(state_precision, dtype=np.float64))
-    if Q.ndim != 2 or Q.shape[0] != Q.shape[1] or Q.shape[0] == 0:
-        raise ValueError(f"state_precision: expected a square (S, S) matrix, S >= 1, got shape {Q.shape}")
-    if not np.all(np.isfinite(Q.data)):
-        raise ValueError("state_precision: contains NaN or infinite values")
-    if abs(Q - Q.T).max() > 1e-12 * max(1.0, abs(Q).max()):
-        raise ValueError("state_precision: must be symmetric")
+    Q = check_precision(state_precision, "state_precision", symmetry_rtol=1e-12)
     diag = Q.diagonal()
     if not np.all(diag > 0):
         bad = int(np.flatnonzero(~(diag > 0))[0])

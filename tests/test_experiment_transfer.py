@@ -97,6 +97,21 @@ def test_the_search_settings_reach_the_transfer_model():
         T.check_config(dataclasses.replace(T.quick_config(), full_scale="free"))
 
 
+def test_similarity_setting_fixes_pg_transfers_similarity():
+    """similarity=<a lattice value> is pg_transfer's fixed_similarity (reported at every budget);
+    "learned" leaves the search; a value off the lattice or a word names the field."""
+    mdps, _ = windy_task_family(0.8, 1, rng=0, shape=(4, 4))
+    assert T._transfer_model(T.quick_config(), mdps).fixed_similarity is None
+    config = dataclasses.replace(_tiny(), n_sources=1, budgets=(10, 40), psrl_tasks=0, similarity="0.875")
+    T.check_config(config)
+    assert T._transfer_model(config, mdps).fixed_similarity == 0.875
+    res = T.run_seed(config, rng=np.random.default_rng(1))
+    np.testing.assert_array_equal(res.method_extras["similarity"]["pg_transfer"], [0.875, 0.875])
+    for bad in ("0.3", "fixed", "1.0"):
+        with pytest.raises(ValueError, match="similarity"):
+            T.check_config(dataclasses.replace(T.quick_config(), similarity=bad))
+
+
 def test_layer_setting_reaches_every_pg_method():
     """layer=true gives pg_transfer, pg and pg_pooled for_mdp's per-pair layer (the transfer
     beliefs theirs, the sources none); off, none has one. A bad value names the field."""

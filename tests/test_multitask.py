@@ -714,3 +714,52 @@ def test_average_rule_is_the_weighted_mixture_of_the_full_data_fits():
     with pytest.raises(ValueError, match="similarity_rule"):
         MultiTaskPolicyEstimator(distances=np.ones((4, 4)) - np.eye(4), similarity_rule="average").fit(
             np.ones((2, 4, 3)))
+
+
+def test_fixed_similarity_is_the_search_at_that_similarity():
+    """fixed_similarity=rho is the belief the search gives when it chooses rho (to the fits'
+    tolerance: the search's fit is warm-started from its neighbours'), not its neighbour's;
+    fixed 0 is the single-task belief; no data: the conditional prior at rho alone; a value
+    off the lattice is refused."""
+    mdps, _ = windy_task_family(0.8, 2, rng=3, shape=(5, 5))
+    rng = np.random.default_rng(0)
+    counts = [transition_counts(uniform_transitions(m, n, rng=rng), 25, 4)
+              for m, n in zip(mdps, (2000, 2000, 40))]
+
+    def build(**kw):
+        belief = MultiTaskTransitionModel.for_mdps(mdps, lengthscale=2.0, **kw)
+        for t, c in enumerate(counts):
+            belief.set_counts(t, c)
+        return belief
+
+    searched = build()
+    expected = searched.mean(2)
+    rho = float(searched.similarity_[2])
+    assert rho > 0
+    fixed = build(fixed_similarity=rho)
+    np.testing.assert_allclose(fixed.mean(2), expected, atol=1e-4)
+    assert fixed.similarity_[2] == rho and fixed.task(2).transfer_selected_["values"] == {}
+    grid = fixed.similarities
+    neighbour = build(fixed_similarity=grid[grid.index(rho) - 1])
+    assert np.abs(neighbour.mean(2) - expected).max() > 1e-2
+    zero = build(fixed_similarity=0.0)
+    np.testing.assert_array_equal(zero.mean(2), zero.independent_mean(2))
+    # a task without data: rho's component of the prior mixture alone
+    empty = MultiTaskTransitionModel.for_mdps(mdps, lengthscale=2.0, similarities=(0.0, 0.5, 0.9),
+                                              fixed_similarity=0.9)
+    mixture = MultiTaskTransitionModel.for_mdps(mdps, lengthscale=2.0, similarities=(0.0, 0.5, 0.9),
+                                                prior_related=0.999999)
+    for belief in (empty, mixture):
+        for t in range(2):
+            belief.set_counts(t, counts[t])
+        belief.mean(2)
+    np.testing.assert_allclose(empty.task(2).transfer_selected_["mixture_weights"], [0, 0, 1])
+    assert empty.similarity_[2] == 0.9
+    w = mixture.task(2).transfer_selected_["mixture_weights"]
+    components = [mixture.task(2)._component_mean(c, r)
+                  for c, r in zip(mixture.task(2)._mixture[1], (0.0, 0.5, 0.9))]
+    np.testing.assert_allclose(mixture.mean(2), sum(wi * c for wi, c in zip(w, components)))
+    np.testing.assert_allclose(empty.mean(2), components[2], atol=1e-12)
+    for bad in (0.3, "a", 1.0):
+        with pytest.raises(ValueError, match="fixed_similarity"):
+            MultiTaskTransitionModel.for_mdps(mdps, fixed_similarity=bad)

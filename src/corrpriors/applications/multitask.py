@@ -390,6 +390,20 @@ def _check_similarities(similarities: Any) -> tuple[float, ...]:
     return grid
 
 
+def _check_fixed_similarity(value: Any, similarities: tuple[float, ...]) -> float | None:
+    """``value`` as a float of the lattice ``similarities``, or None."""
+    if value is None:
+        return None
+    try:
+        rho = float(value)
+    except (TypeError, ValueError):
+        rho = math.nan
+    if rho not in similarities:
+        raise ValueError(f"fixed_similarity: expected None or a value of the similarity lattice "
+                         f"{similarities}, got {value!r}")
+    return rho
+
+
 def similarity_log_prior(similarities: Sequence[float], prior_related: float | None) -> FloatArray:
     r"""Log prior of every similarity of the lattice.
 
@@ -1005,8 +1019,12 @@ class _TransferBelief(CorrelatedTransitionModel):
         self._mixture = None
         self._far_similarity = self._pair_weight = 0.0
         self._layer = self._own_layer
+        fixed = self._owner.fixed_similarity
         if not self._counts.any() and any(s is not None for s in sources):
             self._fit_mixture(xs, sources)
+        elif fixed is not None:   # no search: the given similarity (0 without related data)
+            self._fit_choice(fixed if any(s is not None for s in sources) else 0.0,
+                             tables, sources, {})
         else:
             similarity, values = self._search.choose(xs, sources)
             weights = average_weights(values, self._search.similarities, self._search.zero_bonus_) \
@@ -1032,7 +1050,7 @@ class _TransferBelief(CorrelatedTransitionModel):
         else:
             self._far_similarity = float(similarity)
             scales = self._fit_at(similarity, tables, sources)
-        self._record(similarity, scales, sources, values[similarity], values)
+        self._record(similarity, scales, sources, values.get(similarity, math.nan), values)
 
     def _single_task(self) -> CorrelatedTransitionModel:
         """The task's single-task belief, refitted to its current data."""
@@ -1188,16 +1206,23 @@ class _TransferBelief(CorrelatedTransitionModel):
         :meth:`TransferSearch.prior_models`. ``mean`` is the weighted mean of the components'
         means, ``sample_many`` draws a component by its weight, then from it. With a per-pair
         layer every component passes through the single-task belief's layer (fitted to no data:
-        its prior), so component 0 is that belief exactly.
+        its prior), so component 0 is that belief exactly. With the owner's
+        ``fixed_similarity`` the belief is that similarity's component alone.
         """
         search = self._search
-        weights = np.exp(search.log_prior)
-        weights /= weights.sum()
+        fixed = self._owner.fixed_similarity
+        if fixed is None:
+            weights = np.exp(search.log_prior)
+            weights /= weights.sum()
+        else:   # the given similarity's conditional prior alone
+            weights = np.zeros(len(search.similarities))
+            weights[search.similarities.index(fixed)] = 1.0
         single = self._single_task()
         self._layer = single._layer   # (with no data: the layer's prior, every component)
         shapes = [x.shape for x in xs]
-        components = [list(single.models_)] + [
-            search.prior_models(i, sources, shapes) for i in range(1, len(search.similarities))]
+        components = [list(single.models_) if weights[0] > 0 else None] + [
+            search.prior_models(i, sources, shapes) if weights[i] > 0 else None
+            for i in range(1, len(search.similarities))]
         self._keep_mixture(weights, components, sources, 0.0, {})
 
     def _far_evidence(self, a: int) -> tuple[FloatArray, FloatArray]:
@@ -1356,6 +1381,13 @@ class MultiTaskTransitionModel:
     full_scale : {"conditional", "climb"}, default "conditional"
         The scale of the full-data fits a task keeps at :math:`\rho > 0` (see
         :class:`TransferSearch`; ``"climb"`` is the rule before round 12).
+    fixed_similarity : float, optional
+        Keep this :math:`\rho` (a value of ``similarities``) for every task instead of choosing
+        it (no search; ``prior_related``, ``similarity_criterion`` and ``similarity_rule`` are
+        then unused; a per-pair layer's weight of the other tasks' counts is still chosen): the
+        tasks' relatedness known in advance, or the error mapped against :math:`\rho`
+        (``benchmarks/transfer_oracle.py``). A task without data is then that similarity's
+        conditional prior, a task without related data its single-task belief.
     source_impute_rounds : int or None, default 1
         Rounds of imputing censored counts in the sources' fits (``pooled_``); ``None``: the
         tasks' beliefs' ``impute_rounds``. The source only centres the task's prior (its
@@ -1396,7 +1428,8 @@ class MultiTaskTransitionModel:
                  similarity_rule: str = "one_se",
                  scale_range: tuple[float, float] = (1e-2, 1e4), scale_step: float = 0.25,
                  cv_folds: int = 2, cv_scale: str = "conditional",
-                 source_impute_rounds: int | None = 1, full_scale: str = "conditional") -> None:
+                 source_impute_rounds: int | None = 1, full_scale: str = "conditional",
+                 fixed_similarity: float | None = None) -> None:
         beliefs = list(beliefs) if isinstance(beliefs, (list, tuple)) else None  # type: ignore[assignment]
         if not beliefs:
             raise ValueError("beliefs: expected a non-empty list of CorrelatedTransitionModel, one per task")
@@ -1412,6 +1445,7 @@ class MultiTaskTransitionModel:
         self.similarities = _check_similarities(similarities)
         similarity_log_prior(self.similarities, prior_related)   # validates prior_related
         _check_option(similarity_criterion, "similarity_criterion", SIMILARITY_CRITERIA)
+        self.fixed_similarity = _check_fixed_similarity(fixed_similarity, self.similarities)
         self.prior_related = prior_related
         self.similarity_criterion = similarity_criterion
         self.similarity_rule = _check_option(similarity_rule, "similarity_rule", SIMILARITY_RULES)
@@ -1446,7 +1480,8 @@ class MultiTaskTransitionModel:
                  prior_related: float | None = 0.5, similarity_criterion: str = "loo",
                  similarity_rule: str = "one_se", cv_folds: int = 2,
                  cv_scale: str = "conditional", source_impute_rounds: int | None = 1,
-                 full_scale: str = "conditional", **kwargs: Any) -> MultiTaskTransitionModel:
+                 full_scale: str = "conditional", fixed_similarity: float | None = None,
+                 **kwargs: Any) -> MultiTaskTransitionModel:
         """One :meth:`CorrelatedTransitionModel.for_mdp` belief per task, combined.
 
         Parameters
@@ -1461,6 +1496,7 @@ class MultiTaskTransitionModel:
         cv_folds : int
         cv_scale, full_scale : {"conditional", "climb"}
         source_impute_rounds : int or None
+        fixed_similarity : float, optional
             As in the constructor.
         **kwargs
             Passed to :meth:`CorrelatedTransitionModel.for_mdp` (``lengthscale``, ``prior``,
@@ -1492,7 +1528,8 @@ class MultiTaskTransitionModel:
                    similarities=similarities, prior_related=prior_related,
                    similarity_criterion=similarity_criterion, similarity_rule=similarity_rule,
                    cv_folds=cv_folds, cv_scale=cv_scale,
-                   source_impute_rounds=source_impute_rounds, full_scale=full_scale)
+                   source_impute_rounds=source_impute_rounds, full_scale=full_scale,
+                   fixed_similarity=fixed_similarity)
 
     # ------------------------------------------------------------------ data
     def _check_task(self, task: Any) -> int:

@@ -66,6 +66,7 @@ from ..runner._ranges import (
     Each,
     Interval,
     Options,
+    OptionsOrNumber,
     check_ranges,
 )
 from ..runner._ranges import (
@@ -141,6 +142,12 @@ class Config:
         best (:class:`~corrpriors.applications.TransferSearch`), or no choice: the mixture over
         the similarities evaluated, weighted by their scores
         (:func:`~corrpriors.applications.multitask.average_weights`; not with ``layer``).
+    similarity : str
+        ``"learned"`` (the default): ``pg_transfer`` chooses its similarity; or a value of the
+        lattice :data:`~corrpriors.applications.multitask.SIMILARITY_GRID` (written as a
+        number): ``pg_transfer`` keeps it (no search; ``prior_related``,
+        ``similarity_criterion`` and ``similarity_rule`` unused) -- the error mapped against
+        :math:`\rho` (``benchmarks/transfer_oracle.py``).
     cv_folds : int
         Folds of ``pg_transfer``'s cross-validation (``similarity_criterion="cv"``).
     cv_scale : {"conditional", "climb"}
@@ -189,6 +196,7 @@ class Config:
     prior_related: float = 0.5
     similarity_criterion: str = "loo"
     similarity_rule: str = "one_se"
+    similarity: str = "learned"
     cv_folds: int = 2
     cv_scale: str = "conditional"
     source_impute_rounds: int = 1
@@ -223,6 +231,8 @@ RANGES = {
     "prior_related": Interval(float, 0.0, 1.0, closed="left", note="0 = a uniform prior over the similarities"),
     "similarity_criterion": Options("loo", "cv", "evidence"),
     "similarity_rule": Options("one_se", "best", "average"),
+    "similarity": OptionsOrNumber(("learned",), Interval(float, 0.0, 1.0, closed="left",
+                                                         note="a value of the similarity lattice")),
     "cv_folds": Interval(int, 2, 50, note="each fold adds a fit (cv_scale=climb: a climb) per action and similarity"),
     "cv_scale": Options("conditional", "climb"),
     "source_impute_rounds": Interval(int, 1, 100),
@@ -256,7 +266,12 @@ def check_config(config: Config) -> None:
     """
     from types import SimpleNamespace
 
+    from ..applications.multitask import SIMILARITY_GRID
+
     check_ranges(SimpleNamespace(RANGES=RANGES), config)
+    if config.similarity != "learned" and float(config.similarity) not in SIMILARITY_GRID:
+        raise ValueError(f"similarity: expected 'learned' or a value of the similarity lattice "
+                         f"{SIMILARITY_GRID}, got {config.similarity!r}")
     if config.layer and config.similarity_rule == "average":
         raise ValueError("similarity_rule, layer: 'average' mixes transfer fits without the per-pair "
                          "layer; set layer=false or similarity_rule=one_se")
@@ -323,7 +338,8 @@ def _transfer_model(config: Config, mdps: list) -> Any:
     from ..applications import MultiTaskTransitionModel
 
     prior = None if config.prior_related == 0 else config.prior_related
-    return MultiTaskTransitionModel.for_mdps(mdps, prior_related=prior,
+    fixed = None if config.similarity == "learned" else float(config.similarity)
+    return MultiTaskTransitionModel.for_mdps(mdps, prior_related=prior, fixed_similarity=fixed,
                                              similarity_criterion=config.similarity_criterion,
                                              similarity_rule=config.similarity_rule,
                                              cv_folds=config.cv_folds, cv_scale=config.cv_scale,

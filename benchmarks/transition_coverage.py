@@ -26,9 +26,9 @@ Methods:
 ``layered`` / ``layered-calibrated``
     :meth:`~corrpriors.applications.CorrelatedTransitionModel.for_mdp` at its defaults (the
     per-(state, action) layer on), the same two ways.
-``transfer``
+``transfer`` / ``transfer-calibrated``
     The experiment's ``pg_transfer`` (:class:`~corrpriors.applications.MultiTaskTransitionModel`,
-    the plain model).
+    the plain model), the same two ways.
 ``pooled``
     The experiment's ``pg_pooled``: ``pg`` fitted to every task's counts.
 
@@ -59,7 +59,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-METHODS = ("pg", "pg-calibrated", "layered", "layered-calibrated", "transfer", "pooled")
+METHODS = ("pg", "pg-calibrated", "layered", "layered-calibrated", "transfer", "transfer-calibrated", "pooled")
 LEVELS = (0.5, 0.9)
 MOVES = 0.02   # entries with a true probability above this are scored
 
@@ -75,6 +75,7 @@ def _beliefs(config, mdps):
             "layered": CorrelatedTransitionModel.for_mdp(target),
             "layered-calibrated": CorrelatedTransitionModel.for_mdp(target, draw_method="calibrated"),
             "transfer": T._transfer_model(config, mdps),
+            "transfer-calibrated": T._transfer_model(config, mdps, draw_method="calibrated"),
             "pooled": T._single_model(config, target)}
 
 
@@ -93,19 +94,20 @@ def run_seed(seed: int, config, budgets: list[int], n_draws: int) -> dict:
     s, a, s2 = T.uniform_transitions(mdps[-1], max(budgets), rng=rng)
     beliefs = _beliefs(config, mdps)
     for u, c in enumerate(sources):
-        beliefs["transfer"].set_counts(u, c)
+        for name in ("transfer", "transfer-calibrated"):
+            beliefs[name].set_counts(u, c)
     out: dict = {m: {"coverage": {str(q): [] for q in LEVELS}, "width90": [], "cpu": []} for m in METHODS}
     for T_ in budgets:
         x = transition_counts((s[:T_], a[:T_], s2[:T_]), S, A)
         for name, belief in beliefs.items():
-            if name == "transfer":
+            if name.startswith("transfer"):
                 belief.set_counts(len(mdps) - 1, x)
                 belief.mean(len(mdps) - 1)
             else:
                 belief.set_counts(sum(sources) + x if name == "pooled" else x)
                 belief.mean()
             tic = time.process_time()
-            draws = (belief.sample_many(n_draws, task=len(mdps) - 1, rng=seed) if name == "transfer"
+            draws = (belief.sample_many(n_draws, task=len(mdps) - 1, rng=seed) if name.startswith("transfer")
                      else belief.sample_many(n_draws, rng=seed))
             out[name]["cpu"].append(time.process_time() - tic)
             for q in LEVELS:

@@ -334,7 +334,8 @@ def _belief_options(config: Config) -> dict:
     return options
 
 
-def _transfer_model(config: Config, mdps: list) -> Any:
+def _transfer_model(config: Config, mdps: list, **options: Any) -> Any:
+    """``pg_transfer``'s model of ``mdps`` (``options``: more beliefs' options, e.g. ``draw_method``)."""
     from ..applications import MultiTaskTransitionModel
 
     prior = None if config.prior_related == 0 else config.prior_related
@@ -345,7 +346,7 @@ def _transfer_model(config: Config, mdps: list) -> Any:
                                              cv_folds=config.cv_folds, cv_scale=config.cv_scale,
                                              source_impute_rounds=config.source_impute_rounds,
                                              full_scale=config.full_scale,
-                                             **_belief_options(config))
+                                             **_belief_options(config), **options)
 
 
 def _single_model(config: Config, mdp: Any) -> Any:

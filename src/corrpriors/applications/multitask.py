@@ -1387,7 +1387,9 @@ class MultiTaskTransitionModel:
         then unused; a per-pair layer's weight of the other tasks' counts is still chosen): the
         tasks' relatedness known in advance, or the error mapped against :math:`\rho`
         (``benchmarks/transfer_oracle.py``). A task without data is then that similarity's
-        conditional prior, a task without related data its single-task belief.
+        conditional prior, a task without related data its single-task belief. A similarity
+        the tasks do not have misleads: PSRL at relatedness 0 with 0.9375 lost up to 0.30 of
+        the optimal return (user guide, "Transfer between related tasks").
     source_impute_rounds : int or None, default 1
         Rounds of imputing censored counts in the sources' fits (``pooled_``); ``None``: the
         tasks' beliefs' ``impute_rounds``. The source only centres the task's prior (its

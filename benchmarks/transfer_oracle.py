@@ -20,7 +20,9 @@ of the denominator):
 each against ``pg`` (the target's data only) and against ``pg_pooled``; and the learned and
 the oracle similarity's median. So a ratio above 1 to ``pg_pooled`` splits into what the
 choice of :math:`\\rho` loses (learned / oracle) and what no similarity can win (oracle /
-pooled). Writes ``benchmarks/out/transfer_oracle_<family>_<relatedness>.json``.
+pooled). Writes ``benchmarks/out/transfer_oracle_<settings>_seeds<seeds>.json``, ``<settings>``
+the experiment's results-folder name of the configuration (its label and hash), so runs of
+other settings or seeds do not overwrite each other.
 
 Run from the repository root::
 
@@ -62,11 +64,6 @@ def run_seed(seed: int, config, similarities: tuple) -> dict:
     return out
 
 
-def _seeds(text: str) -> list[int]:
-    lo, _, hi = text.partition("-")
-    return list(range(int(lo), int(hi or lo) + 1))
-
-
 def summarise(runs: list[dict], similarities: tuple, budgets: list[int]) -> dict:
     """The ratios the module docstring lists, per budget."""
     fixed = np.array([[r[str(rho)] for rho in similarities] for r in runs])   # (seeds, rho, budgets)
@@ -91,7 +88,7 @@ def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--family", choices=("windy", "lake"), default="windy")
     parser.add_argument("--relatedness", type=float, default=0.8)
-    parser.add_argument("--seeds", default="1200-1207", help="a seed or a range LO-HI")
+    parser.add_argument("--seeds", default="1200-1207", help="seeds as for corrpriors reproduce, e.g. 1200-1215")
     parser.add_argument("--budgets", default=None,
                         help="target budgets, e.g. 25,50,100 (default: the experiment's; the target's "
                              "transitions are drawn for the largest, so other budgets see other data)")
@@ -99,16 +96,20 @@ def main(argv=None) -> dict:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="another experiment setting (e.g. layer=true)")
     args = parser.parse_args(argv)
-    from corrpriors.runner._config import apply_overrides, parse_assignments
+    from corrpriors.runner._config import apply_overrides, parse_assignments, run_folder_name
+    from corrpriors.runner._run import parse_seeds
 
-    changes = parse_assignments(args.set)
-    changes.update(family=args.family, relatedness=str(args.relatedness), psrl_tasks="0")
-    if args.budgets:
-        changes["budgets"] = args.budgets
-    config, _ = apply_overrides(transfer, transfer.Config(), changes)
-    transfer.check_config(config)
+    try:
+        changes = parse_assignments(args.set)
+        changes.update(family=args.family, relatedness=str(args.relatedness), psrl_tasks="0")
+        if args.budgets:
+            changes["budgets"] = args.budgets
+        config, _ = apply_overrides(transfer, transfer.Config(), changes)
+        transfer.check_config(config)
+        seeds = parse_seeds(args.seeds)
+    except ValueError as exc:
+        parser.error(str(exc))
     budgets = [int(b) for b in config.budgets]
-    seeds = _seeds(args.seeds)
     from joblib import Parallel, delayed
 
     runs = Parallel(n_jobs=args.jobs)(delayed(run_seed)(s, config, SIMILARITY_GRID) for s in seeds)
@@ -125,7 +126,7 @@ def main(argv=None) -> dict:
         print(f"{'median rho, ' + k:24s}" + "".join(f"{x:10.4g}" for x in v))
     out = {"family": args.family, "relatedness": args.relatedness, "seeds": seeds, "budgets": budgets,
            "settings": args.set, "summary": summary, "runs": runs}
-    name = f"transfer_oracle_{args.family}_{args.relatedness:g}.json"
+    name = f"transfer_oracle_{run_folder_name(transfer, config)}_seeds{args.seeds}.json"
     atomic_write_bytes(ROOT / "benchmarks" / "out" / name, json.dumps(out, indent=2).encode())
     return out
 

@@ -390,8 +390,11 @@ def _check_similarities(similarities: Any) -> tuple[float, ...]:
     return grid
 
 
-def _check_fixed_similarity(value: Any, similarities: tuple[float, ...]) -> float | None:
-    """``value`` as a float of the lattice ``similarities``, or None."""
+def _check_fixed_similarity(value: Any, similarities: Sequence[float], name: str = "fixed_similarity",
+                            unset: str = "None") -> float | None:
+    """``value`` as a float of the lattice ``similarities``, or None; else a ``ValueError``
+    naming ``name`` (``unset``: how the caller spells "no fixed similarity", for the message).
+    """
     if value is None:
         return None
     try:
@@ -399,8 +402,8 @@ def _check_fixed_similarity(value: Any, similarities: tuple[float, ...]) -> floa
     except (TypeError, ValueError):
         rho = math.nan
     if rho not in similarities:
-        raise ValueError(f"fixed_similarity: expected None or a value of the similarity lattice "
-                         f"{similarities}, got {value!r}")
+        raise ValueError(f"{name}: expected {unset} or a value of the similarity lattice "
+                         f"{tuple(similarities)}, got {value!r}")
     return rho
 
 
@@ -1020,11 +1023,11 @@ class _TransferBelief(CorrelatedTransitionModel):
         self._far_similarity = self._pair_weight = 0.0
         self._layer = self._own_layer
         fixed = self._owner.fixed_similarity
-        if not self._counts.any() and any(s is not None for s in sources):
+        related = any(s is not None for s in sources)
+        if not self._counts.any() and related:
             self._fit_mixture(xs, sources)
         elif fixed is not None:   # no search: the given similarity (0 without related data)
-            self._fit_choice(fixed if any(s is not None for s in sources) else 0.0,
-                             tables, sources, {})
+            self._fit_choice(fixed if related else 0.0, tables, sources, {})
         else:
             similarity, values = self._search.choose(xs, sources)
             weights = average_weights(values, self._search.similarities, self._search.zero_bonus_) \

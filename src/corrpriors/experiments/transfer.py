@@ -266,12 +266,11 @@ def check_config(config: Config) -> None:
     """
     from types import SimpleNamespace
 
-    from ..applications.multitask import SIMILARITY_GRID
+    from ..applications.multitask import SIMILARITY_GRID, _check_fixed_similarity
 
     check_ranges(SimpleNamespace(RANGES=RANGES), config)
-    if config.similarity != "learned" and float(config.similarity) not in SIMILARITY_GRID:
-        raise ValueError(f"similarity: expected 'learned' or a value of the similarity lattice "
-                         f"{SIMILARITY_GRID}, got {config.similarity!r}")
+    if config.similarity != "learned":
+        _check_fixed_similarity(config.similarity, SIMILARITY_GRID, "similarity", "'learned'")
     if config.layer and config.similarity_rule == "average":
         raise ValueError("similarity_rule, layer: 'average' mixes transfer fits without the per-pair "
                          "layer; set layer=false or similarity_rule=one_se")

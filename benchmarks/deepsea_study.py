@@ -69,6 +69,7 @@ from corrpriors.applications import PSRLAgent
 from corrpriors.applications.transitions import CorrelatedTransitionModel, DirichletTransitionModel
 from corrpriors.envs import DeepSeaEnv
 from corrpriors.exceptions import ConvergenceWarning, JitterWarning
+from corrpriors.runner._run import parse_seeds
 
 #: Running share of bad episodes below which the agent has learned (bsuite's ``thresh``).
 THRESHOLD = 0.8
@@ -147,12 +148,20 @@ def run_one(size: int, walls: bool, method: str, seed: int, cap: int, learn_rewa
             "cpu_seconds": time.process_time() - cpu}
 
 
-def _ints(text: str) -> list[int]:
-    out: list[int] = []
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        out.extend(range(int(lo), int(hi or lo) + 1))
-    return out
+def _parse_lists(args: argparse.Namespace) -> None:
+    """Parse ``--sizes``, ``--seeds``, ``--streams`` (the runner's parser: distinct non-negative
+    integers or ranges) and ``--cap`` (one positive cap, or one per size) into lists on ``args``.
+    """
+    args.size_list = parse_seeds(args.sizes, name="--sizes")
+    args.seed_list = parse_seeds(args.seeds, name="--seeds")
+    args.stream_list = parse_seeds(args.streams, name="--streams")
+    try:
+        args.cap_list = [int(v) for v in args.cap.split(",")]
+    except ValueError:
+        raise ValueError(f"--cap: expected a positive integer or one per size, got {args.cap!r}") from None
+    if min(args.cap_list) < 1 or len(args.cap_list) not in (1, len(args.size_list)):
+        raise ValueError(f"--cap: expected a positive integer or one per size ({len(args.size_list)}), "
+                         f"got {args.cap!r}")
 
 
 def _done(path: pathlib.Path) -> set[tuple]:
@@ -170,11 +179,11 @@ def study(args: argparse.Namespace) -> None:
     out = pathlib.Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     done = _done(out)
-    caps = dict(zip(_ints(args.sizes), _ints(args.cap))) if "," in args.cap else {}
-    for size in _ints(args.sizes):
+    caps = dict(zip(args.size_list, args.cap_list))
+    for size in args.size_list:
         for walls in [w == "walls" for w in args.walls.split(",")]:
-            for seed in _ints(args.seeds):
-                for stream in _ints(args.streams):
+            for seed in args.seed_list:
+                for stream in args.stream_list:
                     for method in args.methods.split(","):
                         _run_missing(args, out, done, size, walls, seed, stream, method, caps)
 
@@ -185,7 +194,7 @@ def _run_missing(args: argparse.Namespace, out: pathlib.Path, done: set[tuple], 
     key = (size, walls, method, seed, args.learn_rewards, not args.stochastic, stream)
     if key in done:
         return
-    cap = caps.get(size, int(args.cap.split(",")[0]))
+    cap = caps.get(size, args.cap_list[0])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         warnings.simplefilter("ignore", JitterWarning)
@@ -307,6 +316,10 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [m for m in args.methods.split(",") if m not in BELIEFS]
     if unknown:
         parser.error(f"--methods: unknown {unknown}; expected some of {sorted(BELIEFS)}")
+    try:
+        _parse_lists(args)
+    except ValueError as exc:
+        parser.error(str(exc))
     if args.table:
         table(pathlib.Path(args.out))
         return 0

@@ -288,6 +288,8 @@ def test_parse_seeds_accepts_lists_and_ranges():
     assert parse_seeds("3-3") == [3]
     with pytest.raises(ValueError, match="seeds"):
         parse_seeds("a,b")
+    with pytest.raises(ValueError, match=r"^--sizes: value\(s\) \[10\] given more than once"):
+        parse_seeds("10,5-10", name="--sizes")     # another field's list names that field
 
 
 def test_metric_curves_draw_means_and_std_bands():

@@ -35,15 +35,13 @@ import numpy as np
 
 from corrpriors._fileio import atomic_write_bytes
 from corrpriors.applications.psrl import PSRLAgent, run_psrl
-from corrpriors.applications.transitions import (
-    CorrelatedTransitionModel,
-    _TransitionBelief,
-    displacement_category_map,
-)
+from corrpriors.applications.transitions import CorrelatedTransitionModel, displacement_category_map
+from corrpriors.applications.transitions._beliefs import _TransitionBelief
 from corrpriors.core.stick_breaking import psi_to_pi
 from corrpriors.exceptions import ConvergenceWarning, JitterWarning
 from corrpriors.experiments import psrl_queueing as pq
 from corrpriors.experiments.psrl_grid import METHODS, make_belief, se_covariance, split_method
+from corrpriors.runner._run import parse_seeds  # noqa: F401 (also the sibling scripts' parser)
 
 OUT = pathlib.Path(__file__).resolve().parents[1] / "out" / "psrl_bimodality"
 
@@ -475,14 +473,6 @@ def run_one(seed: int, method: str, ablation: str, config, full: bool) -> dict:
     return out
 
 
-def parse_seeds(text: str) -> list[int]:
-    seeds: list[int] = []
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        seeds += list(range(int(lo), int(hi) + 1)) if hi else [int(lo)]
-    return seeds
-
-
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--ablation", required=True, choices=sorted(ABLATIONS))
@@ -491,13 +481,17 @@ def main(argv=None) -> None:
     p.add_argument("--episodes", type=int, default=100)
     p.add_argument("--full", action="store_true", help="also save the final mean model")
     args = p.parse_args(argv)
+    try:
+        seeds = parse_seeds(args.seeds)
+    except ValueError as exc:
+        p.error(str(exc))
     for m in args.methods:
         split_method(m)
     config = dataclasses.replace(pq.Config(), n_episodes=args.episodes)
     folder = OUT / args.ablation
     folder.mkdir(parents=True, exist_ok=True)
     log = folder / "log.txt"
-    for seed in parse_seeds(args.seeds):
+    for seed in seeds:
         for method in args.methods:
             path = folder / f"seed-{seed}-{method}.npz"
             if path.exists():

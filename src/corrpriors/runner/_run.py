@@ -681,18 +681,26 @@ def _resolve_seeds(experiment: Any, quick: bool, seeds, n_seeds) -> list[int]:
     return list(range(int(n_seeds)))
 
 
-def parse_seeds(text: str) -> list[int]:
+def parse_seeds(text: str, *, name: str = "seeds") -> list[int]:
     """Parse ``"0,1,2"`` or ranges ``"0-4,7"`` into a list of distinct seeds.
+
+    Parameters
+    ----------
+    text : str
+        Comma-separated non-negative integers or ``LOW-HIGH`` ranges.
+    name : str, default "seeds"
+        The field named in the errors (a script's other lists of distinct integers, e.g.
+        ``"--sizes"``, use the same parser).
 
     Raises
     ------
     ValueError
         An entry that is not a non-negative integer or ``LOW-HIGH`` range, an empty entry, a
-        reversed range (``10-5``), a seed given twice, or more than :data:`MAX_SEEDS` seeds
+        reversed range (``10-5``), a value given twice, or more than :data:`MAX_SEEDS` values
         (checked before any list is built).
     """
     if not isinstance(text, str):
-        raise TypeError(f"seeds: expected a string such as '0-4,7', got {type(text).__name__}")
+        raise TypeError(f"{name}: expected a string such as '0-4,7', got {type(text).__name__}")
     ranges: list[tuple[int, int]] = []
     total = 0
     for raw in text.split(","):
@@ -703,20 +711,20 @@ def parse_seeds(text: str) -> list[int]:
             hi = int(hi_text.strip()) if dash else lo
         except ValueError:
             raise ValueError(
-                f"seeds: expected comma-separated non-negative integers or ranges like 0-4, "
+                f"{name}: expected comma-separated non-negative integers or ranges like 0-4, "
                 f"got {part!r} in {text!r}") from None
         if lo < 0 or hi < 0:
-            raise ValueError(f"seeds: expected non-negative integers, got {part!r}")
+            raise ValueError(f"{name}: expected non-negative integers, got {part!r}")
         if hi < lo:
-            raise ValueError(f"seeds: range {part!r} is reversed (expected LOW-HIGH with LOW <= HIGH)")
+            raise ValueError(f"{name}: range {part!r} is reversed (expected LOW-HIGH with LOW <= HIGH)")
         total += hi - lo + 1
         if total > MAX_SEEDS:
-            raise ValueError(f"seeds: {text!r} asks for more than {MAX_SEEDS:,} seeds (the limit per run)")
+            raise ValueError(f"{name}: {text!r} asks for more than {MAX_SEEDS:,} values (the limit per run)")
         ranges.append((lo, hi))
     out = [s for lo, hi in ranges for s in range(lo, hi + 1)]
     if len(set(out)) != len(out):
         dup = sorted({s for s in out if out.count(s) > 1})[:5]
-        raise ValueError(f"seeds: seed(s) {dup} given more than once in {text!r}")
+        raise ValueError(f"{name}: value(s) {dup} given more than once in {text!r}")
     return out
 
 

@@ -147,6 +147,32 @@ def test_resume_recomputes_only_the_missing_seed(tmp_path):
     assert calls(log) == [0, 0, 1, 1, 1, 2, 2]
 
 
+def test_other_seeds_of_a_configuration_say_what_they_replace(tmp_path):
+    """metrics.json summarises the seeds of the last run; a run of other seeds of the same
+    configuration replaces it (the seed files of both stay) and says so, with the seed list
+    that summarises all of them; the same seeds again, or all of them, replace nothing silently."""
+    from corrpriors.runner._run import seed_text
+
+    config = Config(log_dir=str(tmp_path))
+    lines: list[str] = []
+    kw = dict(config=config, jobs=1, out=tmp_path, progress=False, echo=lines.append, plot=False)
+    run_experiment(NAME, seeds=[0, 1], **kw)
+    assert not any("note: metrics.json" in line for line in lines)
+    lines.clear()
+    report = run_experiment(NAME, seeds=[5, 6], **kw)
+    text = " ".join(line.strip() for line in lines)
+    assert report.summary["seeds"] == [5, 6]
+    assert "note: metrics.json and the figures summarised seeds 0-1; they now summarise seeds 5-6" in text
+    assert "--seeds 0-1,5-6 summarises all of them" in text
+    lines.clear()
+    both = run_experiment(NAME, seeds=[0, 1, 5, 6], **kw)
+    assert both.computed_seeds == () and "note: metrics.json and the figures summarised seeds 5-6" in " ".join(lines)
+    lines.clear()
+    run_experiment(NAME, seeds=[0, 1, 5, 6], **kw)
+    assert not any("note: metrics.json" in line for line in lines)
+    assert seed_text([7, 0, 2, 1, 9, 10]) == "0-2,7,9-10" and seed_text([]) == ""
+
+
 def test_changed_config_is_recomputed_in_its_own_folder(tmp_path):
     log = tmp_path / "log"
     log.mkdir()

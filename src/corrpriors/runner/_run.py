@@ -40,7 +40,7 @@ import threading
 import time
 import warnings
 import zlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -1043,7 +1043,10 @@ def _finish(plan: _Plan, seed_dir: pathlib.Path, computed: list[int], skipped: l
     if estimate is not None:   # the cost model's prior estimate against what the seeds measured
         summary["run"]["estimate"] = dict(estimate, measured_cpu_seconds=cpu if computed else None)
     metrics_path = plan.run_dir / "metrics.json"
+    replaced = _replaced_seeds_note(metrics_path, plan.seeds)
     _io.write_json(metrics_path, summary)
+    for line in wrap(replaced, "  ", "    ") if replaced is not None else ():
+        say(line)
     _write_warnings_log(log_path, plan, all_warnings)
     saved = _save_figures(specs, plan.run_dir)
     figure_paths = tuple(p for sf in saved for p in sf.paths)
@@ -1058,6 +1061,40 @@ def _finish(plan: _Plan, seed_dir: pathlib.Path, computed: list[int], skipped: l
         summary=summary, saved_figures=tuple(saved), warnings=by_category, warnings_log=log_path,
         cpu_seconds=cpu, in_process=plan_in_process(len(computed), jobs, backend),
     )
+
+
+def seed_text(seeds: Iterable[int]) -> str:
+    """``seeds`` as :func:`parse_seeds` reads them, runs joined: ``[0, 1, 2, 5]`` -> ``"0-2,5"``."""
+    parts: list[str] = []
+    ordered = sorted(int(s) for s in seeds)
+    i = 0
+    while i < len(ordered):
+        j = i
+        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
+            j += 1
+        parts.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
+        i = j + 1
+    return ",".join(parts)
+
+
+def _replaced_seeds_note(metrics_path: pathlib.Path, seeds: Sequence[int]) -> str | None:
+    """One ``note:`` line when ``metrics.json`` (and the figures) summarised other seeds of this
+    configuration than the run about to replace it (None otherwise, or if it cannot be read).
+
+    The seed files of both runs stay in ``seeds/``; the note says how to summarise them together.
+    """
+    import json
+
+    try:
+        old = json.loads(metrics_path.read_text())["seeds"]
+        before = sorted({int(s) for s in old})
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if before == sorted(int(s) for s in seeds):
+        return None
+    return (f"note: metrics.json and the figures summarised seeds {seed_text(before)}; they now summarise "
+            f"seeds {seed_text(seeds)} (the seed files of both stay in seeds/: --seeds "
+            f"{seed_text(set(before) | {int(s) for s in seeds})} summarises all of them, reading them from disk)")
 
 
 def plan_in_process(n_seeds: int, jobs: int, backend: str) -> bool:

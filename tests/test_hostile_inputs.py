@@ -24,6 +24,7 @@ import pytest
 
 import toy_experiment as toy
 from corrpriors.cli import main
+from memory_checks import traced_peak
 
 pytestmark = pytest.mark.filterwarnings("ignore::corrpriors.exceptions.JitterWarning")
 
@@ -331,8 +332,6 @@ def test_the_run_estimate_covers_what_a_seed_allocates(n, method, kind):
     dense storage with a dense prior (S = 100, K = 100; S = 400, K = 10) and sparse storage (2,116 states),
     scored by the default point estimate (the Hellinger-Bayes estimate's draws, on dense storage)
     and by the means."""
-    import tracemalloc
-
     from corrpriors.experiments import gym_sysid
     from corrpriors.experiments._gym_memory import run_memory
 
@@ -341,12 +340,7 @@ def test_the_run_estimate_covers_what_a_seed_allocates(n, method, kind):
                        rng=np.random.default_rng(0))
     exp = gym_sysid.SysIdExperiment("FrozenLake-v1", big_lake(n))
     cfg = dataclasses.replace(exp.quick_config(), methods=(method,), transitions=(1000,), point_estimate=kind)
-    tracemalloc.start()
-    try:
-        gym_sysid.run_seed(cfg, rng=np.random.default_rng(0))
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    _, peak = traced_peak(gym_sysid.run_seed, cfg, rng=np.random.default_rng(0))
     n_dims = exp.cost_settings(cfg)["n_dims"]
     estimate = run_memory(exp.n_states, exp.n_actions, n_dims, (method,), model_bytes=exp._model_bytes,
                           entries=exp._listed, radius=cfg.radius, prior=cfg.prior, observed=1000,

@@ -1507,7 +1507,9 @@ class MultiTaskTransitionModel:
             Passed to :meth:`CorrelatedTransitionModel.for_mdp` (``lengthscale``, ``prior``,
             ``boundary``, the per-pair layer's ``concentration``, ...; its defaults, so that
             every task's belief is ``for_mdp``'s at the same arguments); ``selection`` must stay
-            ``"collapsed"`` (or ``"elbo"``).
+            ``"collapsed"`` (or ``"elbo"``). ``scale_range`` and ``scale_step`` also set the
+            transfer beliefs' scale lattice (the constructor's), so that every fit of the
+            family climbs one lattice.
 
         Returns
         -------
@@ -1529,7 +1531,8 @@ class MultiTaskTransitionModel:
             raise ValueError(f"selection: transfer chooses scales by a bound; expected 'collapsed' "
                              f"or 'elbo', got {kwargs['selection']!r}")
         kwargs.setdefault("prior", "dense")
-        return cls([CorrelatedTransitionModel.for_mdp(m, **kwargs) for m in mdps],
+        lattice = {k: kwargs[k] for k in ("scale_range", "scale_step") if k in kwargs}
+        return cls([CorrelatedTransitionModel.for_mdp(m, **kwargs) for m in mdps], **lattice,
                    similarities=similarities, prior_related=prior_related,
                    similarity_criterion=similarity_criterion, similarity_rule=similarity_rule,
                    cv_folds=cv_folds, cv_scale=cv_scale,

@@ -43,9 +43,12 @@ draw met one after the other; on each the agent starts from the start cell and r
 ``psrl_transitions`` transitions of PSRL (``psrl_variant``, replanning every ``replan_every``);
 ``pg_transfer`` keeps one multi-task belief over the sequence (each task borrows from the ones
 before), ``pg_pooled`` one belief fed with every task's data, ``pg`` and ``dirichlet_sparse`` a
-fresh belief per task. Reported: the normalised return (expected discounted return of the greedy
-policy averaged over start states, divided by the optimal one) after the first ``psrl_eval``
-transitions of every task, and its mean over the task's run.
+fresh belief per task. Every method meets a task with the same random stream (common random
+numbers): on the first task, where nothing can be borrowed, ``pg_transfer``, ``pg_pooled`` and
+``pg`` hold the same belief and get the same returns, and on later tasks the differences between
+methods are their beliefs', not their streams'. Reported: the normalised return (expected
+discounted return of the greedy policy averaged over start states, divided by the optimal one)
+after the first ``psrl_eval`` transitions of every task, and its mean over the task's run.
 """
 
 from __future__ import annotations
@@ -166,7 +169,8 @@ class Config:
     max_iter, tol : int, float
         CAVI settings of every PG fit.
     psrl_tasks : int
-        Tasks in the PSRL sequence of panel 2 (0: no panel 2).
+        Tasks in the PSRL sequence of panel 2 (0: no panel 2; else at least 2). Every method meets
+        task j with the same random stream (common random numbers).
     psrl_transitions : int
         Transitions of PSRL on every task of the sequence.
     psrl_eval : int
@@ -221,7 +225,8 @@ RANGES = {
     "n_sources": Interval(int, 1, 20, note="the sources' data are pooled into one source model per task"),
     "source_transitions": Interval(int, 1, MAX_STEPS),
     "budgets": Each(Interval(int, 1, MAX_STEPS), min_len=1, increasing=True),
-    "shape": Each(Interval(int, 3, 40, note="a dense S x S prior per task, S = rows x cols"), min_len=2, max_len=2),
+    "shape": Each(Interval(int, 3, 40, note="a dense S x S prior per task, S = rows x cols; a 40x40 "
+                                            "seed needs about 19 GiB (checked)"), min_len=2, max_len=2),
     "wind_amplitude": Interval(float, 0.0, 100.0, note="cells"),
     "wind_lengthscale": Interval(float, 0.0, 1e6, closed="right", note="cells"),
     "hole_density": Interval(float, 0.0, 0.3, note="lake: holes are redrawn until start and goal are joined"),
@@ -240,7 +245,7 @@ RANGES = {
     "alpha_sparse": CONCENTRATION,
     "max_iter": ITERATIONS,
     "tol": FIT_TOLERANCE,
-    "psrl_tasks": Interval(int, 0, 100, note="0 = no PSRL panel"),
+    "psrl_tasks": Interval(int, 0, 100, note="0 = no PSRL panel, else at least 2"),
     "psrl_transitions": Interval(int, 1, MAX_STEPS),
     "psrl_eval": Interval(int, 1, MAX_STEPS),
     "replan_every": Interval(int, 1, MAX_STEPS),
@@ -260,12 +265,34 @@ def x_values(config: Config) -> list[float]:
     return [float(t) for t in config.budgets]
 
 
+#: Peak memory of one seed per entry of a dense (S, S) matrix, in units of 8 bytes, with a
+#: scale lattice finer than half a decade and coarser (the experiment's default 0.25 and
+#: ``--quick``'s 0.5): every fit a transfer search visits -- per similarity, scale and action --
+#: is cached with its dense factors. Measured (round 17, peak RSS of ``run_seed``, one BLAS
+#: thread, windy and lakes): 641-652 at 576-900 states with 0.25, 279-337 at 900-1,600 with 0.5.
+SEED_SS_ENTRIES = {"fine": 700, "coarse": 350}
+
+
+def seed_memory(config: Config) -> float:
+    """Estimated peak bytes of one seed of ``config`` (:data:`SEED_SS_ENTRIES`; the PSRL
+    sequence holds a transfer belief per task, each with its cache: measured peaks of 1.3 and
+    1.8 times panel 1's with 4 and 8 tasks, so 0.35 per task).
+    """
+    n_states = int(config.shape[0]) * int(config.shape[1])
+    per_entry = SEED_SS_ENTRIES["fine" if config.scale_step < 0.5 else "coarse"]
+    sequence = max(1.0, 0.35 * config.psrl_tasks)
+    data = 24.0 * (max(config.budgets) + config.n_sources * config.source_transitions)
+    return 250 * 2**20 + 8.0 * per_entry * n_states**2 * sequence + data
+
+
 def check_config(config: Config) -> None:
     """Raise ``ValueError`` naming the field of an invalid ``config`` (:data:`RANGES`, then the
-    settings that constrain each other).
+    settings that constrain each other, then :func:`seed_memory` against the memory this process
+    may use).
     """
     from types import SimpleNamespace
 
+    from .._memory import check_memory
     from ..applications.multitask import SIMILARITY_GRID, _check_fixed_similarity
 
     check_ranges(SimpleNamespace(RANGES=RANGES), config)
@@ -275,12 +302,20 @@ def check_config(config: Config) -> None:
         raise ValueError("similarity_rule, layer: 'average' mixes transfer fits without the per-pair "
                          "layer; set layer=false or similarity_rule=one_se")
     if config.psrl_tasks:
+        if config.psrl_tasks == 1:
+            raise ValueError("psrl_tasks: expected 0 (no PSRL panel) or at least 2 (the first task of "
+                             "the sequence has nothing to borrow from), got 1")
         if config.psrl_transitions % config.replan_every or config.psrl_eval % config.replan_every:
             raise ValueError(f"psrl_transitions, psrl_eval: expected multiples of replan_every = "
                              f"{config.replan_every}, got {config.psrl_transitions} and {config.psrl_eval}")
         if config.psrl_eval > config.psrl_transitions:
             raise ValueError(f"psrl_eval: expected at most psrl_transitions = {config.psrl_transitions}, "
                              f"got {config.psrl_eval}")
+    rows, cols = config.shape
+    check_memory(seed_memory(config), f"shape: a seed of transfer on {rows}x{cols} grids ({rows * cols:,} "
+                 f"states, scale_step {config.scale_step:g}, psrl_tasks {config.psrl_tasks})",
+                 "use a smaller shape, a coarser scale_step or fewer psrl_tasks (every parallel job "
+                 "holds one seed)")
 
 
 def resolve_config(config: Config) -> Config:
@@ -308,8 +343,13 @@ def _title(config: Config) -> str:
     return f"Transfer, {rows}x{cols} {FAMILY_NAMES[config.family]}{layer}, relatedness {config.relatedness:g}"
 
 
+#: Entries of the next-state CDFs :func:`uniform_transitions` holds at once (8 MiB of them).
+_CHUNK_ENTRIES = 2**20
+
+
 def uniform_transitions(mdp: Any, n: int, *, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
-    """``n`` transitions from uniformly random states and actions.
+    """``n`` transitions from uniformly random states and actions (memory O(n + S) per chunk
+    of the next-state CDFs, not O(n S)).
 
     Returns
     -------
@@ -320,9 +360,13 @@ def uniform_transitions(mdp: Any, n: int, *, rng: np.random.Generator) -> tuple[
     P = np.asarray(mdp.transitions)
     s = rng.integers(P.shape[0], size=n)
     a = rng.integers(P.shape[1], size=n)
-    cdf = np.cumsum(P[s, a], axis=1)
-    s2 = inverse_cdf(cdf, rng.random(n))
-    return s, a, np.asarray(s2, dtype=np.int64)
+    u = rng.random(n)
+    s2 = np.empty(n, dtype=np.int64)
+    chunk = max(1, _CHUNK_ENTRIES // P.shape[2])   # the rows' CDFs, (chunk, S) at a time
+    for i in range(0, n, chunk):
+        sl = slice(i, i + chunk)
+        s2[sl] = inverse_cdf(np.cumsum(P[s[sl], a[sl]], axis=1), u[sl])
+    return s, a, s2
 
 
 def _belief_options(config: Config) -> dict:
@@ -403,11 +447,15 @@ def _psrl_sequence(config: Config, mdps: list, rng: np.random.Generator) -> dict
 
     start = 0   # cell (0, 0), the start of both families' worlds
     out: dict[str, np.ndarray] = {}
-    for method, stream in zip(METHODS, rng.spawn(len(METHODS))):
+    # Common random numbers: every method meets task j with the same stream, so methods that
+    # hold the same belief act alike (task 1: pg_transfer, pg and pg_pooled have nothing to
+    # borrow yet) and their differences are the beliefs', not the streams'.
+    tasks = np.random.SeedSequence(int(rng.integers(2**63))).spawn(len(mdps))
+    for method in METHODS:
         transfer = _transfer_model(config, mdps) if method == "pg_transfer" else None
         pooled = _single_model(config, mdps[0]) if method == "pg_pooled" else None
         returns = []
-        for j, (mdp, g) in enumerate(zip(mdps, stream.spawn(len(mdps)))):
+        for j, (mdp, g) in enumerate(zip(mdps, map(np.random.default_rng, tasks))):
             belief: Any
             if transfer is not None:
                 belief = transfer.task(j)

@@ -7,6 +7,7 @@ import warnings
 import numpy as np
 import pytest
 
+from corrpriors._validation import check_real
 from corrpriors.core import CorrelatedMultinomial
 from corrpriors.exceptions import JitterWarning
 
@@ -203,3 +204,22 @@ def test_complex_coordinates_are_a_type_error(make):
     X = np.array([[0.0 + 1j, 0.0], [1.0, 0.0]])
     with pytest.raises(TypeError, match="expected real numbers, got complex"):
         make(X)
+
+
+def test_check_real_converts_nothing_but_numbers():
+    """check_real: numbers (numpy's too) as floats; bools, strings and None a TypeError naming the
+    argument; NaN, infinities and values outside the interval (its open or closed ends) a
+    ValueError."""
+    assert check_real(np.float32(0.5), "x", 0.0, 1.0) == 0.5 and check_real(np.int64(1), "x", 0.0, 1.0) == 1.0
+    assert type(check_real(1, "x")) is float
+    for bad in (True, np.bool_(False), "0.5", None, [0.5], np.array(0.5)):
+        with pytest.raises(TypeError, match=r"^x: expected a real number in \[0, 1\], got "):
+            check_real(bad, "x", 0.0, 1.0)
+    for bad in (np.nan, np.inf, -0.1, 1.5):
+        with pytest.raises(ValueError, match=r"^x: expected a real number in \[0, 1\], got "):
+            check_real(bad, "x", 0.0, 1.0)
+    with pytest.raises(ValueError, match=r"^p: expected a real number in \(0, 1\), got 0"):
+        check_real(0, "p", 0.0, 1.0, closed="neither")
+    with pytest.raises(ValueError, match=r"^p: expected a probability, got 1.0"):
+        check_real(1.0, "p", 0.0, 1.0, closed="left", expected="a probability")
+    assert check_real(0.0, "p", 0.0, 1.0, closed="left") == 0.0

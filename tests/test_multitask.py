@@ -16,6 +16,7 @@ from corrpriors.applications import (
     TransitionBelief,
     run_psrl,
 )
+from corrpriors.applications import multitask as MT
 from corrpriors.applications.multitask import (
     SIMILARITY_GRID,
     SourceField,
@@ -763,3 +764,85 @@ def test_fixed_similarity_is_the_search_at_that_similarity():
     for bad in (0.3, "a", 1.0):
         with pytest.raises(ValueError, match="fixed_similarity"):
             MultiTaskTransitionModel.for_mdps(mdps, fixed_similarity=bad)
+
+
+def test_similarities_must_be_finite():
+    """NaN compares false with everything, so an order check alone let (0, nan) through to a
+    failure deep in a fit; every entry must be a finite number (not a bool or a string)."""
+    mdp = windy_gridworld((3, 3))
+    for bad in ([0, float("nan")], [0.0, np.nan, 0.5], [0.0, np.inf], [0.0, "0.5"], [False, 0.5]):
+        with pytest.raises(ValueError, match="similarities: expected an increasing sequence"):
+            MultiTaskTransitionModel.for_mdps([mdp, mdp], similarities=bad)
+        with pytest.raises(ValueError, match="similarities"):
+            TransferSearch(_template(), similarities=bad)
+    assert MultiTaskTransitionModel.for_mdps([mdp], similarities=np.array([0.0, 0.5])).similarities == (0.0, 0.5)
+
+
+def test_cv_folds_are_bounded():
+    """cv_folds has the bound the transfer experiment's setting has (MAX_CV_FOLDS, one constant):
+    10**7 folds were accepted and then asked for unbounded memory."""
+    from corrpriors.experiments import transfer as T
+
+    mdp = windy_gridworld((3, 3))
+    for bad in (MT.MAX_CV_FOLDS + 1, 10 ** 7):
+        with pytest.raises(ValueError, match=r"cv_folds: expected an integer in \[2, 50\]"):
+            MultiTaskTransitionModel.for_mdps([mdp], cv_folds=bad)
+        with pytest.raises(ValueError, match="cv_folds"):
+            TransferSearch(_template(), cv_folds=bad)
+    assert MultiTaskTransitionModel.for_mdps([mdp], cv_folds=MT.MAX_CV_FOLDS).cv_folds == MT.MAX_CV_FOLDS
+    assert TransferSearch(_template(), cv_folds=MT.MAX_CV_FOLDS).cv_folds == MT.MAX_CV_FOLDS
+    assert T.RANGES["cv_folds"].high == MT.MAX_CV_FOLDS
+
+
+def test_numbers_are_not_bools_or_strings():
+    """fixed_similarity=False was taken as 0.0 (True refused), prior_related='0.5' was stored as a
+    string and select(similarity=False) kept 0: bools and strings are refused alike."""
+    mdp = windy_gridworld((3, 3))
+    for bad in (False, True, np.bool_(False), "0.5", "0"):
+        with pytest.raises(ValueError, match="fixed_similarity: expected None or a value of the similarity lattice"):
+            MultiTaskTransitionModel.for_mdps([mdp], fixed_similarity=bad)
+    assert MultiTaskTransitionModel.for_mdps([mdp], fixed_similarity=np.float64(0.5)).fixed_similarity == 0.5
+    for bad in ("0.5", True, False, "abc", [0.5]):
+        with pytest.raises(TypeError, match=r"prior_related: expected a probability in \(0, 1\) or None"):
+            MultiTaskTransitionModel.for_mdps([mdp], prior_related=bad)
+        with pytest.raises(TypeError, match="prior_related"):
+            TransferSearch(_template(), prior_related=bad)
+        with pytest.raises(TypeError, match="prior_related"):   # also on a one-point lattice
+            similarity_log_prior((0.0,), bad)
+    kept = MultiTaskTransitionModel.for_mdps([mdp], prior_related=np.float64(0.25)).prior_related
+    assert kept == 0.25 and type(kept) is float
+    search = TransferSearch(_template())
+    with pytest.raises(ValueError, match="similarity: expected None or a value of the similarity lattice"):
+        search.select([np.ones((16, 3))], [None], similarity=False)
+
+
+def test_select_at_a_similarity_without_a_source_is_at_zero():
+    """As its docstring says: with no source there is nothing to transfer, so select(similarity=)
+    gives the selection at 0 (what the search chooses), not the similarity asked for."""
+    x = np.random.default_rng(1).integers(0, 4, size=(16, 3))
+    kept = TransferSearch(_template()).select([x], [None], similarity=0.5)
+    searched = TransferSearch(_template()).select([x], [None])
+    assert kept.similarity == searched.similarity == 0.0 and kept.values == {}
+    np.testing.assert_allclose(kept.models[0].probs(), searched.models[0].probs())
+
+
+def test_policy_estimator_checks_its_settings_before_fitting(monkeypatch):
+    """prior_related (and the other search settings) were checked only by the transfer search,
+    after every task's single-task fit; now before any fit."""
+    from corrpriors.core.selection import ScaleSearch
+
+    def fitted(*args, **kwargs):
+        raise AssertionError("a fit ran before the settings were checked")
+
+    monkeypatch.setattr(ScaleSearch, "select", fitted)
+    counts = np.ones((2, 4, 3))
+    for kw, exc, match in ((dict(prior_related=2.0), ValueError, "prior_related"),
+                           (dict(prior_related="0.5"), TypeError, "prior_related"),
+                           (dict(similarities=(0.0, np.nan)), ValueError, "similarities"),
+                           (dict(similarity_criterion="aic"), ValueError, "similarity_criterion"),
+                           (dict(similarity_rule="worst"), ValueError, "similarity_rule"),
+                           (dict(cv_scale="fold"), ValueError, "cv_scale"),
+                           (dict(full_scale="fold"), ValueError, "full_scale")):
+        with pytest.raises(exc, match=match):
+            MultiTaskPolicyEstimator(distances=np.ones((4, 4)) - np.eye(4), **kw).fit(counts)
+

@@ -214,6 +214,25 @@ def check_int(x: Any, name: str, low: int, high: int | None = None) -> int:
     return int(x)
 
 
+def check_real(x: Any, name: str, low: float = -np.inf, high: float = np.inf, *,
+               closed: str = "both", expected: str | None = None) -> float:
+    """``x`` as a finite float between ``low`` and ``high``, or an error naming ``name``.
+
+    ``closed`` says which ends belong to the interval (``"both"``, ``"left"``, ``"right"`` or
+    ``"neither"``). Booleans, strings and other non-numbers raise :class:`TypeError` (never
+    converted: ``'0.5'`` is not 0.5 and ``True`` is not 1); NaN, infinities and values outside
+    raise :class:`ValueError`. ``expected`` replaces "a real number in [low, high]" in the message.
+    """
+    left, right = closed in ("both", "left"), closed in ("both", "right")
+    want = expected or f"a real number in {'[' if left else '('}{low:g}, {high:g}{']' if right else ')'}"
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer, float, np.floating)):
+        raise TypeError(f"{name}: expected {want}, got {x!r}")
+    v = float(x)
+    if not (np.isfinite(v) and (v >= low if left else v > low) and (v <= high if right else v < high)):
+        raise ValueError(f"{name}: expected {want}, got {x!r}")
+    return v
+
+
 def check_simplex(p: Any, name: str, axis: int = -1, atol: float = 1e-8) -> np.ndarray:
     """Check that ``p`` is non-negative and sums to one along ``axis``."""
     arr = check_array(p, name)
@@ -293,4 +312,5 @@ def check_precision(precision: Any, name: str = "precision",
 
 
 __all__ = ["MAX_EXACT_COUNT", "as_real_array", "check_array", "check_counts", "check_covariance", "check_int",
-           "check_points", "check_positive", "check_precision", "check_shape", "check_simplex"]
+           "check_points", "check_positive", "check_precision", "check_real", "check_shape",
+           "check_simplex"]

@@ -144,10 +144,10 @@ import numpy as np
 
 from .._threads import single_blas_thread
 from .._typing import FloatArray, SeedLike
-from .._validation import check_counts, check_int, check_positive
+from .._validation import check_counts, check_int, check_positive, check_real
 from .transitions import CorrelatedTransitionModel
 
-__all__ = ["CV_SCALES", "FULL_SCALES", "PAIR_WEIGHTS", "SIMILARITY_CRITERIA", "SIMILARITY_GRID",
+__all__ = ["CV_SCALES", "FULL_SCALES", "MAX_CV_FOLDS", "PAIR_WEIGHTS", "SIMILARITY_CRITERIA", "SIMILARITY_GRID",
            "SIMILARITY_RULES", "MultiTaskPolicyEstimator", "MultiTaskTransitionModel", "SourceField",
            "TransferSearch", "TransferSelection", "average_weights", "similarity_log_prior", "split_counts",
            "transfer_hyper_prior"]
@@ -160,6 +160,12 @@ SIMILARITY_GRID = (0.0, 0.25, 0.5, 0.75, 0.875, 0.9375, 0.96875, 0.984375, 0.992
 #: counts at its pairs, as fractions of its similarity :math:`\rho` (module docstring, "The
 #: per-(state, action) layer"); 0 has prior probability 1/2, the others share the rest.
 PAIR_WEIGHTS = (0.0, 0.125, 0.25, 0.5, 1.0)
+
+#: The most folds a similarity's cross-validation may have (``cv_folds``): every fold adds a fit
+#: (with ``cv_scale="climb"`` a climb) per count model and similarity evaluated and holds its own
+#: split of the counts, so 50 folds already cost 25 times the default two; the transfer
+#: experiment's ``cv_folds`` setting has the same bound.
+MAX_CV_FOLDS = 50
 
 
 @dataclasses.dataclass(frozen=True)
@@ -379,14 +385,18 @@ def _check_option(value: Any, name: str, options: tuple[str, ...]) -> str:
 
 
 def _check_similarities(similarities: Any) -> tuple[float, ...]:
+    """``similarities`` as a tuple of floats, or a ``ValueError`` naming it: numbers (no bools or
+    strings), finite (NaN compares false with everything, so an order check alone passes it),
+    increasing, in [0, 1), starting at 0.
+    """
+    want = (f"similarities: expected an increasing sequence of numbers in [0, 1) starting at 0 "
+            f"(no transfer), got {similarities!r}")
     try:
-        grid = tuple(float(v) for v in similarities)
+        grid = tuple(check_real(v, "similarities", 0.0, 1.0, closed="left") for v in similarities)
     except (TypeError, ValueError):
-        raise ValueError(f"similarities: expected an increasing sequence in [0, 1) starting at 0, "
-                         f"got {similarities!r}") from None
-    if not grid or grid[0] != 0.0 or any(b <= a for a, b in zip(grid, grid[1:])) or grid[-1] >= 1.0:
-        raise ValueError(f"similarities: expected an increasing sequence in [0, 1) starting at 0 "
-                         f"(no transfer), got {similarities!r}")
+        raise ValueError(want) from None
+    if not grid or grid[0] != 0.0 or any(b <= a for a, b in zip(grid, grid[1:])):
+        raise ValueError(want)
     return grid
 
 
@@ -397,14 +407,24 @@ def _check_fixed_similarity(value: Any, similarities: Sequence[float], name: str
     """
     if value is None:
         return None
-    try:
-        rho = float(value)
+    try:   # a number, not a bool or a string (False is not 0.0)
+        rho = check_real(value, name)
     except (TypeError, ValueError):
         rho = math.nan
     if rho not in similarities:
         raise ValueError(f"{name}: expected {unset} or a value of the similarity lattice "
                          f"{tuple(similarities)}, got {value!r}")
     return rho
+
+
+def _check_prior_related(value: Any) -> float | None:
+    """``prior_related`` as a float in (0, 1), or None; else an error naming it (a bool or a
+    string is refused, not converted).
+    """
+    if value is None:
+        return None
+    return check_real(value, "prior_related", 0.0, 1.0, closed="neither",
+                      expected="a probability in (0, 1) or None")
 
 
 def similarity_log_prior(similarities: Sequence[float], prior_related: float | None) -> FloatArray:
@@ -424,11 +444,9 @@ def similarity_log_prior(similarities: Sequence[float], prior_related: float | N
     ndarray of shape (len(similarities),)
     """
     n = len(similarities)
-    if prior_related is None or n == 1:
+    p = _check_prior_related(prior_related)
+    if p is None or n == 1:
         return np.full(n, -math.log(n))
-    p = float(prior_related)
-    if not 0.0 < p < 1.0:
-        raise ValueError(f"prior_related: expected a probability in (0, 1) or None, got {prior_related!r}")
     return np.array([math.log(1.0 - p)] + [math.log(p / (n - 1))] * (n - 1))
 
 
@@ -517,8 +535,9 @@ class TransferSearch:
         The scale lattice, as in :class:`~corrpriors.core.selection.ScaleSearch`.
     cv_folds : int, default 2
         Folds of the cross-validation (:func:`split_counts`; each fold's models are fitted to
-        the other folds' counts). Two folds train on half the data, which favours a prior that
-        helps with little data; more folds cost proportionally more fits.
+        the other folds' counts), at most :data:`MAX_CV_FOLDS`. Two folds train on half the
+        data, which favours a prior that helps with little data; more folds cost
+        proportionally more fits.
     cv_scale : {"conditional", "climb"}, default "conditional"
         The scale of the cross-validation's fits (:data:`CV_SCALES`): ``"conditional"``, the
         joint model's :math:`\theta_S(1 - \rho^2)` from the source's scale
@@ -552,7 +571,7 @@ class TransferSearch:
                  full_scale: str = "conditional") -> None:
         from ..core.selection import ScaleSearch, check_criterion, clone_estimator
 
-        self.cv_folds = check_int(cv_folds, "cv_folds", low=2)
+        self.cv_folds = check_int(cv_folds, "cv_folds", low=2, high=MAX_CV_FOLDS)
         self.cv_scale = _check_option(cv_scale, "cv_scale", CV_SCALES)
         self.full_scale = _check_option(full_scale, "full_scale", FULL_SCALES)
 
@@ -849,18 +868,20 @@ class TransferSearch:
             Keep this similarity of the lattice (no search, no cross-validation): only the
             scales are chosen (``values`` is then empty). A transition belief uses it for its
             later rounds of imputing censored counts, after choosing the similarity in the
-            first.
+            first (it passes a similarity above 0 only when a related task has data). Where
+            there is no source there is nothing to transfer: a count model whose source is
+            ``None`` is fitted as at 0, and with no source at all the selection is at 0 (its
+            ``similarity`` is then 0.0, what the search would choose), whatever ``similarity``
+            says.
 
         Returns
         -------
         TransferSelection
         """
         xs, srcs, i_max = self._check_inputs(counts, sources)
-        if similarity is not None:
-            if similarity not in self.similarities:
-                raise ValueError(f"similarity: expected a value of the lattice {self.similarities}, "
-                                 f"got {similarity!r}")
-            return self._selection(min(self.similarities.index(similarity), i_max), xs, srcs, {})
+        rho = _check_fixed_similarity(similarity, self.similarities, "similarity")
+        if rho is not None:   # (no source, i_max = 0: nothing to transfer, the selection is at 0)
+            return self._selection(min(self.similarities.index(rho), i_max), xs, srcs, {})
         cur, found = self._choose(xs, srcs, i_max)
         return self._selection(cur, xs, srcs, found)
 
@@ -1378,7 +1399,8 @@ class MultiTaskTransitionModel:
     scale_step : float, default 0.25
         The scale lattice of the transfer beliefs.
     cv_folds : int, default 2
-        Folds of the similarity's cross-validation (see :class:`TransferSearch`).
+        Folds of the similarity's cross-validation, at most :data:`MAX_CV_FOLDS` (see
+        :class:`TransferSearch`).
     cv_scale : {"conditional", "climb"}, default "conditional"
         The scale of the cross-validation's fits (see :class:`TransferSearch`).
     full_scale : {"conditional", "climb"}, default "conditional"
@@ -1448,10 +1470,9 @@ class MultiTaskTransitionModel:
                                  f"{ref.n_categories}) like task 0, got ({b.n_states}, {b.n_actions}, "
                                  f"{b.n_categories})")
         self.similarities = _check_similarities(similarities)
-        similarity_log_prior(self.similarities, prior_related)   # validates prior_related
+        self.prior_related = _check_prior_related(prior_related)
         _check_option(similarity_criterion, "similarity_criterion", SIMILARITY_CRITERIA)
         self.fixed_similarity = _check_fixed_similarity(fixed_similarity, self.similarities)
-        self.prior_related = prior_related
         self.similarity_criterion = similarity_criterion
         self.similarity_rule = _check_option(similarity_rule, "similarity_rule", SIMILARITY_RULES)
         if similarity_rule == "average" and any(b._layer is not None for b in beliefs):
@@ -1461,7 +1482,7 @@ class MultiTaskTransitionModel:
         lo, hi = (check_positive(v, "scale_range") for v in scale_range)
         self.scale_range = (lo, hi)
         self.scale_step = check_positive(scale_step, "scale_step")
-        self.cv_folds = check_int(cv_folds, "cv_folds", low=2)
+        self.cv_folds = check_int(cv_folds, "cv_folds", low=2, high=MAX_CV_FOLDS)
         self.cv_scale = _check_option(cv_scale, "cv_scale", CV_SCALES)
         self.full_scale = _check_option(full_scale, "full_scale", FULL_SCALES)
         self.source_impute_rounds = None if source_impute_rounds is None else check_int(
@@ -1732,12 +1753,19 @@ class MultiTaskPolicyEstimator:
         """
         from ..core.selection import ScaleSearch
 
+        # every setting the searches use, before any fit (they would check them only after
+        # the single-task fits)
         x = check_counts(counts, "counts", ndim=3)
         n_tasks = x.shape[0]
         if self.similarity_rule == "average":
             raise ValueError("similarity_rule: 'average' is the transition beliefs' model average; a "
                              "policy estimator chooses ('one_se' or 'best')")
+        _check_option(self.similarity_rule, "similarity_rule", SIMILARITY_RULES)
+        _check_option(self.similarity_criterion, "similarity_criterion", SIMILARITY_CRITERIA)
+        _check_option(self.cv_scale, "cv_scale", CV_SCALES)
+        _check_option(self.full_scale, "full_scale", FULL_SCALES)
         similarities = _check_similarities(self.similarities)
+        prior_related = _check_prior_related(self.prior_related)
         lo, hi = (check_positive(v, "scale_range") for v in self.scale_range)
         step = check_positive(self.scale_step, "scale_step")
         template = self._template()
@@ -1750,8 +1778,7 @@ class MultiTaskPolicyEstimator:
             if others:
                 pooled = ScaleSearch(template, low=lo, high=hi, step=step).select(x[others].sum(axis=0)).model
                 source = SourceField.from_model(pooled, len(others))
-            sel = TransferSearch(template, similarities=similarities,
-                                 prior_related=self.prior_related,
+            sel = TransferSearch(template, similarities=similarities, prior_related=prior_related,
                                  similarity_criterion=self.similarity_criterion,
                                  similarity_rule=self.similarity_rule, low=lo, high=hi,
                                  step=step, cv_scale=self.cv_scale,

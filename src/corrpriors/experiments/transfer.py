@@ -60,6 +60,7 @@ from typing import Any
 
 import numpy as np
 
+from ..applications.multitask import MAX_CV_FOLDS
 from ..runner._ranges import (
     CONCENTRATION,
     ITERATIONS,
@@ -238,7 +239,8 @@ RANGES = {
     "similarity_rule": Options("one_se", "best", "average"),
     "similarity": OptionsOrNumber(("learned",), Interval(float, 0.0, 1.0, closed="left",
                                                          note="a value of the similarity lattice")),
-    "cv_folds": Interval(int, 2, 50, note="each fold adds a fit (cv_scale=climb: a climb) per action and similarity"),
+    "cv_folds": Interval(int, 2, MAX_CV_FOLDS,
+                         note="each fold adds a fit (cv_scale=climb: a climb) per action and similarity"),
     "cv_scale": Options("conditional", "climb"),
     "source_impute_rounds": Interval(int, 1, 100),
     "full_scale": Options("conditional", "climb"),
@@ -296,8 +298,8 @@ def check_config(config: Config) -> None:
     from ..applications.multitask import SIMILARITY_GRID, _check_fixed_similarity
 
     check_ranges(SimpleNamespace(RANGES=RANGES), config)
-    if config.similarity != "learned":
-        _check_fixed_similarity(config.similarity, SIMILARITY_GRID, "similarity", "'learned'")
+    if config.similarity != "learned":   # (a number, or one written as text: RANGES checked it)
+        _check_fixed_similarity(float(config.similarity), SIMILARITY_GRID, "similarity", "'learned'")
     if config.layer and config.similarity_rule == "average":
         raise ValueError("similarity_rule, layer: 'average' mixes transfer fits without the per-pair "
                          "layer; set layer=false or similarity_rule=one_se")

@@ -215,6 +215,16 @@ def test_env_rejects_bad_input():
         TabularEnv(np.eye(3))
 
 
+@pytest.mark.parametrize("build", [dense_gridworld, tunnel_world, lambda shape: goal_gridworld(shape, rng=0),
+                                   default_walls, wall_world])
+def test_grid_shapes_are_integers_not_truncated(build):
+    """A fractional size was cut silently ((2.7, 3.9) built a 2 x 3 grid); it is refused."""
+    for bad in ((2.7, 3.9), (4, 4.5), ("4", "4"), (4,), (0, 4)):
+        with pytest.raises(ValueError, match=r"^shape: expected \(n_rows, n_cols\), two positive integers"):
+            build(bad)
+    assert build((np.int64(11), 11.0)) is not None   # numpy integers and whole floats are integers
+
+
 def test_make_with_module_prefix():
     env = gymnasium.make("corrpriors.envs:corrpriors/WallWorld-v0")
     assert env.unwrapped.mdp.n_states == 101

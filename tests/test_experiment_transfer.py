@@ -8,7 +8,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from corrpriors.envs import smooth_wind, windy_gridworld, windy_task_family
+from corrpriors.envs import lake_task_family, smooth_wind, windy_gridworld, windy_task_family
+from corrpriors.envs import task_family as TF
 from corrpriors.experiments import transfer as T
 from corrpriors.mdp import check_mdp, mean_hellinger
 from corrpriors.runner import SeedResult, get_experiment
@@ -68,6 +69,29 @@ def test_tunnel_goal_and_family_relatedness():
         windy_gridworld((3, 3), wind=np.zeros((4, 2)))
     with pytest.raises(ValueError, match="drive"):
         windy_gridworld((3, 3), drive=0.0)
+
+
+@pytest.mark.parametrize("family", [windy_task_family, lake_task_family])
+def test_task_families_check_their_arguments_before_drawing(family):
+    """relatedness '0.5' and True were accepted ('abc' and None failed in float(), naming
+    nothing), shape (2.7, 3.9) was cut to (2, 3), shape (1, 1) failed as "goal, start" in the
+    windy family, and n_sources had no bound (10**9 ran without end)."""
+    for bad in ("0.5", True, np.bool_(False), "abc", None):
+        with pytest.raises(TypeError, match=r"relatedness: expected a real number in \[0, 1\]"):
+            family(bad, 1, rng=0, shape=(3, 3))
+    for bad in ((2.7, 3.9), (3, 3.5), ("3", "3"), (0, 3), (3,)):
+        with pytest.raises(ValueError, match=r"shape: expected \(n_rows, n_cols\), two positive integers"):
+            family(0.5, 1, rng=0, shape=bad)
+    with pytest.raises(ValueError, match="shape: expected at least two cells"):
+        family(0.5, 1, rng=0, shape=(1, 1))
+    for bad in (TF.MAX_SOURCES + 1, 10 ** 9):
+        with pytest.raises(ValueError, match=rf"n_sources: expected an integer in \[0, {TF.MAX_SOURCES}\]"):
+            family(0.5, bad, rng=0, shape=(3, 3))
+    mdps, _ = family(np.float64(0.5), 1, rng=0, shape=(np.int64(3), 3))   # numpy numbers are numbers
+    assert len(mdps) == 2 and mdps[0].shape == (3, 3)
+    same, _ = family(1, 1, rng=0, shape=(3, 3))
+    again, _ = family(1.0, 1, rng=0, shape=(3, 3))
+    np.testing.assert_array_equal(same[0].transitions, again[0].transitions)
 
 
 def test_config_checks_name_the_field():

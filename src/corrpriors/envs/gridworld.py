@@ -36,6 +36,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._random import as_generator
+from .._validation import check_int
 from ..mdp._sparse import CHUNK_ENTRIES, SparseTransitions, absorb_rows, prefer_sparse
 from ..mdp.tabular import TabularMDP
 
@@ -47,13 +48,14 @@ ACTION_VECTORS.setflags(write=False)
 
 
 def _check_shape(shape: Any) -> tuple[int, int]:
+    """``shape`` as (n_rows, n_cols), or a ``ValueError`` naming it: two positive integers (a
+    fractional size is refused, not truncated: (2.7, 3.9) is not (2, 3)).
+    """
     try:
-        r, c = (int(n) for n in shape)
+        r, c = shape
+        return check_int(r, "shape", 1), check_int(c, "shape", 1)
     except (TypeError, ValueError):
-        raise ValueError(f"shape: expected (n_rows, n_cols), got {shape!r}") from None
-    if r < 1 or c < 1:
-        raise ValueError(f"shape: expected positive sizes, got {shape!r}")
-    return r, c
+        raise ValueError(f"shape: expected (n_rows, n_cols), two positive integers, got {shape!r}") from None
 
 
 def _cell_of(cell: Any, shape: tuple[int, int], name: str) -> tuple[int, int]:

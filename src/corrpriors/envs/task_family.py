@@ -83,9 +83,16 @@ from typing import Any
 import numpy as np
 
 from .._random import as_generator
-from .._validation import check_int
+from .._validation import check_int, check_real
 from ..mdp.tabular import TabularMDP
 from .gridworld import ACTION_VECTORS, _cell_of, _check_shape, _targets
+
+#: The most source tasks a family draws. Every task is a dense (S, A, S) model (320 kB on the
+#: default 10 x 10 grid: 320 MB at this bound) and the windy family factorises an S x S wind
+#: covariance per source, so the bound keeps a slip such as ``n_sources=10**9`` from running
+#: without end while leaving far more sources than transfer needs: the multi-task model pools the
+#: sources' data into one source model per task, and the transfer experiment uses at most 20.
+MAX_SOURCES = 1000
 
 #: Drive and damping of the target task.
 TARGET_DRIVE, TARGET_DAMPING = 2.0, 1.0
@@ -236,11 +243,13 @@ def windy_task_family(relatedness: float, n_sources: int, *, rng: Any,
     relatedness : float
         :math:`r \in [0, 1]` (module docstring).
     n_sources : int
-        Number of source tasks (>= 0).
+        Number of source tasks, in [0, :data:`MAX_SOURCES`].
     rng : int, Generator or None
         Randomness (required): the target's wind first, then per source its own wind, heading,
         drive and damping.
     shape : (int, int)
+        Grid (n_rows, n_cols), at least two cells; the start is the top-left cell and the goal
+        the bottom-right one.
     wind_amplitude, wind_lengthscale : float
         Of :func:`smooth_wind`.
     discount : float
@@ -256,9 +265,8 @@ def windy_task_family(relatedness: float, n_sources: int, *, rng: Any,
     params : list of TaskParameters
         Their hidden parameters, in the same order.
     """
-    r = _check_family(relatedness, n_sources, relabel_sources)
+    r, shape = _check_family(relatedness, n_sources, relabel_sources, shape)
     gen = as_generator(rng)
-    shape = _check_shape(shape)
     w_target = smooth_wind(shape, rng=gen, amplitude=wind_amplitude, lengthscale=wind_lengthscale)
     params = []
     for _ in range(int(n_sources)):
@@ -274,15 +282,25 @@ def windy_task_family(relatedness: float, n_sources: int, *, rng: Any,
     return _relabel_sources(mdps, relabel_sources, gen), params
 
 
-def _check_family(relatedness: Any, n_sources: Any, relabel_sources: Any) -> float:
-    """The family arguments every family checks: ``relatedness`` in [0, 1] (returned as a float)."""
-    r = float(relatedness)
-    if not 0.0 <= r <= 1.0:
-        raise ValueError(f"relatedness: expected a number in [0, 1], got {relatedness!r}")
-    check_int(n_sources, "n_sources", 0)
+def _check_family(relatedness: Any, n_sources: Any, relabel_sources: Any, shape: Any
+                  ) -> tuple[float, tuple[int, int]]:
+    """The arguments every family checks before drawing: ``relatedness`` a number in [0, 1] (not
+    a bool or a string), ``n_sources`` an integer in [0, :data:`MAX_SOURCES`], ``relabel_sources``
+    a bool and ``shape`` two positive integers with at least two cells (a start and a goal).
+
+    Returns
+    -------
+    relatedness : float
+    shape : (int, int)
+    """
+    r = check_real(relatedness, "relatedness", 0.0, 1.0)
+    check_int(n_sources, "n_sources", 0, MAX_SOURCES)
     if not isinstance(relabel_sources, (bool, np.bool_)):
         raise TypeError(f"relabel_sources: expected a bool, got {type(relabel_sources).__name__}")
-    return r
+    rows, cols = _check_shape(shape)
+    if rows * cols < 2:
+        raise ValueError(f"shape: expected at least two cells (a start and a goal), got {shape!r}")
+    return r, (rows, cols)
 
 
 def _relabel_sources(mdps: list[TabularMDP], relabel: bool, gen: np.random.Generator) -> list[TabularMDP]:
@@ -459,12 +477,13 @@ def lake_task_family(relatedness: float, n_sources: int, *, rng: Any,
     relatedness : float
         :math:`r \in [0, 1]` (module docstring, "Slippery lakes").
     n_sources : int
-        Number of source tasks (>= 0).
+        Number of source tasks, in [0, :data:`MAX_SOURCES`].
     rng : int, Generator or None
         Randomness (required): the target's layout first, then per source its slip, directions
         and layout.
     shape : (int, int)
-        Grid; the start is the top-left cell and the goal the bottom-right one.
+        Grid (n_rows, n_cols), at least two cells; the start is the top-left cell and the goal
+        the bottom-right one.
     hole_density : float
         Probability in [0, 0.5] that a cell is a hole.
     discount : float
@@ -479,13 +498,10 @@ def lake_task_family(relatedness: float, n_sources: int, *, rng: Any,
     params : list of LakeParameters
         Their hidden parameters, in the same order.
     """
-    r = _check_family(relatedness, n_sources, relabel_sources)
+    r, shape = _check_family(relatedness, n_sources, relabel_sources, shape)
     if not (np.isfinite(hole_density) and 0.0 <= hole_density <= 0.5):
         raise ValueError(f"hole_density: expected a number in [0, 0.5], got {hole_density!r}")
     gen = as_generator(rng)
-    shape = _check_shape(shape)
-    if shape[0] * shape[1] < 2:
-        raise ValueError(f"shape: expected at least two cells, got {shape!r}")
     S = shape[0] * shape[1]
     target = LakeParameters(TARGET_SLIP, (0, 1, 2, 3), _draw_layout(gen, shape, hole_density, None, None))
     params = []

@@ -4,6 +4,9 @@ tasks (fixed seeds)."""
 
 from __future__ import annotations
 
+import inspect
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -846,3 +849,16 @@ def test_policy_estimator_checks_its_settings_before_fitting(monkeypatch):
         with pytest.raises(exc, match=match):
             MultiTaskPolicyEstimator(distances=np.ones((4, 4)) - np.eye(4), **kw).fit(counts)
 
+
+def test_user_guide_states_the_policy_estimators_own_criterion():
+    """The user guide said the policy estimator "does the same" as the transition model, whose
+    default criterion is leave-one-out; the policies' default is the two-fold cross-validation,
+    and the guide's sentence on them must name it."""
+    guide = Path(__file__).resolve().parents[1] / "docs" / "user_guide" / "transfer.rst"
+    if not guide.exists():
+        pytest.skip("needs a source checkout (docs/)")
+    paragraphs = [" ".join(p.split()) for p in guide.read_text(encoding="utf-8").split("\n\n")]
+    text = next(p for p in paragraphs if p.startswith(":class:`~corrpriors.applications.MultiTaskPolicyEstimator`"))
+    default = inspect.signature(MultiTaskPolicyEstimator).parameters["similarity_criterion"].default
+    assert default != inspect.signature(MultiTaskTransitionModel).parameters["similarity_criterion"].default
+    assert f'similarity_criterion="{default}"' in text

@@ -17,12 +17,23 @@ encoding ``pg`` and the relative one ``pg_offset`` in the ``system-id`` experime
 :data:`VOCABULARY` and are migrated on load by their recorded version (never guessed from their
 content), with a one-line note (:func:`migration_note`).
 
+A model named for a Dirichlet concentration (``dirichlet_sparse`` is α = 1e-3) records the
+setting that can change it (:class:`Concentration`: ``alpha_sparse``). A run whose configuration
+sets another α keeps the name, its colour and its marker, and its label and description state the
+α used (``Dirichlet α=1`` for ``--set alpha_sparse=1``): :func:`method`, :func:`label`,
+:func:`labels` and :func:`describe` take the configuration (a ``Config`` or the ``config`` block
+of a ``metrics.json`` record): the runner writes those labels to ``metrics.json`` and the
+figures take them from the record's configuration (:func:`record_labels`), so the terminal, the
+record, the figures and the report agree. Without a configuration, or with the name's own α,
+every label is the table's.
+
 Adding a method (a new experiment's model or variant) is one entry here: a :class:`Model` in
 :data:`MODELS` (label, one-line description, a colour no other model uses unless it is the same
-belief, a marker) or a :class:`Variant` in :data:`VARIANTS` (label, description, a line style no
-other variant uses). Experiments list their names in ``METHODS`` (and ``OPTIONAL_METHODS``);
-``tests/test_vocabulary.py`` checks every registered experiment against this table and names any
-missing method, and the docs' table of names is generated from it.
+belief, a marker, and the :class:`Concentration` its label states, if any) or a :class:`Variant`
+in :data:`VARIANTS` (label, description, a line style no other variant uses). Experiments list
+their names in ``METHODS`` (and ``OPTIONAL_METHODS``); ``tests/test_vocabulary.py`` checks every
+registered experiment against this table and names any missing method, and the docs' table of
+names is generated from it.
 
 This module imports nothing from matplotlib: colours are hex strings, line styles matplotlib's
 short names, so the runner and the report can use it without drawing.
@@ -31,6 +42,8 @@ short names, so the runner and the report can use it without drawing.
 from __future__ import annotations
 
 import dataclasses
+import math
+import numbers
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -39,14 +52,90 @@ from typing import Any
 VOCABULARY = 2
 
 
+def alpha_text(value: float) -> str:
+    """A concentration as labels write it: its shortest exact decimal, in powers of ten below 0.01.
+
+    ``1e-3``, ``2.5e-4``, ``0.01``, ``0.5``, ``1``, ``30``; from 10,000 on in powers of ten too
+    (``1e4``). The text reads back as the same float, so two different α never share a label.
+    """
+    x = float(value)
+    if x != 0 and math.isfinite(x) and not 0.01 <= abs(x) < 1e4:
+        for digits in range(17):
+            text = f"{x:.{digits}e}"
+            if float(text) == x:
+                break
+        mantissa, exponent = text.split("e")
+        return f"{mantissa}e{int(exponent)}"
+    text = repr(x)
+    return text[:-2] if text.endswith(".0") else text
+
+
+@dataclasses.dataclass(frozen=True)
+class Concentration:
+    """The Dirichlet concentration a model's name stands for, and the setting that can change it.
+
+    Attributes
+    ----------
+    setting : str
+        The ``Config`` field of the experiments that sets this model's α (``"alpha_sparse"``).
+    value : float
+        The α of the name: its label ends in ``α=<value>`` and its description says
+        ``α = <value>`` (both checked when the table is built).
+    """
+
+    setting: str
+    value: float
+
+
 @dataclasses.dataclass(frozen=True)
 class Model:
-    """A belief model: display label, one-line description, colour (hex) and marker."""
+    """A belief model: display label, one-line description, colour (hex), marker and concentration.
+
+    ``concentration`` is set for a model whose label states its Dirichlet α; under a configuration
+    with another α, :meth:`under` gives the label and description of the α used.
+    """
 
     label: str
     description: str
     colour: str
     marker: str
+    concentration: Concentration | None = None
+
+    def __post_init__(self) -> None:
+        if self.concentration is not None:
+            text = alpha_text(self.concentration.value)
+            if not self.label.endswith(f" α={text}") or self.description.count(f"α = {text}") != 1:
+                raise ValueError(f"Model {self.label!r}: a label ending in 'α={text}' and a description "
+                                 f"saying 'α = {text}' once are expected of a model with concentration "
+                                 f"{self.concentration}")
+
+    def alpha(self, config: Any) -> float | None:
+        """The α that ``config`` sets for this model where it differs from the name's, else None.
+
+        ``config`` is an experiment's ``Config`` or a mapping (the ``config`` block of a
+        ``metrics.json`` record); a configuration without the setting, or with a value that is
+        not a number, leaves the name's α.
+        """
+        c = self.concentration
+        if c is None or config is None:
+            return None
+        value = config.get(c.setting) if isinstance(config, Mapping) else getattr(config, c.setting, None)
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or float(value) == c.value:
+            return None
+        return float(value)
+
+    def under(self, config: Any) -> Model:
+        """Return the model with the label and description of the α ``config`` sets (itself if none)."""
+        alpha = self.alpha(config)
+        if alpha is None:
+            return self
+        assert self.concentration is not None  # alpha() is None without one
+        old, new = alpha_text(self.concentration.value), alpha_text(alpha)
+        label = self.label[: -len(old)] + new
+        description = (self.description.replace(f"α = {old}", f"α = {new}")
+                       + f" (set by {self.concentration.setting}; the name's own α is {old})")
+        return dataclasses.replace(self, label=label, description=description,
+                                   concentration=dataclasses.replace(self.concentration, value=alpha))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,8 +172,10 @@ MODELS: dict[str, Model] = {
                 "are moves relative to the current state", "#1f77b4", "o"),
     "pg_absolute": Model("PG absolute (the paper's)", "correlated prior, categories = next states in index "
                          "order (the paper's encoding)", "#ff7f0e", "s"),
-    "dirichlet_uniform": Model("Dirichlet α=1", "independent Dirichlet posteriors, α = 1", "#2ca02c", "^"),
-    "dirichlet_sparse": Model("Dirichlet α=1e-3", "independent Dirichlet posteriors, α = 1e-3", "#d62728", "v"),
+    "dirichlet_uniform": Model("Dirichlet α=1", "independent Dirichlet posteriors, α = 1", "#2ca02c", "^",
+                               Concentration("alpha_uniform", 1.0)),
+    "dirichlet_sparse": Model("Dirichlet α=1e-3", "independent Dirichlet posteriors, α = 1e-3", "#d62728", "v",
+                              Concentration("alpha_sparse", 1e-3)),
     # imitation learning: policies, not transitions (categories = actions; no relative/absolute)
     "dirichlet": Model("Dirichlet", "independent Dirichlet policy posteriors (imitation; α = "
                        "Config.dirichlet_alpha, 1e-3 by default, hence the colour of dirichlet_sparse)",
@@ -139,23 +230,51 @@ def is_known(name: str) -> bool:
     return True
 
 
-def method(name: str) -> Method:
-    """Resolve ``name`` (``"pg_absolute_sampling"``) to its label, description, colour and style."""
+def method(name: str, config: Any = None) -> Method:
+    """Resolve ``name`` (``"pg_absolute_sampling"``) to its label, description, colour and style.
+
+    Parameters
+    ----------
+    name : str
+        A model, optionally followed by ``_<variant>``.
+    config : Config or mapping, optional
+        The run's configuration (or a ``metrics.json`` record's ``config`` block). Where it sets
+        another concentration than the one the model's name stands for (``alpha_sparse=1`` for
+        ``dirichlet_sparse``), the label and the description state the α used; the name, colour,
+        line style and marker stay.
+    """
     model, variant = split(name)
-    m, v = MODELS[model], VARIANTS[variant]
+    m, v = MODELS[model].under(config), VARIANTS[variant]
     label = m.label if not variant else f"{m.label}, {v.label}"
     description = m.description if not variant else f"{m.description}; {v.description}"
     return Method(name, model, variant, label, description, m.colour, v.linestyle, m.marker)
 
 
-def label(name: str) -> str:
-    """The display label of ``name``; an unknown name (a user's plug-in) is shown as it is."""
-    return method(name).label if is_known(name) else name
+def label(name: str, config: Any = None) -> str:
+    """The display label of ``name`` under ``config`` (see :func:`method`); an unknown name is shown as it is."""
+    return method(name, config).label if is_known(name) else name
 
 
-def labels(names: Any) -> dict[str, str]:
-    """``{name: label}`` for every name of ``names``."""
-    return {n: label(n) for n in names}
+def labels(names: Any, config: Any = None) -> dict[str, str]:
+    """``{name: label}`` for every name of ``names`` under ``config`` (see :func:`method`)."""
+    return {n: label(n, config) for n in names}
+
+
+def record_labels(record: Mapping, names: Any = None) -> dict[str, str]:
+    """``{name: label}`` of a ``metrics.json`` record's methods, under the configuration it records.
+
+    ``names`` defaults to every method of every metric of the record. The labels are the ones
+    the runner wrote to the record's ``methods`` block (both come from :func:`labels` with the
+    record's ``config``), so a figure drawn from a record names the methods as the record and
+    the report do.
+    """
+    if names is None:
+        metrics = record.get("metrics")
+        names = list(dict.fromkeys(m for block in (metrics.values() if isinstance(metrics, Mapping) else ())
+                                   if isinstance(block, Mapping) and isinstance(block.get("methods"), Mapping)
+                                   for m in block["methods"]))
+    config = record.get("config")
+    return labels(names, config if isinstance(config, Mapping) else None)
 
 
 def style(name: str) -> dict[str, str]:
@@ -166,9 +285,29 @@ def style(name: str) -> dict[str, str]:
     return {"color": m.colour, "linestyle": m.linestyle, "marker": m.marker}
 
 
-def describe(names: Any) -> dict[str, dict]:
-    """The ``metrics.json`` block ``methods``: every known name of ``names`` with its table entry."""
-    return {n: method(n).as_json() for n in names if is_known(n)}
+def concentration_notes(names: Any, config: Any) -> list[str]:
+    """One line per model of ``names`` whose α ``config`` changes from the one its name stands for.
+
+    ``["dirichlet_sparse: α = 1 (set by alpha_sparse; the name's own α is 1e-3)"]`` for a run
+    with ``alpha_sparse=1``; empty under the names' own α (the terminal table of a default run
+    is unchanged). The table names methods, not labels: this line says what a name meant there.
+    """
+    out: dict[str, str] = {}
+    for name in names:
+        if not is_known(name):
+            continue
+        model = split(name)[0]
+        m = MODELS[model]
+        alpha = m.alpha(config)
+        if alpha is not None and m.concentration is not None and model not in out:
+            out[model] = (f"{model}: α = {alpha_text(alpha)} (set by {m.concentration.setting}; "
+                          f"the name's own α is {alpha_text(m.concentration.value)})")
+    return list(out.values())
+
+
+def describe(names: Any, config: Any = None) -> dict[str, dict]:
+    """The ``metrics.json`` block ``methods``: every known name of ``names`` with its entry under ``config``."""
+    return {n: method(n, config).as_json() for n in names if is_known(n)}
 
 
 # ----------------------------------------------------------------------------- old results
@@ -221,6 +360,11 @@ def migrate_summary(summary: Mapping) -> tuple[dict, str | None]:
     Method keys are renamed at any depth, and method names in the notes' and claims' text. The
     record's ``vocabulary`` becomes :data:`VOCABULARY`, its ``methods`` block is filled in and
     the note is added to ``extra["notes"]``.
+
+    A ``methods`` entry whose label does not state the concentration the record's ``config``
+    set (written before labels followed ``alpha_sparse`` and ``alpha_uniform``: ``Dirichlet
+    α=1e-3`` for a run with ``alpha_sparse=1``) gets the label and description of that α, and
+    ``extra["notes"]`` says so.
     """
     record = dict(summary)
     mapping = renames(str(record.get("experiment", "")), record.get("vocabulary"))
@@ -243,11 +387,37 @@ def migrate_summary(summary: Mapping) -> tuple[dict, str | None]:
         methods = block.get("methods") if isinstance(block, Mapping) else None
         names += [m for m in (methods if isinstance(methods, Mapping) else ()) if isinstance(m, str)
                   and m not in names]
-    record.setdefault("methods", describe(names))
+    config = record.get("config") if isinstance(record.get("config"), Mapping) else None
+    record.setdefault("methods", describe(names, config))
+    relabelled = _relabel(record, config)
+    if relabelled:
+        extra = dict(record["extra"]) if isinstance(record.get("extra"), Mapping) else {}
+        notes = extra.get("notes")
+        extra["notes"] = [*(notes if isinstance(notes, list) else []),
+                          "labels read as the configuration's concentration: " + "; ".join(relabelled)]
+        record["extra"] = extra
     return record, note
 
 
+def _relabel(record: dict, config: Mapping | None) -> list[str]:
+    """Give the ``methods`` entries of ``record`` the label of the α ``config`` set; say which changed."""
+    methods = record.get("methods")
+    if config is None or not isinstance(methods, Mapping):
+        return []
+    changed, block = [], dict(methods)
+    for name, entry in methods.items():
+        if not (is_known(name) and isinstance(entry, Mapping) and MODELS[split(name)[0]].alpha(config) is not None):
+            continue
+        m = method(name, config)
+        if entry.get("label") != m.label:
+            changed.append(f"{name} {repr(entry.get('label'))[:60]} -> {m.label!r}")
+            block[name] = {**entry, "label": m.label, "description": m.description}
+    record["methods"] = block
+    return changed
+
+
 __all__ = [
+    "Concentration",
     "LEGACY_NAMES",
     "MODELS",
     "Method",
@@ -255,6 +425,8 @@ __all__ = [
     "VARIANTS",
     "VOCABULARY",
     "Variant",
+    "alpha_text",
+    "concentration_notes",
     "describe",
     "is_known",
     "label",
@@ -262,6 +434,7 @@ __all__ = [
     "method",
     "migrate_summary",
     "migration_note",
+    "record_labels",
     "rename_keys",
     "rename_text",
     "renames",

@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from .._format import WIDTH, mean_std, num, wrap
-from .._methods import VOCABULARY, describe, migration_note
+from .._methods import VOCABULARY, concentration_notes, describe, migration_note
 from . import _config, _io
 from ._ranges import check_ranges
 from .protocol import (
@@ -486,14 +486,15 @@ def summarise(experiment: Any, config: Any, seed_results: Mapping[int, SeedResul
                                "per_seed": values.tolist()}
         metrics[metric] = {"better": better, "methods": methods}
     resolve = getattr(experiment, "resolve_config", None)
+    used = resolve(config) if resolve is not None else config
     names = list(dict.fromkeys(m for block in metrics.values() for m in block["methods"]))
     summary = {
         "experiment": experiment.NAME,
         "vocabulary": VOCABULARY,
-        "methods": method_labels(experiment, names),
+        "methods": method_labels(experiment, names, used),
         "x": {"name": experiment.X_NAME, "values": [float(x) for x in experiment.x_values(config)]},
         "seeds": [int(s) for s in seeds],
-        "config": _io.config_to_json(resolve(config) if resolve is not None else config),
+        "config": _io.config_to_json(used),
         "metrics": metrics,
         "extra": {},
     }
@@ -504,13 +505,15 @@ def summarise(experiment: Any, config: Any, seed_results: Mapping[int, SeedResul
     return _io.to_jsonable(summary)
 
 
-def method_labels(experiment: Any, names: Sequence[str]) -> dict:
-    """The ``metrics.json`` block ``methods``: each name's entry of the method vocabulary.
+def method_labels(experiment: Any, names: Sequence[str], config: Any = None) -> dict:
+    """The ``metrics.json`` block ``methods``: each name's entry of the method vocabulary under ``config``.
 
-    A name outside the vocabulary (a user's plug-in experiment) gets the label its experiment
+    A model named for a concentration that ``config`` changes (``dirichlet_sparse`` with
+    ``alpha_sparse=1``) is labelled with the α used (:func:`corrpriors._methods.method`). A
+    name outside the vocabulary (a user's plug-in experiment) gets the label its experiment
     gives in the optional ``METHOD_LABELS``, else the name itself.
     """
-    known = describe(names)
+    known = describe(names, config)
     own = getattr(experiment, "METHOD_LABELS", None) or {}
     return {n: known.get(n) or {"label": str(own.get(n, n))} for n in names}
 
@@ -575,8 +578,10 @@ def format_table(summary: dict, max_columns: int = 5, width: int = WIDTH) -> str
     """Format the terminal table of a ``metrics.json`` record: at most ``width`` columns of text.
 
     Mean±std of every method at the x values of :func:`table_columns` (split into blocks of
-    columns where they do not fit), the experiment's short ``extra["notes"]`` and one verdict
-    line per claim (the numbers behind each verdict are in ``metrics.json`` and the report).
+    columns where they do not fit), a line per method whose concentration the record's
+    ``config`` changed (``dirichlet_sparse: α = 1 ...``; none in a default run), the
+    experiment's short ``extra["notes"]`` and one verdict line per claim (the numbers behind
+    each verdict are in ``metrics.json`` and the report).
     Every number has three significant digits (:mod:`corrpriors._format`).
     """
     xs = summary["x"]["values"]
@@ -596,6 +601,10 @@ def format_table(summary: dict, max_columns: int = 5, width: int = WIDTH) -> str
             col_w = {j: max(len(r[1][j]) for r in rows) + pad for j in part}
             for name, cells in rows:
                 lines.append("    " + name.ljust(name_w) + "".join(cells[j].rjust(col_w[j]) for j in part))
+    config = summary.get("config")
+    names = dict.fromkeys(m for block in summary["metrics"].values() for m in block["methods"])
+    for note in concentration_notes(names, config if isinstance(config, dict) else None):
+        lines += wrap(note, "  ", "    ", width)
     extra: dict = summary["extra"] if isinstance(summary.get("extra"), dict) else {}
     for note in extra.get("notes", []):
         lines += wrap(note, "  ", "    ", width)

@@ -634,7 +634,7 @@ def summarise_extra(config: Config, results: Mapping[int, SeedResult], metrics: 
 
 def figures(config: Config, results: Mapping[int, SeedResult], summary: dict) -> list[FigureSpec]:
     """The error curves (linear and log x) and the PSRL task sequence with the similarities."""
-    from .._methods import labels
+    from .._methods import record_labels
     from ..plotting._curves import curves_figure
     from ..plotting._transfer import transfer_figure
 
@@ -642,12 +642,12 @@ def figures(config: Config, results: Mapping[int, SeedResult], summary: dict) ->
                        curves_figure(summary, "hellinger", x_label=X_LABEL,
                                      y_label=METRIC_LABELS["hellinger"],
                                      environment=_title(config),
-                                     labels=labels(METHODS), log_panel=True),
+                                     log_panel=True),
                        "target-task error of the estimated transition model against the target's "
                        "transitions, four methods, mean ± std over seeds (linear and log x)")]
     extra = summary.get("extra", summary)
     psrl = extra.get("psrl_sequence")
-    fig = transfer_figure(x_values(config), extra.get("similarity", {}), psrl, labels=labels(METHODS),
+    fig = transfer_figure(x_values(config), extra.get("similarity", {}), psrl, labels=record_labels(summary, METHODS),
                           x_label=X_LABEL, environment=_title(config),
                           criterion=config.similarity_criterion)
     figs.append(FigureSpec(f"{NAME}-similarity-psrl", fig,

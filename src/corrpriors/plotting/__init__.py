@@ -6,7 +6,9 @@ optional ``ax`` and returns ``(fig, ax)``; figures made here are plain
 :class:`matplotlib.figure.Figure` objects (no pyplot state, no window). Save with
 :func:`save_figure`, which writes ``.png`` and ``.pdf`` atomically. :func:`method_label` and
 :func:`method_style` give a method's label, colour, line style and marker from the one method
-vocabulary (``pg``, ``pg_absolute``, ``dirichlet_sparse``, ...), so your figures match the package's.
+vocabulary (``pg``, ``pg_absolute``, ``dirichlet_sparse``, ...), so your figures match the package's;
+``method_label(name, config)`` gives the label under a run's configuration (``Dirichlet α=1`` for
+``dirichlet_sparse`` with ``alpha_sparse=1``), as ``metrics.json`` and the package's figures do.
 """
 
 from .._methods import label as method_label

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .._methods import label as method_label
+from .._methods import record_labels
 from .._methods import style as method_style
 from ._common import log_ticks, new_figure, seeds_text
 
@@ -73,8 +73,9 @@ def plot_metric_curves(
     methods : sequence of str, optional
         The methods to draw, in this order (default: all, in the summary's order).
     labels : mapping of str to str, optional
-        Legend labels per method (default: the method vocabulary, :mod:`corrpriors._methods`;
-        a name outside it is shown as it is).
+        Legend labels per method (default: the method vocabulary, :mod:`corrpriors._methods`,
+        under the record's ``config``, so a ``dirichlet_sparse`` run with ``alpha_sparse=1`` is
+        "Dirichlet α=1"; a name outside it is shown as it is).
     reference : float, optional
         Draw a dashed horizontal reference line (e.g. the optimal value).
     band : {"std", "sem", "none"}, default "std"
@@ -121,7 +122,7 @@ def plot_metric_curves(
     unknown = [m for m in methods if m not in block["methods"]]
     if unknown:
         raise ValueError(f"methods: {unknown} not in the summary (have {all_methods})")
-    names = {m: method_label(m) for m in methods}
+    names = record_labels(summary, methods)
     names.update(labels or {})
 
     if ax is None:

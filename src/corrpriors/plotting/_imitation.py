@@ -14,6 +14,7 @@ import numpy as np
 
 from .._format import num
 from .._methods import label as method_label
+from .._methods import record_labels
 from .._methods import style as method_style
 from ._common import GridLayout, new_figure, seeds_text
 from ._curves import legend_outside, plot_metric_curves
@@ -53,6 +54,7 @@ def plot_metric_points(summary: Mapping, methods: Sequence[str], x_index: int = 
     metrics = list(summary["metrics"])
     n_seeds = max(len(summary.get("seeds", [])), 1)
     step = 0.7 / max(len(methods), 1)
+    labels = record_labels(summary, methods)
     for j, metric in enumerate(metrics):
         block = summary["metrics"][metric]["methods"]
         for i, m in enumerate(methods):
@@ -63,7 +65,7 @@ def plot_metric_points(summary: Mapping, methods: Sequence[str], x_index: int = 
             bars = ax.errorbar(j + (i - (len(methods) - 1) / 2) * step, mean, yerr=se, fmt=st.get("marker", "o"),
                                color=st.get("color"), markersize=7, capsize=4, linestyle="none",
                                markerfacecolor="white" if variant else st.get("color"),
-                               label=method_label(m) if j == 0 else None)
+                               label=labels[m] if j == 0 else None)
             for collection in bars[2]:
                 collection.set_linestyle(st.get("linestyle", "-"))
     ax.set_xticks(range(len(metrics)))
@@ -124,9 +126,10 @@ def imitation_policies_figure(layout: GridLayout, expert: np.ndarray, estimates:
     axes = fig.subplots(2, 2).ravel()
     no_reward = np.zeros(layout.n_states, bool)
     plot_policy(layout, expert, axes[0], reward_states=reward_states, title="(a) expert policy")
+    labels = record_labels(summary, ("dirichlet", "pg"))
     for ax, meth, tag in ((axes[1], "dirichlet", "(b)"), (axes[2], "pg", "(c)")):
         plot_policy(layout, estimates[meth], ax, data_states=data_states, reward_states=no_reward,
-                    title=f"{tag} {method_label(meth)} estimate (H = {num(errors[meth])})")
+                    title=f"{tag} {labels[meth]} estimate (H = {num(errors[meth])})")
     plot_metric_points(summary, ["dirichlet", "pg"], x_index=x_index, ax=axes[3], metric_labels=metric_labels)
     axes[3].set_title(f"(d) errors at D = {d:g}, over {seeds_text(n_seeds)}")
     _shading_legend(fig, [(REWARD_GREEN, "reward cell (panel a)"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Mapping
 
-from .._methods import MODELS, VARIANTS, split
+from .._methods import VARIANTS, record_labels, split
 from ._common import new_figure, seeds_text
 from ._curves import legend_outside, plot_metric_curves, stagger_coinciding
 
@@ -51,7 +51,8 @@ def psrl_curves_figure(summary: Mapping, metric: str, *, environment: str, x_lab
     axes = fig.subplots(1, n, squeeze=False)[0]
     for ax, variant in zip(axes, variants):
         chosen = [m for m in methods if m.endswith("_" + variant)]
-        labels = {m: MODELS[split(m)[0]].label for m in chosen}  # the panel names the variant
+        models = record_labels(summary, {split(m)[0] for m in chosen})  # the panel names the variant
+        labels = {m: models[split(m)[0]] for m in chosen}
         plot_metric_curves(summary, metric, ax=ax, methods=chosen, labels=labels, band=band,
                            reference=reference, reference_label=reference_label, x_label=x_label,
                            y_label=y_label, title=variant_title(variant), legend=False, integer_x=integer_x,

@@ -188,6 +188,14 @@ def write_method_names(out_dir: Path) -> None:
     for name, model in _methods.MODELS.items():
         rows += [f"   * - ``{name}``", f"     - {model.label}", f"     - ``{model.colour}``",
                  f"     - {model.description}"]
+    named = [(n, m.concentration) for n, m in _methods.MODELS.items() if m.concentration is not None]
+    if named:
+        name, conc = named[-1]
+        rows += ["", "A model named for its Dirichlet concentration (" + "; ".join(
+                     f"``{n}``: α = {_methods.alpha_text(c.value)}, set by ``{c.setting}``" for n, c in named)
+                 + ") keeps its name, colour and marker when a run sets another α; its label and description "
+                 f"then state the α used (with ``--set {conc.setting}=1`` ``{name}`` is labelled "
+                 f"{_methods.label(name, {conc.setting: 1.0})}) and the run's table says so under the numbers."]
     rows += ["", "Variants, appended as ``<model>_<variant>`` (same colour, their own line style):", "",
              ".. list-table::", "   :header-rows: 1", "   :widths: 18 22 10 50", "",
              "   * - suffix", "     - label", "     - line style", "     - what it does"]

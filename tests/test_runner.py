@@ -173,6 +173,29 @@ def test_other_seeds_of_a_configuration_say_what_they_replace(tmp_path):
     assert seed_text([7, 0, 2, 1, 9, 10]) == "0-2,7,9-10" and seed_text([]) == ""
 
 
+def test_a_results_revision_moves_a_configuration_to_a_new_folder(tmp_path, monkeypatch):
+    """Code that changes a configuration's numbers raises the experiment's RESULTS_REVISION: its
+    seeds go to a new folder and none computed before is read back (they are matched by the
+    configuration alone). Without a revision the folder is the one it always was."""
+    from corrpriors.experiments import transfer
+    from corrpriors.runner._config import results_revision, run_folder_name
+
+    log = tmp_path / "log"
+    log.mkdir()
+    config = Config(log_dir=str(log))
+    kw = dict(config=config, n_seeds=2, jobs=1, out=tmp_path, progress=False, echo=None, plot=False)
+    first = run_experiment(NAME, **kw)
+    assert first.out_dir == run_dir(tmp_path, config) and results_revision(toy) == 0
+    monkeypatch.setattr(toy, "RESULTS_REVISION", 1, raising=False)
+    second = run_experiment(NAME, **kw)
+    assert second.out_dir != first.out_dir and second.out_dir.parent == first.out_dir.parent
+    assert second.computed_seeds == (0, 1) and calls(log) == [0, 0, 1, 1]
+    assert second.out_dir.name == run_folder_name(toy, config)
+    assert results_revision(transfer) >= 1
+    assert run_folder_name(transfer, transfer.Config()) != "default-" + config_hash(
+        transfer.NAME, _io.config_to_json(transfer.Config()))
+
+
 def test_changed_config_is_recomputed_in_its_own_folder(tmp_path):
     log = tmp_path / "log"
     log.mkdir()

@@ -218,6 +218,12 @@ class Config:
 
 
 
+#: Raised when the code changes a configuration's numbers (``runner._config.results_revision``):
+#: 1 (round 17) -- common random numbers in the PSRL panel, and ``scale_step`` reaching the
+#: transfer search (the ``--quick`` numbers).
+RESULTS_REVISION = 1
+
+
 #: The valid range of every setting (checked before any work; ``--list-settings`` shows it).
 RANGES = {
     "relatedness": Interval(float, 0.0, 1.0),

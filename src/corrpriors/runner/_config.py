@@ -23,10 +23,25 @@ from ._io import config_to_json
 HASH_LENGTH = 10
 
 
-def config_hash(name: str, config_json: Mapping) -> str:
-    """Short hash of experiment ``name`` and its JSON config (order of keys does not matter)."""
-    text = json.dumps({"experiment": name, "config": config_json}, sort_keys=True, separators=(",", ":"))
+def config_hash(name: str, config_json: Mapping, revision: int = 0) -> str:
+    """Short hash of experiment ``name``, its JSON config (order of keys does not matter) and its
+    results ``revision`` (:func:`results_revision`; 0 leaves the hash as it was before revisions).
+    """
+    record: dict[str, Any] = {"experiment": name, "config": config_json}
+    if revision:
+        record["revision"] = int(revision)
+    text = json.dumps(record, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:HASH_LENGTH]
+
+
+def results_revision(experiment: Any) -> int:
+    """The experiment's ``RESULTS_REVISION`` (0 if it has none).
+
+    A change of the code that changes a configuration's numbers (not its settings) raises it, so
+    that the configuration's results go to a new folder and no seed computed by the old code is
+    read back as if the new code had computed it (the seed files are matched by configuration).
+    """
+    return int(getattr(experiment, "RESULTS_REVISION", 0))
 
 
 def settings_label(experiment: Any, config: Any) -> str:
@@ -49,7 +64,8 @@ def default_label(experiment: Any) -> str:
 
 def run_folder_name(experiment: Any, config: Any) -> str:
     """``<label>-<hash>``: the folder of this configuration's results under ``DIR/NAME``."""
-    return f"{settings_label(experiment, config)}-{config_hash(experiment.NAME, config_to_json(config))}"
+    digest = config_hash(experiment.NAME, config_to_json(config), results_revision(experiment))
+    return f"{settings_label(experiment, config)}-{digest}"
 
 
 def parse_assignments(items: list[str] | None) -> dict[str, str]:
@@ -207,6 +223,7 @@ __all__ = [
     "HASH_LENGTH",
     "apply_overrides",
     "config_hash",
+    "results_revision",
     "default_label",
     "parse_assignments",
     "run_folder_name",

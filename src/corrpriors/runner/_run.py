@@ -774,9 +774,9 @@ def plan_run(
         check(config)
     seed_list = _resolve_seeds(experiment, quick, seeds, n_seeds)
     config_json = _io.config_to_json(config)
-    digest = _config.config_hash(experiment.NAME, config_json)
     settings = _config.settings_label(experiment, config)
-    run_dir = pathlib.Path(out) / experiment.NAME / f"{settings}-{digest}"
+    run_dir = pathlib.Path(out) / experiment.NAME / _config.run_folder_name(experiment, config)
+    digest = run_dir.name.rsplit("-", 1)[1]
     return _Plan(experiment, config, config_json, digest, settings, parsed, seed_list, run_dir)
 
 

@@ -223,3 +223,25 @@ def test_check_real_converts_nothing_but_numbers():
     with pytest.raises(ValueError, match=r"^p: expected a probability, got 1.0"):
         check_real(1.0, "p", 0.0, 1.0, closed="left", expected="a probability")
     assert check_real(0.0, "p", 0.0, 1.0, closed="left") == 0.0
+
+
+def test_prior_means_beyond_a_million_are_refused():
+    """Means of the stick logits are bounded by MAX_LOGIT = 1e6: far beyond it the fit lost the
+    posterior variances (1e30: 0 against the prior's 1) without a word, the collapsed bound was
+    NaN (1e16) and the Gibbs sampler did not return (1e50). At the bound the fit is exact: the
+    first stick is saturated, so its Polya-Gamma expectations are b / (2 |mu|) (tanh = 1) and its
+    posterior covariance is (Sigma^-1 + diag(b / 2e6))^-1 in closed form."""
+    from corrpriors.core.model import MAX_LOGIT
+
+    cov = np.exp(-np.subtract.outer(np.arange(4.0), np.arange(4.0)) ** 2)
+    x = np.array([[5, 1, 0], [4, 2, 0], [0, 0, 0], [1, 1, 4]])
+    for bad in (1e7, -1e16, 1e50):
+        with pytest.raises(ValueError, match=r"^mean: prior means of the stick logits must lie within \+-1e\+06"):
+            CorrelatedMultinomial(cov, mean=[bad, 0.0]).fit(x)
+    m = CorrelatedMultinomial(cov, mean=[MAX_LOGIT, 0.0]).fit(x)
+    b = x.sum(axis=1).astype(float)                 # every count reaches the first stick
+    exact = np.diag(np.linalg.inv(np.linalg.inv(cov) + np.diag(b / (2.0 * MAX_LOGIT))))
+    np.testing.assert_allclose(m.psi_var_[:, 0], exact, rtol=1e-8)
+    assert np.isfinite(m.collapsed_bound()) and np.isfinite(m.elbo_)
+    draws = m.fit_gibbs(x, 20, burn_in=5, rng=0)
+    assert draws is not None

@@ -306,3 +306,19 @@ def test_probs_std_is_documented_as_the_mean_field():
     doc = CorrelatedMultinomial.probs.__doc__
     assert "mean-field" in doc and "credible_interval" in doc
     assert ndtr(0.0) == 0.5
+
+
+def test_intervals_beyond_the_sobol_dimensions_use_plain_monte_carlo():
+    """K - 1 > 21,201 sticks: scipy's Sobol' sequences stop there, and the intervals failed after
+    the fit ("Maximum supported dimensionality is 21201"). The draws are then independent
+    uniforms; the intervals hold the posterior means of the observed categories."""
+    from corrpriors.core.marginals import SOBOL_MAX_DIM
+
+    c, k = 3, SOBOL_MAX_DIM + 100
+    x = np.zeros((c, k), dtype=int)
+    x[:, :3] = [[6, 2, 1], [5, 3, 1], [1, 1, 7]]
+    model = CorrelatedMultinomial(np.eye(c)).fit(x)
+    lo, hi = model.credible_interval(0.9, n_samples=64, rng=0)
+    p = model.probs()
+    assert lo.shape == hi.shape == (c, k) and np.all(np.isfinite(lo)) and np.all(lo <= hi)
+    assert np.all((lo[:, :3] <= p[:, :3]) & (p[:, :3] <= hi[:, :3]))

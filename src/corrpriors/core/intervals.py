@@ -1,7 +1,8 @@
 r"""Calibrated posterior marginals: EP with tilted marginals, integrated over hyper-parameters.
 
 The mean-field :math:`q(\psi)q(\omega)` of the VI fit is too narrow (its 90 % intervals of
-:math:`\pi` cover .81-.88 of the truth in simulation-based calibration). The *calibrated*
+:math:`\pi` cover .81-.88 of the truth in simulation-based calibration, .75-.81 with a learned
+scale plugged in). The *calibrated*
 posterior here is, per hyper-parameter point,
 
 1. expectation propagation started from the VI fit (:func:`corrpriors.core.ep.run_ep`; the same

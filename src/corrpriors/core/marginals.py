@@ -21,6 +21,10 @@ from scipy.stats import qmc
 
 from .._typing import FloatArray
 
+#: The most dimensions of scipy's Sobol' sequences (its direction numbers);
+#: :meth:`MarginalMixture.draw_sticks` draws independent uniforms beyond (plain Monte Carlo).
+SOBOL_MAX_DIM = int(getattr(qmc.Sobol, "MAXDIM", 21201))
+
 #: Normal scores at which non-Gaussian marginals are tabulated (quantile :math:`F^{-1}(\Phi(z))`);
 #: draws beyond them (probability 2e-9) take the end values.
 SCORES = np.linspace(-6.0, 6.0, 121)
@@ -155,7 +159,9 @@ class MarginalMixture:
             Covariates to draw (default all).
         quasi : bool
             ``False``: independent uniforms instead of the Sobol' points (independent draws,
-            e.g. for rank statistics, which stratified draws bias at the edges).
+            e.g. for rank statistics, which stratified draws bias at the edges). Beyond
+            :data:`SOBOL_MAX_DIM` dimensions (K > 21,201 categories) the draws are independent
+            uniforms too: scipy's Sobol' sequences stop there.
 
         Returns
         -------
@@ -165,7 +171,7 @@ class MarginalMixture:
         start, stop, _ = rows.indices(c)
         rows = slice(start, stop)
         mix = len(self.components) > 1
-        if quasi:
+        if quasi and km1 + int(mix) <= SOBOL_MAX_DIM:
             sobol = qmc.Sobol(km1 + int(mix), scramble=True, seed=rng)
             u = sobol.random_base2(max(0, int(np.ceil(np.log2(n)))))[:n]
         else:
@@ -279,5 +285,5 @@ def probability_interval(mixture: MarginalMixture, level: float, n_samples: int,
     return (lower, upper, std) if return_std else (lower, upper)
 
 
-__all__ = ["BLOCK", "SCORES", "MarginalMixture", "MarginalPsi", "central_interval",
+__all__ = ["BLOCK", "SCORES", "SOBOL_MAX_DIM", "MarginalMixture", "MarginalPsi", "central_interval",
            "probability_interval", "stick_major_probs"]

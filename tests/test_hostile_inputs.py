@@ -236,10 +236,13 @@ def test_the_library_refuses_overflowing_concentrations_and_huge_windows():
     belief = DirichletTransitionModel(16, 4, alpha=1e12)          # the largest declared: rows stay finite
     assert np.all(np.isfinite(belief.mean())) and np.allclose(belief.mean().sum(-1), 1)
     coords = np.stack(np.unravel_index(np.arange(16), (4, 4)), axis=1)
+    spread = coords * 10**6                 # states a million cells apart: a radius that wide is allowed
     start = time.process_time()
     for boundary in ("exclude", "stay"):
-        with bounded(), pytest.raises(MemoryEstimateError, match="use a smaller radius"):
+        with pytest.raises(ValueError, match=r"^radius: expected at most 3 \(the largest coordinate difference"):
             displacement_category_map(coords, 10**9, boundary=boundary)
+        with bounded(), pytest.raises(MemoryEstimateError, match="use a smaller radius"):
+            displacement_category_map(spread, 10**6, boundary=boundary)
     assert time.process_time() - start < 5
 
 

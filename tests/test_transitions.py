@@ -10,6 +10,7 @@ import pytest
 
 from corrpriors.applications.transitions import (
     CategoryMap,
+    CorrelatedTransitionModel,
     DirichletTransitionModel,
     KnownTransitionModel,
     displacement_category_map,
@@ -522,3 +523,38 @@ def test_calibrated_draws_are_the_core_calibrated_posterior_mapped_to_next_state
     assert width(draws) > 1.5 * width(vi_draws)
     with pytest.raises(ValueError, match="draw_method: expected one of"):
         CorrelatedTransitionModel.for_mdp(mdp, draw_method="gibbs")
+
+
+def test_for_mdp_refuses_a_window_wider_than_the_states_or_the_memory(monkeypatch):
+    """A radius beyond the largest coordinate difference only adds empty categories: refused,
+    naming radius (1,000 on a 10 x 10 grid ran to 24 GB before). The model's (S, K) arrays are
+    estimated before any is built and refused beyond the memory this process may use; the
+    estimate bounds what a fit allocates (traced: about 19 arrays per action, counted 24)."""
+    from corrpriors._memory import MemoryEstimateError
+    from corrpriors.applications.transitions._correlated import MODEL_ARRAYS_PER_ACTION
+    from corrpriors.envs import goal_gridworld
+    from memory_checks import traced_peak
+
+    small = goal_gridworld((10, 10), rng=0)
+    for r in (10, 1000):
+        with pytest.raises(ValueError, match=r"^radius: expected at most 9 \(the largest coordinate difference"):
+            CorrelatedTransitionModel.for_mdp(small, radius=r)
+    assert CorrelatedTransitionModel.for_mdp(small, radius=9).category_map.n_categories >= 19 ** 2
+
+    monkeypatch.setenv("CORRPRIORS_MEMORY_LIMIT", "1G")
+    with pytest.raises(MemoryEstimateError, match=r"^the transition model \(900 states x 4 actions x 3,4\d\d "
+                                                  r"categories\) would need about 2\.\d+ GiB.*smaller radius"):
+        CorrelatedTransitionModel.for_mdp(goal_gridworld((30, 30), rng=0), radius=29)
+
+    monkeypatch.delenv("CORRPRIORS_MEMORY_LIMIT")
+    mdp = goal_gridworld((14, 14), rng=0)
+
+    def fit():
+        belief = CorrelatedTransitionModel.for_mdp(mdp, radius=13, selection="fixed")
+        states = np.random.default_rng(0).integers(mdp.n_states, size=200)
+        belief.update(states, states % 4, states).mean()
+        return belief
+
+    belief, peak = traced_peak(fit)
+    estimate = 8.0 * MODEL_ARRAYS_PER_ACTION * 4 * mdp.n_states * belief.category_map.n_categories
+    assert 0.3 * estimate < peak < estimate, (peak, estimate)

@@ -580,11 +580,9 @@ def check_model_settings(config: Any, coordinates: Any = None) -> None:
     for field, constraint in model_ranges().items():
         constraint.check(getattr(config, field), field)
     if coordinates is not None:
-        coords = np.asarray(coordinates, dtype=float)
-        span = int(np.ceil((coords.max(axis=0) - coords.min(axis=0)).max())) if coords.size else 0
-        if config.radius > max(span, 1):
-            raise ValueError(f"radius: expected at most {max(span, 1)} (the largest coordinate difference of two "
-                             f"states; a wider window only adds empty categories), got {config.radius}")
+        from ..applications.transitions._categories import check_radius
+
+        check_radius(config.radius, coordinates)
 
 
 # ----------------------------------------------------------------------------- the experiment object

@@ -20,6 +20,7 @@ __all__ = [
     "BOUNDARY_RULES",
     "CategoryMap",
     "TruncatedCategoryMap",
+    "check_radius",
     "displacement_category_map",
     "identity_category_map",
     "valid_probs",
@@ -303,6 +304,24 @@ def identity_category_map(n_states: int) -> CategoryMap:
     return CategoryMap(np.tile(np.arange(S, dtype=np.int64), (S, 1)), n_window=S)
 
 
+def check_radius(radius: Any, coordinates: np.ndarray) -> int:
+    """``radius`` as an int, if it is a window half-width the relative encoding can use.
+
+    At least 1 and at most the largest coordinate difference of two states (``coordinates``,
+    ndarray of shape (S, D)): a wider window only adds categories no transition reaches --
+    ``(2 radius + 1)^D`` of them, each an (S,) column of every action's model (a radius of 1,000
+    on a 10 x 10 grid asked for about 24 GB before it was refused).
+    """
+    if isinstance(radius, bool) or int(radius) != radius or radius < 1:
+        raise ValueError(f"radius: expected an int >= 1, got {radius!r}")
+    coords = np.asarray(coordinates, dtype=float)
+    span = int(np.ceil((coords.max(axis=0) - coords.min(axis=0)).max())) if coords.size else 0
+    if radius > max(span, 1):
+        raise ValueError(f"radius: expected at most {max(span, 1)} (the largest coordinate difference of two "
+                         f"states; a wider window only adds empty categories), got {radius}")
+    return int(radius)
+
+
 def displacement_category_map(coordinates: Any, radius: int, other_prior: float = 0.01,
                               boundary: str = "exclude", other_pooling: float = 0.0
                               ) -> CategoryMap:
@@ -351,9 +370,7 @@ def displacement_category_map(coordinates: Any, radius: int, other_prior: float 
     coords = coords.astype(np.int64)
     if len(np.unique(coords, axis=0)) != len(coords):
         raise ValueError("coordinates: states must have distinct coordinates")
-    if int(radius) != radius or radius < 1:
-        raise ValueError(f"radius: expected an int >= 1, got {radius}")
-    r = int(radius)
+    r = check_radius(radius, coords)
     D = coords.shape[1]
     S = coords.shape[0]
     check_memory(8.0 * S * (S * (D + 2) + (2.0 * r + 1) ** D * (D + 1)),

@@ -228,6 +228,22 @@ def _action_steps(task: _ActionTask) -> Generator[Any, Any, _ActionResult]:
     return _ActionResult(model, task.searches, state["selected"], state["n_fits"], 0.0)
 
 
+#: (S, K) float arrays a fit of the correlated belief holds per action at its peak (measured,
+#: round 17: 19 on 20 x 20 and 30 x 30 grids with windows of 1,521 and 3,481 categories; the
+#: psi moments, the Polya-Gamma expectations, the censored counts' imputation, the draws).
+MODEL_ARRAYS_PER_ACTION = 24
+
+
+def _check_model_memory(n_states: int, n_actions: int, n_categories: int, radius: int | None) -> None:
+    """Refuse a belief whose per-action (S, K) arrays (:data:`MODEL_ARRAYS_PER_ACTION`) cannot fit."""
+    from ..._memory import check_memory
+
+    check_memory(8.0 * MODEL_ARRAYS_PER_ACTION * n_actions * n_states * n_categories,
+                 f"the transition model ({n_states:,} states x {n_actions} actions x {n_categories:,} "
+                 f"categories)", "use a smaller radius" if radius is not None and radius > 1
+                 else "use fewer categories (the relative encoding with a small radius)")
+
+
 class CorrelatedTransitionModel(_TransitionBelief):
     r"""The paper's correlated belief: one correlated multinomial per action over the states.
 
@@ -697,6 +713,7 @@ class CorrelatedTransitionModel(_TransitionBelief):
             cmap = identity_category_map(S)
         else:
             raise ValueError(f"encoding: expected 'relative' or 'absolute', got {encoding!r}")
+        _check_model_memory(S, A, cmap.n_categories, radius if encoding == "relative" else None)
         scales = [check_positive(v, "lengthscale") for v in np.atleast_1d(lengthscale)]
         kwargs.update(_scale_selection(selection, kwargs))
         if len(scales) > 1 and "selection" not in kwargs:

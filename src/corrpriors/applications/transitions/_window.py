@@ -27,6 +27,7 @@ from ._categories import (
     BOUNDARY_RULES,
     CategoryMap,
     TruncatedCategoryMap,
+    check_radius,
     valid_probs,
     window_displacements,
 )
@@ -178,12 +179,10 @@ def window_category_map(coordinates: Any, radius: int, other_prior: float = 0.01
         raise ValueError(f"coordinates: expected shape (S, D) with S >= 2, got {coords.shape}")
     if not np.all(coords == np.round(coords)):
         raise ValueError("coordinates: expected integer coordinates")
-    if int(radius) != radius or radius < 1:
-        raise ValueError(f"radius: expected an int >= 1, got {radius}")
+    r = check_radius(radius, coords)
     if order not in ("lexicographic", "nearest"):
         raise ValueError(f"order: expected 'lexicographic' or 'nearest', got {order!r}")
     coords = coords.astype(np.int64)
-    r = int(radius)
     S, D = coords.shape
     disp = window_displacements(D, r)                                   # (W, D)
     if order == "nearest":

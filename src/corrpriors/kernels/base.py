@@ -20,11 +20,46 @@ from typing import Any
 
 import numpy as np
 
+from .._memory import check_memory
 from .._typing import FloatArray
 from .distances import check_coords, check_distances, euclidean_distances
 
 #: Tolerance (in log space) for ``theta`` slightly outside its bounds after round-off.
 _BOUNDS_TOL = 1e-8
+
+#: C x C float64 matrices alive at the peak of building a dense prior from a bound kernel
+#: (tracemalloc, C = 1,500: binding holds the distances and briefly their private copy; the
+#: prior adds the Gram matrix, its validated copy, the jittered copy and its Cholesky factor,
+#: 6 at the peak). A fit then peaks at about 10 (17 with a learned scale), so a refusal on this
+#: count is never a problem that would have fitted.
+DENSE_PRIOR_MATRICES = 6
+
+
+def check_dense_memory(n_covariates: int) -> None:
+    """Refuse, before any C x C array exists, a dense prior that cannot fit in memory.
+
+    Compares :data:`DENSE_PRIOR_MATRICES` C x C float64 matrices with
+    :func:`corrpriors._memory.memory_budget` (``ulimit -v``, the physical memory,
+    ``CORRPRIORS_MEMORY_LIMIT``).
+
+    Parameters
+    ----------
+    n_covariates : int
+        C.
+
+    Raises
+    ------
+    corrpriors._memory.MemoryEstimateError
+        A ``ValueError`` naming C, the estimate and the sparse-precision alternative.
+    """
+    c = int(n_covariates)
+    check_memory(8.0 * DENSE_PRIOR_MATRICES * c * c,
+                 f"a dense kernel prior on C = {c:,} covariates ({DENSE_PRIOR_MATRICES} C x C "
+                 f"float64 matrices: the distances, the Gram matrix, its Cholesky factor and "
+                 f"their copies)",
+                 "use a sparse precision instead (a GMRF, memory about linear in C: "
+                 "CorrelatedMultinomial(precision=corrpriors.kernels.graph_precision(...)); "
+                 "corrpriors fit --prior gmrf) or fewer covariates")
 
 
 @dataclass(frozen=True)
@@ -271,14 +306,23 @@ class Kernel:
         Returns
         -------
         bound : BoundKernel
+
+        Raises
+        ------
+        corrpriors._memory.MemoryEstimateError
+            The dense prior of C covariates (:data:`DENSE_PRIOR_MATRICES` C x C matrices) would
+            not fit in the memory this process may use; raised before any C x C array exists.
         """
         if (coords is None) == (distances is None):
             raise ValueError("bind: pass exactly one of coords and distances")
         if coords is not None:
             X = check_coords(coords, "coords")
+            check_dense_memory(X.shape[0])
             D = euclidean_distances(X)
             return BoundKernel(self, D, X)
         self._require_stationary("bind(distances=...)")
+        if np.ndim(distances) == 2:  # the caller's matrix: refuse before validated copies
+            check_dense_memory(np.shape(distances)[0])
         return BoundKernel(self, check_distances(distances, "distances"), None)
 
     # ---------------------------------------------------------------- algebra
@@ -329,6 +373,8 @@ class BoundKernel:
     coords: FloatArray | None = None
 
     def __post_init__(self) -> None:
+        if np.ndim(self.distances) == 2:  # (a wrong shape is the validation's to report)
+            check_dense_memory(np.shape(self.distances)[0])
         # private read-only copies: a frozen object must not change under its user's feet
         D = np.array(self.distances, dtype=np.float64)
         D.setflags(write=False)

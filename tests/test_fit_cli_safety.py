@@ -173,7 +173,7 @@ def test_failure_mid_write_keeps_every_previous_output(tmp_path, capsys, monkeyp
         real(fd)
 
     monkeypatch.setattr(_fileio.os, "fsync", failing)
-    rc, _, err = fit(["--out", out, "--lengthscale", "2", "--uncertainty"], capsys)
+    rc, _, err = fit(["--out", out, "--lengthscale", "2", "--uncertainty", "--overwrite"], capsys)
     assert rc == 1 and err.count("\n") == 1
     assert err.startswith(f"corrpriors fit: error: could not write the results into {out} "
                           f"(Input/output error); nothing was written")
@@ -194,7 +194,7 @@ def test_failure_while_replacing_restores_previous_outputs(tmp_path, capsys, mon
         real(src, dst)
 
     monkeypatch.setattr(_fileio.os, "replace", failing)
-    rc, _, err = fit(["--out", out, "--lengthscale", "2"], capsys)
+    rc, _, err = fit(["--out", out, "--lengthscale", "2", "--overwrite"], capsys)
     assert rc == 1 and "nothing was written" in err
     assert snapshot(out) == before and sorted(p.name for p in out.iterdir()) == sorted(before)
 
@@ -212,7 +212,7 @@ def test_file_size_limit_truncates_nothing(tmp_path, capsys):
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit}))
         from corrpriors.cli import main
-        sys.exit(main(["fit", "--out", {str(out)!r}, "--uncertainty"]))
+        sys.exit(main(["fit", "--out", {str(out)!r}, "--uncertainty", "--overwrite"]))
     """)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), PYTHONDONTWRITEBYTECODE="1")
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,

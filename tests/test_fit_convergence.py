@@ -55,7 +55,7 @@ def _fit(tmp_path, counts, *extra, capsys):
     out = tmp_path / "out"
     code = main(["fit", "--counts", str(tmp_path / "counts.csv"), "--coords",
                  str(tmp_path / "coords.csv"), "--learn-scale", "--learn-lengthscale",
-                 "--out", str(out), *map(str, extra)])
+                 "--out", str(out), "--overwrite", *map(str, extra)])  # refits into one folder
     err = capsys.readouterr().err
     assert code == 0
     return json.loads((out / "summary.json").read_text()), err

@@ -1,5 +1,7 @@
 """``--out`` holds this run's outputs only (issue 22, item 6 and finding 7), with a manifest;
-``fit --help`` lists every output file apart from its description (finding 9)."""
+``fit --help`` lists every output file apart from its description (finding 9). Replacing
+another configuration's results takes ``--overwrite`` (audit M5, tests/test_fit_overwrite.py):
+the runs here that change the configuration pass it."""
 
 from __future__ import annotations
 
@@ -52,7 +54,7 @@ def check_manifest(out):
 def test_second_fit_without_predict_at_removes_the_first_runs_predictions(tmp_path, files,
                                                                            capsys):
     """Issue 22 finding 7: the first run's predictions.csv (with _sd columns) stayed next to
-    the second run's probs.csv."""
+    the second run's probs.csv (another configuration: with --overwrite since audit M5)."""
     out = tmp_path / "out"
     assert fit(files, out, "--predict-at", files["new"], "--uncertainty") == 0
     assert (out / "predictions.csv").exists()
@@ -60,7 +62,7 @@ def test_second_fit_without_predict_at_removes_the_first_runs_predictions(tmp_pa
     check_manifest(out)
     (out / "notes.txt").write_text("mine")  # not an output name: never touched
     assert main(["fit", "--counts", str(files["counts"]), "--coords", str(files["coords"]),
-                 "--out", str(out)]) == 0
+                 "--out", str(out), "--overwrite"]) == 0
     said = capsys.readouterr().out
     assert not os.path.lexists(out / "predictions.csv")
     assert "removed predictions.csv of an earlier run" in said
@@ -82,13 +84,14 @@ def test_inputs_in_out_are_never_removed(tmp_path, files):
     assert main(["fit", "--counts", str(counts), "--coords", str(files["coords"]),
                  "--predict-at", str(files["new"]), "--out", str(out), "--quiet"]) == 0
     assert main(["fit", "--counts", str(counts), "--coords", str(files["coords"]),
-                 "--out", str(out), "--quiet"]) == 0
+                 "--out", str(out), "--quiet", "--overwrite"]) == 0
     assert counts.read_bytes() == files["counts"].read_bytes()
     before = (out / "probs.csv").read_bytes()
     stale_input = out / "predictions.csv"
     stale_input.write_bytes(files["new"].read_bytes())
     assert main(["fit", "--counts", str(counts), "--coords", str(files["coords"]),
-                 "--predict-at", str(stale_input), "--out", str(out), "--quiet"]) == 2
+                 "--predict-at", str(stale_input), "--out", str(out), "--quiet",
+                 "--overwrite"]) == 2  # --overwrite never covers an input
     assert stale_input.read_bytes() == files["new"].read_bytes()
     assert (out / "probs.csv").read_bytes() == before
 
@@ -99,7 +102,8 @@ def test_a_stale_link_is_removed_not_its_target(tmp_path, files):
     target = tmp_path / "elsewhere.csv"
     target.write_text("keep me\n")
     os.symlink(target, out / "predictions.csv")
-    assert fit(files, out) == 0
+    assert fit(files, out) == 2  # not written by corrpriors fit (audit M5)
+    assert fit(files, out, "--overwrite") == 0
     assert not os.path.lexists(out / "predictions.csv")
     assert target.read_text() == "keep me\n"
 
@@ -117,7 +121,7 @@ def test_failed_write_keeps_the_stale_file_and_the_old_outputs(tmp_path, files, 
         return real(src, dst, *a, **k)
 
     monkeypatch.setattr(_fileio.os, "replace", failing)
-    assert fit(files, out, "--learn-scale") == 1
+    assert fit(files, out, "--learn-scale", "--overwrite") == 1
     monkeypatch.setattr(_fileio.os, "replace", real)
     assert "nothing was written" in capsys.readouterr().err
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before

@@ -39,6 +39,13 @@ def _epilog() -> str:
                       for name, text in OUTPUTS.items())
     notes = [
         "An input that is, or links to, one of these files in --out is refused before fitting.",
+        "--out holds one run: manifest.json records its configuration (the inputs' resolved "
+        "paths and every option but --out, --overwrite, --verbose and --quiet) and its files. "
+        "A re-run of the same configuration replaces them; before fitting, a folder holding "
+        "these files from another configuration, changed since, or not written by corrpriors "
+        "fit (no manifest.json) is refused unless --overwrite is given, which also removes "
+        "such a file that this run does not write (predictions.csv without --predict-at). "
+        "Other files there are never touched.",
         "Input tables: .csv (comma-separated) or .tsv/.tab (tab-separated) UTF-8 text, or .npy "
         "(numeric, no pickles). In text, empty lines and lines starting with '#' are skipped; "
         "the first row is a header when none of its fields is a number; every other row "
@@ -77,6 +84,13 @@ def _positive_float(text: str) -> float:
     if not (np.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"expected a finite positive number, got {text!r}")
     return value
+
+
+def _out_dir(text: str) -> Path:
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"expected a directory name, got {text!r} (say . for "
+                                         f"the current directory)")
+    return Path(text)
 
 
 def _probability(text: str) -> float:
@@ -172,8 +186,12 @@ def _add_output_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=_int_at_least(0), default=0,
                         help="seed of those draws: the same seed and inputs give the same "
                              "numbers (recorded in summary.json). Default: %(default)s")
-    parser.add_argument("--out", type=Path, required=True, metavar="DIR",
+    parser.add_argument("--out", type=_out_dir, required=True, metavar="DIR",
                         help="output directory (created if missing); see the files below")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace the files below in --out even when they hold another "
+                             "configuration's results or were not written by corrpriors fit "
+                             "(inputs are still never overwritten). Default: off")
     talk = parser.add_mutually_exclusive_group()
     talk.add_argument("--verbose", "-v", action="store_true",
                       help="progress of every iteration (also when not on a terminal). "

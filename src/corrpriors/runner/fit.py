@@ -5,6 +5,13 @@ fits :class:`~corrpriors.core.model.CorrelatedMultinomial` on a stationary kerne
 files of :data:`OUTPUTS` into ``--out``, all of them or none. Without ``--counts`` the shipped
 example (a 5x5 grid random walk) is used together with its coordinates.
 
+``--out`` holds one run. Its ``manifest.json`` records the run's configuration (the inputs'
+resolved paths and every option that shapes the results) and every file written with its
+SHA-256. A run replaces the outputs in ``--out`` only when they are those of the same
+configuration, unchanged since; a folder holding output-named files that corrpriors did not
+write (no manifest, a file changed or not listed) or another configuration's results is
+refused before fitting, unless ``--overwrite`` is given.
+
 Adding an optional output takes three steps: its name and description in :data:`OUTPUTS`, its
 input file (if any) in :func:`_input_files`, and its bytes in :func:`_build_outputs`; the checks
 (no input overwritten, output location usable) and the all-or-nothing write cover it then.
@@ -45,10 +52,8 @@ OUTPUTS = {
                        "interval bounds as in probs.csv",
     "summary.json": "inputs, options, ELBO, iterations, convergence, learned scale and kernel "
                     "hyper-parameters, the diagonal jitter and the warnings",
-    "manifest.json": "the files of this run (name, bytes, SHA-256). --out holds this run's "
-                     "outputs only: a file above left by an earlier run and not written by "
-                     "this one (predictions.csv without --predict-at) is removed together "
-                     "with the writing",
+    "manifest.json": "the configuration of this run (inputs, options) and its files (name, "
+                     "bytes, SHA-256), by which a later run into --out knows them (see below)",
 }
 
 #: Delimiter of every text table suffix.
@@ -120,6 +125,7 @@ class FitOptions:
     seed: int = 0
     verbose: bool = False
     quiet: bool = False
+    overwrite: bool = False
 
 
 def fit_files(args: FitOptions) -> int:
@@ -133,13 +139,19 @@ def fit_files(args: FitOptions) -> int:
         The fit or the writing failed on valid input.
     """
     start = time.monotonic()
+    if not str(args.out).strip():
+        raise UsageError("--out: expected a directory, got an empty name (the results would go "
+                         "into the current directory; say --out . for that)")
     inputs = _input_files(args)
     out = Path(args.out)
     _check_no_input_is_output(inputs, out)
     _check_output_location(out)
+    config = _configuration(args, inputs)
+    _check_earlier_results(out, config, args.overwrite)
     data = _load_inputs(inputs, args)
     model, messages = _fit(args, data)
-    files = _build_outputs(model, args, data, inputs, messages, start)
+    files = _build_outputs(model, args, data, inputs, messages, config, start)
+    _check_earlier_results(out, config, args.overwrite)  # no other run wrote there meanwhile
     stale = [name for name in OUTPUTS if name not in files and os.path.lexists(out / name)]
     _write(out, files, stale)
     if not args.quiet:
@@ -218,6 +230,106 @@ def _check_output_location(out: Path) -> None:
         if target.is_dir() and not target.is_symlink():
             raise UsageError(f"--out: {target} is a directory, where the output file {name} "
                              f"would go")
+
+
+def _configuration(args: FitOptions, inputs: dict[str, Path]) -> dict[str, Any]:
+    """What identifies a run's results (recorded in ``manifest.json``): the inputs by resolved
+    path, the prior, the kernel and every option of ``summary.json``; as read back from JSON.
+    """
+    record = {"inputs": {option.lstrip("-"): os.path.realpath(path)
+                         for option, path in inputs.items()},
+              "prior": args.prior,
+              "kernel": args.kernel if args.prior == "kernel" else None,
+              "options": _options_record(args)}
+    return dict(json.loads(json.dumps(record)))
+
+
+def _options_record(args: FitOptions) -> dict[str, Any]:
+    """The options that shape the results (``summary.json`` and the configuration)."""
+    return {
+        "lengthscale": args.lengthscale, "lengthscale_bounds": list(args.lengthscale_bounds),
+        "learn_lengthscale": args.learn_lengthscale, "scale": args.scale,
+        "learn_scale": args.learn_scale, "scale_prior": args.scale_prior,
+        "learn_mean": args.learn_mean, "max_iter": args.max_iter, "tol": args.tol,
+        "method": args.method, "uncertainty": args.uncertainty,
+        "interval_method": args.interval_method, "level": args.level,
+        "samples": args.samples, "seed": args.seed}
+
+
+def _check_earlier_results(out: Path, config: dict[str, Any], overwrite: bool) -> None:
+    """Refuse to replace output-named files in ``out`` unless they are the unchanged outputs of
+    an earlier run of the same configuration (by its ``manifest.json``) or ``overwrite``.
+    """
+    present = [name for name in OUTPUTS if os.path.lexists(out / name)]
+    if overwrite or not present:
+        return
+    advice = "choose another --out, or pass --overwrite to replace them"
+    listed = ", ".join(present)
+    manifest = _read_manifest(out / "manifest.json")
+    if manifest is None:
+        why = ("no manifest.json" if "manifest.json" not in present
+               else "its manifest.json is not one of corrpriors fit")
+        raise UsageError(f"--out: {out} holds {listed}, which corrpriors fit did not write "
+                         f"({why}); {advice}")
+    changed = [name for name in present
+               if name != "manifest.json" and not _as_recorded(out / name, manifest, name)]
+    if changed:
+        raise UsageError(f"--out: {out} holds {', '.join(changed)}, changed or added since "
+                         f"corrpriors fit wrote it (not as its manifest.json records); "
+                         f"{advice}")
+    earlier = manifest.get("configuration")
+    if not isinstance(earlier, dict):
+        raise UsageError(f"--out: {out} holds the results of an earlier corrpriors fit that "
+                         f"did not record its configuration; {advice}")
+    if earlier != config:
+        raise UsageError(f"--out: {out} holds the results of another configuration "
+                         f"({_differences(earlier, config)}); {advice}")
+
+
+def _read_manifest(path: Path) -> dict[str, Any] | None:
+    """The ``manifest.json`` of an earlier run (``None``: absent, unreadable or not ours)."""
+    if path.is_symlink() or not path.is_file():
+        return None
+    try:
+        manifest = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    if (not isinstance(manifest, dict) or manifest.get("command") != "corrpriors fit"
+            or not isinstance(manifest.get("files"), dict)):
+        return None
+    return manifest
+
+
+def _as_recorded(path: Path, manifest: dict[str, Any], name: str) -> bool:
+    """Whether ``path`` is a regular file with the size and SHA-256 its manifest records."""
+    import hashlib
+
+    entry = manifest["files"].get(name)
+    if not isinstance(entry, dict) or path.is_symlink() or not path.is_file():
+        return False
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return False
+    return entry == {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def _differences(earlier: dict[str, Any], now: dict[str, Any], shown: int = 3) -> str:
+    """``"--scale 1 -> 3, --learn-scale false -> true"``: the settings that differ."""
+    def flat(record: dict[str, Any]) -> dict[str, Any]:
+        items = {name: record.get(name) for name in ("prior", "kernel")}
+        for group in ("inputs", "options"):
+            values = record.get(group)
+            items.update(values.items() if isinstance(values, dict) else [])
+        return items
+
+    old, new = flat(earlier), flat(now)
+    names = [n for n in dict.fromkeys([*new, *old]) if old.get(n) != new.get(n)]
+    parts = [f"--{n.replace('_', '-')} {json.dumps(old.get(n))} -> {json.dumps(new.get(n))}"
+             for n in names[:shown]]
+    if len(names) > shown:
+        parts.append(f"{len(names) - shown} more")
+    return ", ".join(parts) or "recorded differently"
 
 
 def _read_table(path: Path, option: str) -> tuple[np.ndarray, list[str] | None]:
@@ -506,7 +618,8 @@ def _sort_warnings(caught: list[warnings.WarningMessage]) -> list[dict[str, Any]
 
 # ---------------------------------------------------------------------------------- outputs
 def _build_outputs(model: Any, args: FitOptions, data: _Data, inputs: dict[str, Path],
-                   messages: list[dict[str, Any]], start: float) -> dict[str, bytes]:
+                   messages: list[dict[str, Any]], config: dict[str, Any],
+                   start: float) -> dict[str, bytes]:
     """The bytes of every output file of this run, by file name (``summary.json`` last)."""
     files = {"probs.csv": _probs_csv(model, args, data.names),
              "psi.npz": _npz_bytes(psi_mean=model.psi_mean_, psi_var=model.psi_var_)}
@@ -514,18 +627,21 @@ def _build_outputs(model: Any, args: FitOptions, data: _Data, inputs: dict[str, 
         files["predictions.csv"] = _probs_csv(model, args, data.names, data.predict_at)
     files["summary.json"] = _summary_json(model, args, data, inputs, messages,
                                           [*files, "summary.json", "manifest.json"], start)
-    files["manifest.json"] = _manifest_json(files)
+    files["manifest.json"] = _manifest_json(files, config)
     return files
 
 
-def _manifest_json(files: dict[str, bytes]) -> bytes:
-    """``manifest.json``: every other output of the run with its size and SHA-256 digest."""
+def _manifest_json(files: dict[str, bytes], config: dict[str, Any]) -> bytes:
+    """``manifest.json``: the run's configuration and every other output of the run with its
+    size and SHA-256 digest.
+    """
     import hashlib
 
     from .. import __version__
 
     manifest = {
         "command": "corrpriors fit", "corrpriors_version": __version__,
+        "configuration": config,
         "files": {name: {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
                   for name, data in files.items()},
     }
@@ -605,14 +721,7 @@ def _summary_json(model: Any, args: FitOptions, data: _Data, inputs: dict[str, P
         "categories": data.names,
         "prior": args.prior,
         "kernel": args.kernel if args.prior == "kernel" else None,
-        "options": {
-            "lengthscale": args.lengthscale, "lengthscale_bounds": list(args.lengthscale_bounds),
-            "learn_lengthscale": args.learn_lengthscale, "scale": args.scale,
-            "learn_scale": args.learn_scale, "scale_prior": args.scale_prior,
-            "learn_mean": args.learn_mean, "max_iter": args.max_iter, "tol": args.tol,
-            "method": args.method, "uncertainty": args.uncertainty,
-            "interval_method": args.interval_method, "level": args.level,
-            "samples": args.samples, "seed": args.seed},
+        "options": _options_record(args),
         "uncertainty": _uncertainty_record(model, args),
         "elbo": float(model.elbo_),
         "objective": float(model.objective_),

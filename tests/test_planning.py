@@ -1,5 +1,6 @@
 """Planners against brute force: linear solves, policy enumeration, per-goal loops."""
 
+import dataclasses
 import itertools
 import warnings
 
@@ -293,3 +294,77 @@ def test_planning_with_a_batch_of_sampled_rewards():
         TabularMDP(mdp.transitions, rewards[1], mdp.discount)), atol=1e-10)
     with pytest.raises(ValueError, match=r"rewards: expected finite values of shape"):
         policy_iteration(mdp, rewards=np.zeros((4, 3)))
+
+
+# ------------------------------------------------------------ beliefs' sparse tables (round 17)
+def _background_tables(mdp, seed):
+    """A correlated belief's sparse posterior mean and two draws (BackgroundTransitions with
+    windows and two profiles), forced sparse on a small MDP so that they can be densified."""
+    from corrpriors.applications import CorrelatedTransitionModel
+
+    rng = np.random.default_rng(seed)
+    S, A = mdp.n_states, mdp.n_actions
+    belief = CorrelatedTransitionModel.for_mdp(mdp, selection="fixed", sparse=True)
+    s, a = rng.integers(S, size=60), rng.integers(A, size=60)
+    belief.update(s, a, np.array([rng.choice(S, p=mdp.transitions[i, j]) for i, j in zip(s, a)]))
+    return belief.mean(), list(belief.sample_many(2, rng=seed))
+
+
+def test_planners_take_a_beliefs_background_table_like_its_dense_equivalent():
+    from corrpriors.applications import BackgroundTransitions
+    from corrpriors.envs import goal_gridworld
+
+    base = goal_gridworld((5, 6), rng=0)
+    S, A = base.n_states, base.n_actions
+    rng = np.random.default_rng(3)
+    terminal = np.zeros(S, dtype=bool)
+    terminal[[4, 17]] = True
+    r_sas = rng.normal(size=(S, A, S)) * (rng.random((S, A, S)) < 0.1)   # transition rewards
+    for mdp in (base, dataclasses.replace(base, rewards=r_sas, discount=0.9, terminal=terminal)):
+        P, draws = _background_tables(mdp, 1)
+        assert isinstance(P, BackgroundTransitions) and P.excluded is not None
+        D = P.toarray()
+        for plan in (value_iteration, policy_iteration):
+            got, want = plan(mdp, transitions=P), plan(mdp, transitions=D)
+            np.testing.assert_allclose(got.values, want.values, rtol=0, atol=1e-10)
+            np.testing.assert_allclose(got.q_values, want.q_values, rtol=0, atol=1e-10)
+        pi = boltzmann_policy(want.q_values, 2.0)
+        np.testing.assert_allclose(policy_evaluation(mdp, pi, transitions=P, solver="iterative"),
+                                   policy_evaluation(mdp, pi, transitions=D), rtol=0, atol=1e-9)
+        np.testing.assert_allclose(q_values(mdp, want.values, transitions=P),
+                                   q_values(mdp, want.values, transitions=D), rtol=0, atol=1e-12)
+        dense_draws = np.stack([d.toarray() for d in draws])   # a list of draws, like a batch
+        for plan in (value_iteration, policy_iteration):
+            got, want = plan(mdp, transitions=draws), plan(mdp, transitions=dense_draws)
+            np.testing.assert_allclose(got.values, want.values, rtol=0, atol=1e-10)
+        np.testing.assert_allclose(policy_evaluation(mdp, pi, transitions=draws),
+                                   policy_evaluation(mdp, pi, transitions=dense_draws),
+                                   rtol=0, atol=1e-9)
+        goals = np.array([0, 7, 20])
+        np.testing.assert_allclose(goal_q_values(mdp, goals, transitions=P),
+                                   goal_q_values(mdp, goals, transitions=D), rtol=0, atol=1e-9)
+
+
+def test_planners_take_the_beliefs_mean_at_scale_without_densifying():
+    """From 2,000 states on the beliefs return BackgroundTransitions: value iteration and the
+    MDP-based policy iteration agree with the operator planner on the same table."""
+    from corrpriors.applications import CorrelatedTransitionModel, DirichletTransitionModel
+    from corrpriors.envs import goal_gridworld
+    from corrpriors.mdp import policy_iteration_operator
+
+    mdp = goal_gridworld((50, 50), rng=0)
+    beliefs = (CorrelatedTransitionModel.for_mdp(mdp, selection="fixed"),
+               DirichletTransitionModel(mdp.n_states, mdp.n_actions))
+    for belief in beliefs:
+        belief.update([0, 1, 2], [0, 1, 2], [1, 2, 3])
+        P = belief.mean()
+        assert not isinstance(P, np.ndarray)
+        ref = policy_iteration_operator(P, mdp.reward_matrix, mdp.discount)
+        vi = value_iteration(mdp, transitions=P, tol=1e-9)
+        np.testing.assert_allclose(vi.values, ref.values, rtol=0, atol=1e-8)
+        pi = policy_iteration(mdp, transitions=P)
+        np.testing.assert_allclose(pi.values, ref.values, rtol=0, atol=1e-8)
+        np.testing.assert_allclose(policy_evaluation(mdp, ref.policy, transitions=P), ref.values,
+                                   rtol=0, atol=1e-8)
+    draws = list(beliefs[1].sample_many(2, rng=0))
+    assert value_iteration(mdp, transitions=draws).values.shape == (2, mdp.n_states)

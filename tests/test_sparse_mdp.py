@@ -358,3 +358,38 @@ def test_sparse_transition_rewards_match_their_dense_table():
         SparseTransitionRewards(1, 1, [0, 2], [0, 0], [1.0, 2.0])
     round_trip = SparseTransitionRewards.from_dense(dense)
     np.testing.assert_array_equal(round_trip.toarray(), dense)
+
+
+def test_hellinger_takes_a_beliefs_background_table():
+    """hellinger / mean_hellinger read a belief's BackgroundTransitions against a dense or sparse
+    truth like the dense computation (the table forced sparse on a small MDP), and at 2,000+
+    states, where the beliefs return such tables, without densifying."""
+    from corrpriors.applications import CorrelatedTransitionModel, DirichletTransitionModel
+    from corrpriors.envs import goal_gridworld
+
+    mdp = goal_gridworld((5, 6), rng=0)
+    S, A = mdp.n_states, mdp.n_actions
+    rng = np.random.default_rng(0)
+    truth = np.asarray(mdp.transitions)
+    sparse_truth = SparseTransitions.from_dense(truth)
+    for belief in (CorrelatedTransitionModel.for_mdp(mdp, selection="fixed", sparse=True),
+                   DirichletTransitionModel(S, A, sparse=True)):
+        s, a = rng.integers(S, size=40), rng.integers(A, size=40)
+        belief.update(s, a, np.array([rng.choice(S, p=truth[i, j]) for i, j in zip(s, a)]))
+        for P in [belief.mean()] + list(belief.sample_many(2, rng=1)):
+            ref = hellinger(truth, P.toarray())
+            for got in (hellinger(truth, P), hellinger(P, truth), hellinger(sparse_truth, P),
+                        hellinger(P, sp.csr_array(truth.reshape(S * A, S)))):
+                assert got.shape == (S, A)
+                np.testing.assert_allclose(got, ref, rtol=0, atol=1e-10)
+            assert mean_hellinger(sparse_truth, P) == pytest.approx(float(ref.mean()), abs=1e-10)
+        with pytest.raises(TypeError, match="two tables given as operators"):
+            hellinger(belief.mean(), belief.mean())
+    big = goal_gridworld((50, 50), rng=0)
+    belief = DirichletTransitionModel(big.n_states, big.n_actions)
+    belief.update([0, 1, 2], [0, 1, 2], [1, 2, 3])
+    P = belief.mean()
+    assert not isinstance(P, np.ndarray)
+    h = hellinger(big.transitions, P)
+    assert h.shape == (big.n_states, big.n_actions) and np.all((h > 0) & (h <= 1))
+    assert mean_hellinger(P, big.transitions) == pytest.approx(float(h.mean()), abs=1e-15)

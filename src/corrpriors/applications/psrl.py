@@ -44,6 +44,7 @@ from ..mdp._sparse import (
     SparseTransitionRewards,
     SparseTransitions,
     is_sparse_table,
+    listed_expectation,
     transition_entries,
     transition_reward_values,
 )
@@ -413,8 +414,7 @@ class PSRLAgent:
         for m, (model, r) in enumerate(zip(models, rewards)):
             assert r is not None
             if tr is not None:   # E[r(s, a, s')] under this model, from the reward's cells
-                r = np.bincount(tr.row, weights=tr.data * model.entries(tr.row, tr.col),
-                                minlength=S * A).reshape(S, A)
+                r = listed_expectation(model, tr.row, tr.col, tr.data)
             elif self._reward_table is not None:
                 r = expected_table_rewards(self._reward_table, model)
             res = plan_sparse(model, r, self.discount, terminal=terminal, initial_policy=warm,
@@ -498,7 +498,7 @@ class PSRLAgent:
 def expected_table_rewards(rewards: SparseTransitionRewards, model: Any) -> FloatArray:
     r"""Expected rewards :math:`\sum_{s'} P(s' \mid s, a)\, r(s, a, s')` under a belief's sparse table.
 
-    The sparse-table counterpart of :meth:`SparseTransitionRewards.expected
+    :meth:`SparseTransitionRewards.expected
     <corrpriors.mdp._sparse.SparseTransitionRewards.expected>` for a model that is an operator
     (``expect(values)`` and ``entries(rows, cols)``, as a belief's posterior mean or draw),
     which can put mass on next states the true table never lists: there the rewards' defaults
@@ -515,15 +515,7 @@ def expected_table_rewards(rewards: SparseTransitionRewards, model: Any) -> Floa
     -------
     ndarray of shape (S, A)
     """
-    S, A = rewards.n_states, rewards.n_actions
-    known = rewards.arrival_known.astype(np.float64)
-    out = np.asarray(model.expect(known * rewards.arrival)) + rewards.fallback * np.asarray(model.expect(1.0 - known))
-    corr = rewards._correction.tocoo()
-    if corr.nnz:
-        out = out + np.bincount(corr.row, weights=corr.data * model.entries(corr.row, corr.col),
-                                minlength=S * A).reshape(S, A)
-    out[rewards.inert] = 0.0
-    return out
+    return rewards.expected(model)
 
 
 def plan_sparse(transitions: Any, rewards: Any, discount: float, *, terminal: Any = None,

@@ -61,6 +61,35 @@ def is_sparse_table(x: Any) -> bool:
     return isinstance(x, SparseTransitions) or sp.issparse(x)
 
 
+def listed_expectation(model: Any, rows: Any, cols: Any, weights: Any) -> np.ndarray:
+    r"""Per (s, a), :math:`\sum_{s'} P(s' \mid s, a)\, w(s, a, s')` over listed cells only.
+
+    For a transition table given as an operator (a belief's
+    :class:`~corrpriors.applications.BackgroundTransitions` mean or draw): the table's
+    ``entries`` at the listed cells, with no (S, S) array.
+
+    Parameters
+    ----------
+    model : transition table with ``n_states``, ``n_actions`` and ``entries(rows, cols)``
+        P(s' | s, a), rows ``s * A + a``.
+    rows, cols : array_like of int, shape (L,)
+        The cells (row ``s * A + a``, next state ``s'``).
+    weights : array_like of shape (L,)
+        :math:`w` at the cells.
+
+    Returns
+    -------
+    ndarray of shape (S, A)
+    """
+    S, A = int(model.n_states), int(model.n_actions)
+    if not callable(getattr(model, "entries", None)):
+        raise TypeError(f"transitions: transition rewards r(s, a, s') need the table's entries "
+                        f"(entries(rows, cols)), which {type(model).__name__} does not have")
+    r = np.asarray(rows, dtype=np.int64)
+    w = np.asarray(weights, dtype=np.float64) * model.entries(r, cols)
+    return np.bincount(r, weights=w, minlength=S * A).reshape(S, A)
+
+
 def _freeze(*arrays: np.ndarray) -> None:
     for a in arrays:
         a.setflags(write=False)
@@ -564,21 +593,31 @@ class SparseTransitionRewards(_StateActionTable):
     def expected(self, transitions: Any) -> np.ndarray:
         r"""Expected rewards :math:`\sum_{s'} P(s' \mid s, a)\, r(s, a, s')` under a model.
 
+        A model that is an operator (``expect(values)`` and ``entries(rows, cols)``, as a
+        belief's posterior mean or draw) can put mass on next states the rewards do not list:
+        there the defaults apply (the reward of arriving in s' where known, else the (s, a)
+        fallback).
+
         Parameters
         ----------
-        transitions : SparseTransitions, or ndarray of shape (S, A, S) or (..., S, A, S)
+        transitions : SparseTransitions, ndarray of shape (S, A, S) or (..., S, A, S), or a
+            transition table with ``expect`` and ``entries``
 
         Returns
         -------
         ndarray of shape (S, A) (or (..., S, A) for a dense batch)
         """
-        if isinstance(transitions, SparseTransitions):
-            M = transitions.matrix
-            S, A = self._S, self._A
+        if not isinstance(transitions, np.ndarray) and hasattr(transitions, "expect"):
             known = self.arrival_known.astype(np.float64)
-            out = M @ (known * self.arrival) + self.fallback.ravel() * (M @ (1.0 - known))
-            out = out + np.asarray(M.multiply(self._correction).sum(axis=1)).ravel()
-            out = out.reshape(S, A)
+            out = np.asarray(transitions.expect(known * self.arrival)) + \
+                self.fallback * np.asarray(transitions.expect(1.0 - known))
+            if isinstance(transitions, SparseTransitions):
+                out = out + np.asarray(transitions.matrix.multiply(self._correction).sum(axis=1)
+                                       ).reshape(self._S, self._A)
+            else:
+                corr = self._correction.tocoo()
+                if corr.nnz:
+                    out = out + listed_expectation(transitions, corr.row, corr.col, corr.data)
             out[self.inert] = 0.0
             return out
         P = np.asarray(transitions, dtype=np.float64)
@@ -590,7 +629,8 @@ def expected_transition_rewards(transitions: Any, rewards: Any) -> np.ndarray:
 
     Parameters
     ----------
-    transitions : ndarray of shape (..., S, A, S), SparseTransitions, or a list of them
+    transitions : ndarray of shape (..., S, A, S), SparseTransitions, another transition table
+        with ``expect`` and ``entries`` (a belief's posterior mean or draw), or a list of them
     rewards : ndarray of shape (S, A, S) or SparseTransitionRewards
 
     Returns
@@ -607,6 +647,10 @@ def expected_transition_rewards(transitions: Any, rewards: Any) -> np.ndarray:
         rows = np.repeat(np.arange(S * A), np.diff(M.indptr))
         vals = M.data * np.asarray(rewards).reshape(S * A, S)[rows, M.indices]
         return np.bincount(rows, weights=vals, minlength=S * A).reshape(S, A)
+    if not isinstance(transitions, np.ndarray):   # a table given as an operator
+        S, A = int(transitions.n_states), int(transitions.n_actions)
+        cells = sp.coo_array(np.asarray(rewards, dtype=np.float64).reshape(S * A, S))
+        return listed_expectation(transitions, cells.row, cells.col, cells.data)
     return np.einsum("...sat,sat->...sa", transitions, rewards)
 
 

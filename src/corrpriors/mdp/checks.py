@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 #: Absolute tolerance for "sums to one".
 ROW_ATOL = 1e-8
@@ -23,7 +24,10 @@ def check_transitions(transitions: Any, name: str = "transitions", batch: bool =
     transitions : array_like of shape (S, A, S), or (..., S, A, S) when ``batch``
         Next-state distributions; every row ``P[..., s, a, :]`` must be a probability vector.
         With ``allow_sparse`` also a :class:`~corrpriors.mdp.SparseTransitions`, a scipy sparse
-        array of shape (S*A, S) (row s*A + a, column s') or, with ``batch``, a list of them.
+        array of shape (S*A, S) (row s*A + a, column s'), any other
+        :class:`~corrpriors.mdp.planning.TransitionOperator` (e.g. a belief's
+        :class:`~corrpriors.applications.BackgroundTransitions` mean or draw) or, with
+        ``batch``, a list of them.
     name : str
         Argument name used in error messages.
     batch : bool
@@ -35,25 +39,33 @@ def check_transitions(transitions: Any, name: str = "transitions", batch: bool =
 
     Returns
     -------
-    ndarray of shape (S, A, S) or (..., S, A, S), SparseTransitions, or list of SparseTransitions
-        The tensor as float64; sparse input as SparseTransitions (a list for a sparse batch).
+    ndarray of shape (S, A, S) or (..., S, A, S), TransitionOperator, or list of them
+        The tensor as float64; a scipy sparse array as a SparseTransitions, other sparse
+        tables as they are (a list for a sparse batch).
     """
     from ._sparse import SparseTransitions, is_sparse_table
+    from .planning import TransitionOperator
+
+    def is_table(t: Any) -> bool:   # sparse, or any other table given as an operator
+        return is_sparse_table(t) or isinstance(t, TransitionOperator)
 
     many = batch and isinstance(transitions, (list, tuple)) and len(transitions) > 0 and \
-        all(is_sparse_table(t) for t in transitions)
-    if is_sparse_table(transitions) or many:
+        all(is_table(t) for t in transitions)
+    if is_table(transitions) or many:
         if not allow_sparse:
             raise TypeError(f"{name}: this needs a dense (S, A, S) array, got a sparse table; "
                             f"use .toarray() if it fits in memory")
+
+        def one(t: Any, label: str) -> Any:
+            return SparseTransitions(t, name=label, atol=atol) if sp.issparse(t) else t
+
         if not many:
-            return transitions if isinstance(transitions, SparseTransitions) else \
-                SparseTransitions(transitions, name=name, atol=atol)
-        out = [t if isinstance(t, SparseTransitions) else SparseTransitions(t, name=f"{name}[{i}]", atol=atol)
-               for i, t in enumerate(transitions)]
-        if len({t.shape for t in out}) != 1:
+            return one(transitions, name)
+        out = [one(t, f"{name}[{i}]") for i, t in enumerate(transitions)]
+        shapes = {(t.n_states, t.n_actions, t.n_states) for t in out}
+        if len(shapes) != 1:
             raise ValueError(f"{name}: the sparse tables of a batch must have one shape (S, A, S), got "
-                             f"{sorted({t.shape for t in out})}")
+                             f"{sorted(shapes)}")
         return out
     try:
         P = np.asarray(transitions, dtype=np.float64)

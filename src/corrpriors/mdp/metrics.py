@@ -11,7 +11,7 @@ from scipy.spatial.distance import cdist
 
 from ._sparse import CHUNK_ENTRIES, SparseTransitions, is_sparse_table
 from .checks import check_distribution
-from .planning import policy_evaluation, policy_iteration
+from .planning import TransitionOperator, policy_evaluation, policy_iteration
 from .tabular import TabularMDP
 
 
@@ -58,6 +58,55 @@ def _sparse_hellinger(p: Any, q: Any, axis: int) -> np.ndarray:
     return np.sqrt(np.clip(out, 0.0, 1.0)).reshape(lead)
 
 
+def _is_operator_table(x: Any) -> bool:
+    """Whether ``x`` is a table given only as an operator (a TransitionOperator, not a SparseTransitions)."""
+    return isinstance(x, TransitionOperator) and not isinstance(x, SparseTransitions)
+
+
+def operator_hellinger(table: Any, other: Any) -> np.ndarray:
+    r"""Hellinger distance of every row of an operator table to a dense or sparse table.
+
+    :math:`H = \sqrt{1 - \sum_{s'} \sqrt{P(s') P'(s')}}` (both rows on the simplex), read on
+    the support of ``other`` only with ``table.entries`` -- exact, with no (S, S) array.
+
+    Parameters
+    ----------
+    table : transition table with ``n_states``, ``n_actions`` and ``entries(rows, cols)``
+        Of shape (S, A, S), e.g. a :class:`~corrpriors.applications.BackgroundTransitions`.
+    other : SparseTransitions, scipy sparse array of shape (S·A, S) (row ``s * A + a``) or
+        ndarray of shape (S, A, S)
+
+    Returns
+    -------
+    ndarray of shape (S, A)
+    """
+    S, A = int(table.n_states), int(table.n_actions)
+    if not callable(getattr(table, "entries", None)):
+        raise TypeError(f"p, q: a table given as an operator needs entries(rows, cols) for the "
+                        f"Hellinger distance, which {type(table).__name__} does not have")
+    if isinstance(other, SparseTransitions):
+        other = other.matrix
+    if sp.issparse(other):
+        if other.shape != (S * A, S):
+            raise ValueError(f"p, q: expected a sparse table of shape (S A, S) = ({S * A}, {S}), "
+                             f"got {other.shape}")
+        coo = sp.coo_array(other)
+        coo.sum_duplicates()
+    else:
+        arr = np.asarray(other, dtype=np.float64)
+        if arr.shape != (S, A, S):
+            raise ValueError(f"p, q: expected a dense table of shape (S, A, S) = ({S}, {A}, {S}), "
+                             f"got {arr.shape}")
+        coo = sp.coo_array(arr.reshape(S * A, S))
+    if coo.data.size and (not np.all(np.isfinite(coo.data)) or coo.data.min() < 0):
+        raise ValueError("p, q: probabilities must be finite and non-negative")
+    keep = coo.data > 0
+    rows, cols, prob = coo.row[keep], coo.col[keep], coo.data[keep]
+    bc = np.bincount(rows, weights=np.sqrt(prob * np.maximum(table.entries(rows, cols), 0.0)),
+                     minlength=S * A)
+    return np.sqrt(np.maximum(1.0 - bc, 0.0)).reshape(S, A)
+
+
 def hellinger(p: Any, q: Any, axis: int = -1) -> np.ndarray:
     r"""Hellinger distance between probability vectors along ``axis``.
 
@@ -70,23 +119,37 @@ def hellinger(p: Any, q: Any, axis: int = -1) -> np.ndarray:
         (S, A, S) transition tensors. Either may be a sparse transition table (a
         :class:`~corrpriors.mdp.SparseTransitions` of shape (S, A, S), or a scipy sparse
         array of shape (S·A, S)); the other is then sparse too, or dense with as many rows
-        (shape (S, A, S) or (S·A, S)).
+        (shape (S, A, S) or (S·A, S)). Either may also be a table given as an operator (a
+        :class:`~corrpriors.mdp.planning.TransitionOperator` with ``entries(rows, cols)``,
+        e.g. a belief's :class:`~corrpriors.applications.BackgroundTransitions` mean or
+        draw); the other is then a dense (S, A, S) or a sparse table.
     axis : int
         Category axis (the last one for sparse tables).
 
     Returns
     -------
     ndarray of shape (...)
-        One distance per row: (S, A) when a SparseTransitions is involved, (R,) for scipy
-        sparse arrays.
+        One distance per row: (S, A) when a SparseTransitions or an operator table is
+        involved, (R,) for scipy sparse arrays.
 
     Notes
     -----
     Sparse against sparse sums over the union of the two supports, so the mass an estimate
     puts outside the truth's support counts in full; memory and time grow with the two
     numbers of non-zeros. Sparse against dense densifies blocks of rows (16 MiB at a time)
-    and applies the dense formula, so it matches the dense computation bit for bit.
+    and applies the dense formula, so it matches the dense computation bit for bit. An
+    operator table is read on the other table's support (:func:`operator_hellinger`): exact,
+    with the rows' sums to one taken for granted; two operator tables are not compared (their
+    union support is every state).
     """
+    if _is_operator_table(p) or _is_operator_table(q):
+        if _is_operator_table(p) and _is_operator_table(q):
+            raise TypeError("p, q: two tables given as operators cannot be compared without "
+                            "densifying; compare each with a dense or sparse table (the truth)")
+        if axis not in (-1, 2):
+            raise ValueError(f"axis: transition tables hold their next states along the last "
+                             f"axis, got axis={axis}")
+        return operator_hellinger(p, q) if _is_operator_table(p) else operator_hellinger(q, p)
     if is_sparse_table(p) or is_sparse_table(q):
         return _sparse_hellinger(p, q, axis)
     P = np.asarray(p, dtype=np.float64)

@@ -14,8 +14,11 @@ states (``solver=`` and ``tol=`` choose, see :func:`policy_evaluation`); no dens
 matrix is formed. On small problems dense and sparse planning agree to round-off.
 
 Any other table that implements the :class:`TransitionOperator` protocol (expected next-state
-values and policy operators, e.g. a posterior draw that is a sparse part plus background
-profiles) is planned by the same policy iteration through :func:`policy_iteration_operator`.
+values and policy operators, e.g. a belief's posterior mean or draw that is a sparse part plus
+background profiles, :class:`~corrpriors.applications.BackgroundTransitions`) is accepted the
+same way, alone or in a list, and planned by the same sparse code; without an MDP object,
+:func:`policy_iteration_operator` plans it. Transition rewards :math:`r(s, a, s')` under such a
+table also need its ``entries(rows, cols)``.
 
 Conventions
 -----------
@@ -135,7 +138,7 @@ def _model(mdp: TabularMDP, transitions: Any,
         P = mdp.transitions
     else:
         P = check_transitions(transitions, "transitions", batch=True, allow_sparse=True)
-        shape = P[0].shape if isinstance(P, list) else P.shape
+        shape = _shape(P[0] if isinstance(P, list) else P)
         if tuple(shape[-3:]) != mdp.transitions.shape:
             raise ValueError(f"transitions: expected shape (..., S, A, S) = (..., "
                              f"{mdp.n_states}, {mdp.n_actions}, {mdp.n_states}), got {shape}")
@@ -154,6 +157,18 @@ def _model(mdp: TabularMDP, transitions: Any,
     return P, R, mdp.discount, keep
 
 
+def _shape(P: Any) -> tuple[int, ...]:
+    """Shape (..., S, A, S) of a dense table, (S, A, S) of any other (a TransitionOperator)."""
+    if isinstance(P, np.ndarray):
+        return P.shape
+    return (int(P.n_states), int(P.n_actions), int(P.n_states))
+
+
+def _lead(P: Any) -> tuple[int, ...]:
+    """Batch axes of checked dynamics: (M,) for a list of tables, those of a dense array."""
+    return (len(P),) if isinstance(P, list) else _shape(P)[:-3]
+
+
 def _pick(x: Any, m: int, base_ndim: int) -> Any:
     """Model ``m``'s slice of ``x`` if it carries a leading batch axis, else ``x``."""
     return x if x is None or np.ndim(x) <= base_ndim else x[m]
@@ -161,8 +176,11 @@ def _pick(x: Any, m: int, base_ndim: int) -> Any:
 
 def _expect(P: Any, V: np.ndarray) -> np.ndarray:
     """E[V(s') | s, a]; P (S, A, S), (..., S, A, S) or sparse, V (..., S) -> (..., S, A)."""
-    if not isinstance(P, np.ndarray):   # SparseTransitions or another TransitionOperator
+    if isinstance(P, SparseTransitions) or (not isinstance(P, np.ndarray) and V.ndim == 1):
         return P.expect(V)
+    if not isinstance(P, np.ndarray):   # another TransitionOperator: (S,) -> (S, A) only
+        out = np.stack([P.expect(v) for v in V.reshape(-1, V.shape[-1])])
+        return out.reshape(V.shape[:-1] + out.shape[-2:])
     S, A = P.shape[-3], P.shape[-2]
     if P.ndim == 3:
         flat = V.reshape(-1, S)
@@ -354,7 +372,7 @@ def value_iteration(mdp: TabularMDP, transitions: Any = None, *, tol: float = 1e
         ``values`` (..., S), ``q_values`` (..., S, A), greedy ``policy`` (..., S, A).
     """
     P, R, gamma, keep = _model(mdp, transitions)
-    lead = (len(P),) if isinstance(P, list) else P.shape[:-3]
+    lead = _lead(P)
     V0 = np.zeros(lead + (mdp.n_states,)) if initial_values is None else \
         np.broadcast_to(np.asarray(initial_values, dtype=np.float64), lead + (mdp.n_states,))
     if isinstance(P, list):
@@ -409,10 +427,10 @@ def policy_iteration(mdp: TabularMDP, transitions: Any = None, *, initial_policy
     """
     solver, tol = check_solver(solver, tol)
     P, R, gamma, keep = _model(mdp, transitions, rewards)
-    lead = np.broadcast_shapes((len(P),) if isinstance(P, list) else P.shape[:-3], R.shape[:-2])
+    lead = np.broadcast_shapes(_lead(P), R.shape[:-2])
     if initial_policy is None:
         actions = np.broadcast_to(R.argmax(axis=-1), lead + (mdp.n_states,)).copy()
-        if isinstance(P, SparseTransitions) or isinstance(P, list):
+        if not isinstance(P, np.ndarray):   # sparse tables (or a list of them)
             actions = _warm_start(P, R, gamma, keep, actions)
     else:
         actions = np.asarray(initial_policy)
@@ -540,13 +558,13 @@ def policy_evaluation(mdp: TabularMDP, policy: Any, transitions: Any = None, *,
     solver, tol = check_solver(solver, tol)
     P, R, gamma, keep = _model(mdp, transitions)
     pi = check_policy(policy, mdp.n_states, mdp.n_actions, "policy", batch=True)
-    if isinstance(P, SparseTransitions):
-        return _evaluate_sparse(P, R, gamma, pi, keep, solver, tol)[0]
     if isinstance(P, list):
         lead = np.broadcast_shapes((len(P),), pi.shape[:-2])
         pib = np.broadcast_to(pi, lead + pi.shape[-2:])
         return np.stack([_evaluate_sparse(p, _pick(R, m, 2), gamma, pib[m], keep, solver, tol)[0]
                          for m, p in enumerate(P)])
+    if not isinstance(P, np.ndarray):   # SparseTransitions or another TransitionOperator
+        return _evaluate_sparse(P, R, gamma, pi, keep, solver, tol)[0]
     P_pi = np.einsum("...sa,...sat->...st", pi, P)
     if keep is not None:
         P_pi = P_pi * keep[:, None]
@@ -684,8 +702,8 @@ def goal_q_values(mdp: TabularMDP, goals: Any = None, *, terminal: bool = False,
         ``Q[s, a, g]``.
     """
     P, _, gamma, mdp_keep = _model(mdp, transitions)
-    if isinstance(P, list) or P.ndim != 3:
-        shape = f"a batch of {len(P)}" if isinstance(P, list) else P.shape
+    if isinstance(P, list) or len(_shape(P)) != 3:
+        shape = f"a batch of {len(P)}" if isinstance(P, list) else _shape(P)
         raise ValueError(f"transitions: expected shape (S, A, S) for goal planning, got {shape}")
     S, A = mdp.n_states, mdp.n_actions
     g = np.arange(S) if goals is None else np.asarray(goals)
@@ -742,7 +760,7 @@ def finite_horizon(mdp: TabularMDP, horizon: int, *, discount: float | None = No
     H = int(horizon)
     if H < 1 or H != horizon:
         raise ValueError(f"horizon: expected a positive integer, got {horizon!r}")
-    lead = (len(P),) if isinstance(P, list) else P.shape[:-3]
+    lead = _lead(P)
     S = mdp.n_states
     VT = np.zeros(S) if terminal_values is None else np.asarray(terminal_values, dtype=np.float64)
     if VT.shape[-1:] != (S,):

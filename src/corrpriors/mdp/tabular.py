@@ -256,7 +256,7 @@ class TabularMDP:
         """
         if transitions is None or self.rewards.ndim < 3:
             return self._reward_matrix
-        if isinstance(transitions, (SparseTransitions, list)) or sp.issparse(transitions):
+        if not isinstance(transitions, np.ndarray):   # sparse tables, lists, other array-likes
             return expected_transition_rewards(check_transitions(transitions, batch=True, allow_sparse=True),
                                                self.rewards)
         P = np.asarray(transitions, dtype=np.float64)

@@ -28,6 +28,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from ..._typing import FloatArray, IntArray
+from ...mdp.metrics import operator_hellinger
 
 __all__ = ["BackgroundTransitions"]
 
@@ -215,26 +216,7 @@ class BackgroundTransitions:
         -------
         ndarray of shape (S, A)
         """
-        S, A = self.n_states, self.n_actions
-        if hasattr(other, "matrix") and sp.issparse(other.matrix):   # mdp.SparseTransitions
-            other = other.matrix
-        if sp.issparse(other):
-            if other.shape != (S * A, S):
-                raise ValueError(f"other: expected shape (S A, S) = ({S * A}, {S}), got "
-                                 f"{other.shape}")
-            coo = sp.coo_array(other)
-            coo.sum_duplicates()
-        else:
-            arr = np.asarray(other, dtype=np.float64)
-            if arr.shape != (S, A, S):
-                raise ValueError(f"other: expected shape (S, A, S) = ({S}, {A}, {S}), got "
-                                 f"{arr.shape}")
-            coo = sp.coo_array(arr.reshape(S * A, S))
-        keep = coo.data > 0
-        rows, cols, p = coo.row[keep], coo.col[keep], coo.data[keep]
-        bc = np.bincount(rows, weights=np.sqrt(p * np.maximum(self.entries(rows, cols), 0.0)),
-                         minlength=S * A)
-        return np.sqrt(np.maximum(1.0 - bc, 0.0)).reshape(S, A)
+        return operator_hellinger(self, other)
 
     def row_sums(self) -> FloatArray:
         """Total probability of every row (1 up to round-off), ndarray of shape (S A,)."""

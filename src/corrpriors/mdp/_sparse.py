@@ -61,6 +61,18 @@ def is_sparse_table(x: Any) -> bool:
     return isinstance(x, SparseTransitions) or sp.issparse(x)
 
 
+def sparse_rows(table: Any, n_states: int, n_actions: int, name: str) -> sp.coo_array:
+    """A scipy sparse (S·A, S) table (row ``s * A + a``) as COO with duplicates summed; a
+    ``ValueError`` naming ``name`` if its shape is not (S·A, S).
+    """
+    if table.shape != (n_states * n_actions, n_states):
+        raise ValueError(f"{name}: expected a sparse table of shape (S A, S) = ({n_states * n_actions}, "
+                         f"{n_states}), got {table.shape}")
+    coo = sp.coo_array(table)
+    coo.sum_duplicates()
+    return coo
+
+
 def listed_expectation(model: Any, rows: Any, cols: Any, weights: Any) -> np.ndarray:
     r"""Per (s, a), :math:`\sum_{s'} P(s' \mid s, a)\, w(s, a, s')` over listed cells only.
 

@@ -9,7 +9,7 @@ import scipy.sparse as sp
 from scipy.optimize import linprog
 from scipy.spatial.distance import cdist
 
-from ._sparse import CHUNK_ENTRIES, SparseTransitions, is_sparse_table
+from ._sparse import CHUNK_ENTRIES, SparseTransitions, is_sparse_table, sparse_rows
 from .checks import check_distribution
 from .planning import TransitionOperator, policy_evaluation, policy_iteration
 from .tabular import TabularMDP
@@ -87,11 +87,7 @@ def operator_hellinger(table: Any, other: Any) -> np.ndarray:
     if isinstance(other, SparseTransitions):
         other = other.matrix
     if sp.issparse(other):
-        if other.shape != (S * A, S):
-            raise ValueError(f"p, q: expected a sparse table of shape (S A, S) = ({S * A}, {S}), "
-                             f"got {other.shape}")
-        coo = sp.coo_array(other)
-        coo.sum_duplicates()
+        coo = sparse_rows(other, S, A, "p, q")
     else:
         arr = np.asarray(other, dtype=np.float64)
         if arr.shape != (S, A, S):

@@ -11,6 +11,7 @@ from ..._random import as_generator, sample_dirichlet
 from ..._special import log_half_gamma_ratio
 from ..._typing import FloatArray, IntArray, SeedLike
 from ..._validation import check_array, check_counts, check_positive, check_shape, check_simplex
+from ...mdp._sparse import sparse_rows
 from ._hellinger import dirichlet_sqrt_mean, from_sqrt_mean
 
 __all__ = ["DirichletTransitionModel", "KnownTransitionModel", "TransitionBelief"]
@@ -173,11 +174,7 @@ class _TransitionBelief:
         """
         S, A = self.n_states, self.n_actions
         if sp.issparse(counts):
-            if counts.shape != (S * A, S):
-                raise ValueError(f"counts: expected a sparse table of shape (S A, S) = "
-                                 f"({S * A}, {S}), got {counts.shape}")
-            coo = sp.coo_array(counts)
-            coo.sum_duplicates()
+            coo = sparse_rows(counts, S, A, "counts")
             vals = check_counts(coo.data.astype(np.float64), "counts", min_categories=1, ndim=1)
             keep = vals > 0
             s, a = np.divmod(coo.row[keep].astype(np.int64), A)

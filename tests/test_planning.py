@@ -368,3 +368,24 @@ def test_planners_take_the_beliefs_mean_at_scale_without_densifying():
                                    rtol=0, atol=1e-8)
     draws = list(beliefs[1].sample_many(2, rng=0))
     assert value_iteration(mdp, transitions=draws).values.shape == (2, mdp.n_states)
+
+
+@pytest.mark.parametrize("call, kwargs, match", [
+    (value_iteration, {"tol": -1.0}, r"^tol: expected a finite number >= 0, got -1.0"),
+    (value_iteration, {"tol": float("nan")}, r"^tol: "),
+    (value_iteration, {"max_iter": -5}, r"^max_iter: expected an integer >= 1, got -5"),
+    (value_iteration, {"max_iter": 0}, r"^max_iter: expected an integer >= 1"),
+    (value_iteration, {"initial_values": [np.nan] * 6}, r"^initial_values: expected finite values"),
+    (value_iteration, {"initial_values": np.zeros(4)}, r"^initial_values: expected shape \(S,\)"),
+    (policy_iteration, {"max_iter": 0}, r"^max_iter: expected an integer >= 1, got 0"),
+    (policy_iteration, {"max_iter": 2.5}, r"^max_iter: expected an integer >= 1"),
+])
+def test_planner_arguments_are_checked_up_front(call, kwargs, match):
+    """Before: tol=-1 or NaN ran all 100,000 sweeps and warned, max_iter=-5 returned the values
+    of one backup with a warning, NaN warm starts were taken, a wrong-shape one raised numpy's
+    broadcast error, and policy_iteration(max_iter=0) failed on 'q: expected shape'."""
+    mdp = random_mdp(np.random.default_rng(0), 6, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                  # refused, not run and warned about
+        with pytest.raises(ValueError, match=match):
+            call(mdp, **kwargs)

@@ -42,6 +42,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from .._threads import single_blas_thread
+from .._validation import check_int, check_real
 from ..exceptions import ConvergenceWarning
 from ._sparse import SparseTransitions
 from ._sparse_solve import check_solver, solve_policy_values
@@ -371,10 +372,12 @@ def value_iteration(mdp: TabularMDP, transitions: Any = None, *, tol: float = 1e
     PlanningResult
         ``values`` (..., S), ``q_values`` (..., S, A), greedy ``policy`` (..., S, A).
     """
+    tol = check_real(tol, "tol", 0.0, expected="a finite number >= 0")
+    max_iter = check_int(max_iter, "max_iter", 1)
     P, R, gamma, keep = _model(mdp, transitions)
     lead = _lead(P)
     V0 = np.zeros(lead + (mdp.n_states,)) if initial_values is None else \
-        np.broadcast_to(np.asarray(initial_values, dtype=np.float64), lead + (mdp.n_states,))
+        _warm_values(initial_values, lead + (mdp.n_states,))
     if isinstance(P, list):
         runs = [_value_iteration(p, _pick(R, m, 2), gamma, V0[m], float(tol), int(max_iter), keep)
                 for m, p in enumerate(P)]
@@ -386,6 +389,18 @@ def value_iteration(mdp: TabularMDP, transitions: Any = None, *, tol: float = 1e
         warnings.warn(f"value_iteration: no convergence to tol={tol} in {max_iter} sweeps",
                       ConvergenceWarning, stacklevel=2)
     return PlanningResult(V, Q, greedy_policy(Q), n_iter, conv)
+
+
+def _warm_values(values: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """``initial_values`` broadcast to ``shape`` (finite), or a ``ValueError`` naming it."""
+    V0 = np.asarray(values, dtype=np.float64)
+    try:
+        V0 = np.broadcast_to(V0, shape)
+    except ValueError:
+        raise ValueError(f"initial_values: expected shape (S,) or {shape}, got {V0.shape}") from None
+    if not np.all(np.isfinite(V0)):
+        raise ValueError("initial_values: expected finite values")
+    return V0
 
 
 @single_blas_thread
@@ -426,6 +441,7 @@ def policy_iteration(mdp: TabularMDP, transitions: Any = None, *, initial_policy
     :math:`2\gamma\epsilon`, so only true improvements switch.
     """
     solver, tol = check_solver(solver, tol)
+    max_iter = check_int(max_iter, "max_iter", 1)
     P, R, gamma, keep = _model(mdp, transitions, rewards)
     lead = np.broadcast_shapes(_lead(P), R.shape[:-2])
     if initial_policy is None:
@@ -489,6 +505,7 @@ def policy_iteration_operator(transitions: TransitionOperator, rewards: Any, dis
         raise TypeError(f"transitions: expected a TransitionOperator (n_states, n_actions, "
                         f"expect, policy_matrix), got {type(transitions).__name__}")
     solver, tol = check_solver(solver, tol)
+    max_iter = check_int(max_iter, "max_iter", 1)
     S, A = int(transitions.n_states), int(transitions.n_actions)
     R = np.asarray(rewards, dtype=np.float64)
     if R.shape == (S,):

@@ -243,3 +243,59 @@ def test_the_studys_stochastic_criterion_counts_from_episode_100_as_bsuites():
         assert r["learned"] is None or r["learned"] >= 100
         d = study.run_one(4, True, "dirichlet_sparse", seed, cap=150, learn_rewards=False)
         assert d["learned"] is not None and d["learned"] < 100   # deterministic: no minimum
+
+
+def _old_deep_sea_table(size, rng, deterministic):
+    """The dense loop deep_sea used before it listed its entries (a transcription)."""
+    from corrpriors.envs.deepsea import deep_sea_right_actions
+
+    n = size
+    right = deep_sea_right_actions(n, rng=rng)
+    index = np.arange((n + 1) * n).reshape(n + 1, n)
+    S = (n + 1) * n
+    P = np.zeros((S, 2, S))
+    p_right = 1.0 if deterministic else 1.0 - 1.0 / n
+    for r in range(n):
+        for c in range(n):
+            s = index[r, c]
+            for a in range(2):
+                if a == right[r, c]:
+                    P[s, a, index[r + 1, min(c + 1, n - 1)]] += p_right
+                    P[s, a, index[r + 1, c]] += 1.0 - p_right
+                else:
+                    P[s, a, index[r + 1, max(c - 1, 0)]] = 1.0
+    P[index[n], :, index[n]] = 1.0
+    return P
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_deep_sea_tables_dense_and_sparse_hold_the_same_numbers(deterministic):
+    """deep_sea lists its entries and builds a SparseTransitions above DENSE_LIMIT_BYTES (N >= 45)
+    instead of a dense (S, 2, S) array (N = 316: 150 GiB before); dense and sparse tables equal
+    the old dense loop bit for bit."""
+    from corrpriors.envs import deep_sea
+    from memory_checks import traced_peak
+
+    want = _old_deep_sea_table(7, 3, deterministic)
+    dense = deep_sea(7, rng=3, deterministic=deterministic, sparse=False).transitions
+    sparse = deep_sea(7, rng=3, deterministic=deterministic, sparse=True).transitions
+    np.testing.assert_array_equal(dense, want)
+    np.testing.assert_array_equal(sparse.toarray(), want)
+    big, peak = traced_peak(deep_sea, 200, rng=0, deterministic=deterministic)
+    assert big.is_sparse and big.n_states == 201 * 200 and peak < 100 * 2**20, peak
+
+
+def test_random_mdp_dense_and_sparse_hold_the_same_draws():
+    from corrpriors.envs import random_mdp
+    from memory_checks import traced_peak
+
+    dense, sparse = (random_mdp(30, 3, 4, rng=5, sparse=flag) for flag in (False, True))
+    np.testing.assert_array_equal(sparse.transitions.toarray(), dense.transitions)
+    np.testing.assert_array_equal(sparse.rewards, dense.rewards)
+    g = np.random.default_rng(5)                          # the old loop's draws, in its order
+    for s in range(3):
+        for a in range(3):
+            cols, vals = g.choice(30, size=4, replace=False), g.dirichlet(np.ones(4))
+            np.testing.assert_array_equal(dense.transitions[s, a, cols], vals)
+    big, peak = traced_peak(random_mdp, 20_000, 2, 3, rng=0)      # dense: 6 GiB
+    assert big.is_sparse and peak < 50 * 2**20, peak

@@ -34,6 +34,7 @@ import numpy as np
 
 from .._random import as_generator
 from .._validation import check_int
+from ..mdp._sparse import listed_transitions
 from ..mdp.tabular import TabularMDP
 from .gym import TabularEnv
 
@@ -69,7 +70,7 @@ def deep_sea_right_actions(size: int, *, rng: Any, randomize_actions: bool = Tru
 
 def deep_sea(size: int = 10, *, rng: Any, deterministic: bool = True, move_cost: float = 0.01,
              randomize_actions: bool = True, walls: bool = False,
-             discount: float = 0.99) -> TabularMDP:
+             discount: float = 0.99, sparse: bool | None = None) -> TabularMDP:
     r"""Build DeepSea of size N as a :class:`~corrpriors.mdp.TabularMDP`.
 
     Parameters
@@ -91,6 +92,10 @@ def deep_sea(size: int = 10, *, rng: Any, deterministic: bool = True, move_cost:
         of the grid ``shape``.
     discount : float, default=0.99
         :math:`\gamma` of the returned model.
+    sparse : bool or None
+        Build the transitions as a :class:`~corrpriors.mdp.SparseTransitions` (True), a dense
+        array (False), or choose by size (None: sparse when the dense table would exceed
+        :data:`~corrpriors.mdp.DENSE_LIMIT_BYTES`, from N = 42). Both hold the same numbers.
 
     Returns
     -------
@@ -122,9 +127,11 @@ def deep_sea(size: int = 10, *, rng: Any, deterministic: bool = True, move_cost:
     index = np.full((n + 1, n), -1, dtype=np.int64)
     index[~wall] = np.arange(int((~wall).sum()))
     S = int((~wall).sum())
-    P = np.zeros((S, 2, S))
     R = np.zeros((S, 2))
     p_right = 1.0 if deterministic else 1.0 - 1.0 / n
+    to_row: list[int] = []                    # the (S·A, S) table's entries, row s * 2 + a
+    to_col: list[int] = []
+    to_p: list[float] = []
     for r in range(n):
         for c in range(n):
             s = index[r, c]
@@ -132,14 +139,21 @@ def deep_sea(size: int = 10, *, rng: Any, deterministic: bool = True, move_cost:
                 continue
             for a in range(2):
                 if a == right[r, c]:
-                    P[s, a, index[r + 1, min(c + 1, n - 1)]] += p_right
-                    P[s, a, index[r + 1, c]] += 1.0 - p_right
+                    to_row += [2 * s + a, 2 * s + a]
+                    to_col += [index[r + 1, min(c + 1, n - 1)], index[r + 1, c]]
+                    to_p += [p_right, 1.0 - p_right]
                     R[s, a] = -move_cost / n + (1.0 if c == n - 1 else 0.0)
                 else:
-                    P[s, a, index[r + 1, max(c - 1, 0)]] = 1.0
+                    to_row.append(2 * s + a)
+                    to_col.append(index[r + 1, max(c - 1, 0)])
+                    to_p.append(1.0)
     terminal = np.zeros(S, dtype=bool)
     terminal[index[n]] = True
-    P[index[n], :, index[n]] = 1.0            # absorbing: P[t, a, t] = 1
+    for t in index[n]:                        # absorbing: P[t, a, t] = 1
+        to_row += [2 * t, 2 * t + 1]
+        to_col += [t, t]
+        to_p += [1.0, 1.0]
+    P = listed_transitions(S, 2, to_row, to_col, to_p, sparse)
     start = np.zeros(S)
     start[0] = 1.0
     coords = np.argwhere(~wall).astype(np.float64)

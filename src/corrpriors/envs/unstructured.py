@@ -16,6 +16,7 @@ import numpy as np
 
 from .._random import as_generator
 from .._validation import check_int
+from ..mdp._sparse import listed_transitions
 from ..mdp.tabular import TabularMDP
 from .gym import TabularEnv
 
@@ -23,7 +24,7 @@ __all__ = ["RandomMDPEnv", "random_mdp", "state_index"]
 
 
 def random_mdp(n_states: int = 50, n_actions: int = 4, n_successors: int = 3, *, rng: Any,
-               discount: float = 0.95) -> TabularMDP:
+               discount: float = 0.95, sparse: bool | None = None) -> TabularMDP:
     """A random MDP: ``n_successors`` random next states per pair, flat-Dirichlet probabilities.
 
     Parameters
@@ -35,6 +36,10 @@ def random_mdp(n_states: int = 50, n_actions: int = 4, n_successors: int = 3, *,
     rng : int, numpy.random.Generator or None
         Draws the model (required; an int fixes it).
     discount : float, default=0.95
+    sparse : bool or None
+        Build the transitions as a :class:`~corrpriors.mdp.SparseTransitions` (True), a dense
+        array (False), or choose by size (None: sparse when the dense table would exceed
+        :data:`~corrpriors.mdp.DENSE_LIMIT_BYTES`). Both hold the same numbers and draws.
 
     Returns
     -------
@@ -55,10 +60,12 @@ def random_mdp(n_states: int = 50, n_actions: int = 4, n_successors: int = 3, *,
     if k > S:
         raise ValueError(f"n_successors: expected at most n_states = {S}, got {k}")
     gen = as_generator(rng)
-    P = np.zeros((S, A, S))
-    for s in range(S):
-        for a in range(A):
-            P[s, a, gen.choice(S, size=k, replace=False)] = gen.dirichlet(np.ones(k))
+    cols = np.empty((S * A, k), dtype=np.int64)
+    vals = np.empty((S * A, k))
+    for row in range(S * A):                  # row s * A + a, in the order of the draws
+        cols[row] = gen.choice(S, size=k, replace=False)
+        vals[row] = gen.dirichlet(np.ones(k))
+    P = listed_transitions(S, A, np.repeat(np.arange(S * A), k), cols.ravel(), vals.ravel(), sparse)
     R = gen.random((S, A))
     return TabularMDP(P, R, discount, name=f"random MDP (S={S}, A={A}, {k} successors)")
 

@@ -61,6 +61,22 @@ def is_sparse_table(x: Any) -> bool:
     return isinstance(x, SparseTransitions) or sp.issparse(x)
 
 
+def listed_transitions(n_states: int, n_actions: int, rows: Any, cols: Any, values: Any,
+                       sparse: bool | None = None) -> Any:
+    """A transition table from its listed entries (row ``s * A + a``, next state, probability;
+    repeated cells add up): a :class:`SparseTransitions`, or the dense (S, A, S) array when
+    :func:`prefer_sparse` says so -- the same numbers either way, and no dense table is built
+    above :data:`DENSE_LIMIT_BYTES` unless asked for.
+    """
+    S, A = int(n_states), int(n_actions)
+    table = sp.coo_array((np.asarray(values, dtype=np.float64),
+                          (np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64))),
+                         shape=(S * A, S))
+    if prefer_sparse(S, A, sparse):
+        return SparseTransitions(table.tocsr())
+    return table.toarray().reshape(S, A, S)
+
+
 def sparse_rows(table: Any, n_states: int, n_actions: int, name: str) -> sp.coo_array:
     """A scipy sparse (S·A, S) table (row ``s * A + a``) as COO with duplicates summed; a
     ``ValueError`` naming ``name`` if its shape is not (S·A, S).

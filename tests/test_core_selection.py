@@ -193,3 +193,14 @@ def test_lattice_climb_on_a_single_point_and_a_plateau():
     assert lattice_climb(lambda j: 0.0, 3, 3, 3) == (3, {3: 0.0})
     best, values = lattice_climb(lambda j: 0.0, 0, -5, 5)   # ties: the start stays
     assert best == 0 and sorted(values) == [-1, 0, 1]
+
+
+@pytest.mark.parametrize("step", [1e-4, 1e-320])
+def test_a_lattice_of_more_than_ten_thousand_points_is_refused(step):
+    """A climb fits and keeps a model per visited point: step=1e-4 took 3,369 fits and 31 s,
+    1e-5 did not finish, 1e-320 overflowed; refused up front, naming step."""
+    from corrpriors.core.selection import MAX_LATTICE_POINTS
+
+    with pytest.raises(ValueError, match=r"^step: expected at most 10,000 lattice points"):
+        ScaleSearch(CorrelatedMultinomial(np.eye(3)), step=step)
+    ScaleSearch(CorrelatedMultinomial(np.eye(3)), step=6 / (MAX_LATTICE_POINTS - 1))   # the most allowed

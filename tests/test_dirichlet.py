@@ -116,3 +116,27 @@ def test_bad_usage_raises():
         DirichletMultinomial().fit([[1, -1]])
     with pytest.raises(ValueError, match="counts: expected at least K=2 categories"):
         DirichletMultinomial().fit([[1], [2]])
+
+
+def test_concentrations_beyond_the_exact_range_are_refused():
+    """Below about 1e-160 the evidence underflowed to -inf (1e-200: exact -461.43 by mpmath),
+    and at 5e307 it was NaN; the range [1e-100, 1e100] is refused outside, exact inside
+    (mpmath, 60 digits, at the small end; the multinomial limit at the large end)."""
+    import math
+
+    import mpmath as mp
+
+    from corrpriors.baselines.dirichlet import ALPHA_RANGE
+
+    x = [5, 1, 0]
+    for bad in (1e-101, 1e-200, 1e101, 5e307):
+        with pytest.raises(ValueError, match=r"^alpha: expected concentrations in \[1e-100, 1e\+100\]"):
+            DirichletMultinomial(alpha=bad).fit([x])
+    lo, hi = ALPHA_RANGE
+    with mp.workdps(60):
+        a = mp.mpf(lo)
+        exact = (mp.loggamma(7) - mp.loggamma(6) - mp.loggamma(2) + mp.loggamma(3 * a) - mp.loggamma(3 * a + 6)
+                 + mp.loggamma(a + 5) + mp.loggamma(a + 1) - 2 * mp.loggamma(a))
+    assert DirichletMultinomial(alpha=lo).fit([x]).elbo_ == pytest.approx(float(exact), rel=1e-13)
+    multinomial = math.log(6) - 6 * math.log(3)                   # alpha -> infinity
+    assert DirichletMultinomial(alpha=hi).fit([x]).elbo_ == pytest.approx(multinomial, rel=1e-13)

@@ -307,3 +307,11 @@ def test_predict_at_errors(tmp_path, capsys):
     rc, _, err = fit(["--out", tmp_path / "o2", "--predict-at", tmp_path / "o2" / "predictions.csv"],
                      capsys)
     assert rc == 2 and "would overwrite its own input" in err
+
+
+def test_one_sample_is_refused_before_the_fit(tmp_path, capsys):
+    """The intervals need at least two draws: --samples 1 was taken by the parser and refused
+    after the fit, naming the library's n_samples."""
+    rc, stdout, err = fit(["--out", tmp_path / "fit", "--uncertainty", "--samples", "1"], capsys)
+    assert rc == 2 and stdout == "" and "--samples" in err and "n_samples" not in err
+    assert not (tmp_path / "fit").exists()

@@ -36,6 +36,10 @@ from .._special import dirichlet_multinomial_logpmf
 from .._typing import FloatArray, SeedLike
 from .._validation import check_counts
 
+#: The concentrations :class:`DirichletMultinomial` takes (the experiments' ``alpha_*`` settings
+#: are narrower still, [1e-100, 1e12]).
+ALPHA_RANGE = (1e-100, 1e100)
+
 
 def _check_alpha(alpha: Any) -> np.ndarray:
     try:
@@ -48,6 +52,11 @@ def _check_alpha(alpha: Any) -> np.ndarray:
         raise ValueError("alpha: contains NaN or infinite values")
     if np.any(a <= 0):
         raise ValueError(f"alpha: concentrations must be positive, found minimum {a.min():g}")
+    if np.any(a < ALPHA_RANGE[0]) or np.any(a > ALPHA_RANGE[1]):
+        raise ValueError(f"alpha: expected concentrations in [{ALPHA_RANGE[0]:g}, {ALPHA_RANGE[1]:g}] (the "
+                         f"evidence is exact there; below 1e-160 it underflows to -inf, and from 1e100 "
+                         f"on the prior is the multinomial at uniform probabilities), found "
+                         f"{a.min():g} to {a.max():g}")
     return a
 
 

@@ -180,7 +180,7 @@ def _add_output_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--level", type=_probability, default=0.9, metavar="P",
                         help="posterior mass of the --uncertainty intervals, in (0, 1). "
                              "Default: %(default)s")
-    parser.add_argument("--samples", type=_int_at_least(1), default=4000, metavar="N",
+    parser.add_argument("--samples", type=_int_at_least(2), default=4000, metavar="N",
                         help="Monte Carlo draws for --uncertainty and --method mc. "
                              "Default: %(default)s")
     parser.add_argument("--seed", type=_int_at_least(0), default=0,

@@ -110,6 +110,11 @@ class ScaleSelection:
     values: dict = field(repr=False)
 
 
+#: The most lattice points :class:`ScaleSearch` may span (a climb visits and keeps a fit per
+#: point; the default lattice has 25).
+MAX_LATTICE_POINTS = 10_000
+
+
 class ScaleSearch:
     r"""Hill climb of a criterion over a log lattice of prior scales, warm-started across calls.
 
@@ -158,6 +163,11 @@ class ScaleSearch:
             check_positive(value, name)
         if not low <= high:
             raise ValueError(f"low, high: expected low <= high, got low={low!r}, high={high!r}")
+        points = math.log10(high / low) / step + 1 if high / low < math.inf else math.inf
+        if not points <= MAX_LATTICE_POINTS:
+            raise ValueError(f"step: expected at most {MAX_LATTICE_POINTS:,} lattice points between low and "
+                             f"high ({math.log10(high) - math.log10(low):g} decades), got {points:.3g} with "
+                             f"step {step:g}; every visited point is fitted and kept")
         self.estimator = clone_estimator(estimator)
         self.criterion = criterion
         self.step = float(step)

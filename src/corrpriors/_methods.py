@@ -86,6 +86,10 @@ class Concentration:
     setting: str
     value: float
 
+    def origin(self) -> str:
+        """``"set by alpha_sparse; the name's own α is 1e-3"``: where another α came from."""
+        return f"set by {self.setting}; the name's own α is {alpha_text(self.value)}"
+
 
 @dataclasses.dataclass(frozen=True)
 class Model:
@@ -126,16 +130,14 @@ class Model:
 
     def under(self, config: Any) -> Model:
         """Return the model with the label and description of the α ``config`` sets (itself if none)."""
-        alpha = self.alpha(config)
-        if alpha is None:
+        c, alpha = self.concentration, self.alpha(config)
+        if c is None or alpha is None:
             return self
-        assert self.concentration is not None  # alpha() is None without one
-        old, new = alpha_text(self.concentration.value), alpha_text(alpha)
+        old, new = alpha_text(c.value), alpha_text(alpha)
         label = self.label[: -len(old)] + new
-        description = (self.description.replace(f"α = {old}", f"α = {new}")
-                       + f" (set by {self.concentration.setting}; the name's own α is {old})")
+        description = self.description.replace(f"α = {old}", f"α = {new}") + f" ({c.origin()})"
         return dataclasses.replace(self, label=label, description=description,
-                                   concentration=dataclasses.replace(self.concentration, value=alpha))
+                                   concentration=dataclasses.replace(c, value=alpha))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -300,8 +302,7 @@ def concentration_notes(names: Any, config: Any) -> list[str]:
         m = MODELS[model]
         alpha = m.alpha(config)
         if alpha is not None and m.concentration is not None and model not in out:
-            out[model] = (f"{model}: α = {alpha_text(alpha)} (set by {m.concentration.setting}; "
-                          f"the name's own α is {alpha_text(m.concentration.value)})")
+            out[model] = f"{model}: α = {alpha_text(alpha)} ({m.concentration.origin()})"
     return list(out.values())
 
 

@@ -393,3 +393,18 @@ def test_hellinger_takes_a_beliefs_background_table():
     h = hellinger(big.transitions, P)
     assert h.shape == (big.n_states, big.n_actions) and np.all((h > 0) & (h <= 1))
     assert mean_hellinger(P, big.transitions) == pytest.approx(float(h.mean()), abs=1e-15)
+
+
+def test_tables_without_a_cell_lookup_are_named():
+    """Transition rewards and the Hellinger distance read a table given as an operator through
+    entries(rows, cols); one without it is refused, naming the argument and the table's type."""
+    from types import SimpleNamespace
+
+    from corrpriors.mdp._sparse import listed_expectation
+    from corrpriors.mdp.metrics import operator_hellinger
+
+    blind = SimpleNamespace(n_states=2, n_actions=1)
+    with pytest.raises(TypeError, match=r"^transitions: transition rewards .* which SimpleNamespace does not have$"):
+        listed_expectation(blind, [0], [1], [1.0])
+    with pytest.raises(TypeError, match=r"^p, q: a table given as an operator .* which SimpleNamespace does not have$"):
+        operator_hellinger(blind, np.full((2, 1, 2), 0.5))

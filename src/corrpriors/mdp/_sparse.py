@@ -89,6 +89,14 @@ def sparse_rows(table: Any, n_states: int, n_actions: int, name: str) -> sp.coo_
     return coo
 
 
+def require_entries(table: Any, need: str) -> None:
+    """A ``TypeError`` (``need``, then the table's type) unless ``table`` has ``entries(rows, cols)``,
+    the cell lookup of the tables given as operators.
+    """
+    if not callable(getattr(table, "entries", None)):
+        raise TypeError(f"{need}, which {type(table).__name__} does not have")
+
+
 def listed_expectation(model: Any, rows: Any, cols: Any, weights: Any) -> np.ndarray:
     r"""Per (s, a), :math:`\sum_{s'} P(s' \mid s, a)\, w(s, a, s')` over listed cells only.
 
@@ -110,9 +118,8 @@ def listed_expectation(model: Any, rows: Any, cols: Any, weights: Any) -> np.nda
     ndarray of shape (S, A)
     """
     S, A = int(model.n_states), int(model.n_actions)
-    if not callable(getattr(model, "entries", None)):
-        raise TypeError(f"transitions: transition rewards r(s, a, s') need the table's entries "
-                        f"(entries(rows, cols)), which {type(model).__name__} does not have")
+    require_entries(model, "transitions: transition rewards r(s, a, s') need the table's entries "
+                           "(entries(rows, cols))")
     r = np.asarray(rows, dtype=np.int64)
     w = np.asarray(weights, dtype=np.float64) * model.entries(r, cols)
     return np.bincount(r, weights=w, minlength=S * A).reshape(S, A)

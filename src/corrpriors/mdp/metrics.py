@@ -9,7 +9,7 @@ import scipy.sparse as sp
 from scipy.optimize import linprog
 from scipy.spatial.distance import cdist
 
-from ._sparse import CHUNK_ENTRIES, SparseTransitions, is_sparse_table, sparse_rows
+from ._sparse import CHUNK_ENTRIES, SparseTransitions, is_sparse_table, require_entries, sparse_rows
 from .checks import check_distribution
 from .planning import TransitionOperator, policy_evaluation, policy_iteration
 from .tabular import TabularMDP
@@ -81,9 +81,8 @@ def operator_hellinger(table: Any, other: Any) -> np.ndarray:
     ndarray of shape (S, A)
     """
     S, A = int(table.n_states), int(table.n_actions)
-    if not callable(getattr(table, "entries", None)):
-        raise TypeError(f"p, q: a table given as an operator needs entries(rows, cols) for the "
-                        f"Hellinger distance, which {type(table).__name__} does not have")
+    require_entries(table, "p, q: a table given as an operator needs entries(rows, cols) for the "
+                           "Hellinger distance")
     if isinstance(other, SparseTransitions):
         other = other.matrix
     if sp.issparse(other):

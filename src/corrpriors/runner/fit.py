@@ -302,8 +302,6 @@ def _read_manifest(path: Path) -> dict[str, Any] | None:
 
 def _as_recorded(path: Path, manifest: dict[str, Any], name: str) -> bool:
     """Whether ``path`` is a regular file with the size and SHA-256 its manifest records."""
-    import hashlib
-
     entry = manifest["files"].get(name)
     if not isinstance(entry, dict) or path.is_symlink() or not path.is_file():
         return False
@@ -311,7 +309,14 @@ def _as_recorded(path: Path, manifest: dict[str, Any], name: str) -> bool:
         data = path.read_bytes()
     except OSError:
         return False
-    return entry == {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    return entry == _file_record(data)
+
+
+def _file_record(data: bytes) -> dict[str, Any]:
+    """A file's entry in ``manifest.json``: its size and SHA-256 digest."""
+    import hashlib
+
+    return {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
 
 def _differences(earlier: dict[str, Any], now: dict[str, Any], shown: int = 3) -> str:
@@ -635,15 +640,12 @@ def _manifest_json(files: dict[str, bytes], config: dict[str, Any]) -> bytes:
     """``manifest.json``: the run's configuration and every other output of the run with its
     size and SHA-256 digest.
     """
-    import hashlib
-
     from .. import __version__
 
     manifest = {
         "command": "corrpriors fit", "corrpriors_version": __version__,
         "configuration": config,
-        "files": {name: {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
-                  for name, data in files.items()},
+        "files": {name: _file_record(data) for name, data in files.items()},
     }
     return (json.dumps(manifest, indent=2) + "\n").encode()
 

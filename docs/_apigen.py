@@ -196,6 +196,19 @@ def write_method_names(out_dir: Path) -> None:
                  + ") keeps its name, colour and marker when a run sets another α; its label and description "
                  f"then state the α used (with ``--set {conc.setting}=1`` ``{name}`` is labelled "
                  f"{_methods.label(name, {conc.setting: 1.0})}) and the run's table says so under the numbers."]
+    qualified: dict[str, list[str]] = {}
+    for n, m in _methods.MODELS.items():
+        for q in m.qualifiers:
+            qualified.setdefault(q.setting, []).append(n)
+    if qualified:
+        example = next(iter(qualified))
+        on = next(q for q in _methods.MODELS[qualified[example][0]].qualifiers if q.setting == example)
+        value = on.values[0] if on.values else 0.5
+        rows += ["", "A model that a setting of the run changes (" + "; ".join(
+                     f"``{setting}``: " + ", ".join(f"``{n}``" for n in names) for setting, names in qualified.items())
+                 + ") keeps its name, colour and marker too; its label and description then say what the setting "
+                 f"changed (with ``--set {example}={_methods.setting_text(value)}`` ``{qualified[example][0]}`` is "
+                 f"labelled {_methods.label(qualified[example][0], {example: value})}) and the run's table says so."]
     rows += ["", "Variants, appended as ``<model>_<variant>`` (same colour, their own line style):", "",
              ".. list-table::", "   :header-rows: 1", "   :widths: 18 22 10 50", "",
              "   * - suffix", "     - label", "     - line style", "     - what it does"]

@@ -27,9 +27,18 @@ figures take them from the record's configuration (:func:`record_labels`), so th
 record, the figures and the report agree. Without a configuration, or with the name's own α,
 every label is the table's.
 
+A setting that changes what a model *is* -- not only its numbers -- is a :class:`Qualifier` of
+the model, handled the same way: the transfer experiment's ``layer=true`` gives ``pg``,
+``pg_transfer`` and ``pg_pooled`` the per-(state, action) Dirichlet layer (labelled ``PG +
+per-pair layer``, ...), ``similarity=<ρ>`` fixes ``pg_transfer``'s similarity (``PG transfer
+(ρ fixed at 0.875)``) and ``similarity_rule=average`` mixes over the similarities (``PG transfer
+(ρ averaged)``). Names, colours and markers stay, so figures of two runs stay comparable; the
+terminal table says which setting changed which model (:func:`setting_notes`).
+
 Adding a method (a new experiment's model or variant) is one entry here: a :class:`Model` in
 :data:`MODELS` (label, one-line description, a colour no other model uses unless it is the same
-belief, a marker, and the :class:`Concentration` its label states, if any) or a :class:`Variant`
+belief, a marker, the :class:`Concentration` its label states, if any, and the
+:class:`Qualifier` settings that change it) or a :class:`Variant`
 in :data:`VARIANTS` (label, description, a line style no other variant uses). Experiments list
 their names in ``METHODS`` (and ``OPTIONAL_METHODS``); ``tests/test_vocabulary.py`` checks every
 registered experiment against this table and names any missing method, and the docs' table of
@@ -91,12 +100,128 @@ class Concentration:
         return f"set by {self.setting}; the name's own α is {alpha_text(self.value)}"
 
 
+_MISSING = object()
+
+
+def _setting(config: Any, name: str) -> Any:
+    """The value ``config`` (a ``Config`` or a mapping) gives the setting ``name`` (``_MISSING`` if none)."""
+    if config is None:
+        return _MISSING
+    if isinstance(config, Mapping):
+        return config.get(name, _MISSING)
+    return getattr(config, name, _MISSING)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """``a == b``, except that a bool equals only a bool (``True`` is not ``1``)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    try:
+        return bool(a == b)
+    except Exception:   # an object whose == does not give a truth value: not the same
+        return False
+
+
+def _number(value: Any) -> float | None:
+    """``value`` as a float if it is a number or a number written as text (not a bool), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, numbers.Real):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def setting_text(value: Any) -> str:
+    """A setting's value as ``--set`` writes it: ``true``, ``0.875``, ``average``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    number = _number(value)
+    return alpha_text(number) if number is not None and math.isfinite(number) else str(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class Qualifier:
+    """A setting that changes what a model *is* in a run, and how its label and description say so.
+
+    ``--set layer=true`` gives the transfer experiment's PG methods a per-(state, action) layer:
+    the names stay (and so their colours and markers), the labels and descriptions say it.
+
+    Attributes
+    ----------
+    setting : str
+        The ``Config`` field (``"layer"``).
+    default : object
+        The setting's default, which the table's label and description describe.
+    values : tuple
+        The values that change the model (``(True,)``; a bool matches only a bool).
+    number : bool
+        Also (or instead) any number, or a number written as text (``similarity=0.875``).
+    label : str
+        Appended to the label (``" + per-pair layer"``); ``{value}`` stands for the value.
+    description : str
+        The description's words under the setting: they replace ``replaces`` in the model's
+        description, or are appended after ``"; "`` when ``replaces`` is empty; ``{value}``
+        as in ``label``. The origin (:meth:`origin`) follows in parentheses.
+    note : str
+        What the model is then, in a few words, for the terminal table's note (``{value}`` too).
+    own : str
+        What the default gives, completing "the default <setting>=<default> ..." in :meth:`origin`.
+    replaces : str
+        Words of the model's description that are false under the setting (checked to occur
+        once when the table is built); empty: nothing in it is false, the words are appended.
+    requires : tuple of (str, object)
+        Other settings that must have these values (or be missing) for this one to apply
+        (``similarity_rule`` is unused when ``similarity`` is fixed).
+    """
+
+    setting: str
+    default: Any
+    values: tuple = ()
+    number: bool = False
+    label: str = ""
+    description: str = ""
+    note: str = ""
+    own: str = ""
+    replaces: str = ""
+    requires: tuple = ()
+
+    def applies(self, config: Any) -> str | None:
+        """The value's text (:func:`setting_text`) when ``config`` sets a value that changes the model, else None.
+
+        A configuration without the setting, with its default or with a value of another kind
+        (``layer="yes"`` from a hand-written record) leaves the table's entry.
+        """
+        for name, want in self.requires:   # a record without the other setting had its default
+            other = _setting(config, name)
+            if other is not _MISSING and not _same(other, want):
+                return None
+        value = _setting(config, self.setting)
+        if value is _MISSING or _same(value, self.default):
+            return None
+        if any(_same(value, v) for v in self.values):
+            return setting_text(value)
+        if self.number and _number(value) is not None and _number(value) != _number(self.default):
+            return setting_text(value)
+        return None
+
+    def origin(self, value: str) -> str:
+        """``"set by layer=true; the default layer=false is the plain correlated model"``."""
+        return f"set by {self.setting}={value}; the default {self.setting}={setting_text(self.default)} {self.own}"
+
+
 @dataclasses.dataclass(frozen=True)
 class Model:
-    """A belief model: display label, one-line description, colour (hex), marker and concentration.
+    """A belief model: display label, one-line description, colour (hex), marker, concentration, qualifiers.
 
     ``concentration`` is set for a model whose label states its Dirichlet α; under a configuration
-    with another α, :meth:`under` gives the label and description of the α used.
+    with another α, :meth:`under` gives the label and description of the α used. ``qualifiers``
+    are the settings that change what the model is (:class:`Qualifier`); under a configuration
+    that sets one, :meth:`under` gives the label and description that say so.
     """
 
     label: str
@@ -104,6 +229,7 @@ class Model:
     colour: str
     marker: str
     concentration: Concentration | None = None
+    qualifiers: tuple[Qualifier, ...] = ()
 
     def __post_init__(self) -> None:
         if self.concentration is not None:
@@ -112,6 +238,25 @@ class Model:
                 raise ValueError(f"Model {self.label!r}: a label ending in 'α={text}' and a description "
                                  f"saying 'α = {text}' once are expected of a model with concentration "
                                  f"{self.concentration}")
+        if self.concentration is not None and self.qualifiers:
+            raise ValueError(f"Model {self.label!r}: a label that ends in its α takes no qualifiers "
+                             "(their words are appended to the label)")
+        for q in self.qualifiers:
+            if not q.label or not q.description or not q.note or not q.own:
+                raise ValueError(f"Model {self.label!r}: the qualifier of {q.setting!r} needs a label, a "
+                                 "description, a note and what its default gives (own)")
+            if q.replaces and self.description.count(q.replaces) != 1:
+                raise ValueError(f"Model {self.label!r}: the qualifier of {q.setting!r} replaces "
+                                 f"{q.replaces!r}, which the description must say once")
+
+    def changes(self, config: Any) -> list[tuple[Qualifier, str]]:
+        """The qualifiers ``config`` sets, each with its value's text (empty: the table's model)."""
+        out = []
+        for q in self.qualifiers:
+            value = q.applies(config)
+            if value is not None:
+                out.append((q, value))
+        return out
 
     def alpha(self, config: Any) -> float | None:
         """The α that ``config`` sets for this model where it differs from the name's, else None.
@@ -129,15 +274,23 @@ class Model:
         return float(value)
 
     def under(self, config: Any) -> Model:
-        """Return the model with the label and description of the α ``config`` sets (itself if none)."""
-        c, alpha = self.concentration, self.alpha(config)
-        if c is None or alpha is None:
+        """Return the model with the label and description of the α and the qualifiers ``config``
+        sets (itself if none).
+        """
+        c, alpha, changes = self.concentration, self.alpha(config), self.changes(config)
+        if (c is None or alpha is None) and not changes:
             return self
-        old, new = alpha_text(c.value), alpha_text(alpha)
-        label = self.label[: -len(old)] + new
-        description = self.description.replace(f"α = {old}", f"α = {new}") + f" ({c.origin()})"
-        return dataclasses.replace(self, label=label, description=description,
-                                   concentration=dataclasses.replace(c, value=alpha))
+        label, description = self.label, self.description
+        if c is not None and alpha is not None:
+            old, new = alpha_text(c.value), alpha_text(alpha)
+            label = label[: -len(old)] + new
+            description = description.replace(f"α = {old}", f"α = {new}") + f" ({c.origin()})"
+            c = dataclasses.replace(c, value=alpha)
+        for q, value in changes:
+            label += q.label.format(value=value)
+            words = f"{q.description.format(value=value)} ({q.origin(value)})"
+            description = description.replace(q.replaces, words) if q.replaces else f"{description}; {words}"
+        return dataclasses.replace(self, label=label, description=description, concentration=c, qualifiers=())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,9 +322,18 @@ class Method:
                 "marker": self.marker}
 
 
+#: ``--set layer=true`` (the transfer experiment): every PG method with the per-(state, action)
+#: Dirichlet layer of ``CorrelatedTransitionModel.for_mdp``; the model's own words follow.
+_LAYER = Qualifier("layer", False, values=(True,), label=" + per-pair layer",
+                   description="with the per-(state, action) Dirichlet layer: every pair may differ from "
+                               "what its neighbours predict by as much as the data say",
+                   note="with the per-(state, action) Dirichlet layer", own="is the plain correlated model")
+#: The words of ``pg_transfer``'s description that a fixed or averaged similarity makes false.
+_LEARNED = "as much as a task similarity learned from the data says"
+
 MODELS: dict[str, Model] = {
     "pg": Model("PG", "the correlated prior (Pólya-Gamma VI), the default; for transitions its categories "
-                "are moves relative to the current state", "#1f77b4", "o"),
+                "are moves relative to the current state", "#1f77b4", "o", qualifiers=(_LAYER,)),
     "pg_absolute": Model("PG absolute (the paper's)", "correlated prior, categories = next states in index "
                          "order (the paper's encoding)", "#ff7f0e", "s"),
     "dirichlet_uniform": Model("Dirichlet α=1", "independent Dirichlet posteriors, α = 1", "#2ca02c", "^",
@@ -190,10 +352,24 @@ MODELS: dict[str, Model] = {
                                "#8c564b", "P"),
     # transfer between environments
     "pg_transfer": Model("PG transfer", "correlated prior over (task, state): the target task borrows from "
-                         "the source tasks as much as a task similarity learned from the data says",
-                         "#e377c2", "X"),
+                         f"the source tasks {_LEARNED}", "#e377c2", "X", qualifiers=(
+        dataclasses.replace(_LAYER, description="with the per-(state, action) Dirichlet layer: its base is the "
+                            "transfer prediction, and every pair also borrows the source tasks' counts of that "
+                            "pair at a weight learned from the data"),
+        Qualifier("similarity", "learned", number=True, label=" (ρ fixed at {value})",
+                  description="as much as a task similarity fixed at ρ = {value}, not learned, says",
+                  note="the task similarity fixed at ρ = {value}, not learned",
+                  own="learns it from the data", replaces=_LEARNED),
+        Qualifier("similarity_rule", "one_se", values=("average",), label=" (ρ averaged)",
+                  description="through the mixture of its fits at the task similarities evaluated, weighted "
+                              "by their scores on the target's data",
+                  note="a mixture over the task similarities, none chosen", own="chooses one similarity",
+                  replaces=_LEARNED, requires=(("similarity", "learned"),)),
+    )),
     "pg_pooled": Model("PG pooled", "one correlated prior fitted to the data of all tasks as if they were one "
-                       "task", "#17becf", "*"),
+                       "task", "#17becf", "*", qualifiers=(
+        dataclasses.replace(_LAYER, description="with the per-(state, action) Dirichlet layer, fitted to the "
+                            "summed data like the rest"),)),
 }
 
 VARIANTS: dict[str, Variant] = {
@@ -242,8 +418,9 @@ def method(name: str, config: Any = None) -> Method:
     config : Config or mapping, optional
         The run's configuration (or a ``metrics.json`` record's ``config`` block). Where it sets
         another concentration than the one the model's name stands for (``alpha_sparse=1`` for
-        ``dirichlet_sparse``), the label and the description state the α used; the name, colour,
-        line style and marker stay.
+        ``dirichlet_sparse``), the label and the description state the α used, and where it
+        sets a qualifier of the model (``layer=true`` for ``pg``), they say what it changed;
+        the name, colour, line style and marker stay.
     """
     model, variant = split(name)
     m, v = MODELS[model].under(config), VARIANTS[variant]
@@ -306,6 +483,27 @@ def concentration_notes(names: Any, config: Any) -> list[str]:
     return list(out.values())
 
 
+def setting_notes(names: Any, config: Any) -> list[str]:
+    """One line per change ``config`` makes to what the models of ``names`` are, for the terminal table.
+
+    The lines of :func:`concentration_notes`, then one per qualifier (:class:`Qualifier`) set,
+    naming every model it changes: ``["pg_transfer, pg, pg_pooled: with the per-(state, action)
+    Dirichlet layer (set by layer=true; the default layer=false is the plain correlated
+    model)"]`` for a transfer run with ``layer=true``. Empty in a default run.
+    """
+    lines = concentration_notes(names, config)
+    changed: dict[str, list[str]] = {}
+    for name in names:
+        if not is_known(name):
+            continue
+        model = split(name)[0]
+        for q, value in MODELS[model].changes(config):
+            text = f"{q.note.format(value=value)} ({q.origin(value)})"
+            if model not in changed.setdefault(text, []):
+                changed[text].append(model)
+    return lines + [f"{', '.join(models)}: {text}" for text, models in changed.items()]
+
+
 def describe(names: Any, config: Any = None) -> dict[str, dict]:
     """The ``metrics.json`` block ``methods``: every known name of ``names`` with its entry under ``config``."""
     return {n: method(n, config).as_json() for n in names if is_known(n)}
@@ -362,9 +560,11 @@ def migrate_summary(summary: Mapping) -> tuple[dict, str | None]:
     record's ``vocabulary`` becomes :data:`VOCABULARY`, its ``methods`` block is filled in and
     the note is added to ``extra["notes"]``.
 
-    A ``methods`` entry whose label does not state the concentration the record's ``config``
-    set (written before labels followed ``alpha_sparse`` and ``alpha_uniform``: ``Dirichlet
-    α=1e-3`` for a run with ``alpha_sparse=1``) gets the label and description of that α, and
+    A ``methods`` entry whose label does not state the concentration or the qualifiers the
+    record's ``config`` set (written before labels followed ``alpha_sparse`` and
+    ``alpha_uniform``: ``Dirichlet α=1e-3`` for a run with ``alpha_sparse=1``; before they
+    followed the transfer experiment's ``layer``, ``similarity`` and ``similarity_rule``: ``PG``
+    for a run with ``layer=true``) gets the label and description of that configuration, and
     ``extra["notes"]`` says so.
     """
     record = dict(summary)
@@ -395,19 +595,22 @@ def migrate_summary(summary: Mapping) -> tuple[dict, str | None]:
         extra = dict(record["extra"]) if isinstance(record.get("extra"), Mapping) else {}
         notes = extra.get("notes")
         extra["notes"] = [*(notes if isinstance(notes, list) else []),
-                          "labels read as the configuration's concentration: " + "; ".join(relabelled)]
+                          "labels read as the configuration's settings: " + "; ".join(relabelled)]
         record["extra"] = extra
     return record, note
 
 
 def _relabel(record: dict, config: Mapping | None) -> list[str]:
-    """Give the ``methods`` entries of ``record`` the label of the α ``config`` set; say which changed."""
+    """Give the ``methods`` entries of ``record`` the labels under ``config``; say which changed."""
     methods = record.get("methods")
     if config is None or not isinstance(methods, Mapping):
         return []
     changed, block = [], dict(methods)
     for name, entry in methods.items():
-        if not (is_known(name) and isinstance(entry, Mapping) and MODELS[split(name)[0]].alpha(config) is not None):
+        if not (is_known(name) and isinstance(entry, Mapping)):
+            continue
+        model = MODELS[split(name)[0]]
+        if model.alpha(config) is None and not model.changes(config):
             continue
         m = method(name, config)
         if entry.get("label") != m.label:
@@ -423,6 +626,7 @@ __all__ = [
     "MODELS",
     "Method",
     "Model",
+    "Qualifier",
     "VARIANTS",
     "VOCABULARY",
     "Variant",
@@ -439,6 +643,8 @@ __all__ = [
     "rename_keys",
     "rename_text",
     "renames",
+    "setting_notes",
+    "setting_text",
     "split",
     "style",
 ]

@@ -28,7 +28,7 @@ import stat
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from .._methods import migrate_summary
+from .._methods import migrate_summary, setting_notes
 
 #: Largest ``metrics.json`` read (the runner's are a few hundred kB).
 MAX_RECORD_BYTES = 64 * 2**20
@@ -327,6 +327,9 @@ def _check(summary: Any, path: pathlib.Path, root: pathlib.Path) -> Record:
         _get(extra, "notes", "extra.", (list,), "a list of strings", required=False, default=[])))
     run = _get(summary, "run", "", (dict,), "an object", required=False, default={})
     config = _config(summary, run)
+    # what the configuration changed in the methods (as the terminal table says it), first
+    notes = tuple(setting_notes([m.name for t in metrics for m in t.methods], dict(
+        (key, value) for key, value, _ in config))) + notes
     figures, refused = _figures(run, path.parent, root)
     counts, log = _warnings(run, path.parent, root, refused)
     return Record(

@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from .._format import WIDTH, mean_std, num, wrap
-from .._methods import VOCABULARY, concentration_notes, describe, migration_note
+from .._methods import VOCABULARY, describe, migration_note, setting_notes
 from . import _config, _io
 from ._ranges import check_ranges
 from .protocol import (
@@ -509,7 +509,9 @@ def method_labels(experiment: Any, names: Sequence[str], config: Any = None) -> 
     """The ``metrics.json`` block ``methods``: each name's entry of the method vocabulary under ``config``.
 
     A model named for a concentration that ``config`` changes (``dirichlet_sparse`` with
-    ``alpha_sparse=1``) is labelled with the α used (:func:`corrpriors._methods.method`). A
+    ``alpha_sparse=1``) is labelled with the α used, and a model that a setting changes
+    (``pg`` with the transfer experiment's ``layer=true``) says so
+    (:func:`corrpriors._methods.method`). A
     name outside the vocabulary (a user's plug-in experiment) gets the label its experiment
     gives in the optional ``METHOD_LABELS``, else the name itself.
     """
@@ -578,8 +580,10 @@ def format_table(summary: dict, max_columns: int = 5, width: int = WIDTH) -> str
     """Format the terminal table of a ``metrics.json`` record: at most ``width`` columns of text.
 
     Mean±std of every method at the x values of :func:`table_columns` (split into blocks of
-    columns where they do not fit), a line per method whose concentration the record's
-    ``config`` changed (``dirichlet_sparse: α = 1 ...``; none in a default run), the
+    columns where they do not fit), a line per change the record's ``config`` made to what
+    its methods are (a concentration, ``dirichlet_sparse: α = 1 ...``, or a qualifier,
+    ``pg_transfer, pg, pg_pooled: with the per-(state, action) Dirichlet layer ...``; none in a
+    default run; :func:`corrpriors._methods.setting_notes`), the
     experiment's short ``extra["notes"]`` and one verdict line per claim (the numbers behind
     each verdict are in ``metrics.json`` and the report).
     Every number has three significant digits (:mod:`corrpriors._format`).
@@ -603,7 +607,7 @@ def format_table(summary: dict, max_columns: int = 5, width: int = WIDTH) -> str
                 lines.append("    " + name.ljust(name_w) + "".join(cells[j].rjust(col_w[j]) for j in part))
     config = summary.get("config")
     names = dict.fromkeys(m for block in summary["metrics"].values() for m in block["methods"])
-    for note in concentration_notes(names, config if isinstance(config, dict) else None):
+    for note in setting_notes(names, config if isinstance(config, dict) else None):
         lines += wrap(note, "  ", "    ", width)
     extra: dict = summary["extra"] if isinstance(summary.get("extra"), dict) else {}
     for note in extra.get("notes", []):

@@ -320,3 +320,45 @@ def test_similarity_panel_names_the_criterion_used(criterion, name, monkeypatch)
     config = dataclasses.replace(T.quick_config(), similarity_criterion=criterion)
     T.figures(config, {}, {"extra": {"similarity": summary}})
     assert seen["criterion"] == criterion
+
+
+@pytest.mark.parametrize("how", ["learned", "fixed", "averaged"])
+def test_the_similarity_is_called_what_it_is(how, monkeypatch):
+    """With similarity=<ρ> the similarity is not learned, with similarity_rule=average it is the
+    mixture's mean: the similarity panel, its caption, the notes and the claims say so (they
+    said "learned" whatever the setting, and claimed a fixed similarity as a finding)."""
+    import matplotlib.pyplot as plt
+
+    from corrpriors.plotting import _curves
+
+    setting = {"learned": {}, "fixed": {"similarity": "0.875"}, "averaged": {"similarity_rule": "average"}}[how]
+    config = dataclasses.replace(T.quick_config(), budgets=(10, 100), psrl_tasks=0, relatedness=0.0, **setting)
+    curves = {"pg_transfer": [[0.3, 0.15]] * 2, "pg": [[0.3, 0.15]] * 2, "pg_pooled": [[0.5, 0.3]] * 2,
+              "dirichlet_sparse": [[0.9, 0.5]] * 2}
+    res = _fake_results(config, curves, [0.875, 0.875] if how == "fixed" else [0.0, 0.1])
+    extra = T.summarise_extra(config, res, _metrics(res))
+    claims = [c.claim for c in extra["claims"]]
+    first = extra["notes"][0]
+    if how == "fixed":
+        assert first == "similarity of pg_transfer, fixed at 0.875 (not learned)"
+        assert not any("similarity" in c for c in claims)                     # the setting is no finding
+    elif how == "averaged":
+        assert first.startswith("mean similarity of pg_transfer's mixture over the similarities")
+        assert any("the mean similarity of pg_transfer's mixture is about zero" in c for c in claims)
+    else:
+        assert first.startswith("learned similarity of pg_transfer (median over seeds) along T: ")
+        assert any("the learned similarity is about zero" in c for c in claims)
+    monkeypatch.setattr(_curves, "curves_figure", lambda *a, **k: None)
+    summary = {"extra": {"similarity": extra["similarity"]}}
+    spec = T.figures(config, res, summary)[1]
+    title, ylabel = spec.figure.axes[0].get_title(), spec.figure.axes[0].get_ylabel()
+    plt.close("all")
+    if how == "fixed":
+        assert title == "task similarity fixed at ρ = 0.875 (not learned)"
+        assert "learned" not in ylabel and "learned similarity" not in spec.caption
+        assert "fixed at 0.875 (not learned)" in spec.caption
+    elif how == "averaged":
+        assert title.startswith("mixture over task similarities") and ylabel == "mean ρ of pg_transfer's mixture"
+    else:
+        assert title == "task similarity learned from the data (leave-one-out)"
+        assert spec.caption.startswith("left: pg_transfer's learned similarity against")

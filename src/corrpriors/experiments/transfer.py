@@ -345,6 +345,26 @@ def _family(config: Config, n_sources: int, rng: np.random.Generator, relabel: b
     return mdps
 
 
+def _similarity_how(config: Config) -> str:
+    r"""How ``pg_transfer``'s reported similarity came about: ``"learned"`` (chosen from the data),
+    ``"fixed"`` (``similarity=<ρ>``) or ``"averaged"`` (``similarity_rule="average"``: the mean
+    :math:`\rho` of the mixture's weights).
+    """
+    if config.similarity != "learned":
+        return "fixed"
+    return "averaged" if config.similarity_rule == "average" else "learned"
+
+
+def _similarity_words(config: Config) -> str:
+    """What the notes and the figure's caption call ``pg_transfer``'s reported similarity."""
+    from .._methods import setting_text
+
+    return {"learned": "learned similarity of pg_transfer",
+            "fixed": f"similarity of pg_transfer, fixed at {setting_text(config.similarity)} (not learned)",
+            "averaged": "mean similarity of pg_transfer's mixture over the similarities (weights learned "
+                        "from the data)"}[_similarity_how(config)]
+
+
 def _title(config: Config) -> str:
     rows, cols = config.shape
     layer = ", per-pair layer" if config.layer else ""
@@ -488,7 +508,8 @@ def run_seed(config: Config, *, rng: np.random.Generator) -> SeedResult:
     """Both panels for one draw of the task families.
 
     Returns the curves ``hellinger[method]`` of shape (len(budgets),), the per-method extras
-    ``similarity`` (``pg_transfer``'s learned similarity at every budget), ``pair_weight`` (the
+    ``similarity`` (``pg_transfer``'s similarity at every budget: learned, fixed, or its mixture's
+    mean with ``similarity_rule="average"``), ``pair_weight`` (the
     weight of the sources' pair counts in its per-pair layer; 0 without one) and ``cpu_seconds``
     (CPU seconds of every method's fit at every budget; ``pg_transfer``'s first includes the
     sources' fits), and the extras ``source_gap`` (Hellinger distance between the target's and
@@ -567,11 +588,14 @@ def _claims(config: Config, x: np.ndarray, mean: dict, paired: dict, sim_median:
             f"unrelated tasks ({what}): pg_transfer within {TOLERANCE:.0%} of pg at every budget",
             bool(np.all(ratio <= 1 + TOLERANCE)),
             f"ratio transfer/pg along T: {detail_ratio}"))
-        claims.append(Claim(
-            f"unrelated tasks ({what}): the learned similarity is about zero (median over seeds "
-            "<= 0.25 at every budget)",
-            bool(np.all(sim_median <= 0.25)),
-            "median similarity along T: " + ", ".join(f"{v:.3g}" for v in sim_median)))
+        how = _similarity_how(config)
+        if how != "fixed":   # a fixed similarity is the setting, not a finding
+            which = "learned similarity" if how == "learned" else "mean similarity of pg_transfer's mixture"
+            claims.append(Claim(
+                f"unrelated tasks ({what}): the {which} is about zero (median over seeds "
+                "<= 0.25 at every budget)",
+                bool(np.all(sim_median <= 0.25)),
+                "median similarity along T: " + ", ".join(f"{v:.3g}" for v in sim_median)))
     return claims
 
 
@@ -612,8 +636,8 @@ def summarise_extra(config: Config, results: Mapping[int, SeedResult], metrics: 
         extra["psrl_sequence"] = psrl
     extra["claims"] = _claims(config, x, mean, paired, sim_median)
     notes = [
-        "learned similarity of pg_transfer (median over seeds) along T: "
-        + ", ".join(f"{v:.3g}" for v in sim_median),
+        _similarity_words(config) if _similarity_how(config) == "fixed" else
+        f"{_similarity_words(config)} (median over seeds) along T: " + ", ".join(f"{v:.3g}" for v in sim_median),
         "true distance between target and sources (Hellinger, mean): "
         + ("n/a" if gap is None else f"{gap.mean():.3f}"),
     ]
@@ -653,11 +677,15 @@ def figures(config: Config, results: Mapping[int, SeedResult], summary: dict) ->
                        "transitions, four methods, mean ± std over seeds (linear and log x)")]
     extra = summary.get("extra", summary)
     psrl = extra.get("psrl_sequence")
+    how = _similarity_how(config)
     fig = transfer_figure(x_values(config), extra.get("similarity", {}), psrl, labels=record_labels(summary, METHODS),
                           x_label=X_LABEL, environment=_title(config),
-                          criterion=config.similarity_criterion)
+                          criterion=config.similarity_criterion,
+                          fixed_similarity=float(config.similarity) if how == "fixed" else None,
+                          average=how == "averaged")
     figs.append(FigureSpec(f"{NAME}-similarity-psrl", fig,
-                           "left: pg_transfer's learned similarity against the target's transitions "
+                           "left: " + ("pg_transfer's learned similarity" if how == "learned" else
+                                       f"the {_similarity_words(config)}") + " against the target's transitions "
                            "(median and range over seeds); right: PSRL over a sequence of tasks, "
                            "normalised return after the first transitions of every task"))
     return figs

@@ -7,11 +7,12 @@ from typing import Any
 
 import numpy as np
 
+from .._methods import alpha_text
 from .._methods import style as method_style
 from ._common import new_figure
 from ._curves import legend_outside
 
-#: The similarity panel shows pg_transfer's learned similarity: drawn in pg_transfer's colour.
+#: The similarity panel shows pg_transfer's similarity: drawn in pg_transfer's colour.
 SIMILARITY_COLOUR = method_style("pg_transfer")["color"]
 
 #: How the similarity panel's title names each ``similarity_criterion``.
@@ -21,15 +22,18 @@ CRITERION_NAMES = {"loo": "leave-one-out", "cv": "two-fold cross-validated",
 
 def transfer_figure(x: Sequence[float], similarity: Mapping[str, Any], psrl: Mapping[str, Any] | None, *,
                     labels: Mapping[str, str], x_label: str, environment: str,
-                    criterion: str = "loo") -> Any:
-    """Similarity against the target's data (left) and PSRL returns per task of a sequence (right).
+                    criterion: str = "loo", fixed_similarity: float | None = None,
+                    average: bool = False) -> Any:
+    r"""Similarity against the target's data (left) and PSRL returns per task of a sequence (right).
 
     Parameters
     ----------
     x : sequence of float
         The target budgets.
     similarity : mapping
-        ``{"median", "min", "max"}``: lists of the learned similarity at every budget.
+        ``{"median", "min", "max"}``: lists of ``pg_transfer``'s similarity at every budget
+        (learned, fixed or the mean of its mixture's weights, as ``fixed_similarity`` and
+        ``average`` say).
     psrl : mapping or None
         The ``psrl_sequence`` block of the summary (``eval_after_transitions``, ``methods``:
         per method ``return_after_eval_mean`` / ``_std`` over the tasks); ``None``: one panel.
@@ -42,6 +46,12 @@ def transfer_figure(x: Sequence[float], similarity: Mapping[str, Any], psrl: Map
     criterion : {"loo", "cv", "evidence"}, default "loo"
         How the similarity was chosen (the experiment's ``similarity_criterion``), named in the
         left panel's title.
+    fixed_similarity : float, optional
+        The similarity the run kept instead of learning it (the experiment's ``similarity``):
+        the left panel says so and names no criterion.
+    average : bool, default False
+        The run mixed over the similarities (``similarity_rule="average"``): the left panel
+        shows the mean :math:`\rho` of the mixture's weights.
 
     Returns
     -------
@@ -61,11 +71,20 @@ def transfer_figure(x: Sequence[float], similarity: Mapping[str, Any], psrl: Map
     ax.set_xticks(xs, [f"{v:g}" for v in xs])
     ax.set_ylim(-0.03, 1.03)
     ax.set_xlabel(x_label)
-    ax.set_ylabel("learned similarity ρ of pg_transfer")
     if criterion not in CRITERION_NAMES:
         raise ValueError(f"criterion: expected one of {tuple(CRITERION_NAMES)}, got {criterion!r}")
-    ax.set_title(f"task similarity learned from the data ({CRITERION_NAMES[criterion]})",
-                 fontsize="medium")
+    if fixed_similarity is not None:
+        ax.set_ylabel("similarity ρ of pg_transfer")
+        ax.set_title(f"task similarity fixed at ρ = {alpha_text(fixed_similarity)} (not learned)",
+                     fontsize="medium")
+    elif average:
+        ax.set_ylabel("mean ρ of pg_transfer's mixture")
+        ax.set_title(f"mixture over task similarities, weights learned\nfrom the data "
+                     f"({CRITERION_NAMES[criterion]})", fontsize="medium")
+    else:
+        ax.set_ylabel("learned similarity ρ of pg_transfer")
+        ax.set_title(f"task similarity learned from the data ({CRITERION_NAMES[criterion]})",
+                     fontsize="medium")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize="small", loc="lower right")
     if psrl:

@@ -362,3 +362,35 @@ def test_the_similarity_is_called_what_it_is(how, monkeypatch):
     else:
         assert title == "task similarity learned from the data (leave-one-out)"
         assert spec.caption.startswith("left: pg_transfer's learned similarity against")
+
+
+@pytest.mark.parametrize("variant, samples, words", [
+    ("mean", 5, "variant mean: greedy on the optimal Q of the posterior-mean model"),
+    ("sampling", 5, "variant sampling: greedy on the average optimal Q of 5 posterior draws"),
+    ("sampling", 1, "variant sampling: greedy on the average optimal Q of 1 posterior draw")])
+def test_the_psrl_panel_names_its_variant(variant, samples, words, monkeypatch):
+    """The PSRL sequence's curves are one variant of PSRL (psrl_variant, psrl_samples): the
+    panel's title, the figure's caption, the terminal note and metrics.json's psrl_sequence block
+    say which (they named the methods only)."""
+    import matplotlib.pyplot as plt
+
+    from corrpriors.plotting import _curves
+
+    config = dataclasses.replace(T.quick_config(), budgets=(10, 100), psrl_variant=variant, psrl_samples=samples)
+    curves = {m: [[0.3, 0.15]] * 2 for m in T.METHODS}
+    res = _fake_results(config, curves, [0.5, 0.5])
+    evals = config.psrl_transitions // config.replan_every + 1
+    for r in res.values():
+        r.extras.update({f"psrl_{m}": np.full((config.psrl_tasks, evals), 0.5) for m in T.METHODS})
+    extra = T.summarise_extra(config, res, _metrics(res))
+    block = extra["psrl_sequence"]
+    assert (block["variant"], block["replan_every"]) == (variant, 50)
+    assert f"{block['variant']}: {block['policy']}" == words[len("variant "):]
+    note = next(n for n in extra["notes"] if n.startswith("PSRL sequence"))
+    assert note.startswith(f"PSRL sequence ({words}, replanned every 50 transitions), return after 50")
+    monkeypatch.setattr(_curves, "curves_figure", lambda *a, **k: None)
+    spec = T.figures(config, res, {"extra": extra})[1]
+    title = " ".join(spec.figure.axes[1].get_title().split())
+    plt.close("all")
+    assert title == f"PSRL over a sequence of tasks (mean ± std over seeds) {words}, replanned every 50 transitions"
+    assert f"PSRL over a sequence of tasks ({words})" in spec.caption

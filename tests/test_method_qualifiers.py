@@ -167,12 +167,15 @@ def test_a_layered_run_records_draws_and_reports_the_layer(layer, tmp_path, monk
         texts = {text for text, colour in legends if colour == _methods.MODELS[name].colour}
         assert texts == {want[name]}, (name, legends)
     assert sum(text == want["pg"] for text, _ in legends) == 2                       # in both figures
+    psrl_title = " ".join(drawn[1].axes[1].get_title().split())                    # the PSRL panel: its variant
+    assert "variant mean: greedy on the optimal Q of the posterior-mean model, replanned every 50" in psrl_title
     table = format_table(record)
     assert (LAYER_NOTE.split(" (")[0] in table) is layer
     page = write_report(tmp_path).path.read_text(encoding="utf-8")
     for name in PG_METHODS:
         assert f'title="{name}">{want[name]}</th>' in page
     assert ("set by layer=true" in page) is layer
+    assert "PSRL sequence (variant mean: greedy on the optimal Q of the posterior-mean model" in page
 
 
 def test_an_old_layered_record_is_read_with_the_layer(tmp_path):

@@ -180,9 +180,11 @@ class Config:
     replan_every : int
         Transitions between two replans of the PSRL agents.
     psrl_variant : {"mean", "sampling"}
-        PSRL variant (greedy on the posterior mean, or on posterior draws).
+        PSRL variant: greedy on the optimal Q of the posterior-mean model, or on the average
+        optimal Q of ``psrl_samples`` posterior draws (named in the panel's title, the notes and
+        ``metrics.json``'s ``psrl_sequence`` block).
     psrl_samples : int
-        Posterior draws per replan of the ``"sampling"`` variant.
+        Posterior draws per replan of the ``"sampling"`` variant (unused by ``"mean"``).
     """
 
     relatedness: float = 0.8
@@ -365,6 +367,20 @@ def _similarity_words(config: Config) -> str:
                         "from the data)"}[_similarity_how(config)]
 
 
+def _psrl_policy(config: Config) -> str:
+    """What panel 2's PSRL agents act on at every replan (``psrl_variant``, ``psrl_samples``).
+
+    ``"greedy on the optimal Q of the posterior-mean model"`` or ``"greedy on the average optimal
+    Q of 5 posterior draws"`` (:class:`~corrpriors.applications.PSRLAgent`).
+    """
+    from .._methods import VARIANTS
+
+    if config.psrl_variant == "mean":
+        return VARIANTS["mean"].description
+    n = int(config.psrl_samples)
+    return f"greedy on the average optimal Q of {n} posterior draw{'s' if n != 1 else ''}"
+
+
 def _title(config: Config) -> str:
     rows, cols = config.shape
     layer = ", per-pair layer" if config.layer else ""
@@ -538,7 +554,9 @@ def _psrl_summary(config: Config, results: Mapping[int, SeedResult]) -> dict | N
     if not config.psrl_tasks:
         return None
     k = config.psrl_eval // config.replan_every
-    block: dict[str, Any] = {"eval_after_transitions": config.psrl_eval, "methods": {}}
+    block: dict[str, Any] = {"eval_after_transitions": config.psrl_eval, "variant": config.psrl_variant,
+                             "policy": _psrl_policy(config), "replan_every": config.replan_every,
+                             "methods": {}}
     for method in METHODS:
         arr = _stack(results, f"psrl_{method}")
         if arr is None:
@@ -655,7 +673,9 @@ def summarise_extra(config: Config, results: Mapping[int, SeedResult], metrics: 
         notes.append("CPU seconds per fit (mean over T and seeds): " + ", ".join(
             f"{m} {np.mean(v):.2f}" for m, v in cpu.items()))
     if psrl is not None:
-        notes.append(f"PSRL sequence, return after {config.psrl_eval} transitions per task: " + "; ".join(
+        notes.append(f"PSRL sequence (variant {psrl['variant']}: {psrl['policy']}, replanned every "
+                     f"{psrl['replan_every']} transitions), return after {config.psrl_eval} transitions "
+                     "per task: " + "; ".join(
             f"{m} " + ", ".join(f"{v:.2f}" for v in b["return_after_eval_mean"])
             for m, b in psrl["methods"].items()))
     extra["notes"] = notes
@@ -686,8 +706,9 @@ def figures(config: Config, results: Mapping[int, SeedResult], summary: dict) ->
     figs.append(FigureSpec(f"{NAME}-similarity-psrl", fig,
                            "left: " + ("pg_transfer's learned similarity" if how == "learned" else
                                        f"the {_similarity_words(config)}") + " against the target's transitions "
-                           "(median and range over seeds); right: PSRL over a sequence of tasks, "
-                           "normalised return after the first transitions of every task"))
+                           "(median and range over seeds); right: PSRL over a sequence of tasks"
+                           + (f" (variant {config.psrl_variant}: {_psrl_policy(config)})" if psrl else "")
+                           + ", normalised return after the first transitions of every task"))
     return figs
 
 

@@ -1,7 +1,8 @@
-"""The transfer experiment's second figure: learned similarities and PSRL over a task sequence."""
+"""The transfer experiment's second figure: pg_transfer's similarities and PSRL over a task sequence."""
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -35,8 +36,9 @@ def transfer_figure(x: Sequence[float], similarity: Mapping[str, Any], psrl: Map
         (learned, fixed or the mean of its mixture's weights, as ``fixed_similarity`` and
         ``average`` say).
     psrl : mapping or None
-        The ``psrl_sequence`` block of the summary (``eval_after_transitions``, ``methods``:
-        per method ``return_after_eval_mean`` / ``_std`` over the tasks); ``None``: one panel.
+        The ``psrl_sequence`` block of the summary (``eval_after_transitions``, ``variant``,
+        ``policy`` and ``replan_every``, named in the panel's title, and ``methods``: per method
+        ``return_after_eval_mean`` / ``_std`` over the tasks); ``None``: one panel.
     labels : mapping of str to str
         Legend label per method.
     x_label : str
@@ -100,7 +102,13 @@ def transfer_figure(x: Sequence[float], similarity: Mapping[str, Any], psrl: Map
         ax.set_xticks(np.arange(1, mean.size + 1))
         ax.set_ylabel(f"return after {psrl['eval_after_transitions']} transitions\n"
                       "(fraction of the optimal return)")
-        ax.set_title("PSRL over a sequence of tasks (mean ± std)", fontsize="medium")
+        title = "PSRL over a sequence of tasks (mean ± std over seeds)"
+        if psrl.get("policy"):   # the variant the curves are (a record before it was written: none)
+            title += "\n" + "\n".join(textwrap.wrap(
+                f"variant {psrl.get('variant', '')}: {psrl['policy']}"
+                + (f", replanned every {psrl['replan_every']} transitions" if psrl.get("replan_every") else ""),
+                64))
+        ax.set_title(title, fontsize="medium")
         ax.grid(True, alpha=0.3)
         handles, names = ax.get_legend_handles_labels()
         legend_outside(fig, handles, names)

@@ -290,6 +290,35 @@ def test_multitask_errors():
         CorrelatedTransitionModel.for_mdp([mdp])
 
 
+def test_tasks_on_other_states_are_refused():
+    """The task kernel pairs state s of one task with state s of another: tasks with as many
+    states at other coordinates (a 4 x 6 grid and a 6 x 4 one, moved or 3-D coordinates) were
+    accepted and their states paired by index; they are refused, naming mdps."""
+    import dataclasses
+
+    wide, tall = windy_gridworld((4, 6)), windy_gridworld((6, 4))
+    assert (wide.n_states, wide.n_actions) == (tall.n_states, tall.n_actions)
+    with pytest.raises(ValueError, match=r"mdps\[1\]: expected the state coordinates of mdps\[0\] \(the task "
+                                         r"kernel pairs state s of one task with state s of the others\), got 20 "
+                                         r"of 24 states at other coordinates, the first state 4 at \[1\.0, 0\.0\] "
+                                         r"against \[0\.0, 4\.0\]"):
+        MultiTaskTransitionModel.for_mdps([wide, tall])
+    with pytest.raises(ValueError, match=r"mdps\[2\]: .* got 20 of 24 states"):
+        MultiTaskTransitionModel.for_mdps([wide, wide, tall])
+    moved = dataclasses.replace(wide, coordinates=np.asarray(wide.coordinates) + [0.0, 1.0])
+    with pytest.raises(ValueError, match=r"mdps\[1\]: .* got 24 of 24 states at other coordinates"):
+        MultiTaskTransitionModel.for_mdps([wide, moved])
+    deeper = dataclasses.replace(wide, coordinates=np.c_[wide.coordinates, np.zeros(24)])
+    with pytest.raises(ValueError, match=r"mdps\[1\]: .* got coordinates of shape \(24, 3\) against \(24, 2\)"):
+        MultiTaskTransitionModel.for_mdps([wide, deeper])
+    # the same coordinates in another array (a relabelled task keeps them) are accepted
+    from corrpriors.envs.task_family import relabel_states
+
+    same = relabel_states(wide, np.random.default_rng(0).permutation(24))
+    assert same.coordinates is not wide.coordinates
+    assert MultiTaskTransitionModel.for_mdps([wide, same], prior="dense").n_tasks == 2
+
+
 def test_single_task_has_no_transfer():
     mdp = windy_gridworld((4, 4))
     rng = np.random.default_rng(6)

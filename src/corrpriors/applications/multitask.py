@@ -1513,8 +1513,10 @@ class MultiTaskTransitionModel:
         Parameters
         ----------
         mdps : sequence of TabularMDP or EnvInfo
-            The tasks (same number of states and actions; their coordinates give each task's
-            encoding).
+            The tasks: the same number of states and actions and the same state
+            ``coordinates`` (the task kernel pairs state s of one task with state s of every
+            other, so a 4 x 6 grid and a 6 x 4 one are refused although both have 24 states);
+            each task's encoding follows its own MDP (e.g. its ``boundary``).
         similarities : sequence of float
         prior_related : float or None
         similarity_criterion : {"loo", "cv", "evidence"}
@@ -1548,6 +1550,25 @@ class MultiTaskTransitionModel:
                 raise ValueError(f"mdps[{i}]: expected {mdps[0].n_states} states and "
                                  f"{mdps[0].n_actions} actions like mdps[0], got {m.n_states} and "
                                  f"{m.n_actions}")
+            # the task kernel pairs state s of every task with state s of the others: the same
+            # coordinates (missing or non-numeric ones are left to for_mdp, which names them)
+            ours, theirs = getattr(mdps[0], "coordinates", None), getattr(m, "coordinates", None)
+            if ours is None or theirs is None:
+                continue
+            a, b = np.asarray(ours), np.asarray(theirs)
+            try:
+                if a.shape == b.shape and np.array_equal(a, b, equal_nan=True):
+                    continue
+            except TypeError:
+                continue
+            if a.shape == b.shape and a.ndim >= 1 and len(a):
+                rows = np.flatnonzero((a != b).reshape(len(a), -1).any(axis=1))
+                got = (f"{rows.size} of {len(a)} states at other coordinates, the first state {rows[0]} "
+                       f"at {b[rows[0]].tolist()} against {a[rows[0]].tolist()}")
+            else:
+                got = f"coordinates of shape {b.shape} against {a.shape}"
+            raise ValueError(f"mdps[{i}]: expected the state coordinates of mdps[0] (the task kernel "
+                             f"pairs state s of one task with state s of the others), got {got}")
         if kwargs.get("selection", "collapsed") not in ("collapsed", "elbo"):
             raise ValueError(f"selection: transfer chooses scales by a bound; expected 'collapsed' "
                              f"or 'elbo', got {kwargs['selection']!r}")

@@ -558,3 +558,44 @@ def test_for_mdp_refuses_a_window_wider_than_the_states_or_the_memory(monkeypatc
     belief, peak = traced_peak(fit)
     estimate = 8.0 * MODEL_ARRAYS_PER_ACTION * 4 * mdp.n_states * belief.category_map.n_categories
     assert 0.3 * estimate < peak < estimate, (peak, estimate)
+
+
+def test_for_mdp_auto_prior_falls_back_to_the_gmrf_where_the_dense_prior_cannot_fit(monkeypatch):
+    """With more than GMRF_MAX_CATEGORIES categories ``prior="auto"`` chose the dense kernel
+    whatever S, and at 100,000 states ``Kernel.bind`` refused it (449 GiB). It now chooses the
+    GMRF exactly where that check refuses the dense prior, and keeps dense wherever it fits.
+    A chain of 400 states with a window of radius 15 (32 categories): the dense prior needs
+    6 x 8 x 400^2 bytes = 7.32 MiB, the model's own arrays 4.69 MiB."""
+    from corrpriors._memory import format_bytes
+    from corrpriors.applications.transitions import GMRF_FROM_STATES, GMRF_MAX_CATEGORIES
+    from corrpriors.experiments._gym_memory import belief_memory
+    from corrpriors.kernels.base import DENSE_PRIOR_MATRICES
+    from corrpriors.mdp import TabularMDP
+
+    S, A = 400, 2
+    assert format_bytes(8.0 * DENSE_PRIOR_MATRICES * S * S) == "7.32 MiB"
+    P = np.zeros((S, A, S))
+    P[np.arange(S), 0, np.maximum(np.arange(S) - 1, 0)] = 1.0
+    P[np.arange(S), 1, np.minimum(np.arange(S) + 1, S - 1)] = 1.0
+    mdp = TabularMDP(P, np.zeros(S), 0.9, coordinates=np.arange(S)[:, None])
+    states = np.random.default_rng(0).integers(S, size=300)
+    actions = states % A
+    nxt = np.clip(states + 2 * actions - 1, 0, S - 1)
+
+    monkeypatch.setenv("CORRPRIORS_MEMORY_LIMIT", "6M")          # dense cannot fit
+    belief = CorrelatedTransitionModel.for_mdp(mdp, radius=15, selection="fixed")
+    assert S < GMRF_FROM_STATES and belief.n_categories == 32 > GMRF_MAX_CATEGORIES
+    assert belief.precision is not None and belief.covariance is None
+    mean = belief.update(states, actions, nxt).mean()
+    assert mean.shape == (S, A, S) and np.allclose(mean.sum(-1), 1.0)
+    assert mean[10, 1, 11] > 0.5                                   # it learned the chain
+    gmrf = belief_memory("pg", S, A, 1, radius=15, prior="gmrf")
+    assert belief_memory("pg", S, A, 1, radius=15) == gmrf        # the commands' estimate follows
+
+    monkeypatch.setenv("CORRPRIORS_MEMORY_LIMIT", "8M")          # dense fits (7.32 MiB): as before
+    belief = CorrelatedTransitionModel.for_mdp(mdp, radius=15, selection="fixed")
+    assert belief.precision is None and belief.covariance is not None
+    dense = CorrelatedTransitionModel.for_mdp(mdp, radius=15, selection="fixed", prior="dense")
+    np.testing.assert_array_equal(belief.update(states, actions, nxt).mean(),
+                                  dense.update(states, actions, nxt).mean())
+    assert belief_memory("pg", S, A, 1, radius=15) != gmrf

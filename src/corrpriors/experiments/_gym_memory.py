@@ -131,10 +131,11 @@ def belief_memory(model: str, n_states: int, n_actions: int, n_dims: int, *, rad
     has K = S categories (stick parameters of (S, S - 1) per action); the prior is a dense
     (S, S) kernel per candidate length scale, or a GMRF from
     :data:`~corrpriors.applications.transitions.GMRF_FROM_STATES` states with at most
-    :data:`~corrpriors.applications.transitions.GMRF_MAX_CATEGORIES` categories (``"auto"``).
+    :data:`~corrpriors.applications.transitions.GMRF_MAX_CATEGORIES` categories or where the
+    dense one cannot fit (``"auto"``).
     """
     from ..applications.transitions._beliefs import _resolve_sparse
-    from ..applications.transitions._correlated import GMRF_FROM_STATES, GMRF_MAX_CATEGORIES
+    from ..applications.transitions._correlated import _auto_prior
 
     S, A = float(n_states), float(n_actions)
     dense_storage = not _resolve_sparse(None, n_states)   # the beliefs' own default
@@ -146,7 +147,7 @@ def belief_memory(model: str, n_states: int, n_actions: int, n_dims: int, *, rad
     absolute = model == "pg_absolute"
     K = S if absolute else min(S, (2.0 * radius + 1) ** n_dims + 1)
     if prior == "auto":
-        prior = "gmrf" if n_states >= GMRF_FROM_STATES and K <= GMRF_MAX_CATEGORIES else "dense"
+        prior = _auto_prior(n_states, int(K))
     # a dense prior: the (S, S) kernel per candidate and the factor workspace of every action's
     # sticks, each over its observed states (at most S, and about T / A of them are seen per action)
     seen = min(S, math.ceil(observed / A) if observed else S)

@@ -195,7 +195,7 @@ def refit_seconds(model: str, n_states: int, n_actions: int, n_dims: int, *, rad
     no stick of a GMRF prior is factorised (each is updated from the prior's factor by the
     Woodbury identity): the refit costs its overhead only.
     """
-    from ..applications.transitions._correlated import GMRF_FROM_STATES, GMRF_MAX_CATEGORIES
+    from ..applications.transitions._correlated import GMRF_FROM_STATES, _auto_prior
     from ..core.priors.sparse import LOW_RANK_MAX
 
     S, A = float(n_states), float(n_actions)
@@ -205,7 +205,7 @@ def refit_seconds(model: str, n_states: int, n_actions: int, n_dims: int, *, rad
     layer = _layer_entries(n_states, n_actions) * LAYER_SECONDS_PER_ENTRY
     if model == "pg_absolute":
         return layer + n_scales * A * (DENSE_FIT_SECONDS + ABSOLUTE_FIT_SECONDS * (S / GMRF_FROM_STATES) ** 3)
-    gmrf = prior == "gmrf" or (prior == "auto" and n_states >= GMRF_FROM_STATES and K <= GMRF_MAX_CATEGORIES)
+    gmrf = prior == "gmrf" or (prior == "auto" and _auto_prior(n_states, K) == "gmrf")
     if not gmrf:
         return layer + n_scales * A * (K - 1) / 9.0 * DENSE_FIT_SECONDS * max(1.0, (S / GMRF_FROM_STATES) ** 3)
     per = FIT_OVERHEAD

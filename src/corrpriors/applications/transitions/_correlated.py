@@ -90,8 +90,29 @@ def _precision_candidates(precision: Any, n_states: int, many: bool) -> list[tup
 #: many categories (Taxi's 82 in 4-D: dense 11 s, GMRF 358 s for one fit of 6 actions) dense
 #: stays cheaper.
 GMRF_FROM_STATES = 500
-#: Most categories for which ``prior="auto"`` may choose the GMRF prior.
+#: Most categories for which ``prior="auto"`` chooses the GMRF prior for speed; with more, it
+#: chooses it only where the dense prior cannot fit in memory (:func:`_auto_prior`).
 GMRF_MAX_CATEGORIES = 30
+
+
+def _auto_prior(n_states: int, n_categories: int) -> str:
+    """The prior ``prior="auto"`` of :meth:`CorrelatedTransitionModel.for_mdp` chooses.
+
+    ``"gmrf"`` from :data:`GMRF_FROM_STATES` states on with at most :data:`GMRF_MAX_CATEGORIES`
+    categories (where it is faster); ``"dense"`` otherwise, unless its S x S matrices would not
+    fit in the memory this process may use (:func:`~corrpriors.kernels.base.check_dense_memory`,
+    the check :meth:`~corrpriors.kernels.Kernel.bind` makes), where only the GMRF can run.
+    """
+    from ..._memory import MemoryEstimateError
+    from ...kernels.base import check_dense_memory
+
+    if n_states >= GMRF_FROM_STATES and n_categories <= GMRF_MAX_CATEGORIES:
+        return "gmrf"
+    try:
+        check_dense_memory(n_states)
+    except MemoryEstimateError:
+        return "gmrf"
+    return "dense"
 
 
 def _gmrf_precisions(coords: np.ndarray, integral: bool, scales: list[float]) -> dict:
@@ -651,7 +672,14 @@ class CorrelatedTransitionModel(_TransitionBelief):
             (:func:`~corrpriors.kernels.graph_precision`), fitted exactly by sparse Cholesky
             factorisations (cost about :math:`S^{1.5}` on grids). ``"auto"``: ``"gmrf"`` from
             :data:`GMRF_FROM_STATES` states on with at most :data:`GMRF_MAX_CATEGORIES`
-            categories (where it is faster, measured), else ``"dense"``.
+            categories (where it is faster, measured), else ``"dense"`` -- unless the dense
+            prior's S x S matrices would not fit in the memory this process may use (the check
+            of :meth:`~corrpriors.kernels.Kernel.bind`: ``ulimit -v``, the physical memory,
+            ``CORRPRIORS_MEMORY_LIMIT``; from about 19,000 states with 16 GiB), where it is
+            ``"gmrf"`` whatever the number of categories: slower with many categories (one
+            sparse factorisation of the whole state space per observed stick; a 316 x 317 grid,
+            radius 3, 50 categories, 2,000 transitions: one fit of 4 actions in 139 s, 3.6 GB
+            resident), but it runs.
         **kwargs
             Passed on to the constructor (``max_iter``, ``tol``, ``learn_mean``, ``scale``,
             ...).
@@ -720,8 +748,7 @@ class CorrelatedTransitionModel(_TransitionBelief):
             raise ValueError(f"lengthscale: several candidates need selection='collapsed' or "
                              f"'elbo', got selection={selection!r}")
         if prior == "auto":
-            prior = ("gmrf" if S >= GMRF_FROM_STATES and cmap.n_categories <= GMRF_MAX_CATEGORIES
-                     else "dense")
+            prior = _auto_prior(S, cmap.n_categories)
         if prior == "dense":
             priors = {v: SquaredExponential(lengthscale=float(v)).bind(coords=coords)
                       for v in scales}

@@ -12,7 +12,9 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from .._memory import MemoryEstimateError, check_memory
 from .._random import as_generator, inverse_cdf
+from .._validation import check_int
 from ._sparse import SparseTransitions, prefer_sparse
 from .checks import check_distribution, check_policy
 from .tabular import TabularMDP
@@ -156,6 +158,11 @@ def _as_arrays(data: Any, *names: str) -> list[np.ndarray]:
     return out
 
 
+def _check_sizes(n_states: Any, n_actions: Any) -> tuple[int, int]:
+    """S and A as positive ints, or a ``ValueError`` naming ``n_states`` / ``n_actions``."""
+    return check_int(n_states, "n_states", 1), check_int(n_actions, "n_actions", 1)
+
+
 def state_action_counts(data: Any, n_states: int, n_actions: int) -> np.ndarray:
     r"""Count matrix :math:`X_{sa} = \#\{t: s_t = s, a_t = a\}`.
 
@@ -169,7 +176,17 @@ def state_action_counts(data: Any, n_states: int, n_actions: int) -> np.ndarray:
     Returns
     -------
     ndarray of shape (S, A), int64
+
+    Raises
+    ------
+    corrpriors._memory.MemoryEstimateError
+        A ``ValueError``: the (S, A) matrix would not fit in the memory this process may use
+        (:func:`corrpriors._memory.check_memory`); raised before it is allocated.
     """
+    n_states, n_actions = _check_sizes(n_states, n_actions)
+    check_memory(8.0 * n_states * n_actions,
+                 f"state_action_counts: the (S, A) int64 counts of {n_states:,} states x "
+                 f"{n_actions:,} actions", "check n_states and n_actions")
     s, a = _as_arrays(data, "states", "actions")
     if s.size and ((s < 0).any() or (s >= n_states).any() or (a < 0).any() or (a >= n_actions).any()):
         raise ValueError(f"data: indices out of range for S={n_states}, A={n_actions}")
@@ -186,22 +203,47 @@ def transition_counts(data: Any, n_states: int, n_actions: int, *,
         Integer arrays of equal size.
     n_states, n_actions : int
         S and A.
-    sparse : bool or None
+    sparse : bool or None, default=False
         Return a scipy CSR array of shape (S·A, S) (row ``s * A + a``, column ``s'``)
         instead of the dense tensor; None chooses as the environment builders do
-        (:func:`~corrpriors.mdp.prefer_sparse`). Memory then grows with the number of
-        distinct observed transitions, not S²·A.
+        (:func:`~corrpriors.mdp.prefer_sparse`: sparse above
+        :data:`~corrpriors.mdp.DENSE_LIMIT_BYTES`, and wherever the dense tensor would not fit
+        in memory). Memory then grows with the number of distinct observed transitions, not
+        S²·A. The dense tensor takes 8·S²·A bytes (75 GiB per action at 100,000 states);
+        ``False`` refuses it where it cannot fit (see Raises).
 
     Returns
     -------
     ndarray of shape (S, A, S), int64, or scipy.sparse.csr_array of shape (S·A, S), int64
         ``counts[:, a, :]`` is the paper's :math:`\mathbf X^{(a)}`.
+
+    Raises
+    ------
+    corrpriors._memory.MemoryEstimateError
+        A ``ValueError`` naming ``sparse``: with ``sparse=False``, the dense tensor would need
+        more memory than this process may use (``ulimit -v``, the physical memory,
+        ``CORRPRIORS_MEMORY_LIMIT``: :func:`corrpriors._memory.check_memory`); raised before
+        it is allocated.
     """
+    n_states, n_actions = _check_sizes(n_states, n_actions)
+    dense = not prefer_sparse(n_states, n_actions, sparse)
+    if dense:
+        try:
+            check_memory(8.0 * n_states * n_actions * n_states,
+                         f"transition_counts(sparse=False): the dense (S, A, S) int64 counts of "
+                         f"{n_states:,} states x {n_actions:,} actions",
+                         "pass sparse=True for a scipy CSR array of shape (S·A, S) (memory grows "
+                         "with the observed transitions) or sparse=None (sparse where dense is "
+                         "large)")
+        except MemoryEstimateError:
+            if sparse is not None:
+                raise
+            dense = False               # None: sparse where the dense tensor cannot fit either
     s, a, s2 = _as_arrays(data, "states", "actions", "next_states")
     if s.size and ((np.minimum(s, s2) < 0).any() or (np.maximum(s, s2) >= n_states).any()
                    or (a < 0).any() or (a >= n_actions).any()):
         raise ValueError(f"data: indices out of range for S={n_states}, A={n_actions}")
-    if prefer_sparse(n_states, n_actions, sparse):
+    if not dense:
         rows = s.astype(np.int64) * n_actions + a
         out = sp.coo_array((np.ones(s.size, dtype=np.int64), (rows, s2.astype(np.int64))),
                            shape=(n_states * n_actions, n_states)).tocsr()

@@ -20,8 +20,8 @@ S_BIG, A_BIG = 100_000, 4
 
 
 @pytest.fixture
-def budget_16g(monkeypatch):
-    monkeypatch.setenv("CORRPRIORS_MEMORY_LIMIT", "16G")
+def budget_4g(monkeypatch):
+    monkeypatch.setenv("CORRPRIORS_MEMORY_LIMIT", "4G")
 
 
 def few_transitions(S, A, n=1000, seed=0):
@@ -30,7 +30,7 @@ def few_transitions(S, A, n=1000, seed=0):
     return s, rng.integers(A, size=n), np.minimum(s + 1, S - 1)
 
 
-def test_transition_counts_refuses_the_dense_tensor_at_100k_states(budget_16g):
+def test_transition_counts_refuses_the_dense_tensor_at_100k_states(budget_4g):
     """The default ``sparse=False`` asked numpy for 8 S^2 A bytes (298 GiB here) and died in a
     MemoryError, or was killed. Now refused before any allocation, pointing at sparse."""
     data = few_transitions(S_BIG, A_BIG)
@@ -39,7 +39,7 @@ def test_transition_counts_refuses_the_dense_tensor_at_100k_states(budget_16g):
     def refused():
         with pytest.raises(MemoryEstimateError, match=(
                 r"^transition_counts\(sparse=False\): the dense \(S, A, S\) int64 counts of 100,000 "
-                r"states x 4 actions would need about 298 GiB, more than the 16 GiB this process may "
+                r"states x 4 actions would need about 298 GiB, more than the 4 GiB this process may "
                 r"use \(CORRPRIORS_MEMORY_LIMIT\); pass sparse=True .* or sparse=None")) as info:
             transition_counts(data, S_BIG, A_BIG)
         return info.value
@@ -82,10 +82,94 @@ def test_count_sizes_are_checked_by_name(fn, data, n_states, n_actions, bad):
         fn(data, n_states, n_actions)
 
 
-def test_state_action_counts_refuses_an_absurd_size(budget_16g):
+def test_state_action_counts_refuses_an_absurd_size(budget_4g):
     """(S, A) is small at 10^5 states (3 MiB); a wrong S of 10^12 is refused, not allocated."""
     data = few_transitions(S_BIG, A_BIG)[:2]
     assert state_action_counts(data, S_BIG, A_BIG).sum() == 1000
     with pytest.raises(MemoryEstimateError, match=r"^state_action_counts: the \(S, A\) int64 counts of "
                                                   r"1,000,000,000,000 states x 4 actions would need about 29\.1 TiB"):
         state_action_counts(data, 10**12, A_BIG)
+
+
+# ------------------------------------------------------------ S x S arrays of the mdp functions
+@pytest.fixture(scope="module")
+def big_grid():
+    """A goal grid world of 100,172 states (316 x 317, 4 actions, a SparseTransitions table)."""
+    from corrpriors.envs import goal_gridworld
+
+    return goal_gridworld((316, 317), rng=0)
+
+
+def refused_up_front(fn, *args, match, **kwargs):
+    """``fn`` raises MemoryEstimateError (one line, ``match``) in under a second, allocating < 2 MiB."""
+    start = time.monotonic()
+
+    def call():
+        with pytest.raises(MemoryEstimateError, match=match) as info:
+            fn(*args, **kwargs)
+        return info.value
+
+    err, peak = traced_peak(call)
+    assert time.monotonic() - start < 1.0 and peak < 2 * 2**20, (time.monotonic() - start, peak)
+    assert isinstance(err, ValueError) and "\n" not in str(err)
+
+
+def test_emd_of_small_supports_among_100k_states(big_grid):
+    """emd built the K x K cost matrix (and a dense (m + n) x m n constraint matrix) before
+    looking at the supports: at K = 100,172 a MemoryError for 74.8 GiB. Now the costs and the
+    program are those of the supports, with the same value bit for bit."""
+    from corrpriors.mdp import emd
+
+    K = big_grid.n_states
+    C = np.asarray(big_grid.coordinates, dtype=np.float64)
+    p, q = np.zeros(K), np.zeros(K)
+    p[[0, 1, 2]], q[[500, 501, 90_000]] = (0.2, 0.3, 0.5), (0.6, 0.3, 0.1)
+    sub = [0, 1, 2, 500, 501, 90_000]
+    tv, peak = traced_peak(emd, p, q)                 # a few (K,) vectors: 0.8 MiB each
+    assert tv == emd(p[sub], q[sub]) == pytest.approx(1.0) and peak < 8 * 2**20
+    w, peak = traced_peak(emd, p, q, coordinates=C)
+    assert w == emd(p[sub], q[sub], coordinates=C[sub]) and peak < 8 * 2**20
+
+
+def dense_emd(p, q, D):
+    """The reference: the K x K costs and the dense (m + n) x m n constraints of emd before."""
+    from scipy.optimize import linprog
+
+    a, b = p / p.sum(), q / q.sum()
+    ia, ib = np.flatnonzero(a > 0), np.flatnonzero(b > 0)
+    m, n = ia.size, ib.size
+    A_eq = np.zeros((m + n, m * n))
+    for i in range(m):
+        A_eq[i, i * n:(i + 1) * n] = 1.0
+    for j in range(n):
+        A_eq[m + j, j::n] = 1.0
+    return linprog(D[np.ix_(ia, ib)].ravel(), A_eq=A_eq, b_eq=np.concatenate([a[ia], b[ib]]),
+                   bounds=(0, None), method="highs").fun
+
+
+def test_emd_on_the_supports_equals_the_dense_program_bit_for_bit():
+    from scipy.spatial.distance import cdist
+
+    from corrpriors.mdp import emd
+
+    rng = np.random.default_rng(0)
+    for _ in range(30):
+        K = int(rng.integers(2, 40))
+        p, q = rng.random(K) * (rng.random(K) < 0.5), rng.random(K) * (rng.random(K) < 0.5)
+        p[0], q[-1] = p[0] + 0.1, q[-1] + 0.1
+        C, D = rng.normal(size=(K, 2)), rng.random((K, K))
+        assert emd(p, q) == dense_emd(p, q, 1.0 - np.eye(K))
+        assert emd(p, q, coordinates=C) == dense_emd(p, q, cdist(C, C))
+        assert emd(p, q, D) == dense_emd(p, q, D)
+
+
+def test_emd_refuses_a_program_that_cannot_fit(monkeypatch):
+    from corrpriors.mdp import emd
+    from corrpriors.mdp.metrics import EMD_BYTES_PER_FLOW
+
+    monkeypatch.setenv("CORRPRIORS_MEMORY_LIMIT", "100M")
+    p = np.r_[np.ones(300), np.zeros(300)]
+    assert EMD_BYTES_PER_FLOW * 300 * 300 > 100 * 2**20
+    refused_up_front(emd, p, p[::-1], match=(
+        r"^emd: the linear program between supports of 300 and 300 states \(90,000 flows\) would "
+        r"need about 112 MiB, more than the 100 MiB .*; p, q: compare distributions with smaller supports"))

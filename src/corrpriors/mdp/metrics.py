@@ -9,10 +9,16 @@ import scipy.sparse as sp
 from scipy.optimize import linprog
 from scipy.spatial.distance import cdist
 
+from .._memory import check_memory
 from ._sparse import CHUNK_ENTRIES, SparseTransitions, is_sparse_table, require_entries, sparse_rows
 from .checks import check_distribution
 from .planning import TransitionOperator, policy_evaluation, policy_iteration
 from .tabular import TabularMDP
+
+#: Bytes per flow (variable) of :func:`emd`'s linear program, for its memory check: the costs,
+#: the sparse constraints (two entries each) and HiGHS's own copies. Measured (resident memory
+#: added by one call, supports of m = n states): 1,187 at m = 100, 1,311 at 300, 1,291 at 600.
+EMD_BYTES_PER_FLOW = 1300
 
 
 def _as_rows(x: Any, name: str) -> tuple[Any, tuple[int, ...]]:
@@ -304,8 +310,11 @@ def emd(p: Any, q: Any, ground_distance: Any = None, *, coordinates: Any = None)
     r"""Earth mover's (Wasserstein-1) distance between two distributions, by linear programming.
 
     Solves :math:`\min_{F \ge 0} \sum_{ij} F_{ij} D_{ij}` s.t. :math:`\sum_j F_{ij} = p_i`,
-    :math:`\sum_i F_{ij} = q_j` with :func:`scipy.optimize.linprog` (HiGHS). Intended for
-    small supports (K up to a few hundred).
+    :math:`\sum_i F_{ij} = q_j` with :func:`scipy.optimize.linprog` (HiGHS), over the two
+    supports only: m x n flows for supports of m and n states, whatever K (no K x K array is
+    formed unless ``ground_distance`` is given as one). Intended for small supports (up to a
+    few hundred states each); the program is refused up front where its m x n flows cannot fit
+    in memory.
 
     Parameters
     ----------
@@ -321,6 +330,12 @@ def emd(p: Any, q: Any, ground_distance: Any = None, *, coordinates: Any = None)
     Returns
     -------
     float
+
+    Raises
+    ------
+    corrpriors._memory.MemoryEstimateError
+        A ``ValueError`` naming ``p, q``: the linear program of m x n flows would need more
+        memory than this process may use (:data:`EMD_BYTES_PER_FLOW` per flow).
     """
     a = np.asarray(p, dtype=np.float64).ravel()
     b = np.asarray(q, dtype=np.float64).ravel()
@@ -330,6 +345,9 @@ def emd(p: Any, q: Any, ground_distance: Any = None, *, coordinates: Any = None)
         raise ValueError("p, q: expected non-negative weights with positive total")
     a, b = a / a.sum(), b / b.sum()
     K = a.size
+    # only the supports matter: the costs and the LP on them
+    ia, ib = np.flatnonzero(a > 0), np.flatnonzero(b > 0)
+    m, n = ia.size, ib.size
     if ground_distance is not None:
         D = np.asarray(ground_distance, dtype=np.float64)
         if D.shape != (K, K):
@@ -340,18 +358,21 @@ def emd(p: Any, q: Any, ground_distance: Any = None, *, coordinates: Any = None)
             C = C[:, None]
         if C.shape[0] != K:
             raise ValueError(f"coordinates: expected shape (K, D) with K={K}, got {C.shape}")
-        D = cdist(C, C)
+    check_memory(EMD_BYTES_PER_FLOW * m * n,
+                 f"emd: the linear program between supports of {m:,} and {n:,} states ({m * n:,} "
+                 f"flows)", "p, q: compare distributions with smaller supports (coarsen the states, "
+                 "or drop negligible weights)")
+    if ground_distance is not None:
+        Dab = D[np.ix_(ia, ib)]
+    elif coordinates is not None:
+        Dab = cdist(C[ia], C[ib])
     else:
-        D = 1.0 - np.eye(K)
-    # only the supports matter: shrink the LP
-    ia, ib = np.flatnonzero(a > 0), np.flatnonzero(b > 0)
-    Dab = D[np.ix_(ia, ib)]
-    m, n = ia.size, ib.size
-    A_eq = np.zeros((m + n, m * n))
-    for i in range(m):
-        A_eq[i, i * n:(i + 1) * n] = 1.0
-    for j in range(n):
-        A_eq[m + j, j::n] = 1.0
+        Dab = (ia[:, None] != ib[None, :]).astype(np.float64)
+    # row i: sum_j F_ij = a_i (columns i n .. i n + n - 1); row m + j: sum_i F_ij = b_j
+    flows = np.arange(m * n)
+    A_eq = sp.csc_array((np.ones(2 * m * n), (np.concatenate([flows // n, m + flows % n]),
+                                               np.concatenate([flows, flows]))),
+                        shape=(m + n, m * n))
     b_eq = np.concatenate([a[ia], b[ib]])
     res = linprog(Dab.ravel(), A_eq=A_eq, b_eq=b_eq, bounds=(0, None), method="highs")
     if not res.success:

@@ -173,3 +173,55 @@ def test_emd_refuses_a_program_that_cannot_fit(monkeypatch):
     refused_up_front(emd, p, p[::-1], match=(
         r"^emd: the linear program between supports of 300 and 300 states \(90,000 flows\) would "
         r"need about 112 MiB, more than the 100 MiB .*; p, q: compare distributions with smaller supports"))
+
+
+def test_grid_distances_and_dense_copies_are_refused_at_100k_states(big_grid, budget_4g):
+    from corrpriors.mdp import SparseTransitionRewards, grid_distances
+
+    refused_up_front(grid_distances, big_grid, match=(
+        r"^grid_distances: the \(S, S\) distances of 100,172 states would need about 74\.8 GiB, more "
+        r"than the 4 GiB .*cdist\(mdp\.coordinates\[rows\], mdp\.coordinates\)"))
+    refused_up_front(big_grid.transitions.toarray, match=(
+        r"^SparseTransitions\.toarray\(\): the dense \(S, A, S\) copy of 100,172 states x 4 actions "
+        r"would need about 299 GiB.*use \.matrix"))
+    S, A = big_grid.n_states, big_grid.n_actions
+    rewards = SparseTransitionRewards(S, A, np.zeros(S * A + 1, np.int64), [], [])
+    refused_up_front(rewards.toarray, match=(
+        r"^SparseTransitionRewards\.toarray\(\): the dense \(S, A, S\) table of 100,172 states x 4 "
+        r"actions would need about 299 GiB.*values_at"))
+
+
+def test_dense_copies_and_distances_of_small_problems_are_unchanged(budget_4g):
+    from corrpriors.envs import goal_gridworld
+    from corrpriors.mdp import SparseTransitionRewards, grid_distances
+
+    mdp = goal_gridworld((5, 6), rng=0, sparse=True)
+    assert grid_distances(mdp).shape == (30, 30)
+    P = mdp.transitions.toarray()
+    assert P.shape == (30, 4, 30) and np.allclose(P.sum(-1), 1.0)
+    r = np.random.default_rng(0).random((30, 4, 30))
+    np.testing.assert_array_equal(SparseTransitionRewards.from_dense(r).toarray(), r)
+
+
+def test_goal_q_values_of_every_state_of_100k_states_are_refused(big_grid, budget_4g):
+    """The default goals (all S) asked for G x S x A tables: 299 GiB each at 100,172 states."""
+    from corrpriors.mdp import goal_q_values
+
+    refused_up_front(goal_q_values, big_grid, match=(
+        r"^goal_q_values: 100,172 goals x 100,172 states x 4 actions would need about 2\.04 TiB, more "
+        r"than the 4 GiB .*; goals: plan for fewer goal states"))
+
+
+@pytest.mark.parametrize("sparse, shape", [(False, (10, 10)), (False, (14, 14)), (True, (20, 20))])
+def test_goal_q_values_estimate_bounds_what_it_allocates(sparse, shape):
+    """The check's estimate (GOAL_TABLES (S, A) tables per goal, and GOAL_DENSE_MATRICES (S, S)
+    matrices per goal for a dense table) is within a factor 1.5 above the traced peak."""
+    from corrpriors.envs import goal_gridworld
+    from corrpriors.mdp import goal_q_values
+    from corrpriors.mdp.planning import GOAL_DENSE_MATRICES, GOAL_TABLES
+
+    mdp = goal_gridworld(shape, rng=0, sparse=sparse)
+    S, A = mdp.n_states, mdp.n_actions
+    _, peak = traced_peak(goal_q_values, mdp)
+    estimate = 8.0 * S * S * (GOAL_TABLES * A + (0 if sparse else GOAL_DENSE_MATRICES * S))
+    assert peak < estimate < 1.5 * peak, (peak, estimate)

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from .._memory import check_memory
 from .checks import ROW_ATOL
 
 #: Dense (S, A, S) float64 tables larger than this (64 MiB: S > 1,448 states with A = 4
@@ -27,6 +28,10 @@ DENSE_LIMIT_BYTES = 64 * 2**20
 
 #: Rows densified at once (times S columns) by chunked dense-sparse operations: 2**21 floats (16 MiB).
 CHUNK_ENTRIES = 2**21
+
+#: What to use instead of a dense copy of a sparse table that cannot fit.
+_KEEP_SPARSE = ("use .matrix (the CSR matrix of shape (S·A, S)) or P[s, a] for one row; the planners, "
+                "rollouts and metrics of corrpriors.mdp take the sparse table as it is")
 
 
 def dense_nbytes(n_states: int, n_actions: int) -> int:
@@ -329,7 +334,17 @@ class SparseTransitions(_StateActionTable):
         return self._M
 
     def toarray(self) -> np.ndarray:
-        """A dense copy, ndarray of shape (S, A, S) (8·S²·A bytes)."""
+        """A dense copy, ndarray of shape (S, A, S) (8·S²·A bytes).
+
+        Raises
+        ------
+        corrpriors._memory.MemoryEstimateError
+            A ``ValueError``: the copy would not fit in the memory this process may use;
+            raised before it is allocated.
+        """
+        check_memory(dense_nbytes(self._S, self._A),
+                     f"SparseTransitions.toarray(): the dense (S, A, S) copy of {self._S:,} states x "
+                     f"{self._A:,} actions", _KEEP_SPARSE)
         return self._M.toarray().reshape(self.shape)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
@@ -593,8 +608,18 @@ class SparseTransitionRewards(_StateActionTable):
         return np.where(self.inert[s], 0.0, out)
 
     def toarray(self) -> np.ndarray:
-        """The dense reward table, ndarray of shape (S, A, S)."""
+        """The dense reward table, ndarray of shape (S, A, S) (8·S²·A bytes).
+
+        Raises
+        ------
+        corrpriors._memory.MemoryEstimateError
+            A ``ValueError``: the table would not fit in the memory this process may use;
+            raised before it is allocated.
+        """
         S, A = self._S, self._A
+        check_memory(dense_nbytes(S, A), f"SparseTransitionRewards.toarray(): the dense (S, A, S) "
+                                         f"table of {S:,} states x {A:,} actions",
+                     "use .values_at(s, a, s'), r[s, a] for one row, or .expected(P) for R(s, a)")
         out = np.where(self.arrival_known[None, None, :], self.arrival[None, None, :],
                        self.fallback[:, :, None])
         flat = out.reshape(S * A, S)

@@ -389,9 +389,20 @@ def grid_distances(mdp: TabularMDP, metric: str = "euclidean") -> np.ndarray:
         Must have ``coordinates``.
     metric : str
         Any :func:`scipy.spatial.distance.cdist` metric (``"euclidean"``, ``"cityblock"``).
+
+    Raises
+    ------
+    corrpriors._memory.MemoryEstimateError
+        A ``ValueError``: the 8·S² bytes (75 GiB at 100,000 states) would not fit in the
+        memory this process may use; raised before they are allocated.
     """
     if mdp.coordinates is None:
         raise ValueError("mdp: has no coordinates")
+    S = mdp.n_states
+    check_memory(8.0 * S * S, f"grid_distances: the (S, S) distances of {S:,} states",
+                 "compute the rows you need, scipy.spatial.distance.cdist(mdp.coordinates[rows], "
+                 "mdp.coordinates), or the neighbours (corrpriors.kernels.lattice_adjacency, "
+                 "knn_adjacency)")
     return cdist(mdp.coordinates, mdp.coordinates, metric=metric)
 
 

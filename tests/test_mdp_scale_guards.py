@@ -100,8 +100,9 @@ def big_grid():
     return goal_gridworld((316, 317), rng=0)
 
 
-def refused_up_front(fn, *args, match, **kwargs):
-    """``fn`` raises MemoryEstimateError (one line, ``match``) in under a second, allocating < 2 MiB."""
+def refused_up_front(fn, *args, match, within=2 * 2**20, **kwargs):
+    """``fn`` raises MemoryEstimateError (one line, ``match``) in under a second, allocating less
+    than ``within`` bytes (2 MiB; the validated inputs may count)."""
     start = time.monotonic()
 
     def call():
@@ -110,7 +111,7 @@ def refused_up_front(fn, *args, match, **kwargs):
         return info.value
 
     err, peak = traced_peak(call)
-    assert time.monotonic() - start < 1.0 and peak < 2 * 2**20, (time.monotonic() - start, peak)
+    assert time.monotonic() - start < 1.0 and peak < within, (time.monotonic() - start, peak)
     assert isinstance(err, ValueError) and "\n" not in str(err)
 
 
@@ -225,3 +226,56 @@ def test_goal_q_values_estimate_bounds_what_it_allocates(sparse, shape):
     _, peak = traced_peak(goal_q_values, mdp)
     estimate = 8.0 * S * S * (GOAL_TABLES * A + (0 if sparse else GOAL_DENSE_MATRICES * S))
     assert peak < estimate < 1.5 * peak, (peak, estimate)
+
+
+# ------------------------------------------------ sizes chosen by the user: horizon, steps, batch
+def test_finite_horizon_sample_trajectories_refuse_what_cannot_fit(big_grid, budget_4g):
+    """Linear in S but multiplied by the user's horizon / steps: 10,000 steps of backward
+    induction on 100,172 states held 97 GiB of Q-values and policies, found out at the end."""
+    from corrpriors.mdp import finite_horizon, sample_trajectories
+
+    refused_up_front(finite_horizon, big_grid, 10_000, match=(
+        r"^finite_horizon: 10,000 steps x 1 model\(s\) x 100,172 states x 4 actions \(.*\) would need "
+        r"about 97 GiB, more than the 4 GiB .*; horizon: plan over fewer steps"))
+    uniform = np.full((big_grid.n_states, 4), 0.25)
+    refused_up_front(sample_trajectories, big_grid, uniform, 10**9, rng=0, match=(
+        r"^sample_trajectories: 1 episodes x 1,000,000,000 steps would need about 37\.3 GiB.*; "
+        r"n_steps, n_episodes: sample fewer steps at a time"), within=8 * 2**20)   # the policy: 3 MiB
+    assert finite_horizon(big_grid, 3).q_values.shape == (3, big_grid.n_states, 4)   # as before
+    assert sample_trajectories(big_grid, uniform, 100, rng=0, n_episodes=3).states.shape == (3, 100)
+
+
+def test_policy_evaluation_refuses_a_dense_batch_that_cannot_fit(monkeypatch):
+    """A dense table's (S, S) systems, one per policy: 40 policies on 400 states need 147 MiB."""
+    from corrpriors.envs import goal_gridworld
+    from corrpriors.mdp import policy_evaluation
+
+    mdp = goal_gridworld((20, 20), rng=0, sparse=False)
+    pi = np.random.default_rng(0).dirichlet(np.ones(4), size=(40, 400))
+    monkeypatch.setenv("CORRPRIORS_MEMORY_LIMIT", "100M")
+    refused_up_front(policy_evaluation, mdp, pi, match=(
+        r"^policy_evaluation: 40 dense \(S, S\) systems of 400 states would need about 148 MiB, "
+        r"more than the 100 MiB .*; policy: evaluate fewer policies .* SparseTransitions"))
+    expected = policy_evaluation(mdp, pi[:10])                   # 10 at a time: 37.8 MiB
+    np.testing.assert_allclose(expected[3], policy_evaluation(mdp, pi[3]), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(10, 10), (20, 20)])
+def test_estimates_of_horizon_rollout_and_evaluation_track_the_traced_peak(shape):
+    """HORIZON_TABLES, ROLLOUT_ARRAYS and EVALUATION_MATRICES give estimates within [0.75, 1.5]
+    times what the calls allocate (tracemalloc)."""
+    from corrpriors.envs import goal_gridworld
+    from corrpriors.mdp import finite_horizon, policy_evaluation, sample_trajectories
+    from corrpriors.mdp.planning import EVALUATION_MATRICES, HORIZON_TABLES
+    from corrpriors.mdp.rollout import ROLLOUT_ARRAYS
+
+    mdp = goal_gridworld(shape, rng=0, sparse=False)
+    S, A = mdp.n_states, mdp.n_actions
+    pi = np.random.default_rng(0).dirichlet(np.ones(A), size=(20, S))
+    for (fn, args, kwargs), estimate in [
+            ((finite_horizon, (mdp, 200), {}), 8.0 * 200 * S * (HORIZON_TABLES * A + 1)),
+            ((sample_trajectories, (mdp, pi[0], 2000), {"rng": 0, "n_episodes": 50}),
+             8.0 * ROLLOUT_ARRAYS * 50 * 2000 + 8.0 * S * A * S),   # and the table's CDF
+            ((policy_evaluation, (mdp, pi), {}), 8.0 * S * S * (EVALUATION_MATRICES * 20 + 1))]:
+        _, peak = traced_peak(fn, *args, **kwargs)
+        assert 0.75 * peak < estimate < 1.5 * peak, (fn.__name__, peak, estimate)

@@ -15,7 +15,7 @@ import scipy.sparse as sp
 from .._memory import MemoryEstimateError, check_memory
 from .._random import as_generator, inverse_cdf
 from .._validation import check_int
-from ._sparse import SparseTransitions, prefer_sparse
+from ._sparse import SparseTransitions, dense_nbytes, prefer_sparse
 from .checks import check_distribution, check_policy
 from .tabular import TabularMDP
 
@@ -85,6 +85,11 @@ class Trajectories:
         return np.concatenate([self.states[episode], self.next_states[episode, -1:]])
 
 
+#: (E, T) 8-byte arrays at the peak of :func:`sample_trajectories` (states, actions, next states,
+#: rewards, and one index temporary; measured with tracemalloc: 4.2-4.8 on grid worlds).
+ROLLOUT_ARRAYS = 5
+
+
 def sample_trajectories(mdp: TabularMDP, policy: Any, n_steps: int, *, rng: Any,
                         n_episodes: int = 1, start: Any = None,
                         initial_distribution: Any = None) -> Trajectories:
@@ -109,6 +114,13 @@ def sample_trajectories(mdp: TabularMDP, policy: Any, n_steps: int, *, rng: Any,
     Returns
     -------
     Trajectories
+
+    Raises
+    ------
+    corrpriors._memory.MemoryEstimateError
+        A ``ValueError`` naming ``n_steps, n_episodes``: the (E, T) arrays
+        (:data:`ROLLOUT_ARRAYS` of them, and a dense table's (S, A, S) cumulative sums) would
+        not fit in the memory this process may use; raised before they are allocated.
     """
     gen = as_generator(rng)
     S, A = mdp.n_states, mdp.n_actions
@@ -118,6 +130,12 @@ def sample_trajectories(mdp: TabularMDP, policy: Any, n_steps: int, *, rng: Any,
         raise ValueError(f"n_steps: expected a positive integer, got {n_steps!r}")
     if E < 1 or E != n_episodes:
         raise ValueError(f"n_episodes: expected a positive integer, got {n_episodes!r}")
+    cdf = 0 if isinstance(mdp.transitions, SparseTransitions) else dense_nbytes(S, A)
+    check_memory(8.0 * ROLLOUT_ARRAYS * E * T + cdf,
+                 f"sample_trajectories: {E:,} episodes x {T:,} steps"
+                 + (" (and the cumulative sums of a dense table)" if cdf else ""),
+                 "n_steps, n_episodes: sample fewer steps at a time (e.g. episodes in chunks, "
+                 "counting each chunk with transition_counts)")
     if start is not None and initial_distribution is not None:
         raise ValueError("start, initial_distribution: give at most one of them")
     if start is not None:

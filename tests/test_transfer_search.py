@@ -56,7 +56,8 @@ def test_full_data_scales_are_the_lattice_maximum():
 def test_similarity_search_finds_the_maximum_of_unimodal_objectives(seed, monkeypatch):
     """The similarity search (both ends and the middle of the lattice, then a climb from the
     best) returns the lattice maximum of any unimodal objective, each similarity evaluated
-    once; a later call climbs from the previous choice."""
+    once; a later call on the same objective evaluates the same similarities again (cached fits)
+    and returns the same choice."""
     rng = np.random.default_rng(seed)
     grid = tuple(np.r_[0.0, np.sort(rng.uniform(0.01, 0.99, size=rng.integers(1, 11)))])
     n = len(grid)
@@ -75,9 +76,30 @@ def test_similarity_search_finds_the_maximum_of_unimodal_objectives(seed, monkey
         cur, found = search._choose([np.zeros((16, 3))], [None], n - 1)
         assert cur == peak
         assert len(calls) == len(set(calls))            # every similarity evaluated once
+        first = sorted(calls)
         calls.clear()
         assert search._choose([np.zeros((16, 3))], [None], n - 1)[0] == peak
-        assert len(calls) <= 3                           # from the previous choice
+        assert sorted(calls) == first                    # the same search, not one from the last choice
+
+
+def test_the_choice_does_not_depend_on_earlier_searches(monkeypatch):
+    """Data whose objective is best at 0.875 but scores 0.25 below 0 get 0.875 whether or not an
+    earlier search (other data) chose 0: a climb from the previous choice stopped at 0."""
+    grid = (0.0, 0.25, 0.5, 0.75, 0.875, 0.9375)
+    landscapes = [np.array([0.0, -5.0, -6.0, -7.0, -8.0, -9.0]),     # earlier data: 0 is best
+                  np.array([0.0, -1.0, 2.0, 4.0, 6.0, 5.0])]         # now: 0.875, a dip at 0.25
+
+    def choice(history):
+        search = TransferSearch(_estimator(), similarities=grid, similarity_rule="best",
+                                prior_related=None)
+        for values in history:
+            monkeypatch.setattr(search, "_objective",
+                                lambda i, xs, srcs, folds, v=values: (float(v[i]), None))
+            cur, _ = search._choose([np.zeros((16, 3))], [None], len(grid) - 1)
+        return grid[cur]
+
+    assert choice(landscapes[1:]) == 0.875
+    assert choice(landscapes) == 0.875
 
 
 def _direct_fit(rho, theta, src, x):

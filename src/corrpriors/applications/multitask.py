@@ -502,9 +502,9 @@ class TransferSearch:
     :math:`\rho_i` is chosen), with ``"cv"`` the two-fold cross-validated log predictive
     probability (:func:`split_counts`), or with ``"evidence"`` the sum of the models' best
     collapsed bounds. At :math:`\rho = 0` the scores use the same family's model (constants
-    integrated out, no source). The first :meth:`select` evaluates both ends and
-    the middle of the lattice and climbs from the best; later ones climb from the previous
-    choice. Models are cached per point and
+    integrated out, no source). Every :meth:`select` evaluates both ends and
+    the middle of the lattice and climbs from the best, so the choice depends on the data,
+    not on earlier calls. Models are cached per point and
     warm-started; when a source field changes, its points are rebuilt and warm-started from their
     previous solutions.
 
@@ -606,7 +606,6 @@ class TransferSearch:
         self._source_of: dict[tuple, Any] = {}
         self._scale_at: dict[tuple, int] = {}
         self._conditional: dict[tuple, tuple[Any, Any]] = {}
-        self._rho: int | None = None
         self._structure: Any = None
         self.n_fits_ = 0
         self.zero_bonus_ = 0.0
@@ -939,9 +938,10 @@ class TransferSearch:
             if i not in found:
                 found[i], terms[i] = self._objective(i, xs, srcs, folds)
 
-        # first call: both ends and the middle of the lattice, then a climb from the best
-        starts = {0, i_max // 2, i_max} if self._rho is None else {min(self._rho, i_max)}
-        for i in sorted(starts):
+        # both ends and the middle of the lattice, then a climb from the best -- at every call,
+        # so that the choice is a function of the data (a climb from the previous choice stayed
+        # at 0 whenever 0.25 scored below it, however far 0.875 scored above)
+        for i in sorted({0, i_max // 2, i_max}):
             evaluate(i)
         cur = max(found, key=found.__getitem__)
         while True:
@@ -957,7 +957,6 @@ class TransferSearch:
         self.zero_bonus_ = 0.0
         if scored and self.similarity_rule == "average" and cur > 0:
             self.zero_bonus_ = self._zero_se(cur, terms, evaluate)
-        self._rho = cur
         return cur, found
 
     def _selection(self, cur: int, xs: list, srcs: list, found: dict) -> TransferSelection:

@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 import pytest
 
-from corrpriors._validation import check_real
+from corrpriors._validation import check_int, check_real
 from corrpriors.core import CorrelatedMultinomial
 from corrpriors.exceptions import JitterWarning
 
@@ -224,6 +224,19 @@ def test_check_real_converts_nothing_but_numbers():
         check_real(1.0, "p", 0.0, 1.0, closed="left", expected="a probability")
     assert check_real(0.0, "p", 0.0, 1.0, closed="left") == 0.0
 
+
+
+def test_check_int_takes_integers_of_any_size():
+    """check_int: an int of any size is compared exactly (a 300-digit one raised numpy's TypeError
+    'ufunc isfinite not supported' before) and shown cut to one short line."""
+    assert check_int(np.int64(7), "n", 0, 10) == 7 and check_int(2**70, "n", 0) == 2**70
+    for huge in (10**300, -(10**300)):
+        with pytest.raises(ValueError, match=r"^n: expected an integer in \[0, 10\], got -?1000") as info:
+            check_int(huge, "n", 0, 10)
+        assert len(str(info.value)) < 220
+    for bad in (True, 1.5, np.nan, np.inf, None, "3"):
+        with pytest.raises(ValueError, match=r"^n: expected an integer >= 0, got "):
+            check_int(bad, "n", 0)
 
 def test_prior_means_beyond_a_million_are_refused():
     """Means of the stick logits are bounded by MAX_LOGIT = 1e6: far beyond it the fit lost the

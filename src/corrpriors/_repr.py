@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 
 
-def _short(value: Any) -> str:
+def short_repr(value: Any) -> str:
+    """``repr(value)`` cut to 160 characters; arrays by shape, long lists and tuples by length."""
     if isinstance(value, np.ndarray):
         return f"array(shape={value.shape})"
     if isinstance(value, (list, tuple)) and len(value) > 6:
@@ -43,8 +44,8 @@ def estimator_repr(obj: Any) -> str:
             continue
         value = getattr(obj, name)
         if _differs(value, p.default):
-            parts.append(f"{name}={_short(value)}")
+            parts.append(f"{name}={short_repr(value)}")
     return f"{type(obj).__name__}({', '.join(parts)})"
 
 
-__all__ = ["estimator_repr"]
+__all__ = ["estimator_repr", "short_repr"]

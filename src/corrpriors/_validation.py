@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from ._repr import short_repr
+
 
 def as_real_array(x: Any, name: str, *, allow_bool: bool = True, expected: str = "real numbers") -> np.ndarray:
     """``np.asarray(x)`` of real numbers, with the argument named in every failure.
@@ -208,9 +210,10 @@ def check_int(x: Any, name: str, low: int, high: int | None = None) -> int:
     fractional part and non-numbers refused).
     """
     ok = not isinstance(x, bool) and isinstance(x, (int, np.integer, float, np.floating))
-    if not ok or not np.isfinite(x) or int(x) != x or x < low or (high is not None and x > high):
+    finite = ok and (isinstance(x, (int, np.integer)) or bool(np.isfinite(x)))   # ints of any size
+    if not finite or int(x) != x or x < low or (high is not None and x > high):
         span = f"in [{low}, {high}]" if high is not None else f">= {low}"
-        raise ValueError(f"{name}: expected an integer {span}, got {x!r}")
+        raise ValueError(f"{name}: expected an integer {span}, got {short_repr(x)}")
     return int(x)
 
 

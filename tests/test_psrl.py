@@ -417,3 +417,48 @@ def test_replan_on_doubling_stops_following_a_refuted_plan():
 def test_replan_rules_are_bools(name):
     with pytest.raises(ValueError, match=name):
         PSRLAgent(DirichletTransitionModel(3, 2), np.zeros((3, 2)), 0.9, **{name: "yes"})
+
+
+def _untouched(agent):
+    """Nothing of a refused transition was recorded, and the agent still plans."""
+    assert agent.visits_.sum() == 0 and not agent.terminal_.any()
+    agent.plan(rng=0)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda ag: ag.act(-1), r"state: expected an integer in \[0, 3\], got -1"),
+    (lambda ag: ag.act(4), r"state: expected an integer in \[0, 3\], got 4"),
+    (lambda ag: ag.act(1.5), "state: .* got 1.5"),
+    (lambda ag: ag.act(10**300), "state: .* got 1000"),
+    (lambda ag: ag.observe(3, 0, -2, rng=0, terminated=True), r"next_state: expected an integer in \[0, 3\], got -2"),
+    (lambda ag: ag.observe(4, 0, 0, rng=0), r"state: expected an integer in \[0, 3\], got 4"),
+    (lambda ag: ag.observe(0, 2, 0, rng=0), r"action: expected an integer in \[0, 1\], got 2"),
+    (lambda ag: ag.observe(0, 1.0000001, 0, rng=0), "action: .* got 1.0000001"),
+    (lambda ag: ag.observe(True, 0, 0, rng=0), "state: .* got True"),
+    (lambda ag: ag.observe(0, 0, 1, rng=0, terminated="no"), "terminated: expected a bool, got 'no'"),
+    (lambda ag: ag.observe(0, 0, 1, rng=0, truncated=None), "truncated: expected a bool, got None"),
+], ids=["act-negative", "act-S", "act-fraction", "act-huge", "next-state-negative", "state-S", "action-A",
+        "action-fraction", "state-bool", "terminated-str", "truncated-None"])
+def test_act_and_observe_refuse_states_and_actions_out_of_range(call, match):
+    # before: act(-1) returned policy_[S - 1] and observe buffered the transition, marked the
+    # state terminal and counted the visit; every later plan() failed on the buffer
+    agent = PSRLAgent(DirichletTransitionModel(4, 2), np.zeros((4, 2)), 0.9, variant="mean")
+    agent.plan(rng=0)
+    with pytest.raises(ValueError, match=match):
+        call(agent)
+    _untouched(agent)
+
+
+@pytest.mark.parametrize("reward, error, match", [
+    (float("nan"), ValueError, "reward: expected a real number in .*, got nan"),
+    (float("inf"), ValueError, "reward: .* got inf"),
+    (1e200, ValueError, r"reward: expected a real number in \[-1e\+100, 1e\+100\], got 1e\+200"),
+    ("1", TypeError, "reward: .* got '1'"),
+], ids=["nan", "inf", "1e200", "str"])
+def test_observe_refuses_a_reward_it_cannot_learn_from(reward, error, match):
+    agent = PSRLAgent(DirichletTransitionModel(4, 2), None, 0.9, learn_rewards=True, variant="mean")
+    agent.plan(rng=0)
+    with pytest.raises(error, match=match):
+        agent.observe(0, 0, 1, rng=0, reward=reward)
+    _untouched(agent)
+    assert agent.observe(0, 0, 1, rng=0, reward=-1e100) is False   # the bound itself is a reward

@@ -39,7 +39,7 @@ import scipy.sparse as sp
 
 from .._random import as_generator
 from .._typing import FloatArray, IntArray, SeedLike
-from .._validation import check_array, check_positive
+from .._validation import check_array, check_int, check_positive, check_real
 from ..mdp._sparse import (
     SparseTransitionRewards,
     SparseTransitions,
@@ -64,6 +64,10 @@ __all__ = ["OPTIMAL_TOL", "NormalGammaRewards", "PSRLAgent", "plan_sparse", "run
 
 #: A greedy policy counts as optimal when its normalised return is at least ``1 - OPTIMAL_TOL``.
 OPTIMAL_TOL = 1e-6
+#: Largest magnitude of a learned reward (and of the reward prior's mean): the Normal-Gamma
+#: posterior sums the rewards' squares and weighs squared deviations by ``kappa`` (at most 1e100),
+#: which stays far inside float64 (a reward of 1e200 made its draws infinite).
+MAX_REWARD = 1e100
 
 
 def _as_rewards(rewards: Any, n_states: int, n_actions: int) -> Any:
@@ -77,6 +81,13 @@ def _as_rewards(rewards: Any, n_states: int, n_actions: int) -> Any:
                          f"({n_states}, {n_actions}) or ({n_states}, {n_actions}, {n_states}), "
                          f"got {r.shape}")
     return r
+
+
+def _check_flags(**flags: Any) -> None:
+    """Refuse a flag that is not a bool (``"no"`` would count as true), naming it."""
+    for name, flag in flags.items():
+        if not isinstance(flag, (bool, np.bool_)):
+            raise ValueError(f"{name}: expected a bool, got {flag!r}")
 
 
 def _index_arrays(n_states: int, n_actions: int, states: Any, actions: Any,
@@ -269,10 +280,7 @@ class PSRLAgent:
                                           int(replan_every) != replan_every or replan_every < 1):
             raise ValueError(f"replan_every: expected a positive int or 'episode', got "
                              f"{replan_every!r}")
-        for name, flag in (("replan_on_doubling", replan_on_doubling),
-                           ("replan_on_revisit", replan_on_revisit)):
-            if not isinstance(flag, (bool, np.bool_)):
-                raise ValueError(f"{name}: expected a bool, got {flag!r}")
+        _check_flags(replan_on_doubling=replan_on_doubling, replan_on_revisit=replan_on_revisit)
         S, A = int(belief.n_states), int(belief.n_actions)
         self.belief = belief
         self.reward_belief_ = self._reward_belief(learn_rewards, rewards, S, A)
@@ -437,10 +445,10 @@ class PSRLAgent:
         return self.policy_
 
     def act(self, state: int) -> int:
-        """Greedy action of the current policy in ``state``."""
+        """Greedy action of the current policy in ``state`` (an int in [0, S))."""
         if self.policy_ is None:
             raise RuntimeError("act: call plan(rng=...) before acting")
-        return int(self.policy_[state])
+        return int(self.policy_[check_int(state, "state", 0, self.belief.n_states - 1)])
 
     def observe(self, state: int, action: int, next_state: int, *, rng: SeedLike,
                 reward: float | None = None, terminated: bool = False,
@@ -450,11 +458,12 @@ class PSRLAgent:
         Parameters
         ----------
         state, action, next_state : int
-            The transition.
+            The transition: states in [0, S), the action in [0, A).
         rng : numpy.random.Generator or seed
             For the replan, if one is due.
         reward : float, optional
-            The reward received (required when learning rewards).
+            The reward received (required when learning rewards; finite, at most
+            :data:`MAX_REWARD` in magnitude).
         terminated : bool
             Whether ``next_state`` ended the episode: it becomes a known terminal state.
         truncated : bool
@@ -464,16 +473,24 @@ class PSRLAgent:
         -------
         bool
             Whether the agent replanned.
+
+        Raises
+        ------
+        ValueError
+            A state, action or reward out of range (nothing is recorded).
         """
+        S, A = self.belief.n_states, self.belief.n_actions
+        s, a = check_int(state, "state", 0, S - 1), check_int(action, "action", 0, A - 1)
+        s2 = check_int(next_state, "next_state", 0, S - 1)
+        _check_flags(terminated=terminated, truncated=truncated)
         if self.reward_belief_ is not None:
             if reward is None:
                 raise ValueError("reward: required when the agent learns rewards")
-            self._reward_buffer.append(float(reward))
-        s, a = int(state), int(action)
-        self._buffer.append((s, a, int(next_state)))
+            self._reward_buffer.append(check_real(reward, "reward", -MAX_REWARD, MAX_REWARD))
+        self._buffer.append((s, a, s2))
         self.visits_[s, a] += 1
         if terminated:
-            self.terminal_[int(next_state)] = True
+            self.terminal_[s2] = True
         if isinstance(self.replan_every, str):   # "episode" (validated)
             due = terminated or truncated
         else:

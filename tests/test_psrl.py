@@ -462,3 +462,90 @@ def test_observe_refuses_a_reward_it_cannot_learn_from(reward, error, match):
         agent.observe(0, 0, 1, rng=0, reward=reward)
     _untouched(agent)
     assert agent.observe(0, 0, 1, rng=0, reward=-1e100) is False   # the bound itself is a reward
+
+
+_P5, _R5 = chain_mdp(n=5)
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda: PSRLAgent(DirichletTransitionModel(5, 2), _R5, 0.9, n_samples=float("nan")), ValueError,
+     r"n_samples: expected an integer in \[1, 10000\], got nan"),
+    (lambda: PSRLAgent(DirichletTransitionModel(5, 2), _R5, 0.9, n_samples=True), ValueError, "n_samples: .* got True"),
+    (lambda: PSRLAgent(DirichletTransitionModel(5, 2), _R5, 0.9, n_samples=10**12), ValueError, "n_samples: .* got 10"),
+    (lambda: PSRLAgent(DirichletTransitionModel(5, 2), _R5, 0.9, replan_every=None), ValueError,
+     "replan_every: expected an integer >= 1, got None"),
+    (lambda: PSRLAgent(DirichletTransitionModel(5, 2), _R5, 0.9, replan_every=2.5), ValueError, "replan_every: .* 2.5"),
+    (lambda: PSRLAgent(DirichletTransitionModel(5, 2), _R5, 0.9, replan_every="never"), ValueError,
+     "replan_every: expected a positive int or 'episode', got 'never'"),
+    (lambda: PSRLAgent(DirichletTransitionModel(5, 2), _R5, None), TypeError,
+     r"discount: expected a real number in \[0, 1\), got None"),
+    (lambda: PSRLAgent(DirichletTransitionModel(5, 2), _R5, float("nan")), ValueError, "discount: .* got nan"),
+    (lambda: PSRLAgent(DirichletTransitionModel(5, 2), _R5, True), TypeError, "discount: .* got True"),
+], ids=["samples-nan", "samples-bool", "samples-huge", "replan-None", "replan-fraction", "replan-str",
+        "discount-None", "discount-nan", "discount-bool"])
+def test_agent_settings_are_checked_naming_them(call, error, match):
+    # before: int(nan) and float(None) failed with Python's own messages, n_samples=True ran
+    # one sample and 10**12 failed at the first plan
+    with pytest.raises(error, match=match):
+        call()
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(n_steps=float("nan")), r"n_steps: expected an integer in \[0, 10000000\], got nan"),
+    (dict(n_steps=10**12), r"n_steps: expected an integer in \[0, 10000000\], got 1000000000000"),
+    (dict(n_steps=True), "n_steps: .* got True"),
+    (dict(eval_every=float("nan")), "eval_every: expected an integer >= 1, got nan"),
+    (dict(eval_every=0), "eval_every: expected an integer >= 1, got 0"),
+    (dict(env_seed=-1), "env_seed: expected an integer >= 0, got -1"),
+    (dict(env_seed=1.5), "env_seed: expected an integer >= 0, got 1.5"),
+    (dict(env_seed="1"), "env_seed: expected an integer >= 0, got '1'"),
+], ids=["steps-nan", "steps-huge", "steps-bool", "eval-nan", "eval-0", "seed-negative", "seed-fraction",
+        "seed-str"])
+def test_run_settings_are_checked_naming_them(kwargs, match):
+    # before: int(nan) errors, env_seed=-1 failed inside gymnasium's seeding, env_seed=1.5 ran
+    # as seed 1, and n_steps=10**12 asked numpy for 7 TiB
+    env = TabularEnv(TabularMDP(*chain_mdp(n=5), 0.9), initial_distribution=0)
+    agent = PSRLAgent(DirichletTransitionModel(5, 2), _R5, 0.9)
+    args = dict(n_steps=10, rng=0, true_mdp=TabularMDP(*chain_mdp(n=5), 0.9), eval_every=5) | kwargs
+    with pytest.raises(ValueError, match=match):
+        run_psrl(env, agent, args.pop("n_steps"), **args)
+    assert agent.n_plans_ == 0
+    with pytest.raises(ValueError, match=r"start_state: expected an integer in \[0, 4\], got nan"):
+        run_psrl(_P5, agent, 10, float("nan"), rng=0)
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(n_states=float("nan")), ValueError, "n_states: expected an integer >= 1, got nan"),
+    (dict(n_states=None), ValueError, "n_states: expected an integer >= 1, got None"),
+    (dict(n_states=True), ValueError, "n_states: .* got True"),
+    (dict(n_actions=2.5), ValueError, "n_actions: .* got 2.5"),
+    (dict(n_states=10**12), ValueError, "n_states, n_actions: a reward belief over 1,000,000,000,000 x 2 "),
+    (dict(mean=1e200), ValueError, r"mean: expected a real number in \[-1e\+100, 1e\+100\], got 1e\+200"),
+    (dict(mean=float("nan")), ValueError, "mean: .* got nan"),
+    (dict(kappa=0.0), ValueError, r"kappa: expected a real number in \[1e-100, 1e\+100\], got 0.0"),
+    (dict(rate=1e300), ValueError, "rate: .* got 1e\\+300"),
+    (dict(shape="1"), TypeError, "shape: .* got '1'"),
+], ids=["S-nan", "S-None", "S-bool", "A-fraction", "S-huge", "mean-huge", "mean-nan", "kappa-0", "rate-huge",
+        "shape-str"])
+def test_normal_gamma_settings_are_checked_naming_them(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        NormalGammaRewards(**(dict(n_states=2, n_actions=2) | kwargs))
+
+
+def test_normal_gamma_refuses_rewards_whose_squares_overflow_and_never_draws_infinity():
+    # before: rewards of +-1e200 were accepted (their squares are inf) and every draw of the pair
+    # was infinite; a prior shape of 1e-3 drew tau = 0, an infinite draw, about half the time
+    post = NormalGammaRewards(2, 2).update([1], [1], [0.5])
+    before = post.posterior()
+    with pytest.raises(ValueError, match=r"rewards: expected magnitudes at most 1e\+100 .*, got 1e\+200"):
+        post.update([0, 0], [0, 0], [1e200, -1e200])
+    for a, b in zip(before, post.posterior()):
+        np.testing.assert_array_equal(a, b)                       # nothing folded in
+    extreme = NormalGammaRewards(2, 2, mean=-1e100, kappa=1e100, shape=1e-100, rate=1e100)
+    extreme.update([0, 0, 1], [0, 0, 1], [1e100, -1e100, 1e100])
+    for belief in (extreme, NormalGammaRewards(2, 2, shape=1e-3)):
+        assert np.isfinite(belief.sample_many(2000, rng=0)).all()
+    with pytest.raises(ValueError, match=r"n: expected an integer >= 1, got nan"):
+        post.sample_many(float("nan"), rng=0)
+    with pytest.raises(ValueError, match="n: 1,000,000,000,000 draws of 2 x 2 expected rewards would need about"):
+        post.sample_many(10**12, rng=0)

@@ -103,6 +103,11 @@ def check_points(x: Any, name: str = "X", n_dims: int | None = None,
 
 #: The largest count accepted: float64 holds every integer exactly only up to 2**53.
 MAX_EXACT_COUNT = 2 ** 53
+#: Transitions, steps, episodes of one run (an experiment's seed or :func:`run_psrl
+#: <corrpriors.applications.run_psrl>`): the per-step arrays grow linearly (8 bytes each).
+MAX_STEPS = 10_000_000
+#: Posterior draws per replan (PSRL's ``n_samples``): each holds a dense (S, A, S) model.
+MAX_SAMPLES = 10_000
 
 
 def _counts_as_array(counts: Any, name: str) -> np.ndarray:
@@ -314,6 +319,6 @@ def check_precision(precision: Any, name: str = "precision",
 
 
 
-__all__ = ["MAX_EXACT_COUNT", "as_real_array", "check_array", "check_counts", "check_covariance", "check_int",
-           "check_points", "check_positive", "check_precision", "check_real", "check_shape",
-           "check_simplex"]
+__all__ = ["MAX_EXACT_COUNT", "MAX_SAMPLES", "MAX_STEPS", "as_real_array", "check_array", "check_counts",
+           "check_covariance", "check_int", "check_points", "check_positive", "check_precision", "check_real",
+           "check_shape", "check_simplex"]

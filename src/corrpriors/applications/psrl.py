@@ -37,9 +37,10 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from .._memory import check_memory
 from .._random import as_generator
 from .._typing import FloatArray, IntArray, SeedLike
-from .._validation import check_array, check_int, check_positive, check_real
+from .._validation import MAX_SAMPLES, MAX_STEPS, check_array, check_int, check_real
 from ..mdp._sparse import (
     SparseTransitionRewards,
     SparseTransitions,
@@ -60,7 +61,7 @@ from ..mdp.rollout import NextStateSampler
 from ..mdp.tabular import TabularMDP
 from .transitions import TransitionBelief
 
-__all__ = ["OPTIMAL_TOL", "NormalGammaRewards", "PSRLAgent", "plan_sparse", "run_psrl"]
+__all__ = ["MAX_REWARD", "OPTIMAL_TOL", "PRIOR_RANGE", "NormalGammaRewards", "PSRLAgent", "plan_sparse", "run_psrl"]
 
 #: A greedy policy counts as optimal when its normalised return is at least ``1 - OPTIMAL_TOL``.
 OPTIMAL_TOL = 1e-6
@@ -68,6 +69,10 @@ OPTIMAL_TOL = 1e-6
 #: posterior sums the rewards' squares and weighs squared deviations by ``kappa`` (at most 1e100),
 #: which stays far inside float64 (a reward of 1e200 made its draws infinite).
 MAX_REWARD = 1e100
+#: Range of the Normal-Gamma prior's ``kappa``, ``shape`` and ``rate``: with rewards and the prior
+#: mean at most :data:`MAX_REWARD` in magnitude, every posterior parameter stays finite (the
+#: largest, the rate, below about 1e301).
+PRIOR_RANGE = (1e-100, 1e100)
 
 
 def _as_rewards(rewards: Any, n_states: int, n_actions: int) -> Any:
@@ -103,6 +108,9 @@ def _index_arrays(n_states: int, n_actions: int, states: Any, actions: Any,
             raise ValueError(f"{name}: expected integers in [0, {n}), got {x}")
     if not np.all(np.isfinite(v)):
         raise ValueError("rewards: contains NaN or infinite values")
+    if v.size and np.abs(v).max() > MAX_REWARD:
+        raise ValueError(f"rewards: expected magnitudes at most {MAX_REWARD:g} (their squares are summed), "
+                         f"got {v[np.argmax(np.abs(v))]:g}")
     return s.astype(np.int64), a.astype(np.int64), v
 
 
@@ -131,31 +139,40 @@ class NormalGammaRewards:
     n_actions : int
         A.
     mean : float, default=0.0
-        :math:`m_0`.
+        :math:`m_0`, at most :data:`MAX_REWARD` in magnitude.
     kappa : float, default=1.0
         :math:`\kappa_0` (prior pseudo-observations of the mean).
     shape : float, default=1.0
         :math:`\alpha_0`.
     rate : float, default=1.0
         :math:`\beta_0` (:math:`\beta_0/\alpha_0` is the prior guess of the reward variance).
+        ``kappa``, ``shape`` and ``rate`` lie in :data:`PRIOR_RANGE`.
+
+    Notes
+    -----
+    Rewards are at most :data:`MAX_REWARD` in magnitude, so the posterior's parameters stay
+    finite. A precision draw :math:`\kappa_n \tau` that underflows float64 (``shape`` of 0.01 or
+    less draws :math:`\tau = 0` about once in a thousand) is raised to the smallest subnormal
+    number, about 5e-324: the mean's draw is then huge but finite.
     """
 
     def __init__(self, n_states: int, n_actions: int, mean: float = 0.0, kappa: float = 1.0,
                  shape: float = 1.0, rate: float = 1.0) -> None:
-        for name, v in (("n_states", n_states), ("n_actions", n_actions)):
-            if int(v) != v or v < 1:
-                raise ValueError(f"{name}: expected a positive int, got {v!r}")
-        if not np.isfinite(float(mean)):
-            raise ValueError(f"mean: expected a finite number, got {mean!r}")
-        self.n_states, self.n_actions = int(n_states), int(n_actions)
-        self.prior = (float(mean), check_positive(kappa, "kappa"), check_positive(shape, "shape"),
-                      check_positive(rate, "rate"))
+        S, A = check_int(n_states, "n_states", 1), check_int(n_actions, "n_actions", 1)
+        check_memory(3 * 8.0 * S * A, f"n_states, n_actions: a reward belief over {S:,} x {A:,} (state, "
+                     "action) pairs (three float64 tables)", "use a smaller model")
+        lo, hi = PRIOR_RANGE
+        self.n_states, self.n_actions = S, A
+        self.prior = (check_real(mean, "mean", -MAX_REWARD, MAX_REWARD),
+                      *(check_real(v, name, lo, hi) for name, v in
+                        (("kappa", kappa), ("shape", shape), ("rate", rate))))
         self._n = np.zeros((self.n_states, self.n_actions))
         self._sum = np.zeros_like(self._n)
         self._sumsq = np.zeros_like(self._n)
 
     def update(self, states: Any, actions: Any, rewards: Any) -> NormalGammaRewards:
-        """Fold in rewards observed for ``(states[t], actions[t])``, arrays of shape (T,).
+        """Fold in rewards observed for ``(states[t], actions[t])``, arrays of shape (T,)
+        (finite, at most :data:`MAX_REWARD` in magnitude).
 
         Returns
         -------
@@ -185,12 +202,14 @@ class NormalGammaRewards:
 
     def sample_many(self, n: int, *, rng: SeedLike) -> FloatArray:
         """``n`` joint posterior draws of the expected rewards, ndarray of shape (n, S, A)."""
-        if int(n) != n or n < 1:
-            raise ValueError(f"n: expected a positive int, got {n!r}")
+        n = check_int(n, "n", 1)
+        check_memory(2 * 8.0 * n * self._n.size, f"n: {n:,} draws of {self.n_states:,} x {self.n_actions:,} "
+                     "expected rewards", "draw fewer")
         gen = as_generator(rng)
         mn, kn, an, bn = self.posterior()
-        tau = gen.gamma(an, 1.0 / bn, size=(int(n),) + mn.shape)
-        return mn + gen.standard_normal(tau.shape) / np.sqrt(kn * tau)
+        tau = gen.gamma(an, 1.0 / bn, size=(n,) + mn.shape)
+        precision = np.maximum(kn * tau, np.finfo(np.float64).smallest_subnormal)   # see Notes
+        return mn + gen.standard_normal(tau.shape) / np.sqrt(precision)
 
 
 # --------------------------------------------------------------------------------------
@@ -218,7 +237,8 @@ class PSRLAgent:
         ``"sampling"`` acts greedily on the average optimal Q-values of ``n_samples``
         posterior draws; ``"mean"`` on those of the posterior-mean model.
     n_samples : int, default=10
-        M, the number of posterior draws per replan (``"sampling"`` only).
+        M, the number of posterior draws per replan (``"sampling"`` only), at most
+        10,000 (each draw is a model of the belief's size).
     replan_every : int or "episode", default=50
         Transitions between two posterior updates and replans, or ``"episode"`` to replan
         whenever an episode ends (terminated or truncated).
@@ -272,14 +292,13 @@ class PSRLAgent:
                             f"mean, sample_many), got {type(belief).__name__}")
         if variant not in ("sampling", "mean"):
             raise ValueError(f"variant: expected 'sampling' or 'mean', got {variant!r}")
-        if not 0.0 <= float(discount) < 1.0:
-            raise ValueError(f"discount: expected a number in [0, 1), got {discount!r}")
-        if int(n_samples) != n_samples or n_samples < 1:
-            raise ValueError(f"n_samples: expected a positive int, got {n_samples!r}")
-        if replan_every != "episode" and (isinstance(replan_every, str) or
-                                          int(replan_every) != replan_every or replan_every < 1):
-            raise ValueError(f"replan_every: expected a positive int or 'episode', got "
-                             f"{replan_every!r}")
+        discount = check_real(discount, "discount", 0.0, 1.0, closed="left")
+        n_samples = check_int(n_samples, "n_samples", 1, MAX_SAMPLES)
+        if isinstance(replan_every, str):
+            if replan_every != "episode":
+                raise ValueError(f"replan_every: expected a positive int or 'episode', got {replan_every!r}")
+        else:
+            replan_every = check_int(replan_every, "replan_every", 1)
         _check_flags(replan_on_doubling=replan_on_doubling, replan_on_revisit=replan_on_revisit)
         S, A = int(belief.n_states), int(belief.n_actions)
         self.belief = belief
@@ -297,7 +316,7 @@ class PSRLAgent:
             self._transition_rewards = coo
             rewards = np.zeros((S, A))   # planned with the expectation under each model
         self.rewards = None if rewards is None else _as_rewards(rewards, S, A)
-        self.discount = float(discount)
+        self.discount = discount
         self.terminal_ = np.zeros(S, dtype=bool)
         if terminal is not None:
             t = np.asarray(terminal)
@@ -324,8 +343,8 @@ class PSRLAgent:
                                            np.zeros((S, A)) if self.rewards is None
                                            else self.rewards, self.discount)
         self.variant = variant
-        self.n_samples = int(n_samples)
-        self.replan_every = replan_every if replan_every == "episode" else int(replan_every)
+        self.n_samples = n_samples
+        self.replan_every = replan_every
         self.replan_on_doubling = bool(replan_on_doubling)
         self.replan_on_revisit = bool(replan_on_revisit)
         self.visits_ = np.zeros((S, A), dtype=np.int64)
@@ -462,8 +481,8 @@ class PSRLAgent:
         rng : numpy.random.Generator or seed
             For the replan, if one is due.
         reward : float, optional
-            The reward received (required when learning rewards; finite, at most
-            :data:`MAX_REWARD` in magnitude).
+            The reward received (required when learning rewards; finite, at most 1e100 in
+            magnitude, :data:`~corrpriors.applications.psrl.MAX_REWARD`).
         terminated : bool
             Whether ``next_state`` ended the episode: it becomes a known terminal state.
         truncated : bool
@@ -582,22 +601,19 @@ def _check_run(n_steps: Any, eval_every: Any, agent: PSRLAgent, scoring: bool = 
                episodes: bool = True) -> tuple[int, int | str]:
     if not isinstance(agent, PSRLAgent):
         raise TypeError(f"agent: expected a PSRLAgent, got {type(agent).__name__}")
-    if int(n_steps) != n_steps or n_steps < 0:
-        raise ValueError(f"n_steps: expected a non-negative int, got {n_steps!r}")
+    n_steps = check_int(n_steps, "n_steps", 0, MAX_STEPS)
     if isinstance(eval_every, str):
         if eval_every != "episode" or not episodes:
             allowed = "a positive int or 'episode'" if episodes else "a positive int (no episodes)"
             raise ValueError(f"eval_every: expected {allowed}, got {eval_every!r}")
-        return int(n_steps), "episode"
+        return n_steps, "episode"
     if eval_every is None:
         if not scoring:
-            return int(n_steps), 1
+            return n_steps, 1
         if agent.replan_every == "episode":
             raise ValueError("eval_every: required when the agent replans per episode")
         eval_every = agent.replan_every
-    if int(eval_every) != eval_every or eval_every < 1:
-        raise ValueError(f"eval_every: expected a positive int, got {eval_every!r}")
-    return int(n_steps), int(eval_every)
+    return n_steps, check_int(eval_every, "eval_every", 1)
 
 
 class _Progress:
@@ -680,7 +696,7 @@ def run_psrl(env: Any, agent: PSRLAgent, n_steps: int, start_state: int | None =
         SparseTransitions or a scipy sparse array of shape (S·A, S).
     agent : PSRLAgent
     n_steps : int
-        Number of transitions T.
+        Number of transitions T, at most 10,000,000 (the run keeps up to 42 bytes per step).
     start_state : int, optional
         Initial state of the matrix path (required there; not used with an environment).
     rng : numpy.random.Generator or seed
@@ -694,7 +710,8 @@ def run_psrl(env: Any, agent: PSRLAgent, n_steps: int, start_state: int | None =
         :func:`corrpriors.envs.from_gymnasium` of ``env``), at the agent's discount; without
         it nothing is scored.
     env_seed : int, optional
-        Seed of the environment's first ``reset`` (default: drawn from ``rng``).
+        Seed of the environment's first ``reset``, a non-negative int (default: drawn from
+        ``rng``).
     reset_options : dict, optional
         ``options`` passed to every ``env.reset``.
 
@@ -757,8 +774,7 @@ def _run_matrix(env_mdp: Any, agent: PSRLAgent, n_steps: int, start_state: int, 
     true_mdp = TabularMDP(P, agent.rewards, agent.discount)   # validates P
     n_steps, period = _check_run(n_steps, eval_every, agent, episodes=False)
     every = int(period)
-    if int(start_state) != start_state or not 0 <= start_state < S:
-        raise ValueError(f"start_state: expected an int in [0, {S}), got {start_state!r}")
+    start_state = check_int(start_state, "start_state", 0, S - 1)
 
     step = NextStateSampler(true_mdp.transitions)
     uniform, optimal = return_range(true_mdp)
@@ -807,6 +823,8 @@ def _run_env(env: Any, agent: PSRLAgent, n_steps: int, *, rng: SeedLike,
 
     gen = as_generator(rng)
     n_steps, every = _check_run(n_steps, eval_every, agent, scoring=true_mdp is not None)
+    if env_seed is not None:
+        env_seed = check_int(env_seed, "env_seed", 0)
     env = discrete_observations(env)
     S, A = agent.belief.n_states, agent.belief.n_actions
     got = (_discrete_n(env.observation_space, "observation_space"),
@@ -830,7 +848,7 @@ def _run_env(env: Any, agent: PSRLAgent, n_steps: int, *, rng: SeedLike,
             return float(expected_return(scored, agent.policy_))
         score = score_policy
 
-    seed = int(gen.integers(2**32)) if env_seed is None else int(env_seed)
+    seed = int(gen.integers(2**32)) if env_seed is None else env_seed
     s, _ = env.reset(seed=seed, options=reset_options)
     out = {k: np.zeros(n_steps, dtype=np.int64) for k in ("states", "actions", "next_states")}
     rewards, regret = np.zeros(n_steps), np.zeros(n_steps)

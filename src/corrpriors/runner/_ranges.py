@@ -27,6 +27,8 @@ import numbers
 from collections.abc import Mapping
 from typing import Any
 
+from .._validation import MAX_SAMPLES, MAX_STEPS  # the library's own limits, re-exported
+
 #: Dirichlet concentrations: above 1e-100 the log-space sampler's ``log(U) / alpha`` stays finite
 #: (it needs alpha > 4e-307), and at most 1e12 keeps ``S * alpha`` and the Gamma draws finite for
 #: any S the code handles while a count of one still changes a posterior mean (1e308 made every
@@ -34,12 +36,8 @@ from typing import Any
 CONCENTRATION_RANGE = (1e-100, 1e12)
 #: Length scales (in coordinate units) and prior scales: positive, finite, at most 1e6.
 MAX_LENGTHSCALE = 1e6
-#: Transitions, steps, episodes of one seed: the per-step arrays grow linearly (8 bytes each).
-MAX_STEPS = 10_000_000
 #: Horizon of the exact horizon statistics: time grows linearly with it (S^2 per step and policy).
 MAX_HORIZON = 100_000
-#: Posterior draws per replan: each holds a dense (S, A, S) model.
-MAX_SAMPLES = 10_000
 #: Iteration caps of variational fits and samplers.
 MAX_ITER = 1_000_000
 #: Entries of a tuple-valued setting (a T grid, a list of methods).

@@ -19,7 +19,7 @@ import toy_experiment as toy
 from corrpriors.cli import main
 from corrpriors.runner import ConfigMismatch, RunLocked, _io
 from corrpriors.runner import registry as _registry
-from corrpriors.runner._run import MAX_SEEDS, parse_seeds, plan_run, run_experiment
+from corrpriors.runner._run import MAX_SEED, MAX_SEEDS, parse_seeds, plan_run, run_experiment
 
 TESTS = pathlib.Path(__file__).resolve().parent
 SRC = TESTS.parent / "src"
@@ -194,6 +194,23 @@ def test_bad_seed_lists_exit_2_before_any_work(tmp_path, capsys, args):
     code, _, err = cli(capsys, *args, "--out", str(tmp_path / "out"))
     assert code == 2 and "seeds" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "out").exists()
+
+
+def test_seeds_are_at_most_2_to_the_63_minus_1(tmp_path, capsys):
+    """A 300-digit seed made the seed file's name too long: OSError and a traceback after the
+    folder was created. Now refused up front, on one line naming seeds (the CLI exits 2)."""
+    assert MAX_SEED == 2**63 - 1 and parse_seeds(f"{MAX_SEED - 1}-{MAX_SEED}") == [MAX_SEED - 1, MAX_SEED]
+    for text in ("9" * 300, str(2**63), f"0-{2**63}"):
+        with pytest.raises(ValueError, match=r"^seeds: expected integers at most 2\*\*63 - 1 \(a seed names its result "
+                                             r"files\), got '") as info:
+            parse_seeds(text)
+        assert len(str(info.value)) < 260
+    code, _, err = cli(capsys, "--seeds", "9" * 300, "--out", str(tmp_path / "out"))
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "seeds: expected integers at most 2**63 - 1" in err
+    assert "Traceback" not in err and not (tmp_path / "out").exists()
+    for bad in ([2**63], [1.5], [-1], [True]):      # the API's list too (1.5 ran as seed 1)
+        with pytest.raises(ValueError, match=r"^seeds: expected an integer in \[0, 9223372036854775807\], got "):
+            quiet(seeds=bad, out=tmp_path / "api")
 
 
 # ----------------------------------------------------------------------------- workers

@@ -47,6 +47,8 @@ import numpy as np
 
 from .._format import WIDTH, mean_std, num, wrap
 from .._methods import VOCABULARY, describe, migration_note, setting_notes
+from .._repr import short_repr
+from .._validation import check_int
 from . import _config, _io
 from ._ranges import check_ranges
 from .protocol import (
@@ -66,6 +68,9 @@ BACKENDS = ("loky", "dask", "ray")
 
 #: Most seeds one run may request (a typo such as ``0-200000000`` must not eat the memory).
 MAX_SEEDS = 100_000
+#: Largest seed, 2**63 - 1: a seed names its result files (``seed-<k>.npz``), and a 300-digit one
+#: made a name longer than the file system allows (OSError, file name too long).
+MAX_SEED = 2**63 - 1
 
 _DIST_HINT = "install the optional extra: pip install 'corrpriors[dist]'"
 
@@ -679,8 +684,8 @@ def _resolve_seeds(experiment: Any, quick: bool, seeds, n_seeds) -> list[int]:
     if seeds is not None and n_seeds is not None:
         raise ValueError("seeds, n_seeds: give at most one of them")
     if seeds is not None:
-        out = [int(s) for s in seeds]
-        if not out or any(s < 0 for s in out) or len(set(out)) != len(out):
+        out = [check_int(s, "seeds", 0, MAX_SEED) for s in seeds]
+        if not out or len(set(out)) != len(out):
             raise ValueError(f"seeds: expected distinct non-negative integers, got {list(seeds)[:20]}")
         if len(out) > MAX_SEEDS:
             raise ValueError(f"seeds: {len(out)} seeds requested, at most {MAX_SEEDS:,} per run")
@@ -700,7 +705,7 @@ def parse_seeds(text: str, *, name: str = "seeds") -> list[int]:
     Parameters
     ----------
     text : str
-        Comma-separated non-negative integers or ``LOW-HIGH`` ranges.
+        Comma-separated integers in [0, 2**63 - 1] (:data:`MAX_SEED`) or ``LOW-HIGH`` ranges.
     name : str, default "seeds"
         The field named in the errors (a script's other lists of distinct integers, e.g.
         ``"--sizes"``, use the same parser).
@@ -708,7 +713,7 @@ def parse_seeds(text: str, *, name: str = "seeds") -> list[int]:
     Raises
     ------
     ValueError
-        An entry that is not a non-negative integer or ``LOW-HIGH`` range, an empty entry, a
+        An entry that is not an integer in [0, 2**63 - 1] or ``LOW-HIGH`` range, an empty entry, a
         reversed range (``10-5``), a value given twice, or more than :data:`MAX_SEEDS` values
         (checked before any list is built).
     """
@@ -728,6 +733,9 @@ def parse_seeds(text: str, *, name: str = "seeds") -> list[int]:
                 f"got {part!r} in {text!r}") from None
         if lo < 0 or hi < 0:
             raise ValueError(f"{name}: expected non-negative integers, got {part!r}")
+        if hi > MAX_SEED:
+            raise ValueError(f"{name}: expected integers at most 2**63 - 1 (a seed names its result files), "
+                             f"got {short_repr(part)}")
         if hi < lo:
             raise ValueError(f"{name}: range {part!r} is reversed (expected LOW-HIGH with LOW <= HIGH)")
         total += hi - lo + 1
@@ -817,7 +825,8 @@ def run_experiment(
         Config fields to replace (``reproduce --set key=value``); strings are parsed by the
         field's type. Recorded in ``metrics.json``.
     seeds : sequence of int, optional
-        The seed indices to run (at most :data:`MAX_SEEDS`). Default ``range(n_seeds)``.
+        The seed indices to run (at most :data:`MAX_SEEDS`, each an int in [0, 2**63 - 1]).
+        Default ``range(n_seeds)``.
     n_seeds : int, optional
         Run seeds ``0 .. n_seeds - 1``. Default ``QUICK_SEEDS`` or ``PAPER_SEEDS``.
     jobs : int, optional
@@ -1146,6 +1155,7 @@ def _write_warnings_log(path: pathlib.Path, plan: _Plan, entries: list[dict]) ->
 __all__ = [
     "BACKENDS",
     "WARNING_NOTES",
+    "MAX_SEED",
     "MAX_SEEDS",
     "RunFailed",
     "RunInterrupted",

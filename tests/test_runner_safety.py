@@ -213,6 +213,18 @@ def test_seeds_are_at_most_2_to_the_63_minus_1(tmp_path, capsys):
             quiet(seeds=bad, out=tmp_path / "api")
 
 
+def test_a_scheduler_without_a_cluster_backend_is_refused(tmp_path, capsys):
+    """--scheduler with the default loky backend was silently ignored (the seeds ran here)."""
+    code, _, err = cli(capsys, "--scheduler", "tcp://cluster:8786", "--out", str(tmp_path / "out"))
+    assert code == 2 and err.strip().splitlines() == [
+        "corrpriors reproduce: error: scheduler: a cluster address ('tcp://cluster:8786') needs --backend dask or "
+        "ray; the loky backend runs the seeds on this machine and would ignore it"]
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(ValueError, match="^scheduler: a cluster address .* needs --backend dask or ray"):
+        quiet(scheduler="auto", out=tmp_path / "api")
+    assert not (tmp_path / "api").exists()
+
+
 # ----------------------------------------------------------------------------- workers
 
 

@@ -21,7 +21,7 @@ def add_execution_arguments(parser: argparse.ArgumentParser) -> None:
                         help="loky (joblib, default), dask or ray (optional extras: pip install 'corrpriors[dist]')")
     parser.add_argument("--scheduler", default=None,
                         help="cluster address: tcp://host:8786 for dask (default: a local cluster), "
-                             "ray://host:10001 or auto for ray")
+                             "ray://host:10001 or auto for ray (needs --backend dask or ray)")
     parser.add_argument("--resume", action=argparse.BooleanOptionalAction, default=True,
                         help="skip seeds already on disk with the same configuration (default: on)")
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True,

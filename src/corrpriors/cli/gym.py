@@ -77,7 +77,7 @@ def run_command(experiment_class: Any, args: argparse.Namespace, options: dict[s
             if key in overrides:
                 raise ValueError(f"--{key.replace('_', '-')} and --set {key}=...: give only one of them")
             overrides[key] = value
-        check_backend(args.backend, args.jobs)
+        check_backend(args.backend, args.jobs, args.scheduler)
         plan = plan_run(experiment, quick=args.quick, overrides=overrides, seeds=seeds, n_seeds=args.n_seeds,
                         out=args.out)
     except (ValueError, TypeError) as exc:

@@ -108,7 +108,7 @@ def _run(args: argparse.Namespace) -> int:
         overrides = _config.parse_assignments(args.overrides)
         if overrides and args.name == "all":
             raise ValueError("--set needs one experiment NAME (the fields differ between experiments)")
-        check_backend(args.backend, args.jobs)
+        check_backend(args.backend, args.jobs, args.scheduler)
     except ValueError as exc:
         error(PROG, str(exc))
         return 2

@@ -837,7 +837,8 @@ def run_experiment(
         workers. ``ray``: the Ray cluster at ``scheduler`` or a local one. Dask and
         Ray are the optional ``[dist]`` extra.
     scheduler : str, optional
-        Cluster address (``tcp://host:8786`` for Dask, ``ray://host:10001`` or ``auto`` for Ray).
+        Cluster address (``tcp://host:8786`` for Dask, ``ray://host:10001`` or ``auto`` for Ray);
+        refused with ``backend="loky"``, which runs on this machine and would ignore it.
     processes : bool, default True
         Dask ``LocalCluster`` only: worker processes (True) or threads in this process.
     out : path, default "results"
@@ -885,10 +886,17 @@ def _require_backend_package(backend: str) -> None:
         raise ImportError(f"--backend {backend} needs {module} ({exc}); {_DIST_HINT}") from None
 
 
-def check_backend(backend: str, jobs: int | None) -> int:
-    """Validate ``backend`` and ``jobs``; return the number of workers (``-1``/None: all cores)."""
+def check_backend(backend: str, jobs: int | None, scheduler: str | None = None) -> int:
+    """Validate ``backend``, ``jobs`` and ``scheduler``; return the number of workers (``-1``/None: all cores).
+
+    A ``scheduler`` (a cluster address) needs the ``dask`` or ``ray`` backend: ``loky`` runs the
+    seeds on this machine and would ignore it.
+    """
     if backend not in BACKENDS:
         raise ValueError(f"backend: expected one of {', '.join(BACKENDS)}, got {backend!r}")
+    if scheduler is not None and backend == "loky":
+        raise ValueError(f"scheduler: a cluster address ({scheduler!r}) needs --backend dask or ray; the "
+                         "loky backend runs the seeds on this machine and would ignore it")
     _require_backend_package(backend)
     if jobs is None or jobs == -1:
         jobs = os.cpu_count() or 1
@@ -906,7 +914,7 @@ def run_plan(plan: _Plan, *, jobs: int | None = None, backend: str = "loky", sch
     :class:`~corrpriors.runner._io.RunLock`.
     """
     t_start = time.perf_counter()
-    n_jobs = check_backend(backend, jobs)
+    n_jobs = check_backend(backend, jobs, scheduler)
     seed_dir = _io.prepare_run_dir(plan.run_dir)
     held = _io.RunLock(plan.run_dir).acquire() if lock else None
     try:

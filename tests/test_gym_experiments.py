@@ -235,6 +235,37 @@ def test_psrl_learned_rewards_and_cliff_metrics():
     assert result.curves["horizon_return"]["dirichlet_sparse_mean"].shape == (3,)
 
 
+def test_psrl_scores_the_last_step_and_reports_the_final_regret_there(tmp_path, monkeypatch):
+    """Steps not a multiple of eval_every: the curves end at the last step and final_regret is the
+    cumulative regret after it (before, 23 steps scored every 10 stopped at step 20, and 8 steps
+    gave final_regret None)."""
+    import corrpriors.applications.psrl as psrl
+
+    runs = []
+
+    def recording(*args, **kwargs):
+        runs.append(run_psrl(*args, **kwargs))
+        return runs[-1]
+
+    run_psrl = psrl.run_psrl
+    monkeypatch.setattr(psrl, "run_psrl", recording)
+    exp = PSRLExperiment("FrozenLake-v1", LAKE3)
+    for steps, x in ((23, [0.0, 10.0, 20.0, 23.0]), (8, [0.0, 8.0])):
+        config = exp.Config(steps=steps, eval_every=10, replan_every=10, methods=("dirichlet_sparse_mean",))
+        assert exp.x_values(config) == x
+        report = run_experiment(exp, config=config, n_seeds=1, jobs=1, out=tmp_path, progress=False, echo=None,
+                                plot=False)
+        m = json.loads((report.out_dir / "metrics.json").read_text())
+        assert m["x"]["values"] == x
+        assert all(len(b["methods"]["dirichlet_sparse_mean"]["mean"]) == len(x) for b in m["metrics"].values())
+        np.testing.assert_array_equal(runs[-1]["steps"], x)
+        final = m["extra"]["methods"]["dirichlet_sparse_mean"]["final_regret"]
+        assert final == [runs[-1]["regret"][steps - 1]]                # after the last step
+        note = [n for n in m["extra"]["notes"] if n.startswith("scored at step 0")]
+        assert note == [f"scored at step 0 and every 10 steps, and at the last step, {steps} ({steps % 10} after "
+                        f"the one before); final_regret is the cumulative regret at step {steps}"]
+
+
 # ----------------------------------------------------------------------------- through the runner
 
 

@@ -549,3 +549,26 @@ def test_normal_gamma_refuses_rewards_whose_squares_overflow_and_never_draws_inf
         post.sample_many(float("nan"), rng=0)
     with pytest.raises(ValueError, match="n: 1,000,000,000,000 draws of 2 x 2 expected rewards would need about"):
         post.sample_many(10**12, rng=0)
+
+
+def test_the_last_step_is_scored_when_the_period_does_not_divide_the_run():
+    # before: 23 steps scored every 10 ended the curves at step 20 (and 5 steps every 10 at step 0)
+    P, R = chain_mdp(n=5)
+    true = TabularMDP(P, R, 0.9)
+    for n_steps, every, want in ((23, 10, [0, 10, 20, 23]), (5, 10, [0, 5]), (20, 10, [0, 10, 20]), (0, 10, [0])):
+        agent = PSRLAgent(DirichletTransitionModel(5, 2), R, 0.9, n_samples=2, replan_every=7)
+        out = run_psrl(P, agent, n_steps, 0, rng=1, eval_every=every)
+        np.testing.assert_array_equal(out["steps"], want)
+        assert len(out["expected_return"]) == len(want)
+        agent = PSRLAgent(DirichletTransitionModel(5, 2), R, 0.9, n_samples=2, replan_every=7)
+        out = run_psrl(TabularEnv(true, initial_distribution=0), agent, n_steps, rng=1, eval_every=every,
+                       true_mdp=true)
+        np.testing.assert_array_equal(out["steps"], want)
+        assert len(out["policies"]) == len(out["normalized_return"]) == len(out["episodes"]) == len(want)
+        np.testing.assert_array_equal(out["policies"][-1], agent.policy_)       # the policy it ended with
+    # per episode: after every episode and after the last step (mid-episode here)
+    env = gymnasium.wrappers.TimeLimit(TabularEnv(true, initial_distribution=0), 6)
+    agent = PSRLAgent(DirichletTransitionModel(5, 2), R, 0.9, n_samples=2, replan_every="episode")
+    out = run_psrl(env, agent, 15, rng=1, eval_every="episode", true_mdp=true)
+    np.testing.assert_array_equal(out["steps"], [0, 6, 12, 15])
+    np.testing.assert_array_equal(out["episodes"], [0, 1, 2, 2])

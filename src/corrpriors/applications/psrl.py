@@ -680,9 +680,9 @@ def run_psrl(env: Any, agent: PSRLAgent, n_steps: int, start_state: int | None =
     r"""Let a PSRL agent interact with an environment and score its greedy policies.
 
     The agent plans once from its prior, then acts greedily, replanning on its schedule. At
-    step 0 and after every ``eval_every`` transitions (after the replan due at that step, if
-    any) the current greedy policy is scored by its exact expected discounted return under the
-    true model.
+    step 0, after every ``eval_every`` transitions and after the last one (after the replan due
+    at that step, if any) the current greedy policy is scored by its exact expected discounted
+    return under the true model.
 
     Parameters
     ----------
@@ -704,7 +704,7 @@ def run_psrl(env: Any, agent: PSRLAgent, n_steps: int, start_state: int | None =
         ``env_seed`` is given, the seed of the environment's first reset.
     eval_every : int or "episode", optional
         Evaluation period (default ``agent.replan_every``); ``"episode"`` (environment path):
-        after every episode.
+        after every episode. The last transition is scored either way.
     true_mdp : TabularMDP, optional
         Environment path: the true model to score with (e.g.
         :func:`corrpriors.envs.from_gymnasium` of ``env``), at the agent's discount; without
@@ -718,10 +718,10 @@ def run_psrl(env: Any, agent: PSRLAgent, n_steps: int, start_state: int | None =
     Returns
     -------
     dict
-        Matrix path: ``"steps"`` ndarray of shape (E,) (transitions so far,
-        E = T // eval_every + 1), ``"expected_return"`` of shape (E,) (averaged uniformly over
-        start states), ``"optimal_return"`` of shape (), ``"states"`` of shape (T + 1,) and
-        ``"actions"`` of shape (T,).
+        Matrix path: ``"steps"`` ndarray of shape (E,) (transitions so far: 0, eval_every,
+        2 eval_every, ... and T, so E = ceil(T / eval_every) + 1), ``"expected_return"`` of
+        shape (E,) (averaged uniformly over start states), ``"optimal_return"`` of shape (),
+        ``"states"`` of shape (T + 1,) and ``"actions"`` of shape (T,).
 
         Environment path: ``"states"``, ``"actions"``, ``"next_states"``, ``"rewards"``,
         ``"terminated"``, ``"truncated"`` of shape (T,) and ``"episode_returns"`` (undiscounted
@@ -798,7 +798,7 @@ def _run_matrix(env_mdp: Any, agent: PSRLAgent, n_steps: int, start_state: int, 
         actions[t] = a
         regret[t] = progress.step(t, 0, s, a, s2)
         states[t + 1] = s = s2
-        if (t + 1) % every == 0:
+        if (t + 1) % every == 0 or t + 1 == n_steps:
             steps.append(t + 1)
             values.append(score())
     out = {"steps": np.asarray(steps, dtype=np.int64), "expected_return": np.asarray(values),
@@ -874,6 +874,7 @@ def _run_env(env: Any, agent: PSRLAgent, n_steps: int, *, rng: SeedLike,
             running = 0.0
             s, _ = env.reset(options=reset_options)
         due = (term or trunc) if every == "episode" else (t + 1) % int(every) == 0
+        due = due or t + 1 == n_steps      # the last step is always scored
         if score is not None and due:
             steps.append(t + 1)
             values.append(score())

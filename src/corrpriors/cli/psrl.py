@@ -23,7 +23,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "Posterior-sampling RL on any discrete Gymnasium environment that publishes its model "
         "(env.unwrapped.P), on the real reset/step loop: terminal states are absorbing (read from the "
         "table or learned when reached), restarts are not data, rewards r(s, a, s') known (default) or "
-        "learned. Every E steps the greedy policy is scored exactly under the true model: "
+        "learned. Every E steps and at the last step the greedy policy is scored exactly under the true model: "
         "normalized_return (0 = uniformly random, 1 = optimal; higher is better), the probability of "
         "reaching the goal and the expected return within the horizon. "
         "Results: OUT/psrl-<ENV_ID>/<settings>-<hash>/ (metrics.json, seeds/, PNG and PDF figures); a "
@@ -33,7 +33,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", default=None, metavar="N",
                         help=f"environment steps per run (default: {DEFAULT_STEPS}; --quick: {QUICK_STEPS})")
     parser.add_argument("--eval-every", default=None, metavar="E",
-                        help="steps between two scorings of the greedy policy (default: 50)")
+                        help="steps between two scorings of the greedy policy (default: 50); the last step is "
+                             "scored too")
     parser.add_argument("--replan-every", default=None, metavar="R",
                         help="steps between two posterior updates and replans (default: 50; the longest "
                              "interval with --replan-on-revisit or --replan-on-doubling)")

@@ -26,7 +26,7 @@ state spaces" page for the runs):
   :data:`PSRL_REFIT_SHARE` of a full refit; with ``replan_on_doubling``
   :data:`DOUBLING_PLANS_PER_PAIR` more plans per pair (``replan_on_revisit``:
   :data:`REVISIT_PLANS_PER_PAIR`), each refitting one action; a scoring
-  every ``eval_every`` steps.
+  every ``eval_every`` steps and at the last step.
   A refit with at most 8 transitions per action factorises nothing (Woodbury updates from the
   prior's factor) and costs :math:`c_0` only.
 
@@ -324,7 +324,7 @@ def psrl_seed_cost(n_states: int, n_actions: int, n_dims: int, methods: Sequence
     """
     R = 50 if isinstance(replan_every, str) else max(1, int(replan_every))
     E = 50 if isinstance(eval_every, str) else max(1, int(eval_every))
-    plans, scorings = 1 + int(steps) // R, 1 + int(steps) // E
+    plans, scorings = 1 + int(steps) // R, 1 + -(-int(steps) // E)   # the last step is scored too
     extra = 0
     if doubling or revisit:
         per_pair = DOUBLING_PLANS_PER_PAIR if doubling else REVISIT_PLANS_PER_PAIR

@@ -9,8 +9,8 @@ reports ``terminated`` (``"observed"``). Rewards are known -- :math:`r(s, a, s')
 environment's model by :func:`~corrpriors.envs.from_gymnasium` -- or, with ``learn_rewards``,
 learned by an independent Normal-Gamma posterior per (s, a) drawn together with the transitions.
 
-Every ``eval_every`` steps the current greedy policy is scored exactly under the true model from
-the environment's start distribution:
+At step 0, every ``eval_every`` steps and at the last step the current greedy policy is scored
+exactly under the true model from the environment's start distribution:
 
 ``normalized_return``
     Its expected discounted return (discount ``discount``) rescaled so that the uniformly random
@@ -108,7 +108,8 @@ class PSRLConfig(GymConfig):
     steps : int
         Environment steps T per run.
     eval_every : int
-        Steps between two scorings of the greedy policy.
+        Steps between two scorings of the greedy policy; the last step is scored too (``steps``
+        need not be a multiple).
     replan_every : int
         Steps between two belief updates and replans (the longest interval with
         ``replan_on_doubling``).
@@ -184,12 +185,16 @@ class PSRLConfig(GymConfig):
 
 
 def x_values(config: Any) -> list[float]:
-    """Return the scoring steps 0, E, 2E, ..., up to ``steps``."""
-    return [float(t) for t in range(0, int(config.steps) + 1, int(config.eval_every))]
+    """Return the scoring steps 0, E, 2E, ... and the last step, ``steps`` (as
+    :func:`~corrpriors.applications.run_psrl` scores them).
+    """
+    steps = int(config.steps)
+    x = list(range(0, steps + 1, int(config.eval_every)))
+    return [float(t) for t in (x if x[-1] == steps else [*x, steps])]
 
 
 def run_seed(config: PSRLConfig, *, rng: np.random.Generator) -> SeedResult:
-    """Every method's PSRL run on the environment, scored every ``eval_every`` steps.
+    """Every method's PSRL run on the environment, scored every ``eval_every`` steps and at the last.
 
     All methods of a seed start from the same environment seed; each draws from its own stream.
     Curves: the environment's :func:`metric_names` per method, shape (len(x_values),). Per-method extras:
@@ -380,7 +385,7 @@ class PSRLExperiment(GymExperiment):
         sampling = any(m.endswith("_sampling") for m in config.methods)
         self.check_run_memory(config, coords, samples=int(config.n_samples) if sampling else 0,
                               observed=int(config.steps),
-                              scorings=int(config.steps) // int(config.eval_every) + 1)   # horizon_stats
+                              scorings=len(x_values(config)))   # horizon_stats
         self.check_return_range(float(config.discount))
 
     def check_return_range(self, discount: float) -> None:
@@ -465,6 +470,10 @@ class PSRLExperiment(GymExperiment):
                         "the table rounds to 3 significant digits")
         notes.append("optimal policy: " + ", ".join(f"{k} {num(v)}" for k, v in reference.items())
                      + f" (discount {num(config.discount)}, horizon {config.horizon} steps)")
+        tail = int(config.steps) % int(config.eval_every)
+        notes.append(f"scored at step 0 and every {config.eval_every} steps"
+                     + (f", and at the last step, {int(config.steps):,} ({tail} after the one before)" if tail else "")
+                     + f"; final_regret is the cumulative regret at step {int(config.steps):,}")
         doubling = bool(config.replan_on_doubling)
         rule = "doubling" if doubling else "revisit" if config.replan_on_revisit else "schedule"
         notes.append(f"replans: every {config.replan_every} steps" + {

@@ -26,7 +26,9 @@ state spaces" page for the runs):
   :data:`PSRL_REFIT_SHARE` of a full refit; with ``replan_on_doubling``
   :data:`DOUBLING_PLANS_PER_PAIR` more plans per pair (``replan_on_revisit``:
   :data:`REVISIT_PLANS_PER_PAIR`), each refitting one action; a scoring
-  every ``eval_every`` steps and at the last step.
+  every ``eval_every`` steps and at the last step, and the exact horizon statistics of every
+  policy scored (and of the optimal one): ``horizon`` steps of its state distribution
+  (:func:`horizon_seconds`).
   A refit with at most 8 transitions per action factorises nothing (Woodbury updates from the
   prior's factor) and costs :math:`c_0` only.
 
@@ -93,9 +95,28 @@ LAYER_SECONDS_PER_ENTRY = 2e-6
 LAYER_DRAW_SECONDS_PER_ENTRY = 5e-8
 #: CPU seconds of reading the environment's model per state (Gymnasium's table, then ours).
 LOAD_SECONDS_PER_STATE = 2e-4
-#: CPU seconds of one exact scoring of a policy (an evaluation and H steps of the state
-#: distribution) at S = 10^4.
+#: CPU seconds of one exact scoring of a policy (its expected discounted return) at S = 10^4.
 SCORE_SECONDS = 0.05
+#: The exact horizon statistics (``horizon_stats``: E policies' state distributions pushed
+#: ``horizon`` steps), in CPU seconds of the development machine. Measured with FrozenLake maps
+#: ``generate_random_map(size=n, p=0.9, seed=7)`` of 4 x 4 to 200 x 200, E = 1 to 41 policies,
+#: on a machine whose :func:`probe_seconds` read 0.0177 s (factor 0.31; the CPU seconds below are
+#: those measured, divided by it): a dense model's step costs 1.6-2.5e-10 s per entry of the E
+#: (S, S) matrices P_pi (S >= 64) plus about 1e-7 s per policy (what remains at 4 x 4) and
+#: 3.3e-6 s per step for the batch; forming P_pi 2.5-4.4e-10 s per (s, a, s') entry and policy;
+#: a sparse model's step (one sparse P_pi per policy) 6.3-7.7e-9 s per state and policy
+#: (S = 2,500 to 40,000); forming P_pi 0.6-1.1e-7 s per state and policy.
+HORIZON_DENSE_STEP_SECONDS = 7e-10
+#: A dense model's step, per policy whatever S.
+HORIZON_DENSE_POLICY_STEP_SECONDS = 3e-7
+#: Per step of the dense batch, whatever its size (numpy's calls).
+HORIZON_DENSE_STEP_OVERHEAD = 1e-5
+#: Forming a dense P_pi, per (s, a, s') entry and policy.
+HORIZON_DENSE_SETUP_SECONDS = 1.1e-9
+#: A sparse model's step, per state and policy.
+HORIZON_SPARSE_STEP_SECONDS = 2.3e-8
+#: Forming a sparse P_pi, per state and policy.
+HORIZON_SPARSE_SETUP_SECONDS = 3e-7
 
 
 #: CPU seconds of :func:`probe_seconds` on the machine the constants above were measured on. Not
@@ -312,7 +333,8 @@ PSRL_REFIT_SHARE = 0.25
 def psrl_seed_cost(n_states: int, n_actions: int, n_dims: int, methods: Sequence[str], steps: int,
                    replan_every: int | str, eval_every: int | str, n_samples: int, *, radius: int = 1,
                    selection: str = "collapsed", prior: str = "auto", n_scales: int = 1,
-                   doubling: bool = False, revisit: bool = False) -> SeedCost:
+                   doubling: bool = False, revisit: bool = False, horizon: int = 100,
+                   sparse_model: bool | None = None) -> SeedCost:
     """CPU seconds of one ``corrpriors psrl`` seed: per method the plans, refits, draws and scorings.
 
     ``replan_every`` / ``eval_every`` of ``"episode"`` count one replan / scoring per 50 steps;
@@ -320,8 +342,15 @@ def psrl_seed_cost(n_states: int, n_actions: int, n_dims: int, methods: Sequence
     plans per pair, at most ``min(steps, S A)`` pairs, each refitting one action; ``revisit``
     (replans when a pair comes back doubled) :data:`REVISIT_PLANS_PER_PAIR` (none more with
     ``doubling``, whose replans include them). Refits cost
-    :data:`PSRL_REFIT_SHARE` of :func:`refit_seconds` below 2,000 states.
+    :data:`PSRL_REFIT_SHARE` of :func:`refit_seconds` below 2,000 states. Every policy scored,
+    and the optimal one, gets its horizon statistics over ``horizon`` steps
+    (:func:`horizon_seconds`; ``sparse_model``: whether the environment's model is stored
+    sparsely, None: as :func:`~corrpriors.envs.from_gymnasium` decides by size).
     """
+    if sparse_model is None:
+        from ..mdp._sparse import prefer_sparse
+
+        sparse_model = prefer_sparse(int(n_states), int(n_actions))
     R = 50 if isinstance(replan_every, str) else max(1, int(replan_every))
     E = 50 if isinstance(eval_every, str) else max(1, int(eval_every))
     plans, scorings = 1 + int(steps) // R, 1 + -(-int(steps) // E)   # the last step is scored too
@@ -333,7 +362,9 @@ def psrl_seed_cost(n_states: int, n_actions: int, n_dims: int, methods: Sequence
     share = PSRL_REFIT_SHARE if int(n_states) < 2000 else 1.0
     plan = plan_seconds(n_states)
     true_plan = TRUE_PLAN_SECONDS * (n_states / 1e4) ** PLAN_EXPONENT
-    parts = {"load": LOAD_SECONDS_PER_STATE * n_states, "optimal policy": true_plan}
+    stats = functools.partial(horizon_seconds, n_states, n_actions, horizon=int(horizon),
+                              sparse_model=bool(sparse_model))
+    parts = {"load": LOAD_SECONDS_PER_STATE * n_states, "optimal policy": true_plan + stats(1)}
     for m in methods:
         base = _base(m)
         draws = int(n_samples) if m.endswith("_sampling") else 1
@@ -344,11 +375,27 @@ def psrl_seed_cost(n_states: int, n_actions: int, n_dims: int, methods: Sequence
         fits = sum(refit(k * R) for k in range(1, plans)) + extra * refit(int(steps)) / int(n_actions)
         draw = draw_seconds(base, n_states, n_actions, n_dims, radius=radius)
         parts[m] = (true_plan + fits + (plans + extra) * draws * (draw + plan)
-                    + scorings * SCORE_SECONDS * (n_states / 1e4))
+                    + scorings * SCORE_SECONDS * (n_states / 1e4) + stats(scorings))
     K = _n_categories("pg", n_states, n_dims, radius)
-    model = (f"{plans + extra} plans per method, {_words(n_states, n_actions, K, selection)}; "
+    model = (f"{plans + extra} plans per method, {scorings:,} scorings (horizon {int(horizon):,}), "
+             f"{_words(n_states, n_actions, K, selection)}; "
              + ", ".join(f"{m} {_short(v)}" for m, v in parts.items() if m not in ("load", "optimal policy")))
     return SeedCost(float(sum(parts.values())), parts, model)
+
+
+def horizon_seconds(n_states: int, n_actions: int, n_policies: int, horizon: int, *,
+                    sparse_model: bool) -> float:
+    """CPU seconds of the exact horizon statistics of ``n_policies`` policies over ``horizon`` steps.
+
+    A dense model forms the (E, S, S) transition matrices of the E policies and pushes their
+    state distributions through them in one batch per step; a sparse model one sparse P_pi per
+    policy (constants: :data:`HORIZON_DENSE_STEP_SECONDS` and the others next to it).
+    """
+    S, E, H = float(n_states), float(n_policies), float(horizon)
+    if sparse_model:
+        return E * S * (HORIZON_SPARSE_SETUP_SECONDS + H * HORIZON_SPARSE_STEP_SECONDS)
+    return (E * S * S * (n_actions * HORIZON_DENSE_SETUP_SECONDS + H * HORIZON_DENSE_STEP_SECONDS)
+            + E * H * HORIZON_DENSE_POLICY_STEP_SECONDS + H * HORIZON_DENSE_STEP_OVERHEAD)
 
 
 def _short(seconds: float) -> str:
@@ -368,6 +415,12 @@ __all__ = [
     "FIT_EXPONENT_LARGE",
     "FIT_OVERHEAD",
     "FIT_SECONDS",
+    "HORIZON_DENSE_POLICY_STEP_SECONDS",
+    "HORIZON_DENSE_SETUP_SECONDS",
+    "HORIZON_DENSE_STEP_OVERHEAD",
+    "HORIZON_DENSE_STEP_SECONDS",
+    "HORIZON_SPARSE_SETUP_SECONDS",
+    "HORIZON_SPARSE_STEP_SECONDS",
     "LAYER_DRAW_SECONDS_PER_ENTRY",
     "LAYER_SECONDS_PER_ENTRY",
     "LOAD_SECONDS_PER_STATE",
@@ -383,6 +436,7 @@ __all__ = [
     "draw_seconds",
     "fit_growth",
     "for_this_machine",
+    "horizon_seconds",
     "machine_factor",
     "plan_seconds",
     "probe_seconds",

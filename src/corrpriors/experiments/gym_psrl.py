@@ -423,7 +423,8 @@ class PSRLExperiment(GymExperiment):
         cost = psrl_seed_cost(settings.pop("n_states"), settings.pop("n_actions"), settings.pop("n_dims"),
                               tuple(config.methods), int(config.steps), config.replan_every, config.eval_every,
                               int(config.n_samples), doubling=bool(config.replan_on_doubling),
-                              revisit=bool(config.replan_on_revisit), **settings)
+                              revisit=bool(config.replan_on_revisit), horizon=int(config.horizon),
+                              sparse_model=self._sparse_model, **settings)
         return for_this_machine(cost)
 
     def summarise_extra(self, config: Any, results: Mapping[int, SeedResult], metrics: dict) -> dict:

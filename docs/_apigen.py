@@ -196,19 +196,23 @@ def write_method_names(out_dir: Path) -> None:
                  + ") keeps its name, colour and marker when a run sets another α; its label and description "
                  f"then state the α used (with ``--set {conc.setting}=1`` ``{name}`` is labelled "
                  f"{_methods.label(name, {conc.setting: 1.0})}) and the run's table says so under the numbers."]
-    qualified: dict[str, list[str]] = {}
+    qualified: dict[tuple, tuple] = {}      # one entry per qualifier: it and every model it changes
     for n, m in _methods.MODELS.items():
         for q in m.qualifiers:
-            qualified.setdefault(q.setting, []).append(n)
+            key = (q.setting, q.values, q.number, q.label, q.requires, q.unless, q.note, q.given, q.own)
+            qualified.setdefault(key, (q, []))[1].append(n)
     if qualified:
-        example = next(iter(qualified))
-        on = next(q for q in _methods.MODELS[qualified[example][0]].qualifiers if q.setting == example)
-        value = on.values[0] if on.values else 0.5
-        rows += ["", "A model that a setting of the run changes (" + "; ".join(
-                     f"``{setting}``: " + ", ".join(f"``{n}``" for n in names) for setting, names in qualified.items())
-                 + ") keeps its name, colour and marker too; its label and description then say what the setting "
-                 f"changed (with ``--set {example}={_methods.setting_text(value)}`` ``{qualified[example][0]}`` is "
-                 f"labelled {_methods.label(qualified[example][0], {example: value})}) and the run's table says so."]
+        rows += ["", "A model that a setting of the run changes keeps its name, colour and marker too; its label "
+                 "and description then say what the setting changed, and the run's table and report say so "
+                 "(the label's words are appended to the model's; words in parentheses share one pair):", ""]
+        for q, names in qualified.values():
+            values = [_methods.setting_text(v) for v in q.values] + (["<number>"] if q.number else [])
+            value = values[0]
+            when = "".join(f" with ``{k}={_methods.setting_text(v)}``" for k, v in q.requires) + "".join(
+                f" unless ``{k}={_methods.setting_text(v)}``" for k, v in q.unless)
+            rows += [f"* ``{q.setting}={' or '.join(values)}``{when} ({', '.join(f'``{n}``' for n in names)}): "
+                     f"\"{q.label.format(value=value).strip()}\" -- {q.note.format(value=value)} "
+                     f"({q.origin(value)})"]
     rows += ["", "Variants, appended as ``<model>_<variant>`` (same colour, their own line style):", "",
              ".. list-table::", "   :header-rows: 1", "   :widths: 18 22 10 50", "",
              "   * - suffix", "     - label", "     - line style", "     - what it does"]

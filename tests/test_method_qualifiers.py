@@ -98,27 +98,41 @@ def test_the_terminal_notes_say_which_setting_changed_which_method():
                      "the default similarity=learned learns it from the data)"]
 
 
-def test_every_qualifier_matches_the_transfer_settings():
-    """Each qualifier's setting is transfer's, with the default it declares, and the values it
-    labels are valid there; no other experiment has a setting of that name (a new one must
-    decide whether the label applies to it)."""
-    from corrpriors.experiments.gym_psrl import PSRLConfig
-    from corrpriors.experiments.gym_sysid import SysIdConfig
+#: The experiments each qualifier's setting is made for (a config of any other must not have it).
+QUALIFIED = {"layer": ("transfer",), "similarity": ("transfer",), "similarity_rule": ("transfer",),
+             "concentration": ("sysid", "psrl"), "contamination": ("sysid", "psrl"), "support": ("sysid", "psrl")}
+
+
+def test_every_qualifier_matches_the_settings_of_its_experiments():
+    """Each qualifier's setting belongs to the experiments it is made for, with the default it declares
+    (or, where the experiment's default is itself a change, a ``given`` origin), and the values it
+    labels are valid there; no other experiment has a setting of that name (a new one must decide
+    whether the label applies to it)."""
+    from corrpriors.experiments.gym_psrl import PSRLConfig, PSRLExperiment
+    from corrpriors.experiments.gym_sysid import SysIdConfig, SysIdExperiment
+    from corrpriors.runner._ranges import check_ranges
 
     qualifiers = [q for m in _methods.MODELS.values() for q in m.qualifiers]
-    assert {q.setting for q in qualifiers} == {"layer", "similarity", "similarity_rule"}
-    default = T.Config()
-    for q in qualifiers:
-        assert getattr(default, q.setting) == q.default
-        for value in q.values:
-            T.check_config(dataclasses.replace(T.quick_config(), **{q.setting: value}))
-        for name, want in q.requires:
-            assert getattr(default, name) == want
+    assert {q.setting for q in qualifiers} == set(QUALIFIED)
     configs = {"sysid": SysIdConfig(), "psrl": PSRLConfig(),
                **{n: registry.get_experiment(n).Config() for n in registry.EXPERIMENTS}}
+    ranges = {"sysid": SysIdExperiment, "psrl": PSRLExperiment}
     for experiment, config in configs.items():
         fields = {f.name for f in dataclasses.fields(config)}
-        assert experiment == "transfer" or not fields & {q.setting for q in qualifiers}, experiment
+        assert {s for s in QUALIFIED if s in fields} == {s for s, where in QUALIFIED.items() if experiment in where}, \
+            experiment
+    for q in qualifiers:
+        for experiment in QUALIFIED[q.setting]:
+            default = configs[experiment]
+            assert getattr(default, q.setting) == q.default or q.given, (q.setting, experiment)
+            for name, _ in (*q.requires, *q.unless):
+                assert hasattr(default, name), (q.setting, name)
+            for value in q.values + ((0.5,) if q.number else ()):
+                changed = dataclasses.replace(default, **{q.setting: value})
+                if experiment == "transfer":
+                    T.check_config(dataclasses.replace(T.quick_config(), **{q.setting: value}))
+                else:
+                    check_ranges(ranges[experiment], changed)
     # the table refuses a qualifier whose replaced words the description does not say
     with pytest.raises(ValueError, match="replaces"):
         _methods.Model("M", "a model", "#000000", "o", qualifiers=(

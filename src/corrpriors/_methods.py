@@ -8,8 +8,11 @@ gives the line style): ``pg_absolute_sampling`` is the model ``pg_absolute`` wit
 variant ``sampling``.
 
 ``pg`` is the correlated prior with *relative* categories (a next state is the move from the
-current one) -- the default everywhere; ``pg_absolute`` is the paper's absolute encoding
-(categories = next states in index order).
+current one) -- the default encoding everywhere; ``pg_absolute`` is the paper's absolute encoding
+(categories = next states in index order). Both are the plain correlated model, the paper's,
+unless a run's settings add the per-(state, action) layer: ``corrpriors sysid`` and ``psrl`` do
+by default (``concentration=auto``) on fewer than 2,000 states, and say so in every label
+(``PG + per-pair layer``; :data:`MODELS`' qualifiers below).
 
 Results written before this vocabulary (``corrpriors`` 0.2 and earlier) called the absolute
 encoding ``pg`` and the relative one ``pg_offset`` in the ``system-id`` experiment.
@@ -32,8 +35,12 @@ the model, handled the same way: the transfer experiment's ``layer=true`` gives 
 ``pg_transfer`` and ``pg_pooled`` the per-(state, action) Dirichlet layer (labelled ``PG +
 per-pair layer``, ...), ``similarity=<ρ>`` fixes ``pg_transfer``'s similarity (``PG transfer
 (ρ fixed at 0.875)``) and ``similarity_rule=average`` mixes over the similarities (``PG transfer
-(ρ averaged)``). Names, colours and markers stay, so figures of two runs stay comparable; the
-terminal table says which setting changed which model (:func:`setting_notes`).
+(ρ averaged)``). The Gymnasium commands' ``concentration``, ``contamination`` and ``support``
+do the same for ``pg`` and ``pg_absolute``: their default gives the layer (``PG + per-pair
+layer``; the runs record ``none`` where the environment's size drops it), and switching a part
+off says which (``PG + per-pair layer (no contamination)``). Names, colours and markers stay,
+so figures of two runs stay comparable; the terminal table says which setting changed which
+model (:func:`setting_notes`).
 
 Adding a method (a new experiment's model or variant) is one entry here: a :class:`Model` in
 :data:`MODELS` (label, one-line description, a colour no other model uses unless it is the same
@@ -156,13 +163,18 @@ class Qualifier:
     setting : str
         The ``Config`` field (``"layer"``).
     default : object
-        The setting's default, which the table's label and description describe.
+        The value under which the model is the table's entry: the setting's default, unless
+        the experiment's default itself changes the model (the ``concentration=auto`` of
+        ``corrpriors sysid`` and ``psrl``: ``default`` is then ``"none"`` and ``given`` says
+        where the value came from).
     values : tuple
         The values that change the model (``(True,)``; a bool matches only a bool).
     number : bool
         Also (or instead) any number, or a number written as text (``similarity=0.875``).
     label : str
-        Appended to the label (``" + per-pair layer"``); ``{value}`` stands for the value.
+        Appended to the label (``" + per-pair layer"``); ``{value}`` stands for the value. A
+        label in parentheses (``" (no contamination)"``) joins the parentheses another
+        qualifier's label ended in (``"PG + per-pair layer (c fixed at 0.5; no contamination)"``).
     description : str
         The description's words under the setting: they replace ``replaces`` in the model's
         description, or are appended after ``"; "`` when ``replaces`` is empty; ``{value}``
@@ -173,10 +185,17 @@ class Qualifier:
         What the default gives, completing "the default <setting>=<default> ..." in :meth:`origin`.
     replaces : str
         Words of the model's description that are false under the setting (checked to occur
-        once when the table is built); empty: nothing in it is false, the words are appended.
+        once, in the description or in another qualifier's, when the table is built); empty:
+        nothing in it is false, the words are appended.
     requires : tuple of (str, object)
         Other settings that must have these values (or be missing) for this one to apply
         (``similarity_rule`` is unused when ``similarity`` is fixed).
+    unless : tuple of (str, object)
+        Other settings that must not have these values for this one to apply (``contamination=none``
+        removes a part of the per-pair layer, which ``concentration=none`` has switched off).
+    given : str
+        Replaces :meth:`origin`'s "set by ..." where the value is (or can be) the experiment's
+        default; ``{value}`` as in ``label``.
     """
 
     setting: str
@@ -189,6 +208,8 @@ class Qualifier:
     own: str = ""
     replaces: str = ""
     requires: tuple = ()
+    unless: tuple = ()
+    given: str = ""
 
     def applies(self, config: Any) -> str | None:
         """The value's text (:func:`setting_text`) when ``config`` sets a value that changes the model, else None.
@@ -200,6 +221,8 @@ class Qualifier:
             other = _setting(config, name)
             if other is not _MISSING and not _same(other, want):
                 return None
+        if any(_same(_setting(config, name), not_want) for name, not_want in self.unless):
+            return None
         value = _setting(config, self.setting)
         if value is _MISSING or _same(value, self.default):
             return None
@@ -210,7 +233,9 @@ class Qualifier:
         return None
 
     def origin(self, value: str) -> str:
-        """``"set by layer=true; the default layer=false is the plain correlated model"``."""
+        """``"set by layer=true; the default layer=false is the plain correlated model"`` (or ``given``)."""
+        if self.given:
+            return self.given.format(value=value)
         return f"set by {self.setting}={value}; the default {self.setting}={setting_text(self.default)} {self.own}"
 
 
@@ -242,12 +267,14 @@ class Model:
             raise ValueError(f"Model {self.label!r}: a label that ends in its α takes no qualifiers "
                              "(their words are appended to the label)")
         for q in self.qualifiers:
-            if not q.label or not q.description or not q.note or not q.own:
+            if not q.label or not q.description or not q.note or not (q.own or q.given):
                 raise ValueError(f"Model {self.label!r}: the qualifier of {q.setting!r} needs a label, a "
-                                 "description, a note and what its default gives (own)")
-            if q.replaces and self.description.count(q.replaces) != 1:
+                                 "description, a note and what its default gives (own) or where its "
+                                 "value came from (given)")
+            texts = [self.description] + [o.description for o in self.qualifiers if o is not q]
+            if q.replaces and not any(text.count(q.replaces) == 1 for text in texts):
                 raise ValueError(f"Model {self.label!r}: the qualifier of {q.setting!r} replaces "
-                                 f"{q.replaces!r}, which the description must say once")
+                                 f"{q.replaces!r}, which the description (or another qualifier's) must say once")
 
     def changes(self, config: Any) -> list[tuple[Qualifier, str]]:
         """The qualifiers ``config`` sets, each with its value's text (empty: the table's model)."""
@@ -286,10 +313,17 @@ class Model:
             label = label[: -len(old)] + new
             description = description.replace(f"α = {old}", f"α = {new}") + f" ({c.origin()})"
             c = dataclasses.replace(c, value=alpha)
+        opened = False   # whether the last qualifier's words ended in parentheses
         for q, value in changes:
-            label += q.label.format(value=value)
+            words = q.label.format(value=value)
+            if opened and words.startswith(" (") and label.endswith(")"):
+                words = "; " + words[2:]
+                label = label[:-1]
+            label += words
+            opened = words.endswith(")")
             words = f"{q.description.format(value=value)} ({q.origin(value)})"
-            description = description.replace(q.replaces, words) if q.replaces else f"{description}; {words}"
+            description = (description.replace(q.replaces, words) if q.replaces and q.replaces in description
+                           else f"{description}; {words}")
         return dataclasses.replace(self, label=label, description=description, concentration=c, qualifiers=())
 
 
@@ -322,20 +356,74 @@ class Method:
                 "marker": self.marker}
 
 
+#: The words of ``pg``'s and ``pg_absolute``'s descriptions that a per-pair layer makes false.
+_PLAIN = "plain: no per-pair layer, as in the paper"
 #: ``--set layer=true`` (the transfer experiment): every PG method with the per-(state, action)
 #: Dirichlet layer of ``CorrelatedTransitionModel.for_mdp``; the model's own words follow.
 _LAYER = Qualifier("layer", False, values=(True,), label=" + per-pair layer",
                    description="with the per-(state, action) Dirichlet layer: every pair may differ from "
                                "what its neighbours predict by as much as the data say",
-                   note="with the per-(state, action) Dirichlet layer", own="is the plain correlated model")
+                   note="with the per-(state, action) Dirichlet layer", own="is the plain correlated model",
+                   replaces=_PLAIN)
 #: The words of ``pg_transfer``'s description that a fixed or averaged similarity makes false.
 _LEARNED = "as much as a task similarity learned from the data says"
 
+#: The state count from which the beliefs store their counts sparsely and ``for_mdp``'s defaults
+#: drop the per-pair layer (``applications.transitions.SPARSE_FROM_STATES``; checked by a test).
+SPARSE_FROM_STATES_TEXT = "2,000"
+#: The parts of the layer that ``contamination=none`` and ``support=none`` switch off.
+_CONTAMINATION = "a learned probability that a pair's next state is not predicted by its neighbours at all"
+_SUPPORT = ("a sparse-support hypothesis beside the layer, that every pair moves to a few states whatever its "
+            "neighbours do")
+
+
+def _gym_layer(concentration: str) -> str:
+    """The description of the per-pair layer of ``corrpriors sysid`` / ``psrl`` with that concentration."""
+    return ("with the per-(state, action) Dirichlet layer of CorrelatedTransitionModel.for_mdp: every pair may "
+            f"differ from what its neighbours predict {concentration}; with {_CONTAMINATION}, {_SUPPORT}, and "
+            "distinct outcomes for the actions of a state")
+
+
+#: The settings ``concentration``, ``contamination`` and ``support`` of ``corrpriors sysid`` and
+#: ``corrpriors psrl`` (the runs record the values the beliefs used: ``none`` where sparse storage
+#: drops the layer). Their default, ``auto`` for all three, is the layered model.
+_GYM_LAYER = (
+    Qualifier("concentration", "none", values=("auto",), label=" + per-pair layer",
+              description=_gym_layer("by as much as the data say (a concentration per action, learned)"),
+              replaces=_PLAIN,
+              note="with the per-(state, action) Dirichlet layer, its concentration learned per action",
+              given="concentration={value}, the default of corrpriors sysid and psrl on fewer than "
+                    f"{SPARSE_FROM_STATES_TEXT} states, where the counts are stored densely; concentration=none "
+                    "is the plain correlated model, the paper's"),
+    Qualifier("concentration", "auto", number=True, label=" + per-pair layer (c fixed at {value})",
+              description=_gym_layer("as much as a concentration fixed at c = {value} lets it"),
+              replaces=_PLAIN,
+              note="with the per-(state, action) Dirichlet layer, its concentration fixed at c = {value}",
+              own="learns it per action, and none is the plain correlated model"),
+    Qualifier("contamination", "none", values=("auto",), label=" + contamination",
+              description=f"no per-pair layer (concentration=none) but {_CONTAMINATION}, uniform over the states",
+              replaces=_PLAIN,
+              note="no per-pair layer, but a learned contamination probability",
+              given="contamination={value}, the default, with concentration=none; contamination=none too gives "
+                    "the plain correlated model", requires=(("concentration", "none"),)),
+    Qualifier("contamination", "auto", values=("none",), label=" (no contamination)",
+              description="no contamination component",
+              note="the per-pair layer without its contamination component",
+              own="learns the probability that a next state is not predicted by the neighbours",
+              replaces=_CONTAMINATION, unless=(("concentration", "none"),)),
+    Qualifier("support", "auto", values=("none",), label=" (no support hypothesis)",
+              description="no sparse-support hypothesis",
+              note="the per-pair layer without the sparse-support hypothesis",
+              own="weighs it beside the layer", replaces=_SUPPORT, unless=(("concentration", "none"),)),
+)
+
 MODELS: dict[str, Model] = {
-    "pg": Model("PG", "the correlated prior (Pólya-Gamma VI), the default; for transitions its categories "
-                "are moves relative to the current state", "#1f77b4", "o", qualifiers=(_LAYER,)),
-    "pg_absolute": Model("PG absolute (the paper's)", "correlated prior, categories = next states in index "
-                         "order (the paper's encoding)", "#ff7f0e", "s"),
+    "pg": Model("PG", f"the correlated prior (Pólya-Gamma VI), {_PLAIN}; for transitions its categories are "
+                "moves relative to the current state (the default encoding)",
+                "#1f77b4", "o", qualifiers=(_LAYER, *_GYM_LAYER)),
+    "pg_absolute": Model("PG absolute (the paper's)", f"correlated prior, {_PLAIN}; categories = next states in "
+                         "index order (the paper's encoding)", "#ff7f0e", "s",
+                         qualifiers=_GYM_LAYER),
     "dirichlet_uniform": Model("Dirichlet α=1", "independent Dirichlet posteriors, α = 1", "#2ca02c", "^",
                                Concentration("alpha_uniform", 1.0)),
     "dirichlet_sparse": Model("Dirichlet α=1e-3", "independent Dirichlet posteriors, α = 1e-3", "#d62728", "v",
@@ -353,9 +441,9 @@ MODELS: dict[str, Model] = {
     # transfer between environments
     "pg_transfer": Model("PG transfer", "correlated prior over (task, state): the target task borrows from "
                          f"the source tasks {_LEARNED}", "#e377c2", "X", qualifiers=(
-        dataclasses.replace(_LAYER, description="with the per-(state, action) Dirichlet layer: its base is the "
-                            "transfer prediction, and every pair also borrows the source tasks' counts of that "
-                            "pair at a weight learned from the data"),
+        dataclasses.replace(_LAYER, replaces="", description="with the per-(state, action) Dirichlet layer: its "
+                            "base is the transfer prediction, and every pair also borrows the source tasks' counts "
+                            "of that pair at a weight learned from the data"),
         Qualifier("similarity", "learned", number=True, label=" (ρ fixed at {value})",
                   description="as much as a task similarity fixed at ρ = {value}, not learned, says",
                   note="the task similarity fixed at ρ = {value}, not learned",
@@ -368,8 +456,8 @@ MODELS: dict[str, Model] = {
     )),
     "pg_pooled": Model("PG pooled", "one correlated prior fitted to the data of all tasks as if they were one "
                        "task", "#17becf", "*", qualifiers=(
-        dataclasses.replace(_LAYER, description="with the per-(state, action) Dirichlet layer, fitted to the "
-                            "summed data like the rest"),)),
+        dataclasses.replace(_LAYER, replaces="", description="with the per-(state, action) Dirichlet layer, "
+                            "fitted to the summed data like the rest"),)),
 }
 
 VARIANTS: dict[str, Variant] = {

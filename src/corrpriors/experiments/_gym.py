@@ -536,6 +536,35 @@ def make_belief(model: str, mdp: Any, config: Any) -> Any:
         other_pooling=config.other_pooling, **layer)
 
 
+#: The settings of the correlated beliefs' per-(state, action) layer (see :func:`used_layer_settings`).
+LAYER_SETTINGS = ("concentration", "contamination", "support")
+
+
+def used_layer_settings(config: Any, n_states: int) -> dict[str, str]:
+    """The layer settings of ``config`` that :func:`make_belief` turns off on ``n_states`` states, as used.
+
+    ``"auto"`` means what :meth:`CorrelatedTransitionModel.for_mdp`'s defaults do: on sparse
+    storage (from :data:`~corrpriors.applications.transitions.SPARSE_FROM_STATES` states on)
+    there is no layer, so ``concentration``, ``contamination`` and ``support`` were ``"none"``,
+    and without a concentration the sparse-support hypothesis is dropped (``support`` was
+    ``"none"``). Returns ``{setting: "none"}`` for every ``"auto"`` that was none (empty where
+    every setting is what it says, or no correlated method runs), so that a run records, and
+    labels its methods by, the model it used (:func:`corrpriors._methods.method`).
+    """
+    from ..applications.transitions import SPARSE_FROM_STATES
+
+    if not any(str(m).startswith("pg") for m in getattr(config, "methods", ())):
+        return {}
+    sparse = int(n_states) >= SPARSE_FROM_STATES
+    values = {name: str(getattr(config, name, "auto")) for name in LAYER_SETTINGS}
+    used = dict(values)
+    if sparse:
+        used = {name: "none" if value == "auto" else value for name, value in used.items()}
+    if used["concentration"] == "none" and used["support"] == "auto":
+        used["support"] = "none"
+    return {name: value for name, value in used.items() if value != values[name]}
+
+
 def model_ranges() -> dict:
     """The ranges of the belief settings ``sysid`` and ``psrl`` share (``RANGES`` of both)."""
     from ..applications.transitions import BOUNDARY_RULES
@@ -739,6 +768,16 @@ class GymExperiment:
                      "beliefs and pg need no (S, S) arrays above 2,000 states; pg_absolute does)")
 
 
+    def resolve_config(self, config: Any) -> Any:
+        """``config`` with the layer settings the beliefs used on this environment (:func:`used_layer_settings`).
+
+        Recorded in ``metrics.json``: the labels of ``pg`` and ``pg_absolute`` follow it
+        (``PG + per-pair layer`` where the layer was on), and the report lists what ``"auto"``
+        became as chosen by the run.
+        """
+        used = used_layer_settings(config, self.n_states)
+        return dataclasses.replace(config, **used) if used else config
+
     def cost_settings(self, config: Any) -> dict:
         """The sizes and settings the cost model of a seed needs (:mod:`._gym_time`)."""
         coords = self.coordinates(config)
@@ -793,6 +832,7 @@ __all__ = [
     "RUN_TABLES",
     "GymConfig",
     "GymExperiment",
+    "LAYER_SETTINGS",
     "build_environment",
     "canonical_kwargs",
     "check_dense_tables",
@@ -819,4 +859,5 @@ __all__ = [
     "return_is_success",
     "run_memory",
     "table_digest",
+    "used_layer_settings",
 ]

@@ -120,6 +120,19 @@ def test_the_threshold_in_the_words_is_the_storage_threshold():
     assert _methods.SPARSE_FROM_STATES_TEXT == f"{SPARSE_FROM_STATES:,}"
 
 
+def test_a_fixed_concentration_on_sparse_storage_is_refused_before_any_work():
+    """It failed in every seed (the layer needs dense storage); the label would have claimed a layer."""
+    from corrpriors.experiments._gym import check_model_settings
+
+    coords = _grid(45).coordinates
+    with pytest.raises(ValueError, match=r"^concentration: a fixed concentration \(0.5\) .* 2,025 states"):
+        check_model_settings(SysIdConfig(concentration="0.5"), coords)
+    check_model_settings(SysIdConfig(concentration="0.5", methods=("dirichlet_sparse",)), coords)
+    check_model_settings(SysIdConfig(concentration="0.5"), _grid(4).coordinates)
+    for value in ("auto", "none"):
+        check_model_settings(SysIdConfig(concentration=value), coords)
+
+
 # ----------------------------------------------------------------------------- a run, end to end
 
 

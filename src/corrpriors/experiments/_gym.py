@@ -604,14 +604,25 @@ def check_model_settings(config: Any, coordinates: Any = None) -> None:
 
     Beyond :func:`model_ranges`, the relative encoding's ``radius`` must not exceed the largest
     coordinate difference between two states (``coordinates``, ndarray of shape (S, D)): a
-    wider window only adds categories no transition can reach ((2 r + 1)^D of them).
+    wider window only adds categories no transition can reach ((2 r + 1)^D of them). A fixed
+    ``concentration`` needs the per-pair layer, hence dense storage: fewer than
+    :data:`~corrpriors.applications.transitions.SPARSE_FROM_STATES` states when a correlated
+    method runs (it failed in the seeds before).
     """
     for field, constraint in model_ranges().items():
         constraint.check(getattr(config, field), field)
     if coordinates is not None:
+        from ..applications.transitions import SPARSE_FROM_STATES
         from ..applications.transitions._categories import check_radius
 
         check_radius(config.radius, coordinates)
+        n_states = int(np.shape(coordinates)[0])
+        correlated = any(str(m).startswith("pg") for m in config.methods)
+        if correlated and n_states >= SPARSE_FROM_STATES and str(config.concentration) not in ("auto", "none"):
+            raise ValueError(f"concentration: a fixed concentration ({config.concentration}) is the per-(state, "
+                             f"action) layer's, which needs dense storage; this environment has {n_states:,} "
+                             f"states (sparse storage from {SPARSE_FROM_STATES:,} on): use none (or auto, "
+                             "which is none here)")
 
 
 # ----------------------------------------------------------------------------- the experiment object

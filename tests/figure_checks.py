@@ -5,6 +5,10 @@
   each entry's colour differs from the patch behind it (the legend's opaque frame, or whatever
   is under a transparent legend);
 - titles, axis labels and legends do not overlap each other;
+- after saving as :func:`corrpriors.plotting._common.save_figure` does, every text lies inside the
+  figure, and no axis label or title is longer than its axes (constrained layout makes room
+  for a label only across its axis: a longer one runs past its axes, to the figure's edge or
+  into the next panel's);
 - the figure's text names the environment and the seed count (when given);
 - text is readable at report size: at least :data:`MIN_TEXT_PX` pixels high when the figure is
   shown :data:`REPORT_WIDTH_PX` pixels wide;
@@ -155,6 +159,63 @@ def _axis_problems(ax, name: str, renderer) -> list[str]:
     return out
 
 
+def _drawn_texts(fig):
+    """Every visible, non-empty text of ``fig`` that is drawn (tick labels of ticks inside the view)."""
+    hidden = set()
+    for ax in fig.axes:
+        for axis, limits in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+            lo, hi = sorted(limits)
+            tol = 1e-9 * abs(hi - lo)
+            for tick in axis.get_major_ticks() + axis.get_minor_ticks():
+                if not lo - tol <= tick.get_loc() <= hi + tol:
+                    hidden |= {id(tick.label1), id(tick.label2)}
+    return [t for t in fig.findobj(lambda a: hasattr(a, "get_text") and hasattr(a, "get_window_extent"))
+            if id(t) not in hidden and t.get_visible() and str(t.get_text()).strip()]
+
+
+def _saved_text_problems(fig) -> list[str]:
+    """Text outside the figure, or axis labels and titles longer than their axes, once saved as the runner saves."""
+    import inspect
+
+    from corrpriors.plotting._common import save_figure
+
+    dpi = inspect.signature(save_figure).parameters["dpi"].default
+    old_dpi = fig.dpi
+    fig.set_dpi(dpi)                       # laid out as the saved file is (the tight box only crops)
+    try:
+        fig.canvas.draw()
+        return _text_extent_problems(fig, fig.canvas.get_renderer())
+    finally:
+        fig.set_dpi(old_dpi)
+        fig.canvas.draw()
+
+
+def _text_extent_problems(fig, renderer) -> list[str]:
+    out = []
+    frame = fig.bbox
+    for text in _drawn_texts(fig):
+        try:
+            box = text.get_window_extent(renderer)
+        except (RuntimeError, ValueError):
+            continue
+        if box.width and (box.x0 < frame.x0 - 1 or box.y0 < frame.y0 - 1 or box.x1 > frame.x1 + 1
+                          or box.y1 > frame.y1 + 1):
+            out.append(f"text {text.get_text()[:40]!r} reaches outside the figure ({box.bounds} vs {frame.bounds})")
+    for ax in fig.axes:
+        if not ax.get_visible():
+            continue
+        span = ax.get_window_extent(renderer)
+        for kind, artist, length, along in (("x label", ax.xaxis.label, span.width, "width"),
+                                            ("y label", ax.yaxis.label, span.height, "height"),
+                                            ("title", ax.title, span.width, "width")):
+            if artist.get_visible() and artist.get_text().strip():
+                size = getattr(artist.get_window_extent(renderer), along)
+                if size > length + 1:
+                    out.append(f"{kind} {artist.get_text()[:40]!r} is longer than its axes "
+                               f"({size:.0f} > {length:.0f} px)")
+    return out
+
+
 def _same_curves(a, b) -> bool:
     """Whether axes ``a`` and ``b`` draw the same curves (same y values, x > 0 where one is log)."""
     ya = [np.asarray(line.get_ydata(), float) for line in _data_lines(a)]
@@ -260,8 +321,15 @@ def _palette_problems(fig) -> list[str]:
     legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None] + list(fig.legends)
     pairs = [(str(a.get_label()), a) for a in artists]
     pairs += [(t.get_text(), h) for leg in legends for h, t in zip(leg.legend_handles, leg.get_texts())]
+    models = sorted({entry.label for entry in _methods.MODELS.values()}, key=len, reverse=True)
     for text, artist in pairs:
-        if text not in by_label or not hasattr(artist, "get_color"):
+        text = " ".join(text.split())                     # a wrapped legend entry reads as one line
+        if text not in by_label:                          # a label a setting qualified: its model's colour
+            model = next((m for m in models if text.startswith(m + " +") or text.startswith(m + " (")), None)
+            if model is None:
+                continue
+            text = model
+        if not hasattr(artist, "get_color"):
             continue
         colour, style, name = by_label[text]
         try:
@@ -329,6 +397,7 @@ def figure_problems(fig, environment: str | None = None, min_color_distance: flo
             problems.append(f"{a} overlaps {b}")
     problems += _text_problems(fig, renderer)
     problems += _palette_problems(fig)
+    problems += _saved_text_problems(fig)
     if environment is not None:
         words = " ".join([fig._suptitle.get_text() if fig._suptitle is not None else ""]
                          + [ax.get_title() for ax in fig.axes])

@@ -224,3 +224,79 @@ def test_psrl_panels_name_the_variants_and_keep_the_bands_below_the_optimum():
     titles = [ax.get_title() for ax in fig.axes]
     assert [t.split(":")[0] for t in titles] == ["sampling", "mean"]            # the names the terminal uses
     assert VARIANTS["sampling"].description.split()[0] in titles[0]
+
+
+# ----------------------------------------------------------------------------- labels that fit their axes
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_a_label_longer_than_its_axes_is_caught():
+    """Constrained layout makes room for a y label across its axis only: one longer than the axes
+    runs past the axes' top, to the figure's edge (transfer-hellinger.png's y label)."""
+    fig = Figure(figsize=(6, 3.8), layout="constrained")
+    ax = fig.add_subplot()
+    ax.plot([0, 1], [0, 1])
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("x")
+    ax.set_ylabel("Hellinger distance to the target's true P(s' | s, a) and some more words here\n(mean)")
+    problems = figure_problems(fig)
+    assert any(p.startswith("y label") and "Hellinger distance" in p and "longer than its axes" in p for p in problems)
+    assert any("Hellinger distance" in p and "reaches outside the figure" in p for p in problems)
+
+
+def test_the_project_figures_wrap_a_label_to_its_axes_and_keep_groups_whole():
+    from corrpriors.experiments import transfer as T
+
+    label = T.METRIC_LABELS["hellinger"]
+    fig = curves_figure(summary(), "m", x_label=T.X_LABEL, y_label=label, environment="Toy world")
+    assert figure_problems(fig, environment="Toy world") == []
+    got = fig.axes[0].get_ylabel()
+    assert _words(got) == _words(label) and got != label                    # wrapped, no word lost
+    assert "P(s' | s, a)" in got.split("\n") or any("P(s' | s, a)" in line for line in got.split("\n"))
+    assert got.split("\n")[-1] == "(mean over states and actions)"          # its own line break kept
+    # a larger figure needs no wrap: the label as given comes back
+    fig.set_size_inches(7.0, 6.0)
+    figure_problems(fig)
+    assert fig.axes[0].get_ylabel() == label
+
+
+def test_x_labels_and_titles_of_narrow_panels_do_not_run_into_each_other():
+    from corrpriors.experiments._gym import panels_figure
+
+    methods = {m: {"mean": [0.1 * i, 0.5, 0.9 - 0.1 * i], "std": [0.0, 0.1, 0.1]}
+               for i, m in enumerate(("pg_sampling", "pg_mean", "pg_absolute_sampling", "dirichlet_sparse_mean"))}
+    s = {"experiment": "psrl-x", "x": {"name": "steps", "values": [0.0, 50.0, 100.0]}, "seeds": [0],
+         "config": {"concentration": "0.5", "contamination": "none", "support": "none"},
+         "metrics": {k: {"better": "higher", "methods": methods} for k in ("a", "b", "c")}}
+    fig = panels_figure(s, [(k, f"metric {k} of the greedy policy (fraction of the optimum)", None)
+                            for k in ("a", "b", "c")],
+                        x_label="environment steps taken by the agent", environment="Lake")
+    assert figure_problems(fig, environment="Lake") == []
+    legend = fig.legends[0]
+    texts = [t.get_text() for t in legend.get_texts()]
+    assert all(len(line) <= 40 for t in texts for line in t.split("\n"))     # long labels wrapped
+    assert _words(texts[0]) == label("pg_sampling", s["config"])
+
+
+def test_a_long_legend_widens_the_figure_not_the_panels():
+    from corrpriors._methods import labels as method_labels
+
+    def drawn(config):
+        s = dict(summary(), config=config)
+        s["metrics"]["m"]["methods"] = {m: s["metrics"]["m"]["methods"][k]
+                                        for m, k in (("pg", "a"), ("pg_absolute", "b"))}
+        fig = curves_figure(s, "m", x_label="steps", y_label="error", environment="Toy world")
+        figure_problems(fig)
+        return fig.get_figwidth(), fig.axes[0].get_window_extent().width / fig.dpi
+
+    plain_width, plain_axes = drawn(None)
+    gym = {"concentration": "0.5", "contamination": "none", "support": "none"}
+    assert method_labels(["pg_absolute"], gym)["pg_absolute"] == \
+        "PG absolute (the paper's) + per-pair layer (c fixed at 0.5; no contamination; no support hypothesis)"
+    width, axes = drawn(gym)
+    assert plain_width == 7.0 and width > plain_width
+    assert axes > 0.95 * plain_axes                  # the panel keeps its width (the legend had 2.2 in)
+

@@ -137,7 +137,7 @@ def test_a_fixed_concentration_on_sparse_storage_is_refused_before_any_work():
 
 
 def _legend_texts(fig) -> dict[str, set[str]]:
-    """Legend text by line colour (hex) of every legend of ``fig``."""
+    """Legend text (a wrapped entry as one line) by line colour (hex) of every legend of ``fig``."""
     from matplotlib.colors import to_hex
 
     legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None] + list(fig.legends)
@@ -145,7 +145,7 @@ def _legend_texts(fig) -> dict[str, set[str]]:
     for leg in legends:
         for h, t in zip(leg.legend_handles, leg.get_texts()):
             if hasattr(h, "get_color"):
-                out.setdefault(to_hex(h.get_color()), set()).add(t.get_text())
+                out.setdefault(to_hex(h.get_color()), set()).add(" ".join(t.get_text().split()))   # wrapped
     return out
 
 

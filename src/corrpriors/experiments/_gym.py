@@ -488,7 +488,7 @@ def panels_figure(summary: Mapping, panels: list[tuple[str, str, float | None]],
                            limits=BOUNDED_METRICS.get(metric),
                            reference_bounds=metric == "normalized_return")  # 1 = the optimal return
     handles, names = axes[0].get_legend_handles_labels()
-    legend_outside(fig, handles, names)
+    legend_outside(fig, handles, names, reserve=2.6)
     n_seeds = max(len(summary.get("seeds", [])), 1)
     fig.suptitle(f"{environment}: {seeds_text(n_seeds)}, mean ± std over seeds", fontsize="medium")
     return fig

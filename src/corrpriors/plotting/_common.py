@@ -9,8 +9,11 @@ environment and draws no random numbers.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import io
 import pathlib
+import re
+import weakref
 from typing import Any
 
 import numpy as np
@@ -105,10 +108,128 @@ def new_axes(ax: Any = None, size: tuple[float, float] = (4.0, 4.0)):
 
 
 def new_figure(size: tuple[float, float]) -> Any:
-    """Make a constrained-layout :class:`matplotlib.figure.Figure` (no pyplot)."""
+    """Make a constrained-layout :class:`matplotlib.figure.Figure` (no pyplot) whose labels fit their axes.
+
+    The layout (:func:`fitted_layout`) wraps an axis label or a title longer than its axes (and
+    a figure title wider than the figure) onto more lines and lays the figure out again, at
+    every draw: constrained layout makes room for a label only across its axis, so a y label
+    longer than its axes ran past the axes' top to the figure's edge, and x labels or titles
+    longer than their panels ran into the next panel's.
+    """
     from matplotlib.figure import Figure
 
-    return Figure(figsize=size, layout="constrained")
+    return Figure(figsize=size, layout=fitted_layout())
+
+
+#: Words of a label: a ``$...$`` formula and a short parenthesised group (``P(s' | s, a)``, ``(the
+#: paper's)``; spaces inside) stay one word with what they touch.
+_WORD = re.compile(r"\S*\$[^$]*\$\S*|[^\s(]*\([^()]{1,24}\)\S*|\S+")
+
+
+def wrap_words(line: str, width: int) -> list[str]:
+    """Greedy wrap of ``line`` at spaces into lines of at most ``width`` characters.
+
+    A word longer than ``width`` gets a line of its own; formulas (``$...$``), short
+    parenthesised groups and hyphenated words are never split.
+    """
+    out: list[str] = []
+    for word in _WORD.findall(line):
+        if out and len(out[-1]) + 1 + len(word) <= width:
+            out[-1] += " " + word
+        else:
+            out.append(word)
+    return out or [line]
+
+
+def balanced_wrap(line: str, width: int) -> list[str]:
+    """:func:`wrap_words` into as few lines as at ``width``, each as short as that allows (no orphan word)."""
+    lines = wrap_words(line, width)
+    while width > 1 and len(wrap_words(line, width - 1)) == len(lines):
+        width -= 1
+    return wrap_words(line, width)
+
+
+def _length(text: Any, vertical: bool) -> float:
+    """Extent of ``text`` (pixels) along its axis: height for a vertical (y) axis, else width."""
+    box = text.get_window_extent()
+    return float(box.height if vertical else box.width)
+
+
+#: The text each wrapped Text had before :func:`fit_text` wrapped it, with the wrap it was given.
+_UNWRAPPED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def fit_text(text: Any, length: float, vertical: bool = False) -> bool:
+    """Re-wrap ``text`` (a matplotlib Text) at spaces until it spans at most ``length`` pixels.
+
+    Every line of the text as it was set (its own line breaks kept; a wrap of an earlier draw
+    is undone first) is wrapped at the same, largest, number of characters that fits; where no
+    wrap fits, the narrowest one is kept. Returns whether the text changed.
+    """
+    if not text.get_visible() or not text.get_text().strip():
+        return False
+    current = text.get_text()
+    original, wrapped = _UNWRAPPED.get(text, (current, None))
+    if wrapped != current:                # never wrapped, or set again since
+        original = current
+    if _length(text, vertical) <= length + 1.0 and wrapped is None:
+        return False
+    lines = original.split("\n")
+    candidates = [original] + [
+        "\n".join(part for line in lines for part in wrap_words(line, width))
+        for width in range(max(len(line) for line in lines) - 1, 7, -1)]
+    candidates = list(dict.fromkeys(candidates))          # widest first, each once
+
+    def fits(candidate: str) -> bool:
+        text.set_text(candidate)
+        return _length(text, vertical) <= length + 1.0
+
+    first = next((i for i, candidate in enumerate(candidates) if fits(candidate)), len(candidates) - 1)
+    if first:    # wrapped: the narrowest wrap with as many lines, so that no line is left with a word or two
+        count = candidates[first].count("\n")
+        text.set_text([c for c in candidates[first:] if c.count("\n") == count][-1])
+    _UNWRAPPED[text] = (original, text.get_text())
+    return text.get_text() != current
+
+
+def fit_axes_texts(fig: Any) -> bool:
+    """Wrap every axis label and title of ``fig`` longer than its axes, and a title wider than ``fig``.
+
+    (:func:`fit_text`.) Returns whether any text changed (the layout is then computed again).
+    """
+    suptitle = getattr(fig, "_suptitle", None)   # matplotlib keeps the Text of suptitle() there
+    changed = suptitle is not None and fit_text(suptitle, 0.98 * fig.bbox.width)
+    for ax in fig.axes:
+        if not ax.get_visible():
+            continue
+        box = ax.get_window_extent()
+        changed |= fit_text(ax.xaxis.label, box.width)
+        changed |= fit_text(ax.yaxis.label, box.height, vertical=True)
+        changed |= fit_text(ax.title, box.width)
+    return changed
+
+
+@functools.cache
+def _fitted_engine_class() -> type:
+    from matplotlib.layout_engine import ConstrainedLayoutEngine
+
+    class FittedLayoutEngine(ConstrainedLayoutEngine):
+        """Constrained layout; a label or title longer than its axes is wrapped, then laid out again."""
+
+        def execute(self, fig: Any) -> Any:
+            result = super().execute(fig)
+            for _ in range(2):            # a wrap can narrow the axes' margins and so change their size
+                if not fit_axes_texts(fig):
+                    break
+                result = super().execute(fig)
+            return result
+
+    return FittedLayoutEngine
+
+
+def fitted_layout() -> Any:
+    """A constrained layout engine that fits the axis labels and titles to their axes (:func:`fit_axes_texts`)."""
+    return _fitted_engine_class()()
 
 
 def save_figure(fig: Any, path_without_suffix: str | pathlib.Path, dpi: int = 150,
@@ -134,11 +255,16 @@ def save_figure(fig: Any, path_without_suffix: str | pathlib.Path, dpi: int = 15
     out = []
     for fmt in formats:
         path = base.with_name(base.name + "." + fmt)
-        buf = io.BytesIO()
-        fig.savefig(buf, format=fmt, dpi=dpi, bbox_inches="tight", metadata=_metadata(fmt))
-        atomic_write_bytes(path, buf.getvalue())
+        atomic_write_bytes(path, figure_bytes(fig, fmt, dpi))
         out.append(path)
     return out
+
+
+def figure_bytes(fig: Any, fmt: str = "png", dpi: int = 150) -> bytes:
+    """The file :func:`save_figure` writes for ``fig`` in format ``fmt`` (tight bounding box, fixed metadata)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format=fmt, dpi=dpi, bbox_inches="tight", metadata=_metadata(fmt))
+    return buf.getvalue()
 
 
 def _metadata(fmt: str) -> dict | None:

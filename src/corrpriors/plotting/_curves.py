@@ -9,7 +9,7 @@ import numpy as np
 
 from .._methods import record_labels
 from .._methods import style as method_style
-from ._common import log_ticks, new_figure, seeds_text
+from ._common import balanced_wrap, log_ticks, new_figure, seeds_text
 
 #: A log-x panel is drawn only when the positive x values are at least this many ...
 LOG_PANEL_POINTS = 4
@@ -23,19 +23,37 @@ def _as_float(values: Sequence) -> np.ndarray:
     return np.array([np.nan if v is None else float(v) for v in values], dtype=float)
 
 
-def legend_outside(owner: Any, handles: list | None = None, labels: list | None = None, **kwargs: Any) -> Any:
+#: Legend entries longer than this many characters are wrapped onto more lines (at spaces).
+LEGEND_WRAP = 40
+
+
+def legend_outside(owner: Any, handles: list | None = None, labels: list | None = None, *,
+                   reserve: float | None = None, **kwargs: Any) -> Any:
     """Draw a framed legend outside the data: right of an axes, or at the right of a figure.
 
-    A legend placed this way never covers a curve, a bar or a reference line.
+    A legend placed this way never covers a curve, a bar or a reference line. An entry longer
+    than :data:`LEGEND_WRAP` characters is wrapped onto more lines (:func:`balanced_wrap`). ``reserve`` (inches; a
+    figure's legend only): the width the figure was sized to leave for its legend; a wider
+    legend (longer method labels, e.g. ``PG + per-pair layer, sampling``) widens the figure by
+    the difference instead of narrowing the panels.
     """
     from matplotlib.figure import Figure
 
     opts = {"fontsize": "small", "frameon": True, "framealpha": 1.0}
     opts.update(kwargs)
-    args = [] if handles is None else [handles, labels]
-    if isinstance(owner, Figure):
-        return owner.legend(*args, loc="outside right center", **opts)
-    return owner.legend(*args, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, **opts)
+    if handles is None and not isinstance(owner, Figure):
+        handles, labels = owner.get_legend_handles_labels()
+    args = [] if handles is None else [handles, ["\n".join(balanced_wrap(str(text), LEGEND_WRAP))
+                                                 for text in (labels or [])]]
+    if not isinstance(owner, Figure):
+        return owner.legend(*args, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, **opts)
+    legend = owner.legend(*args, loc="outside right center", **opts)
+    if reserve is not None:
+        excess = legend.get_window_extent().width / owner.dpi + 0.1 - float(reserve)
+        if excess > 0:
+            width, height = owner.get_size_inches()
+            owner.set_size_inches(width + excess, height)
+    return legend
 
 
 def plot_metric_curves(
@@ -272,7 +290,7 @@ def curves_figure(
     if log_panel:
         plot_metric_curves(summary, metric, ax=axes[1], logx=True, title="logarithmic x axis (x > 0)", **kw)
     handles, names = axes[0].get_legend_handles_labels()
-    legend_outside(fig, handles, names)
+    legend_outside(fig, handles, names, reserve=2.2)
     spread = _BANDS[band]
     fig.suptitle(f"{environment}: {seeds_text(n_seeds)}, mean{' ' + spread if spread else ''}",
                  fontsize="medium")

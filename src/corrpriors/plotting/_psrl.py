@@ -12,7 +12,7 @@ from ._curves import legend_outside, plot_metric_curves, stagger_coinciding
 
 def variant_title(variant: str) -> str:
     """Panel title of a PSRL variant: its name (as the terminal and ``metrics.json`` call it) and what it does."""
-    return "\n".join(textwrap.wrap(f"{variant}: {VARIANTS[variant].description}", 48))
+    return "\n".join(textwrap.wrap(f"{variant}: {VARIANTS[variant].description}", 48, break_on_hyphens=False))
 
 
 def psrl_curves_figure(summary: Mapping, metric: str, *, environment: str, x_label: str, y_label: str,
@@ -63,7 +63,7 @@ def psrl_curves_figure(summary: Mapping, metric: str, *, environment: str, x_lab
         ax.set_ylim(low, high)
         stagger_coinciding(ax)
     handles, names = axes[0].get_legend_handles_labels()
-    legend_outside(fig, handles, names)
+    legend_outside(fig, handles, names, reserve=2.2)
     n_seeds = max(len(summary.get("seeds", [])), 1)
     spread = {"std": " ± std over seeds", "sem": " ± standard error"}.get(band, "")
     fig.suptitle(f"{environment}: {seeds_text(n_seeds)}, mean{spread}", fontsize="medium")

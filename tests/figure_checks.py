@@ -15,7 +15,8 @@
 - axis labels hold no formula typed as raw text (``||V_expert||``; mathtext instead);
 - a log x axis labels at least three ticks (or every data x), and is drawn only where it shows
   more than a linear one (at least 4 positive x values over at least a decade);
-- the x axis of a curve plot ends at its data (no empty margin such as 21 for data ending at 20);
+- the x axis of a curve plot ends at its data (no empty margin such as 21 for data ending at 20;
+  error bars, whose caps need a margin, are exempt);
 - bars that start at 0 differ visibly (by at least 10% of the y range), else a zoomed point plot;
 - a spread band never crosses a reference line that bounds the metric (``gid="bound"``: the
   optimal policy's return), and is outlined
@@ -137,7 +138,7 @@ def _axis_problems(ax, name: str, renderer) -> list[str]:
         if twins and pos.size and (pos.size < 4 or pos[-1] / pos[0] < 10):
             out.append(f"{name!r}: a log x panel of {pos.size} points over a factor {pos[-1] / pos[0]:.3g} "
                        "shows nothing its linear twin does not")
-    if lines and xs.size and not ax.images and not ax.patches:
+    if lines and xs.size and not ax.images and not ax.patches and not _has_errorbars(ax):
         transform = (np.log10 if ax.get_xscale() == "log" else (lambda v: v))
         finite = xs[np.isfinite(xs) & ((xs > 0) if ax.get_xscale() == "log" else True)]
         if finite.size and finite.max() > finite.min():
@@ -157,6 +158,12 @@ def _axis_problems(ax, name: str, renderer) -> list[str]:
     out += _hidden_curves(ax, name, lines)
     out += _arrow_problems(ax, name)
     return out
+
+
+def _has_errorbars(ax) -> bool:
+    from matplotlib.container import ErrorbarContainer
+
+    return any(isinstance(c, ErrorbarContainer) for c in ax.containers)
 
 
 def _drawn_texts(fig):

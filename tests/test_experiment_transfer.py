@@ -358,7 +358,8 @@ def test_the_similarity_is_called_what_it_is(how, monkeypatch):
         assert "learned" not in ylabel and "learned similarity" not in spec.caption
         assert "fixed at 0.875 (not learned)" in spec.caption
     elif how == "averaged":
-        assert title.startswith("mixture over task similarities") and ylabel == "mean ρ of pg_transfer's mixture"
+        # the method as the legends name it (the y label said pg_transfer, the code's name)
+        assert title.startswith("mixture over task similarities") and ylabel == "mean ρ of the mixture of PG transfer"
     else:
         assert title == "task similarity learned from the data (leave-one-out)"
         assert spec.caption.startswith("left: pg_transfer's learned similarity against")

@@ -300,3 +300,18 @@ def test_a_long_legend_widens_the_figure_not_the_panels():
     assert plain_width == 7.0 and width > plain_width
     assert axes > 0.95 * plain_axes                  # the panel keeps its width (the legend had 2.2 in)
 
+
+def test_the_transfer_similarity_and_psrl_figure_passes():
+    """Its similarity legend sat on the data (lower right, where a similarity near 0 is), its band
+    had no outline, its log x axis reached past the budgets and its y label named pg_transfer."""
+    from corrpriors.plotting._transfer import transfer_figure
+
+    psrl = {"eval_after_transitions": 50, "variant": "mean", "replan_every": 50,
+            "policy": "greedy on the optimal Q of the posterior-mean model",
+            "methods": {m: {"return_after_eval_mean": [0.4, 0.6], "return_after_eval_std": [0.1, 0.1]}
+                        for m in ("pg_transfer", "pg", "pg_pooled", "dirichlet_sparse")}}
+    similarity = {"median": [0.1, 0.05, 0.02], "min": [0.0, 0.0, 0.0], "max": [0.3, 0.2, 0.1]}
+    fig = transfer_figure([20, 80, 320], similarity, psrl, labels={}, x_label="transitions observed in the target",
+                          environment="Transfer, 6x6 windy tunnel worlds")
+    assert figure_problems(fig, environment="Transfer") == []
+    assert "PG transfer" in _words(fig.axes[0].get_ylabel())

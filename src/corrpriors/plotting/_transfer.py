@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from .._methods import alpha_text
+from .._methods import label as method_label
 from .._methods import style as method_style
 from ._common import new_figure
 from ._curves import legend_outside
@@ -59,7 +59,7 @@ def transfer_figure(x: Sequence[float], similarity: Mapping[str, Any], psrl: Map
     -------
     matplotlib.figure.Figure
     """
-    fig = new_figure((11.0, 3.8) if psrl else (6.0, 3.8))
+    fig = new_figure((12.0, 3.8) if psrl else (7.0, 3.8))   # 1 inch for the similarity panel's legend
     axes = fig.subplots(1, 2) if psrl else [fig.add_subplot()]
     ax = axes[0]
     xs = np.asarray(x, dtype=float)
@@ -67,28 +67,32 @@ def transfer_figure(x: Sequence[float], similarity: Mapping[str, Any], psrl: Map
         med = np.asarray(similarity["median"], dtype=float)
         ax.plot(xs, med, marker="o", markersize=3, color=SIMILARITY_COLOUR, label="median over seeds")
         ax.fill_between(xs, np.asarray(similarity["min"], float), np.asarray(similarity["max"], float),
-                        color=SIMILARITY_COLOUR, alpha=0.2, linewidth=0, label="range over seeds")
+                        facecolor=SIMILARITY_COLOUR, alpha=0.2, edgecolor=SIMILARITY_COLOUR, linewidth=0.6,
+                        label="range over seeds")
     ax.set_xscale("log")
     ax.minorticks_off()
     ax.set_xticks(xs, [f"{v:g}" for v in xs])
+    if xs.size > 1:                 # the axis ends at the data
+        ax.set_xlim(float(xs.min()), float(xs.max()))
+    who = labels.get("pg_transfer") or method_label("pg_transfer")   # as the legends name it
     ax.set_ylim(-0.03, 1.03)
     ax.set_xlabel(x_label)
     if criterion not in CRITERION_NAMES:
         raise ValueError(f"criterion: expected one of {tuple(CRITERION_NAMES)}, got {criterion!r}")
     if fixed_similarity is not None:
-        ax.set_ylabel("similarity ρ of pg_transfer")
+        ax.set_ylabel(f"similarity ρ of {who}")
         ax.set_title(f"task similarity fixed at ρ = {alpha_text(fixed_similarity)} (not learned)",
                      fontsize="medium")
     elif average:
-        ax.set_ylabel("mean ρ of pg_transfer's mixture")
+        ax.set_ylabel(f"mean ρ of the mixture of {who}")
         ax.set_title(f"mixture over task similarities, weights learned\nfrom the data "
                      f"({CRITERION_NAMES[criterion]})", fontsize="medium")
     else:
-        ax.set_ylabel("learned similarity ρ of pg_transfer")
+        ax.set_ylabel(f"learned similarity ρ of {who}")
         ax.set_title(f"task similarity learned from the data ({CRITERION_NAMES[criterion]})",
                      fontsize="medium")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize="small", loc="lower right")
+    legend_outside(ax)              # beside the panel: a similarity near 0 or 1 is not hidden
     if psrl:
         ax = axes[1]
         for i, (method, block) in enumerate(psrl["methods"].items()):
@@ -103,15 +107,13 @@ def transfer_figure(x: Sequence[float], similarity: Mapping[str, Any], psrl: Map
         ax.set_ylabel(f"return after {psrl['eval_after_transitions']} transitions\n"
                       "(fraction of the optimal return)")
         title = "PSRL over a sequence of tasks (mean ± std over seeds)"
-        if psrl.get("policy"):   # the variant the curves are (a record before it was written: none)
-            title += "\n" + "\n".join(textwrap.wrap(
-                f"variant {psrl.get('variant', '')}: {psrl['policy']}"
-                + (f", replanned every {psrl['replan_every']} transitions" if psrl.get("replan_every") else ""),
-                64))
+        if psrl.get("policy"):   # the variant the curves are (a record before it was written: none); the
+            title += (f"\nvariant {psrl.get('variant', '')}: {psrl['policy']}"     # layout wraps it to the panel
+                      + (f", replanned every {psrl['replan_every']} transitions" if psrl.get("replan_every") else ""))
         ax.set_title(title, fontsize="medium")
         ax.grid(True, alpha=0.3)
         handles, names = ax.get_legend_handles_labels()
-        legend_outside(fig, handles, names)
+        legend_outside(fig, handles, names, reserve=1.6)
     fig.suptitle(environment, fontsize="medium")
     return fig
 

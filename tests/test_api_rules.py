@@ -51,6 +51,41 @@ def test_rng_is_keyword_only_everywhere():
     assert not offenders, f"rng must be keyword-only in: {offenders}"
 
 
+#: Public parameters named ``seed`` that are not a source of randomness (the names of the
+#: functions that may have one, and why): the rule below flags every other ``seed`` and
+#: every ``random_state``.
+SEED_PARAMETER_ALLOWED = {
+    # Gymnasium's Env.reset(*, seed=None, options=None): the protocol every environment follows
+    "corrpriors.envs.TabularEnv.reset": "Gymnasium's Env.reset API",
+    # the runner's seed index (an int naming one run) from which it derives the generator
+    "corrpriors.runner.seed_generator": "the index of a run, turned into its generator here",
+    "corrpriors.runner.protocol.check_seed_result": "the index of the run, named in errors",
+    "corrpriors.runner.fit.FitOptions.__init__": "the record of the fit command's --seed option",
+}
+
+
+def test_randomness_is_never_a_seed_or_random_state_parameter():
+    """Randomness is a keyword-only ``rng`` (docs/development.rst): a public parameter named
+    ``random_state`` or ``seed`` is a second spelling of it (``SubgoalPolicyEstimator`` took a
+    constructor ``random_state`` whose default None made two identical fits differ)."""
+    offenders = []
+    for qualname, fn in _public_callables():
+        try:
+            params = inspect.signature(fn).parameters
+        except (TypeError, ValueError):
+            continue
+        for name in ("random_state", "seed"):
+            if name in params and (name == "random_state" or qualname not in SEED_PARAMETER_ALLOWED):
+                offenders.append(f"{qualname}({name})")
+    assert not offenders, f"take randomness as a keyword-only rng, not: {offenders}"
+
+
+def test_the_seed_allow_list_names_existing_parameters():
+    public = {qualname: fn for qualname, fn in _public_callables()}
+    for qualname in SEED_PARAMETER_ALLOWED:
+        assert "seed" in inspect.signature(public[qualname]).parameters, qualname
+
+
 def _fixed_seed_calls(tree: ast.AST):
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):

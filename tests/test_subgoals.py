@@ -133,18 +133,16 @@ def test_dirichlet_subgoal_estimator_explains_data_and_is_reproducible():
     counts = np.zeros((5, 2))
     counts[1, 1] = 6   # at state 1 the agent always moved right
     counts[3, 0] = 6   # at state 3 always left
-    est = SubgoalPolicyEstimator(probs, model="dirichlet", n_burnin=20, n_samples=60,
-                                 random_state=0).fit(counts)
+    est = SubgoalPolicyEstimator(probs, model="dirichlet", n_burnin=20, n_samples=60).fit(counts, rng=0)
     assert est.policy_.shape == (5, 2)
     np.testing.assert_allclose(est.policy_.sum(axis=1), 1.0)
     assert est.policy_[1, 1] > 0.85 and est.policy_[3, 0] > 0.85
     assert est.subgoal_samples_.shape == (60, 5)
     assert np.all(est.subgoal_samples_[:, 1] >= 2)  # a goal to the right of state 1
-    again = SubgoalPolicyEstimator(probs, model="dirichlet", n_burnin=20, n_samples=60,
-                                   random_state=0).fit(counts)
+    again = SubgoalPolicyEstimator(probs, model="dirichlet", n_burnin=20, n_samples=60).fit(counts, rng=0)
     np.testing.assert_array_equal(est.subgoal_samples_, again.subgoal_samples_)
     rb = SubgoalPolicyEstimator(probs, model="dirichlet", n_burnin=20, n_samples=60,
-                                estimate="rao_blackwell", random_state=0).fit(counts)
+                                estimate="rao_blackwell").fit(counts, rng=0)
     np.testing.assert_allclose(rb.policy_.sum(axis=1), 1.0)
     assert rb.policy_[1, 1] > 0.85
 
@@ -152,15 +150,15 @@ def test_dirichlet_subgoal_estimator_explains_data_and_is_reproducible():
 def test_estimator_rejects_bad_input():
     probs = _chain_world()
     with pytest.raises(ValueError, match="counts"):
-        SubgoalPolicyEstimator(probs, model="dirichlet").fit(np.zeros((4, 2)))
+        SubgoalPolicyEstimator(probs, model="dirichlet").fit(np.zeros((4, 2)), rng=0)
     with pytest.raises(ValueError, match="model"):
-        SubgoalPolicyEstimator(probs, model="gp").fit(np.zeros((5, 2)))
+        SubgoalPolicyEstimator(probs, model="gp").fit(np.zeros((5, 2)), rng=0)
     with pytest.raises(ValueError, match="prior_source"):
-        SubgoalPolicyEstimator(probs, prior_source="mean").fit(np.zeros((5, 2)))
+        SubgoalPolicyEstimator(probs, prior_source="mean").fit(np.zeros((5, 2)), rng=0)
     bad = probs.copy()
     bad[0, 0] = [0.2, 0.2]
     with pytest.raises(ValueError, match="action_probs"):
-        SubgoalPolicyEstimator(bad, model="dirichlet").fit(np.zeros((5, 2)))
+        SubgoalPolicyEstimator(bad, model="dirichlet").fit(np.zeros((5, 2)), rng=0)
 
 
 def test_pg_subgoal_prior_propagates_goals_to_unvisited_states():
@@ -171,8 +169,8 @@ def test_pg_subgoal_prior_propagates_goals_to_unvisited_states():
     counts = np.zeros((n, 2))
     counts[[0, 1, 2], 1] = 4
     pg = SubgoalPolicyEstimator(probs, model="pg", coordinates=coords, lengthscale=3.0, scale=10.0,
-                                max_iter=5, n_burnin=30, n_samples=150, estimate="rao_blackwell",
-                                random_state=1).fit(counts)
+                                max_iter=5, n_burnin=30, n_samples=150,
+                                estimate="rao_blackwell").fit(counts, rng=1)
     assert np.all(pg.policy_[[0, 1, 2], 1] > 0.9)
     # independent subgoals: an unvisited state's exact posterior averages over all goals
     uniform_goal_average = probs[:, :, 1].mean(axis=1)
@@ -187,8 +185,45 @@ def test_sample_prior_source_runs_and_is_reproducible():
     counts = np.zeros((6, 2))
     counts[1, 1] = 3
     kw = {"model": "pg", "coordinates": coords, "prior_source": "sample", "n_burnin": 3, "n_samples": 5,
-              "max_iter": 3, "random_state": 7}
-    a = SubgoalPolicyEstimator(probs, **kw).fit(counts)
-    b = SubgoalPolicyEstimator(probs, **kw).fit(counts)
+              "max_iter": 3}
+    a = SubgoalPolicyEstimator(probs, **kw).fit(counts, rng=7)
+    b = SubgoalPolicyEstimator(probs, **kw).fit(counts, rng=np.random.default_rng(7))
     np.testing.assert_array_equal(a.subgoal_samples_, b.subgoal_samples_)
     np.testing.assert_allclose(a.policy_.sum(1), 1.0)
+
+
+def test_fit_takes_its_randomness_as_a_keyword_only_rng():
+    """The sampler's draws come from fit(counts, *, rng): required, and the same seed gives the
+    same estimate (before: a constructor random_state defaulting to None, so two identical calls
+    differed)."""
+    import inspect
+
+    probs = _chain_world(6)
+    coords = np.arange(6, dtype=float)[:, None]
+    counts = np.zeros((6, 2))
+    counts[1, 1] = 3
+    rng_param = inspect.signature(SubgoalPolicyEstimator.fit).parameters.get("rng")
+    assert rng_param is not None and rng_param.kind is inspect.Parameter.KEYWORD_ONLY
+    assert "random_state" not in inspect.signature(SubgoalPolicyEstimator).parameters
+    est = SubgoalPolicyEstimator(probs, coordinates=coords, n_burnin=2, n_samples=3, max_iter=2)
+    with pytest.raises(ValueError, match=r"^rng: fit draws the subgoals"):
+        est.fit(counts)
+    a = est.fit(counts, rng=3).policy_.copy()
+    np.testing.assert_array_equal(a, est.fit(counts, rng=np.random.default_rng(3)).policy_)
+    with pytest.raises(TypeError, match="rng"):
+        est.fit(counts, rng="3")
+
+
+def test_random_state_is_deprecated_and_still_works():
+    probs = _chain_world(5)
+    counts = np.zeros((5, 2))
+    counts[1, 1] = 4
+    kw = {"model": "dirichlet", "n_burnin": 3, "n_samples": 4}
+    with pytest.warns(DeprecationWarning, match=r"random_state is deprecated; pass rng to fit\(\)"):
+        old = SubgoalPolicyEstimator(probs, random_state=5, **kw)
+    new = SubgoalPolicyEstimator(probs, **kw).fit(counts, rng=5)
+    np.testing.assert_array_equal(old.fit(counts).subgoal_samples_, new.subgoal_samples_)
+    with pytest.raises(ValueError, match="rng, random_state: give the randomness once"):
+        old.fit(counts, rng=5)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'n_sample'"):
+        SubgoalPolicyEstimator(probs, n_sample=4)

@@ -1,10 +1,13 @@
-"""Modules that moved: their old import paths keep working, with a :class:`DeprecationWarning`.
+"""Deprecated public names keep working until :data:`REMOVED_IN`, with a :class:`DeprecationWarning`.
 
-An old module becomes a two-line alias whose module-level ``__getattr__`` forwards every name to the
-new module and warns once per name looked up::
+A module that moved becomes a two-line alias whose module-level ``__getattr__`` forwards every name
+to the new module and warns once per name looked up::
 
     from .._deprecation import moved
     __getattr__, __dir__ = moved(__name__, "corrpriors.linalg.dense")
+
+A keyword argument that was replaced is taken through ``**kwargs`` (so it no longer shows in the
+signature) and read with :func:`deprecated_keyword`, which warns when it is given.
 """
 
 from __future__ import annotations
@@ -47,4 +50,31 @@ def moved(old: str, new: str) -> tuple[Callable[[str], Any], Callable[[], list[s
     return __getattr__, __dir__
 
 
-__all__ = ["REMOVED_IN", "moved"]
+def deprecated_keyword(owner: str, kwargs: dict[str, Any], old: str, instead: str) -> Any:
+    """The value of the deprecated keyword argument ``old`` in ``kwargs`` (None when absent).
+
+    Warns (:class:`DeprecationWarning`, at the caller of ``owner``) when ``old`` is given; any
+    other name in ``kwargs`` is a :class:`TypeError`, as Python raises for an unknown keyword.
+
+    Parameters
+    ----------
+    owner : str
+        The callable that took ``**kwargs``, e.g. ``"SubgoalPolicyEstimator"``.
+    kwargs : dict
+        Its ``**kwargs``.
+    old : str
+        The deprecated keyword.
+    instead : str
+        What to do instead, e.g. ``"pass rng to fit()"``.
+    """
+    unknown = sorted(set(kwargs) - {old})
+    if unknown:
+        raise TypeError(f"{owner}() got an unexpected keyword argument {unknown[0]!r}")
+    if old not in kwargs:
+        return None
+    warnings.warn(f"{owner}: {old} is deprecated; {instead} ({old} is removed in corrpriors "
+                  f"{REMOVED_IN})", DeprecationWarning, stacklevel=3)
+    return kwargs[old]
+
+
+__all__ = ["REMOVED_IN", "deprecated_keyword", "moved"]

@@ -48,6 +48,26 @@ def as_generator(seed: SeedLike, *, name: str = "rng") -> np.random.Generator:
     return np.random.default_rng(seed)
 
 
+def required_rng(rng: SeedLike, why: str, *, name: str = "rng") -> SeedLike:
+    """``rng`` itself; a :class:`ValueError` naming it when it is None.
+
+    For a result that is random as a whole (a Monte-Carlo average, a sampler's output): without
+    a seed two identical calls differ, so None (fresh OS entropy) must be asked for explicitly,
+    as ``numpy.random.default_rng()``.
+
+    Parameters
+    ----------
+    rng : None, int, numpy.random.SeedSequence or numpy.random.Generator
+    why : str
+        Why it is needed, e.g. ``"the estimate is a Monte-Carlo average"``.
+    name : str, default="rng"
+        The argument's name in the message.
+    """
+    if rng is None:
+        raise ValueError(f"{name}: {why}; pass a numpy Generator or a seed")
+    return rng
+
+
 def spawn(rng: np.random.Generator, n: int) -> list[np.random.Generator]:
     """Split ``rng`` into ``n`` independent child generators (one stream per sub-task)."""
     return list(as_generator(rng).spawn(n))
@@ -155,4 +175,4 @@ def sample_dirichlet(alpha: Any, n: int, *, rng: SeedLike) -> FloatArray:
     return g / g.sum(axis=-1, keepdims=True)
 
 
-__all__ = ["as_generator", "inverse_cdf", "sample_categorical", "sample_dirichlet", "spawn"]
+__all__ = ["as_generator", "inverse_cdf", "required_rng", "sample_categorical", "sample_dirichlet", "spawn"]

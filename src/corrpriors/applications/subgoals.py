@@ -31,9 +31,12 @@ The policy estimate averages the subgoal policies over the kept samples,
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from .._random import as_generator, sample_categorical
+from .._deprecation import deprecated_keyword
+from .._random import as_generator, required_rng, sample_categorical
 from .._typing import FloatArray, SeedLike
 from .._validation import check_array, check_counts, check_positive
 
@@ -204,7 +207,9 @@ class SubgoalPolicyEstimator:
         Initial subgoals: drawn from the likelihood alone (uniform :math:`\mathbf p_s`) or uniformly.
     model_options : dict, optional
         Extra keyword arguments for ``CorrelatedMultinomial`` (e.g. ``scale_prior``).
-    random_state : None, int or numpy.random.Generator
+    **kwargs
+        ``random_state``, deprecated (removed in corrpriors 0.3): the randomness is
+        :meth:`fit`'s ``rng``.
 
     Attributes
     ----------
@@ -227,7 +232,7 @@ class SubgoalPolicyEstimator:
                  learn_scale: bool = False, prior_source: str = "plugin", estimate: str = "samples",
                  n_burnin: int = 100,
                  n_samples: int = 100, max_iter: int = 10, init: str = "likelihood",
-                 model_options: dict | None = None, random_state: SeedLike = None):
+                 model_options: dict | None = None, **kwargs: Any):
         self.action_probs = action_probs
         self.model = model
         self.coordinates = coordinates
@@ -243,7 +248,8 @@ class SubgoalPolicyEstimator:
         self.max_iter = max_iter
         self.init = init
         self.model_options = model_options
-        self.random_state = random_state
+        self._random_state = deprecated_keyword("SubgoalPolicyEstimator", kwargs, "random_state",
+                                                "pass rng to fit() instead")
 
     # ------------------------------------------------------------------ helpers
     def _validate(self):
@@ -281,14 +287,29 @@ class SubgoalPolicyEstimator:
         opts.setdefault("scale", check_positive(self.scale, "scale"))
         return CorrelatedMultinomial(covariance=cov, **opts)
 
+    def _rng(self, rng: SeedLike) -> SeedLike:
+        """``fit``'s ``rng``, or the deprecated constructor ``random_state`` when it is None."""
+        if self._random_state is not None:
+            if rng is not None:
+                raise ValueError("rng, random_state: give the randomness once, as fit(counts, rng=...) "
+                                 "(random_state is deprecated)")
+            return self._random_state
+        return required_rng(rng, "fit draws the subgoals (a sampler), so the same seed gives the same "
+                                 "estimate")
+
     # ---------------------------------------------------------------------- fit
-    def fit(self, counts) -> SubgoalPolicyEstimator:
+    def fit(self, counts, *, rng: SeedLike = None) -> SubgoalPolicyEstimator:
         """Run the sampler on demonstration counts.
 
         Parameters
         ----------
         counts : array_like of shape (S, A)
             State-action demonstration counts.
+        rng : int, numpy.random.SeedSequence or numpy.random.Generator
+            Required: the source of every draw (initial subgoals, the sweeps' subgoal draws
+            and, with ``prior_source="sample"``, the subgoal distributions). The estimate is a
+            sampler's output, so the same ``rng`` (seed) gives the same result; pass
+            ``numpy.random.default_rng()`` for fresh randomness.
 
         Returns
         -------
@@ -305,7 +326,7 @@ class SubgoalPolicyEstimator:
         if counts.shape != (n_states, n_actions):
             raise ValueError(f"counts: expected shape (S, A) = ({n_states}, {n_actions}) to match "
                              f"action_probs, got {counts.shape}")
-        rng = as_generator(self.random_state)
+        rng = as_generator(self._rng(rng))
         log_lik = subgoal_log_likelihoods(counts, _safe_log(probs_sga))
         self.log_likelihoods_ = log_lik
 

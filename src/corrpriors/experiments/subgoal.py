@@ -204,8 +204,8 @@ def run_seed(config: Config, *, rng: np.random.Generator) -> SeedResult:
     t = time.perf_counter()
     pg_sg = SubgoalPolicyEstimator(goal_probs, model="pg", coordinates=coords, lengthscale=lengthscale,
                                    scale=config.scale, learn_scale=False,
-                                   max_iter=config.max_iter_per_sweep, random_state=pg_rng,
-                                   **common).fit(counts)
+                                   max_iter=config.max_iter_per_sweep,
+                                   **common).fit(counts, rng=pg_rng)
     policies["pg_subgoal"], seconds["pg_subgoal"] = pg_sg.policy_, time.perf_counter() - t
     t = time.perf_counter()
     imit = PolicyEstimator("pg", coordinates=coords, lengthscale=lengthscale,
@@ -214,15 +214,15 @@ def run_seed(config: Config, *, rng: np.random.Generator) -> SeedResult:
     policies["pg_imitation"], seconds["pg_imitation"] = imit.policy_, time.perf_counter() - t
     t = time.perf_counter()
     dir_sg = SubgoalPolicyEstimator(goal_probs, model="dirichlet", alpha=config.dirichlet_alpha,
-                                    random_state=dir_rng, **common).fit(counts)
+                                    **common).fit(counts, rng=dir_rng)
     policies["dirichlet_subgoal"], seconds["dirichlet_subgoal"] = dir_sg.policy_, time.perf_counter() - t
     methods = list(METHODS)
     if config.em_variant:
         t = time.perf_counter()
         em = SubgoalPolicyEstimator(goal_probs, model="pg", coordinates=coords, lengthscale=lengthscale,
                                     scale=config.scale, learn_scale=True,
-                                    max_iter=config.max_iter_per_sweep, random_state=em_rng,
-                                    **common).fit(counts)
+                                    max_iter=config.max_iter_per_sweep,
+                                    **common).fit(counts, rng=em_rng)
         policies[EM_METHOD], seconds[EM_METHOD] = em.policy_, time.perf_counter() - t
         methods.append(EM_METHOD)
 

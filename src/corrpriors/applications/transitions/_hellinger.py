@@ -60,7 +60,7 @@ from typing import Any
 
 import numpy as np
 
-from ..._random import as_generator
+from ..._random import as_generator, required_rng
 from ..._special import log_half_gamma_ratio
 from ..._typing import FloatArray, SeedLike
 from ..._validation import check_int
@@ -262,7 +262,5 @@ def point_estimate(belief: Any, kind: str = "mean", *, rng: SeedLike = None) -> 
 
 def _required(rng: SeedLike) -> SeedLike:
     """``rng`` itself; a ``ValueError`` naming it when it is None (a Monte-Carlo estimate)."""
-    if rng is None:
-        raise ValueError("rng: this belief's Hellinger estimate is a Monte-Carlo average over "
-                         "its posterior draws; pass a numpy Generator or a seed")
-    return rng
+    return required_rng(rng, "this belief's Hellinger estimate is a Monte-Carlo average over its "
+                             "posterior draws")

@@ -227,3 +227,58 @@ def test_random_state_is_deprecated_and_still_works():
         old.fit(counts, rng=5)
     with pytest.raises(TypeError, match="unexpected keyword argument 'n_sample'"):
         SubgoalPolicyEstimator(probs, n_sample=4)
+
+
+def test_sweep_counts_are_integers_within_a_cap():
+    """n_samples=True passed and failed deep inside; 10**11 ended in a MemoryError; n_burnin had
+    no upper bound (its loop would have run for years)."""
+    probs = _chain_world(5)
+    counts = np.zeros((5, 2))
+    for kw, name in [({"n_samples": True}, "n_samples"), ({"n_burnin": False}, "n_burnin"),
+                     ({"n_samples": 2.5}, "n_samples"), ({"n_samples": 10**11}, "n_samples"),
+                     ({"n_burnin": 10**6 + 1}, "n_burnin"), ({"max_iter": True}, "max_iter")]:
+        with pytest.raises(ValueError, match=rf"^{name}: expected an integer"):
+            SubgoalPolicyEstimator(probs, model="dirichlet", **kw).fit(counts, rng=0)
+    est = SubgoalPolicyEstimator(probs, model="dirichlet", n_burnin=np.int64(1), n_samples=2.0)
+    assert est.fit(counts, rng=0).subgoal_samples_.shape == (2, 5)
+
+
+def test_kept_draws_must_fit_in_memory(monkeypatch):
+    monkeypatch.setenv("CORRPRIORS_MEMORY_LIMIT", "1K")   # 1 KiB: 200 x 50 draws do not fit
+    probs = _chain_world(50)
+    with pytest.raises(ValueError, match=r"kept subgoal draws, \(n_samples, S\) = \(200, 50\)"):
+        SubgoalPolicyEstimator(probs, model="dirichlet", n_burnin=0, n_samples=200).fit(
+            np.zeros((50, 2)), rng=0)
+
+
+def test_one_candidate_goal_is_blamed_on_action_probs():
+    probs = _chain_world(5)[:, :1]
+    for model in ("dirichlet", "pg"):
+        with pytest.raises(ValueError, match=r"^action_probs: expected at least G = 2 candidate goals"):
+            SubgoalPolicyEstimator(probs, model=model, coordinates=np.arange(5.0)[:, None]).fit(
+                np.zeros((5, 2)), rng=0)
+
+
+def test_coordinates_must_have_one_row_per_state():
+    probs = _chain_world(5)
+    with pytest.raises(ValueError, match=r"^coordinates: expected shape \(S, D\) with S = 5 states"):
+        SubgoalPolicyEstimator(probs, coordinates=np.arange(4.0)[:, None]).fit(np.zeros((5, 2)), rng=0)
+
+
+def test_public_helpers_validate_their_input():
+    """subgoal_log_likelihoods returned NaN for NaN counts; subgoal_conditionals NaN for a row
+    with no possible goal and a numpy broadcasting error for mismatched shapes."""
+    logp = np.log(_chain_world(5))
+    with pytest.raises(ValueError, match="^counts: contains NaN"):
+        subgoal_log_likelihoods(np.full((5, 2), np.nan), logp)
+    with pytest.raises(ValueError, match="^counts: counts must be integers"):
+        subgoal_log_likelihoods(np.full((5, 2), 0.5), logp)
+    with pytest.raises(ValueError, match="^log_action_probs: expected log-probabilities"):
+        subgoal_log_likelihoods(np.ones((5, 2)), np.full_like(logp, np.nan))
+    with pytest.raises(ValueError, match=r"^log_prior, log_lik: every goal of state 1"):
+        subgoal_conditionals(np.array([[0.0, -1.0], [-np.inf, -np.inf]]), np.zeros((2, 2)))
+    with pytest.raises(ValueError, match=r"^log_prior, log_lik: expected the same shape"):
+        subgoal_conditionals(np.zeros((2, 3)), np.zeros((3, 2)))
+    with np.errstate(divide="ignore"):
+        np.testing.assert_allclose(subgoal_conditionals(np.log([[0.5, 0.5, 0.0]]), np.zeros((1, 3))),
+                                   [[0.5, 0.5, 0.0]])

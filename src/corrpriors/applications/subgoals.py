@@ -36,11 +36,13 @@ from typing import Any
 import numpy as np
 
 from .._deprecation import deprecated_keyword
+from .._memory import check_memory
 from .._random import as_generator, required_rng, sample_categorical
 from .._typing import FloatArray, SeedLike
-from .._validation import check_array, check_counts, check_positive
+from .._validation import as_real_array, check_array, check_counts, check_int, check_points, check_positive
 
 __all__ = [
+    "MAX_SWEEPS",
     "SubgoalPolicyEstimator",
     "goal_action_probs",
     "sample_categorical",
@@ -51,6 +53,13 @@ __all__ = [
 # log of the smallest positive double: keeps 0 * log(0) finite (= 0) in the einsum
 _LOG_TINY = float(np.log(np.finfo(np.float64).tiny))
 
+#: The most sweeps ``n_burnin`` and ``n_samples`` may each ask for. A sweep is a variational fit
+#: and a draw of every subgoal: about 0.2 ms on a 4-state toy and 65 ms on the paper's
+#: 101-state wall world (measured), so a million sweeps is minutes to 18 hours; the paper
+#: keeps 100 after 100. The kept draws, (n_samples, S) integers, are also checked against the
+#: memory this process may use.
+MAX_SWEEPS = 1_000_000
+
 
 def _safe_log(p: np.ndarray) -> np.ndarray:
     """``log(p)`` with zeros mapped to ``log(tiny)`` (finite) instead of ``-inf``."""
@@ -59,6 +68,13 @@ def _safe_log(p: np.ndarray) -> np.ndarray:
 
 def _check_action_probs(action_probs, name: str = "action_probs") -> FloatArray:
     arr = check_array(action_probs, name, ndim=3)
+    if arr.shape[0] < 1 or arr.shape[2] < 1:
+        raise ValueError(f"{name}: expected shape (S, G, A) with at least one state and one "
+                         f"action, got {arr.shape}")
+    if arr.shape[1] < 2:
+        raise ValueError(f"{name}: expected at least G = 2 candidate goals (axis 1 of shape "
+                         f"(S, G, A)): with one goal there is no subgoal to infer; got shape "
+                         f"{arr.shape}")
     if (arr < 0).any():
         raise ValueError(f"{name}: probabilities must be non-negative, found {arr.min():g}")
     dev = np.abs(arr.sum(axis=-1) - 1.0)
@@ -86,12 +102,30 @@ def subgoal_log_likelihoods(counts, log_action_probs) -> FloatArray:
     -------
     log_lik : ndarray of shape (S, G)
     """
-    n = np.asarray(counts, dtype=np.float64)
-    logp = np.asarray(log_action_probs, dtype=np.float64)
-    if n.ndim != 2 or logp.ndim != 3 or logp.shape[0] != n.shape[0] or logp.shape[2] != n.shape[1]:
+    n = check_counts(counts, "counts", min_categories=1)
+    logp = _check_log_probs(log_action_probs, "log_action_probs", ndim=3)
+    if logp.shape[0] != n.shape[0] or logp.shape[2] != n.shape[1]:
         raise ValueError(f"counts (S, A) and log_action_probs (S, G, A) disagree: got {n.shape} "
                          f"and {logp.shape}")
-    return np.einsum("sa,sga->sg", n, np.maximum(logp, _LOG_TINY))
+    return _log_likelihoods(n, logp)
+
+
+def _log_likelihoods(counts: FloatArray, log_action_probs: FloatArray) -> FloatArray:
+    """:func:`subgoal_log_likelihoods` of checked arrays."""
+    return np.einsum("sa,sga->sg", counts, np.maximum(log_action_probs, _LOG_TINY))
+
+
+def _check_log_probs(x, name: str, ndim: int) -> FloatArray:
+    """Real log-probabilities with ``ndim`` axes: ``-inf`` (probability 0) allowed, NaN and
+    ``+inf`` refused, naming ``name``.
+    """
+    arr = as_real_array(x, name).astype(np.float64)
+    if arr.ndim != ndim:
+        raise ValueError(f"{name}: expected a {ndim}-D array, got shape {arr.shape}")
+    if np.isnan(arr).any() or np.isposinf(arr).any():
+        raise ValueError(f"{name}: expected log-probabilities (-inf allowed for probability 0), "
+                         f"found NaN or +inf")
+    return arr
 
 
 def subgoal_conditionals(log_prior, log_lik) -> FloatArray:
@@ -109,7 +143,21 @@ def subgoal_conditionals(log_prior, log_lik) -> FloatArray:
     probs : ndarray of shape (S, G)
         Rows on the simplex (computed with a log-sum-exp, stable for very peaked rows).
     """
-    z = np.asarray(log_prior, dtype=np.float64) + np.asarray(log_lik, dtype=np.float64)
+    prior = _check_log_probs(log_prior, "log_prior", ndim=2)
+    lik = _check_log_probs(log_lik, "log_lik", ndim=2)
+    if prior.shape != lik.shape:
+        raise ValueError(f"log_prior, log_lik: expected the same shape (S, G), got {prior.shape} "
+                         f"and {lik.shape}")
+    z = prior + lik
+    dead = np.flatnonzero(np.isneginf(z.max(axis=-1, initial=-np.inf)))
+    if dead.size:
+        raise ValueError(f"log_prior, log_lik: every goal of state {dead[0]} has probability zero "
+                         f"(log_prior + log_lik is -inf throughout the row)")
+    return _conditionals(z)
+
+
+def _conditionals(z: FloatArray) -> FloatArray:
+    """:func:`subgoal_conditionals` of the checked sum ``log_prior + log_lik`` (finite rows)."""
     z = z - z.max(axis=-1, keepdims=True)
     p = np.exp(z)
     return p / p.sum(axis=-1, keepdims=True)
@@ -197,8 +245,10 @@ class SubgoalPolicyEstimator:
         :math:`\sum_g P(g_s = g \mid \cdot)^{(m)} p(a \mid s, g)` instead (same target, lower
         variance).
     n_burnin : int, default 100
+        Discarded sweeps, at most :data:`MAX_SWEEPS`.
     n_samples : int, default 100
-        Kept sweeps :math:`M`.
+        Kept sweeps :math:`M`, from 1 to :data:`MAX_SWEEPS` (the kept draws must also fit in
+        memory).
     max_iter : int, default 10
         Variational iterations per sweep (warm-started, so a few suffice). Measured on the wall
         world (S = G = 101, one BLAS thread): about 13 s of CPU for 200 sweeps with 10
@@ -252,7 +302,8 @@ class SubgoalPolicyEstimator:
                                                 "pass rng to fit() instead")
 
     # ------------------------------------------------------------------ helpers
-    def _validate(self):
+    def _validate(self) -> tuple[int, int, int]:
+        """Check the settings; return ``n_burnin``, ``n_samples`` and ``max_iter`` as ints."""
         if self.model not in ("pg", "dirichlet"):
             raise ValueError(f"model: expected 'pg' or 'dirichlet', got {self.model!r}")
         if self.prior_source not in ("plugin", "sample"):
@@ -261,13 +312,11 @@ class SubgoalPolicyEstimator:
             raise ValueError(f"estimate: expected 'samples' or 'rao_blackwell', got {self.estimate!r}")
         if self.init not in ("likelihood", "uniform"):
             raise ValueError(f"init: expected 'likelihood' or 'uniform', got {self.init!r}")
-        for name in ("n_burnin", "n_samples", "max_iter"):
-            v = getattr(self, name)
-            if not isinstance(v, (int, np.integer)) or v < (0 if name == "n_burnin" else 1):
-                raise ValueError(f"{name}: expected an integer >= {0 if name == 'n_burnin' else 1}, "
-                                 f"got {v!r}")
+        return (check_int(self.n_burnin, "n_burnin", 0, MAX_SWEEPS),
+                check_int(self.n_samples, "n_samples", 1, MAX_SWEEPS),
+                check_int(self.max_iter, "max_iter", 1))
 
-    def _make_model(self, n_states: int):
+    def _make_model(self, n_states: int, max_iter: int):
         if self.model == "dirichlet":
             from ..baselines import DirichletMultinomial
 
@@ -280,9 +329,11 @@ class SubgoalPolicyEstimator:
             if self.coordinates is None:
                 raise ValueError("coordinates: model='pg' needs state coordinates (S, D) or a "
                                  "covariance (S, S)")
-            cov = state_kernel(coordinates=self.coordinates, lengthscale=self.lengthscale)
+            coords = check_points(self.coordinates, "coordinates", n_points=n_states, what="states",
+                                  symbol="S")
+            cov = state_kernel(coordinates=coords, lengthscale=self.lengthscale)
         opts = dict(self.model_options or {})
-        opts.setdefault("max_iter", self.max_iter)
+        opts.setdefault("max_iter", max_iter)
         opts.setdefault("learn_scale", self.learn_scale)
         opts.setdefault("scale", check_positive(self.scale, "scale"))
         return CorrelatedMultinomial(covariance=cov, **opts)
@@ -319,27 +370,31 @@ class SubgoalPolicyEstimator:
 
         from ..exceptions import ConvergenceWarning
 
-        self._validate()
+        n_burnin, n_samples, max_iter = self._validate()
         probs_sga = _check_action_probs(self.action_probs)
         n_states, n_goals, n_actions = probs_sga.shape
         counts = check_counts(counts, "counts", min_categories=1)
         if counts.shape != (n_states, n_actions):
             raise ValueError(f"counts: expected shape (S, A) = ({n_states}, {n_actions}) to match "
                              f"action_probs, got {counts.shape}")
+        check_memory(8.0 * n_samples * n_states,
+                     f"SubgoalPolicyEstimator: the kept subgoal draws, (n_samples, S) = "
+                     f"({n_samples:,}, {n_states:,}) integers,",
+                     "keep fewer sweeps (n_samples)")
+        model = self._make_model(n_states, max_iter)
         rng = as_generator(self._rng(rng))
-        log_lik = subgoal_log_likelihoods(counts, _safe_log(probs_sga))
+        log_lik = _log_likelihoods(counts, _safe_log(probs_sga))
         self.log_likelihoods_ = log_lik
 
         goals: np.ndarray
         if self.init == "likelihood":
-            goals = sample_categorical(subgoal_conditionals(np.zeros_like(log_lik), log_lik), rng=rng)
+            goals = sample_categorical(_conditionals(log_lik), rng=rng)
         else:
             goals = np.asarray(rng.integers(0, n_goals, size=n_states), dtype=np.int64)
 
-        model = self._make_model(n_states)
-        n_total = self.n_burnin + self.n_samples
+        n_total = n_burnin + n_samples
         rows = np.arange(n_states)
-        kept = np.empty((self.n_samples, n_states), dtype=np.int64)
+        kept = np.empty((n_samples, n_states), dtype=np.int64)
         cond_sum = np.zeros((n_states, n_goals))
         scale_trace = np.full(n_total, np.nan)
         onehot = np.zeros((n_states, n_goals))
@@ -360,14 +415,14 @@ class SubgoalPolicyEstimator:
             else:
                 p = model.sample_probs(1, rng=rng)[0]
             # (2) conditional draw of every subgoal
-            cond = subgoal_conditionals(_safe_log(p), log_lik)
+            cond = _conditionals(_safe_log(p) + log_lik)
             goals = sample_categorical(cond, rng=rng)
-            if sweep >= self.n_burnin:
-                kept[sweep - self.n_burnin] = goals
+            if sweep >= n_burnin:
+                kept[sweep - n_burnin] = goals
                 cond_sum += cond
 
         self.subgoal_samples_ = kept
-        self.subgoal_probs_ = cond_sum / self.n_samples
+        self.subgoal_probs_ = cond_sum / n_samples
         if self.estimate == "samples":
             self.policy_ = probs_sga[rows[None, :], kept].mean(axis=0)
         else:

@@ -32,11 +32,11 @@ from typing import Any
 import numpy as np
 
 from .._format import mean_std
+from ..applications.subgoals import MAX_SWEEPS
 from ..runner._ranges import (
     CONCENTRATION,
     ITERATIONS,
     LENGTHSCALE_OR_AUTO,
-    MAX_ITER,
     Boolean,
     Interval,
     Options,
@@ -124,8 +124,8 @@ RANGES = {
     "normalize_q": Boolean(),
     "n_trajectories": Interval(int, 1, 10_000),
     "trajectory_length": Interval(int, 1, 10_000),
-    "n_burnin": Interval(int, 0, MAX_ITER),
-    "n_samples": Interval(int, 1, MAX_ITER),
+    "n_burnin": Interval(int, 0, MAX_SWEEPS),
+    "n_samples": Interval(int, 1, MAX_SWEEPS),
     "max_iter_per_sweep": ITERATIONS,
     "prior_source": Options("plugin", "sample"),
     "estimate": Options("samples", "rao_blackwell"),

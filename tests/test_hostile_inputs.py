@@ -200,6 +200,9 @@ def test_every_setting_of_every_experiment_has_a_declared_range_its_defaults_mee
      "n_rewards: expected fewer than the 9 cells of the 3 x 3 grid"),
     (["reproduce", "imitation", "--quick", "--set", "motion=teleport"],
      "motion: expected one of 'gaussian', 'cardinal'"),
+    # Fig. 1 was dropped without a word when its D was not in the sweep
+    (["reproduce", "imitation", "--quick", "--set", "n_demonstrations=10,20"],
+     "figure_demonstrations: expected one of the sweep's n_demonstrations (10, 20), got 50"),
     (["reproduce", "subgoal", "--quick", "--set", "n_burnin=-1"], "n_burnin: expected an integer in [0, 1,000,000]"),
     (["reproduce", "subgoal", "--quick", "--set", "beta=0"], "beta: expected a number in (0, 1e6]"),
     (["reproduce", "psrl-grid", "--quick", "--set", "start=0,100"], "start (entry 1): expected an integer in [0, 9]"),

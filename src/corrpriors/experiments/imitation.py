@@ -142,6 +142,11 @@ def check_config(config: Config) -> None:
     if config.n_rewards >= cells:
         raise ValueError(f"n_rewards: expected fewer than the {cells} cells of the {config.shape[0]} x "
                          f"{config.shape[1]} grid, got {config.n_rewards}")
+    if config.figure_demonstrations not in config.n_demonstrations:
+        sweep = ", ".join(str(d) for d in config.n_demonstrations)
+        raise ValueError(f"figure_demonstrations: expected one of the sweep's n_demonstrations ({sweep}), "
+                         f"got {config.figure_demonstrations}: Fig. 1 shows the policies fitted at that D; "
+                         f"set figure_demonstrations to one of them or add it to n_demonstrations")
 
 
 def quick_config() -> Config:

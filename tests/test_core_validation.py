@@ -258,3 +258,13 @@ def test_prior_means_beyond_a_million_are_refused():
     assert np.isfinite(m.collapsed_bound()) and np.isfinite(m.elbo_)
     draws = m.fit_gibbs(x, 20, burn_in=5, rng=0)
     assert draws is not None
+
+
+@pytest.mark.parametrize("flag", ["learn_scale", "learn_kernel"])
+def test_flags_must_be_real_bools(flag):
+    """learn_scale="no" learned the scale (bool("no") is True); 1 and None were truth-tested too."""
+    for bad in ("no", "False", 1, 0, None, 0.0):
+        with pytest.raises(TypeError, match=rf"^{flag}: expected True or False, got "):
+            _fit(**{flag: bad})
+    fixed = CorrelatedMultinomial(covariance=COV, learn_scale=np.bool_(False), scale=2.0).fit(GOOD)
+    assert fixed.scale_ == 2.0

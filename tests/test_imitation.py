@@ -135,3 +135,35 @@ def test_candidate_lengthscales_pick_the_best_elbo():
     ref = CorrelatedMultinomial(covariance=state_kernel(coordinates=coords, lengthscale=best),
                                 learn_scale=True, max_iter=300).fit(counts)
     np.testing.assert_allclose(est.policy_, ref.probs(), atol=1e-10)
+
+
+def test_demonstration_counts_checks_the_table_size():
+    """n_states=-1 was a numpy error ('minlength' must not be negative), 2.5 was cut to 2 under a
+    message naming states, 10**12 x 10**6 a MemoryError."""
+    for args, match in [((-1, 2), r"^n_states: expected an integer >= 1, got -1"),
+                        ((0, 2), r"^n_states: expected an integer >= 1, got 0"),
+                        ((2.5, 2), r"^n_states: expected an integer >= 1, got 2.5"),
+                        ((3, True), r"^n_actions: expected an integer >= 1, got True"),
+                        ((10**12, 10**6), r"^demonstration_counts: the \(S, A\) = \(1,000,000,000,000, "
+                                          r"1,000,000\) count table would need about")]:
+        with pytest.raises(ValueError, match=match):
+            demonstration_counts([0], [1], *args)
+    np.testing.assert_array_equal(demonstration_counts([1], [0], np.int64(2), 2.0), [[0, 0], [1, 0]])
+
+
+def test_learn_scale_must_be_a_bool():
+    """learn_scale="no" learned the scale: CorrelatedMultinomial truth-tested it."""
+    for model in ("pg", "dirichlet"):
+        with pytest.raises(TypeError, match="^learn_scale: expected True or False, got 'no'"):
+            PolicyEstimator(model, coordinates=_grid(2), learn_scale="no").fit(np.ones((4, 2)))
+
+
+def test_sample_policies_takes_an_integer_count(monkeypatch):
+    est = PolicyEstimator("dirichlet").fit([[3, 1], [0, 0]])
+    for bad in (2.7, True, 0):
+        with pytest.raises(ValueError, match=r"^n: expected an integer >= 1, got "):
+            est.sample_policies(bad, rng=0)
+    assert est.sample_policies(2.0, rng=0).shape == (2, 2, 2)
+    monkeypatch.setenv("CORRPRIORS_MEMORY_LIMIT", "1M")
+    with pytest.raises(ValueError, match=r"^sample_policies: 100,000 draws of an \(S, A\) = \(2, 2\) policy"):
+        est.sample_policies(100_000, rng=0)

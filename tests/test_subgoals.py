@@ -282,3 +282,8 @@ def test_public_helpers_validate_their_input():
     with np.errstate(divide="ignore"):
         np.testing.assert_allclose(subgoal_conditionals(np.log([[0.5, 0.5, 0.0]]), np.zeros((1, 3))),
                                    [[0.5, 0.5, 0.0]])
+
+
+def test_learn_scale_must_be_a_bool():
+    with pytest.raises(TypeError, match="^learn_scale: expected True or False, got 'no'"):
+        SubgoalPolicyEstimator(_chain_world(5), model="dirichlet", learn_scale="no").fit(np.zeros((5, 2)), rng=0)

@@ -222,6 +222,15 @@ def check_int(x: Any, name: str, low: int, high: int | None = None) -> int:
     return int(x)
 
 
+def check_bool(x: Any, name: str) -> bool:
+    """``x`` as a bool if it is ``True`` or ``False`` (numpy's too), else a :class:`TypeError`
+    naming ``name`` (never truth-tested: ``"no"`` and ``1`` are not flags).
+    """
+    if not isinstance(x, (bool, np.bool_)):
+        raise TypeError(f"{name}: expected True or False, got {x!r}")
+    return bool(x)
+
+
 def check_real(x: Any, name: str, low: float = -np.inf, high: float = np.inf, *,
                closed: str = "both", expected: str | None = None) -> float:
     """``x`` as a finite float between ``low`` and ``high``, or an error naming ``name``.
@@ -319,6 +328,6 @@ def check_precision(precision: Any, name: str = "precision",
 
 
 
-__all__ = ["MAX_EXACT_COUNT", "MAX_SAMPLES", "MAX_STEPS", "as_real_array", "check_array", "check_counts",
-           "check_covariance", "check_int", "check_points", "check_positive", "check_precision", "check_real",
-           "check_shape", "check_simplex"]
+__all__ = ["MAX_EXACT_COUNT", "MAX_SAMPLES", "MAX_STEPS", "as_real_array", "check_array", "check_bool",
+           "check_counts", "check_covariance", "check_int", "check_points", "check_positive", "check_precision",
+           "check_real", "check_shape", "check_simplex"]

@@ -39,7 +39,7 @@ from .._deprecation import deprecated_keyword
 from .._memory import check_memory
 from .._random import as_generator, required_rng, sample_categorical
 from .._typing import FloatArray, SeedLike
-from .._validation import as_real_array, check_array, check_counts, check_int, check_points, check_positive
+from .._validation import as_real_array, check_array, check_bool, check_counts, check_int, check_points, check_positive
 
 __all__ = [
     "MAX_SWEEPS",
@@ -312,6 +312,7 @@ class SubgoalPolicyEstimator:
             raise ValueError(f"estimate: expected 'samples' or 'rao_blackwell', got {self.estimate!r}")
         if self.init not in ("likelihood", "uniform"):
             raise ValueError(f"init: expected 'likelihood' or 'uniform', got {self.init!r}")
+        check_bool(self.learn_scale, "learn_scale")
         return (check_int(self.n_burnin, "n_burnin", 0, MAX_SWEEPS),
                 check_int(self.n_samples, "n_samples", 1, MAX_SWEEPS),
                 check_int(self.max_iter, "max_iter", 1))

@@ -11,7 +11,15 @@ from .._random import as_generator
 from .._repr import estimator_repr
 from .._threads import blas_threads
 from .._typing import FloatArray, SeedLike
-from .._validation import check_array, check_counts, check_covariance, check_points, check_positive, check_shape
+from .._validation import (
+    check_array,
+    check_bool,
+    check_counts,
+    check_covariance,
+    check_points,
+    check_positive,
+    check_shape,
+)
 from ..exceptions import ConvergenceWarning
 from .cavi import CAVIOptions, run_cavi
 from .fixed_point import FixedPointOptions, stall_advice
@@ -280,6 +288,8 @@ class CorrelatedMultinomial:
     # ------------------------------------------------------------------ validation / prior
     def _options(self, n_categories: int) -> CAVIOptions:
         """The validated options of a fit (every constructor parameter checked here, once)."""
+        learn_scale = check_bool(self.learn_scale, "learn_scale")
+        learn_kernel = check_bool(self.learn_kernel, "learn_kernel")
         check_positive(self.tol, "tol", strict=False)
         check_positive(self.scale, "scale")
         scale_prior = None
@@ -313,9 +323,9 @@ class CorrelatedMultinomial:
                              "give one a range (e.g. lengthscale_bounds) or set learn_kernel=False")
         iteration = FixedPointOptions(max_iter=self.max_iter, tol=float(self.tol),
                                       acceleration=self.acceleration)
-        return CAVIOptions(learn_scale=bool(self.learn_scale), learn_mean=self.learn_mean,
+        return CAVIOptions(learn_scale=learn_scale, learn_mean=self.learn_mean,
                            scale_prior=scale_prior, mean_prior_mean=m0, mean_prior_std=tau,
-                           learn_kernel=bool(self.learn_kernel), iteration=iteration)
+                           learn_kernel=learn_kernel, iteration=iteration)
 
     def _build_prior(self, n_covariates: int) -> GaussianPrior:
         cov = self.covariance

@@ -251,3 +251,36 @@ def test_cli_takes_coordinates_from_the_environment_or_features(tmp_path, capsys
     code, _, err = cli(capsys, "sysid", line_ids["plain"], "--transitions", "20", "--n-seeds", "1",
                        "--features", "nocolon", "--out", str(tmp_path / "c"))
     assert code == 2 and "expected module:function" in err
+
+
+def repeated_coordinates(env):
+    """--features of the test below: every state at (0, 0)."""
+    return np.zeros((16, 2))
+
+
+def enormous_coordinates(env):
+    """Distinct integers of order 1e300 (cast to int64 they all became one value)."""
+    return np.arange(32).reshape(16, 2) * 1e300
+
+
+def fifty_coordinates(env):
+    """D = 50 integer coordinates: a radius-1 window of 3^50 moves."""
+    return np.random.default_rng(0).integers(0, 3, size=(16, 50))
+
+
+@pytest.mark.parametrize("command", [["sysid", "FrozenLake-v1", "--methods", "pg", "--transitions", "10"],
+                                     ["psrl", "FrozenLake-v1", "--methods", "pg_sampling", "--steps", "10"]])
+@pytest.mark.parametrize("features, message", [
+    ("repeated_coordinates", "need distinct integer state coordinates (of magnitude at most 2**53); "
+                             "FrozenLake-v1's are not: states 0 and 1 share the coordinates (0, 0)"),
+    ("enormous_coordinates", "FrozenLake-v1's are not: they reach 3.1e+301 in magnitude, beyond 2**53"),
+    ("fifty_coordinates", "the relative encoding (pg) has (2 radius + 1)^D = 7.18e+23 moves of D = 50"),
+])
+def test_features_the_relative_encoding_cannot_use_are_refused_up_front(tmp_path, capsys, command, features,
+                                                                         message):
+    """Before, a seed started and failed: 'states must have distinct coordinates' also for the
+    distinct 1e300 ones, and D = 50 passed the memory check (which capped the categories at S)."""
+    code, _, err = cli(capsys, *command, "--n-seeds", "1", "--no-plot", "--out", str(tmp_path / "out"),
+                       "--features", f"{__name__}:{features}")
+    assert code == 2 and err.count("\n") == 1 and message in err, err
+    assert not (tmp_path / "out").exists()

@@ -491,3 +491,30 @@ def test_an_unusable_seed_file_is_recomputed_with_a_note(tmp_path, capsys, _toy_
     assert again.summary["metrics"] == first.summary["metrics"]       # the same numbers as before the tampering
     third = run_experiment(toy.NAME, echo=None, **kw)                # and the repaired folder resumes
     assert third.computed_seeds == ()
+
+
+def test_the_relative_encoding_checks_its_coordinates_by_value():
+    """Integers of order 1e300 were cast to int64 as one value and refused as not distinct; now
+    the library names the magnitude, and a repeated state by its index (every entry point)."""
+    import gymnasium
+
+    from corrpriors.applications.transitions import (
+        CorrelatedTransitionModel,
+        displacement_category_map,
+        window_category_map,
+    )
+    from corrpriors.envs import from_gymnasium
+
+    huge = np.arange(32).reshape(16, 2) * 1e300
+    repeated = np.stack(np.unravel_index(np.arange(16), (4, 4)), axis=1)
+    repeated[7] = repeated[2]
+    for build in (displacement_category_map, window_category_map):
+        with pytest.raises(ValueError, match=r"^coordinates: expected distinct integer coordinates \(the "
+                                             r"relative encoding\); they reach 3.1e\+301 in magnitude"):
+            build(huge, 1)
+        with pytest.raises(ValueError, match=r"states 2 and 7 share the coordinates \(0, 2\)$"):
+            build(repeated, 1)
+    lake = gymnasium.make("FrozenLake-v1", map_name="4x4")
+    for sparse in (False, True):
+        with pytest.raises(ValueError, match=r"^mdp.coordinates: expected distinct integer coordinates"):
+            CorrelatedTransitionModel.for_mdp(from_gymnasium(lake, features=huge), sparse=sparse)

@@ -772,9 +772,14 @@ class GymExperiment:
         if scorings:
             need += scoring_memory(self.n_states, self.n_actions, scorings, sparse_model=self._sparse_model,
                                    model_entries=self._model_entries)
+        window = (2.0 * int(config.radius) + 1) ** n_dims
+        relative = any(m.startswith("pg") and not m.startswith("pg_absolute") for m in config.methods)
+        wide = (f"the relative encoding (pg) has (2 radius + 1)^D = {window:.3g} moves of D = {n_dims} "
+                f"coordinates, more than the states: use a smaller radius or fewer --features dimensions, or "
+                if relative and window > self.n_states else "")
         check_memory(need, f"a seed of {self.KIND} on {self.ENVIRONMENT} ({self.n_states:,} states, "
                            f"{self.n_actions} actions; methods {', '.join(config.methods)})",
-                     "use a smaller state space" + (", fewer --samples" if samples else "")
+                     wide + "use a smaller state space" + (", fewer --samples" if samples else "")
                      + (", a larger --eval-every" if scorings else "") + " or other methods (the Dirichlet "
                      "beliefs and pg need no (S, S) arrays above 2,000 states; pg_absolute does)")
 
@@ -813,7 +818,8 @@ def check_correlated(coords: Any, methods: tuple, env_id: str) -> None:
     """Raise ``ValueError`` if a correlated method lacks the state coordinates it needs.
 
     ``coords`` (ndarray of shape (S, D), or None when the environment has none) must exist for
-    every ``pg`` method and be integers for the relative encoding.
+    every ``pg`` method and be distinct integers of magnitude at most 2**53 for the relative
+    encoding (:func:`~corrpriors.applications.transitions._categories.integer_coordinates_problem`).
     """
     pg = [m for m in methods if m.startswith("pg")]
     if not pg:
@@ -823,9 +829,15 @@ def check_correlated(coords: Any, methods: tuple, env_id: str) -> None:
                          f"give them with --features module:function (or as the environment's "
                          f"state_coordinates attribute) or run the Dirichlet methods only (--methods)")
     relative = [m for m in pg if not m.startswith("pg_absolute")]
-    if relative and not np.all(np.asarray(coords) == np.round(coords)):
-        raise ValueError(f"methods: {', '.join(relative)} (relative moves) need integer state coordinates; "
-                         f"{env_id}'s are not; use the pg_absolute methods")
+    if not relative:
+        return
+    from ..applications.transitions._categories import integer_coordinates_problem
+
+    problem = integer_coordinates_problem(coords)
+    if problem is not None:
+        raise ValueError(f"methods: {', '.join(relative)} (relative moves) need distinct integer state coordinates "
+                         f"(of magnitude at most 2**53); {env_id}'s are not: {problem}; give other --features "
+                         f"or use the pg_absolute methods")
 
 
 def positive_int(config: Any, *fields: str) -> None:

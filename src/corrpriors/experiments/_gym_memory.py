@@ -126,8 +126,10 @@ def belief_memory(model: str, n_states: int, n_actions: int, n_dims: int, *, rad
 
     Follows the code's choices: dense storage below
     :data:`~corrpriors.applications.transitions.SPARSE_FROM_STATES` states (dense (S, A, S)
-    tables and, for ``pg``, the (S, S) category map built from (S, S, D) displacements), sparse
-    above (observed cells, a window map of (S, W) and tables of S A K entries); ``pg_absolute``
+    tables and, for ``pg``, the (S, S) category map built from (S, S, D) displacements and the
+    (S, W, D) moves of its window), sparse above (observed cells, a window map of (S, W) and tables
+    of S A K entries); ``pg`` has K = W + 1 categories, :math:`W = (2r + 1)^D` (more than S when
+    the window is wide: 49 on the 16 states of FrozenLake 4x4 with radius 3), ``pg_absolute``
     has K = S categories (stick parameters of (S, S - 1) per action); the prior is a dense
     (S, S) kernel per candidate length scale, or a GMRF from
     :data:`~corrpriors.applications.transitions.GMRF_FROM_STATES` states with at most
@@ -145,7 +147,8 @@ def belief_memory(model: str, n_states: int, n_actions: int, n_dims: int, *, rad
         table = SPARSE_ENTRY_BYTES * (S * A + observed)          # observed cells + background per row
         return table * (3 + samples)
     absolute = model == "pg_absolute"
-    K = S if absolute else min(S, (2.0 * radius + 1) ** n_dims + 1)
+    window = 0.0 if absolute else (2.0 * radius + 1) ** n_dims   # W: the relative encoding's moves
+    K = S if absolute else window + 1
     if prior == "auto":
         prior = _auto_prior(n_states, int(K))
     # a dense prior: the (S, S) kernel per candidate and the factor workspace of every action's
@@ -156,7 +159,8 @@ def belief_memory(model: str, n_states: int, n_actions: int, n_dims: int, *, rad
     fit = FIT_ARRAYS * 8.0 * S * K * A
     if dense_storage:
         tables = dense_table_bytes(n_states, n_actions, RUN_TABLES + LAYER_TABLES + samples)
-        cmap = 0.0 if absolute else 8.0 * S * S * (n_dims + 3)
+        # the (S, S) map from (S, S, D) displacements, and the (S, W, D) moves aimed at
+        cmap = 0.0 if absolute else 8.0 * S * (S * (n_dims + 3) + window * (n_dims + 1))
         return tables + cmap + prior_bytes + fit
     table = SPARSE_ENTRY_BYTES * S * A * K                     # a mean or a draw: every category's entry
     cmap = 0.0 if absolute else 16.0 * S * K                   # the (S, W) window map

@@ -20,9 +20,12 @@ __all__ = [
     "BOUNDARY_RULES",
     "CategoryMap",
     "TruncatedCategoryMap",
+    "MAX_COORDINATE",
     "check_radius",
     "displacement_category_map",
     "identity_category_map",
+    "integer_coordinates",
+    "integer_coordinates_problem",
     "valid_probs",
     "window_displacements",
 ]
@@ -304,6 +307,51 @@ def identity_category_map(n_states: int) -> CategoryMap:
     return CategoryMap(np.tile(np.arange(S, dtype=np.int64), (S, 1)), n_window=S)
 
 
+#: The largest magnitude of a coordinate of the relative encoding: float64 holds every integer
+#: exactly only up to 2**53, and below it the encoding's int64 arithmetic (displacements, window
+#: indices) cannot overflow. Coordinates of order 1e300 were cast to int64 as one value, and
+#: refused as "states must have distinct coordinates".
+MAX_COORDINATE = 2 ** 53
+
+
+def integer_coordinates_problem(coordinates: np.ndarray) -> str | None:
+    """Why ``coordinates`` (ndarray of shape (S, D), finite) are not distinct integers of
+    magnitude at most :data:`MAX_COORDINATE`, as the relative encoding needs; None if they are.
+    """
+    coords = np.asarray(coordinates, dtype=np.float64)
+    if not np.all(coords == np.round(coords)):
+        return "they are not all integers"
+    big = float(np.abs(coords).max(initial=0.0))
+    if big > MAX_COORDINATE:
+        return (f"they reach {big:.6g} in magnitude, beyond 2**53 = {MAX_COORDINATE:,} (float64 "
+                f"holds integers exactly only up to there)")
+    ints = coords.astype(np.int64)
+    _, first, inverse = np.unique(ints, axis=0, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    repeated = np.flatnonzero(first[inverse] != np.arange(len(ints)))
+    if repeated.size:
+        j = int(repeated[0])
+        i = int(first[inverse[j]])
+        return f"states {i} and {j} share the coordinates {tuple(int(v) for v in ints[j])}"
+    return None
+
+
+def integer_coordinates(coordinates: Any, name: str = "coordinates") -> IntArray:
+    """``coordinates`` as int64, if they can be the relative encoding's; else a ``ValueError``.
+
+    An (S, D) array, S >= 2, of distinct integers of magnitude at most :data:`MAX_COORDINATE`
+    (:func:`integer_coordinates_problem`); ``name`` is the argument named in the message.
+    """
+    coords = np.asarray(coordinates)
+    if coords.ndim != 2 or coords.shape[0] < 2:
+        raise ValueError(f"{name}: expected shape (S, D) with S >= 2, got {coords.shape}")
+    problem = integer_coordinates_problem(coords)
+    if problem is not None:
+        raise ValueError(f"{name}: expected distinct integer coordinates (the relative encoding); "
+                         f"{problem}")
+    return coords.astype(np.int64)
+
+
 def check_radius(radius: Any, coordinates: np.ndarray) -> int:
     """``radius`` as an int, if it is a window half-width the relative encoding can use.
 
@@ -362,14 +410,7 @@ def displacement_category_map(coordinates: Any, radius: int, other_prior: float 
     """
     if boundary not in BOUNDARY_RULES:
         raise ValueError(f"boundary: expected one of {', '.join(BOUNDARY_RULES)}, got {boundary!r}")
-    coords = np.asarray(coordinates)
-    if coords.ndim != 2 or coords.shape[0] < 2:
-        raise ValueError(f"coordinates: expected shape (S, D) with S >= 2, got {coords.shape}")
-    if not np.all(coords == np.round(coords)):
-        raise ValueError("coordinates: expected integer coordinates")
-    coords = coords.astype(np.int64)
-    if len(np.unique(coords, axis=0)) != len(coords):
-        raise ValueError("coordinates: states must have distinct coordinates")
+    coords = integer_coordinates(coordinates)
     r = check_radius(radius, coords)
     D = coords.shape[1]
     S = coords.shape[0]

@@ -20,6 +20,7 @@ from ._categories import (
     _nearest_first,
     displacement_category_map,
     identity_category_map,
+    integer_coordinates,
 )
 from ._hellinger import (
     FIRST_DRAWS,
@@ -724,12 +725,13 @@ class CorrelatedTransitionModel(_TransitionBelief):
             if category_order not in ("nearest", "lexicographic"):
                 raise ValueError(f"category_order: expected 'nearest' or 'lexicographic', got "
                                  f"{category_order!r}")
+            icoords = integer_coordinates(coords, "mdp.coordinates")
             cmap: CategoryMap | WindowCategoryMap
             if _resolve_sparse(kwargs.get("sparse"), S):   # no (S, S) arrays
-                cmap = window_category_map(coords.astype(np.int64), radius, boundary=boundary,
+                cmap = window_category_map(icoords, radius, boundary=boundary,
                                            other_pooling=other_pooling, order=category_order)
             else:
-                cmap = displacement_category_map(coords.astype(np.int64), radius,
+                cmap = displacement_category_map(icoords, radius,
                                                  boundary=boundary, other_pooling=other_pooling)
                 if category_order == "nearest":
                     assert isinstance(cmap, CategoryMap)

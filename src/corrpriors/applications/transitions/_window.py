@@ -28,6 +28,7 @@ from ._categories import (
     CategoryMap,
     TruncatedCategoryMap,
     check_radius,
+    integer_coordinates,
     valid_probs,
     window_displacements,
 )
@@ -174,15 +175,10 @@ def window_category_map(coordinates: Any, radius: int, other_prior: float = 0.01
     """
     if boundary not in BOUNDARY_RULES:
         raise ValueError(f"boundary: expected one of {', '.join(BOUNDARY_RULES)}, got {boundary!r}")
-    coords = np.asarray(coordinates)
-    if coords.ndim != 2 or coords.shape[0] < 2:
-        raise ValueError(f"coordinates: expected shape (S, D) with S >= 2, got {coords.shape}")
-    if not np.all(coords == np.round(coords)):
-        raise ValueError("coordinates: expected integer coordinates")
+    coords = integer_coordinates(coordinates)
     r = check_radius(radius, coords)
     if order not in ("lexicographic", "nearest"):
         raise ValueError(f"order: expected 'lexicographic' or 'nearest', got {order!r}")
-    coords = coords.astype(np.int64)
     S, D = coords.shape
     disp = window_displacements(D, r)                                   # (W, D)
     if order == "nearest":
@@ -198,9 +194,7 @@ def window_category_map(coordinates: Any, radius: int, other_prior: float = 0.01
 
     keys = key(coords)
     order_keys = np.argsort(keys)
-    sorted_keys = keys[order_keys]
-    if (np.diff(sorted_keys) == 0).any():
-        raise ValueError("coordinates: states must have distinct coordinates")
+    sorted_keys = keys[order_keys]   # distinct: integer_coordinates checked the states
 
     def lookup(points: np.ndarray) -> np.ndarray:
         k = key(points)

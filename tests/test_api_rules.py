@@ -38,13 +38,18 @@ def _public_callables():
                 yield f"{info.name}.{name}", obj
 
 
-def test_rng_is_keyword_only_everywhere():
-    offenders = []
+def _public_parameters():
+    """``(qualname, parameters)`` of every public callable with a signature."""
     for qualname, fn in _public_callables():
         try:
-            params = inspect.signature(fn).parameters
+            yield qualname, inspect.signature(fn).parameters
         except (TypeError, ValueError):
             continue
+
+
+def test_rng_is_keyword_only_everywhere():
+    offenders = []
+    for qualname, params in _public_parameters():
         p = params.get("rng")
         if p is not None and p.kind is not inspect.Parameter.KEYWORD_ONLY:
             offenders.append(qualname)
@@ -69,11 +74,7 @@ def test_randomness_is_never_a_seed_or_random_state_parameter():
     ``random_state`` or ``seed`` is a second spelling of it (``SubgoalPolicyEstimator`` took a
     constructor ``random_state`` whose default None made two identical fits differ)."""
     offenders = []
-    for qualname, fn in _public_callables():
-        try:
-            params = inspect.signature(fn).parameters
-        except (TypeError, ValueError):
-            continue
+    for qualname, params in _public_parameters():
         for name in ("random_state", "seed"):
             if name in params and (name == "random_state" or qualname not in SEED_PARAMETER_ALLOWED):
                 offenders.append(f"{qualname}({name})")
@@ -81,9 +82,9 @@ def test_randomness_is_never_a_seed_or_random_state_parameter():
 
 
 def test_the_seed_allow_list_names_existing_parameters():
-    public = {qualname: fn for qualname, fn in _public_callables()}
+    public = dict(_public_parameters())
     for qualname in SEED_PARAMETER_ALLOWED:
-        assert "seed" in inspect.signature(public[qualname]).parameters, qualname
+        assert "seed" in public[qualname], qualname
 
 
 def _fixed_seed_calls(tree: ast.AST):

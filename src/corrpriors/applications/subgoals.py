@@ -245,9 +245,9 @@ class SubgoalPolicyEstimator:
         :math:`\sum_g P(g_s = g \mid \cdot)^{(m)} p(a \mid s, g)` instead (same target, lower
         variance).
     n_burnin : int, default 100
-        Discarded sweeps, at most :data:`MAX_SWEEPS`.
+        Discarded sweeps, at most ``MAX_SWEEPS`` = 1,000,000.
     n_samples : int, default 100
-        Kept sweeps :math:`M`, from 1 to :data:`MAX_SWEEPS` (the kept draws must also fit in
+        Kept sweeps :math:`M`, from 1 to ``MAX_SWEEPS`` (the kept (M, S) draws must also fit in
         memory).
     max_iter : int, default 10
         Variational iterations per sweep (warm-started, so a few suffice). Measured on the wall

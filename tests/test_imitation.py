@@ -144,8 +144,8 @@ def test_demonstration_counts_checks_the_table_size():
                         ((0, 2), r"^n_states: expected an integer >= 1, got 0"),
                         ((2.5, 2), r"^n_states: expected an integer >= 1, got 2.5"),
                         ((3, True), r"^n_actions: expected an integer >= 1, got True"),
-                        ((10**12, 10**6), r"^demonstration_counts: the \(S, A\) = \(1,000,000,000,000, "
-                                          r"1,000,000\) count table would need about")]:
+                        ((10**12, 10**6), r"^state_action_counts: the \(S, A\) int64 counts of "
+                                          r"1,000,000,000,000 states x 1,000,000 actions would need about")]:
         with pytest.raises(ValueError, match=match):
             demonstration_counts([0], [1], *args)
     np.testing.assert_array_equal(demonstration_counts([1], [0], np.int64(2), 2.0), [[0, 0], [1, 0]])

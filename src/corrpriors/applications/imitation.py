@@ -43,18 +43,16 @@ def demonstration_counts(states, actions, n_states: int, n_actions: int) -> IntA
     actions : array_like of int, shape (D,)
         The actions :math:`a_d` shown there.
     n_states, n_actions : int
-        S and A, at least 1 each; the (S, A) table must fit in memory.
+        S and A, at least 1 each; the (S, A) table must fit in memory
+        (:func:`corrpriors.mdp.state_action_counts` checks before it allocates).
 
     Returns
     -------
     counts : ndarray of shape (S, A)
         ``counts[s, a]`` = number of demonstrations of action ``a`` at state ``s``.
     """
-    n_states = check_int(n_states, "n_states", 1)
+    n_states = check_int(n_states, "n_states", 1)   # before the ranges of states and actions
     n_actions = check_int(n_actions, "n_actions", 1)
-    check_memory(8.0 * n_states * n_actions,
-                 f"demonstration_counts: the (S, A) = ({n_states:,}, {n_actions:,}) count table",
-                 "check n_states and n_actions")
     s = np.asarray(states)
     a = np.asarray(actions)
     if s.ndim != 1 or a.ndim != 1 or s.shape != a.shape:

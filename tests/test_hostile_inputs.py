@@ -518,3 +518,17 @@ def test_the_relative_encoding_checks_its_coordinates_by_value():
     for sparse in (False, True):
         with pytest.raises(ValueError, match=r"^mdp.coordinates: expected distinct integer coordinates"):
             CorrelatedTransitionModel.for_mdp(from_gymnasium(lake, features=huge), sparse=sparse)
+
+
+def test_window_maps_refuse_windows_beyond_memory_and_float_range():
+    """(2 r + 1)^D with D = 700 overflowed Python's float power (OverflowError in the memory
+    estimate); the window map (sparse storage) built its 3^D moves with no check at all."""
+    from corrpriors._memory import MemoryEstimateError
+    from corrpriors.applications.transitions import displacement_category_map, window_category_map
+
+    coords = np.random.default_rng(0).integers(0, 3, size=(16, 700))
+    coords[:, 0] = np.arange(16)
+    for build in (displacement_category_map, window_category_map):
+        for d in (50, 700):
+            with bounded(), pytest.raises(MemoryEstimateError, match=rf"D = {d}, radius 1: \(2 radius \+ 1\)\^D = "):
+                build(coords[:, :d], 1)

@@ -762,6 +762,7 @@ class GymExperiment:
         the caller has already built (with ``features`` that builds the environment once more).
         """
         from .._memory import check_memory
+        from ..applications.transitions._categories import window_size
 
         scales = np.atleast_1d(config.lengthscale).size
         n_dims = 0 if coords is None else int(np.asarray(coords).shape[1])
@@ -772,7 +773,7 @@ class GymExperiment:
         if scorings:
             need += scoring_memory(self.n_states, self.n_actions, scorings, sparse_model=self._sparse_model,
                                    model_entries=self._model_entries)
-        window = (2.0 * int(config.radius) + 1) ** n_dims
+        window = window_size(n_dims, int(config.radius))
         relative = any(m.startswith("pg") and not m.startswith("pg_absolute") for m in config.methods)
         wide = (f"the relative encoding (pg) has (2 radius + 1)^D = {window:.3g} moves of D = {n_dims} "
                 f"coordinates, more than the states: use a smaller radius or fewer --features dimensions, or "

@@ -137,6 +137,7 @@ def belief_memory(model: str, n_states: int, n_actions: int, n_dims: int, *, rad
     dense one cannot fit (``"auto"``).
     """
     from ..applications.transitions._beliefs import _resolve_sparse
+    from ..applications.transitions._categories import window_size
     from ..applications.transitions._correlated import _auto_prior
 
     S, A = float(n_states), float(n_actions)
@@ -147,10 +148,10 @@ def belief_memory(model: str, n_states: int, n_actions: int, n_dims: int, *, rad
         table = SPARSE_ENTRY_BYTES * (S * A + observed)          # observed cells + background per row
         return table * (3 + samples)
     absolute = model == "pg_absolute"
-    window = 0.0 if absolute else (2.0 * radius + 1) ** n_dims   # W: the relative encoding's moves
+    window = 0.0 if absolute else window_size(n_dims, radius)   # W: the relative encoding's moves
     K = S if absolute else window + 1
     if prior == "auto":
-        prior = _auto_prior(n_states, int(K))
+        prior = _auto_prior(n_states, int(min(K, 2.0 ** 62)))
     # a dense prior: the (S, S) kernel per candidate and the factor workspace of every action's
     # sticks, each over its observed states (at most S, and about T / A of them are seen per action)
     seen = min(S, math.ceil(observed / A) if observed else S)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 from typing import Any
 
 import numpy as np
@@ -28,6 +29,7 @@ __all__ = [
     "integer_coordinates_problem",
     "valid_probs",
     "window_displacements",
+    "window_size",
 ]
 
 
@@ -414,9 +416,9 @@ def displacement_category_map(coordinates: Any, radius: int, other_prior: float 
     r = check_radius(radius, coords)
     D = coords.shape[1]
     S = coords.shape[0]
-    check_memory(8.0 * S * (S * (D + 2) + (2.0 * r + 1) ** D * (D + 1)),
+    check_memory(8.0 * S * (S * (D + 2) + window_size(D, r) * (D + 1)),
                  f"displacement_category_map (S = {S:,} states, D = {D}, radius {r}: (2 radius + 1)^D = "
-                 f"{(2.0 * r + 1) ** D:.3g} window categories)",
+                 f"{window_size(D, r):.3g} window categories)",
                  "use a smaller radius (at most the largest coordinate difference of two states is useful)")
     disp = coords[None, :, :] - coords[:, None, :]              # (S, S, D)
     inside = np.abs(disp).max(axis=-1) <= r
@@ -435,6 +437,16 @@ def displacement_category_map(coordinates: Any, radius: int, other_prior: float 
                      for s, row in enumerate(aim.tolist())], dtype=np.int64)
     return TruncatedCategoryMap(cat, n_window=width ** D, other_prior=other_prior,
                                 other_pooling=other_pooling, destination=dest)
+
+
+def window_size(n_dims: int, radius: int) -> float:
+    """W = (2 radius + 1)^D, the relative encoding's window categories, as a float for size
+    estimates (``inf`` beyond the float range: Python's float power raises there instead).
+    """
+    try:
+        return float(2 * int(radius) + 1) ** int(n_dims)
+    except OverflowError:
+        return math.inf
 
 
 def window_displacements(n_dims: int, radius: int) -> IntArray:

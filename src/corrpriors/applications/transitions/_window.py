@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from ..._memory import check_memory
 from ..._typing import FloatArray, IntArray
 from ..._validation import check_positive
 from ._categories import (
@@ -31,6 +32,7 @@ from ._categories import (
     integer_coordinates,
     valid_probs,
     window_displacements,
+    window_size,
 )
 from ._tables import BackgroundTransitions
 
@@ -180,6 +182,10 @@ def window_category_map(coordinates: Any, radius: int, other_prior: float = 0.01
     if order not in ("lexicographic", "nearest"):
         raise ValueError(f"order: expected 'lexicographic' or 'nearest', got {order!r}")
     S, D = coords.shape
+    check_memory(8.0 * S * window_size(D, r) * (D + 2),
+                 f"window_category_map (S = {S:,} states, D = {D}, radius {r}: (2 radius + 1)^D = "
+                 f"{window_size(D, r):.3g} window categories, (S, W, D) moves)",
+                 "use a smaller radius or fewer coordinates")
     disp = window_displacements(D, r)                                   # (W, D)
     if order == "nearest":
         disp = disp[np.lexsort((np.arange(len(disp)), np.abs(disp).sum(axis=1)))]

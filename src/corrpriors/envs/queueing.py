@@ -79,17 +79,148 @@ def _truncated_pmf(rate: float, tail_mass: float) -> np.ndarray:
     return pmf
 
 
-def _clip_out_pmf(y: np.ndarray, rate: float, upper: int) -> np.ndarray:
-    """P((y - q)_0^upper = m) for q ~ Poisson(rate); y (...,) integers -> (..., upper + 1)."""
+def _support_end(rate: float, largest: int) -> int:
+    """The largest k <= ``largest`` with P(q = k) > 0 or P(q >= k) > 0 in floating point
+    (q ~ Poisson(rate)): beyond it every pmf and tail value of :func:`_b2_rows` is exactly zero.
+    """
+    k = np.arange(largest + 1)
+    alive = (poisson.pmf(k, rate) > 0) | (poisson.sf(k - 1, rate) > 0)
+    return int(np.flatnonzero(alive)[-1])
+
+
+def _b2_rows(ys: np.ndarray, rate: float, upper: int,
+             reach: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The non-zeros of P((y - q)_0^upper = m), q ~ Poisson(rate), for each y of ``ys``.
+
+    Row y lists its m in increasing order: m = 0 collects q >= y (survival function), m = upper
+    collects q <= y - upper (cdf), the m in between are pmf values, and q runs up to ``reach``
+    (every value beyond it is zero, :func:`_support_end`).
+
+    Returns
+    -------
+    ptr : ndarray of shape (len(ys) + 1,)
+        Row ``ys[i]`` is ``m[ptr[i]:ptr[i + 1]]``, ``p[ptr[i]:ptr[i + 1]]``.
+    m, p : ndarray
+        Next b2 and its probability.
+    """
     if upper == 0:
-        return np.ones(y.shape + (1,))
-    m = np.arange(upper + 1)
-    k = y[..., None] - m                                   # q needed to land on m
-    out = np.where(k >= 0, poisson.pmf(np.maximum(k, 0), rate), 0.0)
-    # m = 0 collects q >= y ; m = upper collects q <= y - upper
-    out[..., 0] = np.where(y > 0, poisson.sf(y - 1, rate), 1.0)
-    out[..., upper] = np.where(y >= upper, poisson.cdf(y - upper, rate), 0.0)
-    return out
+        return np.arange(ys.size + 1), np.zeros(ys.size, dtype=np.int64), np.ones(ys.size)
+    k = np.arange(reach, -1, -1)                          # columns in increasing m = y - k
+    m = np.concatenate([ys[:, None] - k[None, :], np.full((ys.size, 1), upper)], axis=1)
+    p = np.zeros(m.shape)
+    inner = (m[:, :-1] >= 1) & (m[:, :-1] < upper)
+    p[:, :-1] = np.where(inner, poisson.pmf(k, rate)[None, :], 0.0)
+    at_zero = m[:, :-1] == 0                              # in the grid only where y <= reach
+    p[:, :-1][at_zero] = np.where(ys > 0, poisson.sf(ys - 1, rate), 1.0)[at_zero.any(axis=1)]
+    p[:, -1] = np.where(ys >= upper, poisson.cdf(ys - upper, rate), 0.0)
+    keep = p != 0
+    ptr = np.concatenate([[0], np.cumsum(keep.sum(axis=1))])
+    return ptr, m[keep], p[keep]
+
+
+def _state_blocks(B1: int, B2: int, per_state: int) -> list[np.ndarray]:
+    """The states in blocks of at most about ``CHUNK_ENTRIES // per_state``: whole b1 rows when
+    a row fits, else pieces of one row (so the b2 values of a block form one short range).
+    """
+    n = max(1, CHUNK_ENTRIES // per_state)
+    width = B2 + 1
+    if n >= width:
+        rows = n // width
+        return [np.arange(lo * width, min(B1 + 1, lo + rows) * width) for lo in range(0, B1 + 1, rows)]
+    return [b1 * width + np.arange(lo, min(width, lo + n)) for b1 in range(B1 + 1) for lo in range(0, width, n)]
+
+
+class _Network:
+    """The rows of the transition table: the buffers, the summation pmfs and, per action, the
+    reach of q3 (:func:`_support_end`).
+    """
+
+    def __init__(self, B1: int, B2: int, p1: np.ndarray, pmfs: list[np.ndarray],
+                 rates: tuple[tuple[float, float], ...], capped: bool) -> None:
+        self.B1, self.B2, self.p1, self.pmfs, self.rates, self.capped = B1, B2, p1, pmfs, rates, capped
+        self.reach = [_support_end(r3, B2 + p2.size - 1) if B2 > 0 else 0
+                      for p2, (_, r3) in zip(pmfs, rates)]
+
+    def _window(self, a: int) -> tuple[int, int]:
+        """Next states (b1', b2') one state can reach under action a lie in a w1 x w2 window."""
+        q2 = self.pmfs[a].size - 1
+        return (min(self.B1 + 1, self.p1.size + q2), min(self.B2 + 1, self.reach[a] + q2 + 1))
+
+    def per_state(self) -> int:
+        """A bound on the outcomes and on the accumulator cells of one state (both actions)."""
+        out = 0
+        for a, p2 in enumerate(self.pmfs):
+            w1, w2 = self._window(a)
+            outcomes = self.p1.size * p2.size * min(self.B2 + 1, self.reach[a] + 1)
+            out += max(outcomes, w1 * w2)
+        return out
+
+    def rows(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The rows (s, a) of the states ``ids`` (whose b2 values form one range): the entries
+        of each row (``2 * len(ids)``, row ``s * 2 + a``), then their columns and probabilities
+        in row-major order.
+
+        Each cell sums its (q1, q2, b2') outcomes in the order of the dense construction's
+        ``bincount`` (q1, then q2, then b2'), leaving out the outcomes of probability zero (they
+        add nothing), so every value is the dense one bit for bit.
+        """
+        B1, B2, p1 = self.B1, self.B2, self.p1
+        b1, b2 = np.unravel_index(ids, (B1 + 1, B2 + 1))
+        n = ids.size
+        per_action = []
+        for a, p2 in enumerate(self.pmfs):
+            q1 = np.arange(p1.size)[None, :, None]
+            q2 = np.arange(p2.size)[None, None, :]
+            w = np.broadcast_to(p1[None, :, None] * p2[None, None, :], (n, p1.size, p2.size))
+            x1 = b1[:, None, None] + q1                       # queue 1 after arrivals
+            nb1 = np.clip(x1 - q2, 0, B1)                     # (n, Q1, Q2)
+            served = np.minimum(q2, x1) if self.capped else q2 + 0 * x1
+            y = b2[:, None, None] + served                    # queue 2 before service
+            y0 = int(b2.min())
+            ptr, m, p = _b2_rows(np.arange(y0, int(b2.max()) + p2.size), self.rates[a][1], B2,
+                                 self.reach[a])
+            # accumulate in a w1 x w2 window of next states per state, row-major: cell order
+            # is column order, and no sort is needed
+            w1, w2 = self._window(a)
+            lo1 = np.maximum(b1 - (p2.size - 1), 0)
+            lo2 = np.maximum(b2 - self.reach[a], 0)
+            local = (np.arange(n)[:, None, None] * (w1 * w2) + (nb1 - lo1[:, None, None]) * w2
+                     - lo2[:, None, None]).ravel()
+            yi = (y - y0).ravel()
+            counts = np.diff(ptr)[yi]                         # b2' outcomes of each (q1, q2)
+            pos = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts - ptr[yi], counts)
+            key = np.repeat(local, counts) + m[pos]
+            acc = np.bincount(key, weights=np.repeat(w.ravel(), counts) * p[pos], minlength=n * w1 * w2)
+            nz = np.flatnonzero(acc)
+            s_loc, cell = np.divmod(nz, w1 * w2)
+            d1, d2 = np.divmod(cell, w2)
+            cols = (lo1[s_loc] + d1) * (B2 + 1) + lo2[s_loc] + d2
+            per_action.append((np.bincount(s_loc, minlength=n), cols, acc[nz]))
+        lengths = np.stack([count for count, _, _ in per_action], axis=1).ravel()
+        starts = np.cumsum(lengths) - lengths
+        cols = np.empty(int(lengths.sum()), dtype=np.int64)
+        vals = np.empty(cols.size)
+        for a, (count, c, v) in enumerate(per_action):       # interleave the actions' rows
+            first = np.cumsum(count) - count
+            s_loc = np.repeat(np.arange(n), count)
+            at = starts[s_loc * 2 + a] + np.arange(c.size) - first[s_loc]
+            cols[at], vals[at] = c, v
+        return lengths, cols, vals
+
+
+def _transition_table(net: _Network, sparse: bool) -> np.ndarray | SparseTransitions:
+    """The table, a block of states at a time, as CSR arrays (dense: their ``toarray``)."""
+    S = (net.B1 + 1) * (net.B2 + 1)
+    parts = [net.rows(ids) for ids in _state_blocks(net.B1, net.B2, net.per_state())]
+    lengths = np.concatenate([x[0] for x in parts])
+    index_type = np.int32 if S < 2**31 and lengths.sum() < 2**31 else np.int64
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(index_type)
+    indices = np.concatenate([x[1] for x in parts]).astype(index_type)
+    data = np.concatenate([x[2] for x in parts])
+    M = sp.csr_array((data, indices, indptr), shape=(2 * S, S))
+    if not sparse:
+        return M.toarray().reshape(S, 2, S)
+    return SparseTransitions(M, copy=False)
 
 
 def queueing_transitions(buffers: tuple[int, int] = (10, 10), arrival_rate: float = 1.0,
@@ -131,58 +262,7 @@ def queueing_transitions(buffers: tuple[int, int] = (10, 10), arrival_rate: floa
     p1 = _truncated_pmf(lam1, tail_mass)
     rates = ((beta1, 0.0), (0.0, beta2))
     pmfs = [_truncated_pmf(r2, tail_mass) for r2, _ in rates]
-    if prefer_sparse(S, 2, sparse):
-        return _sparse_queueing(B1, B2, p1, pmfs, rates, capped)
-    P = np.zeros((S, 2, S))
-    for a in range(2):
-        weights, target = _outcomes(np.arange(S), B1, B2, p1, pmfs[a], rates[a][1], capped)
-        flat = (np.arange(S)[:, None] * S + target).ravel()
-        P[:, a, :] = np.bincount(flat, weights=weights.ravel(), minlength=S * S).reshape(S, S)
-    return P
-
-
-def _outcomes(states: np.ndarray, B1: int, B2: int, p1: np.ndarray, p2: np.ndarray, r3: float,
-              capped: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Probability and next state of every (q1, q2, b2') outcome of ``states``: two arrays (n, Q1 * Q2 * (B2 + 1))."""
-    b1, b2 = np.unravel_index(states, (B1 + 1, B2 + 1))
-    q1 = np.arange(p1.size)[None, :, None]
-    q2 = np.arange(p2.size)[None, None, :]
-    w = p1[None, :, None] * p2[None, None, :]           # (1, Q1, Q2)
-    x1 = b1[:, None, None] + q1                         # queue 1 after arrivals
-    nb1 = np.clip(x1 - q2, 0, B1)                       # (n, Q1, Q2)
-    served = np.minimum(q2, x1) if capped else q2 + 0 * x1
-    y = b2[:, None, None] + served                      # queue 2 before service
-    pb2 = _clip_out_pmf(y, r3, B2)                      # (n, Q1, Q2, B2 + 1)
-    n = states.size
-    weights = (w[..., None] * pb2).reshape(n, -1)
-    target = (nb1[..., None] * (B2 + 1) + np.arange(B2 + 1)).reshape(n, -1)
-    return weights, target
-
-
-def _sparse_queueing(B1: int, B2: int, p1: np.ndarray, pmfs: list[np.ndarray],
-                     rates: tuple[tuple[float, float], ...], capped: bool) -> SparseTransitions:
-    """The sparse table, a block of states at a time; each entry sums its outcomes in the dense
-    ``bincount``'s order, so the values are the dense ones bit for bit.
-    """
-    S = (B1 + 1) * (B2 + 1)
-    per_state = max(p1.size * p.size for p in pmfs) * (B2 + 1)
-    block = max(1, CHUNK_ENTRIES // per_state)
-    rows_parts, cols_parts, vals_parts = [], [], []
-    for lo in range(0, S, block):
-        ids = np.arange(lo, min(S, lo + block))
-        for a in range(2):
-            weights, target = _outcomes(ids, B1, B2, p1, pmfs[a], rates[a][1], capped)
-            keys = ((ids[:, None] - lo) * S + target).ravel()
-            uniq, inverse = np.unique(keys, return_inverse=True)
-            vals = np.bincount(inverse.ravel(), weights=weights.ravel(), minlength=uniq.size)
-            s_loc, cols = np.divmod(uniq, S)
-            rows_parts.append((s_loc + lo) * 2 + a)
-            cols_parts.append(cols)
-            vals_parts.append(vals)
-    rows, cols, vals = (np.concatenate(x) for x in (rows_parts, cols_parts, vals_parts))
-    nz = vals != 0
-    M = sp.csr_array((vals[nz], (rows[nz], cols[nz])), shape=(2 * S, S))
-    return SparseTransitions(M, copy=False)
+    return _transition_table(_Network(B1, B2, p1, pmfs, rates, capped), prefer_sparse(S, 2, sparse))
 
 
 def queueing_network(buffers: tuple[int, int] = (10, 10), arrival_rate: float = 1.0,

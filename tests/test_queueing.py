@@ -185,19 +185,35 @@ def old_queueing_table(buffers, arrival_rate, service_rates, capped):
 
 OLD_BUILDER_CASES = [((10, 10), 1.0, (3.0, 2.0)), ((0, 0), 1.0, (3.0, 2.0)), ((0, 5), 1.3, (2.5, 1.7)),
                      ((5, 0), 1.3, (2.5, 1.7)), ((4, 3), 2.5, (0.0, 4.0)), ((3, 4), 0.0, (0.0, 0.0)),
-                     ((12, 40), 0.7, (5.0, 0.3)), ((40, 12), 3.0, (1.0, 6.0)), ((2, 120), 1.0, (3.0, 2.0))]
+                     ((40, 12), 3.0, (1.0, 6.0)), ((3, 34), 1.0, (3.0, 2.0))]
 
 
 @pytest.mark.parametrize("capped", [False, True])
 @pytest.mark.parametrize("buffers,arrival_rate,service_rates", OLD_BUILDER_CASES)
 def test_tables_equal_the_old_dense_construction_bit_for_bit(buffers, arrival_rate, service_rates, capped):
     """The builder accumulates each cell in a window of next states per state instead of
-    enumerating (q1, q2, every b2') for all states (21.5M non-zeros at 10^4 states took minutes,
-    10^5 did not finish); dense and sparse tables hold the old numbers bit for bit, including
-    b2 beyond where the pmf of q3 underflows (B2 = 120)."""
+    enumerating (q1, q2, every b2') for all states; dense and sparse tables hold the old numbers
+    bit for bit wherever B2 is within the cut-off of q3 (34 at rate 2, 44 at rate 6)."""
     want = old_queueing_table(buffers, arrival_rate, service_rates, capped)
     dense = queueing_transitions(buffers, arrival_rate, service_rates, capped, sparse=False)
     sparse = queueing_transitions(buffers, arrival_rate, service_rates, capped, sparse=True)
     np.testing.assert_array_equal(dense, want)
     np.testing.assert_array_equal(sparse.toarray(), want)
     assert sparse.nnz == np.count_nonzero(want)
+
+
+@pytest.mark.parametrize("capped", [False, True])
+@pytest.mark.parametrize("buffers,arrival_rate,service_rates",
+                         [((3, 35), 1.0, (3.0, 2.0)), ((12, 40), 0.7, (5.0, 0.3)), ((2, 120), 1.0, (3.0, 2.0))])
+def test_beyond_the_cut_off_of_q3_entries_move_by_less_than_the_tail_mass(buffers, arrival_rate,
+                                                                           service_rates, capped):
+    """Served batches q3 are cut off like q1 and q2 (tail mass 1e-30 folded into the cut-off):
+    beyond it (B2 > 34 at rate 2, > 20 at rate 0.3) the old table also listed every b2' down to
+    the pmf's underflow (1e-308). No entry moves by 1e-30, none appears, rows still sum to one,
+    and the table is smaller."""
+    want = old_queueing_table(buffers, arrival_rate, service_rates, capped)
+    got = queueing_transitions(buffers, arrival_rate, service_rates, capped, sparse=True)
+    np.testing.assert_allclose(got.toarray(), want, rtol=0, atol=1e-30)
+    assert not np.any((got.toarray() != 0) & (want == 0))
+    assert got.nnz < np.count_nonzero(want)
+    np.testing.assert_allclose(got.matrix.sum(axis=1), 1.0, atol=1e-14)

@@ -217,3 +217,97 @@ def test_beyond_the_cut_off_of_q3_entries_move_by_less_than_the_tail_mass(buffer
     assert not np.any((got.toarray() != 0) & (want == 0))
     assert got.nnz < np.count_nonzero(want)
     np.testing.assert_allclose(got.matrix.sum(axis=1), 1.0, atol=1e-14)
+
+
+# ----------------------------------------------------------------------------- size and scaling
+COUNT_CASES = [((10, 10), 1.0, (3.0, 2.0), False), ((0, 0), 1.0, (3.0, 2.0), True),
+               ((0, 300), 1.0, (3.0, 2.0), True), ((150, 0), 1.0, (3.0, 2.0), False),
+               ((12, 40), 0.7, (5.0, 0.3), True), ((90, 95), 1.0, (3.0, 2.0), False),
+               ((97, 60), 1.0, (3.0, 2.0), True), ((60, 70), 1e-300, (1e-300, 5.0), False)]
+
+
+@pytest.mark.parametrize("buffers,arrival_rate,service_rates,capped", COUNT_CASES)
+def test_the_entries_are_counted_exactly_before_the_table_is_built(buffers, arrival_rate,
+                                                                     service_rates, capped):
+    """The memory check counts the table's non-zeros from a few representative states (rows
+    away from the buffers' ends are translates): the count is the built table's, including
+    products that underflow (rates 1e-300)."""
+    from corrpriors.envs.queueing import _Network
+
+    net = _Network(*buffers, arrival_rate, ((service_rates[0], 0.0), (0.0, service_rates[1])), capped, 1e-30)
+    P = queueing_transitions(buffers, arrival_rate, service_rates, capped, sparse=True)
+    assert net.entry_count() == P.nnz
+
+
+@pytest.mark.parametrize("short", [7, 10_000])
+def test_a_count_below_the_entries_still_builds_the_same_table(monkeypatch, short):
+    import corrpriors.envs.queueing as queueing
+
+    want = queueing_transitions((30, 25), sparse=True).matrix
+    monkeypatch.setattr(queueing._Network, "entry_count", lambda self: want.nnz - short)
+    got = queueing_transitions((30, 25), sparse=True).matrix
+    for name in ("data", "indices", "indptr"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
+
+
+def test_ten_thousand_states_build_in_bounded_memory():
+    """10^4 states (15.5M entries): the old builder took 81 CPU s and 4.8 GB resident; now about
+    1.5 s, with at most about 85 MiB beyond the table's 178 MiB traced."""
+    from memory_checks import traced_peak
+
+    mdp, peak = traced_peak(queueing_network, (99, 99))
+    M = mdp.transitions.matrix
+    table = M.data.nbytes + M.indices.nbytes + M.indptr.nbytes
+    assert mdp.is_sparse and mdp.n_states == 10_000 and M.nnz == 15_528_566
+    assert peak < table + 150 * 2**20, (peak, table)
+    np.testing.assert_allclose(M.sum(axis=1), 1.0, atol=1e-13)
+
+
+def test_networks_that_cannot_fit_are_refused_up_front_naming_the_argument(monkeypatch):
+    import corrpriors.envs.queueing as queueing
+
+    def never(*args, **kwargs):
+        raise AssertionError("built although refused")
+
+    monkeypatch.setattr(queueing, "_transition_table", never)
+    monkeypatch.setenv("CORRPRIORS_MEMORY_LIMIT", "1G")
+    with pytest.raises(ValueError, match=r"buffers: the queueing network with buffers \(315, 315\) \(99,856 "
+                                         r"states, 2 actions, 1[0-9,]+ transition probabilities above the "
+                                         r"Poisson cut-offs, [0-9]+ per \(state, action\)\) would need about "
+                                         r"2\.[0-9]+ GiB, more than the 1 GiB .*use smaller buffers"):
+        queueing_network((315, 315))
+    monkeypatch.delenv("CORRPRIORS_MEMORY_LIMIT")
+    with pytest.raises(ValueError, match=r"buffers: .*\(10000000000, 10\).*at least one transition "
+                                         r"probability per \(state, action\)"):
+        queueing_network((10**10, 10))                      # refused before anything is counted
+    with pytest.raises(ValueError, match=r"^sparse: the dense \(S, 2, S\) table .*\(3000, 3000\).*pass "
+                                         r"sparse=None"):
+        queueing_network((3000, 3000), sparse=False)
+    with pytest.raises(ValueError, match=r"^arrival_rate, service_rates: .*\(1e\+12; 3, 2\).*use smaller rates"):
+        queueing_network(arrival_rate=1e12)                # the cut-off search would take hours
+    with pytest.raises(ValueError, match=r"^arrival_rate, service_rates: .*\(1; 1e\+300, 2\)"):
+        queueing_network(service_rates=(1e300, 2.0))
+
+
+def test_a_huge_rate_of_service_at_queue_two_empties_it():
+    """q3 is only summed up to the fullest queue 2 (B2 + q2): its cut-off is not searched beyond
+    (at rate 1e300 it would not end), and serving queue 2 empties it, as in the old builder."""
+    P = queueing_transitions((10, 10), 1.0, (3.0, 1e300), sparse=False)
+    np.testing.assert_array_equal(P, old_queueing_table((10, 10), 1.0, (3.0, 1e300), False))
+    assert np.all(P[:, 1].reshape(121, 11, 11)[:, :, 1:] == 0)
+
+
+def test_tail_mass_and_service_rates_are_checked():
+    with pytest.raises(ValueError, match=r"tail_mass: expected a real number in \[0, 1\), got -1"):
+        queueing_transitions(tail_mass=-1.0)               # the cut-off search never ended
+    with pytest.raises(ValueError, match=r"tail_mass: .* got nan"):
+        queueing_transitions(tail_mass=float("nan"))
+    with pytest.raises(TypeError, match="tail_mass"):
+        queueing_transitions(tail_mass="1e-30")
+    with pytest.raises(ValueError, match=r"service_rates: expected two rates, got \(3.0, 2.0, 1.0\)"):
+        queueing_network(service_rates=(3.0, 2.0, 1.0))
+    with pytest.raises(ValueError, match=r"service_rates: expected two rates, got 3.0"):
+        queueing_network(service_rates=3.0)
+    # tail_mass = 0: the sums run to where the Poisson tail underflows, rows still sum to one
+    P = queueing_transitions((3, 40), tail_mass=0.0, sparse=True)
+    np.testing.assert_allclose(P.matrix.sum(axis=1), 1.0, atol=1e-13)

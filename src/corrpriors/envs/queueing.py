@@ -35,7 +35,7 @@ into the cut-off value, so rows sum to one and entries are exact to ~1e-30. The 
 :math:`q_3` shows only when :math:`B_2` exceeds it (34 at rate 2): a row then lists the
 next :math:`b_2'` within the cut-off below :math:`b_2`, not every :math:`b_2' \le b_2` down to
 where the pmf underflows (probabilities down to 1e-308, up to 206 values per :math:`b_1'` at
-rate 2, which made the table at :math:`10^5` states 2.4 times as large).
+rate 2, which made the table at :math:`10^5` states 2.5 times as large: 4.9e8 entries, not 2.0e8).
 """
 
 from __future__ import annotations
@@ -46,8 +46,10 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.stats import poisson
 
+from .._memory import check_memory
 from .._random import as_generator
-from ..mdp._sparse import CHUNK_ENTRIES, SparseTransitions, prefer_sparse
+from .._validation import check_real
+from ..mdp._sparse import CHUNK_ENTRIES, SparseTransitions, dense_nbytes, prefer_sparse
 from ..mdp.tabular import TabularMDP
 
 
@@ -71,13 +73,34 @@ def _check_rate(x: Any, name: str) -> float:
     return v
 
 
-def _truncated_pmf(rate: float, tail_mass: float) -> np.ndarray:
-    """Poisson pmf on 0..Q with the tail P(q > Q) < tail_mass folded into Q."""
+def _cut_off(rate: float, tail_mass: float, largest: float = np.inf) -> int:
+    """The smallest Q >= ceil(rate) with P(q > Q) <= tail_mass, q ~ Poisson(rate) (0 at rate 0):
+    the first Q that stops ``while poisson.sf(Q, rate) > tail_mass: Q += 1``, searched in
+    growing vectorised steps; ``largest + 1`` if it is beyond ``largest``.
+    """
+    if rate == 0.0:
+        return 0
+    if np.ceil(rate) > largest:
+        return int(largest) + 1
+    Q, step = int(np.ceil(rate)), 64
+    while Q <= largest:
+        k = np.arange(Q, int(min(Q + step, largest + 1)))
+        stop = np.flatnonzero(~(poisson.sf(k, rate) > tail_mass))
+        if stop.size:
+            return Q + int(stop[0])
+        Q, step = Q + k.size, 2 * step
+    return int(largest) + 1
+
+
+def _truncated_pmf(rate: float, tail_mass: float, largest: float = np.inf) -> np.ndarray:
+    """Poisson pmf on 0..Q with the tail P(q > Q) <= tail_mass folded into Q (:func:`_cut_off`);
+    only 0..largest, unfolded, if Q is beyond ``largest`` (the values that can be used).
+    """
     if rate == 0.0:
         return np.ones(1)
-    Q = int(np.ceil(rate))
-    while poisson.sf(Q, rate) > tail_mass:
-        Q += 1
+    Q = _cut_off(rate, tail_mass, largest)
+    if Q > largest:
+        return poisson.pmf(np.arange(int(largest) + 1), rate)
     pmf = poisson.pmf(np.arange(Q + 1), rate)
     pmf[-1] += poisson.sf(Q, rate)
     return pmf
@@ -125,6 +148,25 @@ def _state_blocks(B1: int, B2: int, per_state: int) -> list[np.ndarray]:
     return [b1 * width + np.arange(lo, min(width, lo + n)) for b1 in range(B1 + 1) for lo in range(0, width, n)]
 
 
+def _classes(top: int, lo: int, hi: int, groups: bool = False) -> Any:
+    """The values 0..top as representatives and how many values each stands for: the values
+    in [lo, hi] are represented by lo, the others by themselves.
+
+    Returns (values, multiplicities), or with ``groups`` a list of such pairs whose values are
+    each one range of consecutive values (below lo, lo, above hi).
+    """
+    if lo > hi:
+        parts = [np.arange(top + 1)]
+    else:
+        parts = [np.arange(lo), np.array([lo]), np.arange(hi + 1, top + 1)]
+    mults = [np.ones(p.size, dtype=np.int64) for p in parts]
+    if lo <= hi:
+        mults[1][0] = hi - lo + 1
+    if groups:
+        return [(p, m) for p, m in zip(parts, mults) if p.size]
+    return np.concatenate(parts), np.concatenate(mults)
+
+
 class _Network:
     """The rows of the transition table: the buffers and the truncated pmfs of q1, and per
     action of q2 and q3 (:func:`_truncated_pmf`).
@@ -135,7 +177,8 @@ class _Network:
         self.B1, self.B2, self.rates, self.capped = B1, B2, rates, capped
         self.p1 = _truncated_pmf(arrival_rate, tail_mass)
         self.pmfs = [_truncated_pmf(r2, tail_mass) for r2, _ in rates]
-        self.p3 = [_truncated_pmf(r3, tail_mass) for _, r3 in rates]
+        # q3 beyond the largest queue 2 (B2 + q2) is never used: a huge rate empties queue 2
+        self.p3 = [_truncated_pmf(r3, tail_mass, B2 + p2.size - 1) for p2, (_, r3) in zip(self.pmfs, rates)]
         self.reach = [p3.size - 1 for p3 in self.p3]
 
     def _window(self, a: int) -> tuple[int, int]:
@@ -151,6 +194,27 @@ class _Network:
             outcomes = self.p1.size * p2.size * min(self.B2 + 1, self.reach[a] + 1)
             out += max(outcomes, w1 * w2)
         return out
+
+    def entry_count(self) -> int:
+        """The number of non-zeros of the table, from the rows of a few states.
+
+        A state whose b1 lies in [Q2, B1 - Q1] (no clipping of queue 1, nor of the capped batch)
+        has the row of b1 = Q2 moved by b1 - Q2 (same outcomes, sums and zeros); likewise for b2
+        in [Q3 + 1, B2 - Q2 - 1] (no boundary of queue 2 reached). So the rows of those two
+        representatives and of the states near the buffers' ends, times how many states each
+        stands for, count every entry (Q1, Q2, Q3: the cut-offs, the largest over the actions).
+        """
+        q2 = max(p.size for p in self.pmfs) - 1
+        b1, b1_mult = _classes(self.B1, q2, self.B1 - (self.p1.size - 1))
+        total = 0
+        for b2, b2_mult in _classes(self.B2, max(self.reach) + 1, self.B2 - q2 - 1, groups=True):
+            ids = (b1[:, None] * (self.B2 + 1) + b2[None, :]).ravel()
+            mult = (b1_mult[:, None] * b2_mult[None, :]).ravel()
+            n = max(1, CHUNK_ENTRIES // self.per_state())
+            for lo in range(0, ids.size, n):
+                lengths = self.rows(ids[lo:lo + n])[0]
+                total += int(((lengths[0::2] + lengths[1::2]) * mult[lo:lo + n]).sum())
+        return total
 
     def rows(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The rows (s, a) of the states ``ids`` (whose b2 values form one range): the entries
@@ -205,19 +269,76 @@ class _Network:
         return lengths, cols, vals
 
 
-def _transition_table(net: _Network, sparse: bool) -> np.ndarray | SparseTransitions:
-    """The table, a block of states at a time, as CSR arrays (dense: their ``toarray``)."""
+def _transition_table(net: _Network, sparse: bool, n_entries: int) -> np.ndarray | SparseTransitions:
+    """The table from its rows, a block of states at a time, written into CSR arrays of the
+    counted size (dense: their ``toarray``).
+    """
     S = (net.B1 + 1) * (net.B2 + 1)
-    parts = [net.rows(ids) for ids in _state_blocks(net.B1, net.B2, net.per_state())]
-    lengths = np.concatenate([x[0] for x in parts])
-    index_type = np.int32 if S < 2**31 and lengths.sum() < 2**31 else np.int64
-    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(index_type)
-    indices = np.concatenate([x[1] for x in parts]).astype(index_type)
-    data = np.concatenate([x[2] for x in parts])
-    M = sp.csr_array((data, indices, indptr), shape=(2 * S, S))
+    index_type = np.int32 if max(S, n_entries) < 2**31 else np.int64
+    data = np.empty(n_entries)
+    indices = np.empty(n_entries, dtype=index_type)
+    indptr = np.zeros(2 * S + 1, dtype=np.int64)
+    filled = 0
+    for ids in _state_blocks(net.B1, net.B2, net.per_state()):     # consecutive states
+        lengths, cols, vals = net.rows(ids)
+        end = filled + cols.size
+        if end > data.size:           # more than counted (entry_count is exact): make room
+            data = np.concatenate([data[:filled], np.empty(end - filled)])
+            indices = np.concatenate([indices[:filled], np.empty(end - filled, dtype=indices.dtype)])
+        data[filled:end], indices[filled:end] = vals, cols
+        indptr[2 * ids[0] + 1:2 * ids[-1] + 3] = filled + np.cumsum(lengths)
+        filled = end
+    M = sp.csr_array((data[:filled], indices[:filled], indptr.astype(index_type)), shape=(2 * S, S))
     if not sparse:
         return M.toarray().reshape(S, 2, S)
     return SparseTransitions(M, copy=False)
+
+
+#: Bytes per entry of the finished table: the probability (8), its column index (4, or 8 from
+#: 2**31 entries or states) and the row-sum check's flag (1).
+ENTRY_BYTES = 13
+
+#: Bytes per enumerated outcome (q1, q2, b2') of a block of states while its rows are summed
+#: (tracemalloc traced 40-88 beyond the table, buffers (31, 31) to (315, 315), (3000, 0) and
+#: (0, 3000), rates up to 2000); a block holds about
+#: :data:`~corrpriors.mdp._sparse.CHUNK_ENTRIES` outcomes, or one state's.
+OUTCOME_BYTES = 120
+
+
+def _check_rates_size(arrival_rate: float, rates: tuple[tuple[float, float], ...], B2: int) -> None:
+    """Refuse, before the Poisson cut-offs are searched, rates whose outcomes per state cannot
+    fit: each cut-off is at least the rate, so one state enumerates at least
+    (ceil(rate_1) + 1) (ceil(rate_2) + 1) (ceil(rate_3) + 1) outcomes per action.
+    """
+    per_state = sum((np.ceil(arrival_rate) + 1) * (np.ceil(r2) + 1) * min(B2 + 1, np.ceil(r3) + 1)
+                    for r2, r3 in rates)
+    check_memory(OUTCOME_BYTES * per_state,
+                 f"arrival_rate, service_rates: the queueing network's rates ({arrival_rate:g}; "
+                 f"{rates[0][0]:g}, {rates[1][1]:g}) give at least {per_state:.3g} Poisson outcomes "
+                 f"(q1, q2, q3) per state, and summing one state's",
+                 "use smaller rates (the cut-offs of the Poisson sums grow with them)")
+
+
+def _check_table_size(B1: int, B2: int, n_entries: int | None, per_state: int | None,
+                      sparse: bool) -> None:
+    """Refuse a table that cannot fit, before building it: with ``n_entries`` None, the least
+    any table of these buffers needs (one entry per (state, action)); else the counted entries
+    plus a block's outcomes (and the dense (S, 2, S) array when one is asked for).
+    """
+    S = (B1 + 1) * (B2 + 1)
+    n = 2 * S if n_entries is None else n_entries
+    need = ENTRY_BYTES * float(n) + 8.0 * (2 * S + 1)
+    if per_state is not None:
+        need += OUTCOME_BYTES * float(max(CHUNK_ENTRIES, per_state))
+    if not sparse:
+        check_memory(need + dense_nbytes(S, 2),
+                     f"sparse: the dense (S, 2, S) table of the queueing network with buffers "
+                     f"({B1}, {B2}) ({S:,} states)", "pass sparse=None (automatic) or sparse=True")
+    listed = ("at least one transition probability per (state, action)" if n_entries is None else
+              f"{n_entries:,} transition probabilities above the Poisson cut-offs, "
+              f"{n_entries / (2 * S):.0f} per (state, action)")
+    check_memory(need, f"buffers: the queueing network with buffers ({B1}, {B2}) ({S:,} states, 2 actions, "
+                       f"{listed})", "use smaller buffers")
 
 
 def queueing_transitions(buffers: tuple[int, int] = (10, 10), arrival_rate: float = 1.0,
@@ -238,26 +359,45 @@ def queueing_transitions(buffers: tuple[int, int] = (10, 10), arrival_rate: floa
     capped : bool
         Cap the batch moved to queue 2 at :math:`b_1 + q_1`.
     tail_mass : float
-        Poisson tail mass beyond the summation cut-off (folded into the cut-off).
+        Poisson tail mass beyond the summation cut-offs (folded into the cut-off), in [0, 1).
     sparse : bool or None
         A :class:`~corrpriors.mdp.SparseTransitions` (True), a dense array (False), or by size
         (None: sparse above :data:`~corrpriors.mdp.DENSE_LIMIT_BYTES`). The numbers are the
-        same bit for bit; the sparse table is built in blocks of states (bounded temporaries).
+        same bit for bit; the table is built in blocks of states (bounded temporaries).
 
     Returns
     -------
     ndarray of shape (S, 2, S) or SparseTransitions
         S = (B1 + 1)(B2 + 1).
+
+    Raises
+    ------
+    corrpriors._memory.MemoryEstimateError
+        Before anything is built, when the table would not fit in the memory this process may
+        use (:func:`corrpriors._memory.memory_budget`), naming ``buffers`` (the entries are
+        counted exactly first: about 1,000 per (state, action) at the default rates, 196
+        million at :math:`10^5` states, 2.4 GiB), ``arrival_rate, service_rates`` (one state's
+        Poisson outcomes) or ``sparse`` (a dense table asked for).
     """
     B1, B2 = _check_buffers(buffers)
     lam1 = _check_rate(arrival_rate, "arrival_rate")
     try:
-        beta1, beta2 = (_check_rate(r, "service_rates") for r in service_rates)
+        given = list(service_rates)
     except TypeError:
-        raise ValueError(f"service_rates: expected two rates, got {service_rates!r}") from None
+        given = []
+    if len(given) != 2:
+        raise ValueError(f"service_rates: expected two rates, got {service_rates!r}")
+    beta1, beta2 = (_check_rate(r, "service_rates") for r in given)
+    tail_mass = check_real(tail_mass, "tail_mass", 0.0, 1.0, closed="left")
     S = (B1 + 1) * (B2 + 1)
-    net = _Network(B1, B2, lam1, ((beta1, 0.0), (0.0, beta2)), capped, tail_mass)
-    return _transition_table(net, prefer_sparse(S, 2, sparse))
+    as_sparse = prefer_sparse(S, 2, sparse)
+    rates = ((beta1, 0.0), (0.0, beta2))
+    _check_rates_size(lam1, rates, B2)
+    _check_table_size(B1, B2, None, None, as_sparse)
+    net = _Network(B1, B2, lam1, rates, capped, tail_mass)
+    n_entries = net.entry_count()
+    _check_table_size(B1, B2, n_entries, net.per_state(), as_sparse)
+    return _transition_table(net, as_sparse, n_entries)
 
 
 def queueing_network(buffers: tuple[int, int] = (10, 10), arrival_rate: float = 1.0,
@@ -282,7 +422,9 @@ def queueing_network(buffers: tuple[int, int] = (10, 10), arrival_rate: float = 
         Coordinates (b1 / B1, b2 / B2) in [0, 1] instead of (b1, b2).
     sparse : bool or None
         As in :func:`queueing_transitions` (default: sparse above
-        :data:`~corrpriors.mdp.DENSE_LIMIT_BYTES`, i.e. beyond about 2,050 states).
+        :data:`~corrpriors.mdp.DENSE_LIMIT_BYTES`, i.e. beyond about 2,050 states). A network
+        whose table cannot fit in memory is refused before it is built, naming ``buffers``
+        (:math:`10^5` states: 196 million entries, 2.4 GiB, about 15 CPU seconds).
 
     Returns
     -------

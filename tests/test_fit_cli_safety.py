@@ -309,3 +309,115 @@ def test_interrupted_or_failed_fit_writes_nothing(tmp_path, capsys, monkeypatch,
     assert rc == status and out == ""
     assert err.splitlines()[-1] == message and "Traceback" not in err
     assert not (tmp_path / "o").exists()
+
+
+# ------------------------------------------------------------- inputs that are not regular files
+class _FifoGuard:
+    """Opens the write end of ``path`` whenever a reader waits on it, and closes it at once: a
+    reader blocked in open() then reads end-of-file instead of hanging, so this test fails
+    rather than hangs on a reader that opens the FIFO. ``opened`` says whether one did."""
+
+    def __init__(self, path):
+        import threading
+
+        self.path, self.opened, self._stop = path, False, threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.wait(0.05):
+            try:
+                fd = os.open(self.path, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:          # ENXIO: nobody has it open for reading
+                continue
+            self.opened = True
+            os.close(fd)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes")
+@pytest.mark.parametrize("option", ["--counts", "--coords", "--distances", "--predict-at"])
+def test_a_named_pipe_is_refused_before_it_is_opened(tmp_path, files, capsys, no_fit, option):
+    """A FIFO given as an input blocked ``corrpriors fit`` for ever (open waits for a writer);
+    it is refused, naming the option, without being opened and before --out exists."""
+    fifo = tmp_path / ("pipe.npy" if option == "--coords" else "pipe.csv")
+    os.mkfifo(fifo)
+    args = {"--counts": files["counts"], "--coords": files["coords"]}
+    if option == "--distances":
+        args.pop("--coords")
+    args[option] = fifo
+    with _FifoGuard(fifo) as guard:
+        rc, out, err = fit([*(x for kv in args.items() for x in kv), "--out", tmp_path / "o"], capsys)
+    one_line_error(rc, err, f"{option}: {fifo}: is a named pipe (FIFO), not a regular file")
+    assert not guard.opened and out == "" and not (tmp_path / "o").exists()
+
+
+def test_a_device_is_refused(tmp_path, files, capsys, no_fit):
+    """A link to a device (/dev/zero would be read for ever; /dev/null, used here, read as an
+    empty file) is refused as a device."""
+    if not os.path.exists("/dev/null"):
+        pytest.skip("no /dev/null")
+    link = tmp_path / "null.csv"
+    link.symlink_to("/dev/null")
+    rc, _, err = fit(["--counts", link, "--coords", files["coords"], "--out", tmp_path / "o"], capsys)
+    one_line_error(rc, err, f"--counts: {link}: is a character device, not a regular file")
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".npy"])
+def test_inputs_larger_than_the_limit_are_refused_unread(tmp_path, files, capsys, no_fit, monkeypatch,
+                                                        suffix):
+    import corrpriors.runner.fit as fit_module
+
+    counts = tmp_path / f"big{suffix}"
+    if suffix == ".npy":
+        np.save(counts, np.loadtxt(files["counts"], delimiter=",").astype(np.int64))
+        monkeypatch.setattr(fit_module, "MAX_NPY_TABLE_BYTES", 100)
+        advice = ".npy tables are read up to 100 bytes"
+    else:
+        counts.write_bytes(files["counts"].read_bytes())
+        monkeypatch.setattr(fit_module, "MAX_TEXT_TABLE_BYTES", 100)
+        advice = "text tables are read up to 100 bytes: save a larger one as .npy (numpy.save)"
+    size = counts.stat().st_size
+    monkeypatch.setattr(fit_module, "open_regular", lambda *a: pytest.fail("opened"))
+    rc, _, err = fit(["--counts", counts, "--coords", files["coords"], "--out", tmp_path / "o"], capsys)
+    one_line_error(rc, err, f"--counts: {counts}: is {size:,} bytes, more than the 100 read; {advice}")
+    assert not (tmp_path / "o").exists()
+
+
+def test_an_input_that_grows_past_the_limit_while_read_is_refused(tmp_path, files, capsys, no_fit,
+                                                                  monkeypatch):
+    """The limit also holds for what is read (the size is checked before opening, the file may
+    grow in between)."""
+    import corrpriors.runner.fit as fit_module
+
+    checks = []
+    monkeypatch.setattr(fit_module, "check_regular", lambda *a: checks.append(a))
+    monkeypatch.setattr(fit_module, "MAX_TEXT_TABLE_BYTES", 100)
+    monkeypatch.setattr(_fileio, "_check_regular", lambda info, limit: None)
+    rc, _, err = fit(["--counts", files["counts"], "--coords", files["coords"], "--out", tmp_path / "o"],
+                     capsys)
+    one_line_error(rc, err, f"--counts: {files['counts']}: is more than the 100 bytes read (it grew "
+                            f"while read)")
+    assert checks
+
+
+def test_an_earlier_output_larger_than_recorded_is_not_read(tmp_path, files, capsys, monkeypatch):
+    import corrpriors.runner.fit as fit_module
+
+    args = ["--counts", files["counts"], "--coords", files["coords"], "--out", tmp_path / "o", "-q"]
+    assert fit(args, capsys)[0] == 0
+    probs = tmp_path / "o" / "probs.csv"
+    with open(probs, "ab") as fh:                 # 1 MiB more than manifest.json records
+        fh.write(b"0" * 2**20)
+    hashed = []
+    real = fit_module._file_record
+    monkeypatch.setattr(fit_module, "_file_record", lambda data: hashed.append(len(data)) or real(data))
+    rc, _, err = fit(args, capsys)
+    one_line_error(rc, err, "holds probs.csv, changed or added since")
+    assert hashed and max(hashed) < 2**20, hashed              # the other outputs only

@@ -8,6 +8,9 @@ process umask), not the ``0o600`` of :func:`tempfile.mkstemp`.
 
 :func:`atomic_write_many` writes a set of files all or nothing, and :func:`check_output_dir`
 checks, before any long work, that results can be written where they are meant to go.
+:func:`open_regular` and :func:`read_regular` read a file a user named only if it is a regular
+file of bounded size: a named pipe would block the open until something writes to it, and a
+device such as ``/dev/zero`` never ends.
 """
 
 from __future__ import annotations
@@ -16,9 +19,11 @@ import errno
 import os
 import pathlib
 import secrets
+import stat
 import tempfile
 import threading
 from collections.abc import Iterable, Mapping
+from typing import BinaryIO
 
 _UMASK_LOCK = threading.Lock()
 
@@ -231,4 +236,83 @@ def check_output_dir(path: str | os.PathLike) -> None:
         raise OSError(f"cannot write in {probe} ({reason})") from None
 
 
-__all__ = ["atomic_write_bytes", "atomic_write_many", "check_output_dir"]
+class NotReadable(OSError):
+    """A file refused before it is read: not a regular file, or larger than the limit
+    (:class:`TooLarge`). ``str(exc)`` says why ("is a named pipe (FIFO), not a regular file").
+    """
+
+
+class TooLarge(NotReadable):
+    """A file refused because it holds more bytes than the limit."""
+
+
+_KINDS = ((stat.S_ISDIR, "is a directory, not a file"),
+          (stat.S_ISFIFO, "is a named pipe (FIFO), not a regular file"),
+          (stat.S_ISCHR, "is a character device, not a regular file"),
+          (stat.S_ISBLK, "is a block device, not a regular file"),
+          (stat.S_ISSOCK, "is a socket, not a regular file"))
+
+
+def _check_regular(info: os.stat_result, limit: int) -> None:
+    if not stat.S_ISREG(info.st_mode):
+        raise NotReadable(next((why for test, why in _KINDS if test(info.st_mode)),
+                               "is not a regular file"))
+    if info.st_size > limit:
+        raise TooLarge(f"is {info.st_size:,} bytes, more than the {limit:,} read")
+
+
+def check_regular(path: str | os.PathLike, limit: int) -> None:
+    """Refuse, without opening it, a ``path`` that is not a regular file (after symlinks) or holds
+    more than ``limit`` bytes.
+
+    Raises
+    ------
+    NotReadable
+        Not a regular file (a directory, named pipe, device, socket), or too large.
+    OSError
+        It cannot be looked up (``FileNotFoundError``, ``PermissionError``, ...).
+    """
+    _check_regular(os.stat(path), limit)
+
+
+def open_regular(path: str | os.PathLike, limit: int) -> BinaryIO:
+    """Open a regular file of at most ``limit`` bytes for binary reading.
+
+    :func:`check_regular` first, so a named pipe is refused before an open could block; the open
+    itself does not block (``O_NONBLOCK``) and the opened file is checked again, in case the
+    path was replaced in between.
+
+    Raises
+    ------
+    NotReadable, OSError
+        As :func:`check_regular`, or the open fails.
+    """
+    check_regular(path, limit)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    fh = os.fdopen(os.open(path, flags), "rb")
+    try:
+        _check_regular(os.fstat(fh.fileno()), limit)
+    except BaseException:
+        fh.close()
+        raise
+    return fh
+
+
+def read_regular(path: str | os.PathLike, limit: int) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes (:func:`open_regular`); never more
+    than ``limit + 1`` bytes are read, even from a file that grows meanwhile.
+
+    Raises
+    ------
+    NotReadable, OSError
+        As :func:`open_regular`, or it grew beyond ``limit`` while read.
+    """
+    with open_regular(path, limit) as fh:
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise TooLarge(f"is more than the {limit:,} bytes read (it grew while read)")
+    return data
+
+
+__all__ = ["NotReadable", "TooLarge", "atomic_write_bytes", "atomic_write_many", "check_output_dir", "check_regular",
+           "open_regular", "read_regular"]

@@ -14,7 +14,18 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from ..runner.fit import KERNELS, OUTPUTS, FitFailure, FitOptions, _one_line, _say, fit_files
+from .._memory import format_bytes
+from ..runner.fit import (
+    KERNELS,
+    MAX_NPY_TABLE_BYTES,
+    MAX_TEXT_TABLE_BYTES,
+    OUTPUTS,
+    FitFailure,
+    FitOptions,
+    _one_line,
+    _say,
+    fit_files,
+)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -51,7 +62,10 @@ def _epilog() -> str:
         "the first row is a header when none of its fields is a number; every other row "
         "holds numbers only, written in decimal (-1.5, .5, 2e-3; no '_' or thousands "
         "separators, nan or inf). A blank field, a first row mixing names and numbers, or rows "
-        "of different lengths are errors naming the file and line.",
+        "of different lengths are errors naming the file and line. Inputs must be regular "
+        "files (a named pipe or a device such as /dev/zero is refused before it is opened) of "
+        f"at most {format_bytes(MAX_TEXT_TABLE_BYTES)} of text or "
+        f"{format_bytes(MAX_NPY_TABLE_BYTES)} of .npy.",
         "Exit status: 0 done; 2 bad input, option or output location (one line on stderr); "
         "1 the fit or the writing failed; 130 interrupted. Only 0 writes anything."]
     return ("output files (written into --out together: all of them, or none on any error):\n"

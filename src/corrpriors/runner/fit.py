@@ -28,10 +28,12 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
+from .._fileio import NotReadable, TooLarge, check_regular, open_regular, read_regular
+from .._memory import format_bytes
 from ._text_tables import TableError, parse_text_table
 
 KERNELS = {"se": "SquaredExponential", "exp": "Exponential", "matern32": "Matern32",
@@ -59,6 +61,18 @@ OUTPUTS = {
 #: Delimiter of every text table suffix.
 TEXT_DELIMITERS = {".csv": ",", ".tsv": "\t", ".tab": "\t"}
 TABLE_SUFFIXES = (*TEXT_DELIMITERS, ".npy")
+
+#: Largest text table read (256 MiB): text is parsed field by field, with 12-25 times its size in
+#: memory (tracemalloc, 8.6 MiB of 6-digit decimals and 2.4 MiB of small counts); a 4,000 x 4,000
+#: distance matrix in 16-character fields fits.
+MAX_TEXT_TABLE_BYTES = 256 * 2**20
+
+#: Largest ``manifest.json`` of an earlier run read from ``--out`` (a larger one is not ours).
+MAX_MANIFEST_BYTES = 16 * 2**20
+
+#: Largest ``.npy`` table read (2 GiB, a 16,384 x 16,384 float64 distance matrix): it is loaded
+#: as it is.
+MAX_NPY_TABLE_BYTES = 2 * 2**30
 
 #: Seconds between two progress updates on a terminal.
 PROGRESS_INTERVAL = 0.25
@@ -145,6 +159,8 @@ def fit_files(args: FitOptions) -> int:
     inputs = _input_files(args)
     out = Path(args.out)
     _check_no_input_is_output(inputs, out)
+    for option, path in inputs.items():      # before any is opened, or --out touched
+        _check_input_file(path, option)
     _check_output_location(out)
     config = _configuration(args, inputs)
     _check_earlier_results(out, config, args.overwrite)
@@ -288,11 +304,11 @@ def _check_earlier_results(out: Path, config: dict[str, Any], overwrite: bool) -
 
 def _read_manifest(path: Path) -> dict[str, Any] | None:
     """The ``manifest.json`` of an earlier run (``None``: absent, unreadable or not ours)."""
-    if path.is_symlink() or not path.is_file():
+    if path.is_symlink():
         return None
     try:
-        manifest = json.loads(path.read_bytes())
-    except (OSError, ValueError):
+        manifest = json.loads(read_regular(path, MAX_MANIFEST_BYTES))
+    except (OSError, ValueError, RecursionError):   # absent, not a regular file, too large
         return None
     if (not isinstance(manifest, dict) or manifest.get("command") != "corrpriors fit"
             or not isinstance(manifest.get("files"), dict)):
@@ -303,10 +319,11 @@ def _read_manifest(path: Path) -> dict[str, Any] | None:
 def _as_recorded(path: Path, manifest: dict[str, Any], name: str) -> bool:
     """Whether ``path`` is a regular file with the size and SHA-256 its manifest records."""
     entry = manifest["files"].get(name)
-    if not isinstance(entry, dict) or path.is_symlink() or not path.is_file():
+    size = entry.get("bytes") if isinstance(entry, dict) else None
+    if not isinstance(size, int) or size < 0 or path.is_symlink():
         return False
     try:
-        data = path.read_bytes()
+        data = read_regular(path, size)     # a larger file is not the recorded one: not read
     except OSError:
         return False
     return entry == _file_record(data)
@@ -337,25 +354,59 @@ def _differences(earlier: dict[str, Any], now: dict[str, Any], shown: int = 3) -
     return ", ".join(parts) or "recorded differently"
 
 
-def _read_table(path: Path, option: str) -> tuple[np.ndarray, list[str] | None]:
-    """A numeric 2-D table (a single column or a 1-D ``.npy`` gives one column) and its header
-    row (text tables only, ``None`` if absent); every error names ``option`` and the file.
+def _table_limit(suffix: str) -> int:
+    return MAX_NPY_TABLE_BYTES if suffix == ".npy" else MAX_TEXT_TABLE_BYTES
+
+
+def _refused(where: str, suffix: str, exc: OSError) -> UsageError:
+    """The one-line error of an input file that cannot be read (``exc`` from ``_fileio``)."""
+    if isinstance(exc, FileNotFoundError):
+        return UsageError(f"{where}: file not found")
+    if isinstance(exc, TooLarge) and suffix == ".npy":
+        return UsageError(f"{where}: {exc}; .npy tables are read up to "
+                          f"{format_bytes(MAX_NPY_TABLE_BYTES)}")
+    if isinstance(exc, TooLarge):
+        return UsageError(f"{where}: {exc}; text tables are read up to "
+                          f"{format_bytes(MAX_TEXT_TABLE_BYTES)}: save a larger one as .npy "
+                          f"(numpy.save), read up to {format_bytes(MAX_NPY_TABLE_BYTES)}")
+    if isinstance(exc, NotReadable):
+        return UsageError(f"{where}: {exc}; give a file saved on disk")
+    return UsageError(f"{where}: cannot read it ({exc.strerror or exc})")
+
+
+def _check_input_file(path: Path, option: str) -> None:
+    """Refuse, before anything is opened, an input of another type than the tables', that is
+    missing, not a regular file (a named pipe would block the open, /dev/zero never ends) or
+    larger than :data:`MAX_TEXT_TABLE_BYTES` / :data:`MAX_NPY_TABLE_BYTES`.
     """
     where = f"{option}: {path}"
     suffix = path.suffix.lower()
     if suffix not in TABLE_SUFFIXES:
         raise UsageError(f"{where}: unsupported file type {suffix or '(no extension)'!r}; "
                          f"expected .csv (comma-separated), .tsv (tab-separated) or .npy")
-    if not path.exists():
-        raise UsageError(f"{where}: file not found")
-    if path.is_dir():
-        raise UsageError(f"{where}: is a directory, not a file")
-    if suffix == ".npy":
-        return _read_npy(path, where), None
     try:
-        raw = path.read_bytes()
+        check_regular(path, _table_limit(suffix))
     except OSError as exc:
-        raise UsageError(f"{where}: cannot read it ({exc.strerror or exc})") from None
+        raise _refused(where, suffix, exc) from None
+
+
+def _read_table(path: Path, option: str) -> tuple[np.ndarray, list[str] | None]:
+    """A numeric 2-D table (a single column or a 1-D ``.npy`` gives one column) and its header
+    row (text tables only, ``None`` if absent); every error names ``option`` and the file.
+    """
+    where = f"{option}: {path}"
+    suffix = path.suffix.lower()
+    _check_input_file(path, option)
+    try:
+        fh = open_regular(path, _table_limit(suffix))
+        with fh:
+            if suffix == ".npy":
+                return _read_npy(fh, where), None
+            raw = fh.read(MAX_TEXT_TABLE_BYTES + 1)
+        if len(raw) > MAX_TEXT_TABLE_BYTES:
+            raise TooLarge(f"is more than the {MAX_TEXT_TABLE_BYTES:,} bytes read (it grew while read)")
+    except OSError as exc:
+        raise _refused(where, suffix, exc) from None
     if raw.startswith(b"\x93NUMPY"):
         raise UsageError(f"{where}: is a NumPy .npy file; give it the .npy extension")
     try:
@@ -370,17 +421,15 @@ def _read_table(path: Path, option: str) -> tuple[np.ndarray, list[str] | None]:
         raise UsageError(str(exc)) from None
 
 
-def _read_npy(path: Path, where: str) -> np.ndarray:
-    try:
-        with open(path, "rb") as fh:
-            magic = fh.read(6)
-    except OSError as exc:
-        raise UsageError(f"{where}: cannot read it ({exc.strerror or exc})") from None
+def _read_npy(fh: BinaryIO, where: str) -> np.ndarray:
+    """The array of an open ``.npy`` file (regular, checked by :func:`_read_table`)."""
+    magic = fh.read(6)
     if magic != b"\x93NUMPY":
         raise UsageError(f"{where}: not a valid .npy file (no NumPy header); save the array "
                          f"with numpy.save")
+    fh.seek(0)
     try:
-        arr = np.load(path, allow_pickle=False)
+        arr = np.load(fh, allow_pickle=False)
     except ValueError as exc:
         if "pickle" in str(exc).lower():
             raise UsageError(f"{where}: holds Python objects (pickled data), which are never "

@@ -338,3 +338,44 @@ def test_operator_planner_rejects_bad_input():
     with pytest.raises(ValueError, match="direct"):
         solve_policy_values(table.policy_matrix(np.eye(2)[np.zeros(S, dtype=int)]),
                             np.zeros(S), 0.9, solver="direct")
+
+
+@pytest.mark.parametrize("n_actions", [1, 4])
+def test_sparse_counts_keep_their_cells_up_to_the_largest_keyable_state_count(n_actions):
+    """Sparse counts key a cell (s, a, s') by (a S + s) S + s' in int64. Beyond A S^2 = 2^63 - 1
+    (S = 1,518,500,250 with 4 actions) the keys wrapped around: with S = 2e9 the transitions of
+    actions 0-2 were lost and action 3 raised OverflowError; such sizes are refused, naming
+    n_states. At the largest S that fits, cells at the far corner come back exactly, with few
+    entries (nothing of size S is allocated by updates)."""
+    import math
+
+    S = math.isqrt((2**63 - 1) // n_actions)
+    a = n_actions - 1
+    belief = DirichletTransitionModel(S, n_actions, sparse=True)
+    belief.update([S - 1, 5, S - 1], [a, a, 0], [S - 1, 7, 3])
+    s, s2, c = belief._action_pairs(a)
+    np.testing.assert_array_equal(s, [5, S - 1] if a else [5, S - 1, S - 1])
+    np.testing.assert_array_equal(s2, [7, S - 1] if a else [7, 3, S - 1])
+    assert belief._keys.max() == n_actions * S * S - 1
+    with pytest.raises(ValueError, match=rf"^n_states: expected at most {S:,} states with {n_actions} "
+                                         rf"action.*64-bit integers\), got {S + 1:,}"):
+        DirichletTransitionModel(S + 1, n_actions, sparse=True)
+
+
+def test_unsigned_indices_give_the_cells_of_signed_ones():
+    """uint64 indices made the keys float64 (uint64 + int64), rounding them: at S = 1e9 an
+    observed transition was stored in another cell."""
+    S = 10**9
+    signed, unsigned = (DirichletTransitionModel(S, 4, sparse=True) for _ in range(2))
+    signed.update([S - 1, 3], [3, 1], [S - 3, 4])
+    unsigned.update(np.array([S - 1, 3], dtype=np.uint64), np.array([3, 1], dtype=np.uint8),
+                    np.array([S - 3, 4], dtype=np.uint64))
+    np.testing.assert_array_equal(unsigned._keys, signed._keys)
+    np.testing.assert_array_equal(np.concatenate(unsigned._action_pairs(3)), [S - 1, S - 3, 1.0])
+
+
+def test_sparse_transition_rewards_refuse_sizes_without_cell_keys():
+    from corrpriors.mdp import SparseTransitionRewards
+
+    with pytest.raises(ValueError, match=r"^n_states: expected at most 1,518,500,249 states with 4 actions"):
+        SparseTransitionRewards(1_518_500_250, 4, [0, 0], [], [])     # refused before indptr is read

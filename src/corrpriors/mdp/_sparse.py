@@ -14,6 +14,7 @@ unless told otherwise.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -59,6 +60,21 @@ def prefer_sparse(n_states: int, n_actions: int, sparse: bool | None = None) -> 
     if not isinstance(sparse, (bool, np.bool_)):
         raise TypeError(f"sparse: expected True, False or None (automatic), got {sparse!r}")
     return bool(sparse)
+
+
+def check_cell_keys(n_states: int, n_actions: int, name: str = "n_states") -> None:
+    """Refuse sizes whose cells (s, a, s') have no 64-bit key.
+
+    Sparse counts and rewards key a cell by ``(a * S + s) * S + s'`` (or ``(s * A + a) * S + s'``),
+    below A·S²; from A·S² > 2**63 - 1 (S = 1,518,500,250 states with 4 actions) these keys wrap
+    around to wrong cells. A ``ValueError`` naming ``name`` and the largest S that works.
+    """
+    S, A = int(n_states), int(n_actions)
+    top = int(np.iinfo(np.int64).max)
+    if A * S * S > top:                                 # Python integers: exact
+        largest = math.isqrt(top // A)
+        raise ValueError(f"{name}: expected at most {largest:,} states with {A} action{'s' * (A > 1)} (the "
+                         f"cells (s, a, s') are keyed by (a S + s) S + s' in 64-bit integers), got {S:,}")
 
 
 def is_sparse_table(x: Any) -> bool:
@@ -511,6 +527,7 @@ class SparseTransitionRewards(_StateActionTable):
         S, A = int(n_states), int(n_actions)
         if S < 1 or A < 1:
             raise ValueError(f"n_states, n_actions: expected positive sizes, got ({n_states}, {n_actions})")
+        check_cell_keys(S, A)
         self._S, self._A = S, A
         self.indptr = np.array(indptr, dtype=np.int64)
         self.indices = np.array(indices, dtype=np.int64)

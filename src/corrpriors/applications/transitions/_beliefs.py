@@ -11,7 +11,7 @@ from ..._random import as_generator, sample_dirichlet
 from ..._special import log_half_gamma_ratio
 from ..._typing import FloatArray, IntArray, SeedLike
 from ..._validation import check_array, check_counts, check_positive, check_shape, check_simplex
-from ...mdp._sparse import sparse_rows
+from ...mdp._sparse import check_cell_keys, sparse_rows
 from ._hellinger import dirichlet_sqrt_mean, from_sqrt_mean
 
 __all__ = ["DirichletTransitionModel", "KnownTransitionModel", "TransitionBelief"]
@@ -68,7 +68,8 @@ class _TransitionBelief:
 
     Dense storage keeps an (S, A, S) count array; sparse storage (``sparse=True``, or
     ``None`` from :data:`SPARSE_FROM_STATES` states on) the observed cells only, as sorted
-    keys ``(a S + s) S + s'`` and their counts (memory O(distinct transitions)).
+    keys ``(a S + s) S + s'`` and their counts (memory O(distinct transitions)); the keys are
+    64-bit integers, so A S^2 must stay below 2**63 (:func:`~corrpriors.mdp._sparse.check_cell_keys`).
     """
 
     def __init__(self, n_states: int, n_actions: int, sparse: bool | None = False) -> None:
@@ -76,6 +77,7 @@ class _TransitionBelief:
             raise ValueError(f"n_states: expected a positive int, got {n_states}")
         if int(n_actions) != n_actions or n_actions < 1:
             raise ValueError(f"n_actions: expected a positive int, got {n_actions}")
+        check_cell_keys(n_states, n_actions)
         self.n_states = int(n_states)
         self.n_actions = int(n_actions)
         self.sparse = _resolve_sparse(sparse, self.n_states)
@@ -145,9 +147,9 @@ class _TransitionBelief:
                 raise ValueError(f"{name}: expected integers in [0, {n}), got {v}")
         if s.size == 0:
             return self
+        s, a, s2 = (v.astype(np.int64) for v in (s, a, s2))   # uint64 + int64 would be float64
         if self.sparse:
-            cells, times = np.unique((a.astype(np.int64) * self.n_states + s) * self.n_states
-                                     + s2, return_counts=True)
+            cells, times = np.unique((a * self.n_states + s) * self.n_states + s2, return_counts=True)
             self._merge(cells, times.astype(np.float64))
             self._version += 1
             self._action_versions[np.unique(a)] += 1

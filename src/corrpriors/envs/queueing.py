@@ -274,9 +274,8 @@ def _transition_table(net: _Network, sparse: bool, n_entries: int) -> np.ndarray
     counted size (dense: their ``toarray``).
     """
     S = (net.B1 + 1) * (net.B2 + 1)
-    index_type = np.int32 if max(S, n_entries) < 2**31 else np.int64
     data = np.empty(n_entries)
-    indices = np.empty(n_entries, dtype=index_type)
+    indices = np.empty(n_entries, dtype=np.int32 if S < 2**31 else np.int64)   # columns < S
     indptr = np.zeros(2 * S + 1, dtype=np.int64)
     filled = 0
     for ids in _state_blocks(net.B1, net.B2, net.per_state()):     # consecutive states
@@ -288,7 +287,8 @@ def _transition_table(net: _Network, sparse: bool, n_entries: int) -> np.ndarray
         data[filled:end], indices[filled:end] = vals, cols
         indptr[2 * ids[0] + 1:2 * ids[-1] + 3] = filled + np.cumsum(lengths)
         filled = end
-    M = sp.csr_array((data[:filled], indices[:filled], indptr.astype(index_type)), shape=(2 * S, S))
+    indptr = indptr.astype(indices.dtype if filled < 2**31 else np.int64)
+    M = sp.csr_array((data[:filled], indices[:filled], indptr), shape=(2 * S, S))
     if not sparse:
         return M.toarray().reshape(S, 2, S)
     return SparseTransitions(M, copy=False)

@@ -434,3 +434,18 @@ def check_experiment_figures(module, report) -> list[str]:
         names.append(spec.name)
     assert sorted(names) == sorted(p.stem for p in report.figures if p.suffix == ".png")
     return names
+
+
+def keep_drawn_figures(monkeypatch) -> list:
+    """Make the runner keep every figure it saves; return the list it appends them to."""
+    from corrpriors.runner import _run
+
+    drawn: list = []
+    save = _run._save_figures
+
+    def keep(specs, run_dir):
+        drawn.extend(spec.figure for spec in specs)
+        return save(specs, run_dir)
+
+    monkeypatch.setattr(_run, "_save_figures", keep)
+    return drawn

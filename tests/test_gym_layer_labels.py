@@ -23,6 +23,7 @@ from corrpriors import _methods
 from corrpriors.experiments._gym import make_belief
 from corrpriors.experiments.gym_psrl import PSRLConfig
 from corrpriors.experiments.gym_sysid import SysIdConfig, SysIdExperiment
+from figure_checks import keep_drawn_figures
 
 pytestmark = [pytest.mark.filterwarnings("ignore::corrpriors.exceptions.JitterWarning"),
               pytest.mark.filterwarnings("ignore::DeprecationWarning:gymnasium")]
@@ -155,18 +156,10 @@ def _legend_texts(fig) -> dict[str, set[str]]:
     ({"concentration": "none", "contamination": "none", "support": "none"}, ""),
 ])
 def test_a_sysid_run_records_draws_and_reports_the_model_it_used(settings, want, tmp_path, monkeypatch):
-    from corrpriors.runner import _run
     from corrpriors.runner._run import format_table, run_experiment
     from corrpriors.runner.report import write_report
 
-    drawn = []
-    save = _run._save_figures
-
-    def keep(specs, run_dir):
-        drawn.extend(spec.figure for spec in specs)
-        return save(specs, run_dir)
-
-    monkeypatch.setattr(_run, "_save_figures", keep)
+    drawn = keep_drawn_figures(monkeypatch)
     exp = SysIdExperiment("FrozenLake-v1", LAKE3)
     config = exp.Config(transitions=(10, 30), methods=("pg", "pg_absolute", "dirichlet_sparse"), **settings)
     report = run_experiment(exp, config=config, n_seeds=1, jobs=1, out=tmp_path, progress=False, echo=None)

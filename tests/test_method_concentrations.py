@@ -16,6 +16,7 @@ import pytest
 
 from corrpriors import _methods
 from corrpriors.runner import registry
+from figure_checks import keep_drawn_figures
 
 #: The models named for a concentration: the setting that changes it, and the name's α.
 SETTINGS = {"dirichlet_uniform": ("alpha_uniform", 1.0), "dirichlet_sparse": ("alpha_sparse", 1e-3)}
@@ -118,14 +119,7 @@ def _transfer_run(tmp_path, monkeypatch, overrides):
     """A quick transfer run (one seed, no PSRL sequence) and the figures the runner drew."""
     from corrpriors.runner import _run
 
-    drawn = []
-    save = _run._save_figures
-
-    def keep(specs, run_dir):
-        drawn.extend(spec.figure for spec in specs)
-        return save(specs, run_dir)
-
-    monkeypatch.setattr(_run, "_save_figures", keep)
+    drawn = keep_drawn_figures(monkeypatch)
     report = _run.run_experiment("transfer", quick=True, seeds=[0], overrides={"psrl_tasks": 0, **overrides},
                                  jobs=1, out=tmp_path, progress=False, echo=None)
     record = json.loads(report.metrics_path.read_text(encoding="utf-8"))

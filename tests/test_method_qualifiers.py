@@ -19,6 +19,7 @@ import pytest
 from corrpriors import _methods
 from corrpriors.experiments import transfer as T
 from corrpriors.runner import registry
+from figure_checks import keep_drawn_figures
 
 PG_METHODS = ("pg_transfer", "pg", "pg_pooled")
 LAYER_NOTE = ("pg_transfer, pg, pg_pooled: with the per-(state, action) Dirichlet layer (set by layer=true; "
@@ -147,14 +148,7 @@ def _transfer_run(tmp_path, monkeypatch, overrides):
     """A small quick transfer run (one seed, a two-task PSRL sequence) and the figures the runner drew."""
     from corrpriors.runner import _run
 
-    drawn = []
-    save = _run._save_figures
-
-    def keep(specs, run_dir):
-        drawn.extend(spec.figure for spec in specs)
-        return save(specs, run_dir)
-
-    monkeypatch.setattr(_run, "_save_figures", keep)
+    drawn = keep_drawn_figures(monkeypatch)
     small = {"budgets": (20, 80), "psrl_transitions": 50, "psrl_eval": 50, "replan_every": 50}
     report = _run.run_experiment("transfer", quick=True, seeds=[0], overrides={**small, **overrides},
                                  jobs=1, out=tmp_path, progress=False, echo=None)

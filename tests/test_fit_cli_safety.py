@@ -16,6 +16,7 @@ import pytest
 from corrpriors import _fileio
 from corrpriors.cli import main
 from corrpriors.data import load_example
+from fifo_guard import FifoGuard
 
 ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 
@@ -312,35 +313,6 @@ def test_interrupted_or_failed_fit_writes_nothing(tmp_path, capsys, monkeypatch,
 
 
 # ------------------------------------------------------------- inputs that are not regular files
-class _FifoGuard:
-    """Opens the write end of ``path`` whenever a reader waits on it, and closes it at once: a
-    reader blocked in open() then reads end-of-file instead of hanging, so this test fails
-    rather than hangs on a reader that opens the FIFO. ``opened`` says whether one did."""
-
-    def __init__(self, path):
-        import threading
-
-        self.path, self.opened, self._stop = path, False, threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self):
-        while not self._stop.wait(0.05):
-            try:
-                fd = os.open(self.path, os.O_WRONLY | os.O_NONBLOCK)
-            except OSError:          # ENXIO: nobody has it open for reading
-                continue
-            self.opened = True
-            os.close(fd)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-
-
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes")
 @pytest.mark.parametrize("option", ["--counts", "--coords", "--distances", "--predict-at"])
 def test_a_named_pipe_is_refused_before_it_is_opened(tmp_path, files, capsys, no_fit, option):
@@ -352,7 +324,7 @@ def test_a_named_pipe_is_refused_before_it_is_opened(tmp_path, files, capsys, no
     if option == "--distances":
         args.pop("--coords")
     args[option] = fifo
-    with _FifoGuard(fifo) as guard:
+    with FifoGuard(fifo) as guard:
         rc, out, err = fit([*(x for kv in args.items() for x in kv), "--out", tmp_path / "o"], capsys)
     one_line_error(rc, err, f"{option}: {fifo}: is a named pipe (FIFO), not a regular file")
     assert not guard.opened and out == "" and not (tmp_path / "o").exists()

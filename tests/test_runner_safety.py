@@ -8,7 +8,9 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -17,9 +19,10 @@ import pytest
 
 import toy_experiment as toy
 from corrpriors.cli import main
-from corrpriors.runner import ConfigMismatch, RunLocked, _io
+from corrpriors.runner import ConfigMismatch, OutputError, RunLocked, _io
 from corrpriors.runner import registry as _registry
 from corrpriors.runner._run import MAX_SEED, MAX_SEEDS, parse_seeds, plan_run, run_experiment
+from fifo_guard import FifoGuard
 
 TESTS = pathlib.Path(__file__).resolve().parent
 SRC = TESTS.parent / "src"
@@ -263,3 +266,68 @@ def test_loky_workers_exit_promptly_when_the_runner_is_killed(tmp_path):
         for w in workers:
             if _alive(w):
                 os.kill(w, signal.SIGKILL)
+
+
+# ----------------------------------------------------------------------------- the folder's own files
+
+
+needs_fifo = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes")
+
+
+@needs_fifo
+@pytest.mark.parametrize("name", ["seeds/seed-0.json", "seeds/seed-0.npz", "config.json", "metrics.json"])
+def test_a_named_pipe_in_the_run_folder_is_refused_never_read_nor_replaced(tmp_path, capsys, name):
+    """A FIFO under one of the runner's own names in an existing --out blocked the run for ever
+    (read_text waits for a writer); it is refused up front, naming it, and left as it is."""
+    log = tmp_path / "log"
+    log.mkdir()
+    config = toy.Config(log_dir=str(log))
+    plan = plan_run(toy.NAME, config=config, n_seeds=2, out=tmp_path / "o")
+    _io.prepare_run_dir(plan.run_dir)
+    fifo = plan.run_dir / name
+    os.mkfifo(fifo)
+    with FifoGuard(fifo) as guard:
+        with pytest.raises(OutputError, match=rf"{re.escape(str(fifo))}: is a named pipe \(FIFO\), not a "
+                                              r"regular file; it is (neither read nor|not) replaced"):
+            quiet(config=config, n_seeds=2, out=tmp_path / "o")
+        code, out, err = cli(capsys, "--set", f"log_dir={log}", "--n-seeds", "2", "--out", str(tmp_path / "o"))
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "named pipe" in err and "Traceback" not in err
+    assert not guard.opened and stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert list(log.iterdir()) == []                    # refused before any seed ran
+
+
+@pytest.mark.parametrize("suffix", [".npz", ".json"])
+def test_an_oversized_seed_file_is_corrupt_and_recomputed_unread(tmp_path, monkeypatch, suffix):
+    first = quiet(quick=True, out=tmp_path)
+    config_json = json.loads((first.out_dir / "config.json").read_text())["config"]
+    monkeypatch.setattr(_io, "MAX_SEED_NPZ_BYTES" if suffix == ".npz" else "MAX_JSON_BYTES", 100)
+    read = []
+    real = _io.read_regular
+    monkeypatch.setattr(_io, "read_regular", lambda path, limit: read.append(path.name) or real(path, limit))
+    notes: list[str] = []
+    found = _io.load_seed(first.out_dir / "seeds", 0, experiment=toy.NAME, config_json=config_json, notes=notes)
+    assert found is None and len(notes) == 1
+    assert f"seed-0{suffix} is " in notes[0] and "more than the 100 read" in notes[0] and "recomputed" in notes[0]
+    assert read == (["seed-0.json", "seed-0.npz"] if suffix == ".npz" else ["seed-0.json"])
+
+
+def test_a_seed_npz_grown_past_the_limit_is_recomputed(tmp_path, monkeypatch, capsys):
+    first = quiet(quick=True, out=tmp_path)
+    npz, _ = _io.seed_paths(first.out_dir / "seeds", 0)
+    monkeypatch.setattr(_io, "MAX_SEED_NPZ_BYTES", max(p.stat().st_size for p in npz.parent.glob("*.npz")))
+    with open(npz, "ab") as fh:
+        fh.write(b"\0")                                 # one byte past the limit: never read
+    again = run_experiment(toy.NAME, jobs=1, progress=False, plot=False, quick=True, out=tmp_path)
+    assert again.computed_seeds == (0,) and again.skipped_seeds == (1,)
+    assert "seed 0: the stored result is unusable (seed-0.npz is" in " ".join(capsys.readouterr().out.split())
+
+
+def test_read_metrics_refuses_a_file_larger_than_its_limit(tmp_path, monkeypatch):
+    from corrpriors._fileio import TooLarge
+
+    path = tmp_path / "metrics.json"
+    path.write_text(json.dumps({"seeds": list(range(100))}))
+    assert _io.read_metrics(path)["seeds"][-1] == 99
+    monkeypatch.setattr(_io, "MAX_JSON_BYTES", 100)
+    with pytest.raises(TooLarge, match="more than the 100 read"):
+        _io.read_metrics(path)

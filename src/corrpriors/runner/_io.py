@@ -16,6 +16,12 @@ before its ``.json``: a seed counts as finished only when its ``.json`` exists a
 ``.npz`` it describes has the recorded SHA-256, so a killed run never leaves a file that is
 later trusted. A seed whose ``.json`` records another configuration is never reused and
 never overwritten (:class:`ConfigMismatch`).
+
+Files already in the folder are read only if they are regular files of bounded size
+(:func:`corrpriors._fileio.read_regular`): a named pipe placed under one of these names would
+block the read for ever, and a huge file would exhaust memory. An oversized seed file counts as
+corrupt (recomputed); a name held by something that is not a regular file (a FIFO, a device, a
+directory) is refused (:class:`OutputError`), never read and never replaced.
 """
 
 from __future__ import annotations
@@ -33,12 +39,18 @@ from typing import Any
 
 import numpy as np
 
-from .._fileio import atomic_write_bytes, check_output_dir
+from .._fileio import NotReadable, TooLarge, atomic_write_bytes, check_output_dir, check_regular, read_regular
 from .._methods import VOCABULARY, renames
 from .protocol import SeedResult
 
 #: Bumped when the seed-file layout changes; files of another format are recomputed.
 SEED_FORMAT = 2
+
+#: Largest ``config.json``, seed ``.json`` and ``metrics.json`` read back (the runner's are at
+#: most a few hundred kB); a larger seed ``.json`` is corrupt, a larger record refused.
+MAX_JSON_BYTES = 64 * 2**20
+#: Largest seed ``.npz`` read back (the runner's are kB to a few MB); a larger one is recomputed.
+MAX_SEED_NPZ_BYTES = 1024 * 2**20
 
 
 class OutputError(OSError):
@@ -59,6 +71,29 @@ class RunLocked(OutputError):
 
 class ConfigMismatch(ValueError):
     """A results folder holds files of another configuration; they are neither reused nor overwritten."""
+
+
+def _read_own(path: pathlib.Path, limit: int) -> bytes:
+    """The bytes of one of the run folder's own files, a regular file of at most ``limit`` bytes.
+
+    Raises
+    ------
+    FileNotFoundError
+        Nothing is there (a dangling symbolic link included).
+    OutputError
+        Something other than a regular file holds the name (a named pipe, a device, a
+        directory): it is neither read (a pipe would block for ever) nor replaced.
+    TooLarge
+        A regular file larger than ``limit`` (not read).
+    OSError
+        It cannot be read for another reason.
+    """
+    try:
+        return read_regular(path, limit)
+    except TooLarge:
+        raise
+    except NotReadable as exc:
+        raise OutputError(path, f"{exc}; it is neither read nor replaced: move it away or use another --out") from None
 
 
 def to_jsonable(value: Any) -> Any:
@@ -197,15 +232,20 @@ def check_config_record(run_dir: pathlib.Path, experiment: str, config_json: dic
     Raises
     ------
     ConfigMismatch
-        ``config.json`` records another experiment or configuration.
+        ``config.json`` records another experiment or configuration, or is unreadable (too
+        large for a record included).
+    OutputError
+        ``config.json`` is not a regular file (a named pipe, a device, a directory).
     """
     path = pathlib.Path(run_dir) / "config.json"
     record = {"experiment": experiment, "config_hash": config_hash, "config": config_json}
     try:
-        existing = json.loads(path.read_text())
+        existing = json.loads(_read_own(path, MAX_JSON_BYTES))
     except FileNotFoundError:
         existing = None
-    except (OSError, ValueError):
+    except OutputError:
+        raise
+    except (OSError, ValueError, RecursionError):
         existing = "unreadable"
     if existing is None:
         write_json(path, record)
@@ -216,6 +256,18 @@ def check_config_record(run_dir: pathlib.Path, experiment: str, config_json: dic
             f"{path} records another configuration ({_differences(existing, config_json)}); "
             "its results are neither reused nor overwritten: use another --out or move that folder"
         )
+
+
+def check_not_special(path: pathlib.Path) -> None:
+    """Refuse (:class:`OutputError`) a ``path`` the run will replace that exists and is not a
+    regular file (a named pipe, a device, a directory): checked before any seed is computed.
+    """
+    try:
+        check_regular(path, 2**63)
+    except NotReadable as exc:
+        raise OutputError(path, f"{exc}; it is not replaced: move it away or use another --out") from None
+    except OSError:  # nothing there (or a dangling link): written like a missing file
+        return
 
 
 def _differences(existing: Any, config_json: dict) -> str:
@@ -344,11 +396,17 @@ def load_seed(seed_dir: pathlib.Path, seed: int, *, experiment: str, config_json
     x grid) rejects the result. Every reason but a missing file is appended to ``notes`` as one
     line, so the caller can say why the seed is recomputed.
 
+    A seed file larger than :data:`MAX_JSON_BYTES` / :data:`MAX_SEED_NPZ_BYTES` is not read
+    and counts as corrupt.
+
     Raises
     ------
     ConfigMismatch
         The seed's intact ``.json`` records another experiment or configuration: it is
         another run's result, so it is neither reused nor recomputed over.
+    OutputError
+        The seed's ``.json`` or ``.npz`` name is held by something other than a regular file
+        (a named pipe, a device, a directory): it is neither read nor replaced.
     """
     npz_path, json_path = seed_paths(seed_dir, seed)
 
@@ -356,10 +414,16 @@ def load_seed(seed_dir: pathlib.Path, seed: int, *, experiment: str, config_json
         if notes is not None:
             notes.append(f"seed {seed}: the stored result is unusable ({reason}); it is recomputed")
 
-    if not json_path.exists():
-        return None
+    check_not_special(npz_path)  # a pipe or device under a seed's name: refused, never replaced
     try:
-        meta = json.loads(json_path.read_text())
+        meta = json.loads(_read_own(json_path, MAX_JSON_BYTES))
+    except FileNotFoundError:
+        return None
+    except OutputError:
+        raise
+    except TooLarge as exc:
+        unusable(f"{json_path.name} {exc}")
+        return None
     except (OSError, ValueError, RecursionError):
         unusable(f"{json_path.name} does not parse")
         return None
@@ -372,7 +436,12 @@ def load_seed(seed_dir: pathlib.Path, seed: int, *, experiment: str, config_json
             "it is neither reused nor overwritten: use another --out or move that file"
         )
     try:
-        data = npz_path.read_bytes()
+        data = _read_own(npz_path, MAX_SEED_NPZ_BYTES)
+    except OutputError:
+        raise
+    except TooLarge as exc:
+        unusable(f"{npz_path.name} {exc}")
+        return None
     except OSError:
         unusable(f"{npz_path.name} is missing or unreadable")
         return None
@@ -399,12 +468,22 @@ def load_seed(seed_dir: pathlib.Path, seed: int, *, experiment: str, config_json
 
 
 def read_metrics(path: pathlib.Path) -> dict:
-    """Read a ``metrics.json`` file."""
-    return json.loads(pathlib.Path(path).read_text())
+    """Read a ``metrics.json`` file (a regular file of at most :data:`MAX_JSON_BYTES` bytes).
+
+    Raises
+    ------
+    OutputError
+        It is not a regular file (a named pipe, a device, a directory).
+    TooLarge
+        It is larger than :data:`MAX_JSON_BYTES` (not read).
+    """
+    return json.loads(_read_own(pathlib.Path(path), MAX_JSON_BYTES))
 
 
 __all__ = [
     "SEED_FORMAT",
+    "MAX_JSON_BYTES",
+    "MAX_SEED_NPZ_BYTES",
     "ConfigMismatch",
     "OutputError",
     "RunLock",
@@ -412,6 +491,7 @@ __all__ = [
     "StoredSeed",
     "atomic_write_bytes",
     "check_config_record",
+    "check_not_special",
     "config_to_json",
     "load_seed",
     "prepare_run_dir",

@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from .._fileio import read_regular
 from .._format import WIDTH, mean_std, num, wrap
 from .._methods import VOCABULARY, describe, migration_note, setting_notes
 from .._repr import short_repr
@@ -282,8 +283,8 @@ def _measured_costs(seed_dir: pathlib.Path, name: str, config_json: dict) -> lis
     out = []
     for path in sorted(pathlib.Path(seed_dir).glob("seed-*.json")):
         try:
-            meta = json.loads(path.read_text())
-        except (OSError, ValueError):
+            meta = json.loads(read_regular(path, _io.MAX_JSON_BYTES))
+        except (OSError, ValueError, RecursionError):  # a pipe, a device, too large, corrupt: not a measurement
             continue
         if (isinstance(meta, dict) and meta.get("experiment") == name and meta.get("config") == config_json
                 and isinstance(meta.get("elapsed_seconds"), (int, float))):
@@ -919,6 +920,8 @@ def run_plan(plan: _Plan, *, jobs: int | None = None, backend: str = "loky", sch
     held = _io.RunLock(plan.run_dir).acquire() if lock else None
     try:
         _io.check_config_record(plan.run_dir, plan.name, plan.config_json, plan.config_hash)
+        for kept in ("metrics.json", "warnings.log"):  # replaced at the end: refuse a pipe or device now
+            _io.check_not_special(plan.run_dir / kept)
         return _run_locked(plan, seed_dir, n_jobs, backend, scheduler, processes, resume, progress,
                            plot, echo or (lambda _msg: None), t_start)
     finally:
@@ -1116,9 +1119,9 @@ def _replaced_seeds_note(metrics_path: pathlib.Path, seeds: Sequence[int]) -> st
     import json
 
     try:
-        old = json.loads(metrics_path.read_text())["seeds"]
+        old = json.loads(read_regular(metrics_path, _io.MAX_JSON_BYTES))["seeds"]
         before = sorted({int(s) for s in old})
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return None
     if before == sorted(int(s) for s in seeds):
         return None

@@ -192,6 +192,19 @@ def test_known_model():
         KnownTransitionModel(np.ones((3, 2, 3)))
 
 
+@pytest.mark.parametrize("n", [float("nan"), float("inf"), 2.5, 0, True, "3", None])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_sample_many_refuses_a_bad_number_of_draws_naming_n(n, sparse):
+    """``int(n) != n`` gave Python's own "cannot convert float NaN to integer" (and a TypeError
+    for a string); every bad ``n`` is now one ValueError naming the argument."""
+    rng = np.random.default_rng(9)
+    models = [DirichletTransitionModel(5, 2, sparse=sparse)]
+    models += [] if sparse else [KnownTransitionModel(random_P(rng, 5, 2))]
+    for m in models:
+        with pytest.raises(ValueError, match=r"^n: expected an integer >= 1, got "):
+            m.sample_many(n, rng=0)
+
+
 # ---------------------------------------------------------------- correlated belief
 def se_cov(coords, ell):
     d2 = ((coords[:, None, :] - coords[None, :, :]) ** 2).sum(-1)

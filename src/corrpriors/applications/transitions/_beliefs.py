@@ -10,7 +10,7 @@ import scipy.sparse as sp
 from ..._random import as_generator, sample_dirichlet
 from ..._special import log_half_gamma_ratio
 from ..._typing import FloatArray, IntArray, SeedLike
-from ..._validation import check_array, check_counts, check_positive, check_shape, check_simplex
+from ..._validation import check_array, check_counts, check_int, check_positive, check_shape, check_simplex
 from ...mdp._sparse import check_cell_keys, sparse_rows
 from ._hellinger import dirichlet_sqrt_mean, from_sqrt_mean
 
@@ -218,9 +218,10 @@ _MAX_ROW_TOTAL = 1e300
 
 
 def _check_n(n: Any) -> int:
-    if int(n) != n or n < 1:
-        raise ValueError(f"n: expected a positive int, got {n}")
-    return int(n)
+    """The number of draws ``n`` as a positive int (NaN, infinities, fractions, bools and
+    non-numbers refused with a ``ValueError`` naming ``n``).
+    """
+    return check_int(n, "n", 1)
 
 
 class DirichletTransitionModel(_TransitionBelief):

@@ -92,3 +92,18 @@ def test_fit_command_reports_the_refusal_in_one_line(tmp_path, capsys, budget_10
                           f"kernel prior on C = 3,000 covariates")
     assert "412 MiB" in err and "--prior gmrf" in err
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("n", [float("inf"), float("nan"), np.float64("inf")])
+def test_an_overflowed_estimate_is_said_in_words_not_inf_eib(n, monkeypatch):
+    """An estimate that overflowed printed "about inf EiB" (and NaN crashed in int())."""
+    from corrpriors._memory import TOO_LARGE, about_bytes, check_memory, format_bytes
+
+    assert format_bytes(n) == about_bytes(n) == TOO_LARGE == "an amount too large to represent"
+    assert (format_bytes(0), format_bytes(1023), format_bytes(3 * 2**30)) == ("0 bytes", "1023 bytes", "3 GiB")
+    assert about_bytes(1.5 * 2**60) == "about 1.5 EiB"
+    monkeypatch.setenv("CORRPRIORS_MEMORY_LIMIT", "1G")
+    with pytest.raises(MemoryEstimateError, match=r"^the tables would need an amount too large to represent, "
+                                                  r"more than the 1 GiB this process may use") as info:
+        check_memory(n, "the tables", "use fewer states")
+    assert "inf" not in str(info.value) and "nan" not in str(info.value)

@@ -19,9 +19,17 @@ _SUFFIX = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 _UNITS = ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
 
 
+#: What :func:`format_bytes` says of an estimate that overflowed to infinity (or is NaN).
+TOO_LARGE = "an amount too large to represent"
+
+
 def format_bytes(n: float) -> str:
-    """``n`` bytes in binary units with three significant digits (``"298 GiB"``)."""
+    """``n`` bytes in binary units with three significant digits (``"298 GiB"``); an estimate
+    that overflowed (infinite or NaN) is :data:`TOO_LARGE`, never ``"inf EiB"``.
+    """
     value, unit = float(n), 0
+    if not value < float("inf"):
+        return TOO_LARGE
     while value >= 1024.0 and unit < len(_UNITS) - 1:
         value /= 1024.0
         unit += 1
@@ -137,6 +145,12 @@ def memory_budget() -> tuple[int, str]:
     return min(limits) if limits else (2**62, "no known limit")
 
 
+def about_bytes(n: float) -> str:
+    """``"about 298 GiB"``, or :data:`TOO_LARGE` for an estimate that overflowed."""
+    text = format_bytes(n)
+    return text if text == TOO_LARGE else f"about {text}"
+
+
 def check_memory(needed: float, what: str, alternative: str) -> None:
     """Raise :class:`MemoryEstimateError` if ``needed`` bytes exceed :func:`memory_budget`.
 
@@ -151,10 +165,10 @@ def check_memory(needed: float, what: str, alternative: str) -> None:
         What to do instead (a smaller map, the sparse prior, fewer samples).
     """
     budget, source = memory_budget()
-    if needed > budget:
-        raise MemoryEstimateError(f"{what} would need about {format_bytes(needed)}, more than the "
+    if not needed <= budget:  # NaN (a broken estimate) is refused too
+        raise MemoryEstimateError(f"{what} would need {about_bytes(needed)}, more than the "
                                   f"{format_bytes(budget)} this process may use ({source}); {alternative}")
 
 
-__all__ = ["MemoryEstimateError", "available_memory", "check_memory", "format_bytes", "memory_budget",
-           "parse_size"]
+__all__ = ["TOO_LARGE", "MemoryEstimateError", "about_bytes", "available_memory", "check_memory", "format_bytes",
+           "memory_budget", "parse_size"]

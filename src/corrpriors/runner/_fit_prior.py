@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .._memory import available_memory, format_bytes
+from .._memory import about_bytes, available_memory
 
 #: C x C float64 matrices alive at the peak of a dense fit, without and with a learned length
 #: scale (measured at C = 1,000, 2,000 and 4,000; see the module docstring).
@@ -95,10 +95,10 @@ def check_fit_memory(n_rows: int, n_categories: int, *, prior: str, learn_length
     draws = need - fit_memory_estimate(n_rows, n_categories, prior=prior,
                                        learn_lengthscale=learn_lengthscale,
                                        n_predict=n_predict)
-    here = f"about {format_bytes(available)} is available here"
+    here = f"{about_bytes(available)} is available here"
     if draws > need / 2:  # the Monte Carlo draws, not the prior, are what does not fit
         raise ValueError(f"--samples: {mc_samples:,} draws of C = {n_rows + n_predict:,} rows x "
-                         f"K = {n_categories} probabilities need about {format_bytes(need)} of "
+                         f"K = {n_categories} probabilities need {about_bytes(need)} of "
                          f"memory; {here}: use fewer --samples")
     what = (f"the dense kernel prior holds about {DENSE_MATRICES[bool(learn_lengthscale)]:g} "
             f"C x C matrices" if prior == "kernel" else "the sparse GMRF prior")
@@ -110,7 +110,7 @@ def check_fit_memory(n_rows: int, n_categories: int, *, prior: str, learn_length
         way = "use fewer rows"
     if mc_samples:
         way += " or fewer --samples"
-    raise ValueError(f"--counts: C = {n_rows:,} rows need about {format_bytes(need)} of memory "
+    raise ValueError(f"--counts: C = {n_rows:,} rows need {about_bytes(need)} of memory "
                      f"({what}); {here}: {way}")
 
 

@@ -302,3 +302,20 @@ def test_the_machine_factor_scales_every_part(monkeypatch, fresh_factor):
 def test_the_probe_is_a_small_positive_cpu_time():
     t = _gym_time.probe_seconds(repeat=1)
     assert 0 < t < 2.0
+
+
+@pytest.mark.parametrize("n_states,n_dims,radius", [(16, 2, 3), (16, 2, 1), (64, 2, 5), (500, 1, 300), (10_000, 2, 2)])
+def test_the_time_and_memory_estimates_count_the_same_categories(n_states, n_dims, radius):
+    """The time estimate capped pg's categories at S (16 on FrozenLake 4x4 with radius 3) while
+    the memory estimate, like the belief, counts the window's (2r + 1)^D moves plus one (50)."""
+    from corrpriors.experiments._gym_memory import belief_categories
+
+    K = belief_categories("pg", n_states, n_dims, radius)
+    assert K == (2 * radius + 1) ** n_dims + 1
+    cost = _gym_time.sysid_seed_cost(n_states, 4, n_dims, ("pg",), (100,), radius=radius)
+    assert f"K={K:,.0f}," in cost.model
+    one = _gym_time.refit_seconds("pg", n_states, 4, n_dims, radius=radius, prior="gmrf", observed=10**6)
+    base = _gym_time.refit_seconds("pg", n_states, 4, n_dims, radius=0, prior="gmrf", observed=10**6)
+    layer = _gym_time._layer_entries(n_states, 4) * _gym_time.LAYER_SECONDS_PER_ENTRY
+    assert (one - layer) == pytest.approx((base - layer) * (K - 1))    # priced per category past the first
+    assert belief_categories("pg_absolute", n_states, n_dims, radius) == n_states

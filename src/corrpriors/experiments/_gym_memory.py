@@ -120,6 +120,17 @@ def _base_model(method: str) -> str:
     return method
 
 
+def belief_categories(model: str, n_states: int, n_dims: int, radius: int) -> float:
+    """K, the categories of a correlated belief ``model``, as a float (``inf`` past the float range):
+    ``pg_absolute`` has one per state, ``pg`` one per move of its window plus one,
+    :math:`K = (2r + 1)^D + 1` (more than S when the window is wide). The memory and time
+    estimates both count them here.
+    """
+    from ..applications.transitions._categories import window_size
+
+    return float(n_states) if model == "pg_absolute" else window_size(n_dims, radius) + 1.0
+
+
 def belief_memory(model: str, n_states: int, n_actions: int, n_dims: int, *, radius: int = 1,
                   prior: str = "auto", n_scales: int = 1, observed: int = 0, samples: int = 0) -> float:
     """Peak bytes of one belief ``model`` of a seed: its counts, fit, prior, mean and ``samples`` draws.
@@ -137,7 +148,6 @@ def belief_memory(model: str, n_states: int, n_actions: int, n_dims: int, *, rad
     dense one cannot fit (``"auto"``).
     """
     from ..applications.transitions._beliefs import _resolve_sparse
-    from ..applications.transitions._categories import window_size
     from ..applications.transitions._correlated import _auto_prior
 
     S, A = float(n_states), float(n_actions)
@@ -148,8 +158,8 @@ def belief_memory(model: str, n_states: int, n_actions: int, n_dims: int, *, rad
         table = SPARSE_ENTRY_BYTES * (S * A + observed)          # observed cells + background per row
         return table * (3 + samples)
     absolute = model == "pg_absolute"
-    window = 0.0 if absolute else window_size(n_dims, radius)   # W: the relative encoding's moves
-    K = S if absolute else window + 1
+    K = belief_categories(model, n_states, n_dims, radius)
+    window = 0.0 if absolute else K - 1                        # W: the relative encoding's moves
     if prior == "auto":
         prior = _auto_prior(n_states, int(min(K, 2.0 ** 62)))
     # a dense prior: the (S, S) kernel per candidate and the factor workspace of every action's

@@ -11,7 +11,8 @@ machine (2 shared cores, ``time.process_time`` of one process, slippery FrozenLa
 state spaces" page for the runs):
 
 - a refit of a correlated belief (``pg``, relative encoding, GMRF prior from 500 states):
-  :math:`A \cdot \frac{K - 1}{9} \cdot (c_0 + c_1 s^{b})` CPU seconds, :math:`c_1` by the scale
+  :math:`A \cdot \frac{K - 1}{9} \cdot (c_0 + c_1 s^{b})` CPU seconds (:math:`K = (2r + 1)^D + 1`, counted as the
+  memory estimate counts it: :func:`~._gym_memory.belief_categories`), :math:`c_1` by the scale
   selection (``collapsed`` and ``elbo`` climb a lattice of scales: several fits per action;
   ``fixed`` and ``em`` one), :math:`b` = :data:`FIT_EXPONENT` up to 10^4 states and
   :data:`FIT_EXPONENT_LARGE` above (:func:`fit_growth`); below 500 states (dense prior)
@@ -51,6 +52,8 @@ import time
 from collections.abc import Sequence
 
 import numpy as np
+
+from ._gym_memory import belief_categories
 
 #: Growth exponent of a correlated refit in S up to 10^4 states (GMRF prior, sparse
 #: factorisations; measured 1.06 between 50 x 50 and 100 x 100 FrozenLake maps with the collapsed
@@ -200,12 +203,6 @@ class SeedCost:
     model: str
 
 
-def _n_categories(model: str, n_states: int, n_dims: int, radius: int) -> int:
-    if model == "pg_absolute":
-        return n_states
-    return int(min(n_states, (2 * radius + 1) ** n_dims + 1))
-
-
 def refit_seconds(model: str, n_states: int, n_actions: int, n_dims: int, *, radius: int = 1,
                   selection: str = "collapsed", prior: str = "auto", n_scales: int = 1,
                   observed: int | None = None) -> float:
@@ -222,11 +219,11 @@ def refit_seconds(model: str, n_states: int, n_actions: int, n_dims: int, *, rad
     S, A = float(n_states), float(n_actions)
     if model.startswith("dirichlet"):
         return TABLE_SECONDS * S * A
-    K = _n_categories(model, n_states, n_dims, radius)
+    K = belief_categories(model, n_states, n_dims, radius)
     layer = _layer_entries(n_states, n_actions) * LAYER_SECONDS_PER_ENTRY
     if model == "pg_absolute":
         return layer + n_scales * A * (DENSE_FIT_SECONDS + ABSOLUTE_FIT_SECONDS * (S / GMRF_FROM_STATES) ** 3)
-    gmrf = prior == "gmrf" or (prior == "auto" and _auto_prior(n_states, K) == "gmrf")
+    gmrf = prior == "gmrf" or (prior == "auto" and _auto_prior(n_states, int(min(K, 2.0 ** 62))) == "gmrf")
     if not gmrf:
         return layer + n_scales * A * (K - 1) / 9.0 * DENSE_FIT_SECONDS * max(1.0, (S / GMRF_FROM_STATES) ** 3)
     per = FIT_OVERHEAD
@@ -260,7 +257,7 @@ def draw_seconds(model: str, n_states: int, n_actions: int, n_dims: int, *, radi
     S, A = float(n_states), float(n_actions)
     if model.startswith("dirichlet"):
         return TABLE_SECONDS * S * A
-    K = _n_categories(model, n_states, n_dims, radius)
+    K = belief_categories(model, n_states, n_dims, radius)
     return (A * (K - 1) / 9.0 * DRAW_SECONDS * (S / 1e4) ** FIT_EXPONENT + TABLE_SECONDS * S * A * K
             + LAYER_DRAW_SECONDS_PER_ENTRY * _layer_entries(n_states, n_actions))
 
@@ -272,8 +269,8 @@ def _base(method: str) -> str:
     return method
 
 
-def _words(n_states: int, n_actions: int, K: int, selection: str) -> str:
-    return f"S={n_states:,}, A={n_actions}, K={K}, {selection} scale"
+def _words(n_states: int, n_actions: int, K: float, selection: str) -> str:
+    return f"S={n_states:,}, A={n_actions}, K={K:,.0f}, {selection} scale"
 
 
 #: Posterior draws priced per Hellinger-Bayes estimate of a correlated belief: the estimate stops
@@ -301,7 +298,7 @@ def sysid_seed_cost(n_states: int, n_actions: int, n_dims: int, methods: Sequenc
                                      prior=prior, n_scales=n_scales, observed=int(t))
                        + draws * draw_seconds(m, n_states, n_actions, n_dims, radius=radius)
                        for t in transitions)
-    K = _n_categories("pg", n_states, n_dims, radius)
+    K = belief_categories("pg", n_states, n_dims, radius)
     model = (f"{n_t} refit{'s' if n_t != 1 else ''} per method, {_words(n_states, n_actions, K, selection)}; "
              + ", ".join(f"{m} {_short(v)}" for m, v in parts.items() if m != "load"))
     return SeedCost(float(sum(parts.values())), parts, model)
@@ -376,7 +373,7 @@ def psrl_seed_cost(n_states: int, n_actions: int, n_dims: int, methods: Sequence
         draw = draw_seconds(base, n_states, n_actions, n_dims, radius=radius)
         parts[m] = (true_plan + fits + (plans + extra) * draws * (draw + plan)
                     + scorings * SCORE_SECONDS * (n_states / 1e4) + stats(scorings))
-    K = _n_categories("pg", n_states, n_dims, radius)
+    K = belief_categories("pg", n_states, n_dims, radius)
     model = (f"{plans + extra} plans per method, {scorings:,} scorings (horizon {int(horizon):,}), "
              f"{_words(n_states, n_actions, K, selection)}; "
              + ", ".join(f"{m} {_short(v)}" for m, v in parts.items() if m not in ("load", "optimal policy")))

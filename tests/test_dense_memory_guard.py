@@ -94,9 +94,9 @@ def test_fit_command_reports_the_refusal_in_one_line(tmp_path, capsys, budget_10
     assert not (tmp_path / "o").exists()
 
 
-@pytest.mark.parametrize("n", [float("inf"), float("nan"), np.float64("inf")])
+@pytest.mark.parametrize("n", [float("inf"), np.float64("inf")])
 def test_an_overflowed_estimate_is_said_in_words_not_inf_eib(n, monkeypatch):
-    """An estimate that overflowed printed "about inf EiB" (and NaN crashed in int())."""
+    """An estimate that overflowed printed "about inf EiB"."""
     from corrpriors._memory import TOO_LARGE, about_bytes, check_memory, format_bytes
 
     assert format_bytes(n) == about_bytes(n) == TOO_LARGE == "an amount too large to represent"
@@ -107,3 +107,16 @@ def test_an_overflowed_estimate_is_said_in_words_not_inf_eib(n, monkeypatch):
                                                   r"more than the 1 GiB this process may use") as info:
         check_memory(n, "the tables", "use fewer states")
     assert "inf" not in str(info.value) and "nan" not in str(info.value)
+
+
+@pytest.mark.parametrize("n", [float("nan"), np.float64("nan")])
+def test_a_nan_estimate_is_refused_as_unknown_not_as_too_large(n, monkeypatch):
+    """A NaN estimate crashed in int() (format_bytes) or passed check_memory as if it fitted."""
+    from corrpriors._memory import UNKNOWN, about_bytes, check_memory, format_bytes
+
+    assert format_bytes(n) == about_bytes(n) == UNKNOWN == "an amount that could not be estimated"
+    monkeypatch.setenv("CORRPRIORS_MEMORY_LIMIT", "1G")
+    with pytest.raises(MemoryEstimateError, match=r"^the tables would need an amount that could not be "
+                                                  r"estimated \(NaN\), so it is not attempted") as info:
+        check_memory(n, "the tables", "use fewer states")
+    assert "too large" not in str(info.value) and "use fewer states" in str(info.value)

@@ -12,6 +12,7 @@ by the kernel, taking neighbours on a shared machine down with it).
 
 from __future__ import annotations
 
+import math
 import os
 import re
 
@@ -19,15 +20,19 @@ _SUFFIX = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 _UNITS = ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
 
 
-#: What :func:`format_bytes` says of an estimate that overflowed to infinity (or is NaN).
+#: What :func:`format_bytes` says of an estimate that overflowed to infinity.
 TOO_LARGE = "an amount too large to represent"
+#: What :func:`format_bytes` says of an estimate that is NaN (a broken estimate, not a size).
+UNKNOWN = "an amount that could not be estimated"
 
 
 def format_bytes(n: float) -> str:
     """``n`` bytes in binary units with three significant digits (``"298 GiB"``); an estimate
-    that overflowed (infinite or NaN) is :data:`TOO_LARGE`, never ``"inf EiB"``.
+    that overflowed is :data:`TOO_LARGE` (never ``"inf EiB"``), a NaN one :data:`UNKNOWN`.
     """
     value, unit = float(n), 0
+    if math.isnan(value):
+        return UNKNOWN
     if not value < float("inf"):
         return TOO_LARGE
     while value >= 1024.0 and unit < len(_UNITS) - 1:
@@ -146,9 +151,11 @@ def memory_budget() -> tuple[int, str]:
 
 
 def about_bytes(n: float) -> str:
-    """``"about 298 GiB"``, or :data:`TOO_LARGE` for an estimate that overflowed."""
+    """``"about 298 GiB"``, or :data:`TOO_LARGE` / :data:`UNKNOWN` for an estimate that
+    overflowed / is NaN.
+    """
     text = format_bytes(n)
-    return text if text == TOO_LARGE else f"about {text}"
+    return text if text in (TOO_LARGE, UNKNOWN) else f"about {text}"
 
 
 def check_memory(needed: float, what: str, alternative: str) -> None:
@@ -165,10 +172,13 @@ def check_memory(needed: float, what: str, alternative: str) -> None:
         What to do instead (a smaller map, the sparse prior, fewer samples).
     """
     budget, source = memory_budget()
-    if not needed <= budget:  # NaN (a broken estimate) is refused too
+    if math.isnan(needed):  # a broken estimate is refused, not taken as "fits"
+        raise MemoryEstimateError(f"{what} would need {UNKNOWN} (NaN), so it is not attempted "
+                                  f"({format_bytes(budget)} available, {source}); {alternative}")
+    if not needed <= budget:
         raise MemoryEstimateError(f"{what} would need {about_bytes(needed)}, more than the "
                                   f"{format_bytes(budget)} this process may use ({source}); {alternative}")
 
 
-__all__ = ["TOO_LARGE", "MemoryEstimateError", "about_bytes", "available_memory", "check_memory", "format_bytes",
+__all__ = ["TOO_LARGE", "UNKNOWN", "MemoryEstimateError", "about_bytes", "available_memory", "check_memory", "format_bytes",
            "memory_budget", "parse_size"]

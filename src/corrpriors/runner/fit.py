@@ -383,7 +383,7 @@ def _check_input_file(path: Path, option: str) -> None:
     suffix = path.suffix.lower()
     if suffix not in TABLE_SUFFIXES:
         raise UsageError(f"{where}: unsupported file type {suffix or '(no extension)'!r}; "
-                         f"expected .csv (comma-separated), .tsv (tab-separated) or .npy")
+                         f"expected .csv (comma-separated), .tsv or .tab (tab-separated) or .npy")
     try:
         check_regular(path, _table_limit(suffix))
     except OSError as exc:

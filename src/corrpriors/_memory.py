@@ -180,5 +180,5 @@ def check_memory(needed: float, what: str, alternative: str) -> None:
                                   f"{format_bytes(budget)} this process may use ({source}); {alternative}")
 
 
-__all__ = ["TOO_LARGE", "UNKNOWN", "MemoryEstimateError", "about_bytes", "available_memory", "check_memory", "format_bytes",
-           "memory_budget", "parse_size"]
+__all__ = ["TOO_LARGE", "UNKNOWN", "MemoryEstimateError", "about_bytes", "available_memory", "check_memory",
+           "format_bytes", "memory_budget", "parse_size"]

@@ -143,6 +143,7 @@ def transitions_from_kernels(kernels: Any, shape: tuple[int, int],
     K = np.asarray(kernels, dtype=np.float64)
     if K.ndim != 3 or K.shape[1] != K.shape[2] or K.shape[1] % 2 == 0:
         raise ValueError(f"kernels: expected shape (A, 2W+1, 2W+1), got {K.shape}")
+    _check_kernel_values(K)
     W = np.zeros(shape, dtype=bool) if walls is None else np.asarray(walls, dtype=bool)
     free = ~W
     index = np.full(shape, -1, dtype=np.int64)
@@ -157,6 +158,25 @@ def transitions_from_kernels(kernels: Any, shape: tuple[int, int],
         target, _ = _targets(cells, di, dj, shape, free, index)
         np.add.at(P, (states[:, None], np.arange(A)[None, :], target[:, None]), w[None, :])
     return P
+
+
+def _check_kernel_values(K: np.ndarray) -> None:
+    """Refuse kernels that are not probability tables: every weight finite and non-negative and
+    every action's kernel summing to one (a ``ValueError`` naming ``kernels``), so that each row of
+    the transition table is a distribution.
+    """
+    if K.shape[0] == 0:
+        raise ValueError("kernels: expected at least one action, got shape (0, ...)")
+    if not np.isfinite(K).all():
+        raise ValueError("kernels: expected finite offset probabilities, got NaN or infinite values")
+    if (K < 0).any():
+        raise ValueError(f"kernels: expected non-negative offset probabilities, found {K.min():g}")
+    totals = K.sum(axis=(1, 2))
+    bad = np.flatnonzero(~(np.abs(totals - 1.0) <= 1e-6))
+    if bad.size:
+        a = int(bad[0])
+        raise ValueError(f"kernels: each action's kernel must sum to one, action {a} sums to {totals[a]:g} "
+                         f"(divide each kernels[a] by its sum)")
 
 
 def _offsets(K: np.ndarray) -> list[tuple[int, int, np.ndarray]]:

@@ -48,7 +48,7 @@ from scipy.stats import poisson
 
 from .._memory import check_memory
 from .._random import as_generator
-from .._validation import check_real
+from .._validation import as_real_array, check_real
 from ..mdp._sparse import CHUNK_ENTRIES, SparseTransitions, dense_nbytes, prefer_sparse
 from ..mdp.tabular import TabularMDP
 
@@ -442,6 +442,19 @@ def queueing_network(buffers: tuple[int, int] = (10, 10), arrival_rate: float = 
                       name="QueueingNetwork")
 
 
+def _index_array(x: Any, name: str, n: int, symbol: str) -> np.ndarray:
+    """``x`` as an int64 array of indices in ``[0, n)``, or an error naming ``name``: booleans and
+    floats are refused (never truncated: 1.5 is not state 1).
+    """
+    arr = as_real_array(x, name, expected="integer indices")
+    if arr.dtype.kind in "bO" or (arr.dtype.kind == "f" and arr.size):
+        raise ValueError(f"{name}: expected integer indices, got dtype {arr.dtype}")
+    if arr.size and (arr.min() < 0 or arr.max() >= n):
+        raise ValueError(f"{name}: expected indices in [0, {symbol}) = [0, {n}), got values in "
+                         f"[{arr.min()}, {arr.max()}]")
+    return arr.astype(np.int64)
+
+
 def simulate_queueing(states: Any, actions: Any, *, rng: Any, buffers: tuple[int, int] = (10, 10),
                       arrival_rate: float = 1.0, service_rates: tuple[float, float] = (3.0, 2.0),
                       capped: bool = False) -> np.ndarray:
@@ -462,8 +475,12 @@ def simulate_queueing(states: Any, actions: Any, *, rng: Any, buffers: tuple[int
     """
     gen = as_generator(rng)
     B1, B2 = _check_buffers(buffers)
-    s = np.asarray(states, dtype=np.int64).ravel()
-    a = np.broadcast_to(np.asarray(actions, dtype=np.int64).ravel(), s.shape)
+    n_states = (B1 + 1) * (B2 + 1)
+    s = _index_array(states, "states", n_states, "S")
+    a = _index_array(actions, "actions", 2, "A")
+    if a.shape != s.shape:
+        raise ValueError(f"states, actions: expected arrays of the same shape, got {s.shape} and {a.shape}")
+    s, a = s.ravel(), a.ravel()
     b1, b2 = np.unravel_index(s, (B1 + 1, B2 + 1))
     beta1, beta2 = service_rates
     q1 = gen.poisson(arrival_rate, size=s.size)

@@ -51,3 +51,59 @@ def test_simulate_queueing_valid_indices():
     out = simulate_queueing(np.array([0, 5, 15], dtype=np.uint8), [0, 1, 1], rng=0, buffers=(3, 3))
     assert out.shape == (3,) and ((out >= 0) & (out < 16)).all()
     assert simulate_queueing([], [], rng=0, buffers=(3, 3)).shape == (0,)
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"step_size": np.nan}, ValueError, "step_size"),
+    ({"step_size": 0.0}, ValueError, "step_size"),
+    ({"step_size": -1.0}, ValueError, "step_size"),
+    ({"step_size": 1e300}, ValueError, "step_size"),
+    ({"step_size": True}, TypeError, "step_size"),
+    ({"window": 2.5}, ValueError, "window"),
+    ({"window": "2"}, ValueError, "window"),
+    ({"window": True}, ValueError, "window"),
+    ({"window": 10**9}, ValueError, "window: the Gaussian kernels"),
+    ({"step_spread": True}, TypeError, "step_spread"),
+    ({"step_spread": "1"}, TypeError, "step_spread"),
+])
+def test_gaussian_kernels_refuses_bad_parameters(kwargs, error, match):
+    from corrpriors.envs.gridworld import gaussian_kernels
+
+    with pytest.raises(error, match=match):
+        gaussian_kernels(**kwargs)
+
+
+@pytest.mark.parametrize("window", [2.5, "2", True])
+def test_dense_gridworld_refuses_coerced_window(window):
+    from corrpriors.envs.gridworld import dense_gridworld
+
+    with pytest.raises(ValueError, match="window"):
+        dense_gridworld((4, 4), window=window)
+
+
+@pytest.mark.parametrize("spread", [1e300, 1e-300])
+def test_extreme_step_spreads_give_valid_kernels(spread, recwarn):
+    import warnings
+
+    from corrpriors.envs.gridworld import dense_gridworld, gaussian_kernels
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        K = gaussian_kernels(spread, 2)
+        mdp = dense_gridworld((4, 4), step_spread=spread, window=2)
+    assert np.isfinite(K).all()
+    np.testing.assert_allclose(K.sum(axis=(1, 2)), 1.0)
+    if spread < 1:       # a point mass one cell away
+        assert K[1, 2, 3] == 1.0
+    else:                # uniform over the window
+        np.testing.assert_allclose(K, 1.0 / 25)
+    np.testing.assert_allclose(np.asarray(mdp.transitions).sum(axis=-1), 1.0)
+
+
+def test_gaussian_kernels_default_values_unchanged():
+    from corrpriors.envs.gridworld import gaussian_kernels
+
+    off = np.arange(-3, 4.0)
+    dr, dc = np.meshgrid(off, off, indexing="ij")
+    k = np.exp(-0.5 * ((dr - 0) ** 2 + (dc - 1) ** 2) / 0.6 ** 2)
+    np.testing.assert_array_equal(gaussian_kernels(0.6, 3)[1], k / k.sum())

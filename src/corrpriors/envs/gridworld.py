@@ -36,7 +36,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._random import as_generator
-from .._validation import check_int
+from .._memory import check_memory
+from .._validation import check_int, check_real
 from ..mdp._sparse import CHUNK_ENTRIES, SparseTransitions, absorb_rows, prefer_sparse
 from ..mdp.tabular import TabularMDP
 
@@ -78,26 +79,49 @@ def gaussian_kernels(step_spread: float = 1.0, window: int = 5, step_size: float
     window : int
         Half-width W of the square window of offsets (``|d_row|, |d_col| <= W``).
     step_size : float
-        Distance of the Gaussian's centre from the current cell.
+        Distance of the Gaussian's centre from the current cell, in (0, ``window``].
 
     Returns
     -------
     ndarray of shape (4, 2W + 1, 2W + 1)
         ``kernels[a, W + dr, W + dc]`` = probability of the offset (dr, dc); each kernel sums to one.
     """
-    if not (np.isfinite(step_spread) and step_spread > 0):
-        raise ValueError(f"step_spread: expected a positive number, got {step_spread!r}")
-    W = int(window)
-    if W < 1 or W != window:
-        raise ValueError(f"window: expected a positive integer, got {window!r}")
+    spread = np.float64(_check_spread(step_spread))   # squared under errstate: inf, not OverflowError
+    W = _check_window(window)
+    step = check_real(step_size, "step_size", 0.0, W, closed="right",
+                      expected=f"a real number in (0, window] = (0, {W}] (the move's centre lies in the window)")
     off = np.arange(-W, W + 1, dtype=np.float64)
     dr, dc = np.meshgrid(off, off, indexing="ij")
     kernels = np.empty((4, 2 * W + 1, 2 * W + 1))
     for a, (vr, vc) in enumerate(ACTION_VECTORS):
-        d2 = (dr - step_size * vr) ** 2 + (dc - step_size * vc) ** 2
-        k = np.exp(-0.5 * d2 / step_spread ** 2)
-        kernels[a] = k / k.sum()
+        d2 = (dr - step * vr) ** 2 + (dc - step * vc) ** 2
+        with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
+            k = np.exp(-0.5 * d2 / spread ** 2)
+            total = k.sum()
+            if not (np.isfinite(total) and total > 0):
+                # an extreme spread: spread ** 2 over- or underflowed, or every weight underflowed;
+                # measure from the nearest offsets (the limit is uniform / the nearest cells)
+                k = np.exp(-0.5 * ((d2 - d2.min()) / spread / spread))
+                total = k.sum()
+        kernels[a] = k / total
     return kernels
+
+
+def _check_spread(step_spread: Any) -> float:
+    """``step_spread`` as a finite positive float, or an error naming it."""
+    return check_real(step_spread, "step_spread", 0.0, np.inf, closed="neither",
+                      expected="a finite positive number")
+
+
+def _check_window(window: Any) -> int:
+    """``window`` as a positive int whose kernels fit in memory, or an error naming it (2.5,
+    ``'2'`` and ``True`` are refused, not coerced).
+    """
+    W = check_int(window, "window", 1)
+    check_memory(8.0 * 8 * (2.0 * W + 1) ** 2, f"window: the Gaussian kernels with window {W} "
+                 f"(4 x {2 * W + 1} x {2 * W + 1} offsets)",
+                 "pass a smaller window (the Gaussian's mass beyond 6 step_spreads is below 1e-8)")
+    return W
 
 
 def cardinal_kernels(success_prob: float = 0.7) -> np.ndarray:
@@ -283,10 +307,8 @@ def _default_window(shape: tuple[int, int], window: int | None, step_spread: flo
     :data:`WINDOW_SPREADS` step spreads (at least 1).
     """
     if window is not None:
-        return int(window)
-    if not (np.isfinite(step_spread) and step_spread > 0):
-        raise ValueError(f"step_spread: expected a positive number, got {step_spread!r}")
-    reach = math.ceil(1.0 + WINDOW_SPREADS * float(step_spread))
+        return _check_window(window)
+    reach = math.ceil(1.0 + WINDOW_SPREADS * _check_spread(step_spread))
     return max(min(max(shape) // 2, reach), 1)
 
 

@@ -107,3 +107,33 @@ def test_gaussian_kernels_default_values_unchanged():
     dr, dc = np.meshgrid(off, off, indexing="ij")
     k = np.exp(-0.5 * ((dr - 0) ** 2 + (dc - 1) ** 2) / 0.6 ** 2)
     np.testing.assert_array_equal(gaussian_kernels(0.6, 3)[1], k / k.sum())
+
+
+def _call(name, *args, **kwargs):
+    import corrpriors.envs as E
+    from corrpriors.envs import queueing, task_family
+
+    f = getattr(E, name, None) or getattr(task_family, name, None) or getattr(queueing, name)
+    return f(*args, **kwargs)
+
+
+@pytest.mark.parametrize("name, args, kwargs, match", [
+    ("windy_gridworld", ((4, 4),), {"goal": (1.5, 1)}, "goal"),
+    ("tunnel_world", ((4, 4),), {"start": (True, False)}, "start"),
+    ("random_mdp", (5, 2, 2), {"rng": 0, "discount": "0.9"}, "discount"),
+    ("random_mdp", (5, 2, 2), {"rng": 0, "discount": False}, "discount"),
+    ("deep_sea", (4,), {"rng": 0, "deterministic": "no"}, "deterministic"),
+    ("deep_sea", (4,), {"rng": 0, "walls": 1}, "walls"),
+    ("goal_gridworld", ((4, 4), True), {"rng": 0}, "n_rewards"),
+    ("goal_gridworld", ((4, 4),), {"rng": 0, "success_prob": True}, "success_prob"),
+    ("goal_gridworld", ((4, 4),), {"rng": 0, "success_prob": "1"}, "success_prob"),
+    ("slippery_lake", ((4, 4),), {"slip": True}, "slip"),
+    ("windy_gridworld", ((4, 4),), {"drive": True}, "drive"),
+    ("windy_gridworld", ((4, 4),), {"damping": True}, "damping"),
+    ("smooth_wind", ((4, 4),), {"rng": 0, "amplitude": True}, "amplitude"),
+    ("smooth_wind", ((4, 4),), {"rng": 0, "lengthscale": True}, "lengthscale"),
+    ("queueing_network", ((True, 3),), {}, "buffers"),
+])
+def test_env_parameters_are_not_coerced(name, args, kwargs, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        _call(name, *args, **kwargs)

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from .._random import as_generator
-from .._validation import check_int
+from .._validation import check_bool, check_int
 from ..mdp._sparse import listed_transitions
 from ..mdp.tabular import TabularMDP
 from .gym import TabularEnv
@@ -117,6 +117,7 @@ def deep_sea(size: int = 10, *, rng: Any, deterministic: bool = True, move_cost:
     14
     """
     n = _check_size(size)
+    deterministic, walls = check_bool(deterministic, "deterministic"), check_bool(walls, "walls")
     if not (np.isfinite(move_cost) and move_cost >= 0):
         raise ValueError(f"move_cost: expected a finite number >= 0, got {move_cost!r}")
     right = deep_sea_right_actions(n, rng=rng, randomize_actions=randomize_actions)

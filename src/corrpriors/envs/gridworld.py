@@ -35,8 +35,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from .._random import as_generator
 from .._memory import check_memory
+from .._random import as_generator
 from .._validation import check_int, check_real
 from ..mdp._sparse import CHUNK_ENTRIES, SparseTransitions, absorb_rows, prefer_sparse
 from ..mdp.tabular import TabularMDP
@@ -61,9 +61,10 @@ def _check_shape(shape: Any) -> tuple[int, int]:
 
 def _cell_of(cell: Any, shape: tuple[int, int], name: str) -> tuple[int, int]:
     try:
-        r, c = (int(v) for v in cell)
+        r, c = cell
+        r, c = check_int(r, name, -(2**62)), check_int(c, name, -(2**62))   # 1.5 and True refused
     except (TypeError, ValueError):
-        raise ValueError(f"{name}: expected a (row, col) cell, got {cell!r}") from None
+        raise ValueError(f"{name}: expected a (row, col) cell of two integers, got {cell!r}") from None
     if not (0 <= r < shape[0] and 0 <= c < shape[1]):
         raise ValueError(f"{name}: cell {cell!r} lies outside the grid {shape}")
     return r, c
@@ -131,9 +132,7 @@ def cardinal_kernels(success_prob: float = 0.7) -> np.ndarray:
     -------
     ndarray of shape (4, 3, 3)
     """
-    p = float(success_prob)
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"success_prob: expected a probability in [0, 1], got {success_prob!r}")
+    p = check_real(success_prob, "success_prob", 0.0, 1.0, expected="a probability in [0, 1]")
     kernels = np.zeros((4, 3, 3))
     for a in range(4):
         for b, (vr, vc) in enumerate(ACTION_VECTORS):
@@ -423,9 +422,7 @@ def goal_gridworld(shape: tuple[int, int] = (10, 10), n_rewards: int = 3, *, rng
     """
     shape = _check_shape(shape)
     S = shape[0] * shape[1]
-    n = int(n_rewards)
-    if not 0 <= n <= S or n != n_rewards:
-        raise ValueError(f"n_rewards: expected an integer in [0, {S}], got {n_rewards!r}")
+    n = check_int(n_rewards, "n_rewards", 0, S)
     gen = as_generator(rng)
     if motion == "cardinal":
         kernels = cardinal_kernels(success_prob)

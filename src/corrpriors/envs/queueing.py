@@ -48,19 +48,20 @@ from scipy.stats import poisson
 
 from .._memory import check_memory
 from .._random import as_generator
-from .._validation import as_real_array, check_real
+from .._validation import as_real_array, check_int, check_real
 from ..mdp._sparse import CHUNK_ENTRIES, SparseTransitions, dense_nbytes, prefer_sparse
 from ..mdp.tabular import TabularMDP
 
 
 def _check_buffers(buffers: Any) -> tuple[int, int]:
     try:
-        b1, b2 = (int(b) for b in buffers)
+        b1, b2 = buffers
     except (TypeError, ValueError):
         raise ValueError(f"buffers: expected (B1, B2), got {buffers!r}") from None
-    if b1 < 0 or b2 < 0 or (b1, b2) != tuple(buffers):
-        raise ValueError(f"buffers: expected non-negative integers (B1, B2), got {buffers!r}")
-    return b1, b2
+    try:
+        return check_int(b1, "buffers", 0), check_int(b2, "buffers", 0)   # True is not 1
+    except ValueError:
+        raise ValueError(f"buffers: expected non-negative integers (B1, B2), got {buffers!r}") from None
 
 
 def _check_rate(x: Any, name: str) -> float:

@@ -146,10 +146,9 @@ def smooth_wind(shape: tuple[int, int] = (10, 10), *, rng: Any, amplitude: float
         Wind (d_row, d_col) per cell, row-major.
     """
     shape = _check_shape(shape)
-    if not (np.isfinite(amplitude) and amplitude >= 0):
-        raise ValueError(f"amplitude: expected a non-negative number, got {amplitude!r}")
-    if not (np.isfinite(lengthscale) and lengthscale > 0):
-        raise ValueError(f"lengthscale: expected a positive number, got {lengthscale!r}")
+    amplitude = check_real(amplitude, "amplitude", 0.0, expected="a finite non-negative number")
+    lengthscale = check_real(lengthscale, "lengthscale", 0.0, closed="right",
+                             expected="a finite positive number")
     gen = as_generator(rng)
     cells = _cells(shape)
     d2 = ((cells[:, None, :] - cells[None, :, :]) ** 2).sum(-1)
@@ -189,12 +188,9 @@ def windy_gridworld(shape: tuple[int, int] = (10, 10), wind: Any = None, heading
     w = np.zeros((S, 2)) if wind is None else np.asarray(wind, dtype=np.float64)
     if w.shape != (S, 2) or not np.all(np.isfinite(w)):
         raise ValueError(f"wind: expected a finite array of shape (S, 2) = ({S}, 2), got {w.shape}")
-    if not (np.isfinite(drive) and drive > 0):
-        raise ValueError(f"drive: expected a positive number, got {drive!r}")
-    if not (np.isfinite(damping) and damping >= 0):
-        raise ValueError(f"damping: expected a non-negative number, got {damping!r}")
-    if not np.isfinite(heading):
-        raise ValueError(f"heading: expected a finite angle, got {heading!r}")
+    drive = check_real(drive, "drive", 0.0, closed="right", expected="a finite positive number")
+    damping = check_real(damping, "damping", 0.0, expected="a finite non-negative number")
+    heading = check_real(heading, "heading", expected="a finite angle")
     c, s = np.cos(heading), np.sin(heading)
     rot = np.array([[c, -s], [s, c]])
     P = np.zeros((S, 4, S))
@@ -408,8 +404,7 @@ def slippery_lake(shape: tuple[int, int] = (10, 10), holes: Any = None, slip: fl
     """
     shape = _check_shape(shape)
     S = shape[0] * shape[1]
-    if not (np.isfinite(slip) and 0.0 <= slip <= 1.0):
-        raise ValueError(f"slip: expected a number in [0, 1], got {slip!r}")
+    slip = check_real(slip, "slip", 0.0, 1.0, expected="a number in [0, 1]")
     dirs = np.asarray(directions)
     if dirs.shape != (4,) or not np.array_equal(np.sort(dirs), np.arange(4)):
         raise ValueError(f"directions: expected a permutation of (0, 1, 2, 3), got {directions!r}")

@@ -123,7 +123,13 @@ def check_rewards(rewards: Any, n_states: int, n_actions: int, name: str = "rewa
 
 
 def check_discount(discount: Any, name: str = "discount", allow_one: bool = False) -> float:
-    """Validate a discount factor in [0, 1) (or [0, 1] when ``allow_one``)."""
+    """Validate a discount factor in [0, 1) (or [0, 1] when ``allow_one``); strings and booleans
+    are refused, not converted (``'0.9'`` is not 0.9).
+    """
+    number = isinstance(discount, (int, float, np.integer, np.floating)) or (
+        isinstance(discount, np.ndarray) and discount.ndim == 0 and discount.dtype.kind in "iuf")
+    if isinstance(discount, (bool, np.bool_)) or not number:
+        raise ValueError(f"{name}: expected a number in [0, 1), got {discount!r}")
     try:
         g = float(discount)
     except (TypeError, ValueError):

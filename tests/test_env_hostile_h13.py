@@ -137,3 +137,14 @@ def _call(name, *args, **kwargs):
 def test_env_parameters_are_not_coerced(name, args, kwargs, match):
     with pytest.raises((ValueError, TypeError), match=match):
         _call(name, *args, **kwargs)
+
+
+@pytest.mark.parametrize("name, args, kwargs, match", [
+    ("smooth_wind", ((10**6, 10**6),), {"rng": 0}, "shape"),
+    ("windy_task_family", (0.5, 1), {"rng": 0, "shape": (10**6, 10**6)}, "shape"),
+    ("random_mdp", (10**6,), {"rng": 0}, "n_states"),
+    ("deep_sea", (10**6,), {"rng": 0}, "size"),
+])
+def test_huge_sizes_are_refused_up_front(name, args, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        _call(name, *args, **kwargs)

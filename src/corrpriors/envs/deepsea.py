@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from .._memory import check_memory
 from .._random import as_generator
 from .._validation import check_bool, check_int
 from ..mdp._sparse import listed_transitions
@@ -42,7 +43,10 @@ __all__ = ["DeepSeaEnv", "deep_sea", "deep_sea_right_actions"]
 
 
 def _check_size(size: Any) -> int:
-    return check_int(size, "size", 2)
+    n = check_int(size, "size", 2)
+    check_memory(8.0 * 6 * (n + 1) * n, f"size: the deep sea of size {n:,} ({n:,} x {n:,} grid)",
+                 "pass a smaller size")
+    return n
 
 
 def deep_sea_right_actions(size: int, *, rng: Any, randomize_actions: bool = True) -> np.ndarray:

@@ -82,6 +82,7 @@ from typing import Any
 
 import numpy as np
 
+from .._memory import check_memory
 from .._random import as_generator
 from .._validation import check_int, check_real
 from ..mdp.tabular import TabularMDP
@@ -125,6 +126,11 @@ def _goal_and_start(shape: tuple[int, int], goal: Any, start: Any) -> tuple[int,
     return int(np.ravel_multi_index(g, shape)), int(np.ravel_multi_index(s0, shape))
 
 
+#: Largest grid (cells) :func:`smooth_wind` accepts: its dense covariance's eigendecomposition
+#: costs O(S^3) time, about a minute at this size.
+MAX_WIND_CELLS = 6000
+
+
 def smooth_wind(shape: tuple[int, int] = (10, 10), *, rng: Any, amplitude: float = 0.5,
                 lengthscale: float = 3.0) -> np.ndarray:
     """A smooth random wind field: two independent Gaussian-process draws over the cells.
@@ -149,6 +155,13 @@ def smooth_wind(shape: tuple[int, int] = (10, 10), *, rng: Any, amplitude: float
     amplitude = check_real(amplitude, "amplitude", 0.0, expected="a finite non-negative number")
     lengthscale = check_real(lengthscale, "lengthscale", 0.0, closed="right",
                              expected="a finite positive number")
+    S = shape[0] * shape[1]
+    if S > MAX_WIND_CELLS:
+        raise ValueError(f"shape: smooth_wind on {shape} ({S:,} cells) would build a dense {S:,} x {S:,} "
+                         f"covariance and take its eigendecomposition, O(S^3) time; at most "
+                         f"{MAX_WIND_CELLS:,} cells are allowed (pass wind= to windy_gridworld for larger grids)")
+    check_memory(8.0 * 4 * S * S, f"shape: smooth_wind on {shape} ({S:,} cells): the dense covariance",
+                 "pass a smaller grid")
     gen = as_generator(rng)
     cells = _cells(shape)
     d2 = ((cells[:, None, :] - cells[None, :, :]) ** 2).sum(-1)

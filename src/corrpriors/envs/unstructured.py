@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from .._memory import check_memory
 from .._random import as_generator
 from .._validation import check_int
 from ..mdp._sparse import listed_transitions
@@ -21,6 +22,10 @@ from ..mdp.tabular import TabularMDP
 from .gym import TabularEnv
 
 __all__ = ["RandomMDPEnv", "random_mdp", "state_index"]
+
+
+#: Most (state, action) rows :func:`random_mdp` draws (one Python-level draw per row).
+MAX_RANDOM_ROWS = 2_000_000
 
 
 def random_mdp(n_states: int = 50, n_actions: int = 4, n_successors: int = 3, *, rng: Any,
@@ -59,6 +64,11 @@ def random_mdp(n_states: int = 50, n_actions: int = 4, n_successors: int = 3, *,
     S, A, k = int(n_states), int(n_actions), int(n_successors)
     if k > S:
         raise ValueError(f"n_successors: expected at most n_states = {S}, got {k}")
+    if S * A > MAX_RANDOM_ROWS:
+        raise ValueError(f"n_states: random_mdp draws each of the S * A = {S * A:,} rows in a Python loop; "
+                         f"at most {MAX_RANDOM_ROWS:,} rows are allowed (minutes of work beyond that)")
+    check_memory(8.0 * 3 * S * A * k + 8.0 * S * A, f"n_states: the random MDP with {S:,} states and "
+                 f"{A:,} actions", "pass fewer states or actions")
     gen = as_generator(rng)
     cols = np.empty((S * A, k), dtype=np.int64)
     vals = np.empty((S * A, k))

@@ -1,4 +1,4 @@
-"""Hostile inputs to the environment builders (audit h13): each is refused with a message naming
+"""Hostile inputs to the environment builders (round 18 audit): each is refused with a message naming
 the argument, instead of an invalid table, a truncation, a MemoryError or a hang.
 """
 

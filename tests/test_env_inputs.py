@@ -148,3 +148,36 @@ def test_env_parameters_are_not_coerced(name, args, kwargs, match):
 def test_huge_sizes_are_refused_up_front(name, args, kwargs, match):
     with pytest.raises(ValueError, match=match):
         _call(name, *args, **kwargs)
+
+
+@pytest.mark.parametrize("build", ["tunnel_world", "goal_gridworld", "wall_world", "slippery_lake",
+                                   "windy_gridworld", "dense_gridworld"])
+def test_a_grid_too_large_for_memory_is_refused_naming_shape(build):
+    """A 10^6 x 10^6 grid (10^12 states) was a numpy MemoryError, or a hang, inside the builder."""
+    import inspect
+    import time
+
+    import corrpriors.envs as envs
+
+    builder = getattr(envs, build)
+    extra = {"rng": 0} if "rng" in inspect.signature(builder).parameters else {}
+    tic = time.perf_counter()
+    with pytest.raises(ValueError, match=r"^shape: a 1000000 x 1000000 grid \(1,000,000,000,000 states\)"):
+        builder((10**6, 10**6), **extra)
+    assert time.perf_counter() - tic < 1.0
+
+
+def test_relabel_states_checks_its_arguments_by_name():
+    """A float permutation was an IndexError, a non-MDP an AttributeError."""
+    from corrpriors.envs import tunnel_world
+    from corrpriors.envs.task_family import relabel_states
+
+    mdp = tunnel_world((2, 3))
+    with pytest.raises(ValueError, match="^permutation: expected integers"):
+        relabel_states(mdp, np.arange(6, dtype=float))
+    with pytest.raises(ValueError, match="^permutation: expected integers"):
+        relabel_states(mdp, np.ones(6, dtype=bool))
+    with pytest.raises(TypeError, match="^mdp: expected a TabularMDP"):
+        relabel_states("x", [0])
+    moved = relabel_states(mdp, np.arange(6)[::-1])
+    np.testing.assert_array_equal(np.asarray(moved.transitions)[::-1][:, :, ::-1], np.asarray(mdp.transitions))

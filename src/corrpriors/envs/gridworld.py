@@ -48,15 +48,26 @@ ACTION_VECTORS = np.array([[-1, 0], [0, 1], [1, 0], [0, -1]], dtype=np.int64)
 ACTION_VECTORS.setflags(write=False)
 
 
+#: The least memory a grid world takes per state, whatever its storage: the coordinates (2
+#: float64), the reward (float64) and one transition entry per action (4 x a float64
+#: probability and an int32 column) -- a floor, so a shape refused by it cannot be built.
+MIN_STATE_BYTES = 16 + 8 + 4 * 12
+
+
 def _check_shape(shape: Any) -> tuple[int, int]:
     """``shape`` as (n_rows, n_cols), or a ``ValueError`` naming it: two positive integers (a
-    fractional size is refused, not truncated: (2.7, 3.9) is not (2, 3)).
+    fractional size is refused, not truncated: (2.7, 3.9) is not (2, 3)) whose grid can be held
+    in memory at :data:`MIN_STATE_BYTES` a state (a 10^6 x 10^6 grid was a numpy MemoryError
+    or a hang inside the builder).
     """
     try:
         r, c = shape
-        return check_int(r, "shape", 1), check_int(c, "shape", 1)
+        r, c = check_int(r, "shape", 1), check_int(c, "shape", 1)
     except (TypeError, ValueError):
         raise ValueError(f"shape: expected (n_rows, n_cols), two positive integers, got {shape!r}") from None
+    check_memory(float(r) * float(c) * MIN_STATE_BYTES, f"shape: a {r} x {c} grid ({r * c:,} states)",
+                 "use a smaller shape")
+    return r, c
 
 
 def _cell_of(cell: Any, shape: tuple[int, int], name: str) -> tuple[int, int]:

@@ -334,8 +334,12 @@ def relabel_states(mdp: TabularMDP, permutation: Any) -> TabularMDP:
         ``P'[pi[s], a, pi[s']] = P[s, a, s']`` and ``R'[pi[s]] = R[s]``, with ``mdp``'s
         coordinates and shape (so the relabelled task lives on the same grid).
     """
+    if not isinstance(mdp, TabularMDP):
+        raise TypeError(f"mdp: expected a TabularMDP, got {type(mdp).__name__}")
     S = mdp.n_states
     pi = np.asarray(permutation)
+    if pi.dtype.kind not in "iu":   # 1.0 is not an index (nor True)
+        raise ValueError(f"permutation: expected integers, got an array of dtype {pi.dtype}")
     if pi.shape != (S,) or not np.array_equal(np.sort(pi), np.arange(S)):
         raise ValueError(f"permutation: expected a permutation of range({S}), got shape {pi.shape}")
     P = np.asarray(mdp.transitions)

@@ -207,3 +207,18 @@ def test_an_old_layered_record_is_read_with_the_layer(tmp_path):
     page = write_report(tmp_path).path.read_text(encoding="utf-8")
     assert 'title="pg_transfer">PG transfer + per-pair layer</th>' in page
     assert "set by layer=true" in page
+
+
+def test_a_record_whose_labels_claim_a_setting_its_config_lacks_is_relabelled():
+    """An edited record with layer=false but the layer's labels: every PG method is read as the
+    plain model (pg and pg_pooled kept "+ per-pair layer"; only pg_transfer was relabelled)."""
+    layered = {m: _methods.method(m, {"layer": True}).as_json() for m in T.METHODS}
+    old = {"experiment": "transfer", "vocabulary": _methods.VOCABULARY, "x": {"name": "T", "values": [20.0]},
+           "seeds": [0], "config": {"layer": False, "similarity": "0.5"}, "methods": layered,
+           "metrics": {"hellinger": {"better": "lower", "methods": {
+               m: {"mean": [0.2], "std": [0.0]} for m in T.METHODS}}}}
+    record, _ = _methods.migrate_summary(old)
+    assert record["methods"]["pg"] == _methods.method("pg").as_json()
+    assert record["methods"]["pg_pooled"] == _methods.method("pg_pooled").as_json()
+    assert record["methods"]["pg_transfer"]["label"] == "PG transfer (ρ fixed at 0.5)"
+    assert any("'PG pooled + per-pair layer' -> 'PG pooled'" in n for n in record["extra"]["notes"])

@@ -689,7 +689,11 @@ def migrate_summary(summary: Mapping) -> tuple[dict, str | None]:
 
 
 def _relabel(record: dict, config: Mapping | None) -> list[str]:
-    """Give the ``methods`` entries of ``record`` the labels under ``config``; say which changed."""
+    """Give the ``methods`` entries of ``record`` the labels under ``config``; say which changed.
+
+    Every known entry is compared, not only those the configuration changes: a record whose
+    ``config`` says ``layer=false`` but whose labels say ``PG + per-pair layer`` is read as PG.
+    """
     methods = record.get("methods")
     if config is None or not isinstance(methods, Mapping):
         return []
@@ -697,10 +701,7 @@ def _relabel(record: dict, config: Mapping | None) -> list[str]:
     for name, entry in methods.items():
         if not (is_known(name) and isinstance(entry, Mapping)):
             continue
-        model = MODELS[split(name)[0]]
-        if model.alpha(config) is None and not model.changes(config):
-            continue
-        m = method(name, config)
+        m = method(name, config)   # every entry: a stored label may claim a setting the config lacks
         if entry.get("label") != m.label:
             changed.append(f"{name} {repr(entry.get('label'))[:60]} -> {m.label!r}")
             block[name] = {**entry, "label": m.label, "description": m.description}

@@ -353,6 +353,8 @@ def test_the_similarity_is_called_what_it_is(how, monkeypatch):
     spec = T.figures(config, res, summary)[1]
     title, ylabel = spec.figure.axes[0].get_title(), spec.figure.axes[0].get_ylabel()
     plt.close("all")
+    # psrl_tasks=0: one panel, and the caption describes no right one (it said "right: PSRL ...")
+    assert len(spec.figure.axes) == 1 and "right:" not in spec.caption and "PSRL" not in spec.caption
     if how == "fixed":
         assert title == "task similarity fixed at ρ = 0.875 (not learned)"
         assert "learned" not in ylabel and "learned similarity" not in spec.caption
@@ -394,4 +396,4 @@ def test_the_psrl_panel_names_its_variant(variant, samples, words, monkeypatch):
     title = " ".join(spec.figure.axes[1].get_title().split())
     plt.close("all")
     assert title == f"PSRL over a sequence of tasks (mean ± std over seeds) {words}, replanned every 50 transitions"
-    assert f"PSRL over a sequence of tasks ({words})" in spec.caption
+    assert f"; right: PSRL over a sequence of tasks ({words}), normalised return" in spec.caption

@@ -706,9 +706,10 @@ def figures(config: Config, results: Mapping[int, SeedResult], summary: dict) ->
     figs.append(FigureSpec(f"{NAME}-similarity-psrl", fig,
                            "left: " + ("pg_transfer's learned similarity" if how == "learned" else
                                        f"the {_similarity_words(config)}") + " against the target's transitions "
-                           "(median and range over seeds); right: PSRL over a sequence of tasks"
-                           + (f" (variant {config.psrl_variant}: {_psrl_policy(config)})" if psrl else "")
-                           + ", normalised return after the first transitions of every task"))
+                           "(median and range over seeds)"
+                           + (f"; right: PSRL over a sequence of tasks (variant {config.psrl_variant}: "
+                              f"{_psrl_policy(config)}), normalised return after the first transitions of "
+                              "every task" if psrl else "")))   # psrl_tasks=0: no PSRL panel
     return figs
 
 

@@ -137,6 +137,20 @@ def test_similarity_setting_fixes_pg_transfers_similarity():
             T.check_config(dataclasses.replace(T.quick_config(), similarity=bad))
 
 
+@pytest.mark.parametrize("setting", [{"similarity_rule": "average"}, {"similarity_rule": "best"},
+                                     {"similarity_criterion": "cv"}, {"prior_related": 0.25}])
+def test_a_fixed_similarity_refuses_the_search_settings_it_leaves_unused(setting):
+    """similarity=<ρ> skips the search: a rule, criterion or prior other than the default would be
+    unused yet recorded (its own folder, the report naming it), so it is refused up front (it was
+    accepted); at their defaults, or with similarity=learned, they pass."""
+    (name, value), = setting.items()
+    fixed = dataclasses.replace(T.quick_config(), similarity="0.5", **setting)
+    with pytest.raises(ValueError, match=f"^similarity, {name}: a fixed similarity is not chosen.*unused"):
+        T.check_config(fixed)
+    T.check_config(dataclasses.replace(T.quick_config(), similarity="0.5"))
+    T.check_config(dataclasses.replace(fixed, similarity="learned"))
+
+
 def test_layer_setting_reaches_every_pg_method():
     """layer=true gives pg_transfer, pg and pg_pooled for_mdp's per-pair layer (the transfer
     beliefs theirs, the sources none); off, none has one. A bad value names the field."""

@@ -150,7 +150,8 @@ class Config:
         ``"learned"`` (the default): ``pg_transfer`` chooses its similarity; or a value of the
         lattice :data:`~corrpriors.applications.multitask.SIMILARITY_GRID` (written as a
         number): ``pg_transfer`` keeps it (no search; ``prior_related``,
-        ``similarity_criterion`` and ``similarity_rule`` unused) -- the error mapped against
+        ``similarity_criterion`` and ``similarity_rule`` unused, so refused unless at their
+        defaults) -- the error mapped against
         :math:`\rho` (``benchmarks/transfer_oracle.py``).
     cv_folds : int
         Folds of ``pg_transfer``'s cross-validation (``similarity_criterion="cv"``).
@@ -303,11 +304,21 @@ def check_config(config: Config) -> None:
     from types import SimpleNamespace
 
     from .._memory import check_memory
+    from .._methods import setting_text
     from ..applications.multitask import SIMILARITY_GRID, _check_fixed_similarity
 
     check_ranges(SimpleNamespace(RANGES=RANGES), config)
     if config.similarity != "learned":   # (a number, or one written as text: RANGES checked it)
         _check_fixed_similarity(float(config.similarity), SIMILARITY_GRID, "similarity", "'learned'")
+        default = Config()   # the settings of the search a fixed similarity skips: unused, so not recorded
+        unused = [name for name in ("similarity_rule", "similarity_criterion", "prior_related")
+                  if getattr(config, name) != getattr(default, name)]
+        if unused:
+            raise ValueError(f"similarity, {', '.join(unused)}: a fixed similarity is not chosen, so "
+                             + ", ".join(f"{n}={setting_text(getattr(config, n))}" for n in unused)
+                             + " would be unused (and recorded as if it mattered); leave "
+                             + ", ".join(f"{n}={setting_text(getattr(default, n))}" for n in unused)
+                             + " or set similarity=learned")
     if config.layer and config.similarity_rule == "average":
         raise ValueError("similarity_rule, layer: 'average' mixes transfer fits without the per-pair "
                          "layer; set layer=false or similarity_rule=one_se")

@@ -75,7 +75,11 @@ def test_the_label_says_what_the_setting_changed(config, want):
 
 @pytest.mark.parametrize("config", [T.Config(), {}, None, {"layer": False}, {"layer": "yes"}, {"layer": 1},
                                     {"similarity": "learned"}, {"similarity_rule": "one_se"},
-                                    {"similarity_rule": "best"}, {"similarity": True}, {"similarity": "fixed"}])
+                                    {"similarity_rule": "best"}, {"similarity": True}, {"similarity": "fixed"},
+                                    # hand-edited records: no similarity of the lattice [0, 1) (they
+                                    # gave "ρ fixed at 1e999", "ρ fixed at -3")
+                                    {"similarity": "1e999"}, {"similarity": -3}, {"similarity": "1"},
+                                    {"similarity": float("nan")}, {"similarity": float("inf")}])
 def test_the_default_or_a_value_that_is_not_one_keeps_the_table(config):
     for name in T.METHODS:
         assert _methods.method(name, config) == _methods.method(name)

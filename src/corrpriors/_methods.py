@@ -170,7 +170,11 @@ class Qualifier:
     values : tuple
         The values that change the model (``(True,)``; a bool matches only a bool).
     number : bool
-        Also (or instead) any number, or a number written as text (``similarity=0.875``).
+        Also (or instead) any finite number, or a number written as text (``similarity=0.875``),
+        within ``bounds``.
+    bounds : tuple of (float, float)
+        ``(low, high)``: a number outside ``[low, high)`` is not a value of the setting (a
+        hand-edited record's ``similarity=-3``) and leaves the table's entry; empty: no bounds.
     label : str
         Appended to the label (``" + per-pair layer"``); ``{value}`` stands for the value. A
         label in parentheses (``" (no contamination)"``) joins the parentheses another
@@ -202,6 +206,7 @@ class Qualifier:
     default: Any
     values: tuple = ()
     number: bool = False
+    bounds: tuple = ()
     label: str = ""
     description: str = ""
     note: str = ""
@@ -228,9 +233,12 @@ class Qualifier:
             return None
         if any(_same(value, v) for v in self.values):
             return setting_text(value)
-        if self.number and _number(value) is not None and _number(value) != _number(self.default):
-            return setting_text(value)
-        return None
+        number = _number(value) if self.number else None
+        if number is None or not math.isfinite(number) or number == _number(self.default):
+            return None
+        if self.bounds and not self.bounds[0] <= number < self.bounds[1]:
+            return None
+        return setting_text(number + 0.0)   # -0.0 reads as 0
 
     def origin(self, value: str) -> str:
         """``"set by layer=true; the default layer=false is the plain correlated model"`` (or ``given``)."""
@@ -444,7 +452,7 @@ MODELS: dict[str, Model] = {
         dataclasses.replace(_LAYER, replaces="", description="with the per-(state, action) Dirichlet layer: its "
                             "base is the transfer prediction, and every pair also borrows the source tasks' counts "
                             "of that pair at a weight learned from the data"),
-        Qualifier("similarity", "learned", number=True, label=" (ρ fixed at {value})",
+        Qualifier("similarity", "learned", number=True, bounds=(0.0, 1.0), label=" (ρ fixed at {value})",
                   description="as much as a task similarity fixed at ρ = {value}, not learned, says",
                   note="the task similarity fixed at ρ = {value}, not learned",
                   own="learns it from the data", replaces=_LEARNED),

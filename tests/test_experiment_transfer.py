@@ -137,6 +137,26 @@ def test_similarity_setting_fixes_pg_transfers_similarity():
             T.check_config(dataclasses.replace(T.quick_config(), similarity=bad))
 
 
+def test_a_fixed_similarity_is_recorded_as_its_lattice_value(tmp_path):
+    """--set similarity=-0.0 was recorded (and hashed) as typed: the label said "ρ fixed at -0"
+    and the run had a folder of its own, apart from similarity=0; full-width digits were accepted
+    and stored as typed. Now every spelling of a lattice value is its text; other forms are refused."""
+    from corrpriors import _methods
+    from corrpriors.runner._run import plan_run
+
+    folders = {plan_run("transfer", overrides={"similarity": typed}, out=tmp_path).run_dir
+               for typed in ("0", "-0.0", "0.0", "+0", "0e3")}
+    assert len(folders) == 1
+    for typed, text in [("-0.0", "0"), ("0.50", "0.5"), ("5e-1", "0.5"), (0.875, "0.875"), ("learned", "learned")]:
+        assert T.Config(similarity=typed).similarity == text
+        assert dataclasses.replace(T.quick_config(), similarity=typed).similarity == text
+    for form in (T.Config(similarity="-0.0"), {"similarity": "-0.0"}):     # a run's, an edited record's
+        assert _methods.label("pg_transfer", form) == "PG transfer (ρ fixed at 0)"
+    for typed in ("\uff10.\uff15", " 0.5", "0.5\n"):        # float() reads them; --set does not
+        with pytest.raises(ValueError, match="^similarity: expected 'learned' or a value .* ASCII digits"):
+            T.check_config(dataclasses.replace(T.quick_config(), similarity=typed))
+
+
 @pytest.mark.parametrize("setting", [{"similarity_rule": "average"}, {"similarity_rule": "best"},
                                      {"similarity_criterion": "cv"}, {"prior_related": 0.25}])
 def test_a_fixed_similarity_refuses_the_search_settings_it_leaves_unused(setting):

@@ -54,6 +54,8 @@ after the first ``psrl_eval`` transitions of every task, and its mean over the t
 from __future__ import annotations
 
 import dataclasses
+import numbers
+import re
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -151,7 +153,8 @@ class Config:
         lattice :data:`~corrpriors.applications.multitask.SIMILARITY_GRID` (written as a
         number): ``pg_transfer`` keeps it (no search; ``prior_related``,
         ``similarity_criterion`` and ``similarity_rule`` unused, so refused unless at their
-        defaults) -- the error mapped against
+        defaults; recorded as the lattice value's text, ``"-0.0"`` as ``"0"``) -- the error
+        mapped against
         :math:`\rho` (``benchmarks/transfer_oracle.py``).
     cv_folds : int
         Folds of ``pg_transfer``'s cross-validation (``similarity_criterion="cv"``).
@@ -218,6 +221,34 @@ class Config:
     replan_every: int = 50
     psrl_variant: str = "mean"
     psrl_samples: int = 5
+
+    def __post_init__(self) -> None:
+        # a fixed similarity is recorded and hashed as its lattice value's text: "0", "0.0" and
+        # "-0.0" are one setting (one folder, one label)
+        object.__setattr__(self, "similarity", _canonical_similarity(self.similarity))
+
+
+#: A number as ``--set`` writes one, in ASCII: float() also reads "０.５", " 0.5" and "0_5".
+_NUMBER_TEXT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def _canonical_similarity(value: Any) -> Any:
+    """``value`` as the text of its lattice value (``"-0.0"`` -> ``"0"``, ``0.5`` -> ``"0.5"``),
+    if it is a number of :data:`~corrpriors.applications.multitask.SIMILARITY_GRID` (a number or
+    ASCII text); else unchanged (``"learned"``, or a value :func:`check_config` refuses).
+    """
+    from .._methods import setting_text
+    from ..applications.multitask import SIMILARITY_GRID
+
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        number = float(value)
+    elif isinstance(value, str) and _NUMBER_TEXT.fullmatch(value):
+        number = float(value)
+    else:
+        return value
+    if number not in SIMILARITY_GRID:
+        return value
+    return setting_text(SIMILARITY_GRID[SIMILARITY_GRID.index(number)])
 
 
 
@@ -308,6 +339,10 @@ def check_config(config: Config) -> None:
     from ..applications.multitask import SIMILARITY_GRID, _check_fixed_similarity
 
     check_ranges(SimpleNamespace(RANGES=RANGES), config)
+    if isinstance(config.similarity, str) and config.similarity != "learned" \
+            and not _NUMBER_TEXT.fullmatch(config.similarity):
+        raise ValueError(f"similarity: expected 'learned' or a value of the similarity lattice written "
+                         f"in ASCII digits, got {config.similarity!r}")
     if config.similarity != "learned":   # (a number, or one written as text: RANGES checked it)
         _check_fixed_similarity(float(config.similarity), SIMILARITY_GRID, "similarity", "'learned'")
         default = Config()   # the settings of the search a fixed similarity skips: unused, so not recorded

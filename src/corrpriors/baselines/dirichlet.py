@@ -31,10 +31,10 @@ from typing import Any
 import numpy as np
 
 from .._random import sample_dirichlet
-from .._repr import estimator_repr
+from .._repr import estimator_repr, short_repr
 from .._special import dirichlet_multinomial_logpmf
 from .._typing import FloatArray, SeedLike
-from .._validation import check_counts
+from .._validation import as_real_array, check_counts
 
 #: The concentrations :class:`DirichletMultinomial` takes (the experiments' ``alpha_*`` settings
 #: are narrower still, [1e-100, 1e12]).
@@ -43,9 +43,13 @@ ALPHA_RANGE = (1e-100, 1e100)
 
 def _check_alpha(alpha: Any) -> np.ndarray:
     try:
-        a = np.asarray(alpha, dtype=np.float64)
+        raw = as_real_array(alpha, "alpha")
     except (TypeError, ValueError):
-        raise ValueError(f"alpha: expected a positive number or array, got {type(alpha).__name__}") from None
+        raw = None
+    if raw is None or raw.dtype.kind == "b" or (raw.dtype.kind == "O" and any(
+            isinstance(v, (bool, np.bool_)) for v in raw.ravel())):   # '1' is not 1, True is not 1
+        raise ValueError(f"alpha: expected a positive number or array, got {short_repr(alpha)}")
+    a = raw.astype(np.float64)
     if a.ndim > 2:
         raise ValueError(f"alpha: expected a scalar, shape (K,) or (C, K), got shape {a.shape}")
     if not np.all(np.isfinite(a)):
@@ -99,6 +103,7 @@ class DirichletMultinomial:
     """
 
     def __init__(self, alpha: Any = 1.0) -> None:
+        _check_alpha(alpha)   # early: a bad alpha is refused here, not only at fit (shapes wait for fit)
         self.alpha = alpha
 
     def __repr__(self) -> str:  # noqa: D105

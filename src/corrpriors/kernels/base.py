@@ -15,6 +15,7 @@ Conventions (as in scikit-learn's ``gaussian_process.kernels``):
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,7 @@ import numpy as np
 
 from .._memory import check_memory
 from .._typing import FloatArray
+from .._validation import as_real_array, check_real
 from .distances import check_coords, check_distances, euclidean_distances
 
 #: Tolerance (in log space) for ``theta`` slightly outside its bounds after round-off.
@@ -97,23 +99,28 @@ def parse_bounds(bounds: Any, name: str) -> tuple[float, float] | None:
             raise ValueError(f"{name}_bounds: expected 'fixed' or a pair (low, high), got {bounds!r}")
         return None
     try:
-        lo, hi = (float(v) for v in bounds)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name}_bounds: expected 'fixed' or a pair (low, high), got {bounds!r}") from None
+        pair = tuple(bounds)
+    except TypeError:
+        pair = ()
+    if len(pair) != 2:
+        raise ValueError(f"{name}_bounds: expected 'fixed' or a pair (low, high), got {bounds!r}")
+    if any(isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real) for v in pair):
+        # True is not 1 and '2' is not 2: never converted
+        raise TypeError(f"{name}_bounds: expected 'fixed' or a pair of real numbers (low, high), "
+                        f"got {bounds!r}")
+    lo, hi = float(pair[0]), float(pair[1])
     if not (np.isfinite(lo) and lo > 0 and hi >= lo) or np.isnan(hi):
         raise ValueError(f"{name}_bounds: expected 0 < low <= high, got ({lo:g}, {hi:g})")
     return (lo, hi)
 
 
 def parse_positive(value: Any, name: str) -> float:
-    """Validate a strictly positive, finite scalar hyper-parameter."""
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name}: expected a positive number, got {value!r}") from None
-    if not (np.isfinite(v) and v > 0):
-        raise ValueError(f"{name}: expected a finite positive number, got {value!r}")
-    return v
+    """Validate a strictly positive, finite scalar hyper-parameter.
+
+    Booleans, strings and other non-numbers raise :class:`TypeError` (``True`` is not 1 and
+    ``'1'`` is not 1); zero, negative and non-finite values raise :class:`ValueError`.
+    """
+    return check_real(value, name, 0.0, np.inf, closed="neither", expected="a finite positive number")
 
 
 class Kernel:
@@ -194,10 +201,11 @@ class Kernel:
         -------
         kernel : Kernel
         """
-        try:
-            t = np.asarray(theta, dtype=np.float64).reshape(-1)
-        except (TypeError, ValueError):
-            raise ValueError(f"theta: expected a real array of shape ({self.n_params},)") from None
+        raw = as_real_array(theta, "theta")
+        if raw.dtype.kind == "b" or (raw.dtype.kind == "O"
+                                     and any(isinstance(v, (bool, np.bool_)) for v in raw.ravel())):
+            raise TypeError("theta: expected log hyper-parameters (real numbers), got booleans")
+        t = raw.astype(np.float64).reshape(-1)
         if t.shape != (self.n_params,):
             raise ValueError(f"theta: expected shape (P,) = ({self.n_params},) for "
                              f"{self.hyperparameter_names}, got {np.shape(theta)}")
@@ -319,11 +327,11 @@ class Kernel:
             X = check_coords(coords, "coords")
             check_dense_memory(X.shape[0])
             D = euclidean_distances(X)
-            return BoundKernel(self, D, X)
+            return BoundKernel._from_checked(self, D, X)
         self._require_stationary("bind(distances=...)")
         if np.ndim(distances) == 2:  # the caller's matrix: refuse before validated copies
             check_dense_memory(np.shape(distances)[0])
-        return BoundKernel(self, check_distances(distances, "distances"), None)
+        return BoundKernel._from_checked(self, check_distances(distances, "distances"), None)
 
     # ---------------------------------------------------------------- algebra
     def __add__(self, other):
@@ -373,16 +381,42 @@ class BoundKernel:
     coords: FloatArray | None = None
 
     def __post_init__(self) -> None:
+        if not isinstance(self.kernel, Kernel):
+            raise TypeError(f"kernel: expected a corrpriors.kernels.Kernel, got {type(self.kernel).__name__}")
         if np.ndim(self.distances) == 2:  # (a wrong shape is the validation's to report)
             check_dense_memory(np.shape(self.distances)[0])
-        # private read-only copies: a frozen object must not change under its user's feet
-        D = np.array(self.distances, dtype=np.float64)
-        D.setflags(write=False)
-        object.__setattr__(self, "distances", D)
+        # check_distances returns a fresh array: the private copy
+        D = check_distances(self.distances, "distances")
+        X = None
         if self.coords is not None:
-            X = np.array(self.coords, dtype=np.float64)
-            X.setflags(write=False)
-            object.__setattr__(self, "coords", X)
+            X = check_coords(self.coords, "coords")
+            if X.shape[0] != D.shape[0]:
+                raise ValueError(f"coords: expected one row per covariate, C = {D.shape[0]}, got "
+                                 f"shape {X.shape}")
+        elif not self.kernel.is_stationary:
+            raise ValueError(f"coords: {type(self.kernel).__name__} is not stationary and needs "
+                             f"the coordinates, got None")
+        self._set(D, X)
+
+    def _set(self, distances: FloatArray, coords: FloatArray | None) -> None:
+        # private read-only arrays: a frozen object must not change under its user's feet
+        distances.setflags(write=False)
+        object.__setattr__(self, "distances", distances)
+        if coords is not None:
+            coords = np.array(coords, dtype=np.float64)
+            coords.setflags(write=False)
+        object.__setattr__(self, "coords", coords)
+
+    @classmethod
+    def _from_checked(cls, kernel: Kernel, distances: FloatArray, coords: FloatArray | None) -> BoundKernel:
+        """Without the O(C^2) checks of ``__post_init__``, for callers that own ``distances``
+        (a fresh, validated float64 array that nothing else will write, or an already read-only
+        one): :meth:`Kernel.bind` and :meth:`with_theta`.
+        """
+        bound = object.__new__(cls)
+        object.__setattr__(bound, "kernel", kernel)
+        bound._set(distances, coords)
+        return bound
 
     @property
     def n_covariates(self) -> int:
@@ -447,7 +481,7 @@ class BoundKernel:
         -------
         bound : BoundKernel
         """
-        return BoundKernel(self.kernel.with_theta(theta), self.distances, self.coords)
+        return BoundKernel._from_checked(self.kernel.with_theta(theta), self.distances, self.coords)
 
     def __repr__(self) -> str:
         return f"BoundKernel({self.kernel!r}, n_covariates={self.n_covariates})"

@@ -124,6 +124,17 @@ class Product(_Binary):
                                K1[..., None] * self.k2.gradient(X=X)], axis=-1)
 
 
+def _peak(kernel: Kernel) -> float:
+    """``k(x, x)`` of a stationary kernel (scales of nested :class:`Scaled` multiplied), else 1."""
+    if isinstance(kernel, Scaled):
+        with np.errstate(over="ignore"):
+            return kernel.scale * _peak(kernel.kernel)
+    if kernel.is_stationary:
+        with np.errstate(over="ignore"):
+            return float(kernel._k_dist(np.zeros((1, 1)))[0, 0])
+    return 1.0
+
+
 @dataclass(frozen=True)
 class Scaled(Kernel):
     """``scale * kernel(x, x')`` (also ``scale * kernel``).
@@ -145,6 +156,11 @@ class Scaled(Kernel):
     def __post_init__(self) -> None:
         _check_kernel(self.kernel, "kernel")
         s = parse_positive(self.scale, "scale")
+        with np.errstate(over="ignore"):
+            peak = s * _peak(self.kernel)
+        if not np.isfinite(peak):
+            raise ValueError(f"scale: {s:g} times the kernel's own amplitude overflows (the "
+                             f"Gram matrix would be infinite); use a smaller scale or variance")
         object.__setattr__(self, "scale", s)
         b = parse_bounds(self.scale_bounds, "scale")
         object.__setattr__(self, "scale_bounds", "fixed" if b is None else b)

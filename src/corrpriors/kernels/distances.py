@@ -12,6 +12,7 @@ import scipy.sparse as sp
 from scipy.sparse import csgraph
 from scipy.spatial.distance import cdist
 
+from .._memory import check_memory
 from .._typing import FloatArray
 from .._validation import as_real_array, check_points
 
@@ -76,6 +77,10 @@ def euclidean_distances(X, Y=None) -> FloatArray:
     """
     X = check_coords(X, "X")
     Y = X if Y is None else check_coords(Y, "Y", n_dims=X.shape[1])
+    check_memory(8.0 * X.shape[0] * Y.shape[0],
+                 f"{'X' if Y is X else 'X, Y'}: the dense ({X.shape[0]:,}, {Y.shape[0]:,}) float64 "
+                 f"distance matrix", "use fewer points (or a sparse GMRF precision, "
+                 "corrpriors.kernels.knn_adjacency / lattice_adjacency, whose memory is linear)")
     return cdist(X, Y, metric="euclidean")
 
 
@@ -130,6 +135,11 @@ def graph_distances(adjacency, *, weighted: bool = True, directed: bool = False,
         raise ValueError("adjacency: contains NaN or infinite values")
     if (data < 0).any():
         raise ValueError("adjacency: edge weights must be non-negative (zero means no edge)")
+    n = A.shape[0]
+    check_memory(2 * 8.0 * n * n,   # the (N, N) result and the solver's working copy
+                 f"adjacency: the dense ({n:,}, {n:,}) float64 shortest-path distances of a graph "
+                 f"of {n:,} nodes", "use a smaller graph (or its sparse GMRF precision, "
+                 "corrpriors.kernels.graph_precision, whose memory is linear)")
     G = sp.csr_matrix(A)
     G.eliminate_zeros()
     dist = csgraph.shortest_path(G, method="auto", directed=directed, unweighted=not weighted)

@@ -46,10 +46,14 @@ Examples
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+
+from .._memory import check_memory
+from .._validation import check_bool, check_real
 
 __all__ = ["graph_precision", "grid_adjacency", "grid_precision", "knn_adjacency",
            "lattice_adjacency", "matern_kappa"]
@@ -88,14 +92,8 @@ def matern_kappa(length_scale: float, *, alpha: int = 2, dim: int) -> float:
 
 
 def _positive(x: Any, name: str) -> float:
-    try:
-        value = float(x)
-    except (TypeError, ValueError):
-        raise TypeError(f"{name}: expected a positive number, got "
-                        f"{type(x).__name__}") from None
-    if not np.isfinite(value) or value <= 0:
-        raise ValueError(f"{name}: expected a finite positive number, got {x!r}")
-    return value
+    # bools and strings raise TypeError: True is not 1 and '1' is not 1
+    return check_real(x, name, 0.0, np.inf, closed="neither", expected="a finite positive number")
 
 
 def _alpha(alpha: Any) -> int:
@@ -185,11 +183,14 @@ def graph_precision(adjacency: Any, *, kappa: float | None = None,
     w = _check_adjacency(adjacency)
     alpha = _alpha(alpha)
     k = _kappa(kappa, length_scale, alpha, dim)
+    normalize = check_bool(normalize, "normalize")
+    n = w.shape[0]
+    lap = sp.diags_array(np.asarray(w.sum(axis=1)).ravel()) - w
+    _check_kappa_scale(k, alpha, float(lap.diagonal().max(initial=0.0)),
+                       "kappa" if kappa is not None else "length_scale")
     if normalize and tau is not None:
         raise ValueError(f"tau: must be None with normalize=True (the normalisation sets "
                          f"tau), got {tau!r}")
-    n = w.shape[0]
-    lap = sp.diags_array(np.asarray(w.sum(axis=1)).ravel()) - w
     m = sp.csr_array(k * k * sp.eye_array(n) + lap)
     q = sp.csr_array(m @ m) if alpha == 2 else m
     q = sp.csr_array(0.5 * (q + q.T))
@@ -198,6 +199,26 @@ def graph_precision(adjacency: Any, *, kappa: float | None = None,
     if normalize:
         return _normalised(q)
     return q * (1.0 if tau is None else _positive(tau, "tau"))
+
+
+def _check_kappa_scale(k: float, alpha: int, degree: float, name: str) -> None:
+    r"""Refuse a :math:`\kappa` whose :math:`\kappa^{2\alpha}` overflows, underflows or is lost
+    against the largest weighted degree (:math:`Q` would then hold infinities or be singular in
+    float64: the Laplacian alone has a null space).
+    """
+    with np.errstate(over="ignore", under="ignore"):
+        k2 = np.float64(k) * np.float64(k)
+        top = (k2 + degree) ** alpha            # the largest diagonal entry of Q (up to ~2**alpha)
+        floor = k2 ** alpha                     # the smallest eigenvalue of Q / tau
+    source = f"kappa = {k:g}" + ("" if name == "kappa" else " (from length_scale)")
+    if not np.isfinite(top * 2.0 ** alpha):
+        raise ValueError(f"{name}: {source} is too large, kappa**{2 * alpha} overflows float64; "
+                         f"use a smaller kappa (a larger length_scale)")
+    if floor < np.finfo(np.float64).tiny or floor <= 16 * np.finfo(np.float64).eps * top:
+        raise ValueError(f"{name}: {source} is too small, kappa**{2 * alpha} = {floor:.3g} is "
+                         f"negligible against the graph's largest degree {degree:g} (the "
+                         f"precision would be singular); use a larger kappa (a smaller "
+                         f"length_scale)")
 
 
 def _normalised(q: sp.csr_array) -> sp.csr_array:
@@ -217,8 +238,12 @@ def _grid_shape(shape: Any) -> tuple[int, ...]:
 
 
 def _spacing(spacing: Any, ndim: int) -> np.ndarray:
-    h = np.broadcast_to(np.asarray(spacing, dtype=np.float64), (ndim,)) \
-        if np.ndim(spacing) == 0 else np.asarray(spacing, dtype=np.float64)
+    values = [spacing] * ndim if np.ndim(spacing) == 0 else list(np.asarray(spacing, dtype=object).ravel())
+    if np.ndim(spacing) > 1 or any(isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.number))
+                                   for v in values):   # True is not 1 and '1' is not 1
+        raise TypeError(f"spacing: expected a positive number or {ndim} positive numbers "
+                        f"(one per axis), got {spacing!r}")
+    h = np.asarray(values, dtype=np.float64)
     if h.shape != (ndim,) or not np.all(np.isfinite(h)) or np.any(h <= 0):
         raise ValueError(f"spacing: expected a positive number or {ndim} positive numbers "
                          f"(one per axis), got {spacing!r}")
@@ -254,6 +279,11 @@ def _walls(walls: Any, shape: tuple[int, ...]) -> np.ndarray:
     return np.sort(flat, axis=1).astype(np.int64)
 
 
+#: Bytes per cell and axis at the peak of :func:`grid_adjacency` (index arrays, edge lists,
+#: their concatenated copies and the CSR matrix, about 14 int64/float64 per edge; generous).
+_GRID_BYTES_PER_CELL = 160
+
+
 def grid_adjacency(shape: Any, *, mask: Any = None, walls: Any = None,
                    spacing: Any = 1.0) -> sp.csr_array:
     r"""Weighted adjacency of a regular grid (any dimension), with missing cells and walls.
@@ -278,7 +308,10 @@ def grid_adjacency(shape: Any, *, mask: Any = None, walls: Any = None,
     """
     dims = _grid_shape(shape)
     h = _spacing(spacing, len(dims))
-    size = int(np.prod(dims))
+    size = math.prod(dims)   # Python ints: no overflow
+    check_memory(float(size) * _GRID_BYTES_PER_CELL * len(dims),
+                 f"shape: a grid of shape {dims} ({size:,} cells, {len(dims)} axes)",
+                 "use a smaller grid")
     keep = np.ones(size, dtype=bool)
     if mask is not None:
         m = np.asarray(mask)
@@ -338,9 +371,10 @@ def grid_precision(shape: Any, *, kappa: float | None = None,
     """
     dims = _grid_shape(shape)
     alpha = _alpha(alpha)
-    k = _kappa(kappa, length_scale, alpha, len(dims))
+    _kappa(kappa, length_scale, alpha, len(dims))   # its errors before the grid is built
     adj = grid_adjacency(dims, mask=mask, walls=walls, spacing=spacing)
-    return graph_precision(adj, kappa=k, alpha=alpha, tau=tau, normalize=normalize)
+    return graph_precision(adj, kappa=kappa, length_scale=length_scale, dim=len(dims), alpha=alpha,
+                           tau=tau, normalize=normalize)
 
 
 def lattice_adjacency(coords: Any) -> sp.csr_array:
@@ -427,6 +461,10 @@ def knn_adjacency(coords: Any, n_neighbors: int, *, weights: str = "spacing"
                          f"{n_neighbors!r}")
     if weights not in ("spacing", "unit"):
         raise ValueError(f"weights: expected 'spacing' or 'unit', got {weights!r}")
+    check_memory(8.0 * n * (int(n_neighbors) + 1) * 8,
+                 f"coords, n_neighbors: the {n_neighbors:,}-nearest-neighbour graph of {n:,} points "
+                 f"(about 8 float64/int64 arrays of C x (n_neighbors + 1))",
+                 "use fewer neighbours or fewer points")
     dist, nb = cKDTree(x).query(x, k=int(n_neighbors) + 1)
     rows = np.repeat(np.arange(n), n_neighbors)
     cols = nb[:, 1:].ravel()

@@ -68,6 +68,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.linalg import cho_factor, cho_solve
 
+from .._memory import check_memory
 from .._typing import FloatArray
 from .._validation import check_precision
 from .base import Hyperparameter, Kernel, parse_bounds
@@ -88,11 +89,30 @@ def n_angles(n_tasks: int) -> int:
     return n_tasks * (n_tasks - 1) // 2
 
 
-def _cholesky_rows(angles: FloatArray, n_tasks: int) -> tuple[FloatArray, FloatArray]:
-    r"""The factor :math:`L` (T, T) and its derivative with respect to each angle (T, T, P)."""
+#: Most tasks :func:`kronecker_precision` inverts densely. The T x T Cholesky factorisation and
+#: inverse cost about (7/3) T^3 flops: 3e11 at this bound (seconds to a minute on a laptop core),
+#: 2e13 at T = 20,000 (an apparent hang of tens of minutes), for a prior whose Kronecker
+#: product would anyway hold T^2 times the non-zeros of the state precision.
+MAX_DENSE_TASKS = 5_000
+
+
+def _check_task_memory(T: int, per_entry: float, what: str, name: str = "n_tasks") -> None:
+    check_memory(float(T) * T * per_entry, f"{name}: {what} of T = {T:,} tasks",
+                 "use fewer tasks (group them, or fit them separately)")
+
+
+def _cholesky_rows(angles: FloatArray, n_tasks: int, gradient: bool = True
+                   ) -> tuple[FloatArray, FloatArray | None]:
+    r"""The factor :math:`L` (T, T) and, with ``gradient``, its derivative with respect to each
+    angle (T, T, P); ``None`` without.
+    """
     T = n_tasks
+    P = n_angles(T)
+    _check_task_memory(T, 8.0 * (1 + (3 * P if gradient else 2)),
+                       "the (T, T, P) derivative of the correlation" if gradient
+                       else "the T x T correlation and its factor")
     L = np.zeros((T, T))
-    dL = np.zeros((T, T, n_angles(T)))
+    dL = np.zeros((T, T, P)) if gradient else None
     L[0, 0] = 1.0
     p0 = 0
     for i in range(1, T):
@@ -101,8 +121,8 @@ def _cholesky_rows(angles: FloatArray, n_tasks: int) -> tuple[FloatArray, FloatA
         prefix = np.concatenate([[1.0], np.cumprod(s)])          # prod_{m<j} sin phi_m, j = 0..i
         L[i, :i] = c * prefix[:i]
         L[i, i] = prefix[i]
-        for m in range(i):                                        # d / d phi_m
-            d = dL[i, :, p0 + m]
+        for m in range(i if dL is not None else 0):                                        # d / d phi_m
+            d = dL[i, :, p0 + m]   # type: ignore[index]
             d[m] = -s[m] * prefix[m]
             # later entries hold sin(phi_m) as a factor: replace it by cos(phi_m)
             later = np.concatenate([c[m + 1:], [1.0]]) * prefix[m + 1:] / s[m] * c[m]
@@ -129,7 +149,7 @@ def correlation_from_angles(angles: Any, n_tasks: int) -> FloatArray:
     a = np.asarray(angles, dtype=np.float64).reshape(-1)
     if a.shape != (n_angles(T),):
         raise ValueError(f"angles: expected shape (T (T - 1) / 2,) = ({n_angles(T)},), got {a.shape}")
-    L, _ = _cholesky_rows(a, T)
+    L, _ = _cholesky_rows(a, T, gradient=False)
     B = L @ L.T
     np.fill_diagonal(B, 1.0)
     return B
@@ -223,6 +243,8 @@ class TaskCorrelation(Kernel):
 
     def __post_init__(self) -> None:
         T = _check_n_tasks(self.n_tasks)
+        # the T (T - 1) / 2 angles as an array and a tuple of floats (8 + 8 + 24 bytes each)
+        _check_task_memory(T, 20.0, "the T (T - 1) / 2 correlation angles")
         object.__setattr__(self, "n_tasks", T)
         if self.angles is None:
             a = np.full(n_angles(T), np.pi / 2)
@@ -291,6 +313,7 @@ class TaskCorrelation(Kernel):
         """
         a = np.asarray(self.angles)
         L, dL = _cholesky_rows(a, self.n_tasks)
+        assert dL is not None   # gradient=True
         dB = np.einsum("ijp,kj->ikp", dL, L)
         dB = (dB + dB.transpose(1, 0, 2)) * a          # chain rule to log angles
         if self.angle_bounds == "fixed":
@@ -474,6 +497,12 @@ def kronecker_precision(task_correlation: Any, state_precision: Any) -> sp.csr_a
     -------
     scipy.sparse.csr_array of shape (T S, T S)
     """
+    T = np.shape(task_correlation)[0] if np.ndim(task_correlation) == 2 else 0
+    if T > MAX_DENSE_TASKS:
+        raise ValueError(f"task_correlation: T = {T:,} tasks is more than MAX_DENSE_TASKS = "
+                         f"{MAX_DENSE_TASKS:,}: the dense T x T Cholesky factorisation and inverse "
+                         f"would take about {7 / 3 * float(T) ** 3:.1e} flops; use fewer tasks")
+    _check_task_memory(T, 8.0 * 4, "the dense T x T factor, identity and inverse", "task_correlation")
     B = np.asarray(task_correlation, dtype=np.float64)
     if B.ndim != 2 or B.shape[0] != B.shape[1] or not np.all(np.isfinite(B)):
         raise ValueError(f"task_correlation: expected a finite square (T, T) matrix, got shape {B.shape}")
@@ -492,7 +521,12 @@ def kronecker_precision(task_correlation: Any, state_precision: Any) -> sp.csr_a
         bad = int(np.flatnonzero(~(diag > 0))[0])
         raise ValueError(f"state_precision: must be positive definite, got diagonal entry {diag[bad]:g} "
                          f"at state {bad}")
-    out = sp.csr_array(sp.kron(sp.csr_array(task_prec), Q, format="csr"))
+    B_sparse = sp.csr_array(task_prec)
+    nnz = float(B_sparse.nnz) * Q.nnz
+    check_memory(nnz * 48.0, f"task_correlation, state_precision: the Kronecker product of T = {T:,} "
+                 f"tasks and S = {Q.shape[0]:,} states ({nnz:.3g} non-zeros, about 6 int64/float64 each "
+                 f"while built)", "use fewer tasks or states")
+    out = sp.csr_array(sp.kron(B_sparse, Q, format="csr"))
     out.sum_duplicates()
     out.sort_indices()
     return out

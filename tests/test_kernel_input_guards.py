@@ -33,7 +33,6 @@ from corrpriors.kernels import (
     matern_kappa,
 )
 from corrpriors.kernels.gmrf import knn_adjacency
-from corrpriors.kernels.task import MAX_DENSE_TASKS
 
 X3 = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 2.0]])
 
@@ -95,6 +94,8 @@ def test_knn_and_grid_refuse_before_allocating(monkeypatch):
 
 # ---------------------------------------------------------------- 3. task kernels
 def test_task_kernels_refuse_huge_sizes_before_allocating():
+    from corrpriors.kernels.task import MAX_DENSE_TASKS   # (here: the old code had none)
+
     start = time.perf_counter()
     with pytest.raises(MemoryEstimateError, match="n_tasks: the T \\(T - 1\\) / 2 correlation angles of T = 100,000"):
         TaskCorrelation(10**5)

@@ -74,6 +74,11 @@ def euclidean_distances(X, Y=None) -> FloatArray:
     Returns
     -------
     distances : ndarray of shape (N, M)
+
+    Raises
+    ------
+    corrpriors._memory.MemoryEstimateError
+        The (N, M) matrix would not fit in the memory this process may use (checked first).
     """
     X = check_coords(X, "X")
     Y = X if Y is None else check_coords(Y, "Y", n_dims=X.shape[1])
@@ -105,6 +110,11 @@ def graph_distances(adjacency, *, weighted: bool = True, directed: bool = False,
     Returns
     -------
     distances : ndarray of shape (N, N)
+
+    Raises
+    ------
+    corrpriors._memory.MemoryEstimateError
+        The dense (N, N) result would not fit in the memory this process may use.
 
     Notes
     -----

@@ -496,6 +496,13 @@ def kronecker_precision(task_correlation: Any, state_precision: Any) -> sp.csr_a
     Returns
     -------
     scipy.sparse.csr_array of shape (T S, T S)
+
+    Raises
+    ------
+    ValueError
+        T above :data:`MAX_DENSE_TASKS` (the dense T x T inverse would take minutes), or a
+        :class:`~corrpriors._memory.MemoryEstimateError` when the T x T arrays or the product
+        would not fit in memory; both before allocating.
     """
     T = np.shape(task_correlation)[0] if np.ndim(task_correlation) == 2 else 0
     if T > MAX_DENSE_TASKS:
@@ -532,5 +539,5 @@ def kronecker_precision(task_correlation: Any, state_precision: Any) -> sp.csr_a
     return out
 
 
-__all__ = ["ANGLE_BOUNDS", "MultiTaskKernel", "TaskCorrelation", "angles_from_correlation",
+__all__ = ["ANGLE_BOUNDS", "MAX_DENSE_TASKS", "MultiTaskKernel", "TaskCorrelation", "angles_from_correlation",
            "correlation_from_angles", "kronecker_precision", "n_angles", "task_coordinates"]

@@ -94,7 +94,7 @@ def test_knn_and_grid_refuse_before_allocating(monkeypatch):
 
 # ---------------------------------------------------------------- 3. task kernels
 def test_task_kernels_refuse_huge_sizes_before_allocating():
-    from corrpriors.kernels.task import MAX_DENSE_TASKS   # (here: the old code had none)
+    from corrpriors.kernels.task import MAX_DENSE_TASKS  # (here: the old code had none)
 
     start = time.perf_counter()
     with pytest.raises(MemoryEstimateError, match="n_tasks: the T \\(T - 1\\) / 2 correlation angles of T = 100,000"):

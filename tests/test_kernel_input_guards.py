@@ -183,9 +183,12 @@ def test_overflowing_scale_product_refused():
 
 # ---------------------------------------------------------------- 7. Dirichlet alpha
 @pytest.mark.parametrize("alpha", ["1", True, np.array([True, False]), 0.0, np.inf, 1e101, None])
-def test_dirichlet_alpha_refused_at_construction(alpha):
+def test_dirichlet_alpha_refused_at_fit(alpha):
+    """``__init__`` only stores its arguments (scikit-learn's estimator shape); ``fit`` refuses
+    a concentration that is not a positive number in ALPHA_RANGE ('1' and True were taken as 1)."""
+    model = DirichletMultinomial(alpha=alpha)
     with pytest.raises(ValueError, match="alpha: "):
-        DirichletMultinomial(alpha=alpha)
+        model.fit([[1, 0], [0, 1]])
 
 
 def test_dirichlet_alpha_array_still_accepted():

@@ -103,7 +103,6 @@ class DirichletMultinomial:
     """
 
     def __init__(self, alpha: Any = 1.0) -> None:
-        _check_alpha(alpha)   # early: a bad alpha is refused here, not only at fit (shapes wait for fit)
         self.alpha = alpha
 
     def __repr__(self) -> str:  # noqa: D105

@@ -53,7 +53,8 @@ def test_the_model_on_such_a_kernel_never_starts(budget_100m):
 
 def test_distances_and_direct_construction_are_checked_too(monkeypatch):
     """bind(distances=...) refuses before validating (copying) the caller's matrix; a
-    BoundKernel built directly (or by with_theta) is checked as well."""
+    BoundKernel built directly is checked as well (with_theta keeps a checked binding's size,
+    so it is not checked again)."""
     monkeypatch.setenv("CORRPRIORS_MEMORY_LIMIT", "1M")  # 6 x 8 x 200^2 = 1.83 MiB
     x = np.arange(200.0)[:, None]
     d = np.abs(x - x.T)

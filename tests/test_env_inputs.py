@@ -181,3 +181,28 @@ def test_relabel_states_checks_its_arguments_by_name():
         relabel_states("x", [0])
     moved = relabel_states(mdp, np.arange(6)[::-1])
     np.testing.assert_array_equal(np.asarray(moved.transitions)[::-1][:, :, ::-1], np.asarray(mdp.transitions))
+
+
+def test_smooth_wind_at_extreme_lengthscales_is_the_limit_field():
+    """lengthscale 1e300 raised OverflowError (l ** 2), 1e-300 divided by zero: they are the
+    limits, one constant field and independent cells; ordinary ones are bit for bit as before."""
+    from corrpriors.envs.task_family import smooth_wind
+
+    const = smooth_wind((3, 4), rng=0, lengthscale=1e300)
+    assert np.all(np.isfinite(const)) and np.allclose(const, const[0])
+    iid = smooth_wind((3, 4), rng=0, lengthscale=1e-300)
+    assert np.all(np.isfinite(iid)) and np.unique(iid[:, 0]).size == 12
+    cells = np.array([(r, c) for r in range(3) for c in range(4)], dtype=float)
+    d2 = ((cells[:, None] - cells[None]) ** 2).sum(-1)
+    w, V = np.linalg.eigh(np.exp(-d2 / 3.0 ** 2))     # the old construction, transcribed
+    old = 0.5 * ((V * np.sqrt(np.clip(w, 0.0, None))) @ np.random.default_rng(0).standard_normal((12, 2)))
+    np.testing.assert_array_equal(smooth_wind((3, 4), rng=0), old)
+
+
+@pytest.mark.parametrize("rate", [True, "1", float("nan"), -1.0])
+def test_queueing_rates_are_numbers(rate):
+    """True and '1' were taken as the rate 1."""
+    from corrpriors.envs import queueing_network
+
+    with pytest.raises((TypeError, ValueError), match="^arrival_rate: expected a finite non-negative rate"):
+        queueing_network((3, 3), arrival_rate=rate)

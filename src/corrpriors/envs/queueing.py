@@ -65,13 +65,8 @@ def _check_buffers(buffers: Any) -> tuple[int, int]:
 
 
 def _check_rate(x: Any, name: str) -> float:
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name}: expected a non-negative rate, got {x!r}") from None
-    if not np.isfinite(v) or v < 0:
-        raise ValueError(f"{name}: expected a finite non-negative rate, got {x!r}")
-    return v
+    """``x`` as a finite non-negative rate (``True`` and ``'1'`` are not rates)."""
+    return check_real(x, name, 0.0, expected="a finite non-negative rate")
 
 
 def _cut_off(rate: float, tail_mass: float, largest: float = np.inf) -> int:

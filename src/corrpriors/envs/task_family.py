@@ -165,7 +165,10 @@ def smooth_wind(shape: tuple[int, int] = (10, 10), *, rng: Any, amplitude: float
     gen = as_generator(rng)
     cells = _cells(shape)
     d2 = ((cells[:, None, :] - cells[None, :, :]) ** 2).sum(-1)
-    K = np.exp(-d2 / lengthscale ** 2)
+    scale2 = lengthscale * lengthscale   # inf at l = 1e300 (one constant field), 0 at 1e-300
+    with np.errstate(divide="ignore", invalid="ignore"):   # (independent cells); ** raised there
+        K = np.exp(-d2 / scale2)
+    K[d2 == 0] = 1.0                       # a cell with itself (0 / 0 at l = 1e-300)
     w, V = np.linalg.eigh(K)                       # PSD square root (K is often singular)
     root = V * np.sqrt(np.clip(w, 0.0, None))
     return float(amplitude) * (root @ gen.standard_normal((cells.shape[0], 2)))

@@ -194,3 +194,15 @@ def test_dirichlet_alpha_refused_at_fit(alpha):
 def test_dirichlet_alpha_array_still_accepted():
     m = DirichletMultinomial(alpha=[1, 2.0]).fit([[1, 0], [0, 1]])
     assert m.prior_alpha_.shape == (2, 2)
+
+
+@pytest.mark.parametrize("tau", [1e308, 1e307])
+def test_a_tau_that_overflows_the_precision_is_refused(tau):
+    """tau = 1e307 (times these entries, up to 29) made the precision's entries inf without a word."""
+    from corrpriors.kernels import graph_precision, grid_adjacency
+
+    A = grid_adjacency((3, 3))
+    with pytest.raises(ValueError, match="^tau: "):
+        graph_precision(A, kappa=1.0, tau=tau, normalize=False)
+    q = graph_precision(A, kappa=1.0, tau=2.0, normalize=False)
+    np.testing.assert_array_equal(q.toarray(), 2.0 * graph_precision(A, kappa=1.0, normalize=False).toarray())

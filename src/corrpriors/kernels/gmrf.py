@@ -198,7 +198,13 @@ def graph_precision(adjacency: Any, *, kappa: float | None = None,
     q.sort_indices()
     if normalize:
         return _normalised(q)
-    return q * (1.0 if tau is None else _positive(tau, "tau"))
+    if tau is None:
+        return q
+    scaled = q * _positive(tau, "tau")
+    if not np.all(np.isfinite(scaled.data)):   # tau = 1e308 overflowed Q to inf
+        raise ValueError(f"tau: {tau!r} times the precision's entries (up to {abs(q.data).max():.3g}) "
+                         f"overflows the floating-point range")
+    return scaled
 
 
 def _check_kappa_scale(k: float, alpha: int, degree: float, name: str) -> None:

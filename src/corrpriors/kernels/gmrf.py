@@ -200,7 +200,8 @@ def graph_precision(adjacency: Any, *, kappa: float | None = None,
         return _normalised(q)
     if tau is None:
         return q
-    scaled = q * _positive(tau, "tau")
+    with np.errstate(over="ignore"):   # an overflow is refused below, naming tau, not warned of
+        scaled = q * _positive(tau, "tau")
     if not np.all(np.isfinite(scaled.data)):   # tau = 1e308 overflowed Q to inf
         raise ValueError(f"tau: {tau!r} times the precision's entries (up to {abs(q.data).max():.3g}) "
                          f"overflows the floating-point range")

@@ -61,6 +61,7 @@ True
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -101,34 +102,45 @@ def _check_task_memory(T: int, per_entry: float, what: str, name: str = "n_tasks
                  "use fewer tasks (group them, or fit them separately)")
 
 
-def _cholesky_rows(angles: FloatArray, n_tasks: int, gradient: bool = True
-                   ) -> tuple[FloatArray, FloatArray | None]:
-    r"""The factor :math:`L` (T, T) and, with ``gradient``, its derivative with respect to each
-    angle (T, T, P); ``None`` without.
+def _factor_rows(angles: FloatArray, n_tasks: int
+                 ) -> Iterator[tuple[int, int, FloatArray, FloatArray, FloatArray]]:
+    r"""Per row :math:`i \ge 1` of the factor: ``i``, the row's first angle index ``p0``,
+    :math:`\sin\phi`, :math:`\cos\phi` of its angles and ``prefix[j]`` =
+    :math:`\prod_{m<j} \sin\phi_m`, j = 0..i.
     """
-    T = n_tasks
-    P = n_angles(T)
-    _check_task_memory(T, 8.0 * (1 + (3 * P if gradient else 2)),
-                       "the (T, T, P) derivative of the correlation" if gradient
-                       else "the T x T correlation and its factor")
-    L = np.zeros((T, T))
-    dL = np.zeros((T, T, P)) if gradient else None
-    L[0, 0] = 1.0
     p0 = 0
-    for i in range(1, T):
+    for i in range(1, n_tasks):
         phi = angles[p0:p0 + i]
         s, c = np.sin(phi), np.cos(phi)
-        prefix = np.concatenate([[1.0], np.cumprod(s)])          # prod_{m<j} sin phi_m, j = 0..i
+        yield i, p0, s, c, np.concatenate([[1.0], np.cumprod(s)])
+        p0 += i
+
+
+def _cholesky_factor(angles: FloatArray, n_tasks: int) -> FloatArray:
+    r"""The factor :math:`L`, ndarray of shape (T, T)."""
+    T = n_tasks
+    _check_task_memory(T, 8.0 * 3, "the T x T correlation and its factor")
+    L = np.zeros((T, T))
+    L[0, 0] = 1.0
+    for i, _, _, c, prefix in _factor_rows(angles, T):
         L[i, :i] = c * prefix[:i]
         L[i, i] = prefix[i]
-        for m in range(i if dL is not None else 0):                                        # d / d phi_m
-            d = dL[i, :, p0 + m]   # type: ignore[index]
+    return L
+
+
+def _cholesky_gradient(angles: FloatArray, n_tasks: int) -> FloatArray:
+    r"""The derivative of :math:`L` with respect to each angle, ndarray of shape (T, T, P)."""
+    T = n_tasks
+    P = n_angles(T)
+    _check_task_memory(T, 8.0 * (1 + 3 * P), "the (T, T, P) derivative of the correlation")
+    dL = np.zeros((T, T, P))
+    for i, p0, s, c, prefix in _factor_rows(angles, T):
+        for m in range(i):                                        # d / d phi_m
+            d = dL[i, :, p0 + m]
             d[m] = -s[m] * prefix[m]
             # later entries hold sin(phi_m) as a factor: replace it by cos(phi_m)
-            later = np.concatenate([c[m + 1:], [1.0]]) * prefix[m + 1:] / s[m] * c[m]
-            d[m + 1:i + 1] = later
-        p0 += i
-    return L, dL
+            d[m + 1:i + 1] = np.concatenate([c[m + 1:], [1.0]]) * prefix[m + 1:] / s[m] * c[m]
+    return dL
 
 
 def correlation_from_angles(angles: Any, n_tasks: int) -> FloatArray:
@@ -149,7 +161,7 @@ def correlation_from_angles(angles: Any, n_tasks: int) -> FloatArray:
     a = np.asarray(angles, dtype=np.float64).reshape(-1)
     if a.shape != (n_angles(T),):
         raise ValueError(f"angles: expected shape (T (T - 1) / 2,) = ({n_angles(T)},), got {a.shape}")
-    L, _ = _cholesky_rows(a, T, gradient=False)
+    L = _cholesky_factor(a, T)
     B = L @ L.T
     np.fill_diagonal(B, 1.0)
     return B
@@ -312,8 +324,7 @@ class TaskCorrelation(Kernel):
         ndarray of shape (T, T, P)
         """
         a = np.asarray(self.angles)
-        L, dL = _cholesky_rows(a, self.n_tasks)
-        assert dL is not None   # gradient=True
+        L, dL = _cholesky_factor(a, self.n_tasks), _cholesky_gradient(a, self.n_tasks)
         dB = np.einsum("ijp,kj->ikp", dL, L)
         dB = (dB + dB.transpose(1, 0, 2)) * a          # chain rule to log angles
         if self.angle_bounds == "fixed":

@@ -250,6 +250,20 @@ def check_real(x: Any, name: str, low: float = -np.inf, high: float = np.inf, *,
     return v
 
 
+def check_index_array(x: Any, name: str, n: int, symbol: str) -> np.ndarray:
+    """``x`` as an int64 array of indices in ``[0, n)`` (``symbol`` names ``n`` in the message,
+    e.g. ``"S"``), or an error naming ``name``: booleans and floats are refused, never
+    truncated (1.5 is not state 1; True is not state 1), and so are strings (TypeError).
+    """
+    arr = as_real_array(x, name, expected="integer indices")
+    if arr.dtype.kind in "bO" or (arr.dtype.kind == "f" and arr.size):
+        raise ValueError(f"{name}: expected integer indices, got dtype {arr.dtype}")
+    if arr.size and (arr.min() < 0 or arr.max() >= n):
+        raise ValueError(f"{name}: expected indices in [0, {symbol}) = [0, {n}), got values in "
+                         f"[{arr.min()}, {arr.max()}]")
+    return arr.astype(np.int64)
+
+
 def check_simplex(p: Any, name: str, axis: int = -1, atol: float = 1e-8) -> np.ndarray:
     """Check that ``p`` is non-negative and sums to one along ``axis``."""
     arr = check_array(p, name)
@@ -329,5 +343,5 @@ def check_precision(precision: Any, name: str = "precision",
 
 
 __all__ = ["MAX_EXACT_COUNT", "MAX_SAMPLES", "MAX_STEPS", "as_real_array", "check_array", "check_bool",
-           "check_counts", "check_covariance", "check_int", "check_points", "check_positive", "check_precision",
-           "check_real", "check_shape", "check_simplex"]
+           "check_counts", "check_covariance", "check_index_array", "check_int", "check_points", "check_positive",
+           "check_precision", "check_real", "check_shape", "check_simplex"]

@@ -40,7 +40,7 @@ import scipy.sparse as sp
 from .._memory import check_memory
 from .._random import as_generator
 from .._typing import FloatArray, IntArray, SeedLike
-from .._validation import MAX_SAMPLES, MAX_STEPS, check_array, check_int, check_real
+from .._validation import MAX_SAMPLES, MAX_STEPS, check_array, check_index_array, check_int, check_real
 from ..mdp._sparse import (
     SparseTransitionRewards,
     SparseTransitions,
@@ -97,21 +97,18 @@ def _check_flags(**flags: Any) -> None:
 
 def _index_arrays(n_states: int, n_actions: int, states: Any, actions: Any,
                   values: Any) -> tuple[IntArray, IntArray, FloatArray]:
-    s = np.atleast_1d(np.asarray(states))
-    a = np.atleast_1d(np.asarray(actions))
+    s = np.atleast_1d(check_index_array(states, "states", n_states, "S"))
+    a = np.atleast_1d(check_index_array(actions, "actions", n_actions, "A"))
     v = np.atleast_1d(np.asarray(values, dtype=np.float64))
     if not (s.shape == a.shape == v.shape) or s.ndim != 1:
         raise ValueError(f"states, actions, rewards: expected equal 1-D shapes, got {s.shape}, "
                          f"{a.shape}, {v.shape}")
-    for name, x, n in (("states", s, n_states), ("actions", a, n_actions)):
-        if x.size and (not np.issubdtype(x.dtype, np.integer) or x.min() < 0 or x.max() >= n):
-            raise ValueError(f"{name}: expected integers in [0, {n}), got {x}")
     if not np.all(np.isfinite(v)):
         raise ValueError("rewards: contains NaN or infinite values")
     if v.size and np.abs(v).max() > MAX_REWARD:
         raise ValueError(f"rewards: expected magnitudes at most {MAX_REWARD:g} (their squares are summed), "
                          f"got {v[np.argmax(np.abs(v))]:g}")
-    return s.astype(np.int64), a.astype(np.int64), v
+    return s, a, v
 
 
 # --------------------------------------------------------------------------------------

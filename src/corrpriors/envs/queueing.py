@@ -48,7 +48,7 @@ from scipy.stats import poisson
 
 from .._memory import check_memory
 from .._random import as_generator
-from .._validation import as_real_array, check_int, check_real
+from .._validation import check_index_array, check_int, check_real
 from ..mdp._sparse import CHUNK_ENTRIES, SparseTransitions, dense_nbytes, prefer_sparse
 from ..mdp.tabular import TabularMDP
 
@@ -438,19 +438,6 @@ def queueing_network(buffers: tuple[int, int] = (10, 10), arrival_rate: float = 
                       name="QueueingNetwork")
 
 
-def _index_array(x: Any, name: str, n: int, symbol: str) -> np.ndarray:
-    """``x`` as an int64 array of indices in ``[0, n)``, or an error naming ``name``: booleans and
-    floats are refused (never truncated: 1.5 is not state 1).
-    """
-    arr = as_real_array(x, name, expected="integer indices")
-    if arr.dtype.kind in "bO" or (arr.dtype.kind == "f" and arr.size):
-        raise ValueError(f"{name}: expected integer indices, got dtype {arr.dtype}")
-    if arr.size and (arr.min() < 0 or arr.max() >= n):
-        raise ValueError(f"{name}: expected indices in [0, {symbol}) = [0, {n}), got values in "
-                         f"[{arr.min()}, {arr.max()}]")
-    return arr.astype(np.int64)
-
-
 def simulate_queueing(states: Any, actions: Any, *, rng: Any, buffers: tuple[int, int] = (10, 10),
                       arrival_rate: float = 1.0, service_rates: tuple[float, float] = (3.0, 2.0),
                       capped: bool = False) -> np.ndarray:
@@ -472,8 +459,8 @@ def simulate_queueing(states: Any, actions: Any, *, rng: Any, buffers: tuple[int
     gen = as_generator(rng)
     B1, B2 = _check_buffers(buffers)
     n_states = (B1 + 1) * (B2 + 1)
-    s = _index_array(states, "states", n_states, "S")
-    a = _index_array(actions, "actions", 2, "A")
+    s = check_index_array(states, "states", n_states, "S")
+    a = check_index_array(actions, "actions", 2, "A")
     if a.shape != s.shape:
         raise ValueError(f"states, actions: expected arrays of the same shape, got {s.shape} and {a.shape}")
     s, a = s.ravel(), a.ravel()

@@ -399,3 +399,17 @@ def test_a_seeds_reference_cycles_are_freed_before_the_next_seed():
         if enabled:
             gc.enable()
     assert seed == 0 and isinstance(result, SeedResult)
+
+
+@pytest.mark.parametrize("typed", ["\uff10.\uff15", " 0.5", "0.5\n", "0_5"])
+def test_a_number_written_as_text_must_be_ascii_for_every_setting_that_takes_one(typed):
+    """float() reads full-width digits, padding and underscores; a setting that takes an option
+    or a number (the transfer similarity, the Gymnasium commands' concentration) refuses them
+    in the one constraint both use, so no such text is recorded as typed."""
+    from corrpriors.runner._ranges import CONCENTRATION, Interval, OptionsOrNumber
+
+    for constraint in (OptionsOrNumber(("auto", "none"), CONCENTRATION),
+                       OptionsOrNumber(("learned",), Interval(float, 0.0, 1.0, closed="left"))):
+        with pytest.raises(ValueError, match=r"^x: expected '.*' or a value written in ASCII digits"):
+            constraint.check(typed, "x")
+        constraint.check("0.5", "x")

@@ -55,7 +55,6 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
-import re
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -68,6 +67,7 @@ from ..runner._ranges import (
     ITERATIONS,
     MAX_SAMPLES,
     MAX_STEPS,
+    NUMBER_TEXT,
     Boolean,
     Each,
     Interval,
@@ -228,10 +228,6 @@ class Config:
         object.__setattr__(self, "similarity", _canonical_similarity(self.similarity))
 
 
-#: A number as ``--set`` writes one, in ASCII: float() also reads "０.５", " 0.5" and "0_5".
-_NUMBER_TEXT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
-
-
 def _canonical_similarity(value: Any) -> Any:
     """``value`` as the text of its lattice value (``"-0.0"`` -> ``"0"``, ``0.5`` -> ``"0.5"``),
     if it is a number of :data:`~corrpriors.applications.multitask.SIMILARITY_GRID` (a number or
@@ -242,7 +238,7 @@ def _canonical_similarity(value: Any) -> Any:
 
     if isinstance(value, numbers.Real) and not isinstance(value, bool):
         number = float(value)
-    elif isinstance(value, str) and _NUMBER_TEXT.fullmatch(value):
+    elif isinstance(value, str) and NUMBER_TEXT.fullmatch(value):
         number = float(value)
     else:
         return value
@@ -338,11 +334,7 @@ def check_config(config: Config) -> None:
     from .._methods import setting_text
     from ..applications.multitask import SIMILARITY_GRID, _check_fixed_similarity
 
-    check_ranges(SimpleNamespace(RANGES=RANGES), config)
-    if isinstance(config.similarity, str) and config.similarity != "learned" \
-            and not _NUMBER_TEXT.fullmatch(config.similarity):
-        raise ValueError(f"similarity: expected 'learned' or a value of the similarity lattice written "
-                         f"in ASCII digits, got {config.similarity!r}")
+    check_ranges(SimpleNamespace(RANGES=RANGES), config)   # (number text in ASCII digits only)
     if config.similarity != "learned":   # (a number, or one written as text: RANGES checked it)
         _check_fixed_similarity(float(config.similarity), SIMILARITY_GRID, "similarity", "'learned'")
         default = Config()   # the settings of the search a fixed similarity skips: unused, so not recorded

@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -139,8 +140,14 @@ class Options(Constraint):
             raise ValueError(f"{name}: expected {self.describe()}, got {value!r}")
 
 
+#: A number as ``--set`` writes one, in ASCII: float() also reads "０.５", " 0.5" and "0_5".
+NUMBER_TEXT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
 class OptionsOrNumber(Constraint):
-    """One of a fixed set of strings, or a number (possibly written as text) in an interval."""
+    """One of a fixed set of strings, or a number (possibly written as text, in the ASCII digits
+    of :data:`NUMBER_TEXT`) in an interval.
+    """
 
     options: Options
     interval: Interval
@@ -157,6 +164,9 @@ class OptionsOrNumber(Constraint):
         """Raise ``ValueError`` unless ``value`` is an option or a number in the interval."""
         if isinstance(value, str) and value in self.options.values:
             return
+        if isinstance(value, str) and not NUMBER_TEXT.fullmatch(value):   # float() would take "０.５"
+            raise ValueError(f"{name}: expected {' or '.join(map(repr, self.options.values))} or a value "
+                             f"written in ASCII digits ({self.interval.describe()}), got {value!r}")
         try:
             number = float(value) if isinstance(value, str) else value
             self.interval.check(number, name)

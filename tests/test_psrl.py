@@ -415,7 +415,7 @@ def test_replan_on_doubling_stops_following_a_refuted_plan():
 
 @pytest.mark.parametrize("name", ["replan_on_doubling", "replan_on_revisit"])
 def test_replan_rules_are_bools(name):
-    with pytest.raises(ValueError, match=name):
+    with pytest.raises(TypeError, match=f"{name}: expected True or False, got 'yes'"):
         PSRLAgent(DirichletTransitionModel(3, 2), np.zeros((3, 2)), 0.9, **{name: "yes"})
 
 
@@ -435,16 +435,28 @@ def _untouched(agent):
     (lambda ag: ag.observe(0, 2, 0, rng=0), r"action: expected an integer in \[0, 1\], got 2"),
     (lambda ag: ag.observe(0, 1.0000001, 0, rng=0), "action: .* got 1.0000001"),
     (lambda ag: ag.observe(True, 0, 0, rng=0), "state: .* got True"),
-    (lambda ag: ag.observe(0, 0, 1, rng=0, terminated="no"), "terminated: expected a bool, got 'no'"),
-    (lambda ag: ag.observe(0, 0, 1, rng=0, truncated=None), "truncated: expected a bool, got None"),
 ], ids=["act-negative", "act-S", "act-fraction", "act-huge", "next-state-negative", "state-S", "action-A",
-        "action-fraction", "state-bool", "terminated-str", "truncated-None"])
+        "action-fraction", "state-bool"])
 def test_act_and_observe_refuse_states_and_actions_out_of_range(call, match):
     # before: act(-1) returned policy_[S - 1] and observe buffered the transition, marked the
     # state terminal and counted the visit; every later plan() failed on the buffer
     agent = PSRLAgent(DirichletTransitionModel(4, 2), np.zeros((4, 2)), 0.9, variant="mean")
     agent.plan(rng=0)
     with pytest.raises(ValueError, match=match):
+        call(agent)
+    _untouched(agent)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda ag: ag.observe(0, 0, 1, rng=0, terminated="no"), "terminated: expected True or False, got 'no'"),
+    (lambda ag: ag.observe(0, 0, 1, rng=0, truncated=None), "truncated: expected True or False, got None"),
+    (lambda ag: ag.observe(0, 0, 1, rng=0, truncated=1), "truncated: expected True or False, got 1"),
+], ids=["terminated-str", "truncated-None", "truncated-int"])
+def test_observe_refuses_flags_that_are_not_bools(call, match):
+    # "no" would be truth-tested as True and end the episode; 1 is not a flag either
+    agent = PSRLAgent(DirichletTransitionModel(4, 2), np.zeros((4, 2)), 0.9, variant="mean")
+    agent.plan(rng=0)
+    with pytest.raises(TypeError, match=match):
         call(agent)
     _untouched(agent)
 

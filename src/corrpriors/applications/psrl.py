@@ -40,7 +40,15 @@ import scipy.sparse as sp
 from .._memory import check_memory
 from .._random import as_generator
 from .._typing import FloatArray, IntArray, SeedLike
-from .._validation import MAX_SAMPLES, MAX_STEPS, check_array, check_index_array, check_int, check_real
+from .._validation import (
+    MAX_SAMPLES,
+    MAX_STEPS,
+    check_array,
+    check_bool,
+    check_index_array,
+    check_int,
+    check_real,
+)
 from ..mdp._sparse import (
     SparseTransitionRewards,
     SparseTransitions,
@@ -86,13 +94,6 @@ def _as_rewards(rewards: Any, n_states: int, n_actions: int) -> Any:
                          f"({n_states}, {n_actions}) or ({n_states}, {n_actions}, {n_states}), "
                          f"got {r.shape}")
     return r
-
-
-def _check_flags(**flags: Any) -> None:
-    """Refuse a flag that is not a bool (``"no"`` would count as true), naming it."""
-    for name, flag in flags.items():
-        if not isinstance(flag, (bool, np.bool_)):
-            raise ValueError(f"{name}: expected a bool, got {flag!r}")
 
 
 def _index_arrays(n_states: int, n_actions: int, states: Any, actions: Any,
@@ -297,7 +298,8 @@ class PSRLAgent:
                 raise ValueError(f"replan_every: expected a positive int or 'episode', got {replan_every!r}")
         else:
             replan_every = check_int(replan_every, "replan_every", 1)
-        _check_flags(replan_on_doubling=replan_on_doubling, replan_on_revisit=replan_on_revisit)
+        check_bool(replan_on_doubling, "replan_on_doubling")
+        check_bool(replan_on_revisit, "replan_on_revisit")
         S, A = int(belief.n_states), int(belief.n_actions)
         self.belief = belief
         self.reward_belief_ = self._reward_belief(learn_rewards, rewards, S, A)
@@ -499,7 +501,8 @@ class PSRLAgent:
         S, A = self.belief.n_states, self.belief.n_actions
         s, a = check_int(state, "state", 0, S - 1), check_int(action, "action", 0, A - 1)
         s2 = check_int(next_state, "next_state", 0, S - 1)
-        _check_flags(terminated=terminated, truncated=truncated)
+        check_bool(terminated, "terminated")
+        check_bool(truncated, "truncated")
         if self.reward_belief_ is not None:
             if reward is None:
                 raise ValueError("reward: required when the agent learns rewards")

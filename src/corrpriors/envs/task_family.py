@@ -84,7 +84,7 @@ import numpy as np
 
 from .._memory import check_memory
 from .._random import as_generator
-from .._validation import check_int, check_real
+from .._validation import check_bool, check_int, check_real
 from ..mdp.tabular import TabularMDP
 from .gridworld import ACTION_VECTORS, _cell_of, _check_shape, _targets
 
@@ -307,8 +307,7 @@ def _check_family(relatedness: Any, n_sources: Any, relabel_sources: Any, shape:
     """
     r = check_real(relatedness, "relatedness", 0.0, 1.0)
     check_int(n_sources, "n_sources", 0, MAX_SOURCES)
-    if not isinstance(relabel_sources, (bool, np.bool_)):
-        raise TypeError(f"relabel_sources: expected a bool, got {type(relabel_sources).__name__}")
+    check_bool(relabel_sources, "relabel_sources")
     rows, cols = _check_shape(shape)
     if rows * cols < 2:
         raise ValueError(f"shape: expected at least two cells (a start and a goal), got {shape!r}")

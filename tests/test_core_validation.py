@@ -7,9 +7,11 @@ import warnings
 import numpy as np
 import pytest
 
-from corrpriors._validation import check_int, check_real
+from corrpriors._validation import check_int, check_real, holds_bool
+from corrpriors.baselines import DirichletMultinomial
 from corrpriors.core import CorrelatedMultinomial
 from corrpriors.exceptions import JitterWarning
+from corrpriors.kernels import SquaredExponential
 
 COV = np.exp(-np.subtract.outer(np.arange(3.0), np.arange(3.0)) ** 2 / 4.0)
 GOOD = np.array([[1, 2, 0], [0, 0, 3], [2, 2, 2]])
@@ -268,3 +270,27 @@ def test_flags_must_be_real_bools(flag):
             _fit(**{flag: bad})
     fixed = CorrelatedMultinomial(covariance=COV, learn_scale=np.bool_(False), scale=2.0).fit(GOOD)
     assert fixed.scale_ == 2.0
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda: _fit(counts=[[1, 2, 0], [0, True, 3], [2, 2, 2]]), TypeError,
+     "counts: .* a sequence holding a boolean"),
+    (lambda: _fit(counts=[[1, 2, 0], [0, 0, 3], np.array([True, True, False])]), TypeError,
+     "counts: .* a sequence holding a boolean"),
+    (lambda: DirichletMultinomial(alpha=[1.0, True]).fit(np.ones((3, 2), int)), ValueError,
+     r"alpha: expected a positive number or array, got \[1.0, True\]"),
+    (lambda: SquaredExponential(lengthscale=1.0).with_theta([0.0, np.True_]), TypeError,
+     "theta: expected log hyper-parameters .* got booleans"),
+], ids=["counts-list", "counts-row-array", "alpha", "theta"])
+def test_a_boolean_inside_a_list_of_numbers_is_refused(call, error, match):
+    # np.asarray([1.0, True]) is [1.0, 1.0]: the dtype alone cannot show the boolean, and before
+    # this check such lists fitted with True counted as 1
+    with pytest.raises(error, match=match):
+        call()
+
+
+def test_lists_of_plain_numbers_still_pass():
+    assert holds_bool([[1.0, 2], (3, np.float64(4.0))], np.asarray([[1.0, 2], (3, 4.0)])) is False
+    assert holds_bool(7, np.asarray(7)) is False
+    fitted = DirichletMultinomial(alpha=[1.0, 2.0]).fit(np.ones((3, 2), int))
+    np.testing.assert_allclose(fitted.posterior_alpha_, [[2.0, 3.0]] * 3)

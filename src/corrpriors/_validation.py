@@ -15,6 +15,29 @@ import scipy.sparse as sp
 from ._repr import short_repr
 
 
+def holds_bool(x: Any, arr: np.ndarray) -> bool:
+    """Whether ``x`` (whose ``np.asarray`` is ``arr``) holds a boolean anywhere.
+
+    A boolean array, an object array holding one, or nested lists and tuples in which numpy turned
+    a boolean into a number (``np.asarray([1.0, True])`` is ``[1.0, 1.0]``, so the array's dtype
+    alone cannot tell).
+    """
+    if arr.dtype.kind == "b":
+        return True
+    if arr.dtype.kind == "O":
+        return any(isinstance(v, (bool, np.bool_)) for v in arr.ravel())
+    if not isinstance(x, (list, tuple)):
+        return False
+    stack: list[Any] = [x]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif isinstance(item, (bool, np.bool_)) or (isinstance(item, np.ndarray) and item.dtype.kind == "b"):
+            return True
+    return False
+
+
 def as_real_array(x: Any, name: str, *, allow_bool: bool = True, expected: str = "real numbers") -> np.ndarray:
     """``np.asarray(x)`` of real numbers, with the argument named in every failure.
 
@@ -35,6 +58,9 @@ def as_real_array(x: Any, name: str, *, allow_bool: bool = True, expected: str =
         raise ValueError(f"{name}: expected a rectangular array; the nested sequences have "
                          f"different lengths ({exc})") from None
     kind = arr.dtype.kind
+    if not allow_bool and kind != "b" and holds_bool(x, arr):   # [1, True]: numpy made it [1, 1]
+        raise TypeError(f"{name}: expected {expected}, got a sequence holding a boolean (True is "
+                        f"not 1); convert it explicitly if that is meant")
     if kind == "b" and not allow_bool:
         raise TypeError(f"{name}: expected integer counts, got a boolean array; convert it "
                         f"explicitly (e.g. {name}.astype(int)) if True means one count")

@@ -34,7 +34,7 @@ from .._random import sample_dirichlet
 from .._repr import estimator_repr, short_repr
 from .._special import dirichlet_multinomial_logpmf
 from .._typing import FloatArray, SeedLike
-from .._validation import as_real_array, check_counts
+from .._validation import as_real_array, check_counts, holds_bool
 
 #: The concentrations :class:`DirichletMultinomial` takes (the experiments' ``alpha_*`` settings
 #: are narrower still, [1e-100, 1e12]).
@@ -46,8 +46,7 @@ def _check_alpha(alpha: Any) -> np.ndarray:
         raw = as_real_array(alpha, "alpha")
     except (TypeError, ValueError):
         raw = None
-    if raw is None or raw.dtype.kind == "b" or (raw.dtype.kind == "O" and any(
-            isinstance(v, (bool, np.bool_)) for v in raw.ravel())):   # '1' is not 1, True is not 1
+    if raw is None or holds_bool(alpha, raw):   # '1' is not 1, True is not 1
         raise ValueError(f"alpha: expected a positive number or array, got {short_repr(alpha)}")
     a = raw.astype(np.float64)
     if a.ndim > 2:

@@ -23,7 +23,7 @@ import numpy as np
 
 from .._memory import check_memory
 from .._typing import FloatArray
-from .._validation import as_real_array, check_real
+from .._validation import as_real_array, check_real, holds_bool
 from .distances import check_coords, check_distances, euclidean_distances
 
 #: Tolerance (in log space) for ``theta`` slightly outside its bounds after round-off.
@@ -202,8 +202,7 @@ class Kernel:
         kernel : Kernel
         """
         raw = as_real_array(theta, "theta")
-        if raw.dtype.kind == "b" or (raw.dtype.kind == "O"
-                                     and any(isinstance(v, (bool, np.bool_)) for v in raw.ravel())):
+        if holds_bool(theta, raw):
             raise TypeError("theta: expected log hyper-parameters (real numbers), got booleans")
         t = raw.astype(np.float64).reshape(-1)
         if t.shape != (self.n_params,):

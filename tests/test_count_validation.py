@@ -69,7 +69,7 @@ def test_masked_counts_are_rejected_unless_nothing_is_masked(fit):
 
 @pytest.mark.parametrize("fit", _estimators())
 @pytest.mark.parametrize("counts,match", [
-    (np.array([[True, False], [True, True]]), "counts: expected integer counts, got a boolean"),
+    (np.array([[True, False], [True, True]]), "counts: expected real integer counts, got a boolean"),
     ([["1", "2"], ["3", "4"]], "counts: expected a numeric array, got dtype <U1"),
     (np.array([[None, 1], [1, 1]], dtype=object), "counts: expected a numeric array, got dtype "
                                                   "object holding NoneType"),

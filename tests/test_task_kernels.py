@@ -184,6 +184,13 @@ def test_kronecker_precision_matches_dense_inverse():
     np.testing.assert_allclose(P.toarray(), np.linalg.inv(dense), rtol=1e-8, atol=1e-8)
 
 
+@pytest.mark.parametrize("B", [np.eye(2, dtype=bool), [[1.0, False], [False, 1.0]]], ids=["array", "list"])
+def test_kronecker_precision_refuses_a_boolean_task_correlation(B):
+    # before: np.eye(2, dtype=bool) was read as the identity (two unrelated tasks) without a word
+    with pytest.raises(TypeError, match="task_correlation: expected a correlation matrix of real numbers"):
+        kronecker_precision(B, grid_precision((2, 2), length_scale=1.0))
+
+
 def test_sparse_joint_fit_matches_dense_joint_fit():
     """The Kronecker sparse path and the dense Kronecker covariance give the same posterior."""
     rng = np.random.default_rng(8)

@@ -62,8 +62,8 @@ def as_real_array(x: Any, name: str, *, allow_bool: bool = True, expected: str =
         raise TypeError(f"{name}: expected {expected}, got a sequence holding a boolean (True is "
                         f"not 1); convert it explicitly if that is meant")
     if kind == "b" and not allow_bool:
-        raise TypeError(f"{name}: expected integer counts, got a boolean array; convert it "
-                        f"explicitly (e.g. {name}.astype(int)) if True means one count")
+        raise TypeError(f"{name}: expected {expected}, got a boolean array; convert it "
+                        f"explicitly (e.g. {name}.astype(int)) if True means 1")
     if kind == "c":
         raise TypeError(f"{name}: expected {expected}, got complex dtype {arr.dtype} (the "
                         f"imaginary part would be lost)")

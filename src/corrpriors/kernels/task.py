@@ -71,7 +71,7 @@ from scipy.linalg import cho_factor, cho_solve
 
 from .._memory import check_memory
 from .._typing import FloatArray
-from .._validation import check_precision
+from .._validation import as_real_array, check_precision
 from .base import Hyperparameter, Kernel, parse_bounds
 from .distances import check_coords
 
@@ -521,7 +521,8 @@ def kronecker_precision(task_correlation: Any, state_precision: Any) -> sp.csr_a
                          f"{MAX_DENSE_TASKS:,}: the dense T x T Cholesky factorisation and inverse "
                          f"would take about {7 / 3 * float(T) ** 3:.1e} flops; use fewer tasks")
     _check_task_memory(T, 8.0 * 4, "the dense T x T factor, identity and inverse", "task_correlation")
-    B = np.asarray(task_correlation, dtype=np.float64)
+    B = as_real_array(task_correlation, "task_correlation", allow_bool=False,
+                      expected="a correlation matrix of real numbers").astype(np.float64)
     if B.ndim != 2 or B.shape[0] != B.shape[1] or not np.all(np.isfinite(B)):
         raise ValueError(f"task_correlation: expected a finite square (T, T) matrix, got shape {B.shape}")
     if not np.allclose(B, B.T, atol=1e-12):

@@ -164,3 +164,36 @@ def test_check_output_dir_read_only_file_system(tmp_path, monkeypatch):
     monkeypatch.setattr(_fileio.tempfile, "mkstemp", erofs)
     with pytest.raises(OSError, match=rf"^cannot write in {tmp_path} \(Read-only file system\)$"):
         check_output_dir(tmp_path)
+
+
+def test_reads_that_do_not_follow_links_refuse_them(tmp_path):
+    target = tmp_path / "data.json"
+    target.write_bytes(b"{}")
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    assert _fileio.read_regular(link, 10) == b"{}"          # the default follows, as open() does
+    with pytest.raises(_fileio.NotReadable, match="is a symbolic link, which is not followed"):
+        _fileio.read_regular(link, 10, follow_symlinks=False)
+    assert _fileio.read_regular(target, 10, follow_symlinks=False) == b"{}"
+
+
+def test_a_link_swapped_in_after_the_check_is_not_opened(tmp_path, monkeypatch):
+    # the check passes on the regular file; the path then becomes a link before the open, which
+    # O_NOFOLLOW refuses (ELOOP) instead of reading the link's target
+    if not hasattr(os, "O_NOFOLLOW"):
+        pytest.skip("no O_NOFOLLOW on this system")
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"outside")
+    path = tmp_path / "fig.png"
+    path.write_bytes(b"inside")
+    real_check = _fileio.check_regular
+
+    def check_then_swap(p, limit, **kw):
+        real_check(p, limit, **kw)
+        path.unlink()
+        path.symlink_to(secret)
+
+    monkeypatch.setattr(_fileio, "check_regular", check_then_swap)
+    with pytest.raises(OSError) as info:
+        _fileio.read_regular(path, 100, follow_symlinks=False)
+    assert info.value.errno == errno.ELOOP

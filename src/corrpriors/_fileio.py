@@ -250,7 +250,8 @@ _KINDS = ((stat.S_ISDIR, "is a directory, not a file"),
           (stat.S_ISFIFO, "is a named pipe (FIFO), not a regular file"),
           (stat.S_ISCHR, "is a character device, not a regular file"),
           (stat.S_ISBLK, "is a block device, not a regular file"),
-          (stat.S_ISSOCK, "is a socket, not a regular file"))
+          (stat.S_ISSOCK, "is a socket, not a regular file"),
+          (stat.S_ISLNK, "is a symbolic link, which is not followed here"))
 
 
 def _check_regular(info: os.stat_result, limit: int) -> None:
@@ -261,34 +262,40 @@ def _check_regular(info: os.stat_result, limit: int) -> None:
         raise TooLarge(f"is {info.st_size:,} bytes, more than the {limit:,} read")
 
 
-def check_regular(path: str | os.PathLike, limit: int) -> None:
-    """Refuse, without opening it, a ``path`` that is not a regular file (after symlinks) or holds
-    more than ``limit`` bytes.
+def check_regular(path: str | os.PathLike, limit: int, *, follow_symlinks: bool = True) -> None:
+    """Refuse, without opening it, a ``path`` that is not a regular file or holds more than
+    ``limit`` bytes; with ``follow_symlinks=False`` a final symbolic link is refused too (not
+    followed).
 
     Raises
     ------
     NotReadable
-        Not a regular file (a directory, named pipe, device, socket), or too large.
+        Not a regular file (a directory, named pipe, device, socket, a link not followed), or
+        too large.
     OSError
         It cannot be looked up (``FileNotFoundError``, ``PermissionError``, ...).
     """
-    _check_regular(os.stat(path), limit)
+    _check_regular(os.stat(path, follow_symlinks=follow_symlinks), limit)
 
 
-def open_regular(path: str | os.PathLike, limit: int) -> BinaryIO:
+def open_regular(path: str | os.PathLike, limit: int, *, follow_symlinks: bool = True) -> BinaryIO:
     """Open a regular file of at most ``limit`` bytes for binary reading.
 
     :func:`check_regular` first, so a named pipe is refused before an open could block; the open
     itself does not block (``O_NONBLOCK``) and the opened file is checked again, in case the
-    path was replaced in between.
+    path was replaced in between. With ``follow_symlinks=False`` the open does not follow a
+    final link either (``O_NOFOLLOW`` where the system has it), so a path swapped for a link
+    between the check and the open is not read.
 
     Raises
     ------
     NotReadable, OSError
         As :func:`check_regular`, or the open fails.
     """
-    check_regular(path, limit)
+    check_regular(path, limit, follow_symlinks=follow_symlinks)
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    if not follow_symlinks:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
     fh = os.fdopen(os.open(path, flags), "rb")
     try:
         _check_regular(os.fstat(fh.fileno()), limit)
@@ -298,7 +305,7 @@ def open_regular(path: str | os.PathLike, limit: int) -> BinaryIO:
     return fh
 
 
-def read_regular(path: str | os.PathLike, limit: int) -> bytes:
+def read_regular(path: str | os.PathLike, limit: int, *, follow_symlinks: bool = True) -> bytes:
     """The bytes of a regular file of at most ``limit`` bytes (:func:`open_regular`); never more
     than ``limit + 1`` bytes are read, even from a file that grows meanwhile.
 
@@ -307,7 +314,7 @@ def read_regular(path: str | os.PathLike, limit: int) -> bytes:
     NotReadable, OSError
         As :func:`open_regular`, or it grew beyond ``limit`` while read.
     """
-    with open_regular(path, limit) as fh:
+    with open_regular(path, limit, follow_symlinks=follow_symlinks) as fh:
         data = fh.read(limit + 1)
     if len(data) > limit:
         raise TooLarge(f"is more than the {limit:,} bytes read (it grew while read)")

@@ -28,6 +28,7 @@ import stat
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from .._fileio import NotReadable, read_regular
 from .._methods import migrate_summary, setting_notes
 
 #: Largest ``metrics.json`` read (the runner's are a few hundred kB).
@@ -95,21 +96,12 @@ def read_inside(path: pathlib.Path, limit: int) -> bytes:
     RefusedFile
         It changed into a link, a non-regular file, or is larger than ``limit``.
     """
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
-        fd = os.open(path, flags)
+        return read_regular(path, limit, follow_symlinks=False)
+    except NotReadable as exc:   # TooLarge included
+        raise RefusedFile(f"{path.name!r} {exc}") from None
     except OSError as exc:
         raise RefusedFile(f"{path.name!r} cannot be opened ({exc.strerror or exc})") from None
-    with os.fdopen(fd, "rb") as fh:
-        info = os.fstat(fh.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise RefusedFile(f"{path.name!r} is not a regular file")
-        if info.st_size > limit:
-            raise RefusedFile(f"{path.name!r} is {info.st_size:,} bytes, more than the {limit:,} read")
-        data = fh.read(limit + 1)
-    if len(data) > limit:
-        raise RefusedFile(f"{path.name!r} is more than the {limit:,} bytes read")
-    return data
 
 
 def find_records(root: pathlib.Path) -> list[pathlib.Path]:

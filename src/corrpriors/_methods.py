@@ -14,8 +14,9 @@ unless a run's settings add the per-(state, action) layer: ``corrpriors sysid`` 
 by default (``concentration=auto``) on fewer than 2,000 states, and say so in every label
 (``PG + per-pair layer``; :data:`MODELS`' qualifiers below).
 
-Results written before this vocabulary (``corrpriors`` 0.2 and earlier) called the absolute
-encoding ``pg`` and the relative one ``pg_offset`` in the ``system-id`` experiment.
+Results written under method vocabulary 1 (before this one; the package version stayed 0.1.0
+throughout) called the absolute encoding ``pg`` and the relative one ``pg_offset`` in the
+``system-id`` experiment.
 :data:`LEGACY_NAMES` maps those names; seed files and ``metrics.json`` records carry
 :data:`VOCABULARY` and are migrated on load by their recorded version (never guessed from their
 content), with a one-line note (:func:`migration_note`).

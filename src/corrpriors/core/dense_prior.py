@@ -1,4 +1,7 @@
-"""Deprecated alias of :mod:`corrpriors.core.priors.dense` (moved in corrpriors 0.2; removed in 0.3)."""
+"""Deprecated alias of :mod:`corrpriors.core.priors.dense`.
+
+Moved before the first release (0.1.0 is the only version so far); removed in corrpriors 0.3.
+"""
 
 from .._deprecation import moved
 

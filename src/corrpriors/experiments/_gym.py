@@ -18,7 +18,7 @@ import hashlib
 import importlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -436,22 +436,45 @@ def horizon_stats(mdp: Any, policies: Any, goals: Any, horizon: int) -> tuple[np
     if pi.ndim != 3:
         raise ValueError(f"policies: expected a batch of shape (E, S) or (E, S, A), got {np.shape(policies)}")
     S = mdp.n_states
-    live = np.ones(S) if mdp.terminal is None else (~np.asarray(mdp.terminal)).astype(float)
+    live = (~mdp.terminal_mask).astype(float)
     r_pi = np.einsum("esa,sa->es", pi, np.asarray(mdp.reward_matrix)) * live
     mu = mdp.initial_distribution
     d = np.tile(np.full(S, 1.0 / S) if mu is None else np.asarray(mu, dtype=float), (pi.shape[0], 1))
     total = np.zeros(pi.shape[0])
-    if mdp.is_sparse:                  # one sparse P_pi per policy, no dense (S, S)
-        P_pis = [mdp.transitions.policy_matrix(p).T.tocsr() for p in pi]
-        for _ in range(int(horizon)):
-            total += np.einsum("es,es->e", d, r_pi)
-            d = np.stack([P_T @ de for P_T, de in zip(P_pis, d)])
-        return d[:, np.asarray(goals, dtype=np.int64)].sum(axis=1), total
-    P_pi = np.einsum("esa,sat->est", pi, np.asarray(mdp.transitions))
+    step = absorbing_step(mdp, pi)
     for _ in range(int(horizon)):
         total += np.einsum("es,es->e", d, r_pi)
-        d = np.einsum("es,est->et", d, P_pi)
+        d = step(d)
     return d[:, np.asarray(goals, dtype=np.int64)].sum(axis=1), total
+
+
+def absorbing_step(mdp: Any, pi: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    r"""One step of state distributions under policies, terminal states absorbing.
+
+    The model's rows of a terminal state are never used: a terminal state keeps its mass (the
+    episode has ended), whatever the rows say -- a :class:`~corrpriors.envs.TabularEnv`'s model
+    may list any row there, since planners take :math:`V = 0` at terminal states.
+
+    Parameters
+    ----------
+    mdp : TabularMDP
+        Dense or sparse.
+    pi : ndarray of shape (E, S, A)
+        Action distributions per state.
+
+    Returns
+    -------
+    callable
+        ``step(d)``: distributions d of shape (E, S) -> shape (E, S); for a sparse model one sparse
+        :math:`P_\pi` per policy, no dense (S, S).
+    """
+    live = ~mdp.terminal_mask
+    stay = (~live).astype(float)
+    if mdp.is_sparse:
+        P_pis = [mdp.transitions.policy_matrix(p, keep=live.astype(float)).T.tocsr() for p in pi]
+        return lambda d: np.stack([P_T @ de for P_T, de in zip(P_pis, d)]) + d * stay
+    P_pi = np.einsum("esa,sat->est", pi * live[:, None], np.asarray(mdp.transitions))
+    return lambda d: np.einsum("es,est->et", d, P_pi) + d * stay
 
 
 #: Metrics with a fixed range: their spread bands are cut to it.
@@ -870,6 +893,7 @@ __all__ = [
     "environment_ranges",
     "file_safe",
     "goal_states",
+    "absorbing_step",
     "horizon_stats",
     "kwargs_type_warnings",
     "load_configured_env",

@@ -31,3 +31,51 @@ def test_horizon_stats_never_step_out_of_a_terminal_row_of_a_tabularenv(sparse):
         assert ret[0] == pytest.approx(1.0)         # the goal's own row pays nothing
     success, ret = horizon_stats(mdp, np.zeros((1, 3), dtype=int), goals, 1)
     assert success[0] == 0.0 and ret[0] == 0.0
+
+
+def test_a_sparse_tabularenv_publishes_the_same_toy_text_table_as_a_dense_one():
+    import gymnasium
+
+    lake = gymnasium.make("FrozenLake-v1", map_name="4x4")
+    dense, sparse = TabularEnv(from_gymnasium(lake, sparse=False)), TabularEnv(from_gymnasium(lake, sparse=True))
+    assert sparse.mdp.is_sparse and not dense.mdp.is_sparse
+    assert sparse.P == dense.P
+    entries = sparse.P[14][2]
+    assert [e[1:] for e in entries] == [(10, 0.0, False), (14, 0.0, False), (15, 1.0, True)]
+    assert [e[0] for e in entries] == pytest.approx([1 / 3] * 3)
+
+
+def test_the_commands_take_a_large_sparse_tabularenv_and_count_its_entries_without_a_table():
+    from corrpriors.experiments._gym import load_env
+    from corrpriors.experiments._gym_memory import env_entries
+
+    env, mdp = load_env("corrpriors/DeepSea-v0", {"size": 60})   # was "is not tabular"
+    assert mdp.is_sparse and mdp.n_states == 60 * 61
+    assert env_entries(env, mdp.n_states, mdp.n_actions) == mdp.transitions.nnz
+    assert getattr(env.unwrapped, "_table", None) is None      # no Python table was built
+
+
+def test_sysid_checks_an_environment_without_coordinates():
+    from corrpriors.experiments.gym_sysid import SysIdExperiment
+
+    exp = SysIdExperiment("corrpriors/RandomMDP-v0", {"n_states": 20})
+    exp.check_config(exp.Config(transitions=(10, 20), methods=("dirichlet_sparse",)))  # was an IndexError
+
+
+@pytest.mark.parametrize("bad", [1.7, True, -0.5, "a", float("nan")])
+def test_tabularenv_refuses_indices_it_would_truncate_naming_the_argument(bad):
+    P = np.zeros((3, 2, 3))
+    P[:, :, 1] = 1.0
+    mdp = TabularMDP(P, np.arange(3.0), 0.9)
+    with pytest.raises(ValueError, match=r"^initial_distribution \(a start state\): expected an integer in \[0, 2\]"):
+        TabularEnv(mdp, bad)
+    env = TabularEnv(mdp, 0)
+    with pytest.raises(ValueError, match=r"^options\['state'\]: expected an integer in \[0, 2\]"):
+        env.reset(options={"state": bad if bad is not True else 2.9})
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match=r"^action: expected an integer in \[0, 1\]"):
+        env.step(bad)
+    with pytest.raises(ValueError, match=r"^action: expected an integer"):
+        env.step(None)
+    assert env.step(np.int64(1))[0] == 1 and env.step(np.array(0))[0] == 1   # numpy integers still work
+    assert TabularEnv(mdp, np.int32(2)).reset()[0] == 2

@@ -24,6 +24,7 @@ from gymnasium import spaces
 
 from .._random import inverse_cdf
 from .._validation import check_int, check_positive
+from ..mdp._sparse import transition_entries, transition_reward_values
 from ..mdp.checks import check_distribution
 from ..mdp.rollout import NextStateSampler
 from ..mdp.tabular import TabularMDP
@@ -84,10 +85,7 @@ class TabularEnv(gymnasium.Env):
             p0 = np.full(S, 1.0 / S) if mdp.initial_distribution is None else \
                 np.asarray(mdp.initial_distribution)
         elif np.ndim(initial_distribution) == 0:
-            s0 = int(initial_distribution)
-            if not 0 <= s0 < S:
-                raise ValueError(f"initial_distribution: start state must lie in [0, {S - 1}], "
-                                 f"got {initial_distribution!r}")
+            s0 = _index(initial_distribution, "initial_distribution (a start state)", S)
             p0 = np.zeros(S)
             p0[s0] = 1.0
         else:
@@ -112,18 +110,13 @@ class TabularEnv(gymnasium.Env):
         """The model as a toy-text table ``P[s][a] = [(prob, next_state, reward, terminated)]``."""
         table = getattr(self, "_table", None)
         if table is None:
-            P = np.asarray(self.mdp.transitions)
-            table = {}
-            for s in range(self.mdp.n_states):
-                table[s] = {}
-                for a in range(self.mdp.n_actions):
-                    nxt = np.flatnonzero(P[s, a])
-                    table[s][a] = [
-                        (float(P[s, a, t]),
-                         int(t),
-                         float(self._rewards[s, a, t] if self._rewards.ndim == 3
-                               else self._rewards[s, a]),
-                         bool(self._terminal[t])) for t in nxt]
+            s, a, s2, p = transition_entries(self.mdp.transitions)   # dense or sparse (CSR rows)
+            r = (transition_reward_values(self._rewards, s, a, s2) if self._rewards.ndim == 3
+                 else np.asarray(self._rewards, dtype=np.float64)[s, a])
+            table = {i: {j: [] for j in range(self.mdp.n_actions)} for i in range(self.mdp.n_states)}
+            for entry in zip(s.tolist(), a.tolist(), p.tolist(), s2.tolist(), r.tolist(),
+                             self._terminal[s2].tolist()):
+                table[entry[0]][entry[1]].append(entry[2:])
             self._table = table
         return table
 
@@ -132,11 +125,7 @@ class TabularEnv(gymnasium.Env):
         """Start an episode; ``options={"state": s}`` forces the start state."""
         super().reset(seed=seed)
         if options and "state" in options:
-            s = int(options["state"])
-            if not self.observation_space.contains(s):
-                raise ValueError(f"options['state']: expected a state in [0, "
-                                 f"{self.mdp.n_states - 1}], got {options['state']!r}")
-            self.state = s
+            self.state = _index(options["state"], "options['state']", self.mdp.n_states)
         else:
             self.state = int(inverse_cdf(self._cdf0, self.np_random.random()))
         return self.state, {}
@@ -145,14 +134,20 @@ class TabularEnv(gymnasium.Env):
         """Take ``action``; return (next state, reward, terminated, False, {})."""
         if self.state is None:
             raise RuntimeError("step: call reset() before step()")
-        a = int(action)
-        if not self.action_space.contains(a):
-            raise ValueError(f"action: expected an integer in [0, {self.mdp.n_actions - 1}], "
-                             f"got {action!r}")
+        a = _index(action, "action", self.mdp.n_actions)
         s = self.state
         self.state = s2 = int(self._next(s, a, self.np_random.random()))
         reward = float(self._rewards[s, a, s2] if self._rewards.ndim == 3 else self._rewards[s, a])
         return s2, reward, bool(self._terminal[s2]), False, {}
+
+
+def _index(x: Any, name: str, n: int) -> int:
+    """A state or action index in [0, n) (a 0-d array counts as its value), or a ``ValueError``
+    naming ``name``: 1.7 is not index 1 and True is not 1 (:func:`~corrpriors._validation.check_int`).
+    """
+    if isinstance(x, np.ndarray) and x.ndim == 0:
+        x = x[()]
+    return check_int(x, name, 0, n - 1)
 
 
 # ----------------------------------------------------------------------------- factories

@@ -30,7 +30,7 @@ from ._gym_memory import (
     check_dense_tables,
     check_load_memory,
     dense_table_bytes,
-    listed_entries,
+    env_entries,
     run_memory,
     scoring_memory,
     table_bytes,
@@ -734,8 +734,7 @@ class GymExperiment:
         self._sparse_model = bool(mdp.is_sparse)
         self._model_entries = (int(mdp.transitions.nnz) if mdp.is_sparse
                                else self.n_states * self.n_actions * self.n_states)
-        table = getattr(env.unwrapped, "P", None)
-        self._listed = None if table is None else listed_entries(table, self.n_states, self.n_actions)
+        self._listed = env_entries(env, self.n_states, self.n_actions)
         self.NAME = f"{self.KIND}-{file_safe(env_id)}"
         self.ENVIRONMENT = env_label(env_id, kwargs)
         self.Config = config_class(self.BASE_CONFIG, env_id, self.env_kwargs, digest)

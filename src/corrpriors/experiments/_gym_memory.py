@@ -18,6 +18,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from .._memory import check_memory, format_bytes
 
 #: Dense (S, A, S) float64 tables alive at once while the adapter reads a toy-text table densely
@@ -79,6 +81,21 @@ def listed_entries(table: Any, n_states: int, n_actions: int) -> int | None:
         return None
 
 
+def env_entries(env: Any, n_states: int, n_actions: int) -> int | None:
+    """Listed transitions of an environment's model, without building a table it does not hold: a
+    :class:`~corrpriors.envs.TabularEnv`'s from its model (the non-zeros of a sparse one), else
+    :func:`listed_entries` of ``env.unwrapped.P`` (None if there is none).
+    """
+    from ..envs.gym import TabularEnv
+
+    u = getattr(env, "unwrapped", env)
+    if isinstance(u, TabularEnv):
+        P = u.mdp.transitions
+        return int(P.nnz) if u.mdp.is_sparse else int(np.count_nonzero(P))
+    table = getattr(u, "P", None)
+    return None if table is None else listed_entries(table, n_states, n_actions)
+
+
 def check_load_memory(env: Any, n_states: int, n_actions: int, what: str) -> None:
     """Refuse reading an environment's model that cannot fit, in the form the adapter will use.
 
@@ -91,8 +108,7 @@ def check_load_memory(env: Any, n_states: int, n_actions: int, what: str) -> Non
     if not prefer_sparse(n_states, n_actions):
         check_dense_tables(n_states, n_actions, LOAD_TABLES, what, "use a smaller map or state space")
         return
-    table = getattr(getattr(env, "unwrapped", env), "P", None)
-    entries = None if table is None else listed_entries(table, n_states, n_actions)
+    entries = env_entries(env, n_states, n_actions)
     if entries is None:
         return
     check_memory(SPARSE_LOAD_BYTES_PER_ENTRY * entries,
@@ -250,6 +266,7 @@ __all__ = [
     "check_dense_tables",
     "check_load_memory",
     "dense_table_bytes",
+    "env_entries",
     "listed_entries",
     "load_memory",
     "run_memory",

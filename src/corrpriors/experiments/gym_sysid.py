@@ -214,7 +214,7 @@ def resolve_point_estimate(point_estimate: str, methods: Any, n_states: int) -> 
     return "hellinger" if dense else "mean"
 
 
-def check_point_estimate(config: SysIdConfig, coordinates: Any) -> None:
+def check_point_estimate(config: SysIdConfig, n_states: int) -> None:
     """Raise ``ValueError`` naming ``point_estimate`` where a correlated method cannot give it.
 
     The correlated beliefs' Hellinger estimate averages dense posterior draws: not available with
@@ -223,7 +223,6 @@ def check_point_estimate(config: SysIdConfig, coordinates: Any) -> None:
     """
     from ..applications.transitions import SPARSE_FROM_STATES
 
-    n_states = int(np.shape(coordinates)[0])
     if config.point_estimate == "hellinger" and \
             resolve_point_estimate("auto", config.methods, n_states) != "hellinger":
         correlated = [m for m in config.methods if m.startswith("pg")]
@@ -278,7 +277,7 @@ class SysIdExperiment(GymExperiment):
         coords = self.coordinates(config)
         check_model_settings(config, coords)
         check_correlated(coords, tuple(config.methods), self.env_id)
-        check_point_estimate(config, coords)
+        check_point_estimate(config, self.n_states)   # coords may be None (no coordinates)
         self.check_run_memory(config, coords, observed=max(int(t) for t in config.transitions),
                               point_estimate=self.point_estimate(config))
 

@@ -79,3 +79,17 @@ def test_tabularenv_refuses_indices_it_would_truncate_naming_the_argument(bad):
         env.step(None)
     assert env.step(np.int64(1))[0] == 1 and env.step(np.array(0))[0] == 1   # numpy integers still work
     assert TabularEnv(mdp, np.int32(2)).reset()[0] == 2
+
+
+def test_random_frozen_lake_too_large_is_refused_before_gymnasium_builds_its_table(monkeypatch):
+    from corrpriors._memory import MemoryEstimateError
+    from corrpriors.experiments._gym import load_env
+
+    monkeypatch.setenv("CORRPRIORS_MEMORY_LIMIT", "100M")
+    with pytest.raises(MemoryEstimateError, match=r"^size: FrozenLake's table of a 2,000 x 2,000 map "
+                       r"\(4,000,000 states, 48,000,000 listed transitions\) would need about 13.4 GiB"):
+        load_env("corrpriors/RandomFrozenLake-v0", {"size": 2000})
+    with pytest.raises(MemoryEstimateError, match=r"16,000,000 listed transitions"):
+        load_env("corrpriors/RandomFrozenLake-v0", {"size": 2000, "is_slippery": False})
+    env, mdp = load_env("corrpriors/RandomFrozenLake-v0", {"size": 20})   # small maps still load
+    assert mdp.n_states == 400

@@ -194,8 +194,23 @@ def make_random_frozen_lake(size: int = 8, p: float = 0.8, map_seed: int = 0,
     size, map_seed = check_int(size, "size", 2, 2000), check_int(map_seed, "map_seed", 0)
     if not check_positive(p, "p") <= 1.0:
         raise ValueError(f"p: expected the probability of a frozen cell in (0, 1], got {p!r}")
+    _check_lake_memory(size, kwargs.get("is_slippery", True) is not False)
     desc = generate_random_map(size=size, p=float(p), seed=map_seed)
     return FrozenLakeEnv(desc=desc, **kwargs)
+
+
+def _check_lake_memory(size: int, slippery: bool) -> None:
+    """Refuse a map whose Gymnasium table ``P[s][a]`` (built by FrozenLakeEnv's constructor, about
+    :data:`~corrpriors.experiments._gym_memory.ENV_TABLE_BYTES_PER_ENTRY` per entry: 3 per (s, a)
+    when slippery, else 1) cannot fit, before it is built (a ``MemoryEstimateError`` naming ``size``).
+    """
+    from .._memory import check_memory
+    from ..experiments._gym_memory import ENV_TABLE_BYTES_PER_ENTRY
+
+    entries = size * size * 4 * (3 if slippery else 1)
+    check_memory(ENV_TABLE_BYTES_PER_ENTRY * entries,
+                 f"size: FrozenLake's table of a {size:,} x {size:,} map ({size * size:,} states, "
+                 f"{entries:,} listed transitions)", "pass a smaller size")
 
 
 #: Gymnasium environments of :func:`register_envs` that are not :class:`TabularEnv` (no step

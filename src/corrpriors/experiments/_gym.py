@@ -163,6 +163,8 @@ def load_env(env_id: str, env_kwargs: str | Mapping | None = None,
         raise ValueError(f"ENV_ID: {env_id!r} is not a usable Gymnasium id: {_one_line(exc)}") from None
     except ImportError as exc:
         raise ValueError(f"ENV_ID: {env_id!r}: {_one_line(exc)}") from None
+    except MemoryEstimateError:   # the constructor's own size check: its message names the argument
+        raise
     except Exception as exc:  # the environment's constructor rejected the keyword arguments
         if not kwargs:
             raise ValueError(f"ENV_ID: {env_id} could not be made: {type(exc).__name__}: {_one_line(exc)}") from None

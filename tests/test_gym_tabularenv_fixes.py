@@ -93,3 +93,35 @@ def test_random_frozen_lake_too_large_is_refused_before_gymnasium_builds_its_tab
         load_env("corrpriors/RandomFrozenLake-v0", {"size": 2000, "is_slippery": False})
     env, mdp = load_env("corrpriors/RandomFrozenLake-v0", {"size": 20})   # small maps still load
     assert mdp.n_states == 400
+
+
+def test_from_gymnasium_refuses_wrappers_that_change_what_the_model_describes():
+    import gymnasium
+    from gymnasium import spaces
+
+    from corrpriors.envs import DiscreteTupleObservation
+
+    class Flip(gymnasium.ObservationWrapper):
+        def __init__(self, env):
+            super().__init__(env)
+            self.observation_space = spaces.Discrete(16)
+
+        def observation(self, o):
+            return 15 - int(o)
+
+    class Passthrough(gymnasium.Wrapper):
+        pass
+
+    lake = gymnasium.make("FrozenLake-v1", map_name="4x4", is_slippery=False)
+    rewards = gymnasium.wrappers.TransformReward(lake, lambda r: 10.0 * r - 1.0)
+    for env, name, what in ((rewards, "TransformReward", "rewards"), (Flip(lake), "Flip", "observations"),
+                            (gymnasium.wrappers.TimeLimit(Flip(lake), 5), "Flip", "observations"),
+                            (Passthrough(lake), "Passthrough", "rewards, observations or actions")):
+        with pytest.raises(ValueError, match=f"^env: the wrapper {name} may change the {what} the agent sees"):
+            from_gymnasium(env)
+    # gymnasium.make's own wrappers, statistics and corrpriors' flattening are read through
+    kept = gymnasium.wrappers.RecordEpisodeStatistics(gymnasium.wrappers.TimeLimit(lake, 7))
+    assert np.array_equal(from_gymnasium(kept).transitions, from_gymnasium(lake.unwrapped).transitions)
+    box = TabularEnv(TabularMDP(np.ones((2, 1, 2)) / 2, np.zeros(2), 0.9))
+    box.observation_space = spaces.Tuple((spaces.Discrete(2),))
+    assert from_gymnasium(DiscreteTupleObservation(box)).n_states == 2

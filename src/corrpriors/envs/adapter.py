@@ -223,6 +223,35 @@ def discrete_observations(env: Any) -> Any:
                     f"of Discrete spaces (a tabular environment), got {env.observation_space!r}")
 
 
+def _model_preserving_wrappers() -> tuple[type, ...]:
+    """Wrappers that leave the model ``env.unwrapped`` publishes as the environment's own: episode
+    limits and checks (``gymnasium.make`` adds them), statistics, corrpriors' own flattening.
+    """
+    w = gymnasium.wrappers
+    return (w.TimeLimit, w.OrderEnforcing, w.PassiveEnvChecker, w.RecordEpisodeStatistics,
+            DiscreteTupleObservation)
+
+
+def _check_wrappers(env: Any) -> None:
+    """Raise ``ValueError`` naming the first wrapper of ``env`` (outermost first, through ``env.env``)
+    that may change what the model ``env.unwrapped`` publishes: rewards (``TransformReward``),
+    observations (any ``ObservationWrapper``), actions or any wrapper not known to keep them.
+    """
+    harmless = _model_preserving_wrappers()
+    inner = env
+    while isinstance(inner, gymnasium.Wrapper):
+        if not isinstance(inner, harmless):
+            kinds = [k for k, base in (("rewards", gymnasium.RewardWrapper),
+                                       ("observations", gymnasium.ObservationWrapper),
+                                       ("actions", gymnasium.ActionWrapper)) if isinstance(inner, base)]
+            what = kinds[0] if kinds else "rewards, observations or actions"
+            raise ValueError(f"env: the wrapper {type(inner).__name__} may change the {what} the agent sees, "
+                             "which the model read from env.unwrapped would not describe; pass the environment "
+                             "without it (only TimeLimit, OrderEnforcing, PassiveEnvChecker, "
+                             "RecordEpisodeStatistics and DiscreteTupleObservation are read through)")
+        inner = inner.env
+
+
 def _published_coordinates(u: Any, n_states: int) -> np.ndarray | None:
     """The environment's own ``state_coordinates`` attribute, validated (None if absent)."""
     coords = getattr(u, "state_coordinates", None)
@@ -304,7 +333,9 @@ def env_info(env: Any, *, features: Callable[[int], Any] | Any = None) -> EnvInf
     ----------
     env : gymnasium.Env
         An environment (wrapped or not) with a Discrete action space and a Discrete observation
-        space or a Tuple of Discrete ones (flattened by :func:`discrete_observations`).
+        space or a Tuple of Discrete ones (flattened by :func:`discrete_observations`). The
+        sizes are the wrapped environment's; derived coordinates come from ``env.unwrapped``,
+        so pass ``features=`` for an observation wrapper that relabels states.
     features : callable or array_like of shape (S, D), optional
         ``features(s)`` -> a length-D vector per state, or the (S, D) array; replaces the
         coordinates the environment publishes (``env.unwrapped.state_coordinates``) or that
@@ -504,9 +535,13 @@ def from_gymnasium(env: Any, *, features: Callable[[int], Any] | Any = None,
     Parameters
     ----------
     env : gymnasium.Env
-        An environment (wrapped or not) with Discrete spaces whose ``unwrapped`` publishes its
-        model: toy-text's ``P[s][a] = [(prob, next_state, reward, terminated), ...]`` or a
-        :class:`~corrpriors.envs.TabularEnv`.
+        An environment with Discrete spaces whose ``unwrapped`` publishes its model: toy-text's
+        ``P[s][a] = [(prob, next_state, reward, terminated), ...]`` or a
+        :class:`~corrpriors.envs.TabularEnv`. Wrapped only by wrappers that keep that model
+        (``gymnasium.make``'s TimeLimit, OrderEnforcing and PassiveEnvChecker,
+        RecordEpisodeStatistics, :class:`DiscreteTupleObservation`): reward, observation and
+        action wrappers, and any other, are refused, since the model
+        read from ``env.unwrapped`` would not describe what they change.
     features : callable or array_like of shape (S, D), optional
         State features for the kernel (see :func:`env_info`); default: the coordinates
         derivable from the environment, if any.
@@ -535,7 +570,8 @@ def from_gymnasium(env: Any, *, features: Callable[[int], Any] | Any = None,
     TypeError
         If a space is not Discrete.
     ValueError
-        If the environment publishes no model or an unknown ``state_boundary``, its
+        If a wrapper may change rewards, observations or actions (named), the environment
+        publishes no model or an unknown ``state_boundary``, its
         probabilities do not sum to one, a next state is out of range, termination depends on
         more than the state reached, or the features have the wrong length.
 
@@ -549,6 +585,7 @@ def from_gymnasium(env: Any, *, features: Callable[[int], Any] | Any = None,
     """
     from .gym import TabularEnv
 
+    _check_wrappers(env)
     info = env_info(env, features=features)
     u = env.unwrapped
     S, A = info.n_states, info.n_actions

@@ -87,11 +87,12 @@ def env_entries(env: Any, n_states: int, n_actions: int) -> int | None:
     :func:`listed_entries` of ``env.unwrapped.P`` (None if there is none).
     """
     from ..envs.gym import TabularEnv
+    from ..mdp._sparse import SparseTransitions
 
     u = getattr(env, "unwrapped", env)
     if isinstance(u, TabularEnv):
         P = u.mdp.transitions
-        return int(P.nnz) if u.mdp.is_sparse else int(np.count_nonzero(P))
+        return int(P.nnz) if isinstance(P, SparseTransitions) else int(np.count_nonzero(P))
     table = getattr(u, "P", None)
     return None if table is None else listed_entries(table, n_states, n_actions)
 

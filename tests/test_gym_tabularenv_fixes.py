@@ -125,3 +125,25 @@ def test_from_gymnasium_refuses_wrappers_that_change_what_the_model_describes():
     box = TabularEnv(TabularMDP(np.ones((2, 1, 2)) / 2, np.zeros(2), 0.9))
     box.observation_space = spaces.Tuple((spaces.Discrete(2),))
     assert from_gymnasium(DiscreteTupleObservation(box)).n_states == 2
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), None, 2.5, -1, True, 10**13])
+def test_random_exploration_names_n_steps(bad):
+    import gymnasium
+
+    from corrpriors.envs import random_exploration
+
+    with pytest.raises(ValueError, match=r"^n_steps: expected an integer in \[0, 10000000\]"):
+        random_exploration(gymnasium.make("FrozenLake-v1", map_name="4x4"), bad, rng=0)
+
+
+def test_random_exploration_refuses_steps_that_cannot_fit(monkeypatch):
+    import gymnasium
+
+    from corrpriors._memory import MemoryEstimateError
+    from corrpriors.envs import random_exploration
+
+    monkeypatch.setenv("CORRPRIORS_MEMORY_LIMIT", "10M")
+    with pytest.raises(MemoryEstimateError, match=r"^n_steps: 10,000,000 transitions would need about 324 MiB"):
+        random_exploration(gymnasium.make("FrozenLake-v1", map_name="4x4"), 10**7, rng=0)
+    assert random_exploration(gymnasium.make("FrozenLake-v1", map_name="4x4"), 100, rng=0).states.size == 100

@@ -63,7 +63,8 @@ import numpy as np
 
 from .._random import as_generator
 from .._typing import SeedLike
-from .._validation import as_real_array, check_points
+from .._memory import check_memory
+from .._validation import MAX_STEPS, as_real_array, check_int, check_points
 from ..mdp._sparse import SparseTransitionRewards, SparseTransitions, prefer_sparse
 from ..mdp.checks import ROW_ATOL, check_distribution
 from ..mdp.tabular import TabularMDP, check_boundary
@@ -71,6 +72,9 @@ from ._sparse_adapter import reachable_sparse, sparse_model
 
 __all__ = ["DiscreteTupleObservation", "EnvInfo", "EnvTransitions", "discrete_observations",
            "env_info", "from_gymnasium", "random_exploration", "reachable_states"]
+
+#: Bytes per collected transition (three int64 indices, a float64 reward, two flags).
+STEP_BYTES = 34
 
 #: Discount given to models of environments that do not define one.
 DEFAULT_DISCOUNT = 0.99
@@ -654,7 +658,7 @@ def random_exploration(env: Any, n_steps: int, *, rng: SeedLike) -> EnvTransitio
         A discrete environment (wrapped or not; a time limit truncates episodes; Tuple
         observations are flattened by :func:`discrete_observations`).
     n_steps : int
-        Number of transitions T.
+        Number of transitions T, at most :data:`~corrpriors._validation.MAX_STEPS`.
     rng : numpy.random.Generator or seed
         Draws the actions and seeds the environment's first reset.
 
@@ -662,12 +666,11 @@ def random_exploration(env: Any, n_steps: int, *, rng: SeedLike) -> EnvTransitio
     -------
     EnvTransitions
     """
+    T = check_int(n_steps, "n_steps", 0, MAX_STEPS)
+    check_memory(STEP_BYTES * T, f"n_steps: {T:,} transitions", "collect fewer steps")
     info = env_info(env)
-    if int(n_steps) != n_steps or n_steps < 0:
-        raise ValueError(f"n_steps: expected a non-negative int, got {n_steps!r}")
     env = discrete_observations(env)
     gen = as_generator(rng)
-    T = int(n_steps)
     out = {k: np.zeros(T, dtype=np.int64) for k in ("states", "actions", "next_states")}
     rewards = np.zeros(T)
     flags = {k: np.zeros(T, dtype=bool) for k in ("terminated", "truncated")}

@@ -61,9 +61,9 @@ from typing import Any
 import gymnasium
 import numpy as np
 
+from .._memory import check_memory
 from .._random import as_generator
 from .._typing import SeedLike
-from .._memory import check_memory
 from .._validation import MAX_STEPS, as_real_array, check_int, check_points
 from ..mdp._sparse import SparseTransitionRewards, SparseTransitions, prefer_sparse
 from ..mdp.checks import ROW_ATOL, check_distribution

@@ -118,3 +118,67 @@ def test_claims_check_names_no_method_when_none_reaches_the_level():
     assert "no Dirichlet policy within 2,000 transitions" in rel.detail
     assert "dirichlet_sparse_mean at" not in rel.detail
     assert "no pg_absolute policy within 2,000" in absolute.detail
+
+
+# ----------------------------------------------------------------------------- claim logic on crafted curves
+X = [0.0, 50.0, 100.0, 150.0, 200.0, 250.0, 300.0, 350.0, 400.0]
+
+
+def crafted(curves: dict) -> dict:
+    from corrpriors.runner.protocol import SeedResult
+
+    extras = {name: {m: np.array([0.0]) for m in curves} for name in ("seconds", "cpu_seconds", "n_fits")}
+    return {0: SeedResult(curves={"r": {m: np.asarray(v, dtype=float) for m, v in curves.items()}},
+                          method_extras=extras, extras={"cpu_seconds": np.array([0.0])})}
+
+
+def crafted_claims(curves: dict) -> dict:
+    from corrpriors.experiments._psrl import psrl_extra
+
+    return psrl_extra(X, crafted(curves), "r", tuple(curves), low=0.0, high=1.0, x_name="transitions",
+                      domain="toy", x_max=400.0)
+
+
+def reaching_at(i: int) -> list[float]:
+    return [0.1] * i + [0.95] * (len(X) - i)
+
+
+def test_censored_dirichlet_needs_pg_by_half_of_x_max():
+    """No Dirichlet policy reaches the level within the run: its crossing is only known to be beyond x_max."""
+    never = [0.1] * len(X)
+    late = crafted_claims({"pg_mean": reaching_at(5), "dirichlet_sparse_mean": never})     # pg at 250 > 200
+    assert [c.holds for c in late["claims"]] == [False, False]
+    assert "only known to be beyond 400, so at most half of it is shown only by 200" in late["claims"][0].detail
+    early = crafted_claims({"pg_mean": reaching_at(4), "dirichlet_sparse_mean": never})    # pg at 200
+    assert [c.holds for c in early["claims"]] == [True, True]
+
+
+def test_nan_curves_never_reach_the_level():
+    from corrpriors.experiments._psrl import first_reach
+
+    assert first_reach(X, np.full(len(X), np.nan), 0.9) is None
+    assert first_reach([0, 1, 2], np.array([0.95, np.nan, 0.95]), 0.9) == 2.0
+    failed = crafted_claims({"pg_mean": [np.nan] * len(X), "dirichlet_sparse_mean": reaching_at(8)})
+    assert [c.holds for c in failed["claims"]] == [False, False]
+    assert "pg_mean's mean curve not finite" in failed["claims"][0].detail
+    # a failed Dirichlet fit does not make pg's claim met either
+    failed = crafted_claims({"pg_mean": reaching_at(1), "dirichlet_sparse_mean": [np.nan] * len(X)})
+    assert [c.holds for c in failed["claims"]] == [False, False]
+    assert "dirichlet_sparse_mean's mean curve not finite" in failed["claims"][0].detail
+
+
+def test_a_tie_at_the_first_evaluation_is_not_met():
+    out = crafted_claims({"pg_mean": reaching_at(0), "dirichlet_sparse_mean": reaching_at(0)})
+    assert [c.holds for c in out["claims"]] == [False, False]
+    assert "undetermined: both reach it at the first evaluation" in out["claims"][0].detail
+    ahead = crafted_claims({"pg_mean": reaching_at(0), "dirichlet_sparse_mean": reaching_at(2)})
+    assert [c.holds for c in ahead["claims"]] == [True, True]
+
+
+def test_claims_left_unchecked_are_noted():
+    no_dirichlet = crafted_claims({"pg_mean": reaching_at(1), "pg_absolute_mean": reaching_at(2)})
+    assert no_dirichlet["claims"] == []
+    assert no_dirichlet["notes"] == ["Dirichlet claims not checked: no Dirichlet method in methods"]
+    no_absolute = crafted_claims({"pg_mean": reaching_at(1), "dirichlet_sparse_mean": reaching_at(4)})
+    assert len(no_absolute["claims"]) == 2
+    assert no_absolute["notes"] == ["pg_absolute claims not checked: no pg_absolute method in methods"]

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..runner.protocol import SeedResult
+from ..runner.protocol import Claim, SeedResult
 
 
 def optimal_q(mdp: Any) -> np.ndarray:
@@ -89,14 +89,35 @@ def extra_stack(results: Mapping[int, SeedResult], name: str, method: str | None
     return np.stack(rows)
 
 
+def nonfinite(numbers: Mapping[str, Any]) -> list[str]:
+    """Names of the entries of ``numbers`` (name -> number or array) holding a NaN or an infinity."""
+    return [name for name, value in numbers.items()
+            if not np.all(np.isfinite(np.asarray(value, dtype=float)))]
+
+
+def finite_claim(claim: str, holds: bool, detail: str, numbers: Mapping[str, Any]) -> Claim:
+    """A :class:`Claim` that is not met when one of the ``numbers`` it rests on is not finite.
+
+    ``numbers`` maps what the detail calls each number (or curve) to its value. A comparison
+    with a NaN (a failed fit) proves nothing either way, so the claim is not met and the detail
+    says which numbers were not finite.
+    """
+    bad = nonfinite(numbers)
+    if bad:
+        return Claim(claim, False, f"not met: {', '.join(bad)} not finite (a failed fit?); {detail}")
+    return Claim(claim, bool(holds), detail)
+
+
 __all__ = [
     "boltzmann_expert",
     "curve_stack",
     "evaluate_policy",
     "extra_stack",
+    "finite_claim",
     "grid_extras",
     "grid_layout",
     "largest_distance",
+    "nonfinite",
     "optimal_q",
     "se_covariance",
 ]

@@ -99,3 +99,30 @@ def test_end_to_end_through_runner(tmp_path, name, config):
         # the recorded length scale is the one the estimator used (sentinel 0 resolved)
         assert summary["config"]["lengthscale"] == pytest.approx(summary["extra"]["pg_lengthscale"], rel=1e-15)
         assert summary["run"]["resolved"]["lengthscale"]["given"] == 0.0
+
+
+def imitation_claims(pg: list, dirichlet: list) -> dict:
+    """imitation's summarise_extra on two identical crafted seeds (D = 10, 50, 200)."""
+    from corrpriors.runner.protocol import SeedResult
+
+    config = imitation.Config(n_demonstrations=(10, 50, 200))
+    curves = {"pg": np.array(pg, dtype=float), "dirichlet": np.array(dirichlet, dtype=float)}
+    seed = SeedResult(curves={"hellinger": curves, "value_loss": curves},
+                      method_extras={"scale": {"pg": np.ones(3)}, "lengthscale": {"pg": np.ones(3)}})
+    results = {0: seed, 1: seed}
+    metrics = {m: {"methods": {k: {"mean": list(v)} for k, v in curves.items()}} for m in imitation.METRICS}
+    return imitation.summarise_extra(config, results, metrics)
+
+
+def test_imitation_nan_error_makes_no_claim_met():
+    """A failed pg fit (NaN error) is not 'Dirichlet never catches up': no claim is met on it."""
+    extra = imitation_claims([math.nan, 0.5, 0.4], [0.45, 0.35, 0.2])
+    assert not any(c.holds for c in extra["claims"])
+    magnitude = extra["claims"][-1]
+    assert "order of magnitude" in magnitude.claim
+    assert "pg's mean hellinger not finite" in magnitude.detail
+    assert "never reaches PG's error at D=[10.0]" not in magnitude.detail
+    assert extra["data_efficiency"]["hellinger"][0]["note"] == "pg's error is not finite"
+    # the same curves without the NaN: the order-of-magnitude claim is met through D=10's lower bound
+    extra = imitation_claims([0.01, 0.5, 0.4], [0.45, 0.35, 0.2])
+    assert extra["claims"][-1].holds

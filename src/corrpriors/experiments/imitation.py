@@ -45,8 +45,16 @@ from ..runner._ranges import (
     Interval,
     Options,
 )
-from ..runner.protocol import Claim, FigureSpec, SeedResult
-from ._shared import boltzmann_expert, curve_stack, evaluate_policy, extra_stack, grid_extras, largest_distance
+from ..runner.protocol import FigureSpec, SeedResult
+from ._shared import (
+    boltzmann_expert,
+    curve_stack,
+    evaluate_policy,
+    extra_stack,
+    finite_claim,
+    grid_extras,
+    largest_distance,
+)
 
 NAME = "imitation"
 DESCRIPTION = "Imitation learning on a 10x10 goal grid world: PG vs Dirichlet policy estimates (Fig. 1)"
@@ -282,6 +290,15 @@ def matching_data_size(xs, target: float, curve) -> float:
     return float(math.exp(x0 + t * (x1 - x0)))
 
 
+def _matching_note(target: float, dir_mean: np.ndarray, matching: float) -> str:
+    """Why a row of the data-efficiency table has no ratio ("" when it has one)."""
+    if not math.isfinite(target):
+        return "pg's error is not finite"
+    if not np.all(np.isfinite(dir_mean)):
+        return "dirichlet's errors are not all finite"
+    return "not reached on the grid" if math.isnan(matching) else ""
+
+
 def summarise_extra(config: Config, results: Mapping[int, SeedResult], metrics: dict) -> dict:
     """Data-efficiency ratios (D' at which Dirichlet matches PG at D) and the claims check."""
     xs = x_values(config)
@@ -298,7 +315,7 @@ def summarise_extra(config: Config, results: Mapping[int, SeedResult], metrics: 
             rows.append({"D": d, "pg_error": float(target),
                          "dirichlet_matching_D": None if math.isnan(dp) else dp,
                          "ratio": None if math.isnan(dp) else dp / d,
-                         "note": "not reached on the grid" if math.isnan(dp) else ""})
+                         "note": _matching_note(target, dir_mean, dp)})
         efficiency[metric] = rows
     extra["data_efficiency"] = efficiency
     scales = extra_stack(results, "scale", "pg")
@@ -318,35 +335,37 @@ def summarise_extra(config: Config, results: Mapping[int, SeedResult], metrics: 
         mean_diff = diff.mean(axis=0)
         se = diff.std(axis=0, ddof=1) / math.sqrt(len(seeds)) if len(seeds) > 1 else np.zeros_like(mean_diff)
         clearly = bool(np.all(mean_diff > 0) and np.all(mean_diff > 2 * se))
-        claims.append(Claim(
+        claims.append(finite_claim(
             f"pg is clearly better than dirichlet ({metric}, every D)", clearly,
             "dirichlet minus pg per D: " + ", ".join(
                 f"D={d:g}: {'+' if m >= 0 else ''}{mean_std(m, s)}" for d, m, s in zip(xs, mean_diff, se))
-            + " (mean ± s.e. over seeds; 'clearly' = above 2 s.e. at every D)"))
+            + " (mean ± s.e. over seeds; 'clearly' = above 2 s.e. at every D)",
+            {"dirichlet minus pg": diff}))
     pg_h = np.asarray(metrics["hellinger"]["methods"]["pg"]["mean"], dtype=float)
     dir_h = np.asarray(metrics["hellinger"]["methods"]["dirichlet"]["mean"], dtype=float)
     gap = dir_h - pg_h
     rel = gap / dir_h
     half = max(1, len(xs) // 2)
-    claims.append(Claim(
+    errors = {"pg's mean hellinger": pg_h, "dirichlet's mean hellinger": dir_h}
+    claims.append(finite_claim(
         "pg's advantage is largest with few demonstrations (hellinger)",
         bool(np.mean(gap[:half]) > np.mean(gap[-half:])),
         f"absolute gap largest at D={xs[int(np.argmax(gap))]:g}, relative gap largest at "
         f"D={xs[int(np.argmax(rel))]:g}; mean gap over the {half} smallest D "
-        f"{num(np.mean(gap[:half]))} vs the {half} largest {num(np.mean(gap[-half:]))}"))
+        f"{num(np.mean(gap[:half]))} vs the {half} largest {num(np.mean(gap[-half:]))}", errors))
     extra["table_x"] = list(xs)  # the first two claims speak of every D
     ratios = [float(r["ratio"]) for r in efficiency["hellinger"] if r["ratio"] is not None]
-    unreached = [float(r["D"]) for r in efficiency["hellinger"] if r["ratio"] is None]
+    unreached = [float(r["D"]) for r in efficiency["hellinger"] if r["note"] == "not reached on the grid"]
     # an unreached D gives only a lower bound D' > max(D): ratio > max(D) / D
     bounds = ratios + [xs[-1] / d for d in unreached]
     best = max(bounds) if bounds else float("nan")
-    claims.append(Claim(
+    claims.append(finite_claim(
         "the correlated model does as well with an order of magnitude less data (hellinger)",
         bool(bounds and best >= 10),
         (f"largest D'/D where Dirichlet catches up on the grid: {num(max(ratios))}"
          if ratios else "Dirichlet never catches up on the grid")
         + (f"; Dirichlet never reaches PG's error at D={unreached} on the grid (ratio > "
-           f"{xs[-1]:g}/D)" if unreached else "")))
+           f"{xs[-1]:g}/D)" if unreached else ""), errors))
     extra["claims"] = claims
     return extra
 

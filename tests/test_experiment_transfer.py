@@ -431,3 +431,18 @@ def test_the_psrl_panel_names_its_variant(variant, samples, words, monkeypatch):
     plt.close("all")
     assert title == f"PSRL over a sequence of tasks (mean ± std over seeds) {words}, replanned every 50 transitions"
     assert f"; right: PSRL over a sequence of tasks ({words}), normalised return" in spec.caption
+
+
+def test_claims_left_unchecked_are_noted():
+    """Claims that need a method missing from the results are said in ``unchecked``, not silently skipped."""
+    x = np.array([10.0, 100.0])
+    curve = np.array([0.3, 0.1])
+    unchecked: list[str] = []
+    assert T._claims(T.Config(), x, {"pg": curve}, {}, np.zeros(2), unchecked) == []
+    assert unchecked == ["claims not checked: no pg_transfer method in the results"]
+    unchecked = []
+    config = dataclasses.replace(T.Config(), relatedness=0.5)
+    claims = T._claims(config, x, {"pg": curve, "pg_transfer": curve}, {"below_pg": np.ones(2)},
+                       np.zeros(2), unchecked)
+    assert len(claims) == 2
+    assert unchecked == ["pg_pooled claim not checked: no pg_pooled method in the results"]

@@ -170,3 +170,21 @@ def test_quick_config_through_the_cli(tmp_path):
     for i in range(1, len(summary["x"]["values"])):
         best_dirichlet = min(hel["dirichlet_uniform"]["mean"][i], hel["dirichlet_sparse"]["mean"][i])
         assert hel["pg"]["mean"][i] < best_dirichlet
+
+
+def test_claims_left_unchecked_are_noted():
+    """A method the claims need that is not in the results is said in the notes, not silently skipped."""
+    from corrpriors.runner.protocol import SeedResult
+
+    config = system_id.Config(transitions=(0, 50, 400))
+    curves = {"pg": np.array([0.5, 0.2, 0.1]), "dirichlet_uniform": np.array([0.5, 0.4, 0.3])}
+    results = {0: SeedResult(curves={"hellinger": curves})}
+    metrics = {"hellinger": {"methods": {m: {"mean": list(v), "std": [0.0] * 3} for m, v in curves.items()}}}
+    extra = system_id.summarise_extra(config, results, metrics)
+    assert len(extra["claims"]) == 2
+    assert "pg_absolute claims not checked: no pg_absolute method in the results" in extra["notes"]
+    only_pg = {"pg": curves["pg"]}
+    extra = system_id.summarise_extra(config, {0: SeedResult(curves={"hellinger": only_pg})},
+                                      {"hellinger": {"methods": {"pg": metrics["hellinger"]["methods"]["pg"]}}})
+    assert extra["claims"] == []
+    assert "claims not checked: no Dirichlet method in the results" in extra["notes"]

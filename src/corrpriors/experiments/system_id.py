@@ -448,6 +448,9 @@ def summarise_extra(config: Config, results: Mapping[int, SeedResult], metrics: 
     # the paper's claims, checked on the mean curves (T > 0 only: at T = 0 every model is its prior)
     pos = ts > 0
     dirs = [d for d in ("dirichlet_uniform", "dirichlet_sparse") if d in mean]
+    unchecked = [] if dirs else ["claims not checked: no Dirichlet method in the results"]
+    if dirs and not pos.any():
+        unchecked.append("claims not checked: no T > 0 in transitions (at T = 0 every model is its prior)")
     if pos.any() and dirs:
         stack = np.stack([mean[d] for d in dirs])
         which = stack.argmin(axis=0)
@@ -458,6 +461,7 @@ def summarise_extra(config: Config, results: Mapping[int, SeedResult], metrics: 
         cited += [float(t) for t in ends]
         for method in CORRELATED:
             if method not in mean:
+                unchecked.append(f"{method} claims not checked: no {method} method in the results")
                 continue
             gap = best_dir - mean[method]
             band = std[method] + best_dir_std
@@ -497,7 +501,7 @@ def summarise_extra(config: Config, results: Mapping[int, SeedResult], metrics: 
         below = np.flatnonzero(pos & (mean["pg_absolute"] < mean["dirichlet_sparse"]))
         notes.append("pg_absolute is below dirichlet_sparse from T="
                      + (num(float(ts[below[0]])) if below.size else "never (on this grid)"))
-    extra["notes"] = notes
+    extra["notes"] = notes + unchecked
     return extra
 
 

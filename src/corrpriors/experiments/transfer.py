@@ -611,10 +611,14 @@ def _psrl_summary(config: Config, results: Mapping[int, SeedResult]) -> dict | N
     return block
 
 
-def _claims(config: Config, x: np.ndarray, mean: dict, paired: dict, sim_median: np.ndarray) -> list:
+def _claims(config: Config, x: np.ndarray, mean: dict, paired: dict, sim_median: np.ndarray,
+            unchecked: list[str]) -> list:
+    """The claims on the mean curves ``mean``; a claim left unchecked (a method missing) is said in ``unchecked``."""
     claims: list[Claim] = []
     t, p = mean.get("pg_transfer"), mean.get("pg")
     if t is None or p is None:
+        missing = " and ".join(m for m in ("pg_transfer", "pg") if m not in mean)
+        unchecked.append(f"claims not checked: no {missing} method in the results")
         return claims
     ratio = t / p
     detail_ratio = ", ".join(f"T={int(v)}: {r:.3f}" for v, r in zip(x, ratio))
@@ -631,6 +635,8 @@ def _claims(config: Config, x: np.ndarray, mean: dict, paired: dict, sim_median:
             bool(t[-1] <= (1 + TOLERANCE) * p[-1]),
             f"T={int(x[-1])}: {t[-1]:.4f} vs {p[-1]:.4f} (ratio {ratio[-1]:.3f})"))
         q = mean.get("pg_pooled")
+        if q is None and r < 1:
+            unchecked.append("pg_pooled claim not checked: no pg_pooled method in the results")
         if q is not None and r < 1:
             below = t < q
             claims.append(Claim(
@@ -690,7 +696,8 @@ def summarise_extra(config: Config, results: Mapping[int, SeedResult], metrics: 
     psrl = _psrl_summary(config, results)
     if psrl is not None:
         extra["psrl_sequence"] = psrl
-    extra["claims"] = _claims(config, x, mean, paired, sim_median)
+    unchecked: list[str] = []
+    extra["claims"] = _claims(config, x, mean, paired, sim_median, unchecked)
     notes = [
         _similarity_words(config) if _similarity_how(config) == "fixed" else
         f"{_similarity_words(config)} (median over seeds) along T: " + ", ".join(f"{v:.3g}" for v in sim_median),
@@ -716,7 +723,7 @@ def summarise_extra(config: Config, results: Mapping[int, SeedResult], metrics: 
                      "per task: " + "; ".join(
             f"{m} " + ", ".join(f"{v:.2f}" for v in b["return_after_eval_mean"])
             for m, b in psrl["methods"].items()))
-    extra["notes"] = notes
+    extra["notes"] = notes + unchecked
     return extra
 
 

@@ -446,3 +446,21 @@ def test_claims_left_unchecked_are_noted():
                        np.zeros(2), unchecked)
     assert len(claims) == 2
     assert unchecked == ["pg_pooled claim not checked: no pg_pooled method in the results"]
+
+
+def test_psrl_panel_std_is_the_records_std():
+    """The PSRL panel's "± std over seeds" is the sample std (ddof=1) like every other std in metrics.json."""
+    config = T.Config()
+    k = config.psrl_eval // config.replan_every
+    values = [1.0, 2.0, 4.0]                       # the return after psrl_eval of task 0, per seed
+
+    def seed(v):
+        arr = np.zeros((config.psrl_tasks, k + 2))
+        arr[0, k] = v
+        return SeedResult(curves={"hellinger": {"pg": np.zeros(1)}}, extras={"psrl_pg": arr})
+
+    block = T._psrl_summary(config, {i: seed(v) for i, v in enumerate(values)})
+    std = block["methods"]["pg"]["return_after_eval_std"]
+    assert std[0] == pytest.approx(np.std(values, ddof=1)) and std[1] == 0.0
+    single = T._psrl_summary(config, {0: seed(3.0)})
+    assert single["methods"]["pg"]["return_after_eval_std"] == [0.0] * config.psrl_tasks

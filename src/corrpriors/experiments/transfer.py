@@ -78,7 +78,7 @@ from ..runner._ranges import (
 from ..runner._ranges import (
     TOLERANCE as FIT_TOLERANCE,
 )
-from ..runner.protocol import Claim, FigureSpec, SeedResult
+from ..runner.protocol import Claim, FigureSpec, SeedResult, std_over_seeds
 
 NAME = "transfer"
 DESCRIPTION = ("transfer between related windy tunnel worlds (or slippery lakes): target-task Hellinger "
@@ -602,7 +602,7 @@ def _psrl_summary(config: Config, results: Mapping[int, SeedResult]) -> dict | N
         at = arr[:, :, k]                                   # (seeds, tasks)
         block["methods"][method] = {
             "return_after_eval_mean": at.mean(axis=0).tolist(),
-            "return_after_eval_std": at.std(axis=0).tolist(),
+            "return_after_eval_std": std_over_seeds(at).tolist(),   # as the record's other "± std"
             "return_over_run_mean": arr.mean(axis=2).mean(axis=0).tolist(),
         }
     sim = _stack(results, "psrl_similarity")

@@ -58,6 +58,7 @@ from .protocol import (
     SeedResult,
     check_seed_result,
     label_of,
+    std_over_seeds,
     validate_experiment,
 )
 from .registry import get_experiment
@@ -487,7 +488,7 @@ def summarise(experiment: Any, config: Any, seed_results: Mapping[int, SeedResul
                 raise ValueError(f"{experiment.NAME}: curves[{metric!r}][{method!r}] is missing in seeds {missing}")
             values = np.stack([seed_results[s].curves[metric][method] for s in seeds])
             mean = values.mean(axis=0)
-            std = values.std(axis=0, ddof=1) if len(seeds) > 1 else np.zeros_like(mean)
+            std = std_over_seeds(values)
             methods[method] = {"mean": mean.tolist(), "std": std.tolist(),
                                "per_seed": values.tolist()}
         metrics[metric] = {"better": better, "methods": methods}

@@ -316,6 +316,15 @@ def label_of(experiment: Any, attribute: str, key: str | None = None, default: s
     return default if default is not None else (key or "")
 
 
+def std_over_seeds(values: Any) -> np.ndarray:
+    """The "± std over seeds" of a ``metrics.json`` record: the sample standard deviation over axis 0.
+
+    ``ddof=1``, and 0 when ``values`` (ndarray of shape (n_seeds, ...)) holds a single seed.
+    """
+    values = np.asarray(values, dtype=float)
+    return values.std(axis=0, ddof=1) if len(values) > 1 else np.zeros_like(values[0])
+
+
 __all__ = [
     "Claim",
     "Experiment",
@@ -326,5 +335,6 @@ __all__ = [
     "SeedResult",
     "check_seed_result",
     "label_of",
+    "std_over_seeds",
     "validate_experiment",
 ]

@@ -413,3 +413,31 @@ def test_a_number_written_as_text_must_be_ascii_for_every_setting_that_takes_one
         with pytest.raises(ValueError, match=r"^x: expected '.*' or a value written in ASCII digits"):
             constraint.check(typed, "x")
         constraint.check("0.5", "x")
+
+
+def test_full_scale_status_names_the_experiments_own_defaults():
+    """An experiment whose defaults are not the paper's (transfer) is not stamped 'paper-scale'."""
+    import html
+    import types
+
+    from corrpriors.experiments import psrl_grid, transfer
+    from corrpriors.runner import report
+    from corrpriors.runner._run import claims_status
+
+    assert claims_status(psrl_grid, "paper", psrl_grid.PAPER_SEEDS) == "paper-scale"
+    status = claims_status(transfer, "default", transfer.PAPER_SEEDS)
+    assert status == "full-scale (default settings)"
+    assert "paper" not in claims_status(transfer, "default", 2)
+    summary = {"experiment": "transfer", "x": {"name": "x", "values": [1.0]}, "seeds": [0],
+               "metrics": {"m": {"better": "lower", "methods": {"a": {"mean": [0.5], "std": [0.0]}}}},
+               "extra": {"claims": [{"claim": "c1", "holds": False, "detail": "d"}]}, "run": {"claims": status}}
+    text = format_table(summary)
+    assert "claim checks (full scale)" in text and "[DOES NOT HOLD] c1" in text
+    claim = types.SimpleNamespace(claim="c1", holds=True, detail="d")
+    record = types.SimpleNamespace(claims=(claim,), seeds=tuple(range(20)), settings="default", status=status)
+    page = html.unescape("".join(str(part) for part in report._claims(record)))
+    assert "Verdicts at full scale (20 seeds, the experiment's default settings, which are not the paper's)" in page
+    assert "the paper's settings" not in page
+    record.status = "paper-scale"          # the paper's experiments (and older records) keep their wording
+    assert "Verdicts at paper scale (20 seeds, the paper's settings)" in html.unescape(
+        "".join(map(str, report._claims(record))))

@@ -62,6 +62,20 @@ def default_label(experiment: Any) -> str:
     return label if isinstance(label, str) and label else "paper"
 
 
+def full_scale_status(label: str) -> str:
+    """The claims status of a run at ``label`` (the default) settings with the full seed count.
+
+    ``"paper-scale"`` for the paper's settings, ``"full-scale (<label> settings)"`` for an
+    experiment whose defaults are not the paper's (``DEFAULT_LABEL``).
+    """
+    return "paper-scale" if label == "paper" else f"full-scale ({label} settings)"
+
+
+def is_full_scale(status: str | None) -> bool:
+    """Whether a recorded claims status is a verdict (not indicative); ``None`` (an older record) counts."""
+    return status is None or status == "paper-scale" or status.startswith("full-scale")
+
+
 def run_folder_name(experiment: Any, config: Any) -> str:
     """``<label>-<hash>``: the folder of this configuration's results under ``DIR/NAME``."""
     digest = config_hash(experiment.NAME, config_to_json(config), results_revision(experiment))

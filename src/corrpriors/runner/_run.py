@@ -530,14 +530,19 @@ def method_labels(experiment: Any, names: Sequence[str], config: Any = None) -> 
 def claims_status(experiment: Any, settings: str, n_seeds: int) -> str:
     """Say how far the claim checks of a run can be trusted.
 
-    ``"paper-scale"`` for the paper's settings with at least its seed count, else
+    ``"paper-scale"`` for the paper's settings with at least its seed count,
+    ``"full-scale (default settings)"`` for the defaults of an experiment whose defaults are
+    not the paper's (its ``DEFAULT_LABEL``), else
     ``"indicative (N seeds, quick settings; see README for the paper-scale verdict)"``.
     """
-    if settings == _config.default_label(experiment) and n_seeds >= int(experiment.PAPER_SEEDS):
-        return "paper-scale"
-    what = {"paper": f"the paper's settings, {experiment.PAPER_SEEDS} seeds in the paper-scale run"}.get(
+    label = _config.default_label(experiment)
+    if settings == label and n_seeds >= int(experiment.PAPER_SEEDS):
+        return _config.full_scale_status(label)
+    scale = "paper-scale" if label == "paper" else "full-scale"
+    own = "the paper's" if label == "paper" else label
+    what = {label: f"{own} settings, {experiment.PAPER_SEEDS} seeds in the {scale} run"}.get(
         settings, f"{settings} settings")
-    return f"indicative ({n_seeds} seed{'s' if n_seeds != 1 else ''}, {what}; see README for the paper-scale verdict)"
+    return f"indicative ({n_seeds} seed{'s' if n_seeds != 1 else ''}, {what}; see README for the {scale} verdict)"
 
 
 def table_columns(summary: dict, max_columns: int = 5) -> list[int]:
@@ -621,8 +626,9 @@ def format_table(summary: dict, max_columns: int = 5, width: int = WIDTH) -> str
         lines += wrap(note, "  ", "    ", width)
     claims = extra.get("claims", [])
     if claims:
-        judged = status == "paper-scale"
-        lines.append("  claim checks" + (" (paper scale)" if judged else f" ({_short_status(status)})")
+        judged = _config.is_full_scale(status)
+        lines.append("  claim checks" + (f" ({status.split(' (')[0].replace('-', ' ')})" if judged
+                                         else f" ({_short_status(status)})")
                      + "; the numbers behind each are in metrics.json")
         for claim in claims:
             if judged:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._format import WIDTH, wrap
-from . import _io
+from . import _config, _io
 from ._run import WARNING_NOTES, RunFailed, RunInterrupted, RunReport, duration, run_plan
 
 
@@ -137,7 +137,7 @@ def closing_summary(reports: list[RunReport], out: str | pathlib.Path, elapsed: 
         lines += wrap("metrics.json" + "".join(f", {stem}.png/.pdf" for stem in stems), "    ", "      ")
     statuses = {r.summary.get("run", {}).get("claims", "paper-scale") for r in reports
                 if r.summary.get("extra", {}).get("claims")}
-    indicative = sorted(s for s in statuses if s != "paper-scale")
+    indicative = sorted(s for s in statuses if not _config.is_full_scale(s))
     if indicative:
         lines += wrap(f"claim checks: {indicative[0] if len(indicative) == 1 else 'indicative (see each table)'}",
                       "  ", "    ")

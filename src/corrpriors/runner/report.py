@@ -30,6 +30,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .._fileio import atomic_write_bytes
+from . import _config
 from ._report_input import (
     MAX_FIGURE_BYTES,
     Record,
@@ -322,7 +323,8 @@ def build_page(root: pathlib.Path, records: Sequence[Record], skipped: Sequence[
         _el("p", "Results folder ", _el("code", str(root)), f": {len(records)} result folder(s) shown",
             f", {len(skipped)} skipped (see the end of the page)" if skipped else "",
             f"; page written by corrpriors {__version__}. A claim's verdict is paper-scale only when "
-            "the run used the paper's settings and seed count; otherwise it is marked indicative."),
+            "the run used the paper's settings and seed count (full-scale: the default settings of an "
+            "experiment that is not the paper's); otherwise it is marked indicative."),
     ]
     toc = [_el("li", _el("a", f"{r.experiment}: {_rel(r.folder, root_resolved)}", href=f"#run-{i}"))
            for i, r in enumerate(records)]
@@ -447,12 +449,15 @@ def _metric_tables(table: Any, x_name: str, xs: Sequence[float | None]) -> list[
 def _claims(r: Record) -> list[Any]:
     if not r.claims:
         return []
-    paper = r.status is None or r.status.startswith("paper-scale")
     n = len(r.seeds)
-    if paper:
-        scale = _el("span", "paper-scale", class_="scale paper")
-        say = (f"Verdicts at paper scale ({n} seed{'s' if n != 1 else ''}, the paper's settings)." if r.status
-               else "Verdicts as recorded (an older record without the run's settings).")
+    if _config.is_full_scale(r.status):
+        paper = r.status is None or r.status == "paper-scale"
+        scale = _el("span", "paper-scale" if paper else "full-scale", class_="scale paper")
+        seeds = f"{n} seed{'s' if n != 1 else ''}"
+        say = ("Verdicts as recorded (an older record without the run's settings)." if r.status is None
+               else f"Verdicts at paper scale ({seeds}, the paper's settings)." if paper
+               else f"Verdicts at full scale ({seeds}, the experiment's {r.settings or 'default'} settings, "
+                    "which are not the paper's).")
     else:
         scale = _el("span", "indicative", class_="scale indicative")
         settings = f"{r.settings} settings" if r.settings else "settings other than the paper's"

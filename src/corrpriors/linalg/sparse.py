@@ -68,6 +68,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._threads import blas_threads
+from .._validation import as_real_array, check_real
 from . import _supernodal
 from ._ordering import ORDERINGS, fill_reducing_ordering
 
@@ -119,6 +120,29 @@ def _canonical_structure(pattern: Any, name: str) -> sp.csr_array:
     s.sum_duplicates()
     s.data[:] = 1.0
     return s
+
+
+def _real_matrix(A: Any, name: str) -> Any:
+    """A sparse matrix or a float64 array of real numbers (TypeError naming ``name`` for
+    complex or non-numeric input: the imaginary part is never dropped).
+    """
+    if sp.issparse(A):
+        A = sp.csr_array(A)   # (``.data`` of a LIL matrix holds lists)
+        as_real_array(A.data, name)
+        return A
+    if isinstance(A, (str, bytes)):
+        raise TypeError(f"{name}: expected a scipy.sparse matrix or a numeric (C, C) array, "
+                        f"got {type(A).__name__}")
+    return as_real_array(A, name).astype(np.float64)
+
+
+def _check_finite_sum(values: np.ndarray, scale: float) -> None:
+    """Refuse ``scale * A + diag(diagonal)`` when it overflowed (``A`` and ``diagonal`` are
+    finite, so only their sum or product can be infinite).
+    """
+    if not np.all(np.isfinite(values)):
+        raise ValueError(f"scale, A, diagonal: scale * A + diag(diagonal) overflows float64 "
+                         f"(scale = {scale:.3g}); rescale A or scale")
 
 
 class SparseCholesky:
@@ -274,12 +298,7 @@ class SparseCholesky:
             Wrong shape, NaN/inf, a non-zero outside the pattern, or not symmetric.
         """
         n = self.n
-        if not sp.issparse(A):
-            try:
-                A = np.asarray(A, dtype=np.float64)
-            except (TypeError, ValueError):
-                raise TypeError(f"{name}: expected a scipy.sparse matrix or a numeric (C, C) "
-                                f"array, got {type(A).__name__}") from None
+        A = _real_matrix(A, name)
         if A.ndim != 2 or A.shape != (n, n):
             raise ValueError(f"{name}: expected shape (C, C) = ({n}, {n}), got "
                              f"{tuple(A.shape)}")
@@ -300,7 +319,7 @@ class SparseCholesky:
         if gap > SYMMETRY_RTOL * big:
             raise ValueError(f"{name}: expected a symmetric matrix, got max |A - A^T| = "
                              f"{gap:.3g} (max |A| = {big:.3g})")
-        return 0.5 * (vals + vt)
+        return 0.5 * vals + 0.5 * vt   # (vals + vt) could overflow
 
     def _scatter(self, csr: sp.csr_array, name: str) -> np.ndarray:
         n = self.n
@@ -380,12 +399,11 @@ class SparseCholesky:
         ValueError
             Bad shape, non-finite values, not symmetric, or outside the pattern.
         """
-        scale = float(scale)
-        if not np.isfinite(scale) or scale <= 0:
-            raise ValueError(f"scale: expected a finite positive number, got {scale!r}")
+        scale = check_real(scale, "scale", 0.0, np.inf, closed="neither",
+                           expected="a finite positive number")
         d = None
         if diagonal is not None:
-            d = np.asarray(diagonal, dtype=np.float64)
+            d = as_real_array(diagonal, "diagonal").astype(np.float64)
             if d.shape != (self.n,):
                 raise ValueError(f"diagonal: expected shape (C,) = ({self.n},), got "
                                  f"{d.shape}")
@@ -400,9 +418,11 @@ class SparseCholesky:
             raise ValueError("A: a PreparedMatrix of another analysis")
         if prepared is None:
             vals = self.values(A, "A")
-            vals = vals * scale if scale != 1.0 else vals.copy()
-            if d is not None:
-                vals[self._diag] += d
+            with np.errstate(over="ignore"):
+                vals = vals * scale if scale != 1.0 else vals.copy()
+                if d is not None:
+                    vals[self._diag] += d
+            _check_finite_sum(vals, scale)
             buffer = np.zeros(self._symbolic.size) if workspace is None \
                 else workspace.acquire(zero=True)
             buffer[self._position[self._lower]] = vals[self._lower]
@@ -410,12 +430,16 @@ class SparseCholesky:
         else:
             buffer = np.empty(self._symbolic.size) if workspace is None \
                 else workspace.acquire(zero=False)
-            if scale != 1.0:
-                np.multiply(prepared.lower, scale, out=buffer)
-            else:
-                buffer[:] = prepared.lower
-            if d is not None:
-                buffer[self._symbolic.diag] += d[self.perm]
+            with np.errstate(over="ignore"):
+                if scale != 1.0:
+                    np.multiply(prepared.lower, scale, out=buffer)
+                else:
+                    buffer[:] = prepared.lower
+                if d is not None:
+                    buffer[self._symbolic.diag] += d[self.perm]
+            bound = scale * prepared.max_abs + (float(np.max(np.abs(d))) if d is not None else 0.0)
+            if not np.isfinite(bound):   # only then look at every entry
+                _check_finite_sum(buffer, scale)
             values = (prepared, scale, d)
         return self._factorize_buffer(buffer, values, workspace)
 
@@ -487,7 +511,7 @@ class CholeskyFactor:
         return spec
 
     def _rhs(self, b: Any, name: str) -> tuple[np.ndarray, bool]:
-        arr = np.asarray(b, dtype=np.float64)
+        arr = as_real_array(b, name).astype(np.float64, copy=False)
         if arr.ndim not in (1, 2) or arr.shape[0] != self.n:
             raise ValueError(f"{name}: expected shape (C,) or (C, m) with C = {self.n}, got "
                              f"{arr.shape}")
@@ -648,12 +672,15 @@ class PreparedMatrix:
         Symmetric entries aligned with the analysed pattern (read-only).
     lower : ndarray of shape (factor size,)
         Its lower triangle scattered into the factor's panels, zeros elsewhere (read-only).
+    max_abs : float
+        Largest ``|values|`` (to check ``scale * A`` for overflow without a pass over ``lower``).
     """
 
     def __init__(self, analysis: SparseCholesky, values: np.ndarray, lower: np.ndarray):
         self.analysis = analysis
         self.values = values
         self.lower = lower
+        self.max_abs = float(np.max(np.abs(values), initial=0.0))
 
 
 class FactorWorkspace:

@@ -1,0 +1,83 @@
+"""Input guards of corrpriors.linalg: refusals that name the argument instead of wrong numbers."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from corrpriors.linalg import SparseCholesky, jittered_cholesky
+
+A2 = sp.csr_array(np.array([[2.0, 1.0], [1.0, 2.0]]))
+
+
+# ---------------------------------------------------------------- overflow (finite SPD input)
+def test_symmetrising_near_the_float_limit_keeps_the_log_determinant_finite():
+    big = np.array([[1.7e308, 1e308], [1e308, 1.7e308]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        f = SparseCholesky(sp.csr_array(big)).factorize(sp.csr_array(big))
+        logdet = f.logdet()
+    assert logdet == pytest.approx(np.linalg.slogdet(big)[1], rel=1e-12)
+
+
+@pytest.mark.parametrize("prepared", [False, True])
+def test_scale_that_overflows_is_refused_naming_scale(prepared):
+    chol = SparseCholesky(A2)
+    a = chol.prepare(A2) if prepared else A2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        with pytest.raises(ValueError, match="scale.*overflows"):
+            chol.factorize(a, scale=1e308)
+        with pytest.raises(ValueError, match="diagonal.*overflows"):
+            chol.factorize(a, scale=1e307, diagonal=np.array([1.79e308, 0.0]))
+    # large but representable: still accepted, on both paths
+    assert np.isfinite(chol.factorize(a, scale=1e300).logdet())
+
+
+# ---------------------------------------------------------------- complex input and scale
+def test_complex_inputs_are_refused_naming_the_argument():
+    chol = SparseCholesky(A2)
+    with pytest.raises(TypeError, match="^A: .*complex"):
+        chol.factorize(A2 + 5j * sp.eye_array(2))
+    with pytest.raises(TypeError, match="^A: .*complex"):
+        chol.factorize(A2.toarray() + 0j)
+    with pytest.raises(TypeError, match="^B: .*complex"):
+        chol.factorize(A2).trace_inverse_product(A2 * 1j)
+    with pytest.raises(TypeError, match="^diagonal: .*complex"):
+        chol.factorize(A2, diagonal=np.array([1j, 1j]))
+    f = chol.factorize(A2)
+    for method, arg in [(f.solve, "b"), (f.solve_factor, "b"), (f.sample, "z"), (f.matvec, "x")]:
+        with pytest.raises(TypeError, match=f"^{arg}: .*complex"):
+            method(np.array([1 + 1j, 1j]))
+
+
+@pytest.mark.parametrize("scale", ["x", np.ones(2), None, True])
+def test_bad_scale_names_scale(scale):
+    with pytest.raises((TypeError, ValueError), match="^scale: "):
+        SparseCholesky(A2).factorize(A2, scale=scale)
+
+
+# ---------------------------------------------------------------- jittered_cholesky
+@pytest.mark.parametrize("matrix, message", [
+    (np.array([[2.0, np.nan], [np.nan, 2.0]]), "NaN or infinite"),
+    (np.array([[np.inf, 0.0], [0.0, 1.0]]), "NaN or infinite"),
+    (np.array([[2.0, 5.0], [0.0, 2.0]]), "symmetric"),
+    (np.ones(3), "square"),
+    (np.ones((2, 3)), "square"),
+])
+def test_jittered_cholesky_refuses_what_it_cannot_factorise(matrix, message):
+    with pytest.raises(ValueError, match=f"^K: .*{message}"):
+        jittered_cholesky(matrix, name="K")
+
+
+def test_jittered_cholesky_refuses_complex_and_keeps_round_off_asymmetry():
+    with pytest.raises(TypeError, match="^K: .*complex"):
+        jittered_cholesky(np.eye(2) * (1 + 1j), name="K")
+    x = np.random.default_rng(0).standard_normal((6, 4))
+    k = x @ x.T + np.eye(6)
+    k[0, 1] *= 1 + 1e-14   # round-off of a product is still accepted
+    chol, jittered, _ = jittered_cholesky(k)
+    np.testing.assert_allclose(chol @ chol.T, jittered, rtol=1e-12, atol=1e-12)

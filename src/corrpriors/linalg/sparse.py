@@ -160,8 +160,12 @@ class SparseCholesky:
         level separators, e.g. grid worlds with random long-range transitions) and keeps
         the one with fewer factorisation flops, at twice the analysis time. ``"metis"`` uses
         METIS through the optional package ``pymetis``; ``"rcm"`` reverse Cuthill-McKee (a
-        banded factor); an array is used as the elimination order (``A[perm][:, perm]`` is
-        factorised).
+        banded factor); ``"natural"`` the identity; an array of shape (C,) is a user
+        elimination order. A column ordering (``"rcm"``, ``"natural"``, an array) is
+        re-sequenced into an equivalent elimination order with the same fill (a topological
+        order of its elimination tree that makes the supernodes contiguous), so ``perm`` is
+        in general *not* the order given: it is the order actually factorised,
+        ``L L^T = A[perm][:, perm]``.
     leaf_size : int, default=64
         Nested dissection stops at sub-graphs of this many vertices (dense leaf blocks).
 
@@ -170,7 +174,8 @@ class SparseCholesky:
     n : int
         Order C.
     perm : ndarray of shape (C,)
-        Elimination order.
+        Elimination order actually factorised, ``L L^T = A[perm][:, perm]`` (for a column
+        ordering, an equivalent re-sequencing of it: see ``ordering``).
     nnz_pattern : int
         Stored entries of the analysed (symmetric) pattern.
     nnz_factor : int
@@ -474,7 +479,8 @@ class CholeskyFactor:
     n : int
         Order C.
     perm : ndarray of shape (C,)
-        Elimination order :math:`P` (``A[perm][:, perm] = L L^T``).
+        Elimination order :math:`P` actually factorised (``A[perm][:, perm] = L L^T``),
+        ``SparseCholesky.perm``: for a user ordering an equivalent re-sequencing of it.
     """
 
     def __init__(self, analysis: SparseCholesky, factor: np.ndarray, values: Any,
@@ -551,7 +557,9 @@ class CholeskyFactor:
     def solve_factor(self, b: Any) -> np.ndarray:
         r"""Half solve :math:`y = L^{-1} P b`, so that :math:`b^T A^{-1} b = \|y\|^2`.
 
-        The adjoint of :meth:`sample`; the result is in elimination order.
+        The adjoint of :meth:`sample`; the result is in elimination order, ``y = L^-1 b[perm]``
+        with ``perm`` = :attr:`perm` (not necessarily the order given to
+        :class:`SparseCholesky`).
 
         Parameters
         ----------
@@ -567,7 +575,8 @@ class CholeskyFactor:
     def sample(self, z: Any) -> np.ndarray:
         r"""Map standard normal ``z`` to draws with covariance :math:`A^{-1}`.
 
-        Returns :math:`x = P^T L^{-T} z`, so :math:`\operatorname{Cov}(x) = A^{-1}` when the
+        Returns :math:`x = P^T L^{-T} z` (``x[perm] = L^-T z`` with ``perm`` =
+        :attr:`perm`, :math:`P` its permutation matrix), so :math:`\operatorname{Cov}(x) = A^{-1}` when the
         columns of ``z`` are independent standard normal vectors (with ``z`` the identity,
         ``x x^T = A^{-1}`` exactly).
 
@@ -657,7 +666,9 @@ class CholeskyFactor:
 
     @property
     def L(self) -> sp.csc_array:
-        """Lower-triangular factor of ``A[perm][:, perm]`` (explicit zeros included)."""
+        """Lower-triangular factor of ``A[perm][:, perm]`` with ``perm`` = :attr:`perm` (the
+        order actually factorised, not necessarily the one given; explicit zeros included).
+        """
         rows, cols, pos = self.analysis.lower_slots()
         return sp.csc_array((self._factor[pos], (rows, cols)), shape=(self.n, self.n))
 

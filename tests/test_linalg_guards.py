@@ -120,3 +120,82 @@ def test_user_ordering_is_an_equivalent_order_reported_in_perm(given):
     z = rng.standard_normal(n)
     np.testing.assert_allclose(f.sample(z)[chol.perm], np.linalg.solve(lower.T, z), rtol=1e-10)
     assert "re-sequenced" in SparseCholesky.__doc__   # the docstring says so (it did not)
+
+
+# ---------------------------------------------------------------- memory estimate and refusal
+def arrow(n: int) -> sp.csr_array:
+    """Hub 0 joined to every other vertex: eliminated first (natural order), a dense factor."""
+    rows = np.concatenate([np.zeros(n - 1, int), np.arange(1, n), np.arange(n)])
+    cols = np.concatenate([np.arange(1, n), np.zeros(n - 1, int), np.arange(n)])
+    vals = np.concatenate([np.full(2 * (n - 1), -1.0 / n), np.full(n, 2.0)])
+    return sp.csr_array((vals, (rows, cols)), shape=(n, n))
+
+
+def test_dense_factor_is_refused_before_the_quadratic_analysis(monkeypatch):
+    """C = 20,000 in the natural order: 2 * 10^8 factor entries (1.6 GB). With a 20 MiB budget
+    the analysis stops after about 1.3 * 10^6 entries (~70 columns) and refuses naming the
+    ordering; it used to run the O(C^2) analysis (15 s at C = 16,000) and then die in numpy."""
+    from corrpriors._memory import MemoryEstimateError
+    from corrpriors.linalg import _supernodal
+
+    monkeypatch.setenv("CORRPRIORS_MEMORY_LIMIT", "20M")
+    seen = []
+    real = _supernodal.block_structures
+
+    def spy(indptr, indices, bounds, limit=None):
+        try:
+            return real(indptr, indices, bounds, limit)
+        except _supernodal.FactorTooLarge as err:
+            seen.append(err.entries)
+            raise
+
+    monkeypatch.setattr(_supernodal, "block_structures", spy)
+    with pytest.raises(MemoryEstimateError, match=r"ordering 'natural'.*at least .*auto"):
+        SparseCholesky(arrow(20_000), ordering="natural")
+    assert seen and seen[0] <= 20 * 2**20 / 16 + 20_000   # stopped at the budget
+    # the good ordering of the same matrix fits
+    assert SparseCholesky(arrow(20_000)).nnz_factor < 10 * 20_000
+
+
+def test_factor_plus_selected_inverse_over_budget_is_refused(monkeypatch):
+    """A 3,000-vertex arrow, natural order: one 3,000 x 3,000 panel (72 MB); the factor and
+    selected-inverse buffers (144 MB) fit in 180 MiB, not with the inverse's dense temporary
+    (72 MB more): refused after the analysis, before any allocation of that size."""
+    from corrpriors._memory import MemoryEstimateError
+
+    monkeypatch.setenv("CORRPRIORS_MEMORY_LIMIT", "180M")
+    with pytest.raises(MemoryEstimateError, match=r"9,000,000 entries\) and its selected inverse"):
+        SparseCholesky(arrow(3000), ordering="natural")
+    monkeypatch.setenv("CORRPRIORS_MEMORY_LIMIT", "300M")
+    assert SparseCholesky(arrow(3000), ordering="natural").memory_bytes <= 300 * 2**20
+
+
+def grid_laplacian(k: int) -> sp.csr_array:
+    t = sp.diags_array([-1.0, 2.0, -1.0], offsets=[-1, 0, 1], shape=(k, k))
+    eye = sp.eye_array(k)
+    return sp.csr_array(sp.kron(t, eye) + sp.kron(eye, t) + 0.1 * sp.eye_array(k * k))
+
+
+@pytest.mark.parametrize("case", ["grid", "grid-natural", "arrow", "random"])
+def test_memory_estimate_bounds_what_is_allocated(case):
+    """Everything numpy allocates (tracemalloc) for the analysis, a factorisation, the
+    selected inverse and a draw stays under ``memory_bytes``."""
+    import tracemalloc
+
+    if case == "random":
+        m = sp.random_array((600, 600), density=0.005, random_state=2)
+        a, order = sp.csr_array(m + m.T + 10 * sp.eye_array(600)), "auto"
+    else:
+        a = arrow(500) if case == "arrow" else grid_laplacian(40)
+        order = "auto" if case == "grid" else "natural"
+    tracemalloc.start()
+    try:
+        chol = SparseCholesky(a, ordering=order)
+        f = chol.factorize(a, scale=0.5, diagonal=np.ones(a.shape[0]))
+        f.inverse_diagonal()
+        f.trace_inverse_product(a)
+        f.sample(np.ones(a.shape[0]))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak <= chol.memory_bytes <= 4 * peak

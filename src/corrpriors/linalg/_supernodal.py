@@ -106,8 +106,16 @@ class Symbolic:
         return float(np.sum(n ** 3 / 3 + n ** 2 * r + n * r ** 2))
 
 
-def block_structures(indptr: np.ndarray, indices: np.ndarray, bounds: np.ndarray
-                     ) -> tuple[list, np.ndarray]:
+class FactorTooLarge(Exception):
+    """Internal signal: the factor has more than the allowed ``entries`` (analysis stopped)."""
+
+    def __init__(self, entries: int):
+        super().__init__(entries)
+        self.entries = entries
+
+
+def block_structures(indptr: np.ndarray, indices: np.ndarray, bounds: np.ndarray,
+                     limit: float | None = None) -> tuple[list, np.ndarray]:
     """Row structure and parent of each column block (block symbolic factorisation).
 
     Parameters
@@ -116,6 +124,11 @@ def block_structures(indptr: np.ndarray, indices: np.ndarray, bounds: np.ndarray
         Lower triangle (rows >= column, diagonal included) of the permuted pattern in
         compressed-column form with sorted rows.
     bounds : ndarray of shape (n_blocks + 1,)
+    limit : float, optional
+        Stop with :class:`FactorTooLarge` as soon as the panels found so far hold more than
+        this many entries (``sum (n_b + r_b) n_b``, a lower bound of the factor's buffer; with
+        one column per block, the entries of ``L``): a factor too large for memory is
+        refused after about ``limit`` steps of work instead of O(nnz(L)).
 
     Returns
     -------
@@ -128,13 +141,18 @@ def block_structures(indptr: np.ndarray, indices: np.ndarray, bounds: np.ndarray
     pending: list[list[np.ndarray]] = [[] for _ in range(n_blocks)]
     struct: list[np.ndarray] = []
     parent = np.full(n_blocks, -1, dtype=np.int64)
+    edges = bounds.tolist()
+    entries, cap = 0, float("inf") if limit is None else limit
     for b in range(n_blocks):
-        start, end = bounds[b], bounds[b + 1]
+        start, end = edges[b], edges[b + 1]
         rows = indices[indptr[start]:indptr[end]]
         pieces = [rows[rows >= end]] + pending[b]
         pending[b] = []
         s = np.unique(np.concatenate(pieces)) if len(pieces) > 1 else np.unique(pieces[0])
         struct.append(s)
+        entries += (end - start) * (end - start + s.size)
+        if entries > cap:
+            raise FactorTooLarge(entries)
         if s.size:
             p = block_of[s[0]]
             parent[b] = p
@@ -176,7 +194,7 @@ def _relaxed(width: int, zeros: float) -> bool:
     return any(width <= cap and zeros <= share for cap, share in _RELAX)
 
 
-def relaxed_supernodes(indptr: np.ndarray, indices: np.ndarray
+def relaxed_supernodes(indptr: np.ndarray, indices: np.ndarray, limit: float | None = None
                        ) -> tuple[np.ndarray, np.ndarray]:
     """Supernodes of an arbitrary ordering: column etree, relaxed merging, re-ordering.
 
@@ -190,6 +208,9 @@ def relaxed_supernodes(indptr: np.ndarray, indices: np.ndarray
     ----------
     indptr, indices : ndarray
         Lower triangle of the permuted pattern (compressed columns, diagonal included).
+    limit : float, optional
+        Largest number of entries of ``L`` (else :class:`FactorTooLarge`, see
+        :func:`block_structures`).
 
     Returns
     -------
@@ -198,7 +219,7 @@ def relaxed_supernodes(indptr: np.ndarray, indices: np.ndarray
     bounds : ndarray of shape (n_groups + 1,)
     """
     n = indptr.size - 1
-    struct, parent = block_structures(indptr, indices, np.arange(n + 1, dtype=np.int64))
+    struct, parent = block_structures(indptr, indices, np.arange(n + 1, dtype=np.int64), limit)
     below = np.array([s.size for s in struct], dtype=np.int64)
     width = np.ones(n, dtype=np.int64)
     true_nz = 1 + below
@@ -226,7 +247,8 @@ def relaxed_supernodes(indptr: np.ndarray, indices: np.ndarray
     return order.astype(np.int64), bounds
 
 
-def analyse(indptr: np.ndarray, indices: np.ndarray, bounds: np.ndarray) -> Symbolic:
+def analyse(indptr: np.ndarray, indices: np.ndarray, bounds: np.ndarray, *,
+            limit: float | None = None, maps: bool = True) -> Symbolic:
     """Symbolic factorisation: supernodes, their structures, extend-add maps, panel layout.
 
     Parameters
@@ -237,17 +259,23 @@ def analyse(indptr: np.ndarray, indices: np.ndarray, bounds: np.ndarray) -> Symb
     bounds : ndarray of shape (n_blocks + 1,)
         Initial column blocks (nested dissection's separators and leaves, or
         ``relaxed_supernodes``); contiguous blocks are then amalgamated (``amalgamate``).
+    limit : float, optional
+        Largest factor buffer in entries (else :class:`FactorTooLarge`, see
+        :func:`block_structures`).
+    maps : bool, default=True
+        Build the extend-add and gather maps (else :func:`with_maps` builds them later:
+        they hold about as many integers as the factor has entries).
 
     Returns
     -------
     Symbolic
     """
     n = indptr.size - 1
-    struct, parent = block_structures(indptr, indices, bounds)
+    struct, parent = block_structures(indptr, indices, bounds, limit)
     merged = amalgamate(bounds, struct, parent)
     if merged.size != bounds.size:
         bounds = merged
-        struct, parent = block_structures(indptr, indices, bounds)
+        struct, parent = block_structures(indptr, indices, bounds, limit)
     width = np.diff(bounds)
     below = np.array([s.size for s in struct], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum((width + below) * width)]).astype(np.int64)
@@ -269,10 +297,73 @@ def analyse(indptr: np.ndarray, indices: np.ndarray, bounds: np.ndarray) -> Symb
     cols = np.arange(n)
     local = cols - bounds[block_of]
     diag = offsets[block_of] + local * width[block_of] + local
-    panel_map, update_map, gather_map = _extend_add_maps(offsets, width, below, parent, rel,
-                                                         split)
-    return Symbolic(n, bounds.astype(np.int64), struct, parent, children, rel, split,
-                    offsets, diag.astype(np.int64), panel_map, update_map, gather_map)
+    sym = Symbolic(n, bounds.astype(np.int64), struct, parent, children, rel, split, offsets,
+                   diag.astype(np.int64))
+    return with_maps(sym) if maps else sym
+
+
+def with_maps(sym: Symbolic) -> Symbolic:
+    """``sym`` with its extend-add and gather maps (built once; ``sym`` if it has them)."""
+    if sym.panel_map or not sym.n_blocks:
+        return sym
+    below = np.array([s.size for s in sym.struct], dtype=np.int64)
+    panel_map, update_map, gather_map = _extend_add_maps(
+        sym.offsets, np.diff(sym.bounds), below, sym.parent, sym.rel, sym.split)
+    return dataclasses.replace(sym, panel_map=panel_map, update_map=update_map,
+                               gather_map=gather_map)
+
+
+def memory_bytes(sym: Symbolic, pattern_entries: int) -> float:
+    """Upper bound of the bytes allocated from here on: the maps (:func:`with_maps`), one
+    numeric factorisation and its selected inverse.
+
+    Counted: the factor and selected-inverse buffers (``sym.size`` float64 each), the maps
+    (intp) and the largest block's temporaries while they are built, the update matrices
+    alive at once during :func:`factorize` and the fronts alive at once during
+    :func:`selected_inverse` (both found by replaying the block order), each block's dense
+    temporaries, and ``12 * pattern_entries`` words for the copies of the matrix's values.
+    Not counted: right-hand sides, and the index arrays of ``lower_entries`` (``L``,
+    ``selected_inverse()``), which the CAVI does not use.
+    """
+    width = np.diff(sym.bounds).astype(float)
+    r = np.array([s.size for s in sym.struct], dtype=float)
+    k = sym.split.astype(float)
+    child = sym.parent >= 0
+    e_panel = k * r - k * (k - 1) / 2
+    e_update = (r - k) * (r - k + 1) / 2
+    maps = float(np.sum(np.where(child, 2 * e_panel + 2 * e_update + r * r, 0.0)))
+    build = 10.0 * float(np.max(np.where(child, r * r + r, 0.0), initial=0.0))
+    words = (2.0 * sym.size + maps + build + _peak_updates(sym, r) + _peak_fronts(sym, width, r)
+             + 12.0 * pattern_entries + 4.0 * float(np.sum(r)) + 8.0 * sym.n)
+    return 8.0 * words
+
+
+def _peak_updates(sym: Symbolic, r: np.ndarray) -> float:
+    """Most update-matrix entries alive at once in :func:`factorize` (children's updates are
+    held until the parent's own update exists), plus one extend-add temporary.
+    """
+    held = np.where((sym.parent >= 0) & (r > 0), r * r, 0.0)
+    freed = np.zeros(sym.n_blocks)
+    np.add.at(freed, sym.parent[sym.parent >= 0], held[sym.parent >= 0])
+    live = np.cumsum(held - freed) + freed
+    return float(np.max(live, initial=0.0) + np.max(held, initial=0.0))
+
+
+def _peak_fronts(sym: Symbolic, width: np.ndarray, r: np.ndarray) -> float:
+    """Most entries alive at once in :func:`selected_inverse`: the fronts of blocks whose
+    children are not all done, plus one block's front and temporaries (S_RR, Y^T, S_JJ).
+    """
+    has_children = np.array([bool(c) for c in sym.children])
+    front = np.where(has_children, (width + r) ** 2, 0.0)
+    first_child = np.full(sym.n_blocks, sym.n_blocks, dtype=np.int64)
+    kids = np.flatnonzero(sym.parent >= 0)
+    np.minimum.at(first_child, sym.parent[kids], kids)
+    freed = np.zeros(sym.n_blocks + 1)
+    np.add.at(freed, first_child, front)   # freed after the gather of the first child
+    created_after = front.sum() - np.cumsum(front)          # fronts of blocks > b
+    freed_after = freed.sum() - np.cumsum(freed)[:-1]       # ... freed at blocks > b
+    step = front + r * r + width * r + width * width + width
+    return float(np.max(created_after - freed_after + step, initial=0.0))
 
 
 def _extend_add_maps(offsets: np.ndarray, width: np.ndarray, below: np.ndarray,

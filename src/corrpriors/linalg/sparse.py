@@ -67,6 +67,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from .._memory import MemoryEstimateError, check_memory, memory_budget
 from .._threads import blas_threads
 from .._validation import as_real_array, check_real
 from . import _supernodal
@@ -145,6 +146,14 @@ def _check_finite_sum(values: np.ndarray, scale: float) -> None:
                          f"(scale = {scale:.3g}); rescale A or scale")
 
 
+def _advice(ordering: Any) -> str:
+    """What to do instead of a factor too large for memory."""
+    if isinstance(ordering, str) and ordering == "auto":
+        return "use a smaller or sparser precision (fewer states or long-range neighbours)"
+    return ("use a fill-reducing ordering (ordering='auto', the default) or a smaller or "
+            "sparser precision")
+
+
 class SparseCholesky:
     """Ordering and symbolic factorisation of a symmetric sparsity pattern, done once.
 
@@ -183,6 +192,17 @@ class SparseCholesky:
     n_supernodes : int
     flops : float
         Floating-point operations of one numeric factorisation.
+    memory_bytes : float
+        Upper bound of the bytes one factorisation and its selected inverse allocate (with
+        the analysis' maps); compared with the process's memory budget
+        (``corrpriors._memory.memory_budget``) before anything of that size is allocated.
+
+    Raises
+    ------
+    corrpriors._memory.MemoryEstimateError
+        The factor in this ordering (with its selected inverse) would not fit in memory. The
+        symbolic analysis stops as soon as the factor alone exceeds the budget, so a hopeless
+        ordering (a dense factor of a large sparse matrix) is refused quickly.
 
     Notes
     -----
@@ -209,25 +229,59 @@ class SparseCholesky:
         if isinstance(ordering, str) and ordering not in ("auto",) + ORDERINGS:
             raise ValueError(f"ordering: expected one of {('auto',) + ORDERINGS} or a "
                              f"permutation array, got {ordering!r}")
-        if isinstance(ordering, str) and ordering == "auto":
-            candidates = [self._analyse(structure, name, int(leaf_size))
-                          for name in ("nested_dissection", "mmd")]
-            chosen = min(candidates, key=lambda c: c[2].flops())
-        else:
-            chosen = self._analyse(structure, ordering, int(leaf_size))
-        self.perm, self._lower, self._symbolic, prow, pcol = chosen
+        self.perm, self._lower, sym, prow, pcol, self.memory_bytes = \
+            self._choose(structure, ordering, int(leaf_size))
+        check_memory(self.memory_bytes, self._what(ordering, f"the Cholesky factor "
+                     f"({sym.size:,} entries) and its selected inverse"), _advice(ordering))
+        self._symbolic = _supernodal.with_maps(sym)
         self._position = _supernodal.positions(self._symbolic, np.maximum(prow, pcol),
                                                np.minimum(prow, pcol))
         self._lower_slots: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
-    def _analyse(self, structure: sp.csr_array, ordering: Any, leaf_size: int) -> tuple:
-        """Ordering, then symbolic factorisation: (perm, lower, symbolic, prow, pcol)."""
+    def _choose(self, structure: sp.csr_array, ordering: Any, leaf_size: int) -> tuple:
+        """The analysis of ``ordering`` (for ``"auto"``, of the candidate with fewer flops
+        among those that fit): (perm, lower, symbolic, prow, pcol, memory_bytes).
+
+        An analysis is stopped as soon as the factor and selected-inverse buffers alone (8
+        bytes per factor entry each, part of ``memory_bytes``) exceed the memory budget: the
+        symbolic work grows with the factor (O(C^2) for a dense one). If every candidate
+        stops, :class:`~corrpriors._memory.MemoryEstimateError`.
+        """
+        auto = isinstance(ordering, str) and ordering == "auto"
+        budget = float(memory_budget()[0])
+        candidates, stopped = [], []
+        for name in ("nested_dissection", "mmd") if auto else (ordering,):
+            try:
+                found = self._analyse(structure, name, leaf_size, budget / 16.0)
+            except _supernodal.FactorTooLarge as err:
+                stopped.append(int(err.entries))
+                continue
+            candidates.append(found + (_supernodal.memory_bytes(found[2], self.nnz_pattern),))
+        if not candidates:
+            what = self._what(ordering, f"the Cholesky factor and its selected inverse (at "
+                              f"least {min(stopped):,} entries each: the symbolic analysis "
+                              "stopped there)")
+            check_memory(16.0 * min(stopped), what, _advice(ordering))
+            raise MemoryEstimateError(what)   # (check_memory raised: 16 * entries > budget)
+        return min(candidates, key=lambda c: (c[5] > budget, c[2].flops()))
+
+    def _what(self, ordering: Any, thing: str) -> str:
+        name = repr(ordering) if isinstance(ordering, str) else "given as an array"
+        return f"SparseCholesky (C = {self.n:,}, ordering {name}): {thing}"
+
+    def _analyse(self, structure: sp.csr_array, ordering: Any, leaf_size: int,
+                 limit: float) -> tuple:
+        """Ordering, then symbolic factorisation without the maps: (perm, lower, symbolic,
+        prow, pcol); :class:`_supernodal.FactorTooLarge` past ``limit`` factor entries.
+        """
         perm, bounds = self._ordering(structure, ordering, leaf_size)
         if bounds is None:  # a column ordering: find its supernodes, made contiguous
-            order, bounds = _supernodal.relaxed_supernodes(*self._permuted_lower(perm)[:2])
+            indptr, lo_rows = self._permuted_lower(perm)[:2]
+            order, bounds = _supernodal.relaxed_supernodes(indptr, lo_rows, limit)
             perm = perm[order]
         indptr, lo_rows, prow, pcol, lower = self._permuted_lower(perm)
-        return perm, lower, _supernodal.analyse(indptr, lo_rows, bounds), prow, pcol
+        symbolic = _supernodal.analyse(indptr, lo_rows, bounds, limit=limit, maps=False)
+        return perm, lower, symbolic, prow, pcol
 
     def _permuted_lower(self, perm: np.ndarray) -> tuple[np.ndarray, ...]:
         """Permuted pattern: lower-triangle CSC (indptr, rows), every entry's permuted row

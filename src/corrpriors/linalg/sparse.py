@@ -475,32 +475,45 @@ class SparseCholesky:
         prepared = A if isinstance(A, PreparedMatrix) else None
         if prepared is not None and prepared.analysis is not self:
             raise ValueError("A: a PreparedMatrix of another analysis")
+        values: Any
         if prepared is None:
-            vals = self.values(A, "A")
-            with np.errstate(over="ignore"):
-                vals = vals * scale if scale != 1.0 else vals.copy()
-                if d is not None:
-                    vals[self._diag] += d
-            _check_finite_sum(vals, scale)
-            buffer = np.zeros(self._symbolic.size) if workspace is None \
-                else workspace.acquire(zero=True)
-            buffer[self._position[self._lower]] = vals[self._lower]
-            values: Any = vals
+            buffer, values = self._load(A, scale, d, workspace)
         else:
-            buffer = np.empty(self._symbolic.size) if workspace is None \
-                else workspace.acquire(zero=False)
-            with np.errstate(over="ignore"):
-                if scale != 1.0:
-                    np.multiply(prepared.lower, scale, out=buffer)
-                else:
-                    buffer[:] = prepared.lower
-                if d is not None:
-                    buffer[self._symbolic.diag] += d[self.perm]
-            bound = scale * prepared.max_abs + (float(np.max(np.abs(d))) if d is not None else 0.0)
-            if not np.isfinite(bound):   # only then look at every entry
-                _check_finite_sum(buffer, scale)
-            values = (prepared, scale, d)
+            buffer, values = self._load_prepared(prepared, scale, d, workspace)
         return self._factorize_buffer(buffer, values, workspace)
+
+    def _load(self, A: Any, scale: float, d: np.ndarray | None,
+              workspace: FactorWorkspace | None) -> tuple[np.ndarray, np.ndarray]:
+        """Validate ``A``; the factor buffer holding the lower triangle of ``scale * A +
+        diag(d)``, and that matrix's values on the pattern.
+        """
+        vals = self.values(A, "A")
+        with np.errstate(over="ignore"):
+            vals = vals * scale if scale != 1.0 else vals.copy()
+            if d is not None:
+                vals[self._diag] += d
+        _check_finite_sum(vals, scale)
+        buffer = np.zeros(self._symbolic.size) if workspace is None \
+            else workspace.acquire(zero=True)
+        buffer[self._position[self._lower]] = vals[self._lower]
+        return buffer, vals
+
+    def _load_prepared(self, prepared: PreparedMatrix, scale: float, d: np.ndarray | None,
+                       workspace: FactorWorkspace | None) -> tuple[np.ndarray, tuple]:
+        """The factor buffer of ``scale * prepared + diag(d)`` (no validation, no scatter)."""
+        buffer = np.empty(self._symbolic.size) if workspace is None \
+            else workspace.acquire(zero=False)
+        with np.errstate(over="ignore"):
+            if scale != 1.0:
+                np.multiply(prepared.lower, scale, out=buffer)
+            else:
+                buffer[:] = prepared.lower
+            if d is not None:
+                buffer[self._symbolic.diag] += d[self.perm]
+        bound = scale * prepared.max_abs + (float(np.max(np.abs(d))) if d is not None else 0.0)
+        if not np.isfinite(bound):   # only then look at every entry
+            _check_finite_sum(buffer, scale)
+        return buffer, (prepared, scale, d)
 
     def _factorize_buffer(self, buffer: np.ndarray, values: Any,
                           workspace: FactorWorkspace | None) -> CholeskyFactor:

@@ -441,3 +441,26 @@ def test_full_scale_status_names_the_experiments_own_defaults():
     record.status = "paper-scale"          # the paper's experiments (and older records) keep their wording
     assert "Verdicts at paper scale (20 seeds, the paper's settings)" in html.unescape(
         "".join(map(str, report._claims(record))))
+
+
+def test_figures_of_indicative_runs_say_so_in_their_title():
+    """A quick run's figures carry "indicative" in their title, as its terminal summary and
+    report do; a full-scale run's figures are left as drawn."""
+    from corrpriors.plotting._common import new_figure
+    from corrpriors.runner._run import _mark_figures
+    from corrpriors.runner.protocol import FigureSpec
+
+    titled, plain = new_figure((4, 3)), new_figure((4, 3))
+    titled.suptitle("Tunnel world: 2 seeds, mean")
+    specs = [FigureSpec("a", titled, "c"), FigureSpec("b", plain, "c")]
+    _mark_figures(specs, "indicative (2 seeds, quick settings; see README)", "quick", 2)
+    assert titled.get_suptitle() == "Tunnel world: 2 seeds, mean\nquick settings, 2 seeds: indicative only"
+    assert plain.get_suptitle() == "quick settings, 2 seeds: indicative only"
+    full = new_figure((4, 3))
+    full.suptitle("Tunnel world: 20 seeds, mean")
+    _mark_figures([FigureSpec("c", full, "c")], "paper-scale", "paper", 20)
+    _mark_figures([FigureSpec("c", full, "c")], "full-scale (default settings)", "default", 20)
+    assert full.get_suptitle() == "Tunnel world: 20 seeds, mean"
+    one = new_figure((4, 3))
+    _mark_figures([FigureSpec("d", one, "c")], "indicative (1 seed, ...)", "paper", 1)
+    assert one.get_suptitle() == "paper settings, 1 seed: indicative only"

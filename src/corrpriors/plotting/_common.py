@@ -121,6 +121,19 @@ def new_figure(size: tuple[float, float]) -> Any:
     return Figure(figsize=size, layout=fitted_layout())
 
 
+def mark_indicative(fig: Any, note: str) -> None:
+    """Add ``note`` as the last line of ``fig``'s figure title (its own title if it has none).
+
+    What a reader must know before trusting the figure -- that it comes from quick settings or
+    a few seeds -- stays with the image, whatever the file is copied next to.
+    """
+    title = getattr(fig, "_suptitle", None)   # matplotlib keeps the Text of suptitle() there
+    if title is not None and title.get_text():
+        title.set_text(f"{title.get_text()}\n{note}")
+    else:
+        fig.suptitle(note, fontsize="medium")
+
+
 #: Words of a label: a ``$...$`` formula and a short parenthesised group (``P(s' | s, a)``, ``(the
 #: paper's)``; spaces inside) stay one word with what they touch.
 _WORD = re.compile(r"\S*\$[^$]*\$\S*|[^\s(]*\([^()]{1,24}\)\S*|\S+")

@@ -675,6 +675,19 @@ def curve_labels(experiment: Any, metric: str) -> dict:
     }
 
 
+def _mark_figures(specs: Sequence[FigureSpec], status: str, settings: str, n_seeds: int) -> None:
+    """Say in every figure's title that a run's results are indicative (quick or custom settings,
+    or fewer seeds than the full run), as its terminal summary and report already do.
+    """
+    if _config.is_full_scale(status):
+        return
+    from ..plotting._common import mark_indicative
+
+    note = f"{settings} settings, {n_seeds} seed{'s' if n_seeds != 1 else ''}: indicative only"
+    for spec in specs:
+        mark_indicative(spec.figure, note)
+
+
 def _save_figures(specs: Sequence[FigureSpec], run_dir: pathlib.Path) -> list[SavedFigure]:
     from ..plotting._common import save_figure
 
@@ -1064,6 +1077,8 @@ def _finish(plan: _Plan, seed_dir: pathlib.Path, computed: list[int], skipped: l
             figures_fn = getattr(exp, "figures", None)
             specs = (figures_fn(plan.config, results, summary) if figures_fn is not None
                      else default_figures(exp, summary))
+    status = claims_status(exp, plan.settings, len(plan.seeds))
+    _mark_figures(specs, status, plan.settings, len(plan.seeds))
     all_warnings = [w for st in stored.values() for w in st.meta.get("warnings", [])] + _collect(caught)
     by_category: dict[str, int] = {}
     for w in all_warnings:
@@ -1075,7 +1090,7 @@ def _finish(plan: _Plan, seed_dir: pathlib.Path, computed: list[int], skipped: l
         "folder": plan.run_dir.name,
         "overrides": _io.to_jsonable(plan.overrides),
         "resolved": _resolved(plan.config_json, summary["config"]),
-        "claims": claims_status(exp, plan.settings, len(plan.seeds)),
+        "claims": status,
         "warnings": {"count": int(sum(by_category.values())), "by_category": by_category, "log": log_path.name},
         "figures": [{"files": [f"{spec.name}.png", f"{spec.name}.pdf"], "caption": spec.caption} for spec in specs],
     }

@@ -109,9 +109,10 @@ def test_task_kernels_refuse_huge_sizes_before_allocating():
 
 
 def test_kronecker_product_memory_checked(monkeypatch):
+    state_precision = grid_precision((30, 30), kappa=1)   # before the limit: it factorises itself
     monkeypatch.setenv("CORRPRIORS_MEMORY_LIMIT", "1M")
     with pytest.raises(MemoryEstimateError, match="task_correlation, state_precision: the Kronecker product"):
-        kronecker_precision(np.eye(100), grid_precision((30, 30), kappa=1))
+        kronecker_precision(np.eye(100), state_precision)
     assert kronecker_precision(np.eye(2), grid_precision((3, 3), kappa=1)).shape == (18, 18)
 
 

@@ -199,13 +199,17 @@ def make_random_frozen_lake(size: int = 8, p: float = 0.8, map_seed: int = 0,
     return FrozenLakeEnv(desc=desc, **kwargs)
 
 
+#: Bytes per listed entry of Gymnasium's own toy-text table ``P[s][a]`` (Python lists of tuples of
+#: Python numbers), alive while a seed holds the environment.
+ENV_TABLE_BYTES_PER_ENTRY = 300.0
+
+
 def _check_lake_memory(size: int, slippery: bool) -> None:
     """Refuse a map whose Gymnasium table ``P[s][a]`` (built by FrozenLakeEnv's constructor, about
-    :data:`~corrpriors.experiments._gym_memory.ENV_TABLE_BYTES_PER_ENTRY` per entry: 3 per (s, a)
+    :data:`ENV_TABLE_BYTES_PER_ENTRY` per entry: 3 per (s, a)
     when slippery, else 1) cannot fit, before it is built (a ``MemoryEstimateError`` naming ``size``).
     """
     from .._memory import check_memory
-    from ..experiments._gym_memory import ENV_TABLE_BYTES_PER_ENTRY
 
     entries = size * size * 4 * (3 if slippery else 1)
     check_memory(ENV_TABLE_BYTES_PER_ENTRY * entries,

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from .._memory import check_memory, format_bytes
+from ..envs.gym import ENV_TABLE_BYTES_PER_ENTRY
 
 #: Dense (S, A, S) float64 tables alive at once while the adapter reads a toy-text table densely
 #: (P, the summed rewards, r and the fill-in temporaries; the two boolean tables count as a quarter).
@@ -29,9 +30,6 @@ LOAD_TABLES = 5.0
 #: table sparsely (Python lists of the entries, then the sorted arrays; measured 205-210 on 10^4
 #: and 4 x 10^4 states, about 52 kept).
 SPARSE_LOAD_BYTES_PER_ENTRY = 256.0
-#: Bytes per listed entry of Gymnasium's own toy-text table ``P[s][a]`` (Python lists of tuples of
-#: Python numbers), alive while a seed holds the environment.
-ENV_TABLE_BYTES_PER_ENTRY = 300.0
 #: Dense (S, A, S) tables alive at once while a seed holds the model and fits a belief with dense
 #: storage (counts, the posterior mean, the Hellinger distance's temporaries).
 RUN_TABLES = 6.0

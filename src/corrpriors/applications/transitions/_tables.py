@@ -28,6 +28,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from ..._typing import FloatArray, IntArray
+from ..._validation import check_index_array
 from ...mdp.metrics import operator_hellinger
 
 __all__ = ["BackgroundTransitions"]
@@ -138,7 +139,7 @@ class BackgroundTransitions:
         BackgroundTransitions
             With ``n_actions = 1`` (:math:`P_\pi`).
         """
-        act = np.asarray(actions, dtype=np.int64)
+        act = check_index_array(actions, "actions", self.n_actions, "A")
         if act.shape != (self.n_states,):
             raise ValueError(f"actions: expected shape (S,) = ({self.n_states},), got {act.shape}")
         rows = np.arange(self.n_states) * self.n_actions + act
@@ -186,8 +187,8 @@ class BackgroundTransitions:
         -------
         ndarray of shape (E,)
         """
-        r = np.asarray(rows, dtype=np.int64).ravel()
-        c = np.asarray(cols, dtype=np.int64).ravel()
+        r = check_index_array(rows, "rows", self.n_states * self.n_actions, "S A").ravel()
+        c = check_index_array(cols, "cols", self.n_states, "S").ravel()
         out = np.asarray(self.table[r, c]).ravel().astype(np.float64)
         if self.profiles.shape[0]:
             s = r // self.n_actions
@@ -247,8 +248,10 @@ class BackgroundTransitions:
         -------
         ndarray of shape (T,)
         """
-        s = np.atleast_1d(np.asarray(states, dtype=np.int64))
-        a = np.atleast_1d(np.asarray(actions, dtype=np.int64))
+        s = np.atleast_1d(check_index_array(states, "states", self.n_states, "S"))
+        a = np.atleast_1d(check_index_array(actions, "actions", self.n_actions, "A"))
+        if s.shape != a.shape or s.ndim != 1:
+            raise ValueError(f"states, actions: expected equal 1-D shapes, got {s.shape} and {a.shape}")
         rows = s * self.n_actions + a
         out = np.empty(rows.size, dtype=np.int64)
         t = self.table

@@ -83,6 +83,7 @@ from scipy.special import betaln, digamma, gammaln, logsumexp
 
 from ..._random import as_generator, sample_dirichlet
 from ..._typing import FloatArray, IntArray, SeedLike
+from ..._validation import check_int
 from ._hellinger import dirichlet_sqrt_mean
 from ._support import (
     SupportFit,
@@ -792,8 +793,7 @@ class _Layer:
     def build(cls, concentration: Any, prior: Any, rounds: Any, n_states: int,
               n_actions: int, distinct: Any = None, support: Any = None) -> _Layer | None:
         """Validate the belief's layer arguments; None when there is no layer."""
-        if isinstance(rounds, bool) or int(rounds) != rounds or rounds < 1:
-            raise ValueError(f"layer_rounds: expected a positive int, got {rounds!r}")
+        rounds = check_int(rounds, "layer_rounds", 1)
         if concentration is None:
             lattice = np.array([np.inf])
         elif isinstance(concentration, str):

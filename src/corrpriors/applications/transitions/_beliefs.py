@@ -7,10 +7,11 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import scipy.sparse as sp
 
+from ..._memory import check_memory
 from ..._random import as_generator, sample_dirichlet
 from ..._special import log_half_gamma_ratio
 from ..._typing import FloatArray, IntArray, SeedLike
-from ..._validation import check_array, check_counts, check_int, check_positive, check_shape, check_simplex
+from ..._validation import check_array, check_counts, check_int, check_real, check_shape, check_simplex
 from ...mdp._sparse import check_cell_keys, sparse_rows
 from ._hellinger import dirichlet_sqrt_mean, from_sqrt_mean
 
@@ -55,6 +56,15 @@ class TransitionBelief(Protocol):
 SPARSE_FROM_STATES = 2000
 
 
+def check_dense_memory(arrays: float, n_states: int, n_actions: int, what: str,
+                       alternative: str = "pass sparse=True (or sparse=None) to store the counts "
+                                          "sparsely") -> None:
+    """Refuse ``arrays`` dense (S, A, S) float64 arrays that cannot fit, before they exist."""
+    check_memory(8.0 * arrays * n_states * n_actions * n_states,
+                 f"{what}: {arrays:,g} dense (S, A, S) float64 arrays of {n_states:,} states x "
+                 f"{n_actions} actions", alternative)
+
+
 def _resolve_sparse(sparse: Any, n_states: int) -> bool:
     if sparse is None:
         return n_states >= SPARSE_FROM_STATES
@@ -73,18 +83,17 @@ class _TransitionBelief:
     """
 
     def __init__(self, n_states: int, n_actions: int, sparse: bool | None = False) -> None:
-        if int(n_states) != n_states or n_states < 1:
-            raise ValueError(f"n_states: expected a positive int, got {n_states}")
-        if int(n_actions) != n_actions or n_actions < 1:
-            raise ValueError(f"n_actions: expected a positive int, got {n_actions}")
+        n_states = check_int(n_states, "n_states", 1)
+        n_actions = check_int(n_actions, "n_actions", 1)
         check_cell_keys(n_states, n_actions)
-        self.n_states = int(n_states)
-        self.n_actions = int(n_actions)
+        self.n_states = n_states
+        self.n_actions = n_actions
         self.sparse = _resolve_sparse(sparse, self.n_states)
         if self.sparse:
             self._keys = np.zeros(0, dtype=np.int64)
             self._vals = np.zeros(0)
         else:
+            check_dense_memory(1, n_states, n_actions, f"{type(self).__name__}(sparse=False)")
             self._counts = np.zeros((self.n_states, self.n_actions, self.n_states))
         self._version = 0   # bumped whenever the data change
         self._action_versions = np.zeros(self.n_actions, dtype=np.int64)   # ... per action
@@ -177,7 +186,7 @@ class _TransitionBelief:
         S, A = self.n_states, self.n_actions
         if sp.issparse(counts):
             coo = sparse_rows(counts, S, A, "counts")
-            vals = check_counts(coo.data.astype(np.float64), "counts", min_categories=1, ndim=1)
+            vals = check_counts(coo.data, "counts", min_categories=1, ndim=1)   # (booleans refused)
             keep = vals > 0
             s, a = np.divmod(coo.row[keep].astype(np.int64), A)
             keys, vals = (a * S + s) * S + coo.col[keep], vals[keep]
@@ -217,6 +226,11 @@ class _TransitionBelief:
 _MAX_ROW_TOTAL = 1e300
 
 
+#: What to do instead of dense draws that cannot fit.
+DRAWS_ADVICE = ("draw fewer at once (smaller n), or use sparse storage (sparse=True), whose draws "
+                "are sparse tables")
+
+
 def _check_n(n: Any) -> int:
     """The number of draws ``n`` as a positive int (NaN, infinities, fractions, bools and
     non-numbers refused with a ``ValueError`` naming ``n``).
@@ -246,7 +260,7 @@ class DirichletTransitionModel(_TransitionBelief):
     def __init__(self, n_states: int, n_actions: int, alpha: float = 1.0, *,
                  sparse: bool | None = None) -> None:
         super().__init__(n_states, n_actions, sparse)
-        self.alpha = check_positive(alpha, "alpha")
+        self.alpha = check_real(alpha, "alpha", 0.0, closed="right", expected="a finite positive number")
         if not self.alpha * self.n_states <= _MAX_ROW_TOTAL:
             raise ValueError(f"alpha: expected alpha * S <= {_MAX_ROW_TOTAL:g} so that the rows of the belief sum "
                              f"to a finite number, got alpha = {self.alpha:g} with S = {self.n_states}")
@@ -316,7 +330,9 @@ class DirichletTransitionModel(_TransitionBelief):
         the states is replaced by its mean (uniform): the (S, A, S) draw is never formed.
         """
         n = _check_n(n)
-        if not self.sparse:
+        if not self.sparse:   # the concentrations, the Gamma draws, their logs and the draws
+            check_dense_memory(3 * n + 2, self.n_states, self.n_actions, f"sample_many({n})",
+                               DRAWS_ADVICE)
             return sample_dirichlet(self._counts + self.alpha, n, rng=rng)
         gen = as_generator(rng)
         counts = self.counts
@@ -360,4 +376,7 @@ class KnownTransitionModel(_TransitionBelief):
 
     def sample_many(self, n: int, *, rng: SeedLike) -> FloatArray:
         """``n`` copies of the true model, ndarray of shape (n, S, A, S)."""
-        return np.broadcast_to(self._P, (_check_n(n),) + self._P.shape).copy()
+        n = _check_n(n)
+        check_dense_memory(n, self.n_states, self.n_actions, f"sample_many({n})",
+                           "draw fewer at once (smaller n)")
+        return np.broadcast_to(self._P, (n,) + self._P.shape).copy()

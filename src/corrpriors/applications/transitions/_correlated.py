@@ -10,10 +10,10 @@ import numpy as np
 
 from ..._random import as_generator
 from ..._typing import FloatArray, SeedLike
-from ..._validation import check_array, check_int, check_positive, check_shape
+from ..._validation import check_array, check_index_array, check_int, check_positive, check_shape
 from ...core.stick_breaking import psi_to_pi
 from ...mdp.tabular import check_boundary
-from ._beliefs import _check_n, _resolve_sparse, _TransitionBelief
+from ._beliefs import DRAWS_ADVICE, _check_n, _resolve_sparse, _TransitionBelief, check_dense_memory
 from ._categories import (
     CategoryMap,
     TruncatedCategoryMap,
@@ -266,6 +266,28 @@ def _check_model_memory(n_states: int, n_actions: int, n_categories: int, radius
                  else "use fewer categories (the relative encoding with a small radius)")
 
 
+def _check_n_jobs(n_jobs: Any) -> int:
+    """``n_jobs`` as an int: a positive one, -1 (one per action) or None (1)."""
+    if n_jobs is None:
+        return 1
+    try:
+        n = check_int(n_jobs, "n_jobs", -1)
+    except ValueError:
+        n = 0
+    if n == 0:
+        raise ValueError(f"n_jobs: expected a positive int, -1 (one per action) or None, "
+                         f"got {n_jobs!r}")
+    return n
+
+
+def _check_actions(actions: Any, n_actions: int) -> list[int]:
+    """``actions`` (a sequence of action indices) as a list of ints in [0, A)."""
+    arr = check_index_array(actions, "actions", n_actions, "A")
+    if arr.ndim > 1:
+        raise ValueError(f"actions: expected a sequence of action indices, got shape {arr.shape}")
+    return [int(a) for a in np.atleast_1d(arr)]
+
+
 class CorrelatedTransitionModel(_TransitionBelief):
     r"""The paper's correlated belief: one correlated multinomial per action over the states.
 
@@ -466,26 +488,25 @@ class CorrelatedTransitionModel(_TransitionBelief):
                  backend: Any = "loky", support_prior: float | None = None,
                  draw_method: str = "vi", **model_kwargs: Any) -> None:
         super().__init__(n_states, n_actions, sparse)
-        if n_jobs is None:
-            n_jobs = 1
-        if isinstance(n_jobs, bool) or int(n_jobs) != n_jobs or n_jobs == 0 or n_jobs < -1:
-            raise ValueError(f"n_jobs: expected a positive int, -1 (one per action) or None, "
-                             f"got {n_jobs!r}")
+        self.n_jobs = _check_n_jobs(n_jobs)
         if isinstance(backend, str) and backend not in BACKENDS:
             raise ValueError(f"backend: expected one of {', '.join(BACKENDS)} or a "
                              f"dask.distributed.Client, got {backend!r}")
         if not isinstance(backend, str) and not hasattr(backend, "map"):
             raise TypeError(f"backend: expected a string or a dask.distributed.Client, got "
                             f"{type(backend).__name__}")
-        self.n_jobs = int(n_jobs)
         self.backend = backend
         from ...core.model import CorrelatedMultinomial
         from ...core.selection import ScaleSearch, check_criterion
 
-        cmap = identity_category_map(self.n_states) if category_map is None else category_map
+        if category_map is None:   # the model's (S, S) arrays first: they bound the map's
+            _check_model_memory(self.n_states, self.n_actions, self.n_states, None)
+            category_map = identity_category_map(self.n_states)
+        cmap = category_map
         if not isinstance(cmap, (CategoryMap, WindowCategoryMap)):
             raise TypeError(f"category_map: expected a CategoryMap or WindowCategoryMap, got "
                             f"{type(cmap).__name__}")
+        _check_model_memory(self.n_states, self.n_actions, cmap.n_categories, None)
         if isinstance(cmap, WindowCategoryMap) and not self.sparse:
             cmap = cmap.to_dense()
         if cmap.n_states != self.n_states:
@@ -498,9 +519,7 @@ class CorrelatedTransitionModel(_TransitionBelief):
         self.draw_method = draw_method
         if learn_mean not in (None, "constant", "full"):
             raise ValueError(f"learn_mean: expected None, 'constant' or 'full', got {learn_mean!r}")
-        if int(impute_rounds) != impute_rounds or impute_rounds < 1:
-            raise ValueError(f"impute_rounds: expected a positive int, got {impute_rounds!r}")
-        self.impute_rounds = int(impute_rounds)
+        self.impute_rounds = check_int(impute_rounds, "impute_rounds", 1)
         if selection is not None:
             check_criterion(selection)
         if (covariance is None) == (precision is None):
@@ -740,6 +759,7 @@ class CorrelatedTransitionModel(_TransitionBelief):
             if boundary not in (None, "exclude"):
                 raise ValueError(f"boundary: the absolute encoding has no moves to truncate; "
                                  f"expected None or 'exclude', got {boundary!r}")
+            _check_model_memory(S, A, S, None)   # before the map's (S, S) arrays
             cmap = identity_category_map(S)
         else:
             raise ValueError(f"encoding: expected 'relative' or 'absolute', got {encoding!r}")
@@ -799,6 +819,7 @@ class CorrelatedTransitionModel(_TransitionBelief):
         -------
         self
         """
+        which = range(self.n_actions) if actions is None else _check_actions(actions, self.n_actions)
         if self._cache.get("version") == self._version:
             return self
         self.fit_log_ = []
@@ -806,7 +827,6 @@ class CorrelatedTransitionModel(_TransitionBelief):
             self._layer.refit(self)
             self._cache = {"version": self._version}
             return self
-        which = range(self.n_actions) if actions is None else [int(a) for a in actions]
         todo = [a for a in which if self._fitted_versions[a] != self._action_versions[a]]
         self._fit_actions(dict.fromkeys(todo))
         for a in todo:
@@ -875,9 +895,7 @@ class CorrelatedTransitionModel(_TransitionBelief):
 
         Refits only that action's model (if its counts changed; with a layer: all actions).
         """
-        a = int(action)
-        if not 0 <= a < self.n_actions:
-            raise ValueError(f"action: expected 0 <= action < {self.n_actions}, got {action!r}")
+        a = check_int(action, "action", 0, self.n_actions - 1)
         if self._layer is not None:
             return self.mean()[:, a, :]
         self.refit([a])
@@ -1016,7 +1034,12 @@ class CorrelatedTransitionModel(_TransitionBelief):
         and ``n + i``; with ``draw_method="calibrated"``, a mixture over scales, ``2 n``
         independent draws).
         """
-        out = np.empty(((2 if mirrored else 1) * n, self.n_states, self.n_actions, self.n_states))
+        m, S, A = (2 if mirrored else 1) * n, self.n_states, self.n_actions
+        # the draws, one action's sticks, probabilities and next-state arrays (3 of each), and
+        # the layer's draws on them (measured: 1.3 more per draw)
+        per_draw = 1.0 + 3.0 * (self.n_categories + S) / (A * S) + (2.0 if self._layer is not None else 0.0)
+        check_dense_memory(m * per_draw, S, A, f"{m:,} posterior draws", DRAWS_ADVICE)
+        out = np.empty((m, S, A, S))
         for a, model in enumerate(self.models_):
             if self.draw_method != "vi":   # (a mixture over scales: independent pairs)
                 out[:, :, a, :] = self._to_next_states(psi_to_pi(model.sample_psi(

@@ -36,9 +36,10 @@ def test_the_estimate_is_said_before_any_seed_runs_and_recorded(tmp_path, monkey
                             echo=said.append)
     first = next(i for i, line in enumerate(said) if "estimate:" in line)
     assert first < said.index("<seed>")
-    text = " ".join(said[first:said.index("<seed>")])
-    assert "about 30 min 00 s CPU, 30 min 00 s wall for 3 seeds with n_jobs=1" in text
-    assert "(model: one big fit)" in text
+    text = " ".join(line.strip() for line in said[first:said.index("<seed>")])
+    assert "by the cost model, before any seed, 10 min 00 s CPU per seed; 3 seeds on 1 worker" in text
+    assert "about 30 min 00 s CPU (3 x 10 min 00 s), 30 min 00 s wall (3 seeds in turn x 10 min 00 s)" in text
+    assert "(CPU per seed by the model: one big fit)" in text
     record = report.summary["run"]["estimate"]
     assert record["cpu_seconds"] == 1800.0 and record["model"] == "one big fit"
     assert record["measured_cpu_seconds"] == pytest.approx(report.cpu_seconds)
@@ -56,13 +57,14 @@ def test_a_small_estimate_is_logged_not_said(tmp_path, monkeypatch, toy_register
         report = run_experiment(toy.NAME, n_seeds=2, jobs=1, out=tmp_path, progress=False, plot=False,
                                 echo=said.append)
     assert not any("estimate:" in line for line in said), said
-    assert any("estimate: about 2.0 s CPU" in r.getMessage() for r in caplog.records)
+    assert any("1.0 s CPU per seed; 2 seeds" in r.getMessage() for r in caplog.records)
     assert report.summary["run"]["estimate"]["cpu_seconds"] == 2.0
 
 
 def test_wall_time_shares_the_workers_and_lines_never_break_a_duration():
     est = ModelEstimate(5, 2, 100.0, "m")
-    assert est.wall == 300.0 and "about 8 min 20 s CPU, 5 min 00 s wall for 5 seeds with n_jobs=2" in est.text()
+    assert est.wall == 300.0 and ("1 min 40 s CPU per seed; 5 seeds on 2 workers, one core each: about 8 min 20 s "
+                                  "CPU (5 x 1 min 40 s), 5 min 00 s wall (3 seeds in turn x 1 min 40 s)") in est.text()
     model = "2 plans per method, S=99,856, A=4, K=10, fixed scale; pg_sampling 1 min 39 s, dirichlet 1 min 15 s"
     for width in range(30, 100):
         est = ModelEstimate(1, 1, 202.0, model + " " + "x" * (width - 30))

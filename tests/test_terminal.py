@@ -151,12 +151,14 @@ def test_ctrl_c_says_the_same_command_resumes():
 def test_estimate_arithmetic():
     est = RunEstimate(5, 2, [(200.0, 190.0), (210.0, 200.0)], "seed 0")
     assert est.wall == pytest.approx(math.ceil(5 / 2) * 205.0)
-    assert est.text() == ("estimate: 5 seeds x 3 min 25 s each (measured: seed 0) on 2 workers: about "
-                          "10 min 15 s wall, 16 min 15 s CPU")
-    assert len(est.lines()) == 2 and est.lines()[1] == "    about 10 min 15 s wall, 16 min 15 s CPU"
+    assert est.text() == ("estimate: measured on seed 0, 3 min 25 s wall, 3 min 15 s CPU per seed; 5 seeds on "
+                          "2 workers: about 10 min 15 s wall (3 seeds in turn x 3 min 25 s), 16 min 15 s CPU "
+                          "(5 x 3 min 15 s)")
+    assert " ".join(line.strip() for line in est.lines()) == est.text()
     long = RunEstimate(100, 2, [(754.0, 754.0)], "seeds on disk")
-    assert long.lines() == ["  estimate: 100 seeds x 12 min 34 s each (measured: seeds on disk) on 2 workers:",
-                            "    about 10 h 28 min wall, 20 h 57 min CPU"]
+    assert all(len(line) <= WIDTH for line in long.lines())
+    assert "about 10 h 28 min wall (50 seeds in turn x 12 min 34 s), 20 h 57 min CPU" in " ".join(
+        line.strip() for line in long.lines())
 
 
 def test_a_long_run_says_its_estimate_first(tmp_path, monkeypatch):
@@ -167,13 +169,13 @@ def test_a_long_run_says_its_estimate_first(tmp_path, monkeypatch):
     run_experiment(toy.NAME, config=config, n_seeds=3, jobs=1, out=tmp_path, progress=False, plot=False,
                    echo=said.append)
     [line] = [s for s in said if "estimate:" in s]
-    assert line.startswith("  estimate: 3 seeds x ") and "(measured: seed 0) on 1 worker" in line
+    assert line.startswith("  estimate: measured on seed 0, ") and "per seed; 3 seeds on 1 worker" in line
     assert said.index(line) < next(i for i, s in enumerate(said) if "toy-runner: 3 seeds, mean" in s)
     said.clear()
     run_experiment(toy.NAME, config=config, n_seeds=5, jobs=1, out=tmp_path, progress=False, plot=False,
                    echo=said.append)
     [line] = [s for s in said if "estimate:" in s]
-    assert "2 seeds x " in line and "(measured: seeds on disk)" in line
+    assert "per seed; 2 seeds on" in line and "measured on the seeds on disk" in line
     assert said.index(line) == 2                                # before any seed runs
     said.clear()                                                # a short run says nothing
     monkeypatch.setattr(_run, "ESTIMATE_ABOVE", 60.0)

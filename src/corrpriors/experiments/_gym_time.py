@@ -187,20 +187,38 @@ def machine_factor() -> float:
 
 
 def for_this_machine(cost: SeedCost) -> SeedCost:
-    """``cost`` with every part multiplied by :func:`machine_factor`."""
+    """``cost`` with every part multiplied by :func:`machine_factor`.
+
+    The per-method figures of its description are those scaled parts (they were the development
+    machine's before: a run whose total said 46 s per seed listed one method at 1 min 23 s).
+    """
     f = machine_factor()
     parts = {k: v * f for k, v in cost.parts.items()}
-    return SeedCost(float(sum(parts.values())), parts,
-                    f"{cost.model}; x{f:.2g} for this machine's speed")
+    model = _describe(cost.head, parts) if cost.head else cost.model
+    return SeedCost(float(sum(parts.values())), parts, f"{model}; x{f:.2g} for this machine's speed", cost.head)
 
 
 @dataclasses.dataclass(frozen=True)
 class SeedCost:
-    """The model's CPU seconds of one seed, per part, and how it was priced (one line)."""
+    """The model's CPU seconds of one seed, per part, and how it was priced (one line).
+
+    ``head`` is the pricing's description without the per-method figures (``model`` is ``head``
+    followed by them: :func:`for_this_machine` writes them again once scaled).
+    """
 
     cpu: float
     parts: dict
     model: str
+    head: str = ""
+
+
+#: Parts of a seed's cost that are not a method's (not listed in the description).
+_SHARED_PARTS = ("load", "optimal policy")
+
+
+def _describe(head: str, parts: dict) -> str:
+    """``head; m1 10 s, m2 <1 s``: the per-method CPU seconds of one seed."""
+    return head + "; " + ", ".join(f"{m} {_short(v)}" for m, v in parts.items() if m not in _SHARED_PARTS)
 
 
 def refit_seconds(model: str, n_states: int, n_actions: int, n_dims: int, *, radius: int = 1,
@@ -299,9 +317,8 @@ def sysid_seed_cost(n_states: int, n_actions: int, n_dims: int, methods: Sequenc
                        + draws * draw_seconds(m, n_states, n_actions, n_dims, radius=radius)
                        for t in transitions)
     K = belief_categories("pg", n_states, n_dims, radius)
-    model = (f"{n_t} refit{'s' if n_t != 1 else ''} per method, {_words(n_states, n_actions, K, selection)}; "
-             + ", ".join(f"{m} {_short(v)}" for m, v in parts.items() if m != "load"))
-    return SeedCost(float(sum(parts.values())), parts, model)
+    head = f"{n_t} refit{'s' if n_t != 1 else ''} per method, {_words(n_states, n_actions, K, selection)}"
+    return SeedCost(float(sum(parts.values())), parts, _describe(head, parts), head)
 
 
 #: Replans on doubling (TSDE) per (state, action) pair, priced on top of the schedule's: the
@@ -374,10 +391,9 @@ def psrl_seed_cost(n_states: int, n_actions: int, n_dims: int, methods: Sequence
         parts[m] = (true_plan + fits + (plans + extra) * draws * (draw + plan)
                     + scorings * SCORE_SECONDS * (n_states / 1e4) + stats(scorings))
     K = belief_categories("pg", n_states, n_dims, radius)
-    model = (f"{plans + extra} plans per method, {scorings:,} scorings (horizon {int(horizon):,}), "
-             f"{_words(n_states, n_actions, K, selection)}; "
-             + ", ".join(f"{m} {_short(v)}" for m, v in parts.items() if m not in ("load", "optimal policy")))
-    return SeedCost(float(sum(parts.values())), parts, model)
+    head = (f"{plans + extra} plans per method, {scorings:,} scorings (horizon {int(horizon):,}), "
+            f"{_words(n_states, n_actions, K, selection)}")
+    return SeedCost(float(sum(parts.values())), parts, _describe(head, parts), head)
 
 
 def horizon_seconds(n_states: int, n_actions: int, n_policies: int, horizon: int, *,

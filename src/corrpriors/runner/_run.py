@@ -214,19 +214,38 @@ class RunEstimate:
         return math.ceil(self.n_seeds / max(self.jobs, 1)) * self.per_seed[0]
 
     def text(self) -> str:
-        """One sentence: seeds x cost per seed (and where it was measured) -> wall and CPU time."""
+        """One sentence: the measured wall and CPU seconds per seed, then the run's totals from them."""
         wall, cpu = self.per_seed
-        return (f"estimate: {self.n_seeds} seeds x {duration(wall)} each (measured: {self.source}) on "
-                f"{self.jobs} worker{'s' if self.jobs != 1 else ''}: about {duration(self.wall)} wall, "
-                f"{duration(self.n_seeds * cpu)} CPU")
+        return (f"estimate: measured on {self.source}, {duration(wall)} wall, {duration(cpu)} CPU per seed; "
+                f"{_seeds(self.n_seeds)} on {_workers(self.jobs)}: about {duration(self.wall)} wall "
+                f"({_rounds(self.n_seeds, self.jobs)} x {duration(wall)}), {duration(self.n_seeds * cpu)} CPU "
+                f"({self.n_seeds} x {duration(cpu)})")
 
     def lines(self, indent: str = "  ") -> list[str]:
-        """:meth:`text` in at most :data:`WIDTH` columns, broken before "about" (never inside a duration)."""
-        text = indent + self.text()
-        if len(text) <= WIDTH:
-            return [text]
-        head, tail = text.split(": about ", 1)
-        return [head + ":", f"{indent}  about {tail}"]
+        """:meth:`text` wrapped to :data:`WIDTH` columns, never inside a duration ("1 min 15 s")."""
+        return _wrap_durations(self.text(), indent)
+
+
+def _seeds(n: int) -> str:
+    return f"{n} seed{'s' if n != 1 else ''}"
+
+
+def _workers(jobs: int) -> str:
+    return f"{jobs} worker{'s' if jobs != 1 else ''}"
+
+
+def _rounds(n_seeds: int, jobs: int) -> str:
+    """How many seeds one worker runs in turn: ``"3 seeds in turn"``."""
+    n = math.ceil(n_seeds / max(jobs, 1))
+    return f"{n} seed{'s' if n != 1 else ''} in turn"
+
+
+def _wrap_durations(text: str, indent: str) -> list[str]:
+    """``text`` wrapped to :data:`WIDTH` columns, never inside a duration ("1 min 15 s")."""
+    import re
+
+    glued = re.sub(r"(?<=\d) (?=(?:min|h|s)\b)|(?<=\bmin) (?=\d)|(?<=\bh) (?=\d)", "\0", text)
+    return [line.replace("\0", " ") for line in wrap(glued, indent, indent + "  ")]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -248,17 +267,16 @@ class ModelEstimate:
         return math.ceil(self.n_seeds / max(self.jobs, 1)) * self.cpu
 
     def text(self) -> str:
-        """One sentence: total CPU and wall time, and the model that priced them."""
-        seeds = f"{self.n_seeds} seed{'s' if self.n_seeds != 1 else ''}"
-        return (f"estimate: about {duration(self.n_seeds * self.cpu)} CPU, {duration(self.wall)} wall for {seeds} "
-                f"with n_jobs={self.jobs} (model: {self.model})")
+        """One sentence: the model's CPU seconds per seed, the run's totals from them, and the model."""
+        return (f"estimate: by the cost model, before any seed, {duration(self.cpu)} CPU per seed; "
+                f"{_seeds(self.n_seeds)} on {_workers(self.jobs)}, one core each: about "
+                f"{duration(self.n_seeds * self.cpu)} CPU ({self.n_seeds} x {duration(self.cpu)}), "
+                f"{duration(self.wall)} wall ({_rounds(self.n_seeds, self.jobs)} x {duration(self.cpu)}) "
+                f"(CPU per seed by the model: {self.model})")
 
     def lines(self, indent: str = "  ") -> list[str]:
         """:meth:`text` wrapped to :data:`WIDTH` columns, never inside a duration ("1 min 15 s")."""
-        import re
-
-        glued = re.sub(r"(?<=\d) (?=(?:min|h|s)\b)|(?<=\bmin) (?=\d)|(?<=\bh) (?=\d)", "\0", self.text())
-        return [line.replace("\0", " ") for line in wrap(glued, indent, indent + "  ")]
+        return _wrap_durations(self.text(), indent)
 
     def record(self) -> dict:
         """The estimate as recorded in ``metrics.json`` (``run.estimate``)."""
@@ -976,7 +994,7 @@ def _run_locked(plan: _Plan, seed_dir: pathlib.Path, jobs: int, backend: str, sc
         say(f"  note: {renamed}")
     measured = _measured_costs(seed_dir, name, plan.config_json)
     if pending and measured:
-        estimate = RunEstimate(len(pending), jobs, measured, "seeds on disk")
+        estimate = RunEstimate(len(pending), jobs, measured, "the seeds on disk")
         if estimate.wall > ESTIMATE_ABOVE:
             for line in estimate.lines():
                 say(line)

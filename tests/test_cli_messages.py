@@ -1,0 +1,39 @@
+"""Messages a new user found untrue or unhelpful (the walkthrough of the CLI)."""
+
+from __future__ import annotations
+
+import pytest
+
+from corrpriors.experiments import _gym_time
+from corrpriors.runner._run import ModelEstimate, RunEstimate, duration
+
+
+@pytest.fixture
+def factor(monkeypatch):
+    """A machine factor of 0.3 (the probe not run)."""
+    monkeypatch.setenv(_gym_time.MACHINE_FACTOR_ENV, "0.3")
+    _gym_time.machine_factor.cache_clear()
+    yield 0.3
+    _gym_time.machine_factor.cache_clear()
+
+
+def test_the_per_method_figures_are_this_machines_like_the_total(factor):
+    """FrozenLake 8 x 8: the total said 46 s per seed, the list pg_absolute_sampling 1 min 23 s (unscaled)."""
+    raw = _gym_time.psrl_seed_cost(64, 4, 2, ("pg_sampling", "pg_absolute_sampling"), 5000, 50, 50, 10,
+                                   revisit=True)
+    cost = _gym_time.for_this_machine(raw)
+    assert cost.cpu == pytest.approx(factor * raw.cpu)
+    part = cost.parts["pg_absolute_sampling"]
+    assert f"pg_absolute_sampling {duration(part)};" in cost.model
+    assert duration(raw.parts["pg_absolute_sampling"]) not in cost.model
+    assert cost.model.endswith("x0.3 for this machine's speed")
+
+
+def test_the_totals_follow_from_the_per_seed_figures_said():
+    prior = " ".join(line.strip() for line in ModelEstimate(5, 2, 46.2, "m; pg 10 s").lines())
+    assert prior.startswith("estimate: by the cost model, before any seed, 46 s CPU per seed; 5 seeds on 2 workers")
+    assert "about 3 min 51 s CPU (5 x 46 s), 2 min 19 s wall (3 seeds in turn x 46 s)" in prior
+    assert prior.endswith("(CPU per seed by the model: m; pg 10 s)")
+    measured = " ".join(line.strip() for line in RunEstimate(5, 2, [(36.0, 19.6)], "seed 0").lines())
+    assert measured == ("estimate: measured on seed 0, 36 s wall, 20 s CPU per seed; 5 seeds on 2 workers: about "
+                        "1 min 48 s wall (3 seeds in turn x 36 s), 1 min 38 s CPU (5 x 20 s)")

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+import toy_experiment as toy
+from corrpriors.cli import main
 from corrpriors.experiments import _gym_time
+from corrpriors.runner import registry as _registry
+from corrpriors.runner import run_experiment
 from corrpriors.runner._run import ModelEstimate, RunEstimate, duration
 
 
@@ -37,3 +41,39 @@ def test_the_totals_follow_from_the_per_seed_figures_said():
     measured = " ".join(line.strip() for line in RunEstimate(5, 2, [(36.0, 19.6)], "seed 0").lines())
     assert measured == ("estimate: measured on seed 0, 36 s wall, 20 s CPU per seed; 5 seeds on 2 workers: about "
                         "1 min 48 s wall (3 seeds in turn x 36 s), 1 min 38 s CPU (5 x 20 s)")
+
+
+@pytest.fixture
+def toy_registered():
+    _registry.register(toy.NAME, toy)
+    yield
+    _registry.unregister(toy.NAME)
+
+
+def test_a_report_under_a_regular_file_names_it(tmp_path, capsys, toy_registered):
+    """``-o afile/x.html``: "afile ... is not a directory", as ``reproduce --out afile`` says; not "File exists"."""
+    out = tmp_path / "results"
+    run_experiment(toy.NAME, quick=True, jobs=1, out=out, progress=False, plot=False, echo=None)
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    capsys.readouterr()
+    assert main(["report", str(out), "-o", str(afile / "x.html")]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1, err
+    assert f"{afile} exists and is not a directory" in err and "File exists" not in err
+    assert main(["reproduce", toy.NAME, "--quick", "--out", str(afile), "--no-progress", "--no-plot"]) == 2
+    assert f"{afile} is not a directory" in capsys.readouterr().err
+    assert afile.read_text() == "x"
+
+
+def test_no_resume_counts_the_seeds_on_disk_it_replaces(tmp_path, toy_registered):
+    said: list[str] = []
+    kw = dict(n_seeds=2, jobs=1, out=tmp_path, progress=False, plot=False)
+    run_experiment(toy.NAME, echo=said.append, **kw)
+    assert "2 seeds: 0 on disk, 2 to run" in "\n".join(said)
+    said.clear()
+    run_experiment(toy.NAME, resume=False, echo=said.append, **kw)
+    assert "2 seeds: 2 on disk (not reused: --no-resume), 2 to run" in "\n".join(said)
+    said.clear()
+    run_experiment(toy.NAME, echo=said.append, **kw)
+    assert "2 seeds: 2 on disk, 0 to run" in "\n".join(said)

@@ -973,9 +973,11 @@ def _run_locked(plan: _Plan, seed_dir: pathlib.Path, jobs: int, backend: str, sc
     n_x = len(list(exp.x_values(plan.config)))
     stored: dict[int, _io.StoredSeed] = {}
     notes: list[str] = []
+    on_disk = 0
     for s in plan.seeds:
         found = _io.load_seed(seed_dir, s, experiment=name, config_json=plan.config_json,
                               check=_seed_check(exp, n_x, s), notes=notes if resume else None)
+        on_disk += found is not None
         if found is not None and resume:
             stored[s] = found
     skipped = [s for s in plan.seeds if s in stored]
@@ -984,7 +986,8 @@ def _run_locked(plan: _Plan, seed_dir: pathlib.Path, jobs: int, backend: str, sc
     for line in wrap(f"{name}: {exp.DESCRIPTION}", "", "  "):
         say(line)
     n = len(plan.seeds)
-    say(f"  {n} seed{'s' if n != 1 else ''}: {len(skipped)} on disk, {len(pending)} to run "
+    disk = f"{on_disk} on disk" + (" (not reused: --no-resume)" if on_disk and not resume else "")
+    say(f"  {n} seed{'s' if n != 1 else ''}: {disk}, {len(pending)} to run "
         f"({backend}, {jobs} worker{'s' if jobs != 1 else ''}) -> {plan.run_dir}")
     for note in notes:
         for line in wrap(f"note: {note}", "  ", "    "):

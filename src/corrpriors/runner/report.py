@@ -29,7 +29,7 @@ import urllib.parse
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .._fileio import atomic_write_bytes
+from .._fileio import atomic_write_bytes, check_output_dir
 from . import _config
 from ._report_input import (
     MAX_FIGURE_BYTES,
@@ -287,6 +287,9 @@ def write_report(root: pathlib.Path, output: pathlib.Path | None = None) -> Repo
     ValueError
         No ``metrics.json`` under ``root``, or ``output`` would overwrite an input or lies in a
         run folder (nothing is written).
+    OSError
+        ``output`` cannot be written; its folder, or a parent of it, exists and is not a
+        directory (:class:`NotADirectoryError`, naming it).
     """
     root = pathlib.Path(root)
     output = pathlib.Path(output) if output is not None else root / "report.html"
@@ -294,6 +297,7 @@ def write_report(root: pathlib.Path, output: pathlib.Path | None = None) -> Repo
     if not records and not skipped:
         raise ValueError(f"no metrics.json under {root} (run corrpriors reproduce --out {root} first)")
     check_output(output, records, skipped, folders)
+    check_output_dir(output.parent)   # "afile is not a directory", not mkdir's "File exists"
     page = build_page(root, records, skipped, output.parent.resolve())
     atomic_write_bytes(output, page.encode("utf-8"))
     refused = tuple(f"{r.path.parent}: {why}" for r in records for why in r.refused)

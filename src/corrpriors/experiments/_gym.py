@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..mdp._sparse import transition_entries, transition_reward_values
+from ..runner._ranges import unknown_entries
 from ._gym_memory import (
     LOAD_TABLES,
     RUN_TABLES,
@@ -834,7 +835,7 @@ def check_methods(methods: Any, known: tuple) -> None:
         raise ValueError(f"methods: expected a non-empty list of {', '.join(known)}, got {methods!r}")
     unknown = [m for m in methods if m not in known]
     if unknown:
-        raise ValueError(f"methods: unknown {', '.join(map(str, unknown))}; expected some of {', '.join(known)}")
+        raise ValueError(unknown_entries("methods", unknown, known))
     if len(set(methods)) != len(methods):
         raise ValueError(f"methods: each method at most once, got {', '.join(methods)}")
 

@@ -232,14 +232,36 @@ class Each(Constraint):
             raise ValueError(f"{name}: expected comma-separated values ({self.describe()}), got {value!r}")
         if not self.min_len <= len(value) <= self.max_len:
             raise ValueError(f"{name}: expected {self.describe()}; got {len(value):,} values")
+        if isinstance(self.item, Options):
+            unknown = [v for v in value if not any(v == o and type(v) is type(o) for o in self.item.values)]
+            if unknown:
+                raise ValueError(unknown_entries(name, unknown, self.item.values))
         for i, v in enumerate(value):
-            if isinstance(self.item, Options) and not any(v == o and type(v) is type(o) for o in self.item.values):
-                raise ValueError(f"{name}: unknown {v!r}; expected some of {', '.join(map(str, self.item.values))}")
             self.item.check(v, f"{name} (entry {i})")
         if self.increasing and any(b <= a for a, b in zip(value, value[1:])):
             raise ValueError(f"{name}: expected increasing values, got {tuple(value)}")
         if self.distinct and len(set(value)) != len(value):
             raise ValueError(f"{name}: expected each value at most once, got {tuple(value)}")
+
+
+def unknown_entries(name: str, unknown: Any, known: Any) -> str:
+    """One line naming every ``unknown`` entry of the list ``name``, with a hint for each where one fits.
+
+    A name that only lacks a suffix of the known ones (a model without its variant: ``pg`` for
+    ``pg_sampling`` and ``pg_mean``) is told the names it starts; another close to known names
+    (a typo) the closest of them.
+    """
+    import difflib
+
+    options = [str(o) for o in known]
+    named = []
+    for v in unknown:
+        text = str(v)
+        longer = [o for o in options if o.startswith(text + "_") and "_" not in o[len(text) + 1:]]
+        close = longer or difflib.get_close_matches(text, options, n=2)
+        hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+        named.append(f"{v!r}{hint}")
+    return f"{name}: unknown {', '.join(named)}; expected some of {', '.join(options)}"
 
 
 #: A Dirichlet concentration (see :data:`CONCENTRATION_RANGE`).
@@ -318,4 +340,5 @@ __all__ = [
     "Text",
     "check_ranges",
     "describe_ranges",
+    "unknown_entries",
 ]

@@ -7,6 +7,7 @@ import pytest
 import toy_experiment as toy
 from corrpriors.cli import main
 from corrpriors.experiments import _gym_time
+from corrpriors.experiments._gym import check_methods
 from corrpriors.runner import registry as _registry
 from corrpriors.runner import run_experiment
 from corrpriors.runner._run import ModelEstimate, RunEstimate, duration
@@ -77,3 +78,35 @@ def test_no_resume_counts_the_seeds_on_disk_it_replaces(tmp_path, toy_registered
     said.clear()
     run_experiment(toy.NAME, echo=said.append, **kw)
     assert "2 seeds: 2 on disk, 0 to run" in "\n".join(said)
+
+
+def test_every_unknown_method_is_named_with_a_hint(tmp_path, capsys):
+    """``--methods pg,foo`` named only 'pg' and no variant of it."""
+    assert main(["psrl", "FrozenLake-v1", "--quick", "--methods", "pg,foo", "--out", str(tmp_path),
+                 "--no-progress", "--no-plot"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1, err
+    assert "unknown 'pg' (did you mean pg_sampling or pg_mean?), 'foo';" in err
+    assert main(["reproduce", "psrl-grid", "--quick", "--set", "methods=pg_absolute,dirichlet_sparse",
+                 "--out", str(tmp_path), "--no-progress", "--no-plot"]) == 2
+    err = capsys.readouterr().err
+    assert "'pg_absolute' (did you mean pg_absolute_sampling or pg_absolute_mean?)" in err
+    assert "'dirichlet_sparse' (did you mean dirichlet_sparse_sampling or dirichlet_sparse_mean?)" in err
+    with pytest.raises(ValueError, match=r"unknown 'pg_sampl' \(did you mean pg_sampling\?\), 'bar'; expected"):
+        check_methods(("pg_sampl", "bar"), ("pg_sampling", "pg_mean"))
+
+
+def test_an_unknown_experiment_gets_the_close_names_and_the_gym_commands(capsys):
+    assert main(["reproduce", "sysid"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1, err
+    assert ("unknown experiment 'sysid' (did you mean system-id or the command corrpriors sysid ENV_ID, "
+            "for a Gymnasium environment?); expected one of system-id") in err
+    assert main(["reproduce", "psrl"]) == 2
+    assert "the command corrpriors psrl ENV_ID" in capsys.readouterr().err
+    assert main(["reproduce", "system_id"]) == 2
+    assert "(did you mean system-id?)" in capsys.readouterr().err
+    assert main(["reproduce", "zzz"]) == 2
+    assert "unknown experiment 'zzz'; expected one of" in capsys.readouterr().err
+    with pytest.raises(ValueError, match=r"unknown experiment 'sysid' \(did you mean system-id"):
+        _registry.get_experiment("sysid")

@@ -15,7 +15,7 @@ from ..runner import _config
 from ..runner._run import check_backend, parse_seeds, plan_run
 from ..runner._session import ExecutionOptions, execute_plans
 from ..runner.protocol import ExperimentUnavailable
-from ..runner.registry import available_experiments, experiment_names, get_experiment
+from ..runner.registry import available_experiments, experiment_names, get_experiment, unknown_name_hint
 from ._common import add_execution_arguments, error
 
 PROG = "corrpriors reproduce"
@@ -81,7 +81,9 @@ def _names(args: argparse.Namespace) -> list[str] | None:
         return experiment_names(include_extra=False)
     if args.name in experiment_names():
         return [args.name]
-    error(PROG, f"unknown experiment {args.name!r}; expected one of {', '.join(experiment_names())} or all")
+    hint = unknown_name_hint(args.name)
+    error(PROG, f"unknown experiment {args.name!r}{hint}; expected one of "
+                f"{', '.join(experiment_names())} or all")
     return None
 
 

@@ -55,6 +55,24 @@ def unregister(name: str) -> None:
     _EXTRA.pop(name, None)
 
 
+#: Names a user may try with ``reproduce`` that are commands of their own (Gymnasium environments).
+GYM_COMMANDS = {"sysid": "corrpriors sysid ENV_ID", "psrl": "corrpriors psrl ENV_ID"}
+
+
+def unknown_name_hint(name: str) -> str:
+    """What to say after "unknown experiment NAME", in parentheses: the close registered names
+    and, for ``sysid`` or ``psrl``, the command that runs them on a Gymnasium environment ("" when
+    neither fits).
+    """
+    import difflib
+
+    hints = difflib.get_close_matches(str(name), experiment_names(), n=2)
+    command = GYM_COMMANDS.get(str(name).strip().lower())
+    if command is not None:
+        hints.append(f"the command {command}, for a Gymnasium environment")
+    return f" (did you mean {' or '.join(hints)}?)" if hints else ""
+
+
 def experiment_names(include_extra: bool = True) -> list[str]:
     """All known experiment names: the paper's, then the registered extras."""
     names = list(EXPERIMENTS)
@@ -83,9 +101,9 @@ def get_experiment(name: str) -> Any:
     elif name in EXPERIMENTS:
         target = EXPERIMENTS[name]
     else:
-        raise ValueError(
-            f"name: unknown experiment {name!r}; expected one of {', '.join(experiment_names())} or 'all'"
-        )
+        hint = unknown_name_hint(name)
+        raise ValueError(f"name: unknown experiment {name!r}{hint}; expected one of "
+                         f"{', '.join(experiment_names())} or 'all'")
     if not isinstance(target, str):
         experiment = target
     else:
@@ -121,6 +139,7 @@ __all__ = [
     "experiment_names",
     "get_experiment",
     "register",
+    "unknown_name_hint",
     "unregister",
     "validate_module",
 ]

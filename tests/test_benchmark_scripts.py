@@ -14,6 +14,7 @@ import pathlib
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -52,3 +53,16 @@ def test_bad_integer_lists_end_in_a_parser_error(tmp_path, script, args, option)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
     assert f"error: {option}:" in proc.stderr.strip().splitlines()[-1]
+
+
+def test_psrl_grid_check_runs_and_saves_its_seeds(tmp_path):
+    """A real (quick) run of ``psrl_bimodality/grid_check.py``, not just ``--help``: it had crashed on
+    every run since ``run_seed`` returns a ``SeedResult`` instead of a dict of arrays."""
+    proc = _run("psrl_bimodality/grid_check.py", "--quick", "--seeds", "1000", "--boundaries", "exclude",
+                "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    saved = tmp_path / "grid_exclude_quick" / "seed-1000.npz"
+    assert saved.is_file()
+    with np.load(saved, allow_pickle=False) as data:
+        assert {"normalized_return__pg_sampling", "normalized_return__pg_mean"} <= set(data.files)
+    assert "| exclude | pg_mean | 1 |" in proc.stdout

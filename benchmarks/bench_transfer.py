@@ -32,7 +32,9 @@ fit when the similarity chosen is 0. The ``fits`` column counts the CAVI fits of
 ``--kron SIDE`` also fits the joint model of ``--kron-tasks`` tasks (default 2) on a SIDE x SIDE
 grid through the sparse Kronecker precision (``kronecker_precision``: tasks x SIDE^2 covariates,
 K = 3, fixed task correlations 0.8 and scale; the first task has data in half its states), in
-this process, and reports its CPU time and peak memory.
+a fresh child process, and reports its CPU time and that process's peak resident memory
+(``VmHWM`` of ``/proc/self/status``; ``ru_maxrss`` is not used, Linux keeps it across fork and
+exec, so it could report the parent's peak), also above the child's peak after its imports.
 
 Run from the repository root::
 
@@ -44,15 +46,21 @@ Run from the repository root::
     python benchmarks/bench_transfer.py --kron 100       # + the 2 x 10^4-state Kronecker fit
     python benchmarks/bench_transfer.py --quick --kron 100 --kron-tasks 4   # 4 x 10^4 states
 
-Writes ``benchmarks/out/bench_transfer.json`` (``bench_transfer_lake.json``, ``..._layer.json``,
-``..._cv.json`` for the other configurations).
+Writes ``<out>/bench_transfer.json`` (``--out``, default ``benchmarks/out``) for the defaults;
+every other configuration has its own file, named after the settings that differ from the
+defaults (``bench_transfer_lake.json``, ``..._layer.json``, ``..._cv.json``,
+``..._quick_kron100x4.json``, ``..._sizes10_repeat1.json``, ...), so no run overwrites
+another configuration's output.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
+import subprocess
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -144,11 +152,34 @@ def bench_size(side: int, n_tasks: int, n_source: int, n_target: int, repeat: in
             "target_similarity": sim, "fits": fits, "similarities_all": sims}
 
 
+def _peak_mb() -> float:
+    """Peak resident memory of this process (VmHWM; ru_maxrss survives fork and exec on Linux)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return float(line.split()[1]) / 1024.0
+    except OSError:  # pragma: no cover - not Linux
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
 def bench_kron(side: int, n_tasks: int = 2) -> dict:
-    """The joint fit of ``n_tasks`` tasks on a side x side grid through the Kronecker precision."""
+    """The Kronecker joint fit (:func:`kron_fit`) in a fresh child process: its CPU time and peak memory."""
+    proc = subprocess.run([sys.executable, __file__, "--kron-child", str(side), str(n_tasks)],
+                          capture_output=True, text=True, env=dict(os.environ), check=True)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def kron_fit(side: int, n_tasks: int = 2) -> dict:
+    """The joint fit of ``n_tasks`` tasks on a side x side grid through the Kronecker precision.
+
+    Meant for a fresh process (``--kron-child``): ``peak_rss_mb`` is the process's VmHWM after
+    the fit, ``baseline_peak_mb`` its VmHWM after the imports, before the problem is built.
+    """
     from corrpriors.core import CorrelatedMultinomial
     from corrpriors.kernels import grid_precision, kronecker_precision
 
+    baseline = _peak_mb()
     rng = np.random.default_rng(1)
     Q = grid_precision((side, side), length_scale=5.0)
     B = 0.2 * np.eye(n_tasks) + 0.8                      # every pair of tasks correlated 0.8
@@ -160,10 +191,33 @@ def bench_kron(side: int, n_tasks: int = 2) -> dict:
     precision = kronecker_precision(B, Q)
     model = CorrelatedMultinomial(precision=precision, scale=1.0).fit(counts)
     cpu = time.process_time() - tic
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    peak = _peak_mb()
     return {"side": side, "tasks": n_tasks, "covariates": n, "precision_nnz": int(precision.nnz),
-            "cpu_seconds": cpu, "peak_rss_mb": peak, "n_iter": int(model.n_iter_),
-            "converged": bool(model.converged_)}
+            "cpu_seconds": cpu, "peak_rss_mb": peak, "baseline_peak_mb": baseline,
+            "peak_above_baseline_mb": peak - baseline, "n_iter": int(model.n_iter_),
+            "converged": bool(model.converged_), "measured_in": "fresh process, VmHWM"}
+
+
+def output_name(args: argparse.Namespace, parser: argparse.ArgumentParser) -> str:
+    """The output file's stem: ``bench_transfer`` plus every setting that differs from the defaults."""
+    parts = ["bench_transfer"]
+    if args.family != "windy":
+        parts.append(args.family)
+    if args.layer:
+        parts.append("layer")
+    if args.criterion != "loo":
+        parts.append(args.criterion)
+    if args.quick:
+        parts.append("quick")                        # (sets the sizes and the repeats)
+    for opt in ("sizes", "repeat") if not args.quick else ():
+        if getattr(args, opt) != parser.get_default(opt):
+            parts.append(f"{opt}{str(getattr(args, opt)).replace(',', '-')}")
+    for opt in ("tasks", "source", "target", "relatedness"):
+        if getattr(args, opt) != parser.get_default(opt):
+            parts.append(f"{opt}{getattr(args, opt):g}")
+    if args.kron:
+        parts.append(f"kron{args.kron}x{args.kron_tasks}")
+    return "_".join(parts)
 
 
 def main(argv=None) -> dict:
@@ -183,7 +237,15 @@ def main(argv=None) -> dict:
                              "loo, the default, or the two-fold cv)")
     parser.add_argument("--kron", type=int, default=0, help="side of the Kronecker joint fit (0: skip)")
     parser.add_argument("--kron-tasks", type=int, default=2, help="tasks of the Kronecker joint fit")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out",
+                        help="output folder (default benchmarks/out)")
+    parser.add_argument("--kron-child", type=int, nargs=2, metavar=("SIDE", "TASKS"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.kron_child:                                 # the fresh process of bench_kron
+        warnings.simplefilter("ignore")
+        result = kron_fit(*args.kron_child)
+        print(json.dumps(result))
+        return result
     sizes = [6] if args.quick else [int(v) for v in args.sizes.split(",")]
     repeat = 1 if args.quick else args.repeat
     warnings.simplefilter("ignore")
@@ -211,12 +273,12 @@ def main(argv=None) -> dict:
         out["kronecker"] = bench_kron(args.kron, args.kron_tasks)
         k = out["kronecker"]
         print(f"Kronecker joint fit, {args.kron_tasks} tasks x {args.kron}^2 states = {k['covariates']} covariates: "
-              f"{k['cpu_seconds']:.1f} CPU s, peak {k['peak_rss_mb']:.0f} MB, {k['n_iter']} iterations, "
+              f"{k['cpu_seconds']:.1f} CPU s, peak {k['peak_rss_mb']:.0f} MB (fresh process, VmHWM; "
+              f"{k['peak_above_baseline_mb']:.0f} MB above its {k['baseline_peak_mb']:.0f} MB after the imports), "
+              f"{k['n_iter']} iterations, "
               f"converged {k['converged']}")
-    # one file per configuration: none overwrites another
-    name = "bench_transfer" + ("" if args.family == "windy" else f"_{args.family}") + (
-        "_layer" if args.layer else "") + ("" if args.criterion == "loo" else f"_{args.criterion}")
-    path = ROOT / "benchmarks" / "out" / f"{name}.json"
+    # one file per configuration (every setting that differs from the defaults is in the name)
+    path = args.out / f"{output_name(args, parser)}.json"
     from corrpriors._fileio import atomic_write_bytes
 
     atomic_write_bytes(path, json.dumps(out, indent=2).encode())

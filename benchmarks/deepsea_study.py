@@ -36,10 +36,14 @@ Usage::
 
     python benchmarks/deepsea_study.py --sizes 10,20,30 --walls full,walls --seeds 0-2 \\
         --methods dirichlet_sparse,pg,pg_plain --out benchmarks/out/deepsea.jsonl
-    python benchmarks/deepsea_study.py --plot benchmarks/out/deepsea.jsonl
+    python benchmarks/deepsea_study.py --out benchmarks/out/deepsea.jsonl --plot benchmarks/out/deepsea.png
 
-One JSON line per (N, declaration, method, seed, stream, rewards) is appended to ``--out`` (a
-rerun skips the lines already there). CPU seconds are this process's (``time.process_time``).
+One JSON line per (N, declaration, method, seed, stream, rewards, variant, cap) is appended to
+``--out``, with the code that produced it (``code``: the git commit, when there is one, and a
+hash of this script and of the ``corrpriors`` package imported). ``--out`` must be a new file
+unless ``--resume`` is given: a resumed run skips the lines already there with the same
+settings (cap included) and appends the others; if the file then holds lines of more than one
+code version, the table says so. CPU seconds are this process's (``time.process_time``).
 
 Agent random streams (``--streams``, default ``0``): the episodes a belief needs on one mapping
 are random -- on one N = 10 mapping with walls the sparse Dirichlet took 11 to 242 episodes over
@@ -54,9 +58,11 @@ over twice the reference's.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import pathlib
+import subprocess
 import sys
 import time
 import warnings
@@ -164,20 +170,50 @@ def _parse_lists(args: argparse.Namespace) -> None:
                          f"got {args.cap!r}")
 
 
+def code_version() -> dict[str, Any]:
+    """The code a record comes from: the git commit of this checkout (None outside git, with
+    ``dirty`` when tracked files differ from it) and ``hash``, the SHA-256 (16 hex digits) of this
+    script and of every ``.py`` file of the ``corrpriors`` package actually imported."""
+    import corrpriors
+
+    h = hashlib.sha256()
+    files = [pathlib.Path(__file__).resolve()]
+    files += sorted(pathlib.Path(corrpriors.__file__).resolve().parent.rglob("*.py"))
+    for f in files:
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
+    commit: str | None = None
+    dirty = False
+    try:
+        here = pathlib.Path(__file__).resolve().parent
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True,
+                                check=True).stdout.strip()
+        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
+                                    capture_output=True, text=True, check=True).stdout.strip())
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    return {"commit": commit, "dirty": dirty, "hash": h.hexdigest()[:16]}
+
+
+def _key(r: dict[str, Any]) -> tuple:
+    """Every setting that changes a record (the cap included)."""
+    return (r["size"], r["walls"], r["method"], r["seed"], r["learn_rewards"],
+            r.get("deterministic", True), r.get("stream", 0), r["cap"])
+
+
 def _done(path: pathlib.Path) -> set[tuple]:
     if not path.exists():
         return set()
-    keys = set()
-    for line in path.read_text().splitlines():
-        r = json.loads(line)
-        keys.add((r["size"], r["walls"], r["method"], r["seed"], r["learn_rewards"],
-                  r.get("deterministic", True), r.get("stream", 0)))
-    return keys
+    return {_key(json.loads(line)) for line in path.read_text().splitlines() if line.strip()}
 
 
 def study(args: argparse.Namespace) -> None:
     out = pathlib.Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    if out.exists() and out.stat().st_size and not args.resume:
+        raise FileExistsError(f"--out: {out} already holds records; give a new --out, or --resume to "
+                              "add the missing runs to it (its records are then reused)")
+    args.code = code_version()
     done = _done(out)
     caps = dict(zip(args.size_list, args.cap_list))
     for size in args.size_list:
@@ -191,10 +227,10 @@ def study(args: argparse.Namespace) -> None:
 def _run_missing(args: argparse.Namespace, out: pathlib.Path, done: set[tuple], size: int,
                  walls: bool, seed: int, stream: int, method: str, caps: dict[int, int]) -> None:
     """Run one (N, declaration, mapping, stream, method) unless ``--out`` has it; append it."""
-    key = (size, walls, method, seed, args.learn_rewards, not args.stochastic, stream)
+    cap = caps.get(size, args.cap_list[0])
+    key = (size, walls, method, seed, args.learn_rewards, not args.stochastic, stream, cap)
     if key in done:
         return
-    cap = caps.get(size, args.cap_list[0])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         warnings.simplefilter("ignore", JitterWarning)
@@ -202,7 +238,7 @@ def _run_missing(args: argparse.Namespace, out: pathlib.Path, done: set[tuple], 
                     deterministic=not args.stochastic, stream=stream)
     rec = {"size": size, "walls": walls, "method": method, "seed": seed, "stream": stream,
            "learn_rewards": args.learn_rewards, "deterministic": not args.stochastic,
-           "cap": cap, **r}
+           "cap": cap, **r, "code": args.code}
     print(json.dumps(rec), flush=True)
     with open(out, "a") as f:   # one line per run: an interrupted study resumes
         f.write(json.dumps(rec) + "\n")
@@ -232,19 +268,29 @@ def table(path: pathlib.Path) -> None:
     """
     rows: dict[tuple, dict[int, dict[int, tuple[Any, int]]]] = {}
     cpu: dict[tuple, list[float]] = {}
+    versions: dict[str, int] = {}
     for line in path.read_text().splitlines():
+        if not line.strip():
+            continue
         r = json.loads(line)
+        code = r.get("code") or {}
+        version = f"{code.get('commit') or 'no commit'}{' (dirty)' if code.get('dirty') else ''} " \
+                  f"hash {code.get('hash', 'unrecorded')}"
+        versions[version] = versions.get(version, 0) + 1
         key = ("walls" if r["walls"] else "full", "learned R" if r["learn_rewards"] else "known R",
-               "det" if r.get("deterministic", True) else "stoch", r["size"], r["method"])
+               "det" if r.get("deterministic", True) else "stoch", r["size"], r["cap"], r["method"])
         rows.setdefault(key, {}).setdefault(r["seed"], {})[r.get("stream", 0)] = \
             (r["learned"], r["cap"])
         cpu.setdefault(key, []).append(r["cpu_seconds"])
+    if len(versions) > 1:
+        print(f"note: {path} mixes records of {len(versions)} code versions (resumed runs): "
+              + "; ".join(f"{n} from {v}" for v, n in sorted(versions.items())))
     for key in sorted(rows):
         cells = [_cell(list(runs.values())) for _, runs in sorted(rows[key].items())]
-        print(f"{key[0]:5s} {key[1]:9s} {key[2]:5s} N={key[3]:3d} {key[4]:22s} "
+        print(f"{key[0]:5s} {key[1]:9s} {key[2]:5s} N={key[3]:3d} cap {key[4]:<6d} {key[5]:22s} "
               f"{' '.join(cells):40s} CPU {np.mean(cpu[key]):7.1f} s/run")
-        ref = rows.get(key[:4] + (REFERENCE,))
-        if ref is not None and key[4] != REFERENCE:
+        ref = rows.get(key[:5] + (REFERENCE,))
+        if ref is not None and key[5] != REFERENCE:
             _compare(rows[key], ref)
 
 
@@ -309,7 +355,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cap", default="2000", help="episode cap, one or one per size")
     parser.add_argument("--learn-rewards", action="store_true")
     parser.add_argument("--stochastic", action="store_true", help="bsuite's stochastic variant")
-    parser.add_argument("--out", default="benchmarks/out/deepsea.jsonl")
+    parser.add_argument("--out", default="benchmarks/out/deepsea.jsonl",
+                        help="JSON lines file of the runs; must be new unless --resume")
+    parser.add_argument("--resume", action="store_true",
+                        help="add the missing runs to an existing --out (its matching records are reused)")
     parser.add_argument("--table", action="store_true", help="print the table of --out and stop")
     parser.add_argument("--plot", default=None, metavar="PNG", help="plot --out to PNG and stop")
     args = parser.parse_args(argv)
@@ -326,7 +375,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.plot:
         plot(pathlib.Path(args.out), pathlib.Path(args.plot))
         return 0
-    study(args)
+    try:
+        study(args)
+    except FileExistsError as exc:
+        parser.error(str(exc))
     table(pathlib.Path(args.out))
     return 0
 

@@ -66,3 +66,12 @@ def test_psrl_grid_check_runs_and_saves_its_seeds(tmp_path):
     with np.load(saved, allow_pickle=False) as data:
         assert {"normalized_return__pg_sampling", "normalized_return__pg_mean"} <= set(data.files)
     assert "| exclude | pg_mean | 1 |" in proc.stdout
+
+
+def test_deepsea_study_refuses_to_append_to_an_existing_out_without_resume(tmp_path):
+    """Records of another run (another cap, other code) are not silently reused."""
+    out = tmp_path / "study.jsonl"
+    out.write_text('{"size": 4}\n')
+    proc = _run("deepsea_study.py", "--sizes", "4", "--seeds", "0", "--out", str(out))
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "--resume" in proc.stderr.strip().splitlines()[-1]

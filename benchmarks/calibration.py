@@ -36,7 +36,10 @@ Run from the repository root::
     python benchmarks/calibration.py --prior sparse --hyper scale --reps 200 --methods calibrated vi
     python benchmarks/calibration.py --cost                        # the cost floors
 
-Writes ``benchmarks/out/calibration-<prior>-<hyper>.json`` (the records and the tables).
+Writes ``<out>/calibration-<prior>-<hyper>-reps<R>-seed<S>[-quick][-<other settings>].json``
+(``--out``, default ``benchmarks/out``; see :func:`output_name`: one file per configuration, none
+overwrites another) and ``--cost`` writes ``<out>/calibration-cost.json``; ``--report`` prints the
+docs' tables of the coverage files given and skips the cost file.
 """
 
 from __future__ import annotations
@@ -501,7 +504,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out")
     args = parser.parse_args(argv)
     if args.report:
-        print(rst_tables([json.loads(p.read_text()) for p in args.report]))
+        records = []
+        for path in args.report:
+            record = json.loads(path.read_text())
+            if "problem" not in record:        # the --cost output: its table is printed by --cost
+                print(f"{path}: not a coverage study (the --cost output?); skipped", file=sys.stderr)
+                continue
+            records.append(record)
+        print(rst_tables(records))
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
     if args.cost:
@@ -515,10 +525,29 @@ def main(argv: list[str] | None = None) -> int:
     result = calibrate(problem, args.theta, args.methods, reps, args.rank_draws,
                        seed=args.seed, progress=True)
     print_tables(result["summary"], problem)
-    _write(args.out / f"calibration-{args.prior}-{args.hyper}.json",
+    _write(args.out / f"{output_name(args, parser, reps)}.json",
            {"problem": result["problem"], "summary": result["summary"], "reps": reps,
             "seed": args.seed, "methods": args.methods})
     return 0
+
+
+def output_name(args: argparse.Namespace, parser: argparse.ArgumentParser, reps: int) -> str:
+    """``calibration-<prior>-<hyper>-reps<R>-seed<S>[-quick]``, then every other setting that
+    differs from its default (``-methods-a+b``, ``-theta-0.5+1``, ``-side6``, ...): no run
+    overwrites another configuration's output."""
+    parts = [f"calibration-{args.prior}-{args.hyper}-reps{reps}-seed{args.seed}"]
+    if args.quick:
+        parts.append("quick")                                  # (sets the side and the reps)
+    if args.methods != parser.get_default("methods"):
+        parts.append("methods-" + "+".join(args.methods))
+    if args.theta != parser.get_default("theta"):
+        parts.append("theta-" + "+".join(f"{t:g}" for t in args.theta))
+    for opt in ("side", "categories", "lengthscale", "rank_draws"):
+        if opt == "side" and args.quick:
+            continue
+        if getattr(args, opt) != parser.get_default(opt):
+            parts.append(f"{opt.replace('_', '')}{getattr(args, opt):g}")
+    return "-".join(parts)
 
 
 def _write(path: Path, obj: Any) -> None:

@@ -75,3 +75,13 @@ def test_deepsea_study_refuses_to_append_to_an_existing_out_without_resume(tmp_p
     proc = _run("deepsea_study.py", "--sizes", "4", "--seeds", "0", "--out", str(out))
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "--resume" in proc.stderr.strip().splitlines()[-1]
+
+
+def test_calibration_report_skips_the_cost_output(tmp_path):
+    """``--report benchmarks/out/calibration-*.json`` (the documented command) also matches the
+    ``--cost`` output, which has no coverage table: it is skipped, not a ``KeyError``."""
+    cost = tmp_path / "calibration-cost.json"
+    cost.write_text('{"C=64, fixed scale": {"fit": 0.01}}')
+    proc = _run("calibration.py", "--report", str(cost))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "skipped" in proc.stderr

@@ -18,6 +18,10 @@ Sections (each printed as a table, all in one run; ``--quick`` runs a small vers
   99,856 with ``--full``), each in a fresh process; growth exponents.
 * ``taxi``    -- Taxi-v4 (500 states x 6 actions), relative encoding: one fit of every action
   at a fixed scale with the dense and the GMRF prior.
+* ``tunnel30``, ``sysid100`` (only when asked, ``--sections tunnel30,sysid100``) -- system
+  identification on tunnel grids (:func:`system_id`), each section in a fresh process: the
+  Hellinger distance, the wall and CPU seconds of every selecting refit, and the process's peak
+  resident memory (VmHWM) with its value after the imports.
 
 Run from the repository root::
 
@@ -25,7 +29,7 @@ Run from the repository root::
     python benchmarks/bench_scale.py --full     # also C = 99,856 (about 5-10 minutes)
     python benchmarks/bench_scale.py --quick    # small sizes, seconds
 
-Writes ``benchmarks/out/bench_scale.json``.
+Writes ``<out>/bench_scale.json`` (``--out``, default ``benchmarks/out``).
 """
 
 from __future__ import annotations
@@ -241,28 +245,32 @@ def system_id(side: int, transitions, seeds, priors=("gmrf",), lengthscales=(2.0
 
     world = TunnelGrid(side)
     info = SimpleNamespace(n_states=world.n_states, n_actions=4, coordinates=world.coordinates)
-    out = {p: {"hellinger": [], "seconds": []} for p in (*priors, "dirichlet_sparse")}
+    out = {p: {"hellinger": [], "seconds": [], "cpu": []} for p in (*priors, "dirichlet_sparse")}
     for seed in seeds:
         s, a, s2 = world.random_walk(max(transitions), rng=np.random.default_rng(seed))
         beliefs = {p: CorrelatedTransitionModel.for_mdp(info, prior=p, lengthscale=list(lengthscales),
                                                         selection="collapsed") for p in priors}
-        rows = {p: ([], []) for p in out}
+        rows: dict = {p: ([], [], []) for p in out}
         done = 0
         for t in transitions:
             for p, belief in beliefs.items():
                 belief.update(s[done:t], a[done:t], s2[done:t])
-                _, sec, _ = _timed(belief.refit)
+                _, sec, cpu = _timed(belief.refit)
                 rows[p][0].append(mean_hellinger(world, belief))
                 rows[p][1].append(sec)
+                rows[p][2].append(cpu)
             d = DirichletTransitionModel(world.n_states, 4, alpha=1e-3).update(s[:t], a[:t], s2[:t])
             rows["dirichlet_sparse"][0].append(mean_hellinger(world, _ActionMeans(d)))
             rows["dirichlet_sparse"][1].append(0.0)
+            rows["dirichlet_sparse"][2].append(0.0)
             done = t
             print(f"    side {side} seed {seed} T {t}: " + ", ".join(
-                f"{p} {rows[p][0][-1]:.3f} ({rows[p][1][-1]:.1f} s)" for p in out), flush=True)
+                f"{p} {rows[p][0][-1]:.3f} ({rows[p][1][-1]:.1f} s wall, {rows[p][2][-1]:.1f} s CPU)"
+                for p in out), flush=True)
         for p in out:
             out[p]["hellinger"].append(rows[p][0])
             out[p]["seconds"].append(rows[p][1])
+            out[p]["cpu"].append(rows[p][2])
     return {"side": side, "transitions": list(transitions), "seeds": list(seeds), "methods": out}
 
 
@@ -274,6 +282,45 @@ class _ActionMeans:
 
     def action_mean(self, a: int):
         return self.mean[:, a, :]
+
+
+SYSID = {  # section -> (quick, full): (side, transitions, seeds, priors, length scales)
+    "tunnel30": (((10, [300, 1000], [0]), (30, [1000, 5000, 10000], [0, 1, 2])),
+                 ("gmrf", "dense"), (2.0, 5.0)),
+    "sysid100": (((20, [4000], [0]), (100, [100_000], [0])), ("gmrf",), (5.0,)),
+}
+
+
+def sysid_child(section: str, quick: bool) -> None:
+    """One system-identification section in this (fresh) process; prints its JSON as the last line
+    (progress goes to stderr), with ``peak_mb`` (VmHWM at the end) and ``baseline_peak_mb``
+    (VmHWM after the imports)."""
+    import corrpriors.applications  # noqa: F401  (the imports, before the baseline)
+
+    sizes, priors, lengthscales = SYSID[section]
+    side, ts, seeds = sizes[0] if quick else sizes[1]
+    baseline = _peak_mb()
+    stdout, sys.stdout = sys.stdout, sys.stderr
+    try:
+        r = system_id(side, ts, seeds, priors=priors, lengthscales=lengthscales)
+    finally:
+        sys.stdout = stdout
+    r.update(peak_mb=_peak_mb(), baseline_peak_mb=baseline, cpu_total=time.process_time(),
+             memory="VmHWM of a fresh process running this section only")
+    print(json.dumps(r))
+
+
+def section_sysid(section: str, quick: bool) -> dict:
+    """:func:`sysid_child` in a fresh process (so that its peak memory is the section's own)."""
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    cmd = [sys.executable, __file__, "--sysid-child", section, *(["--quick"] if quick else [])]
+    out = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, env=env, check=True)
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    cpu = {p: [c for seed in m["cpu"] for c in seed] for p, m in r["methods"].items() if p != "dirichlet_sparse"}
+    print("  CPU s per selecting refit: " + ", ".join(f"{p} {min(c):.1f}-{max(c):.1f}" for p, c in cpu.items())
+          + f"; peak memory {r['peak_mb']:.0f} MB (VmHWM, fresh process; {r['baseline_peak_mb']:.0f} MB "
+          "after the imports)", flush=True)
+    return r
 
 
 def section_taxi() -> dict:
@@ -301,7 +348,11 @@ def main(argv=None) -> int:
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--lengthscale-fraction", type=float, default=None,
                         help="GMRF length scale as a fraction of the side (default: 5 cells)")
-    parser.add_argument("--sections", default="exact,speed,growth,taxi")
+    parser.add_argument("--sections", default="exact,speed,growth,taxi",
+                        help="comma-separated: exact, speed, growth, taxi, tunnel30, sysid100")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out",
+                        help="output folder (default benchmarks/out)")
+    parser.add_argument("--sysid-child", choices=tuple(SYSID), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     global LENGTHSCALE
@@ -309,6 +360,9 @@ def main(argv=None) -> int:
         LENGTHSCALE = ("fraction", args.lengthscale_fraction)
     if args.child:
         child(args.child)
+        return 0
+    if args.sysid_child:
+        sysid_child(args.sysid_child, args.quick)
         return 0
     from corrpriors._threads import blas_threads
 
@@ -334,20 +388,23 @@ def main(argv=None) -> int:
                 print(f"  C {row['C']:,}: x{row['growth_from_previous']:.2f} "
                       f"(exponent {row['exponent_from_previous']:.2f})")
         if "tunnel30" in sections:
-            side, ts, seeds = (10, [300, 1000], [0]) if args.quick else (30, [1000, 5000, 10000], [0, 1, 2])
-            print(f"system identification, {side} x {side} tunnel grid, GMRF vs dense SE prior:")
-            report["tunnel30"] = system_id(side, ts, seeds, priors=("gmrf", "dense"))
+            side = 10 if args.quick else 30
+            print(f"system identification, {side} x {side} tunnel grid, GMRF vs dense SE prior "
+                  "(fresh process):", flush=True)
+            report["tunnel30"] = section_sysid("tunnel30", args.quick)
         if "sysid100" in sections:
-            side, ts = (20, [4000]) if args.quick else (100, [100_000])
-            print(f"system identification at scale, {side} x {side} tunnel grid, GMRF prior:")
-            report["sysid100"] = system_id(side, ts, [0], priors=("gmrf",), lengthscales=(5.0,))
+            side = 20 if args.quick else 100
+            print(f"system identification at scale, {side} x {side} tunnel grid, GMRF prior "
+                  "(fresh process):", flush=True)
+            report["sysid100"] = section_sysid("sysid100", args.quick)
         if "taxi" in sections and not args.quick:
             report["taxi"] = r = section_taxi()
             print("taxi (500 states x 6 actions, 5,000 transitions, one fit of all actions): "
                   + ", ".join(f"{k} {v['seconds']:.2f} s" for k, v in r["rows"].items()))
-    out = ROOT / "benchmarks" / "out" / "bench_scale.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n")
+    from corrpriors._fileio import atomic_write_bytes
+
+    out = args.out / "bench_scale.json"
+    atomic_write_bytes(out, (json.dumps(report, indent=2) + "\n").encode())
     print(f"wrote {out}")
     return 0
 

@@ -29,7 +29,8 @@ Run from the repository root::
     python benchmarks/bench_scale.py --full     # also C = 99,856 (about 5-10 minutes)
     python benchmarks/bench_scale.py --quick    # small sizes, seconds
 
-Writes ``<out>/bench_scale.json`` (``--out``, default ``benchmarks/out``).
+Writes ``<out>/bench_scale-<sections>[-full][-quick][-ls<f>].json`` (``--out``, default
+``benchmarks/out``): one file per configuration.
 """
 
 from __future__ import annotations
@@ -341,6 +342,17 @@ def section_taxi() -> dict:
     return {"transitions": 5000, "rows": rows}
 
 
+def _file_name(sections: list[str], args: argparse.Namespace) -> str:
+    """``bench_scale-<sections>[-full][-quick][-ls<f>].json``: one file per configuration, so a
+    run with other sections or sizes never overwrites another's results.
+    """
+    parts = ["bench_scale", "+".join(sections)]
+    parts += ["full"] if args.full else []
+    parts += ["quick"] if args.quick else []
+    parts += [f"ls{args.lengthscale_fraction:g}"] if args.lengthscale_fraction is not None else []
+    return "-".join(parts) + ".json"
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (seconds)")
@@ -403,7 +415,7 @@ def main(argv=None) -> int:
                   + ", ".join(f"{k} {v['seconds']:.2f} s" for k, v in r["rows"].items()))
     from corrpriors._fileio import atomic_write_bytes
 
-    out = args.out / "bench_scale.json"
+    out = args.out / _file_name(sections, args)
     atomic_write_bytes(out, (json.dumps(report, indent=2) + "\n").encode())
     print(f"wrote {out}")
     return 0

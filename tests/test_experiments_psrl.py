@@ -182,3 +182,19 @@ def test_claims_left_unchecked_are_noted():
     no_absolute = crafted_claims({"pg_mean": reaching_at(1), "dirichlet_sparse_mean": reaching_at(4)})
     assert len(no_absolute["claims"]) == 2
     assert no_absolute["notes"] == ["pg_absolute claims not checked: no pg_absolute method in methods"]
+
+
+def test_a_method_gives_the_same_curve_whichever_other_methods_run():
+    """Each method's random stream comes from its name (``method_stream``), not its position in
+    ``methods``: a subset run reproduces the full run's curve of that method (before, the
+    Dirichlet sampling policy got another stream when run alone)."""
+    from corrpriors.experiments import psrl_grid
+
+    both = psrl_grid.Config(n_transitions=100, n_samples=2,
+                            methods=("dirichlet_uniform_sampling", "dirichlet_sparse_sampling"))
+    alone = dataclasses.replace(both, methods=("dirichlet_sparse_sampling",))
+    full = psrl_grid.run_seed(both, rng=np.random.default_rng(3))
+    subset = psrl_grid.run_seed(alone, rng=np.random.default_rng(3))
+    curve = full.curves["normalized_return"]["dirichlet_sparse_sampling"]
+    np.testing.assert_array_equal(subset.curves["normalized_return"]["dirichlet_sparse_sampling"], curve)
+    assert not np.array_equal(full.curves["normalized_return"]["dirichlet_uniform_sampling"], curve)

@@ -30,7 +30,7 @@ from ..runner._ranges import (
     Options,
 )
 from ..runner.protocol import Claim, SeedResult
-from ._shared import curve_stack, finite_claim
+from ._shared import curve_stack, finite_claim, method_stream
 
 MODELS = ("pg", "pg_absolute", "dirichlet_uniform", "dirichlet_sparse")
 VARIANTS = ("sampling", "mean")
@@ -144,8 +144,8 @@ def run_methods(mdp: Any, config: Any, rng: np.random.Generator, start_state: in
     per: dict[str, dict[str, np.ndarray]] = {k: {} for k in (
         "cpu_seconds", "expected_return", "seconds", "fit_seconds", "n_fits", "scale", "jitter", "n_unconverged")}
     optimal = math.nan
-    streams = rng.spawn(len(config.methods))
-    for method, stream in zip(config.methods, streams):
+    streams = method_stream(rng, tuple(config.methods))   # subsets of methods agree
+    for method, stream in streams.items():
         model, variant = split_method(method)
         belief = make_belief(model, mdp, covariance, category_map, config)
         agent = PSRLAgent(belief, mdp.reward_matrix, discount, variant=variant,

@@ -58,6 +58,10 @@ DESCRIPTION = "PSRL on the 2-server batch queueing network: PG vs Dirichlet beli
 X_NAME = "episodes"
 METRICS = {"expected_return": "higher"}
 PAPER_SEEDS = 100
+#: Raised when the code changes a configuration's numbers (``runner._config.results_revision``):
+#: 1 (round 19) -- each method's random stream from its name (``_shared.method_stream``), not
+#: its position in ``methods``, so that a subset of the methods gives the same numbers.
+RESULTS_REVISION = 1
 QUICK_SEEDS = 2
 ENVIRONMENT = "PSRL, 2-server batch queueing network"
 X_LABEL = "learning episodes (20 transitions each)"

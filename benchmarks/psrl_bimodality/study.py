@@ -6,10 +6,13 @@ the return curve, the policy after every replan, the visited states / actions, t
 scales and the unconverged-refit counter after every replan (and, with ``--full``, the final
 posterior-mean model).
 
-Seed k uses the experiment's own stream (``default_rng([k, crc32("psrl-queueing")])``, the
-method's child of ``rng.spawn(8)``), so ``--ablation base`` reproduces the experiment as it
-was before the fix (``corrpriors reproduce psrl-queueing --set boundary=exclude``) and
-``--ablation clip`` as it is. The findings: ``docs/psrl_bimodality.rst``.
+Seed k uses the experiment's stream as it was when the study ran (``default_rng([k,
+crc32("psrl-queueing")])``, the method's child of ``rng.spawn(8)``), so the study's recorded
+numbers reproduce bit for bit; ``--ablation base`` is the experiment before the fix
+(``corrpriors reproduce psrl-queueing --set boundary=exclude``) and ``--ablation clip`` after
+it, in distribution. Since round 19 the experiment itself derives each method's stream from
+the method's name (``corrpriors.experiments._shared.method_stream``), so its seeds draw other
+numbers than this study's. The findings: ``docs/psrl_bimodality.rst``.
 
 Usage (from the repository root)::
 

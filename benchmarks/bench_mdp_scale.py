@@ -37,16 +37,10 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _proc import status_mb
 
 ROOT = Path(__file__).resolve().parents[1]
 ENVS = ("grid", "tunnel", "lake")
-
-
-def _rss_mb(field: str) -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return float(line.split()[1]) / 1024.0
-    return float("nan")  # pragma: no cover - not Linux
 
 
 def _cpu(fn):
@@ -74,12 +68,12 @@ def child(env: str, n: int, sparse: bool, out: str) -> None:
     from corrpriors.mdp import policy_evaluation, policy_iteration, value_iteration
 
     make = build(env, n, sparse)
-    base = _rss_mb("VmRSS")
+    base = status_mb("VmRSS")
     mdp, t_build = _cpu(make)
     vi, t_vi = _cpu(lambda: value_iteration(mdp))
     pe, t_pe = _cpu(lambda: policy_evaluation(mdp, vi.policy))
     pi, t_pi = _cpu(lambda: policy_iteration(mdp))
-    peak = _rss_mb("VmHWM")
+    peak = status_mb("VmHWM")
     np.savez(out, vi=vi.values, pe=pe, pi=pi.values)
     nnz = mdp.transitions.nnz if mdp.is_sparse else int(np.count_nonzero(mdp.transitions))
     print(json.dumps({"env": env, "side": n, "S": mdp.n_states, "A": mdp.n_actions,

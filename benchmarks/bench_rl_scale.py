@@ -43,16 +43,10 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+from _proc import peak_mb
 
 ROOT = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve().parent
-
-
-def _peak_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return float(line.split()[1]) / 1024.0
-    return float("nan")   # pragma: no cover - not Linux
 
 
 def _belief(side: int, n_jobs: int = 1, backend: str = "threads", selection: str = "collapsed",
@@ -109,7 +103,7 @@ def child_sysid(side: int, n_jobs: int = 1, psrl: bool = False,
         c2, w2 = time.process_time(), time.perf_counter()
         agent.plan(rng=np.random.default_rng(1))
         out.update(psrl_cpu=time.process_time() - c2, psrl_wall=time.perf_counter() - w2)
-    out["peak_mb"] = _peak_mb()
+    out["peak_mb"] = peak_mb()
     return out
 
 
@@ -226,7 +220,7 @@ def child_frozenlake(side: int, n_transitions: int, n_steps: int) -> dict:
             "env_cpu": c1 - c0, "walk_cpu": c2 - c1, "sysid_cpu": c3 - c2,
             "psrl_cpu": c4 - c3, "psrl_steps": n_steps, "n_plans": agent.n_plans_,
             "episodes": int(out["episode_returns"].size),
-            "return_sum": float(out["episode_returns"].sum()), "peak_mb": _peak_mb()}
+            "return_sum": float(out["episode_returns"].sum()), "peak_mb": peak_mb()}
 
 
 def child_fit(side: int) -> dict:
@@ -236,7 +230,7 @@ def child_fit(side: int) -> dict:
     c0 = time.process_time()
     model = bench_scale.fit_sparse(q, counts)
     return {"side": side, "cpu": time.process_time() - c0, "psi_steps": model.n_psi_steps_,
-            "elbo": float(model.elbo_), "peak_mb": _peak_mb()}
+            "elbo": float(model.elbo_), "peak_mb": peak_mb()}
 
 
 def _run(args: list[str], src: str | None = None, bench: str | None = None) -> dict:

@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -46,6 +45,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+from _proc import peak_mb
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -120,25 +120,14 @@ def section_speed(side: int = 50) -> dict:
             "rel_d_elbo": float(abs(sparse.elbo_ - dense.elbo_) / abs(dense.elbo_))}
 
 
-def _peak_mb() -> float:
-    """Peak resident memory of this process (VmHWM; ru_maxrss survives exec on Linux)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return float(line.split()[1]) / 1024.0
-    except OSError:  # pragma: no cover - not Linux
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-
-
 def child(side: int) -> None:
     """One sparse fit in this (fresh) process; prints a JSON line with time and peak memory."""
     q, counts = grid_problem(side)
     model, t, c = _timed(lambda: fit_sparse(q, counts))
-    peak_mb = _peak_mb()
+    peak = peak_mb()
     print(json.dumps({"side": side, "C": side * side, "seconds": t, "cpu": c,
                       "psi_steps": model.n_psi_steps_, "converged": bool(model.converged_),
-                      "peak_mb": peak_mb}))
+                      "peak_mb": peak}))
 
 
 def section_growth(sides) -> dict:
@@ -300,13 +289,13 @@ def sysid_child(section: str, quick: bool) -> None:
 
     sizes, priors, lengthscales = SYSID[section]
     side, ts, seeds = sizes[0] if quick else sizes[1]
-    baseline = _peak_mb()
+    baseline = peak_mb()
     stdout, sys.stdout = sys.stdout, sys.stderr
     try:
         r = system_id(side, ts, seeds, priors=priors, lengthscales=lengthscales)
     finally:
         sys.stdout = stdout
-    r.update(peak_mb=_peak_mb(), baseline_peak_mb=baseline, cpu_total=time.process_time(),
+    r.update(peak_mb=peak_mb(), baseline_peak_mb=baseline, cpu_total=time.process_time(),
              memory="VmHWM of a fresh process running this section only")
     print(json.dumps(r))
 

@@ -58,7 +58,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -66,6 +65,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+from _proc import peak_mb
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -152,17 +152,6 @@ def bench_size(side: int, n_tasks: int, n_source: int, n_target: int, repeat: in
             "target_similarity": sim, "fits": fits, "similarities_all": sims}
 
 
-def _peak_mb() -> float:
-    """Peak resident memory of this process (VmHWM; ru_maxrss survives fork and exec on Linux)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return float(line.split()[1]) / 1024.0
-    except OSError:  # pragma: no cover - not Linux
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-
-
 def bench_kron(side: int, n_tasks: int = 2) -> dict:
     """The Kronecker joint fit (:func:`kron_fit`) in a fresh child process: its CPU time and peak memory."""
     proc = subprocess.run([sys.executable, __file__, "--kron-child", str(side), str(n_tasks)],
@@ -179,7 +168,7 @@ def kron_fit(side: int, n_tasks: int = 2) -> dict:
     from corrpriors.core import CorrelatedMultinomial
     from corrpriors.kernels import grid_precision, kronecker_precision
 
-    baseline = _peak_mb()
+    baseline = peak_mb()
     rng = np.random.default_rng(1)
     Q = grid_precision((side, side), length_scale=5.0)
     B = 0.2 * np.eye(n_tasks) + 0.8                      # every pair of tasks correlated 0.8
@@ -191,7 +180,7 @@ def kron_fit(side: int, n_tasks: int = 2) -> dict:
     precision = kronecker_precision(B, Q)
     model = CorrelatedMultinomial(precision=precision, scale=1.0).fit(counts)
     cpu = time.process_time() - tic
-    peak = _peak_mb()
+    peak = peak_mb()
     return {"side": side, "tasks": n_tasks, "covariates": n, "precision_nnz": int(precision.nnz),
             "cpu_seconds": cpu, "peak_rss_mb": peak, "baseline_peak_mb": baseline,
             "peak_above_baseline_mb": peak - baseline, "n_iter": int(model.n_iter_),

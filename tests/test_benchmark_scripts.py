@@ -19,7 +19,8 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
-SCRIPTS = sorted(p.relative_to(BENCH).as_posix() for p in BENCH.rglob("*.py") if "out" not in p.parts)
+SCRIPTS = sorted(p.relative_to(BENCH).as_posix() for p in BENCH.rglob("*.py")
+                 if "out" not in p.parts and not p.name.startswith("_"))   # _proc.py: a module the scripts import
 
 
 def _run(script: str, *args: str) -> subprocess.CompletedProcess:

@@ -188,10 +188,14 @@ def test_the_study_runs_and_its_criterion_is_bsuites(tmp_path, capsys):
     jsonl = tmp_path / "d.jsonl"
     assert study.main(["--sizes", "4", "--walls", "walls", "--seeds", "0", "--methods",
                        "dirichlet_sparse", "--cap", "300", "--out", str(jsonl)]) == 0
+    with pytest.raises(SystemExit):                          # a used --out needs --resume
+        study.main(["--sizes", "4", "--walls", "walls", "--seeds", "0", "--methods",
+                    "dirichlet_sparse", "--cap", "300", "--out", str(jsonl)])
     assert study.main(["--sizes", "4", "--walls", "walls", "--seeds", "0", "--methods",
-                       "dirichlet_sparse", "--cap", "300", "--out", str(jsonl)]) == 0
+                       "dirichlet_sparse", "--cap", "300", "--out", str(jsonl), "--resume"]) == 0
     assert len(jsonl.read_text().splitlines()) == 1          # the rerun resumed, ran nothing
-    assert "N=  4 dirichlet_sparse" in capsys.readouterr().out
+    row = next(line for line in capsys.readouterr().out.splitlines() if "N=  4 cap 300" in line)
+    assert "dirichlet_sparse" in row                         # the table's rows are per cap
     study.main(["--out", str(jsonl), "--plot", str(tmp_path / "d.png")])
     assert (tmp_path / "d.png").stat().st_size > 5000
 
@@ -208,7 +212,7 @@ def test_the_study_runs_agent_streams_per_mapping(tmp_path, capsys):
     argv = ["--sizes", "4", "--walls", "walls", "--seeds", "0-1", "--streams", "0-2",
             "--methods", "dirichlet_sparse", "--cap", "400", "--out", str(jsonl)]
     assert study.main(argv) == 0
-    assert study.main(argv) == 0
+    assert study.main(argv + ["--resume"]) == 0
     runs = [json.loads(line) for line in jsonl.read_text().splitlines()]
     assert sorted((r["seed"], r["stream"]) for r in runs) == [(s, k) for s in (0, 1) for k in range(3)]
     assert runs[0]["learned"] == plain["learned"]                 # seed 0, stream 0

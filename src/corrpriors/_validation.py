@@ -302,15 +302,19 @@ def check_simplex(p: Any, name: str, axis: int = -1, atol: float = 1e-8) -> np.n
     return arr
 
 
-def check_covariance(cov: Any, name: str = "covariance", size: int | None = None,
-                     rtol: float = 1e-8) -> np.ndarray:
-    """Validate a symmetric positive semi-definite (C, C) matrix.
+#: Largest accepted max |A - A^T| relative to max |A| for a matrix that must be symmetric
+#: (covariances, precisions, the matrices the linear algebra factorises).
+SYMMETRY_RTOL = 1e-10
 
-    Raises for NaN, a wrong shape, asymmetry or a clearly negative eigenvalue
-    (below ``-1e-8`` times the largest). Rank-deficient PSD matrices pass; jitter is
-    added later, where the matrix is factorised.
+
+def check_symmetric_square(matrix: Any, name: str, size: int | None = None) -> np.ndarray:
+    """``matrix`` as a finite, symmetric (C, C) float64 array, or an error naming ``name``.
+
+    Symmetric to :data:`SYMMETRY_RTOL` relative to its largest entry; ``size`` fixes C. Complex
+    and non-numeric input raise :class:`TypeError` (:func:`as_real_array`), the rest
+    :class:`ValueError`.
     """
-    arr = as_real_array(cov, name).astype(np.float64)
+    arr = as_real_array(matrix, name).astype(np.float64)
     if arr.ndim != 2 or arr.shape[0] != arr.shape[1]:
         raise ValueError(f"{name}: expected a square 2-D array, got shape {arr.shape}")
     if size is not None and arr.shape[0] != size:
@@ -318,9 +322,22 @@ def check_covariance(cov: Any, name: str = "covariance", size: int | None = None
                          f"(rows of counts), got {arr.shape}")
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name}: contains NaN or infinite values")
-    scale = max(float(np.max(np.abs(arr))), 1e-300)
-    if not np.allclose(arr, arr.T, rtol=0, atol=1e-10 * scale):
-        raise ValueError(f"{name}: must be symmetric")
+    big = float(np.max(np.abs(arr), initial=0.0))
+    gap = float(np.max(np.abs(arr - arr.T), initial=0.0))
+    if gap > SYMMETRY_RTOL * max(big, 1e-300):
+        raise ValueError(f"{name}: must be symmetric, got max |A - A^T| = {gap:.3g} (max |A| = {big:.3g})")
+    return arr
+
+
+def check_covariance(cov: Any, name: str = "covariance", size: int | None = None,
+                     rtol: float = 1e-8) -> np.ndarray:
+    """Validate a symmetric positive semi-definite (C, C) matrix.
+
+    Raises for NaN, a wrong shape, asymmetry (:func:`check_symmetric_square`) or a clearly
+    negative eigenvalue (below ``-1e-8`` times the largest). Rank-deficient PSD matrices pass;
+    jitter is added later, where the matrix is factorised.
+    """
+    arr = check_symmetric_square(cov, name, size)
     eig = np.linalg.eigvalsh(arr)
     if eig[-1] <= 0:
         raise ValueError(f"{name}: must be positive semi-definite with a positive eigenvalue; "
@@ -331,7 +348,7 @@ def check_covariance(cov: Any, name: str = "covariance", size: int | None = None
 
 
 def check_precision(precision: Any, name: str = "precision",
-                    size: int | None = None, symmetry_rtol: float = 1e-10) -> sp.csr_array:
+                    size: int | None = None, symmetry_rtol: float = SYMMETRY_RTOL) -> sp.csr_array:
     r"""Validate a symmetric (C, C) precision (scipy.sparse or dense), C >= 1; return canonical CSR.
 
     Symmetric means :math:`|Q - Q^\top|` at most ``symmetry_rtol`` times the largest

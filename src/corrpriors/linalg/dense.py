@@ -17,7 +17,7 @@ import warnings
 import numpy as np
 
 from .._typing import FloatArray
-from .._validation import as_real_array
+from .._validation import SYMMETRY_RTOL, check_symmetric_square
 from ..exceptions import JitterWarning
 
 #: First jitter level, relative to the mean diagonal.
@@ -26,25 +26,6 @@ JITTER_START = 1e-10
 JITTER_WARN_ABOVE = 1e-8
 #: Number of levels tried (1e-10 ... 1e3 relative).
 JITTER_LEVELS = 14
-#: Largest accepted |A - A^T| relative to max |A| (as ``check_covariance``).
-SYMMETRY_RTOL = 1e-10
-
-
-def _checked_square(matrix: object, name: str) -> np.ndarray:
-    """``matrix`` as a finite, symmetric (C, C) float array, or a ValueError naming ``name``
-    (a TypeError for complex or non-numeric input).
-    """
-    a = as_real_array(matrix, name).astype(np.float64)
-    if a.ndim != 2 or a.shape[0] != a.shape[1]:
-        raise ValueError(f"{name}: expected a square (C, C) matrix, got shape {a.shape}")
-    if not np.all(np.isfinite(a)):
-        raise ValueError(f"{name}: contains NaN or infinite values")
-    big = float(np.max(np.abs(a), initial=0.0))
-    gap = float(np.max(np.abs(a - a.T), initial=0.0))
-    if gap > SYMMETRY_RTOL * big:
-        raise ValueError(f"{name}: expected a symmetric matrix, got max |A - A^T| = {gap:.3g} "
-                         f"(max |A| = {big:.3g})")
-    return a
 
 
 def jittered_cholesky(matrix: np.ndarray, *, name: str = "covariance",
@@ -77,7 +58,7 @@ def jittered_cholesky(matrix: np.ndarray, *, name: str = "covariance",
     TypeError
         Complex or non-numeric ``matrix``.
     """
-    a = _checked_square(matrix, name)
+    a = check_symmetric_square(matrix, name)
     mean_diag = float(np.mean(np.diag(a)))
     if not mean_diag > 0:
         raise ValueError(f"{name}: diagonal must be positive, mean diagonal is {mean_diag:g}")

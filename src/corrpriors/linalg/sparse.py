@@ -69,15 +69,12 @@ import scipy.sparse as sp
 
 from .._memory import MemoryEstimateError, check_memory, memory_budget
 from .._threads import blas_threads
-from .._validation import as_real_array, check_real
+from .._validation import SYMMETRY_RTOL, as_real_array, check_real
 from . import _supernodal
 from ._ordering import ORDERINGS, fill_reducing_ordering
 
 __all__ = ["CholeskyFactor", "FactorWorkspace", "NotPositiveDefiniteError", "PreparedMatrix",
            "SparseCholesky", "analysis_for"]
-
-#: Largest accepted |A - A^T| relative to max |A| (round-off of products such as M @ M).
-SYMMETRY_RTOL = 1e-10
 
 
 class NotPositiveDefiniteError(np.linalg.LinAlgError):

@@ -464,3 +464,19 @@ def test_figures_of_indicative_runs_say_so_in_their_title():
     one = new_figure((4, 3))
     _mark_figures([FigureSpec("d", one, "c")], "indicative (1 seed, ...)", "paper", 1)
     assert one.get_suptitle() == "paper settings, 1 seed: indicative only"
+
+
+@pytest.mark.parametrize("settings, recorded, read", [
+    ("default", "paper-scale", "full-scale (default settings)"),   # transfer before round 19
+    ("paper", "paper-scale", "paper-scale"),
+    ("default", "full-scale (default settings)", "full-scale (default settings)"),
+    ("quick", "indicative (2 seeds, quick settings; see README)", "indicative (2 seeds, quick settings; see README)"),
+])
+def test_old_records_stamped_paper_scale_at_other_defaults_read_as_full_scale(tmp_path, settings, recorded, read):
+    from corrpriors.runner._report_input import read_record
+
+    summary = {"experiment": "transfer", "x": {"name": "x", "values": [1.0]}, "seeds": [0],
+               "metrics": {"m": {"better": "lower", "methods": {"pg": {"mean": [0.5], "std": [0.0]}}}},
+               "run": {"settings": settings, "claims": recorded}}
+    (tmp_path / "metrics.json").write_text(json.dumps(summary))
+    assert read_record(tmp_path / "metrics.json", tmp_path.resolve()).status == read

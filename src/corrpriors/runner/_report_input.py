@@ -30,6 +30,7 @@ from typing import Any
 
 from .._fileio import NotReadable, read_regular
 from .._methods import migrate_summary, setting_notes
+from ._config import full_scale_status
 
 #: Largest ``metrics.json`` read (the runner's are a few hundred kB).
 MAX_RECORD_BYTES = 64 * 2**20
@@ -329,8 +330,22 @@ def _check(summary: Any, path: pathlib.Path, root: pathlib.Path) -> Record:
         metrics=metrics, claims=claims, notes=notes, config=config,
         settings=_get(run, "settings", "run.", (str,), "a string", required=False),
         config_hash=_get(run, "config_hash", "run.", (str,), "a string", required=False),
-        status=_get(run, "claims", "run.", (str,), "a string", required=False),
+        status=_status(run),
         warning_counts=counts, warnings_log=log, figures=figures, refused=tuple(refused))
+
+
+def _status(run: Mapping) -> str | None:
+    """The record's claims status (``run.claims``), as the runner would write it today.
+
+    Until round 19 a run at the default settings of an experiment whose defaults are not the
+    paper's (``settings`` "default": transfer) was stamped "paper-scale"; such a record reads as
+    that experiment's full-scale status, so the page does not call it the paper's.
+    """
+    status = _get(run, "claims", "run.", (str,), "a string", required=False)
+    settings = run.get("settings")
+    if status == "paper-scale" and isinstance(settings, str) and settings not in ("paper", ""):
+        return full_scale_status(settings)
+    return status
 
 
 def _labels(summary: Mapping) -> dict[str, str]:

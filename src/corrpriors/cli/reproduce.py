@@ -34,7 +34,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help=f"experiment: {', '.join(experiment_names(include_extra=False))} or all (default: all)",
     )
     parser.add_argument("--quick", action="store_true",
-                        help="small settings: about 80 CPU seconds in all (claim checks are then indicative)")
+                        help="small settings: about 30 CPU seconds in all (claim checks are then indicative)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="set a Config field of the experiment (repeatable; needs NAME), e.g. "
                              "--set scale=10 or --set transitions=0,100,1000; checked against the field's type "

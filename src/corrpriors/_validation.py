@@ -58,19 +58,18 @@ def as_real_array(x: Any, name: str, *, allow_bool: bool = True, expected: str =
         raise ValueError(f"{name}: expected a rectangular array; the nested sequences have "
                          f"different lengths ({exc})") from None
     kind = arr.dtype.kind
-    if not allow_bool and kind != "b" and holds_bool(x, arr):   # [1, True]: numpy made it [1, 1]
+    if not allow_bool and holds_bool(x, arr):   # also [1, True], which numpy made [1, 1]
+        if kind == "b":
+            raise TypeError(f"{name}: expected {expected}, got a boolean array; convert it "
+                            f"explicitly (e.g. {name}.astype(int)) if True means 1")
         raise TypeError(f"{name}: expected {expected}, got a sequence holding a boolean (True is "
                         f"not 1); convert it explicitly if that is meant")
-    if kind == "b" and not allow_bool:
-        raise TypeError(f"{name}: expected {expected}, got a boolean array; convert it "
-                        f"explicitly (e.g. {name}.astype(int)) if True means 1")
     if kind == "c":
         raise TypeError(f"{name}: expected {expected}, got complex dtype {arr.dtype} (the "
                         f"imaginary part would be lost)")
     if kind == "O":
         flat = arr.ravel()
-        bad = [v for v in flat if (isinstance(v, (bool, np.bool_)) and not allow_bool)
-               or not isinstance(v, (numbers.Real, np.bool_))][:1]
+        bad = [v for v in flat if not isinstance(v, (numbers.Real, np.bool_))][:1]   # (booleans: above)
         if bad or flat.size == 0:
             held = type(bad[0]).__name__ if bad else "nothing"
             raise TypeError(f"{name}: expected a numeric array, got dtype object holding {held}")

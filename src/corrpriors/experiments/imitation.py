@@ -290,13 +290,18 @@ def matching_data_size(xs, target: float, curve) -> float:
     return float(math.exp(x0 + t * (x1 - x0)))
 
 
+#: The data-efficiency row's note when Dirichlet does not reach PG's error within the sweep (a
+#: lower bound of the ratio, which the order-of-magnitude claim uses).
+NOT_REACHED = "not reached on the grid"
+
+
 def _matching_note(target: float, dir_mean: np.ndarray, matching: float) -> str:
     """Why a row of the data-efficiency table has no ratio ("" when it has one)."""
     if not math.isfinite(target):
         return "pg's error is not finite"
     if not np.all(np.isfinite(dir_mean)):
         return "dirichlet's errors are not all finite"
-    return "not reached on the grid" if math.isnan(matching) else ""
+    return NOT_REACHED if math.isnan(matching) else ""
 
 
 def summarise_extra(config: Config, results: Mapping[int, SeedResult], metrics: dict) -> dict:
@@ -355,7 +360,7 @@ def summarise_extra(config: Config, results: Mapping[int, SeedResult], metrics: 
         f"{num(np.mean(gap[:half]))} vs the {half} largest {num(np.mean(gap[-half:]))}", errors))
     extra["table_x"] = list(xs)  # the first two claims speak of every D
     ratios = [float(r["ratio"]) for r in efficiency["hellinger"] if r["ratio"] is not None]
-    unreached = [float(r["D"]) for r in efficiency["hellinger"] if r["note"] == "not reached on the grid"]
+    unreached = [float(r["D"]) for r in efficiency["hellinger"] if r["note"] == NOT_REACHED]
     # an unreached D gives only a lower bound D' > max(D): ratio > max(D) / D
     bounds = ratios + [xs[-1] / d for d in unreached]
     best = max(bounds) if bounds else float("nan")

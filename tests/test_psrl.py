@@ -425,38 +425,30 @@ def _untouched(agent):
     agent.plan(rng=0)
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda ag: ag.act(-1), r"state: expected an integer in \[0, 3\], got -1"),
-    (lambda ag: ag.act(4), r"state: expected an integer in \[0, 3\], got 4"),
-    (lambda ag: ag.act(1.5), "state: .* got 1.5"),
-    (lambda ag: ag.act(10**300), "state: .* got 1000"),
-    (lambda ag: ag.observe(3, 0, -2, rng=0, terminated=True), r"next_state: expected an integer in \[0, 3\], got -2"),
-    (lambda ag: ag.observe(4, 0, 0, rng=0), r"state: expected an integer in \[0, 3\], got 4"),
-    (lambda ag: ag.observe(0, 2, 0, rng=0), r"action: expected an integer in \[0, 1\], got 2"),
-    (lambda ag: ag.observe(0, 1.0000001, 0, rng=0), "action: .* got 1.0000001"),
-    (lambda ag: ag.observe(True, 0, 0, rng=0), "state: .* got True"),
+@pytest.mark.parametrize("call, error, match", [
+    (lambda ag: ag.act(-1), ValueError, r"state: expected an integer in \[0, 3\], got -1"),
+    (lambda ag: ag.act(4), ValueError, r"state: expected an integer in \[0, 3\], got 4"),
+    (lambda ag: ag.act(1.5), ValueError, "state: .* got 1.5"),
+    (lambda ag: ag.act(10**300), ValueError, "state: .* got 1000"),
+    (lambda ag: ag.observe(3, 0, -2, rng=0, terminated=True), ValueError,
+     r"next_state: expected an integer in \[0, 3\], got -2"),
+    (lambda ag: ag.observe(4, 0, 0, rng=0), ValueError, r"state: expected an integer in \[0, 3\], got 4"),
+    (lambda ag: ag.observe(0, 2, 0, rng=0), ValueError, r"action: expected an integer in \[0, 1\], got 2"),
+    (lambda ag: ag.observe(0, 1.0000001, 0, rng=0), ValueError, "action: .* got 1.0000001"),
+    (lambda ag: ag.observe(True, 0, 0, rng=0), ValueError, "state: .* got True"),
+    # "no" would be truth-tested as True and end the episode; 1 is not a flag either
+    (lambda ag: ag.observe(0, 0, 1, rng=0, terminated="no"), TypeError,
+     "terminated: expected True or False, got 'no'"),
+    (lambda ag: ag.observe(0, 0, 1, rng=0, truncated=None), TypeError, "truncated: expected True or False, got None"),
+    (lambda ag: ag.observe(0, 0, 1, rng=0, truncated=1), TypeError, "truncated: expected True or False, got 1"),
 ], ids=["act-negative", "act-S", "act-fraction", "act-huge", "next-state-negative", "state-S", "action-A",
-        "action-fraction", "state-bool"])
-def test_act_and_observe_refuse_states_and_actions_out_of_range(call, match):
+        "action-fraction", "state-bool", "terminated-str", "truncated-None", "truncated-int"])
+def test_act_and_observe_refuse_states_actions_and_flags_out_of_range(call, error, match):
     # before: act(-1) returned policy_[S - 1] and observe buffered the transition, marked the
     # state terminal and counted the visit; every later plan() failed on the buffer
     agent = PSRLAgent(DirichletTransitionModel(4, 2), np.zeros((4, 2)), 0.9, variant="mean")
     agent.plan(rng=0)
-    with pytest.raises(ValueError, match=match):
-        call(agent)
-    _untouched(agent)
-
-
-@pytest.mark.parametrize("call, match", [
-    (lambda ag: ag.observe(0, 0, 1, rng=0, terminated="no"), "terminated: expected True or False, got 'no'"),
-    (lambda ag: ag.observe(0, 0, 1, rng=0, truncated=None), "truncated: expected True or False, got None"),
-    (lambda ag: ag.observe(0, 0, 1, rng=0, truncated=1), "truncated: expected True or False, got 1"),
-], ids=["terminated-str", "truncated-None", "truncated-int"])
-def test_observe_refuses_flags_that_are_not_bools(call, match):
-    # "no" would be truth-tested as True and end the episode; 1 is not a flag either
-    agent = PSRLAgent(DirichletTransitionModel(4, 2), np.zeros((4, 2)), 0.9, variant="mean")
-    agent.plan(rng=0)
-    with pytest.raises(TypeError, match=match):
+    with pytest.raises(error, match=match):
         call(agent)
     _untouched(agent)
 

@@ -44,13 +44,6 @@ def test_the_totals_follow_from_the_per_seed_figures_said():
                         "1 min 48 s wall (3 seeds in turn x 36 s), 1 min 38 s CPU (5 x 20 s)")
 
 
-@pytest.fixture
-def toy_registered():
-    _registry.register(toy.NAME, toy)
-    yield
-    _registry.unregister(toy.NAME)
-
-
 def test_a_report_under_a_regular_file_names_it(tmp_path, capsys, toy_registered):
     """``-o afile/x.html``: "afile ... is not a directory", as ``reproduce --out afile`` says; not "File exists"."""
     out = tmp_path / "results"

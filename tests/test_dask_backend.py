@@ -8,15 +8,9 @@ import pytest
 pytest.importorskip("dask.distributed")
 
 import toy_experiment as toy  # noqa: E402  (the toy experiment of the runner tests)
-from corrpriors.runner import registry as _registry  # noqa: E402
 from corrpriors.runner._run import run_experiment  # noqa: E402
 
-
-@pytest.fixture(autouse=True)
-def _toy_registered():
-    _registry.register(toy.NAME, toy)
-    yield
-    _registry.unregister(toy.NAME)
+pytestmark = pytest.mark.usefixtures("toy_registered")   # (conftest)
 
 
 def test_dask_local_cluster_gives_the_same_numbers_as_joblib(tmp_path):

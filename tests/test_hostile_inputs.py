@@ -450,15 +450,6 @@ def test_an_empty_prediction_set_names_new_covariates():
 # ----------------------------------------------------------------------------- 6. unusable seed files
 
 
-@pytest.fixture
-def _toy_registered():
-    from corrpriors.runner import registry
-
-    registry.register(toy.NAME, toy)
-    yield
-    registry.unregister(toy.NAME)
-
-
 def _tamper(npz_path: pathlib.Path, json_path: pathlib.Path, edit) -> None:
     """Rewrite a seed's arrays with ``edit`` and record the new checksum: valid checksum, unusable content."""
     with np.load(npz_path, allow_pickle=False) as npz:
@@ -477,7 +468,7 @@ def _tamper(npz_path: pathlib.Path, json_path: pathlib.Path, edit) -> None:
     ("a curve of another shape", lambda a: a.__setitem__("curves/score/a", a["curves/score/a"][:, None])),
     ("an array missing", lambda a: a.pop("curves/error/b")),
 ])
-def test_an_unusable_seed_file_is_recomputed_with_a_note(tmp_path, capsys, _toy_registered, what, edit):
+def test_an_unusable_seed_file_is_recomputed_with_a_note(tmp_path, capsys, toy_registered, what, edit):
     from corrpriors.runner import run_experiment
 
     kw = dict(quick=True, jobs=1, out=tmp_path, progress=False, plot=False)

@@ -10,7 +10,6 @@ import pytest
 
 import toy_experiment as toy
 from corrpriors.cli import main
-from corrpriors.runner import registry as _registry
 from corrpriors.runner import run_experiment
 
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
@@ -56,11 +55,7 @@ class StrictChecker(html.parser.HTMLParser):
             self.stack.pop()
 
 
-@pytest.fixture(autouse=True)
-def _toy_registered():
-    _registry.register(toy.NAME, toy)
-    yield
-    _registry.unregister(toy.NAME)
+pytestmark = pytest.mark.usefixtures("toy_registered")   # (conftest)
 
 
 def test_report_is_valid_self_contained_and_complete(tmp_path, capsys):

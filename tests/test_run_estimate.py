@@ -10,15 +10,7 @@ import pytest
 import toy_experiment as toy
 from corrpriors.cli import main
 from corrpriors.experiments import _gym_time
-from corrpriors.runner import registry as _registry
 from corrpriors.runner._run import ModelEstimate, run_experiment
-
-
-@pytest.fixture
-def toy_registered():
-    _registry.register(toy.NAME, toy)
-    yield
-    _registry.unregister(toy.NAME)
 
 
 def test_the_estimate_is_said_before_any_seed_runs_and_recorded(tmp_path, monkeypatch, toy_registered):

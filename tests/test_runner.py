@@ -21,11 +21,7 @@ NAME = toy.NAME
 Config = toy.Config
 
 
-@pytest.fixture(autouse=True)
-def _toy_registered():
-    _registry.register(NAME, toy)
-    yield
-    _registry.unregister(NAME)
+pytestmark = pytest.mark.usefixtures("toy_registered")   # (conftest)
 
 
 def calls(log_dir: pathlib.Path) -> list[int]:

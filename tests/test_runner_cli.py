@@ -17,17 +17,12 @@ import pytest
 
 import toy_experiment as toy
 from corrpriors.cli import main
-from corrpriors.runner import registry as _registry
 
 TESTS = pathlib.Path(__file__).resolve().parent
 ENV = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS.parent / "src"), str(TESTS)]), MPLBACKEND="Agg")
 
 
-@pytest.fixture(autouse=True)
-def _toy_registered():
-    _registry.register(toy.NAME, toy)
-    yield
-    _registry.unregister(toy.NAME)
+pytestmark = pytest.mark.usefixtures("toy_registered")   # (conftest)
 
 
 def cli(capsys, *args):

@@ -20,7 +20,6 @@ import pytest
 import toy_experiment as toy
 from corrpriors.cli import main
 from corrpriors.runner import ConfigMismatch, OutputError, RunLocked, _io
-from corrpriors.runner import registry as _registry
 from corrpriors.runner._run import MAX_SEED, MAX_SEEDS, parse_seeds, plan_run, run_experiment
 from fifo_guard import FifoGuard
 
@@ -30,11 +29,7 @@ ENV = dict(os.environ, PYTHONPATH=os.pathsep.join([str(SRC), str(TESTS)]), MPLBA
 TOY_CLI = [sys.executable, str(TESTS / "toy_experiment.py"), "reproduce", toy.NAME, "--no-progress", "--no-plot"]
 
 
-@pytest.fixture(autouse=True)
-def _toy_registered():
-    _registry.register(toy.NAME, toy)
-    yield
-    _registry.unregister(toy.NAME)
+pytestmark = pytest.mark.usefixtures("toy_registered")   # (conftest)
 
 
 def quiet(**kw):

@@ -12,18 +12,14 @@ import pytest
 
 import toy_experiment as toy
 from corrpriors._format import mean_std, num, num_below
-from corrpriors.runner import _run, registry
+from corrpriors.runner import _run
 from corrpriors.runner._run import RunEstimate, RunInterrupted, duration, format_table, run_experiment
 from corrpriors.runner._session import closing_summary
 
 WIDTH = 100
 
 
-@pytest.fixture(autouse=True)
-def _toy_registered():
-    registry.register(toy.NAME, toy)
-    yield
-    registry.unregister(toy.NAME)
+pytestmark = pytest.mark.usefixtures("toy_registered")   # (conftest)
 
 
 def psrl_like_summary(n_x=41, step=50.0):

@@ -49,6 +49,26 @@ def test_identity_category_map_is_checked_before_its_arrays(monkeypatch):
         identity_category_map(True)
 
 
+@pytest.mark.parametrize("shape, radius, boundary", [
+    ((1500,), 3, "exclude"), ((40, 40), 3, "exclude"), ((40, 40), 2, "stay"),
+    ((12, 12, 12), 2, "exclude"), ((12, 12, 12), 3, "clip"), ((300,), 100, "stay")])
+def test_displacement_category_map_estimate_bounds_its_peak(monkeypatch, shape, radius, boundary):
+    """The estimate counted the (S, S, D) displacements but not CategoryMap's derived arrays nor
+    the censored maps' destinations: 32.5 bytes per pair against a traced peak of 49 at D = 2
+    (73 at D = 3), and a tenth of the window lookup's cost. It must bound the peak, and not by
+    so much that a fitting map is refused."""
+    from corrpriors.applications.transitions import _categories
+    estimates = []
+    real_check = _categories.check_memory
+    monkeypatch.setattr(_categories, "check_memory",
+                        lambda need, *a, **k: (estimates.append(need), real_check(need, *a, **k)))
+    coords = np.indices(shape).reshape(len(shape), -1).T
+    cmap, peak = traced_peak(_categories.displacement_category_map, coords, radius, boundary=boundary)
+    assert cmap.n_states == len(coords)
+    assert len(estimates) == 1
+    assert peak <= estimates[0] <= 2.0 * peak + MIB
+
+
 def test_for_mdp_absolute_checks_the_model_before_building_the_map(monkeypatch):
     """for_mdp(encoding="absolute") built the identity map before its own check, so a large
     MDP died in np.tile with a raw MemoryError (11.9 GiB at 40,000 states)."""

@@ -39,6 +39,11 @@ _GOLDEN = (np.sqrt(5.0) - 1.0) / 2.0   # offsets frac(k * golden) of the systema
 #: (measured: 58; its (S, S) int64 input, and what :class:`CategoryMap` derives from it: the
 #: int64 copy, ``index``, ``_rows``, ``_cols``, ``_cats``, the boolean masks, the histogram).
 IDENTITY_MAP_BYTES_PER_PAIR = 64
+#: Bytes per (state, next state) pair that :func:`displacement_category_map` allocates at its
+#: peak, whatever the dimension (measured with ``tracemalloc``: 26-29 at D = 1, 2, 3, with every
+#: boundary rule; 49 and 73 at D = 2, 3 before round 20 built the map one coordinate at a time):
+#: the (S, S) int64 map and its window mask, then :class:`CategoryMap`'s derived arrays.
+DISPLACEMENT_MAP_BYTES_PER_PAIR = 32
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -425,25 +430,25 @@ def displacement_category_map(coordinates: Any, radius: int, other_prior: float 
     r = check_radius(radius, coords)
     D = coords.shape[1]
     S = coords.shape[0]
-    check_memory(8.0 * S * (S * (D + 2) + window_size(D, r) * (D + 1)),
+    # per (state, window category): the masks and counts of CategoryMap (24-28 bytes measured);
+    # for the censored maps also the aimed points, their lookup and destinations (77, 81, 128 and
+    # 179 bytes at D = 1 ... 4)
+    per_entry = 32.0 if boundary == "exclude" else 8.0 * (5 * D + 6)
+    check_memory(DISPLACEMENT_MAP_BYTES_PER_PAIR * float(S) ** 2 + per_entry * S * window_size(D, r),
                  f"displacement_category_map (S = {S:,} states, D = {D}, radius {r}: (2 radius + 1)^D = "
                  f"{window_size(D, r):.3g} window categories)",
                  "use a smaller radius (at most the largest coordinate difference of two states is useful)")
-    disp = coords[None, :, :] - coords[:, None, :]              # (S, S, D)
-    inside = np.abs(disp).max(axis=-1) <= r
     width = 2 * r + 1
-    weights = width ** np.arange(D - 1, -1, -1)                  # lexicographic order
-    cat = ((disp + r) * weights).sum(axis=-1)
-    cat = np.where(inside, cat, -1)
+    cat = _window_categories(coords, r)
     if boundary == "exclude":
         return CategoryMap(cat, n_window=width ** D, other_prior=other_prior,
                            other_pooling=other_pooling)
-    index = {tuple(c): i for i, c in enumerate(coords.tolist())}
     aim = coords[:, None, :] + window_displacements(D, r)[None]   # (S, n_window, D)
     if boundary == "clip":
         aim = np.clip(aim, coords.min(axis=0), coords.max(axis=0))
-    dest = np.array([[index.get(tuple(c), -1 if boundary == "clip" else s) for c in row]
-                     for s, row in enumerate(aim.tolist())], dtype=np.int64)
+    dest = _state_at(coords, aim.reshape(-1, D)).reshape(S, width ** D)
+    if boundary == "stay":
+        dest = np.where(dest < 0, np.arange(S)[:, None], dest)
     return TruncatedCategoryMap(cat, n_window=width ** D, other_prior=other_prior,
                                 other_pooling=other_pooling, destination=dest)
 
@@ -456,6 +461,60 @@ def window_size(n_dims: int, radius: int) -> float:
         return float(2 * int(radius) + 1) ** int(n_dims)
     except OverflowError:
         return math.inf
+
+
+def _window_categories(coords: IntArray, radius: int) -> IntArray:
+    """``category[s, s']`` of the relative encoding: the lexicographic index of the displacement
+    ``coords[s'] - coords[s]`` in the window of half-width ``radius``, -1 beyond it.
+
+    One coordinate at a time, so that the peak is a few (S, S) arrays whatever D (an (S, S, D)
+    displacement array and its temporaries took 49 bytes per pair at D = 2, 73 at D = 3).
+
+    Parameters
+    ----------
+    coords : ndarray of shape (S, D)
+        Integer coordinates.
+    radius : int
+
+    Returns
+    -------
+    ndarray of shape (S, S), int64
+    """
+    S, D = coords.shape
+    width = 2 * radius + 1
+    cat = np.zeros((S, S), dtype=np.int64)
+    inside = np.ones((S, S), dtype=bool)
+    for d in range(D):
+        step = np.subtract.outer(coords[:, d], coords[:, d])     # coords[s] - coords[s'], (S, S)
+        np.negative(step, out=step)
+        inside &= np.abs(step) <= radius
+        step += radius
+        step *= width ** (D - 1 - d)
+        cat += step
+        del step
+    cat[~inside] = -1
+    return cat
+
+
+def _state_at(coords: IntArray, points: IntArray) -> IntArray:
+    """The state at each point: ``i`` with ``coords[i] == points[j]``, -1 where no state is.
+
+    Parameters
+    ----------
+    coords : ndarray of shape (S, D)
+        Distinct integer coordinates of the states.
+    points : ndarray of shape (N, D)
+
+    Returns
+    -------
+    ndarray of shape (N,), int64
+    """
+    S = coords.shape[0]
+    _, inverse = np.unique(np.concatenate([coords, points]), axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    state = np.full(int(inverse.max()) + 1, -1, dtype=np.int64)
+    state[inverse[:S]] = np.arange(S)
+    return state[inverse[S:]]
 
 
 def window_displacements(n_dims: int, radius: int) -> IntArray:

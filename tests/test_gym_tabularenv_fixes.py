@@ -109,18 +109,28 @@ def test_from_gymnasium_refuses_wrappers_that_change_what_the_model_describes():
         def observation(self, o):
             return 15 - int(o)
 
-    class Passthrough(gymnasium.Wrapper):
-        pass
+    class Passthrough(gymnasium.Wrapper):    # adds an attribute, overrides nothing: read through
+        note = "mine"
+
+    class Logged(gymnasium.Wrapper):         # overrides step: what it does cannot be read
+        def step(self, action):
+            return super().step(action)
+
+    class FewerActions(gymnasium.Wrapper):   # shows other spaces without overriding step
+        def __init__(self, env):
+            super().__init__(env)
+            self.action_space = spaces.Discrete(2)
 
     lake = gymnasium.make("FrozenLake-v1", map_name="4x4", is_slippery=False)
     rewards = gymnasium.wrappers.TransformReward(lake, lambda r: 10.0 * r - 1.0)
     for env, name, what in ((rewards, "TransformReward", "rewards"), (Flip(lake), "Flip", "observations"),
                             (gymnasium.wrappers.TimeLimit(Flip(lake), 5), "Flip", "observations"),
-                            (Passthrough(lake), "Passthrough", "rewards, observations or actions")):
+                            (Logged(lake), "Logged", "rewards, observations or actions"),
+                            (Passthrough(FewerActions(lake)), "FewerActions", "rewards, observations or actions")):
         with pytest.raises(ValueError, match=f"^env: the wrapper {name} may change the {what} the agent sees"):
             from_gymnasium(env)
     # gymnasium.make's own wrappers, statistics and corrpriors' flattening are read through
-    kept = gymnasium.wrappers.RecordEpisodeStatistics(gymnasium.wrappers.TimeLimit(lake, 7))
+    kept = gymnasium.wrappers.RecordEpisodeStatistics(gymnasium.wrappers.TimeLimit(Passthrough(lake), 7))
     assert np.array_equal(from_gymnasium(kept).transitions, from_gymnasium(lake.unwrapped).transitions)
     box = TabularEnv(TabularMDP(np.ones((2, 1, 2)) / 2, np.zeros(2), 0.9))
     box.observation_space = spaces.Tuple((spaces.Discrete(2),))

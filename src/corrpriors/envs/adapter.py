@@ -236,23 +236,42 @@ def _model_preserving_wrappers() -> tuple[type, ...]:
             DiscreteTupleObservation)
 
 
+def _delegates_everything(wrapper: Any) -> bool:
+    """Whether ``wrapper`` passes ``step`` and ``reset`` through untouched and shows its inner
+    environment's spaces: a ``gymnasium.Wrapper`` subclass that overrides neither (it may add
+    attributes, rendering or closing), is no reward, observation or action wrapper, and has the
+    same observation and action spaces as the environment it wraps.
+    """
+    base = gymnasium.Wrapper
+    if isinstance(wrapper, (gymnasium.RewardWrapper, gymnasium.ObservationWrapper, gymnasium.ActionWrapper)):
+        return False
+    cls = type(wrapper)
+    if any(getattr(cls, name, None) is not getattr(base, name) for name in ("step", "reset", "unwrapped")):
+        return False
+    return bool(wrapper.observation_space == wrapper.env.observation_space
+                and wrapper.action_space == wrapper.env.action_space)
+
+
 def _check_wrappers(env: Any) -> None:
     """Raise ``ValueError`` naming the first wrapper of ``env`` (outermost first, through ``env.env``)
     that may change what the model ``env.unwrapped`` publishes: rewards (``TransformReward``),
-    observations (any ``ObservationWrapper``), actions or any wrapper not known to keep them.
+    observations (any ``ObservationWrapper``), actions, or a wrapper of unknown kind that overrides
+    ``step`` or ``reset`` or shows other spaces. Wrappers that pass both through untouched with
+    the same spaces (:func:`_delegates_everything`) are read through, like ``gymnasium.make``'s.
     """
     harmless = _model_preserving_wrappers()
     inner = env
     while isinstance(inner, gymnasium.Wrapper):
-        if not isinstance(inner, harmless):
+        if not isinstance(inner, harmless) and not _delegates_everything(inner):
             kinds = [k for k, base in (("rewards", gymnasium.RewardWrapper),
                                        ("observations", gymnasium.ObservationWrapper),
                                        ("actions", gymnasium.ActionWrapper)) if isinstance(inner, base)]
             what = kinds[0] if kinds else "rewards, observations or actions"
             raise ValueError(f"env: the wrapper {type(inner).__name__} may change the {what} the agent sees, "
                              "which the model read from env.unwrapped would not describe; pass the environment "
-                             "without it (only TimeLimit, OrderEnforcing, PassiveEnvChecker, "
-                             "RecordEpisodeStatistics and DiscreteTupleObservation are read through)")
+                             "without it (read through: TimeLimit, OrderEnforcing, PassiveEnvChecker, "
+                             "RecordEpisodeStatistics, DiscreteTupleObservation, and wrappers that override "
+                             "neither step nor reset and keep the spaces)")
         inner = inner.env
 
 
@@ -543,9 +562,10 @@ def from_gymnasium(env: Any, *, features: Callable[[int], Any] | Any = None,
         ``P[s][a] = [(prob, next_state, reward, terminated), ...]`` or a
         :class:`~corrpriors.envs.TabularEnv`. Wrapped only by wrappers that keep that model
         (``gymnasium.make``'s TimeLimit, OrderEnforcing and PassiveEnvChecker,
-        RecordEpisodeStatistics, :class:`DiscreteTupleObservation`): reward, observation and
-        action wrappers, and any other, are refused, since the model
-        read from ``env.unwrapped`` would not describe what they change.
+        RecordEpisodeStatistics, :class:`DiscreteTupleObservation`, and any wrapper that overrides
+        neither ``step`` nor ``reset`` and keeps the spaces): reward, observation and action
+        wrappers, and any other, are refused, since the model read from ``env.unwrapped`` would
+        not describe what they change.
     features : callable or array_like of shape (S, D), optional
         State features for the kernel (see :func:`env_info`); default: the coordinates
         derivable from the environment, if any.

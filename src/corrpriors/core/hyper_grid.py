@@ -124,10 +124,15 @@ class _Evaluator:
             d = [float(np.sum((p - eta) ** 2)) for p in self.points]
             near = self.payloads[int(np.argmin(d))]
         value, payload = self.evaluate(eta, near)
+        value = float(value)
+        if np.isnan(value) or value == np.inf:
+            raise ValueError(f"the log posterior of the hyper-parameters is not finite at "
+                             f"eta={np.array2string(eta, precision=6)}: {value} (expected a "
+                             f"finite number, or -inf where the posterior is zero)")
         self.points.append(eta.copy())
-        self.values.append(float(value))
+        self.values.append(value)
         self.payloads.append(payload)
-        return float(value)
+        return value
 
 
 class _Budget(Exception):
@@ -212,10 +217,26 @@ def integrate(evaluate: Callable[[np.ndarray, Any], tuple[float, Any]], start: n
     Returns
     -------
     HyperGrid
+
+    Raises
+    ------
+    ValueError
+        If ``start`` is not finite, ``bounds`` is not of shape (P, 2) with finite
+        ``low <= high``, ``evaluate`` returns NaN or ``+inf``, or ``-inf`` at every point
+        evaluated (points where it returns ``-inf`` get weight 0 and the grid does not grow past
+        them).
     """
-    start = np.clip(np.asarray(start, float), bounds[:, 0], bounds[:, 1])
+    start = np.asarray(start, float)
+    bounds = np.asarray(bounds, float)
+    if start.ndim != 1 or not np.all(np.isfinite(start)):
+        raise ValueError(f"start: expected a finite vector, got {start!r}")
+    if bounds.shape != (start.size, 2) or not np.all(np.isfinite(bounds)) \
+            or np.any(bounds[:, 0] > bounds[:, 1]):
+        raise ValueError(f"bounds: expected shape ({start.size}, 2) with finite low <= high in "
+                         f"every row, got {bounds.tolist()!r}")
+    start = np.clip(start, bounds[:, 0], bounds[:, 1])
     p = start.size
-    f = _Evaluator(evaluate, np.asarray(bounds, float), options.max_points)
+    f = _Evaluator(evaluate, bounds, options.max_points)
     h = options.search_step
     mode = start
     lattice: list = []
@@ -243,6 +264,10 @@ def integrate(evaluate: Callable[[np.ndarray, Any], tuple[float, Any]], start: n
              for eta in lattice if f.inside(eta) and any(
                  np.allclose(q, eta, rtol=0, atol=1e-12) for q in f.points)]
     values = np.array([f.values[i] for i in index])
+    if not np.any(np.isfinite(values)):   # the start and its neighbours: nowhere to climb
+        raise ValueError(f"the log posterior of the hyper-parameters is -inf at every point "
+                         f"evaluated ({len(f.points)} points from eta="
+                         f"{np.array2string(start, precision=6)}); start where it is finite")
     w = np.exp(values - values.max())
     return HyperGrid(np.array([f.points[i] for i in index]), values, w / w.sum(),
                      tuple(f.payloads[i] for i in index), np.asarray(mode), len(f.points))

@@ -11,6 +11,7 @@ from scipy.special import logsumexp
 from corrpriors import CorrelatedMultinomial
 from corrpriors.core import intervals
 from corrpriors.core.hyper_grid import integrate
+from corrpriors.core.psis import pareto_smooth
 
 COV = np.exp(-np.subtract.outer(np.arange(6.0), np.arange(6.0)) ** 2 / 4)
 COUNTS = np.array([[5, 1], [4, 2], [0, 0], [1, 4], [0, 6], [1, 5]])
@@ -98,3 +99,41 @@ def test_calibrated_posterior_with_a_support_edge(model, monkeypatch):
     lo, hi = _fresh(model).credible_interval(0.9, hyper="scale", rng=0, n_samples=64)
     assert np.all((0 <= lo) & (lo < hi) & (hi <= 1))
     _fresh(model)
+
+
+# ------------------------------------------------------------------------ PSIS
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_pareto_smooth_refuses_nan_and_plus_inf(bad):
+    lw = np.r_[np.random.default_rng(0).normal(size=99), bad]
+    with pytest.raises(ValueError, match=r"^log_weights: .* at index 99"):
+        pareto_smooth(lw)
+
+
+def test_pareto_smooth_refuses_all_minus_inf_and_empty():
+    with pytest.raises(ValueError, match="^log_weights: every entry is -inf"):
+        pareto_smooth(np.full(10, -np.inf))
+    with pytest.raises(ValueError, match="^log_weights: expected a non-empty 1-d array"):
+        pareto_smooth(np.zeros(0))
+
+
+@pytest.mark.parametrize("n_drop", [1, 40, 399])
+def test_minus_inf_log_weights_are_weight_zero_draws(n_drop):
+    """-inf entries stay -inf; the others are smoothed as if they were the only draws."""
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal(400) * 0.6
+    finite = -0.5 * x ** 2 + 0.5 * x ** 2 / 0.6 ** 2   # a heavy tail (khat ~ 0.64)
+    pos = rng.choice(400 + n_drop, size=n_drop, replace=False)
+    lw = np.insert(finite, np.sort(pos) - np.arange(n_drop), -np.inf)
+    assert np.isneginf(lw).sum() == n_drop
+    out, khat = pareto_smooth(lw)
+    ref, ref_khat = pareto_smooth(finite)
+    assert khat == ref_khat and khat > 0.3
+    np.testing.assert_array_equal(out[np.isneginf(lw)], -np.inf)
+    np.testing.assert_allclose(out[np.isfinite(lw)], ref, rtol=0, atol=1e-12)
+    assert logsumexp(out) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_pareto_smooth_of_one_finite_entry():
+    out, khat = pareto_smooth(np.array([-np.inf, 3.0, -np.inf]))
+    np.testing.assert_array_equal(out, [-np.inf, 0.0, -np.inf])
+    assert khat == -np.inf

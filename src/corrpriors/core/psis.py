@@ -26,6 +26,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 from .._typing import FloatArray
+from .._validation import as_real_array
 from .cavi import CountData
 from .results import VIResult
 
@@ -81,6 +82,9 @@ def pareto_smooth(log_weights: np.ndarray) -> tuple[FloatArray, float]:
     Parameters
     ----------
     log_weights : ndarray of shape (S,)
+        Finite, or ``-inf`` for a draw of weight 0 (at least one entry finite). The ``-inf``
+        entries are set aside: the others are smoothed as if they were the only draws, and the
+        ``-inf`` entries stay ``-inf``.
 
     Returns
     -------
@@ -89,23 +93,43 @@ def pareto_smooth(log_weights: np.ndarray) -> tuple[FloatArray, float]:
     khat : float
         ``-inf`` when fewer than 5 weights exceed the cutoff (all but a few weights equal: no
         tail to fit, nothing smoothed).
+
+    Raises
+    ------
+    ValueError
+        If ``log_weights`` is not a non-empty 1-d array, holds NaN or ``+inf``, or is ``-inf``
+        throughout.
     """
-    lw = np.asarray(log_weights, dtype=float)
+    raw = as_real_array(log_weights, "log_weights").astype(float)
+    if raw.ndim != 1 or raw.size == 0:
+        raise ValueError(f"log_weights: expected a non-empty 1-d array, got shape {raw.shape}")
+    bad = np.flatnonzero(np.isnan(raw) | (raw == np.inf))
+    if bad.size:
+        raise ValueError(f"log_weights: expected finite numbers or -inf (weight 0), got "
+                         f"{raw[bad[0]]} at index {bad[0]} ({bad.size} such entries)")
+    finite = np.isfinite(raw)
+    if not finite.any():
+        raise ValueError(f"log_weights: every entry is -inf (all {raw.size} weights are 0), so "
+                         f"they cannot be normalised")
+    lw = raw[finite]
     lw = lw - lw.max()
     s = lw.size
     tail = int(np.ceil(min(0.2 * s, 3.0 * np.sqrt(s))))
-    cutoff = max(np.sort(lw)[-tail - 1], np.log(np.finfo(float).tiny))
-    idx = np.flatnonzero(lw > cutoff)
     khat = -np.inf
-    if idx.size > 4:
-        order = np.argsort(lw[idx])
-        exceed = np.exp(lw[idx][order]) - np.exp(cutoff)
-        khat, sigma = gpd_fit(exceed)
-        if np.isfinite(khat):
-            p = (np.arange(idx.size) + 0.5) / idx.size
-            smooth = np.minimum(np.log(_gpd_quantile(p, khat, sigma) + np.exp(cutoff)), 0.0)
-            lw[idx[order]] = smooth
-    return lw - logsumexp(lw), float(khat)
+    if s > tail:
+        cutoff = max(np.sort(lw)[-tail - 1], np.log(np.finfo(float).tiny))
+        idx = np.flatnonzero(lw > cutoff)
+        if idx.size > 4:
+            order = np.argsort(lw[idx])
+            exceed = np.exp(lw[idx][order]) - np.exp(cutoff)
+            khat, sigma = gpd_fit(exceed)
+            if np.isfinite(khat):
+                p = (np.arange(idx.size) + 0.5) / idx.size
+                smooth = np.minimum(np.log(_gpd_quantile(p, khat, sigma) + np.exp(cutoff)), 0.0)
+                lw[idx[order]] = smooth
+    out = np.full(raw.size, -np.inf)
+    out[finite] = lw - logsumexp(lw)
+    return out, float(khat)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from scipy.special import logsumexp
 
-from corrpriors import CorrelatedMultinomial
+from corrpriors import CorrelatedMultinomial, select_scale
+from corrpriors._validation import check_positive
 from corrpriors.core import intervals
 from corrpriors.core.hyper_grid import integrate
 from corrpriors.core.psis import pareto_smooth
@@ -137,3 +138,18 @@ def test_pareto_smooth_of_one_finite_entry():
     out, khat = pareto_smooth(np.array([-np.inf, 3.0, -np.inf]))
     np.testing.assert_array_equal(out, [-np.inf, 0.0, -np.inf])
     assert khat == -np.inf
+
+
+# ------------------------------------------------------------------------ bools
+@pytest.mark.parametrize("flag", [True, False, np.True_])
+def test_check_positive_refuses_bools(flag):
+    with pytest.raises(ValueError, match="^start: expected a finite positive number"):
+        check_positive(flag, "start")
+    with pytest.raises(ValueError, match="^x: expected a finite non-negative number"):
+        check_positive(flag, "x", strict=False)
+
+
+def test_select_scale_refuses_a_bool_start():
+    model = CorrelatedMultinomial(covariance=COV)
+    with pytest.raises(ValueError, match="^start: "):
+        select_scale(model, COUNTS, start=True)

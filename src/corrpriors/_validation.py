@@ -224,7 +224,12 @@ def check_counts(counts: Any, name: str = "counts", min_categories: int = 2,
 
 
 def check_positive(x: Any, name: str, strict: bool = True) -> float:
-    """Check that a scalar is (strictly) positive and finite; return it as float."""
+    """Check that a scalar is (strictly) positive and finite; return it as float (bools refused:
+    ``True`` is not 1.0).
+    """
+    if isinstance(x, (bool, np.bool_)):
+        kind = "positive" if strict else "non-negative"
+        raise ValueError(f"{name}: expected a finite {kind} number, got {x!r} (a bool)")
     try:
         v = float(x)
     except (TypeError, ValueError):

@@ -441,11 +441,11 @@ def keep_drawn_figures(monkeypatch) -> list:
     from corrpriors.runner import _run
 
     drawn: list = []
-    save = _run._save_figures
+    save = _run._figure_files
 
     def keep(specs, run_dir):
         drawn.extend(spec.figure for spec in specs)
         return save(specs, run_dir)
 
-    monkeypatch.setattr(_run, "_save_figures", keep)
+    monkeypatch.setattr(_run, "_figure_files", keep)
     return drawn

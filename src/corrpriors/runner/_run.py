@@ -30,6 +30,7 @@ import contextlib
 import dataclasses
 import gc
 import importlib
+import json
 import logging
 import math
 import os
@@ -45,9 +46,9 @@ from typing import Any
 
 import numpy as np
 
-from .._fileio import read_regular
+from .._fileio import atomic_write_many, read_regular
 from .._format import WIDTH, mean_std, num, wrap
-from .._methods import VOCABULARY, describe, migration_note, setting_notes
+from .._methods import VOCABULARY, describe, is_known, migration_note, setting_notes
 from .._repr import short_repr
 from .._validation import check_int
 from . import _config, _io
@@ -297,8 +298,6 @@ def model_estimate(experiment: Any, config: Any, n_seeds: int, jobs: int) -> Mod
 
 def _measured_costs(seed_dir: pathlib.Path, name: str, config_json: dict) -> list[tuple[float, Any]]:
     """``(wall, CPU)`` seconds of every finished seed of this configuration under ``seed_dir``."""
-    import json
-
     out = []
     for path in sorted(pathlib.Path(seed_dir).glob("seed-*.json")):
         try:
@@ -684,12 +683,18 @@ def default_figures(experiment: Any, summary: dict) -> list[FigureSpec]:
 
 
 def curve_labels(experiment: Any, metric: str) -> dict:
-    """Axis labels, title and legend labels of a metric's curves, from the protocol's labels."""
+    """Axis labels, title and legend labels of a metric's curves, from the protocol's labels.
+
+    ``METHOD_LABELS`` labels only names outside the method vocabulary (a plug-in's methods): a
+    vocabulary name keeps its vocabulary label in the figures, as in ``metrics.json``, the
+    terminal and the report (:func:`method_labels`).
+    """
+    own = getattr(experiment, "METHOD_LABELS", None) or {}
     return {
         "x_label": label_of(experiment, "X_LABEL", default=experiment.X_NAME),
         "y_label": label_of(experiment, "METRIC_LABELS", metric, default=metric.replace("_", " ")),
         "environment": label_of(experiment, "ENVIRONMENT", default=experiment.NAME),
-        "labels": dict(getattr(experiment, "METHOD_LABELS", {}) or {}),
+        "labels": {str(k): str(v) for k, v in dict(own).items() if not is_known(str(k))},
     }
 
 
@@ -706,14 +711,43 @@ def _mark_figures(specs: Sequence[FigureSpec], status: str, settings: str, n_see
         mark_indicative(spec.figure, note)
 
 
-def _save_figures(specs: Sequence[FigureSpec], run_dir: pathlib.Path) -> list[SavedFigure]:
-    from ..plotting._common import save_figure
+#: The formats every figure of a run is written in (``<name>.png`` and ``<name>.pdf``).
+FIGURE_FORMATS = ("png", "pdf")
 
-    saved = []
+
+def _figure_files(specs: Sequence[FigureSpec], run_dir: pathlib.Path) -> tuple[list[SavedFigure], dict]:
+    """The figures of a run as ``(saved figures, {path: bytes})``, nothing written yet."""
+    from ..plotting._common import figure_bytes
+
+    saved, files = [], {}
     for spec in specs:
-        paths = save_figure(spec.figure, run_dir / spec.name)
-        saved.append(SavedFigure(tuple(paths), spec.caption))
-    return saved
+        paths = tuple(run_dir / f"{spec.name}.{fmt}" for fmt in FIGURE_FORMATS)
+        for path, fmt in zip(paths, FIGURE_FORMATS):
+            files[path] = figure_bytes(spec.figure, fmt)
+        saved.append(SavedFigure(paths, spec.caption))
+    return saved, files
+
+
+def stale_figures(run_dir: pathlib.Path, name: str, keep: Iterable[pathlib.Path]) -> list[pathlib.Path]:
+    """Figure files of an earlier run of ``run_dir`` that this run does not write again.
+
+    Only names the runner's figures have, ``<experiment>-<what>.png`` / ``.pdf`` directly in the
+    run folder (regular files or links, never a folder), and not in ``keep``: a re-run with
+    ``--no-plot``, or one that draws fewer figures, leaves no figure that ``metrics.json`` does
+    not list. Nothing else in the folder is touched.
+    """
+    kept = {os.path.abspath(p) for p in keep}
+    out = []
+    try:
+        entries = list(os.scandir(run_dir))
+    except OSError:
+        return []
+    for entry in entries:
+        stem, dot, fmt = entry.name.rpartition(".")
+        if (dot and fmt in FIGURE_FORMATS and stem.startswith(f"{name}-") and len(stem) > len(name) + 1
+                and not entry.is_dir(follow_symlinks=False) and os.path.abspath(entry.path) not in kept):
+            out.append(pathlib.Path(entry.path))
+    return sorted(out)
 
 
 # ----------------------------------------------------------------------------- seeds
@@ -1120,11 +1154,14 @@ def _finish(plan: _Plan, seed_dir: pathlib.Path, computed: list[int], skipped: l
         summary["run"]["estimate"] = dict(estimate, measured_cpu_seconds=cpu if computed else None)
     metrics_path = plan.run_dir / "metrics.json"
     replaced = _replaced_seeds_note(metrics_path, plan.seeds)
-    _io.write_json(metrics_path, summary)
+    saved, files = _figure_files(specs, plan.run_dir)
+    files[metrics_path] = (json.dumps(_io.to_jsonable(summary), indent=2, allow_nan=False) + "\n").encode()
+    files[log_path] = _warnings_log_bytes(plan, all_warnings)
+    # the record, its log and its figures replace the previous ones together; figures of an
+    # earlier run that this one does not draw (--no-plot) go in the same change
+    atomic_write_many(files, remove=stale_figures(plan.run_dir, name, files))
     for line in wrap(replaced, "  ", "    ") if replaced is not None else ():
         say(line)
-    _write_warnings_log(log_path, plan, all_warnings)
-    saved = _save_figures(specs, plan.run_dir)
     figure_paths = tuple(p for sf in saved for p in sf.paths)
     say(format_table(summary))
     elapsed = time.perf_counter() - t_start
@@ -1159,8 +1196,6 @@ def _replaced_seeds_note(metrics_path: pathlib.Path, seeds: Sequence[int]) -> st
 
     The seed files of both runs stay in ``seeds/``; the note says how to summarise them together.
     """
-    import json
-
     try:
         old = json.loads(read_regular(metrics_path, _io.MAX_JSON_BYTES))["seeds"]
         before = sorted({int(s) for s in old})
@@ -1188,9 +1223,8 @@ def _resolved(requested: dict, used: dict) -> dict:
     return {k: {"given": requested[k], "used": used[k]} for k in requested if k in used and used[k] != requested[k]}
 
 
-def _write_warnings_log(path: pathlib.Path, plan: _Plan, entries: list[dict]) -> None:
-    from .._fileio import atomic_write_bytes
-
+def _warnings_log_bytes(plan: _Plan, entries: list[dict]) -> bytes:
+    """The text of a run's ``warnings.log``: every warning, merged by category, message and place."""
     total = sum(int(w["count"]) for w in entries)
     lines = [f"# warnings of {plan.name}, configuration {plan.run_dir.name}, seeds {plan.seeds[:10]}"
              f"{' ...' if len(plan.seeds) > 10 else ''}: {total} in total", ""]
@@ -1203,7 +1237,7 @@ def _write_warnings_log(path: pathlib.Path, plan: _Plan, entries: list[dict]) ->
         lines += [f"         {line}" for line in message.splitlines() or [""]]
         if category in WARNING_NOTES:
             lines.append(f"         ({WARNING_NOTES[category]})")
-    atomic_write_bytes(path, ("\n".join(lines) + "\n").encode())
+    return ("\n".join(lines) + "\n").encode()
 
 
 __all__ = [

@@ -238,7 +238,7 @@ def test_hrefs_cannot_become_a_url_scheme(tmp_path, capsys):
     summary = record()
     summary["run"]["figures"] = [{"files": ["toy-error.png", "javascript:alert(1).pdf"], "caption": "c"}]
     folder = make_run(tmp_path, "quick-1", summary)
-    (folder / "javascript:alert(1).pdf").write_bytes(b"%PDF")
+    (folder / "javascript:alert(1).pdf").write_bytes(b"%PDF-1.4\n")
     out = folder.parent.parent / "page.html"
     code, page, err, tree = render(tmp_path, capsys, "-o", str(out))
     check_tree(tree, tmp_path)

@@ -6,6 +6,7 @@ import argparse
 import pathlib
 import sys
 
+from ..runner._report_input import visible
 from ..runner.report import write_report
 
 PROG = "corrpriors report"
@@ -30,23 +31,25 @@ def run(args: argparse.Namespace) -> int:
     """Write the report; return the exit code (1: some folders skipped; 2: nothing written)."""
     root = pathlib.Path(args.directory)
     if not root.is_dir():
-        print(f"{PROG}: error: {root} is not a directory", file=sys.stderr)
+        print(f"{PROG}: error: {visible(root)} is not a directory", file=sys.stderr)
         return 2
     output = pathlib.Path(args.output) if args.output else root / "report.html"
     try:
         result = write_report(root, output)
     except ValueError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        print(f"{PROG}: error: {visible(exc)}", file=sys.stderr)
         return 2
     except OSError as exc:
-        print(f"{PROG}: error: cannot write {output}: {exc.strerror or exc}", file=sys.stderr)
+        print(f"{PROG}: error: cannot write {visible(output)}: {visible(exc.strerror or exc)}", file=sys.stderr)
         return 2
+    # every folder name, key and reason comes from the results folder: printed with its
+    # control characters made visible, so none can drive the terminal
     for skip in result.skipped:
-        print(f"{PROG}: skipped {skip.path}: {skip.reason}", file=sys.stderr)
+        print(f"{PROG}: skipped {visible(skip.path)}: {visible(skip.reason)}", file=sys.stderr)
     for what in result.refused:
-        print(f"{PROG}: not shown: {what}", file=sys.stderr)
+        print(f"{PROG}: not shown: {visible(what)}", file=sys.stderr)
     extra = f", {len(result.skipped)} skipped" if result.skipped else ""
-    print(f"{result.path}: {result.n_shown} result folder(s){extra}")
+    print(f"{visible(result.path)}: {result.n_shown} result folder(s){extra}")
     return 1 if result.skipped or result.refused else 0
 
 

@@ -24,19 +24,41 @@ import json
 import math
 import os
 import pathlib
+import re
 import stat
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from .._fileio import NotReadable, read_regular
-from .._methods import migrate_summary, setting_notes
+from .._fileio import NotReadable, open_regular, read_regular
+from .._methods import MODELS, VARIANTS, is_known, method, migrate_summary, setting_notes
 from ._config import full_scale_status
 
 #: Largest ``metrics.json`` read (the runner's are a few hundred kB).
 MAX_RECORD_BYTES = 64 * 2**20
-#: Largest figure embedded in the page.
+#: Largest figure embedded in the page (a larger one is linked).
 MAX_FIGURE_BYTES = 32 * 2**20
-_PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+#: The only figure files shown, and the first bytes each must start with: anything else
+#: (an SVG or HTML file, which a browser would run, or a "PNG" that is not one) is refused.
+FIGURE_SIGNATURES = {".png": b"\x89PNG\r\n\x1a\n", ".pdf": b"%PDF-"}
+#: The only name a warnings log is linked under (what the runner writes).
+WARNINGS_LOG = "warnings.log"
+
+#: Characters that would steer a terminal or reorder text when an untrusted string is printed:
+#: C0 controls, DEL, C1 controls, and the bidirectional controls (embeddings, overrides,
+#: isolates, marks).
+_UNSAFE_TERMINAL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def visible(text: Any) -> str:
+    r"""``str(text)`` with every control and bidirectional-control character written as an escape
+    (``\x1b``, ``\u202e``), so a folder name or a key read from a results folder printed to a
+    terminal can neither send it commands nor reorder what is shown.
+    """
+    def escape(match: re.Match) -> str:
+        code = ord(match.group())
+        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+    return _UNSAFE_TERMINAL.sub(escape, str(text))
 
 
 class UnusableRecord(ValueError):
@@ -112,6 +134,25 @@ def find_records(root: pathlib.Path) -> list[pathlib.Path]:
 
 #: Files and folders that make a folder a run folder (see :mod:`corrpriors.runner._io`).
 _RUN_MARKERS = ("metrics.json", "config.json", "seeds")
+
+
+def is_run_folder(folder: pathlib.Path) -> bool:
+    """Whether ``folder`` is a run folder of the runner, finished or interrupted.
+
+    It is when it holds a ``metrics.json`` or a ``seeds/`` folder (the runner creates
+    ``seeds/`` first), or a ``config.json`` that is the runner's configuration record (an
+    object naming the experiment and the configuration hash; a ``config.json`` of another
+    program does not make a folder a run folder). Used on the folders above the page's path,
+    outside the results folder, where the file names alone could be anyone's.
+    """
+    folder = pathlib.Path(folder)
+    if os.path.lexists(folder / "metrics.json") or os.path.isdir(folder / "seeds"):
+        return True
+    try:
+        record = json.loads(read_regular(folder / "config.json", MAX_RECORD_BYTES))
+    except (OSError, ValueError, RecursionError):   # absent, not regular, not JSON
+        return False
+    return isinstance(record, dict) and "experiment" in record and "config_hash" in record
 
 
 def walk_results(root: pathlib.Path) -> tuple[list[pathlib.Path], list[pathlib.Path]]:
@@ -312,7 +353,7 @@ def _check(summary: Any, path: pathlib.Path, root: pathlib.Path) -> Record:
     x_name = _get(x, "name", "x.", (str,), "a string", required=False, default="x")
     values = _get(x, "values", "x.", (list,), "a list of numbers")
     xs = tuple(_number(v, f"x.values[{i}]") for i, v in enumerate(values))
-    metrics = _metrics(summary, len(xs))
+    metrics, label_notes = _metrics(summary, len(xs))
     extra = _get(summary, "extra", "", (dict,), "an object", required=False, default={})
     claims = tuple(_claims(_get(extra, "claims", "extra.", (list,), "a list of claims", required=False,
                                 default=[])))
@@ -322,7 +363,7 @@ def _check(summary: Any, path: pathlib.Path, root: pathlib.Path) -> Record:
     config = _config(summary, run)
     # what the configuration changed in the methods (as the terminal table says it), first
     notes = tuple(setting_notes([m.name for t in metrics for m in t.methods], dict(
-        (key, value) for key, value, _ in config))) + notes
+        (key, value) for key, value, _ in config))) + label_notes + notes
     figures, refused = _figures(run, path.parent, root)
     counts, log = _warnings(run, path.parent, root, refused)
     return Record(
@@ -363,9 +404,54 @@ def _labels(summary: Mapping) -> dict[str, str]:
     return out
 
 
-def _metrics(summary: Mapping, n_x: int) -> tuple[MetricTable, ...]:
+def _vocabulary_label(name: str, config: Mapping | None) -> str:
+    """The vocabulary's label of the known method ``name`` under the record's ``config``."""
+    try:
+        return method(name, config).label
+    except Exception:   # a configuration value the vocabulary cannot read: the name's own label
+        return method(name).label
+
+
+def _vocabulary_labels(config: Mapping | None) -> set[str]:
+    """Every label of the method vocabulary, by default and under ``config``."""
+    names = [m if not v else f"{m}_{v}" for m in MODELS for v in VARIANTS]
+    return {method(n).label for n in names} | {_vocabulary_label(n, config) for n in names}
+
+
+class _Labeller:
+    """The label the page shows for a method: one name means one model everywhere.
+
+    A name of the method vocabulary always gets the vocabulary's label under the record's
+    configuration (what the figures and the terminal show), whatever the record says. A
+    recorded label (per metric, ``methods`` or ``method_labels``) is used only for a name
+    outside the vocabulary (a plug-in's method), and not when it is the label of a vocabulary
+    model: such a method is shown under its name, with a note.
+    """
+
+    def __init__(self, summary: Mapping) -> None:
+        config = summary.get("config")
+        self.config = config if isinstance(config, Mapping) else None
+        self.recorded = _labels(summary)
+        self.notes: dict[str, str] = {}
+        self._known: set[str] | None = None
+
+    def __call__(self, name: str, recorded: Any) -> str:
+        if is_known(name):
+            return _vocabulary_label(name, self.config)
+        label = recorded if isinstance(recorded, str) and recorded.strip() else self.recorded.get(name, name)
+        if label != name:
+            if self._known is None:
+                self._known = _vocabulary_labels(self.config)
+            if label in self._known:
+                self.notes.setdefault(name, f"method {name!r}: its recorded label {label!r} is the label of a "
+                                            "model of the method vocabulary; shown under its name instead")
+                return name
+        return label
+
+
+def _metrics(summary: Mapping, n_x: int) -> tuple[tuple[MetricTable, ...], tuple[str, ...]]:
     block = _get(summary, "metrics", "", (dict,), "an object of metrics")
-    labels = _labels(summary)
+    labeller = _Labeller(summary)
     tables = []
     for metric, entry in block.items():
         where = f"metrics.{metric}"
@@ -376,8 +462,8 @@ def _metrics(summary: Mapping, n_x: int) -> tuple[MetricTable, ...]:
             raise _fail(where + ".better", "'lower' or 'higher'", better)
         methods = _get(entry, "methods", where + ".", (dict,), "an object of methods")
         rows = []
-        for method, stats in methods.items():
-            w = f"{where}.methods.{method}"
+        for name, stats in methods.items():
+            w = f"{where}.methods.{name}"
             if not isinstance(stats, dict):
                 raise _fail(w, "an object with mean and std", stats)
             cols = []
@@ -386,11 +472,9 @@ def _metrics(summary: Mapping, n_x: int) -> tuple[MetricTable, ...]:
                 if len(seq) != n_x:
                     raise _fail(f"{w}.{key}", f"{n_x} numbers (one per x)", seq)
                 cols.append(tuple(_number(v, f"{w}.{key}[{i}]") for i, v in enumerate(seq)))
-            label = stats.get("label")
-            label = label if isinstance(label, str) and label.strip() else labels.get(method, method)
-            rows.append(MethodRow(method, label, cols[0], cols[1]))
+            rows.append(MethodRow(name, labeller(name, stats.get("label")), cols[0], cols[1]))
         tables.append(MetricTable(metric, better, tuple(rows)))
-    return tuple(tables)
+    return tuple(tables), tuple(labeller.notes.values())
 
 
 def _claims(claims: list) -> Iterator[ClaimRow]:
@@ -435,21 +519,40 @@ def _figures(run: Mapping, folder: pathlib.Path, root: pathlib.Path) -> tuple[tu
             except RefusedFile as exc:
                 bad.append(f"figure file {exc}")
                 continue
+            why = figure_problem(path)
+            if why is not None:
+                bad.append(f"figure file {name!r} {why}")
+                continue
             if path.suffix.lower() == ".png" and png is None:
-                try:
-                    head = read_inside(path, MAX_FIGURE_BYTES)[:8]
-                except RefusedFile as exc:
-                    bad.append(f"figure file {exc}")
-                    continue
-                if head != _PNG_MAGIC:
-                    bad.append(f"figure file {name!r} is not a PNG image")
-                    continue
                 png = path
             links.append(path)
         stem = png.stem if png is not None else (pathlib.PurePosixPath(str(files[0])).stem if files else "")
         refused += bad
         out.append(FigureRef(png, tuple(links), caption, stem, tuple(bad)))
     return tuple(out), refused
+
+
+def figure_problem(path: pathlib.Path) -> str | None:
+    """Why the figure file ``path`` (found by :func:`inside_file`) is not shown, or None.
+
+    Only ``.png`` and ``.pdf`` files are shown, and only when their first bytes are the
+    format's signature (the first 8 bytes are read, never the whole file): an SVG or HTML
+    file would run its scripts when opened from the page, whatever its name.
+    """
+    suffix = path.suffix.lower()
+    signature = FIGURE_SIGNATURES.get(suffix)
+    if signature is None:
+        return "is not a PNG or PDF file (only those are shown)"
+    try:
+        with open_regular(path, 2**62, follow_symlinks=False) as fh:
+            head = fh.read(len(signature))
+    except NotReadable as exc:
+        return str(exc)
+    except OSError as exc:
+        return f"cannot be opened ({exc.strerror or exc})"
+    if head != signature:
+        return f"is not a {suffix[1:].upper()} file (it does not start with the {suffix[1:].upper()} signature)"
+    return None
 
 
 def _warnings(run: Mapping, folder: pathlib.Path, root: pathlib.Path,
@@ -464,7 +567,10 @@ def _warnings(run: Mapping, folder: pathlib.Path, root: pathlib.Path,
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise _fail(f"run.warnings.by_category.{category}", "a count", n)
         counts.append((category, n))
-    name = _get(warn, "log", "run.warnings.", (str,), "a file name", required=False, default="warnings.log")
+    name = _get(warn, "log", "run.warnings.", (str,), "a file name", required=False, default=WARNINGS_LOG)
+    if name != WARNINGS_LOG:   # a log is plain text under the runner's name; an .html or .svg would run
+        refused.append(f"warnings log {name!r} is not named {WARNINGS_LOG} (not linked)")
+        return tuple(counts), None
     try:
         log = inside_file(root, folder, name)
     except FileNotFoundError:
@@ -478,6 +584,7 @@ def _warnings(run: Mapping, folder: pathlib.Path, root: pathlib.Path,
 __all__ = [
     "ClaimRow",
     "FigureRef",
+    "FIGURE_SIGNATURES",
     "MAX_FIGURE_BYTES",
     "MAX_RECORD_BYTES",
     "MethodRow",
@@ -485,7 +592,11 @@ __all__ = [
     "Record",
     "RefusedFile",
     "UnusableRecord",
+    "WARNINGS_LOG",
+    "figure_problem",
     "find_records",
+    "is_run_folder",
+    "visible",
     "walk_results",
     "inside_file",
     "parse_json",

@@ -1,7 +1,8 @@
 """The page behind ``corrpriors report DIR``: one self-contained HTML page of a results folder.
 
 Every ``metrics.json`` under ``DIR`` (any depth) becomes a section: where it is, the seeds and
-settings, the figures (PNG embedded as data URIs, the PDF linked relative to the page), every
+settings, the figures (PNG embedded as data URIs, each file once and at most
+:data:`MAX_EMBEDDED_BYTES` in all, the others and the PDF linked relative to the page), every
 metric table (mean ± std per x and method, rounded to three significant digits, split into
 several tables where the methods would not fit 1280 pixels), the claim checks (met / not met,
 and whether the verdict is indicative), the notes, the configuration (the values the run used)
@@ -9,9 +10,12 @@ and a link to the warnings log.
 
 Everything under ``DIR`` is untrusted (:mod:`._report_input`): every string is escaped (the
 page is built only through :func:`_el`, which escapes text and attributes, and :class:`Markup`
-is never made from file content), only regular files inside ``DIR`` are embedded or linked, a
+is never made from file content), only regular files inside ``DIR`` are embedded or linked
+(figures only as PNG and PDF files that start with their signature, the log only as
+``warnings.log``; method labels of vocabulary names from the vocabulary), a
 malformed ``metrics.json`` is skipped with a one-line reason (on the page and returned to the
-caller), and the page is never written over an input or inside a run folder it reads. The page
+caller), and the page is never written over an input or inside any run folder (under ``DIR``
+or above the page's path). The page
 loads nothing from the network, is written atomically and is well-formed XML (polyglot HTML),
 so any parser can check it.
 """
@@ -30,6 +34,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .._fileio import atomic_write_bytes, check_output_dir
+from .._memory import format_bytes
 from . import _config
 from ._report_input import (
     MAX_FIGURE_BYTES,
@@ -37,6 +42,7 @@ from ._report_input import (
     RefusedFile,
     UnusableRecord,
     find_records,
+    is_run_folder,
     read_inside,
     read_record,
     walk_results,
@@ -47,6 +53,8 @@ from .registry import EXPERIMENTS
 TABLE_CHARACTERS = 118
 #: At most this many method columns in one table.
 MAX_METHOD_COLUMNS = 8
+#: At most this many bytes of figures are embedded in one page (each file once); the others are linked.
+MAX_EMBEDDED_BYTES = 64 * 2**20
 
 _CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 72em; padding: 0 1em; color: #222;
@@ -76,11 +84,16 @@ class Markup(str):
     """HTML built by :func:`_el` (already escaped); any other string is escaped when used."""
 
 
-_BAD_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ufffe\uffff\ud800-\udfff]")
+#: Characters XML forbids, C1 controls, and the bidirectional controls (which would reorder
+#: what a reader sees: a file name reading ``gnp.exe`` as ``exe.png``); each becomes U+FFFD.
+_BAD_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ufffe\uffff\ud800-\udfff"
+                        "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def _esc(value: Any) -> str:
-    """Escape ``value`` for text or an attribute; characters XML forbids become U+FFFD."""
+    """Escape ``value`` for text or an attribute; characters XML forbids and bidirectional
+    controls become U+FFFD (visible, and unable to reorder the text around them).
+    """
     if isinstance(value, Markup):
         return value
     return html.escape(_BAD_CHARS.sub("\ufffd", str(value)), quote=True)
@@ -254,7 +267,10 @@ def check_output(output: pathlib.Path, records: Sequence[Record], skipped: Seque
     """Refuse an output path that is an input of the page or lies inside a run folder.
 
     Run folders are those of the records (read or skipped) and ``run_folders`` (any folder
-    holding a ``metrics.json``, a ``config.json`` or ``seeds/``: interrupted runs too).
+    holding a ``metrics.json``, a ``config.json`` or ``seeds/``: interrupted runs too), and any
+    folder above the output that is a run folder (:func:`is_run_folder`), inside ``DIR`` or not:
+    ``-o`` never writes into another results folder's run. A path named ``metrics.json`` or
+    ``config.json`` that exists is refused too.
 
     Raises
     ------
@@ -272,11 +288,22 @@ def check_output(output: pathlib.Path, records: Sequence[Record], skipped: Seque
         inputs |= {p for f in r.figures for p in f.links} | ({r.warnings_log} if r.warnings_log else set())
     for path in candidates:
         if path in inputs:
-            raise ValueError(f"{output}: is a file the report reads; it is never overwritten (choose another -o)")
+            raise ValueError(f"-o {output}: is a file the report reads; it is never overwritten (choose another -o)")
         for folder in sorted(folders):
             if path.is_relative_to(folder):
-                raise ValueError(f"{output}: lies inside the run folder {folder}, which holds results; "
-                                 "write the page outside every run folder (-o)")
+                raise ValueError(f"-o {output}: lies inside the run folder {folder}, which holds results; "
+                                 "write the page outside every run folder")
+        # a run folder outside DIR (another configuration's results) is protected too
+        for folder in (path.parent, *path.parent.parents):
+            if is_run_folder(folder):
+                raise ValueError(f"-o {output}: lies inside the run folder {folder}, which holds results; "
+                                 "write the page outside every run folder")
+        if path.name in _RUN_FILES and os.path.lexists(path):
+            raise ValueError(f"-o {output}: is a run's {path.name}; it is never overwritten (choose another -o)")
+
+
+#: Names of the files of a run folder the page is never written as.
+_RUN_FILES = ("metrics.json", "config.json")
 
 
 def write_report(root: pathlib.Path, output: pathlib.Path | None = None) -> ReportResult:
@@ -336,8 +363,9 @@ def build_page(root: pathlib.Path, records: Sequence[Record], skipped: Sequence[
         toc.append(_el("li", _el("a", f"skipped: {len(skipped)} result folder(s)", href="#skipped")))
     if toc:
         body.append(_el("ul", *toc))
+    embedder = _Embedder(MAX_EMBEDDED_BYTES)
     for i, record in enumerate(records):
-        body.extend(_section(i, record, root_resolved, base))
+        body.extend(_section(i, record, root_resolved, base, embedder))
     if skipped:
         body.append(_el("h2", "Skipped result folders", id="skipped"))
         body.append(_el("ul", *[_el("li", _el("code", _rel(s.path, root_resolved)), ": ",
@@ -359,7 +387,7 @@ def _rel(path: pathlib.Path, root: pathlib.Path) -> str:
         return str(path)
 
 
-def _section(i: int, r: Record, root: pathlib.Path, base: pathlib.Path) -> list[Any]:
+def _section(i: int, r: Record, root: pathlib.Path, base: pathlib.Path, embedder: _Embedder) -> list[Any]:
     n = len(r.seeds)
     facts: list[Any] = ["Folder ", _el("a", _rel(r.folder, root) + "/", href=_href(r.folder, base) + "/"),
                         f"; {n} seed{'s' if n != 1 else ''} ({_seed_text(r.seeds)})"]
@@ -376,7 +404,7 @@ def _section(i: int, r: Record, root: pathlib.Path, base: pathlib.Path) -> list[
     if r.refused:
         out.append(_el("p", "Not shown (files that are not regular files inside the results folder): ",
                        "; ".join(r.refused), class_="refused"))
-    out += _figures(r, base)
+    out += _figures(r, base, embedder)
     for table in r.metrics:
         out += _metric_tables(table, r.x_name, r.xs)
     out += _claims(r)
@@ -392,19 +420,61 @@ def _seed_text(seeds: Sequence[int]) -> str:
     return ", ".join(str(s) for s in seeds) or "none"
 
 
-def _figures(r: Record, base: pathlib.Path) -> list[Any]:
+class _Embedder:
+    """The figures a page embeds: each file at most once, at most :data:`MAX_EMBEDDED_BYTES` in all.
+
+    A figure whose file the page already embeds points to it (``#fig-N``) rather than embed it
+    again; one beyond the budget (or larger than :data:`MAX_FIGURE_BYTES`) is linked, and the
+    page says why. So a record listing the same large PNG many times cannot blow the page up.
+    """
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.used = 0
+        self.seen: dict[pathlib.Path, str] = {}   # resolved file -> id of the figure embedding it
+        self.count = 0
+
+    def embed(self, path: pathlib.Path) -> tuple[str | None, str | None, str]:
+        """``(data URI, id of an earlier figure, why not embedded)``: one of the first two, or neither."""
+        if path in self.seen:
+            return None, self.seen[path], ""
+        try:
+            size = os.stat(path, follow_symlinks=False).st_size
+        except OSError:
+            return None, None, "it cannot be read"
+        if size > MAX_FIGURE_BYTES:
+            return None, None, f"it is {format_bytes(size)}, more than the {format_bytes(MAX_FIGURE_BYTES)} embedded"
+        if self.used + size > self.budget:
+            return None, None, (f"the page already embeds {format_bytes(self.used)} of figures "
+                                f"(at most {format_bytes(self.budget)})")
+        try:
+            data = read_inside(path, MAX_FIGURE_BYTES)
+        except RefusedFile as exc:
+            return None, None, str(exc)
+        self.used += len(data)
+        self.count += 1
+        self.seen[path] = f"fig-{self.count}"
+        return f"data:image/png;base64,{base64.b64encode(data).decode('ascii')}", None, ""
+
+
+def _figures(r: Record, base: pathlib.Path, embedder: _Embedder) -> list[Any]:
     out = []
     for fig in r.figures:
         if fig.png is None:
             continue
-        try:
-            data = base64.b64encode(read_inside(fig.png, MAX_FIGURE_BYTES)).decode("ascii")
-        except RefusedFile:
-            continue
+        data, same_as, why = embedder.embed(fig.png)
         links = _join([_el("a", p.suffix[1:].upper() or p.name, href=_href(p, base)) for p in fig.links], " ")
         caption = fig.caption or fig.stem
-        out.append(_el("figure", _void("img", src=f"data:image/png;base64,{data}", alt=caption),
-                       _el("figcaption", _el("code", fig.stem), f": {caption} (", links, ")")))
+        figcaption = _el("figcaption", _el("code", fig.stem), f": {caption} (", links, ")")
+        if data is not None:
+            out.append(_el("figure", _void("img", src=data, alt=caption), figcaption,
+                           id=embedder.seen[fig.png]))
+        elif same_as is not None:
+            out.append(_el("figure", _el("p", "The same image as ", _el("a", "the figure above", href=f"#{same_as}"),
+                                         " (embedded once).", class_="muted"), figcaption))
+        else:
+            out.append(_el("figure", _el("p", f"Not embedded: {why}; open it from the link below.",
+                                         class_="muted"), figcaption))
     return out
 
 
@@ -490,6 +560,7 @@ def _config_table(r: Record) -> list[Any]:
 
 
 __all__ = [
+    "MAX_EMBEDDED_BYTES",
     "MAX_METHOD_COLUMNS",
     "Markup",
     "ReportResult",

@@ -219,7 +219,8 @@ def test_a_no_plot_rerun_removes_the_figures_it_no_longer_lists(tmp_path, monkey
     drawn = sorted(p.name for p in first.figures)
     assert drawn and all((folder / n).is_file() for n in drawn)
     assert calls == [(sorted(drawn + ["metrics.json", "warnings.log"]), [])]   # record, log, figures together
-    keep = [folder / "notes.png", folder / f"{toy.NAME}.png", folder / f"{toy.NAME}-mine.txt"]
+    keep = [folder / "notes.png", folder / f"{toy.NAME}.png", folder / f"{toy.NAME}-mine.txt",
+            folder / f"{toy.NAME}-mine.png"]       # named like a figure, but no run recorded it
     for p in keep:
         p.write_bytes(b"mine")
     (folder / f"{toy.NAME}-dir.png").mkdir()

@@ -131,10 +131,14 @@ def config_to_json(config: Any) -> dict:
     return json.loads(json.dumps(to_jsonable(config)))
 
 
+def json_bytes(obj: Any) -> bytes:
+    """``obj`` (converted with :func:`to_jsonable`) as the indented JSON text the runner writes."""
+    return (json.dumps(to_jsonable(obj), indent=2, allow_nan=False) + "\n").encode()
+
+
 def write_json(path: pathlib.Path, obj: Any) -> None:
-    """Write ``obj`` (converted with :func:`to_jsonable`) as indented JSON, atomically."""
-    text = json.dumps(to_jsonable(obj), indent=2, allow_nan=False)
-    atomic_write_bytes(pathlib.Path(path), (text + "\n").encode())
+    """Write ``obj`` as :func:`json_bytes`, atomically."""
+    atomic_write_bytes(pathlib.Path(path), json_bytes(obj))
 
 
 # ----------------------------------------------------------------------------- the folder

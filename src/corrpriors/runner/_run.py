@@ -731,23 +731,28 @@ def _figure_files(specs: Sequence[FigureSpec], run_dir: pathlib.Path) -> tuple[l
 def stale_figures(run_dir: pathlib.Path, name: str, keep: Iterable[pathlib.Path]) -> list[pathlib.Path]:
     """Figure files of an earlier run of ``run_dir`` that this run does not write again.
 
-    Only names the runner's figures have, ``<experiment>-<what>.png`` / ``.pdf`` directly in the
-    run folder (regular files or links, never a folder), and not in ``keep``: a re-run with
+    Only the files the folder's previous ``metrics.json`` lists as its figures (``run.figures``),
+    with the names the runner gives them (``<experiment>-<what>.png`` / ``.pdf`` directly in the
+    run folder; regular files or links, never a folder), and not in ``keep``: a re-run with
     ``--no-plot``, or one that draws fewer figures, leaves no figure that ``metrics.json`` does
-    not list. Nothing else in the folder is touched.
+    not list. Nothing the runner did not record is touched.
     """
+    try:
+        old = json.loads(read_regular(run_dir / "metrics.json", _io.MAX_JSON_BYTES))
+        listed = [f for fig in old["run"]["figures"] for f in fig["files"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
     kept = {os.path.abspath(p) for p in keep}
     out = []
-    try:
-        entries = list(os.scandir(run_dir))
-    except OSError:
-        return []
-    for entry in entries:
-        stem, dot, fmt = entry.name.rpartition(".")
+    for file in listed:
+        if not isinstance(file, str) or os.path.basename(file) != file:
+            continue
+        stem, dot, fmt = file.rpartition(".")
+        path = run_dir / file
         if (dot and fmt in FIGURE_FORMATS and stem.startswith(f"{name}-") and len(stem) > len(name) + 1
-                and not entry.is_dir(follow_symlinks=False) and os.path.abspath(entry.path) not in kept):
-            out.append(pathlib.Path(entry.path))
-    return sorted(out)
+                and (path.is_symlink() or path.is_file()) and os.path.abspath(path) not in kept):
+            out.append(path)
+    return sorted(set(out))
 
 
 # ----------------------------------------------------------------------------- seeds
@@ -1155,7 +1160,7 @@ def _finish(plan: _Plan, seed_dir: pathlib.Path, computed: list[int], skipped: l
     metrics_path = plan.run_dir / "metrics.json"
     replaced = _replaced_seeds_note(metrics_path, plan.seeds)
     saved, files = _figure_files(specs, plan.run_dir)
-    files[metrics_path] = (json.dumps(_io.to_jsonable(summary), indent=2, allow_nan=False) + "\n").encode()
+    files[metrics_path] = _io.json_bytes(summary)
     files[log_path] = _warnings_log_bytes(plan, all_warnings)
     # the record, its log and its figures replace the previous ones together; figures of an
     # earlier run that this one does not draw (--no-plot) go in the same change

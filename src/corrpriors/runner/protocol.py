@@ -43,7 +43,8 @@ Optional
 ``METRIC_LABELS`` : dict of str to str
     y-axis label of every metric in words with units.
 ``METHOD_LABELS`` : dict of str to str
-    Legend label of every method.
+    Legend label of every method outside the method vocabulary (a plug-in's own methods); a
+    vocabulary name always keeps its vocabulary label, in the figures as everywhere else.
 ``DEFAULT_LABEL`` : str
     Folder label of ``Config()`` when its defaults are not the paper's (default ``"paper"``).
 ``check_config(config)``

@@ -322,3 +322,17 @@ def test_intervals_beyond_the_sobol_dimensions_use_plain_monte_carlo():
     p = model.probs()
     assert lo.shape == hi.shape == (c, k) and np.all(np.isfinite(lo)) and np.all(lo <= hi)
     assert np.all((lo[:, :3] <= p[:, :3]) & (p[:, :3] <= hi[:, :3]))
+
+
+def test_calibration_refuses_a_scale_range_outside_the_priors_usable_range():
+    """A covariance of mean diagonal 1e18 has usable scales near 1e-18, outside the calibration's
+    default range [1e-2, 1e4]: the intersection was empty and the grid failed on inverted bounds
+    (numpy's 'zero-size array' error), naming nothing the user passed."""
+    x = np.arange(6.0)
+    cov = 1e18 * np.exp(-0.5 * np.subtract.outer(x, x) ** 2)
+    counts = np.array([[3, 1], [2, 2], [0, 4], [1, 1], [5, 0], [2, 3]])
+    model = CorrelatedMultinomial(covariance=cov, scale=1e-18).fit(counts)
+    with pytest.raises(ValueError, match=r"^scale_range: the scale is integrated over \[0.01, 1e\+04\] clipped "
+                                         r"to the prior's usable range \[1e-168, 0.001\].*mean diagonal is 1e\+18"):
+        model.calibrated_posterior(hyper="scale")
+    assert model.calibrated_posterior(hyper="fixed").grid is None            # plugging in still works

@@ -174,8 +174,16 @@ def calibrated_marginals(counts: np.ndarray, result: VIResult, *, integrate_scal
                                    ep.n_iter)
     start, bounds, names = [], [], []
     if integrate_scale:
-        lo, hi = prior_scale_range(result.prior)
-        lo, hi = max(lo, options.scale_range[0]), min(hi, options.scale_range[1])
+        usable = prior_scale_range(result.prior)
+        lo, hi = max(usable[0], options.scale_range[0]), min(usable[1], options.scale_range[1])
+        if lo > hi:
+            raise ValueError(f"scale_range: the scale is integrated over [{options.scale_range[0]:.3g}, "
+                             f"{options.scale_range[1]:.3g}] clipped to the prior's usable range "
+                             f"[{usable[0]:.3g}, {usable[1]:.3g}] (prior_scale_range: the covariance's mean "
+                             f"diagonal is {float(np.mean(result.prior.prior_variance())):.3g}), and the two "
+                             f"do not overlap; normalise the covariance (mean diagonal near 1), pass "
+                             f"CalibrationOptions(scale_range=...) inside the usable range, or keep the "
+                             f"scale fixed (hyper='fixed')")
         start.append(float(np.clip(np.log(result.scale), np.log(lo), np.log(hi))))
         bounds.append((np.log(lo), np.log(hi)))
         names.append("log_scale")

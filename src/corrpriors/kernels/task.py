@@ -61,6 +61,7 @@ True
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -143,13 +144,33 @@ def _cholesky_gradient(angles: FloatArray, n_tasks: int) -> FloatArray:
     return dL
 
 
+def _check_angles(angles: Any, n_tasks: int, *, closed: bool) -> FloatArray:
+    """``angles`` as a float array of shape (T (T - 1) / 2,) with finite values in (0, pi), or in
+    [0, pi] with ``closed``; else an error naming ``angles`` (booleans and strings are refused,
+    not converted: True is not 1 radian).
+    """
+    arr = as_real_array(angles, "angles", allow_bool=False,
+                        expected="angles in radians (real numbers)")
+    a = arr.astype(np.float64).reshape(-1)
+    if a.shape != (n_angles(n_tasks),):
+        raise ValueError(f"angles: expected shape (T (T - 1) / 2,) = ({n_angles(n_tasks)},), got {a.shape}")
+    inside = (a >= 0) & (a <= np.pi) if closed else (a > 0) & (a < np.pi)
+    if not np.all(inside):   # (NaN is never inside)
+        bad = a[~inside][0]
+        raise ValueError(f"angles: expected values in {'[0, pi]' if closed else '(0, pi)'} (finite), "
+                         f"got {float(bad)!r} at position {int(np.flatnonzero(~inside)[0])}")
+    return a
+
+
 def correlation_from_angles(angles: Any, n_tasks: int) -> FloatArray:
     r"""The correlation matrix of spherical angles (see the module docstring).
 
     Parameters
     ----------
     angles : array_like of shape (T (T - 1) / 2,)
-        Row by row: :math:`\phi_{10}, \phi_{20}, \phi_{21}, \phi_{30}, \dots`, in (0, pi).
+        Row by row: :math:`\phi_{10}, \phi_{20}, \phi_{21}, \phi_{30}, \dots`, finite numbers
+        in [0, pi] (the ends: a singular matrix, as :func:`angles_from_correlation` gives it);
+        others -- NaN, or an angle such as 4 whose cosine is that of another angle -- are refused.
     n_tasks : int
         T.
 
@@ -158,9 +179,7 @@ def correlation_from_angles(angles: Any, n_tasks: int) -> FloatArray:
     B : ndarray of shape (T, T)
     """
     T = _check_n_tasks(n_tasks)
-    a = np.asarray(angles, dtype=np.float64).reshape(-1)
-    if a.shape != (n_angles(T),):
-        raise ValueError(f"angles: expected shape (T (T - 1) / 2,) = ({n_angles(T)},), got {a.shape}")
+    a = _check_angles(angles, T, closed=True)
     L = _cholesky_factor(a, T)
     B = L @ L.T
     np.fill_diagonal(B, 1.0)
@@ -233,6 +252,8 @@ class TaskCorrelation(Kernel):
         :meth:`from_correlation` to start from a matrix.
     angle_bounds : (float, float) or "fixed", default=(0.05, pi - 0.05)
         Bounds of every angle (natural scale, within (0, pi)); ``"fixed"`` keeps :math:`B`.
+        As for every kernel (:func:`~corrpriors.kernels.base.parse_bounds`), the bounds
+        constrain learning only: initial ``angles`` outside them are accepted.
 
     Attributes
     ----------
@@ -261,15 +282,7 @@ class TaskCorrelation(Kernel):
         if self.angles is None:
             a = np.full(n_angles(T), np.pi / 2)
         else:
-            try:
-                a = np.asarray(self.angles, dtype=np.float64).reshape(-1)
-            except (TypeError, ValueError):
-                raise ValueError(f"angles: expected {n_angles(T)} numbers, got {self.angles!r}") from None
-            if a.shape != (n_angles(T),):
-                raise ValueError(f"angles: expected shape (T (T - 1) / 2,) = ({n_angles(T)},), "
-                                 f"got {a.shape}")
-            if not np.all((a > 0) & (a < np.pi)):
-                raise ValueError(f"angles: expected values in (0, pi), got {a}")
+            a = _check_angles(self.angles, T, closed=False)
         object.__setattr__(self, "angles", tuple(float(v) for v in a))
         b = parse_bounds(self.angle_bounds, "angle")
         if b is not None and b[1] >= np.pi:
@@ -288,11 +301,28 @@ class TaskCorrelation(Kernel):
         Returns
         -------
         TaskCorrelation
+
+        Warns
+        -----
+        UserWarning
+            When clipping an angle into ``angle_bounds`` changes the matrix (a correlation beyond
+            :math:`\pm\cos(\text{low})` with the default bounds, e.g. 0.9999 becomes 0.99875, or a
+            negative one under bounds ``(low, pi / 2)``, which becomes 0): the kernel's
+            :attr:`correlation` is then not ``correlation``. Pass ``angle_bounds="fixed"`` to keep
+            the matrix exactly (a singular one is moved by at most 1e-12 radians).
         """
         a = angles_from_correlation(correlation)
         b = parse_bounds(angle_bounds, "angle")
         lo, hi = (1e-12, np.pi - 1e-12) if b is None else b
-        return cls(int(np.shape(correlation)[0]), tuple(np.clip(a, lo, hi)), angle_bounds)
+        clipped = np.clip(a, lo, hi)
+        if b is not None and np.any(np.abs(clipped - a) > 1e-9):
+            k = int(np.argmax(np.abs(clipped - a)))
+            warnings.warn(f"correlation: {int(np.sum(np.abs(clipped - a) > 1e-9))} of {a.size} angles lie "
+                          f"outside angle_bounds = ({lo:.4g}, {hi:.4g}) and were clipped into them (angle "
+                          f"{k}: {a[k]:.4g} -> {clipped[k]:.4g} radians), so the kernel's correlation is not "
+                          "the matrix given; pass angle_bounds='fixed' (or wider bounds) to keep it",
+                          UserWarning, stacklevel=2)
+        return cls(int(np.shape(correlation)[0]), tuple(clipped), angle_bounds)
 
     @property
     def correlation(self) -> FloatArray:
@@ -499,7 +529,9 @@ def kronecker_precision(task_correlation: Any, state_precision: Any) -> sp.csr_a
     Parameters
     ----------
     task_correlation : array_like of shape (T, T)
-        Symmetric positive definite (e.g. :attr:`TaskCorrelation.correlation`).
+        A correlation matrix, T >= 1: symmetric positive definite with a unit diagonal (to
+        1e-8; e.g. :attr:`TaskCorrelation.correlation`). Another diagonal would scale task
+        t's prior variance by :math:`B_{tt}` behind the model's scale; it is refused.
     state_precision : scipy.sparse matrix or ndarray of shape (S, S)
         Symmetric positive definite (checked here: finite, symmetric, positive diagonal; the
         model's Cholesky factorisation refuses the rest).
@@ -523,10 +555,18 @@ def kronecker_precision(task_correlation: Any, state_precision: Any) -> sp.csr_a
     _check_task_memory(T, 8.0 * 4, "the dense T x T factor, identity and inverse", "task_correlation")
     B = as_real_array(task_correlation, "task_correlation", allow_bool=False,
                       expected="a correlation matrix of real numbers").astype(np.float64)
-    if B.ndim != 2 or B.shape[0] != B.shape[1] or not np.all(np.isfinite(B)):
-        raise ValueError(f"task_correlation: expected a finite square (T, T) matrix, got shape {B.shape}")
+    if B.ndim != 2 or B.shape[0] != B.shape[1] or B.shape[0] < 1:
+        raise ValueError(f"task_correlation: expected a square (T, T) matrix with T >= 1, got shape {B.shape}")
+    if not np.all(np.isfinite(B)):
+        raise ValueError("task_correlation: contains NaN or infinite values")
     if not np.allclose(B, B.T, atol=1e-12):
         raise ValueError("task_correlation: must be symmetric")
+    off = np.abs(np.diag(B) - 1.0)
+    if np.any(off > 1e-8):
+        t = int(np.argmax(off))
+        raise ValueError(f"task_correlation: expected a correlation matrix (unit diagonal), got "
+                         f"B[{t}, {t}] = {B[t, t]:.6g}; divide by sqrt(diag) on both sides, or put the "
+                         "variance in the model's scale")
     try:
         factor = cho_factor(B, lower=True)
     except np.linalg.LinAlgError:

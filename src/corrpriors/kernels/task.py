@@ -306,7 +306,7 @@ class TaskCorrelation(Kernel):
         -----
         UserWarning
             When clipping an angle into ``angle_bounds`` changes the matrix (a correlation beyond
-            :math:`\pm\cos(\text{low})` with the default bounds, e.g. 0.9999 becomes 0.99875, or a
+            +-cos(low) with the default bounds, e.g. 0.9999 becomes 0.99875, or a
             negative one under bounds ``(low, pi / 2)``, which becomes 0): the kernel's
             :attr:`correlation` is then not ``correlation``. Pass ``angle_bounds="fixed"`` to keep
             the matrix exactly (a singular one is moved by at most 1e-12 radians).

@@ -821,8 +821,9 @@ def test_cv_folds_are_bounded():
             MultiTaskTransitionModel.for_mdps([mdp], cv_folds=bad)
         with pytest.raises(ValueError, match="cv_folds"):
             TransferSearch(_template(), cv_folds=bad)
-    assert MultiTaskTransitionModel.for_mdps([mdp], cv_folds=MT.MAX_CV_FOLDS).cv_folds == MT.MAX_CV_FOLDS
-    assert TransferSearch(_template(), cv_folds=MT.MAX_CV_FOLDS).cv_folds == MT.MAX_CV_FOLDS
+    cv = dict(similarity_criterion="cv")   # (the only criterion with folds: elsewhere cv_folds is refused)
+    assert MultiTaskTransitionModel.for_mdps([mdp], cv_folds=MT.MAX_CV_FOLDS, **cv).cv_folds == MT.MAX_CV_FOLDS
+    assert TransferSearch(_template(), cv_folds=MT.MAX_CV_FOLDS, **cv).cv_folds == MT.MAX_CV_FOLDS
     assert T.RANGES["cv_folds"].high == MT.MAX_CV_FOLDS
 
 

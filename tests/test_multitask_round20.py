@@ -65,3 +65,218 @@ def test_from_correlation_warns_when_it_clips_into_the_bounds():
         np.testing.assert_allclose(TaskCorrelation.from_correlation(C).correlation, C, atol=1e-12)
         fixed = TaskCorrelation.from_correlation(near_one, angle_bounds="fixed")
         np.testing.assert_allclose(fixed.correlation, near_one, atol=1e-12)
+
+
+# ------------------------------------------------------------------ applications/multitask.py
+from corrpriors._memory import MemoryEstimateError  # noqa: E402
+from corrpriors.applications import (  # noqa: E402
+    CorrelatedTransitionModel,
+    MultiTaskPolicyEstimator,
+    MultiTaskTransitionModel,
+    TransferSearch,
+)
+from corrpriors.applications.multitask import SourceField, split_counts, transfer_hyper_prior  # noqa: E402
+from corrpriors.core import CorrelatedMultinomial  # noqa: E402
+from corrpriors.envs import dense_gridworld  # noqa: E402
+from corrpriors.kernels import SquaredExponential  # noqa: E402
+
+PLAIN = dict(concentration=None, contamination_prior=None)
+
+
+def _template():
+    x = np.arange(6.0)[:, None]
+    return CorrelatedMultinomial(SquaredExponential(lengthscale=2.0).bind(coords=x), learn_mean="constant")
+
+
+def _counts(mdp, n, rng):
+    P = np.asarray(mdp.transitions)
+    S, A, _ = P.shape
+    c = np.zeros(P.shape)
+    for _ in range(n):
+        s, a = rng.integers(S), rng.integers(A)
+        c[s, a, rng.choice(S, p=P[s, a])] += 1
+    return c
+
+
+def test_policy_scale_is_the_kept_models_scale():
+    """At rho = 0 the estimator keeps the single-task fit, but scale_ reported the transfer
+    search's rho = 0 model's scale (0.056 and 3.16 against the kept fits' 0.01)."""
+    rng = np.random.default_rng(1)
+    coords = np.stack(np.meshgrid(np.arange(3.0), np.arange(3.0)), -1).reshape(-1, 2)
+    S, A = 9, 3
+    pol = np.full((S, A), 0.15)
+    pol[:, 0] = 0.7
+    demos = []
+    for p, n in ((pol, 200), (np.roll(pol, 1, axis=1), 15)):
+        c = np.zeros((S, A))
+        for _ in range(n):
+            s = rng.integers(S)
+            c[s, rng.choice(A, p=p[s])] += 1
+        demos.append(c)
+    est = MultiTaskPolicyEstimator(coordinates=coords).fit(np.stack(demos))
+    kept = np.array([float(getattr(m, "scale_", m.scale)) for m in est.models_])
+    np.testing.assert_array_equal(est.scale_, kept)
+    assert (est.similarity_ == 0.0).any()
+    for t in np.flatnonzero(est.similarity_ == 0.0):
+        np.testing.assert_array_equal(est.policies_[t], est.independent_policies_[t])
+
+
+def test_beliefs_are_copied():
+    """The beliefs passed were kept: counts set on them afterwards reached the single-task
+    belief but not the transfer belief's view (task 1's mean was its no-data mixture while
+    independent_[1] held 20 transitions)."""
+    mdps = [dense_gridworld((3, 3)), dense_gridworld((3, 3), step_spread=0.8)]
+    rng = np.random.default_rng(0)
+    beliefs = [CorrelatedTransitionModel.for_mdp(m, **PLAIN) for m in mdps]
+    c1 = _counts(mdps[1], 20, rng)
+    beliefs[1].set_counts(c1)                     # current counts are used
+    mt = MultiTaskTransitionModel(beliefs)
+    assert all(b is not own for b, own in zip(beliefs, mt.independent_))
+    np.testing.assert_array_equal(mt.independent_[1].counts, c1)
+    np.testing.assert_array_equal(mt.task(1).counts, c1)
+    beliefs[1].set_counts(np.zeros_like(c1))       # the caller's object: not the model's
+    beliefs[0].update([0], [0], [1])
+    np.testing.assert_array_equal(mt.independent_[1].counts, c1)
+    assert mt.independent_[0].counts.sum() == 0 and mt.counts.sum() == c1.sum()
+
+
+def test_mixture_draws_check_memory_first():
+    """A task without data draws from the prior mixture; sample_many(10**9) raised a raw
+    MemoryError there (the data path: MemoryEstimateError before allocating)."""
+    mdps = [dense_gridworld((3, 3)), dense_gridworld((3, 3), step_spread=0.8)]
+    mt = MultiTaskTransitionModel.for_mdps(mdps, **PLAIN)
+    mt.set_counts(0, _counts(mdps[0], 100, np.random.default_rng(0)))
+    draws = mt.sample_many(3, task=1, rng=0)
+    assert mt.task(1)._mixture is not None and draws.shape == (3, 9, 4, 9)
+    np.testing.assert_allclose(draws.sum(-1), 1.0)
+    with pytest.raises(MemoryEstimateError, match="^1,000,000,000 posterior draws"):
+        mt.sample_many(10 ** 9, task=1, rng=0)
+    with pytest.raises(ValueError, match="^n: expected an integer >= 1"):
+        mt.sample_many(True, task=1, rng=0)
+
+
+@pytest.mark.parametrize("bad, match", [(-np.ones((2, 2)), "non-negative"), (np.full((2, 2), 0.5), "integers"),
+                                        (np.full((2, 2), np.nan), "NaN")])
+def test_split_counts_checks_its_counts(bad, match):
+    """Negative, fractional and NaN counts were split into parts (NaN cast to -4.6e18)."""
+    with pytest.raises(ValueError, match=f"^counts: .*{match}"):
+        split_counts(bad)
+    x = np.array([[3, 0], [1, 2]])
+    a, b = split_counts(x)
+    np.testing.assert_array_equal(a + b, x)
+
+
+def test_transfer_hyper_prior_checks_default_mean_and_std():
+    """default_std=-1 gave a negative std (-0.87), a default_mean of the wrong shape a raw
+    broadcast error."""
+    src = SourceField(np.zeros((3, 2)), np.array([1.0, -1.0]), 1)
+    with pytest.raises(ValueError, match="^default_std: expected a finite positive number"):
+        transfer_hyper_prior(0.5, src, [0.0, 0.0], -1.0)
+    with pytest.raises(ValueError, match=r"^default_mean: expected finite numbers of shape \(K - 1,\) = \(2,\)"):
+        transfer_hyper_prior(0.5, src, [0.0, 0.0, 0.0, 0.0], 3.0)
+    with pytest.raises(ValueError, match="^default_mean"):
+        transfer_hyper_prior(0.5, None, [[0.0]], 3.0)
+    mean, std = transfer_hyper_prior(0.5, src, [0.0, 2.0], 3.0)
+    np.testing.assert_allclose(mean, [0.5, 0.5])
+    assert std == pytest.approx(3.0 * np.sqrt(0.75))
+
+
+@pytest.mark.parametrize("bad", [True, "a", 1.5, 0])
+def test_source_field_n_sources_is_a_positive_int(bad):
+    """n_sources=True was stored as 1, 'a' raised int()'s unnamed error."""
+    with pytest.raises(ValueError, match="^n_sources: expected an integer >= 1"):
+        SourceField(np.zeros((2, 1)), np.zeros(1), bad)
+    assert SourceField(np.zeros((2, 1)), np.zeros(1), np.int64(2)).n_sources == 2
+
+
+@pytest.mark.parametrize("bad", [(1.0, 2.0, 3.0), 5, "ab"])
+def test_scale_range_must_be_a_pair(bad):
+    """(1, 2, 3) and 5 raised "too many values to unpack" / "'int' object is not iterable"."""
+    mdps = [dense_gridworld((3, 3))] * 2
+    match = r"^scale_range: expected a pair \(low, high\)"
+    with pytest.raises(ValueError, match=match):
+        MultiTaskTransitionModel([CorrelatedTransitionModel.for_mdp(m, **PLAIN) for m in mdps], scale_range=bad)
+    with pytest.raises(ValueError, match=match):
+        MultiTaskTransitionModel.for_mdps(mdps, scale_range=bad, **PLAIN)
+    with pytest.raises(ValueError, match=match):
+        MultiTaskPolicyEstimator(distances=np.ones((4, 4)) - np.eye(4), scale_range=bad).fit(np.ones((2, 4, 3)))
+
+
+# options that could have no effect: refused (cv_scale: warned)
+UNUSED = [
+    (dict(cv_folds=3), "^cv_folds: only used with similarity_criterion='cv', got cv_folds=3 with 'loo'"),
+    (dict(similarity_criterion="evidence", cv_folds=4), "^cv_folds: only used with similarity_criterion='cv'"),
+    (dict(similarity_criterion="evidence", full_scale="climb"),
+     "^full_scale: unused with similarity_criterion='evidence'"),
+    (dict(similarity_criterion="evidence", similarity_rule="best"),
+     "^similarity_rule: 'best' is unused with similarity_criterion='evidence'"),
+]
+FIXED = [
+    (dict(similarity_criterion="evidence"), "^similarity_criterion: unused with fixed_similarity=0.5"),
+    (dict(similarity_criterion="cv"), "^similarity_criterion: unused with fixed_similarity=0.5"),
+    (dict(similarity_rule="best"), "^similarity_rule: unused with fixed_similarity=0.5"),
+    (dict(similarity_rule="average"), "^similarity_rule: unused with fixed_similarity=0.5"),
+    (dict(prior_related=0.25), "^prior_related: unused with fixed_similarity=0.5"),
+    (dict(prior_related=None), "^prior_related: unused with fixed_similarity=0.5"),
+    (dict(cv_folds=3), "^cv_folds: only used with similarity_criterion='cv'"),
+]
+
+
+@pytest.mark.parametrize("options, match", UNUSED)
+def test_search_settings_without_effect_are_refused(options, match):
+    """cv_folds with "loo"/"evidence", full_scale and similarity_rule="best" with "evidence" were
+    accepted and changed nothing (measured: the same means and similarities to the bit)."""
+    mdps = [dense_gridworld((3, 3))] * 2
+    with pytest.raises(ValueError, match=match):
+        TransferSearch(_template(), **options)
+    with pytest.raises(ValueError, match=match):
+        MultiTaskTransitionModel.for_mdps(mdps, **options, **PLAIN)
+    if "cv_folds" not in options:   # (the policy estimator has no folds setting)
+        with pytest.raises(ValueError, match=match):
+            MultiTaskPolicyEstimator(distances=np.ones((4, 4)) - np.eye(4), **options).fit(np.ones((2, 4, 3)))
+
+
+@pytest.mark.parametrize("options, match", FIXED)
+def test_a_fixed_similarity_refuses_the_search_settings(options, match):
+    """With fixed_similarity nothing is chosen: the criterion ("evidence" made the kept fits climb
+    their scale, which the docstring called unused), the rule, prior_related and cv_folds were
+    accepted."""
+    with pytest.raises(ValueError, match=match):
+        MultiTaskTransitionModel.for_mdps([dense_gridworld((3, 3))] * 2, fixed_similarity=0.5, **options, **PLAIN)
+
+
+def test_the_settings_that_matter_are_accepted():
+    """The defaults, each criterion's own settings, and full_scale with a fixed similarity."""
+    mdps = [dense_gridworld((3, 3))] * 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for options in (dict(), dict(similarity_criterion="cv", cv_folds=3, cv_scale="climb", full_scale="climb"),
+                        dict(full_scale="climb", similarity_rule="best"), dict(similarity_criterion="evidence"),
+                        dict(similarity_criterion="evidence", similarity_rule="average"),
+                        dict(fixed_similarity=0.5, full_scale="climb"), dict(fixed_similarity=0.5)):
+            TransferSearch(_template(), **{k: v for k, v in options.items() if k != "fixed_similarity"})
+            MultiTaskTransitionModel.for_mdps(mdps, **options, **PLAIN)
+
+
+def test_cv_scale_without_cross_validation_warns_once():
+    """cv_scale="climb" with "loo" has no effect: a warning (not an error: the transfer
+    experiment passes its cv_scale setting with every criterion), once per model."""
+    mdps = [dense_gridworld((3, 3))] * 3
+    with pytest.warns(UserWarning, match="^cv_scale: only used with similarity_criterion='cv'") as record:
+        model = MultiTaskTransitionModel.for_mdps(mdps, cv_scale="climb", **PLAIN)
+    assert len([w for w in record if "cv_scale" in str(w.message)]) == 1
+    assert model.cv_scale == model.task(0)._search.cv_scale == "climb"
+    with pytest.warns(UserWarning, match="cv_scale"):
+        TransferSearch(_template(), similarity_criterion="evidence", cv_scale="climb")
+
+
+def test_fixed_similarity_fits_at_the_conditional_scale():
+    """With fixed_similarity the kept fits' scale follows full_scale alone: "conditional" is the
+    joint model's theta_S (1 - rho^2) of every action's source."""
+    mdps = [dense_gridworld((3, 3)), dense_gridworld((3, 3), step_spread=0.8)]
+    rng = np.random.default_rng(2)
+    mt = MultiTaskTransitionModel.for_mdps(mdps, fixed_similarity=0.5, **PLAIN)
+    mt.set_counts(0, _counts(mdps[0], 150, rng)).set_counts(1, _counts(mdps[1], 20, rng))
+    mt.mean(1)
+    expected = [mt._source_field(1, a).scale * (1 - 0.5 ** 2) for a in range(mt.n_actions)]
+    np.testing.assert_allclose(mt.task(1).transfer_selected_["scales"], expected, rtol=1e-12)

@@ -137,6 +137,7 @@ import contextlib
 import copy
 import dataclasses
 import math
+import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -144,7 +145,7 @@ import numpy as np
 
 from .._threads import single_blas_thread
 from .._typing import FloatArray, SeedLike
-from .._validation import check_counts, check_int, check_positive, check_real
+from .._validation import as_real_array, check_counts, check_int, check_positive, check_real
 from .transitions import CorrelatedTransitionModel
 
 __all__ = ["CV_SCALES", "FULL_SCALES", "MAX_CV_FOLDS", "PAIR_WEIGHTS", "SIMILARITY_CRITERIA", "SIMILARITY_GRID",
@@ -198,12 +199,11 @@ class SourceField:
                              f"{d.shape} and {c.shape}")
         if not (np.all(np.isfinite(d)) and np.all(np.isfinite(c))):
             raise ValueError("deviation, constant: contain NaN or infinite values")
-        if int(self.n_sources) != self.n_sources or self.n_sources < 1:
-            raise ValueError(f"n_sources: expected a positive int, got {self.n_sources!r}")
+        n_sources = check_int(self.n_sources, "n_sources", low=1)   # (True is not 1, 'a' not a count)
         for name, arr in (("deviation", d), ("constant", c)):
             arr.setflags(write=False)
             object.__setattr__(self, name, arr)
-        object.__setattr__(self, "n_sources", int(self.n_sources))
+        object.__setattr__(self, "n_sources", n_sources)
         if self.scale is not None:
             object.__setattr__(self, "scale", check_positive(self.scale, "scale"))
 
@@ -241,9 +241,9 @@ def transfer_hyper_prior(similarity: float, source: SourceField | None, default_
         :math:`\rho` in [0, 1).
     source : SourceField or None
     default_mean : array_like of shape (K - 1,)
-        :math:`m^0`.
+        :math:`m^0` (finite; the shape of ``source.constant`` when there is a source).
     default_std : float
-        :math:`\tau_0`.
+        :math:`\tau_0` (finite, > 0).
 
     Returns
     -------
@@ -253,10 +253,16 @@ def transfer_hyper_prior(similarity: float, source: SourceField | None, default_
     rho = float(similarity)
     if not 0.0 <= rho < 1.0:
         raise ValueError(f"similarity: expected a value in [0, 1), got {similarity!r}")
-    m0 = np.asarray(default_mean, dtype=np.float64)
+    tau0 = check_positive(default_std, "default_std")
+    m0 = as_real_array(default_mean, "default_mean", allow_bool=False).astype(np.float64)
+    want = None if source is None else source.constant.shape
+    if m0.ndim != 1 or (want is not None and m0.shape != want) or not np.all(np.isfinite(m0)):
+        shape = "(K - 1,)" if want is None else f"(K - 1,) = {want}, the source's constant's"
+        raise ValueError(f"default_mean: expected finite numbers of shape {shape}, got shape {m0.shape}"
+                         + ("" if np.all(np.isfinite(m0)) else " with NaN or infinite values"))
     if source is None or rho == 0.0:
-        return m0.copy(), float(default_std)
-    return (1.0 - rho) * m0 + rho * source.constant, float(default_std) * math.sqrt(1.0 - rho * rho)
+        return m0.copy(), tau0
+    return (1.0 - rho) * m0 + rho * source.constant, tau0 * math.sqrt(1.0 - rho * rho)
 
 
 #: How :class:`TransferSearch` compares similarities: ``"loo"`` (the default since round 15), the
@@ -279,7 +285,8 @@ def split_counts(counts: Any, n_folds: int = 2) -> tuple[FloatArray, ...]:
     Parameters
     ----------
     counts : array_like of shape (C, K)
-        Non-negative integer counts.
+        Non-negative integer counts (checked: negative, fractional, NaN and non-numeric counts
+        raise, naming ``counts``).
     n_folds : int, default 2
 
     Returns
@@ -288,7 +295,7 @@ def split_counts(counts: Any, n_folds: int = 2) -> tuple[FloatArray, ...]:
         ``n_folds`` parts that sum to ``counts``.
     """
     k = check_int(n_folds, "n_folds", low=2)
-    x = np.asarray(counts)
+    x = check_counts(counts, "counts", min_categories=1)
     flat = np.rint(x).astype(np.int64).ravel()
     base, rest = flat // k, flat % k
     parts = [base.copy() for _ in range(k)]
@@ -296,7 +303,7 @@ def split_counts(counts: Any, n_folds: int = 2) -> tuple[FloatArray, ...]:
     for f in range(k):
         np.add.at(parts[f], cells[f::k], 1)
     out = [p.reshape(x.shape).astype(np.float64) for p in parts[:-1]]
-    return (*out, np.asarray(x, dtype=np.float64) - sum(out))
+    return (*out, x - sum(out))
 
 
 def _cv_folds(x: np.ndarray, n_folds: int) -> list[tuple[FloatArray, FloatArray]]:
@@ -382,6 +389,69 @@ def _check_option(value: Any, name: str, options: tuple[str, ...]) -> str:
     if value not in options:
         raise ValueError(f"{name}: expected one of {options}, got {value!r}")
     return str(value)
+
+
+#: The defaults of the search's settings: a setting that cannot have an effect under the
+#: active criterion (or with a fixed similarity) is refused unless at its default
+#: (:func:`_check_used_settings`).
+_SEARCH_DEFAULTS = {"similarity_criterion": "loo", "similarity_rule": "one_se", "prior_related": 0.5,
+                    "cv_folds": 2, "cv_scale": "conditional", "full_scale": "conditional"}
+
+
+def _check_used_settings(criterion: str, *, similarity_rule: str = "one_se", cv_folds: int = 2,
+                         cv_scale: str = "conditional", full_scale: str = "conditional",
+                         fixed_similarity: float | None = None,
+                         prior_related: float | None = 0.5) -> None:
+    """Refuse a search setting that is not at its default yet cannot have any effect.
+
+    (Checked values.) ``cv_folds`` is used only by ``similarity_criterion="cv"``, ``full_scale``
+    not by ``"evidence"`` (its full-data fits climb), ``similarity_rule="best"`` is what
+    ``"evidence"`` does anyway (no per-covariate scores for the one-standard-error guard); with a
+    ``fixed_similarity`` nothing is chosen, so the criterion, the rule and ``prior_related`` are
+    unused too. A ``ValueError`` names the setting. ``cv_scale`` other than the default under
+    another criterion than ``"cv"`` only warns (:class:`UserWarning`): the transfer experiment
+    passes its ``cv_scale`` setting whatever the criterion (it is part of a run's identity).
+    """
+    d = _SEARCH_DEFAULTS
+    if fixed_similarity is not None:
+        why = f"fixed_similarity={fixed_similarity} (no similarity is chosen)"
+        for name, value, extra in (
+                ("similarity_criterion", criterion, " (the kept fits' scale follows full_scale alone)"),
+                ("similarity_rule", similarity_rule, ""),
+                ("prior_related", prior_related, " (a task without data takes the fixed similarity's "
+                                                 "conditional prior alone)")):
+            if value != d[name]:
+                raise ValueError(f"{name}: unused with {why}, got {name}={value!r}{extra}; leave the "
+                                 f"default {d[name]!r} or set fixed_similarity=None")
+    if criterion != "cv" and cv_folds != d["cv_folds"]:
+        raise ValueError(f"cv_folds: only used with similarity_criterion='cv', got cv_folds={cv_folds} "
+                         f"with {criterion!r}; leave the default {d['cv_folds']}")
+    if criterion == "evidence" and full_scale != d["full_scale"]:
+        raise ValueError(f"full_scale: unused with similarity_criterion='evidence' (its full-data fits "
+                         f"always climb their scale, the model the evidence scored), got "
+                         f"full_scale={full_scale!r}; leave the default {d['full_scale']!r}")
+    if criterion == "evidence" and similarity_rule == "best":
+        raise ValueError("similarity_rule: 'best' is unused with similarity_criterion='evidence', which "
+                         "always takes the best objective (it has no per-covariate scores for the "
+                         f"one-standard-error guard); leave the default {d['similarity_rule']!r}")
+    if criterion != "cv" and cv_scale != d["cv_scale"]:
+        warnings.warn(f"cv_scale: only used with similarity_criterion='cv', got cv_scale={cv_scale!r} "
+                      f"with {criterion!r}; it has no effect", UserWarning, stacklevel=3)
+
+
+def _check_scale_range(value: Any) -> tuple[float, float]:
+    """``scale_range`` as a pair of positive floats, or a ``ValueError`` naming it (no strings or
+    bools: ``"ab"`` is not a pair of numbers).
+    """
+    want = f"scale_range: expected a pair (low, high) of positive numbers, got {value!r}"
+    try:
+        pair = () if isinstance(value, str) else tuple(value)
+        if len(pair) != 2:
+            raise ValueError(want)
+        lo, hi = (check_real(v, "scale_range", 0.0, math.inf, closed="neither") for v in pair)
+    except (TypeError, ValueError):
+        raise ValueError(want) from None
+    return lo, hi
 
 
 def _check_similarities(similarities: Any) -> tuple[float, ...]:
@@ -528,7 +598,9 @@ class TransferSearch:
         paired per-covariate scores), else :math:`\rho = 0`
         (:data:`SIMILARITY_RULES`); ``"best"`` the best objective. ``"average"`` is the
         transition beliefs' model average (:class:`MultiTaskTransitionModel`); the search itself
-        then returns the best objective's models, as ``"best"``.
+        then returns the best objective's models, as ``"best"``. ``"evidence"`` has no
+        per-covariate scores and always takes the best objective: the default ``"one_se"`` is
+        then inert and ``"best"`` (no effect) is refused.
     criterion : {"collapsed", "elbo"}, default "collapsed"
         The bound that chooses the scales (and the evidence's).
     low, high, step, start : float
@@ -537,20 +609,25 @@ class TransferSearch:
         Folds of the cross-validation (:func:`split_counts`; each fold's models are fitted to
         the other folds' counts), at most :data:`MAX_CV_FOLDS`. Two folds train on half the
         data, which favours a prior that helps with little data; more folds cost
-        proportionally more fits.
+        proportionally more fits. Only ``similarity_criterion="cv"`` uses it: another value
+        than 2 with another criterion is refused (it would have no effect).
     cv_scale : {"conditional", "climb"}, default "conditional"
         The scale of the cross-validation's fits (:data:`CV_SCALES`): ``"conditional"``, the
         joint model's :math:`\theta_S(1 - \rho^2)` from the source's scale
         :math:`\theta_S` (``SourceField.scale``; one fit per fold, model and similarity -- a
         source of unknown scale falls back to the climb); ``"climb"``, every fold climbs its
         own scale by the collapsed bound (three or more fits each; the rule before round 7).
+        Only ``similarity_criterion="cv"`` uses it: ``"climb"`` with another criterion has no
+        effect and warns (a :class:`UserWarning`; not refused, since the transfer experiment
+        passes its ``cv_scale`` setting with every criterion).
     full_scale : {"conditional", "climb"}, default "conditional"
         The scale of the full-data models :meth:`select` returns at a similarity
         :math:`\rho > 0` (:data:`FULL_SCALES`): ``"conditional"``, the joint model's
         :math:`\theta_S(1 - \rho^2)` -- the model the cross-validation compared, one fit per
         model (with ``similarity_criterion="evidence"``, or a source of unknown scale, the
         climb); ``"climb"``, the collapsed bound's choice on the scale lattice (the rule before
-        round 12). At :math:`\rho = 0` the scale is always climbed.
+        round 12). At :math:`\rho = 0` the scale is always climbed. With ``"evidence"`` the
+        full-data fits always climb, so ``"climb"`` (no effect) is refused.
 
     Attributes
     ----------
@@ -581,6 +658,8 @@ class TransferSearch:
         self.similarity_rule = _check_option(similarity_rule, "similarity_rule", SIMILARITY_RULES)
         self.similarities = _check_similarities(similarities)
         self.log_prior = similarity_log_prior(self.similarities, prior_related)
+        _check_used_settings(similarity_criterion, similarity_rule=self.similarity_rule,
+                             cv_folds=self.cv_folds, cv_scale=self.cv_scale, full_scale=self.full_scale)
         from ..core.priors.base import GaussianPrior
         from ..core.priors.dense import DenseCovariancePrior
 
@@ -1006,12 +1085,14 @@ class _TransferBelief(CorrelatedTransitionModel):
         self._layer_fit: tuple | None = None   # (similarity, sources, tables, scales) in a layer fit
         lo, hi = owner.scale_range
         self._owner, self._task = owner, int(task)
-        self._search = TransferSearch(est, similarities=owner.similarities,
-                                      prior_related=owner.prior_related,
-                                      similarity_criterion=owner.similarity_criterion,
-                                      similarity_rule=owner.similarity_rule, low=lo,
-                                      high=hi, step=owner.scale_step, cv_folds=owner.cv_folds,
-                                      cv_scale=owner.cv_scale, full_scale=owner.full_scale)
+        with warnings.catch_warnings():   # (the owner has warned about an unused cv_scale once)
+            warnings.filterwarnings("ignore", message="cv_scale: only used", category=UserWarning)
+            self._search = TransferSearch(est, similarities=owner.similarities,
+                                          prior_related=owner.prior_related,
+                                          similarity_criterion=owner.similarity_criterion,
+                                          similarity_rule=owner.similarity_rule, low=lo,
+                                          high=hi, step=owner.scale_step, cv_folds=owner.cv_folds,
+                                          cv_scale=owner.cv_scale, full_scale=owner.full_scale)
         self.transfer_selected_: dict | None = None
         self._mixture: tuple | None = None
         self._far_similarity = 0.0   # the similarity the far jumps' destinations borrow at
@@ -1307,12 +1388,18 @@ class _TransferBelief(CorrelatedTransitionModel):
         self.refit()
         if self._mixture is None:
             return super().sample_many(n, rng=rng)
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-            raise ValueError(f"n: expected a positive int, got {n!r}")
+        from .transitions._beliefs import DRAWS_ADVICE, _check_n, check_dense_memory
+
+        n = _check_n(n)
+        S, A = self.n_states, self.n_actions
+        # the draws and, per component and action, its sticks, probabilities and next-state
+        # arrays (as the single-task draws count them), and the layer's draws on them
+        per_draw = 1.0 + 3.0 * (self.n_categories + S) / (A * S) + (2.0 if self._layer is not None else 0.0)
+        check_dense_memory(n * per_draw, S, A, f"{n:,} posterior draws", DRAWS_ADVICE)
         gen = as_generator(rng)
         weights, components = self._mixture
-        which = gen.choice(len(weights), size=int(n), p=weights)
-        out = np.empty((int(n), self.n_states, self.n_actions, self.n_states))
+        which = gen.choice(len(weights), size=n, p=weights)
+        out = np.empty((n, S, A, S))
         for c in np.unique(which):
             idx = np.flatnonzero(which == c)
             with self._far_at(self._search.similarities[c]):
@@ -1345,6 +1432,10 @@ class _TransferBelief(CorrelatedTransitionModel):
         super().set_counts(counts)
         self._owner.independent_[self._task].set_counts(counts)
         return self
+
+
+class _OwnBeliefs(list):
+    """Beliefs :meth:`MultiTaskTransitionModel.for_mdps` built for the model alone (not copied)."""
 
 
 class MultiTaskTransitionModel:
@@ -1380,8 +1471,10 @@ class MultiTaskTransitionModel:
         categories (the category maps -- the encodings -- may differ per task, e.g. different
         walls). Their prior structure (covariance or precision), category maps, per-(state,
         action) layer (``concentration``, ``contamination_prior``, ...), tolerances and current
-        counts are used; they become the attribute ``independent_`` and are updated with the
-        data.
+        counts are used. They are copied (one ``copy.deepcopy`` of the list): the copies are the
+        attribute ``independent_`` and are updated with the data; the beliefs passed are not
+        (updating them later does not reach the model: use :meth:`update` or
+        :meth:`set_counts`).
     similarities : sequence of float, default :data:`SIMILARITY_GRID`
         The lattice of :math:`\rho`.
     prior_related : float or None, default 0.5
@@ -1389,7 +1482,8 @@ class MultiTaskTransitionModel:
     similarity_criterion : {"loo", "cv", "evidence"}, default "loo"
         How similarities are compared (see :class:`TransferSearch`).
     similarity_rule : {"one_se", "best", "average"}, default "one_se"
-        How the cross-validated scores pick one (see :class:`TransferSearch`); ``"average"``
+        How the cross-validated scores pick one (see :class:`TransferSearch`; with
+        ``"evidence"`` the best objective is taken and ``"best"`` is refused as redundant); ``"average"``
         (beliefs without a per-pair layer): no choice, the mixture of the full-data fits at the
         similarities evaluated, weighted by :func:`average_weights` with :math:`\rho = 0`'s score
         raised by one standard error of the best's gain (``similarity_`` is then the weights'
@@ -1399,17 +1493,21 @@ class MultiTaskTransitionModel:
         The scale lattice of the transfer beliefs.
     cv_folds : int, default 2
         Folds of the similarity's cross-validation, at most :data:`MAX_CV_FOLDS` (see
-        :class:`TransferSearch`).
+        :class:`TransferSearch`); only with ``similarity_criterion="cv"`` (another value than 2
+        is otherwise refused).
     cv_scale : {"conditional", "climb"}, default "conditional"
-        The scale of the cross-validation's fits (see :class:`TransferSearch`).
+        The scale of the cross-validation's fits (see :class:`TransferSearch`); only with
+        ``similarity_criterion="cv"`` (``"climb"`` otherwise has no effect and warns).
     full_scale : {"conditional", "climb"}, default "conditional"
         The scale of the full-data fits a task keeps at :math:`\rho > 0` (see
-        :class:`TransferSearch`; ``"climb"`` is the rule before round 12).
+        :class:`TransferSearch`; ``"climb"`` is the rule before round 12), also with a
+        ``fixed_similarity``; not with ``"evidence"`` (whose fits climb: ``"climb"`` is refused).
     fixed_similarity : float, optional
         Keep this :math:`\rho` (a value of ``similarities``) for every task instead of choosing
-        it (no search; ``prior_related``, ``similarity_criterion`` and ``similarity_rule`` are
-        then unused; a per-pair layer's weight of the other tasks' counts is still chosen): the
-        tasks' relatedness known in advance, or the error mapped against :math:`\rho`
+        it (no search: ``prior_related``, ``similarity_criterion``, ``similarity_rule`` and
+        ``cv_folds`` are then unused and refused unless at their defaults; the kept fits' scale
+        follows ``full_scale`` alone; a per-pair layer's weight of the other tasks' counts is
+        still chosen): the tasks' relatedness known in advance, or the error mapped against :math:`\rho`
         (``benchmarks/transfer_oracle.py``). A task without data is then that similarity's
         conditional prior, a task without related data its single-task belief. A similarity
         the tasks do not have misleads: PSRL at relatedness 0 with 0.9375 lost up to 0.30 of
@@ -1456,6 +1554,7 @@ class MultiTaskTransitionModel:
                  cv_folds: int = 2, cv_scale: str = "conditional",
                  source_impute_rounds: int | None = 1, full_scale: str = "conditional",
                  fixed_similarity: float | None = None) -> None:
+        beliefs_in = beliefs
         beliefs = list(beliefs) if isinstance(beliefs, (list, tuple)) else None  # type: ignore[assignment]
         if not beliefs:
             raise ValueError("beliefs: expected a non-empty list of CorrelatedTransitionModel, one per task")
@@ -1478,14 +1577,20 @@ class MultiTaskTransitionModel:
             raise ValueError("similarity_rule: 'average' mixes the transfer fits without a per-(state, "
                              "action) layer; build the beliefs with concentration=None and "
                              "contamination_prior=None, or use 'one_se'")
-        lo, hi = (check_positive(v, "scale_range") for v in scale_range)
-        self.scale_range = (lo, hi)
+        self.scale_range = _check_scale_range(scale_range)
         self.scale_step = check_positive(scale_step, "scale_step")
         self.cv_folds = check_int(cv_folds, "cv_folds", low=2, high=MAX_CV_FOLDS)
         self.cv_scale = _check_option(cv_scale, "cv_scale", CV_SCALES)
         self.full_scale = _check_option(full_scale, "full_scale", FULL_SCALES)
+        _check_used_settings(similarity_criterion, similarity_rule=self.similarity_rule,
+                             cv_folds=self.cv_folds, cv_scale=self.cv_scale, full_scale=self.full_scale,
+                             fixed_similarity=self.fixed_similarity, prior_related=self.prior_related)
         self.source_impute_rounds = None if source_impute_rounds is None else check_int(
             source_impute_rounds, "source_impute_rounds", low=1)
+        # copies (one deepcopy of the list: objects the beliefs share stay shared): the caller's
+        # beliefs updated directly would change a task's single-task data behind its transfer belief
+        if not isinstance(beliefs_in, _OwnBeliefs):   # (for_mdps' own new beliefs need no copy)
+            beliefs = copy.deepcopy(beliefs)
         self.independent_ = beliefs
         self.n_tasks = len(beliefs)
         self.n_states, self.n_actions = beliefs[0].n_states, beliefs[0].n_actions
@@ -1572,8 +1677,10 @@ class MultiTaskTransitionModel:
             raise ValueError(f"selection: transfer chooses scales by a bound; expected 'collapsed' "
                              f"or 'elbo', got {kwargs['selection']!r}")
         kwargs.setdefault("prior", "dense")
+        if "scale_range" in kwargs:   # (before for_mdp, whose unpacking does not name it)
+            kwargs["scale_range"] = _check_scale_range(kwargs["scale_range"])
         lattice = {k: kwargs[k] for k in ("scale_range", "scale_step") if k in kwargs}
-        return cls([CorrelatedTransitionModel.for_mdp(m, **kwargs) for m in mdps], **lattice,
+        return cls(_OwnBeliefs(CorrelatedTransitionModel.for_mdp(m, **kwargs) for m in mdps), **lattice,
                    similarities=similarities, prior_related=prior_related,
                    similarity_criterion=similarity_criterion, similarity_rule=similarity_rule,
                    cv_folds=cv_folds, cv_scale=cv_scale,
@@ -1700,9 +1807,11 @@ class MultiTaskPolicyEstimator:
         leave-one-out transferred on 3 of 12 draws, the cross-validation on 5 (and neither on
         any of 12 draws from an unrelated expert).
     similarity_rule : {"one_se", "best"}, default "one_se"
+        (``"best"`` is refused with ``"evidence"``, which takes the best anyway.)
     cv_scale, full_scale : {"conditional", "climb"}, default "conditional"
         The scales of the cross-validation's fits and of the kept fits (see
-        :class:`TransferSearch`).
+        :class:`TransferSearch`): ``cv_scale`` only with ``"cv"`` (``"climb"`` otherwise warns),
+        ``full_scale="climb"`` not with ``"evidence"`` (refused: its fits climb anyway).
     scale_range : (float, float), default (1e-2, 1e4)
     scale_step : float, default 0.25
     max_iter : int, default 300
@@ -1719,9 +1828,9 @@ class MultiTaskPolicyEstimator:
     similarity_ : ndarray of shape (T,)
         The chosen :math:`\rho` of every task.
     scale_ : ndarray of shape (T,)
-        The chosen scales of the transfer fits.
+        The scale of every kept model (``models_``): at :math:`\rho = 0` the single-task fit's.
     models_ : list of CorrelatedMultinomial
-        The transfer fits.
+        The transfer fits (at :math:`\rho = 0` the single-task fit).
     """
 
     def __init__(self, *, coordinates: Any = None, distances: Any = None, covariance: Any = None,
@@ -1786,7 +1895,9 @@ class MultiTaskPolicyEstimator:
         _check_option(self.full_scale, "full_scale", FULL_SCALES)
         similarities = _check_similarities(self.similarities)
         prior_related = _check_prior_related(self.prior_related)
-        lo, hi = (check_positive(v, "scale_range") for v in self.scale_range)
+        _check_used_settings(self.similarity_criterion, similarity_rule=self.similarity_rule,
+                             cv_scale=self.cv_scale, full_scale=self.full_scale)
+        lo, hi = _check_scale_range(self.scale_range)
         step = check_positive(self.scale_step, "scale_step")
         template = self._template()
         singles = [ScaleSearch(template, low=lo, high=hi, step=step).select(x[t]).model
@@ -1798,14 +1909,19 @@ class MultiTaskPolicyEstimator:
             if others:
                 pooled = ScaleSearch(template, low=lo, high=hi, step=step).select(x[others].sum(axis=0)).model
                 source = SourceField.from_model(pooled, len(others))
-            sel = TransferSearch(template, similarities=similarities, prior_related=prior_related,
-                                 similarity_criterion=self.similarity_criterion,
-                                 similarity_rule=self.similarity_rule, low=lo, high=hi,
-                                 step=step, cv_scale=self.cv_scale,
-                                 full_scale=self.full_scale).select([x[t]], [source])
-            self.models_.append(singles[t] if sel.similarity == 0.0 else sel.models[0])
+            with warnings.catch_warnings():   # (an unused cv_scale: warned once, above)
+                warnings.filterwarnings("ignore", message="cv_scale: only used", category=UserWarning)
+                search = TransferSearch(template, similarities=similarities, prior_related=prior_related,
+                                        similarity_criterion=self.similarity_criterion,
+                                        similarity_rule=self.similarity_rule, low=lo, high=hi,
+                                        step=step, cv_scale=self.cv_scale, full_scale=self.full_scale)
+            sel = search.select([x[t]], [source])
+            # at rho = 0 the task keeps its single-task fit, and reports that fit's scale
+            kept = singles[t] if sel.similarity == 0.0 else sel.models[0]
+            self.models_.append(kept)
             sims.append(sel.similarity)
-            scales.append(float(sel.scales[0]))
+            scales.append(float(getattr(kept, "scale_", kept.scale)) if sel.similarity == 0.0
+                          else float(sel.scales[0]))
         self.independent_policies_ = np.stack([m.probs() for m in singles])
         self.policies_ = np.stack([m.probs() for m in self.models_])
         self.similarity_ = np.array(sims)

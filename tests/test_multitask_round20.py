@@ -206,10 +206,6 @@ def test_scale_range_must_be_a_pair(bad):
 UNUSED = [
     (dict(cv_folds=3), "^cv_folds: only used with similarity_criterion='cv', got cv_folds=3 with 'loo'"),
     (dict(similarity_criterion="evidence", cv_folds=4), "^cv_folds: only used with similarity_criterion='cv'"),
-    (dict(similarity_criterion="evidence", full_scale="climb"),
-     "^full_scale: unused with similarity_criterion='evidence'"),
-    (dict(similarity_criterion="evidence", similarity_rule="best"),
-     "^similarity_rule: 'best' is unused with similarity_criterion='evidence'"),
 ]
 FIXED = [
     (dict(similarity_criterion="evidence"), "^similarity_criterion: unused with fixed_similarity=0.5"),
@@ -224,8 +220,8 @@ FIXED = [
 
 @pytest.mark.parametrize("options, match", UNUSED)
 def test_search_settings_without_effect_are_refused(options, match):
-    """cv_folds with "loo"/"evidence", full_scale and similarity_rule="best" with "evidence" were
-    accepted and changed nothing (measured: the same means and similarities to the bit)."""
+    """cv_folds with "loo"/"evidence" was accepted and changed nothing (measured: the same means
+    and similarities to the bit)."""
     mdps = [dense_gridworld((3, 3))] * 2
     with pytest.raises(ValueError, match=match):
         TransferSearch(_template(), **options)
@@ -253,6 +249,7 @@ def test_the_settings_that_matter_are_accepted():
         for options in (dict(), dict(similarity_criterion="cv", cv_folds=3, cv_scale="climb", full_scale="climb"),
                         dict(full_scale="climb", similarity_rule="best"), dict(similarity_criterion="evidence"),
                         dict(similarity_criterion="evidence", similarity_rule="average"),
+                        dict(similarity_criterion="evidence", similarity_rule="best", full_scale="climb"),
                         dict(fixed_similarity=0.5, full_scale="climb"), dict(fixed_similarity=0.5)):
             TransferSearch(_template(), **{k: v for k, v in options.items() if k != "fixed_similarity"})
             MultiTaskTransitionModel.for_mdps(mdps, **options, **PLAIN)

@@ -404,12 +404,12 @@ def _check_used_settings(criterion: str, *, similarity_rule: str = "one_se", cv_
                          prior_related: float | None = 0.5) -> None:
     """Refuse a search setting that is not at its default yet cannot have any effect.
 
-    (Checked values.) ``cv_folds`` is used only by ``similarity_criterion="cv"``, ``full_scale``
-    not by ``"evidence"`` (its full-data fits climb), ``similarity_rule="best"`` is what
-    ``"evidence"`` does anyway (no per-covariate scores for the one-standard-error guard); with a
+    (Checked values.) ``cv_folds`` is used only by ``similarity_criterion="cv"``; with a
     ``fixed_similarity`` nothing is chosen, so the criterion, the rule and ``prior_related`` are
-    unused too. A ``ValueError`` names the setting. ``cv_scale`` other than the default under
-    another criterion than ``"cv"`` only warns (:class:`UserWarning`): the transfer experiment
+    unused too. (``"evidence"`` always takes the best objective and climbs its full-data fits'
+    scale, whatever ``similarity_rule`` and ``full_scale`` say: documented, not refused, since
+    ``"best"`` and ``"climb"`` ask for what it does.) A ``ValueError`` names the setting.
+    ``cv_scale`` other than the default under another criterion than ``"cv"`` only warns (:class:`UserWarning`): the transfer experiment
     passes its ``cv_scale`` setting whatever the criterion (it is part of a run's identity).
     """
     d = _SEARCH_DEFAULTS
@@ -426,14 +426,6 @@ def _check_used_settings(criterion: str, *, similarity_rule: str = "one_se", cv_
     if criterion != "cv" and cv_folds != d["cv_folds"]:
         raise ValueError(f"cv_folds: only used with similarity_criterion='cv', got cv_folds={cv_folds} "
                          f"with {criterion!r}; leave the default {d['cv_folds']}")
-    if criterion == "evidence" and full_scale != d["full_scale"]:
-        raise ValueError(f"full_scale: unused with similarity_criterion='evidence' (its full-data fits "
-                         f"always climb their scale, the model the evidence scored), got "
-                         f"full_scale={full_scale!r}; leave the default {d['full_scale']!r}")
-    if criterion == "evidence" and similarity_rule == "best":
-        raise ValueError("similarity_rule: 'best' is unused with similarity_criterion='evidence', which "
-                         "always takes the best objective (it has no per-covariate scores for the "
-                         f"one-standard-error guard); leave the default {d['similarity_rule']!r}")
     if criterion != "cv" and cv_scale != d["cv_scale"]:
         warnings.warn(f"cv_scale: only used with similarity_criterion='cv', got cv_scale={cv_scale!r} "
                       f"with {criterion!r}; it has no effect", UserWarning, stacklevel=3)
@@ -599,8 +591,7 @@ class TransferSearch:
         (:data:`SIMILARITY_RULES`); ``"best"`` the best objective. ``"average"`` is the
         transition beliefs' model average (:class:`MultiTaskTransitionModel`); the search itself
         then returns the best objective's models, as ``"best"``. ``"evidence"`` has no
-        per-covariate scores and always takes the best objective: the default ``"one_se"`` is
-        then inert and ``"best"`` (no effect) is refused.
+        per-covariate scores and always takes the best objective, whatever the rule.
     criterion : {"collapsed", "elbo"}, default "collapsed"
         The bound that chooses the scales (and the evidence's).
     low, high, step, start : float
@@ -627,7 +618,7 @@ class TransferSearch:
         model (with ``similarity_criterion="evidence"``, or a source of unknown scale, the
         climb); ``"climb"``, the collapsed bound's choice on the scale lattice (the rule before
         round 12). At :math:`\rho = 0` the scale is always climbed. With ``"evidence"`` the
-        full-data fits always climb, so ``"climb"`` (no effect) is refused.
+        full-data fits always climb, whatever ``full_scale`` says.
 
     Attributes
     ----------
@@ -1483,7 +1474,7 @@ class MultiTaskTransitionModel:
         How similarities are compared (see :class:`TransferSearch`).
     similarity_rule : {"one_se", "best", "average"}, default "one_se"
         How the cross-validated scores pick one (see :class:`TransferSearch`; with
-        ``"evidence"`` the best objective is taken and ``"best"`` is refused as redundant); ``"average"``
+        ``"evidence"`` the best objective is taken whatever the rule); ``"average"``
         (beliefs without a per-pair layer): no choice, the mixture of the full-data fits at the
         similarities evaluated, weighted by :func:`average_weights` with :math:`\rho = 0`'s score
         raised by one standard error of the best's gain (``similarity_`` is then the weights'
@@ -1501,7 +1492,7 @@ class MultiTaskTransitionModel:
     full_scale : {"conditional", "climb"}, default "conditional"
         The scale of the full-data fits a task keeps at :math:`\rho > 0` (see
         :class:`TransferSearch`; ``"climb"`` is the rule before round 12), also with a
-        ``fixed_similarity``; not with ``"evidence"`` (whose fits climb: ``"climb"`` is refused).
+        ``fixed_similarity``; with ``"evidence"`` the fits always climb.
     fixed_similarity : float, optional
         Keep this :math:`\rho` (a value of ``similarities``) for every task instead of choosing
         it (no search: ``prior_related``, ``similarity_criterion``, ``similarity_rule`` and
@@ -1807,11 +1798,11 @@ class MultiTaskPolicyEstimator:
         leave-one-out transferred on 3 of 12 draws, the cross-validation on 5 (and neither on
         any of 12 draws from an unrelated expert).
     similarity_rule : {"one_se", "best"}, default "one_se"
-        (``"best"`` is refused with ``"evidence"``, which takes the best anyway.)
+        (``"evidence"`` takes the best objective whatever the rule.)
     cv_scale, full_scale : {"conditional", "climb"}, default "conditional"
         The scales of the cross-validation's fits and of the kept fits (see
         :class:`TransferSearch`): ``cv_scale`` only with ``"cv"`` (``"climb"`` otherwise warns),
-        ``full_scale="climb"`` not with ``"evidence"`` (refused: its fits climb anyway).
+        with ``"evidence"`` the kept fits always climb.
     scale_range : (float, float), default (1e-2, 1e4)
     scale_step : float, default 0.25
     max_iter : int, default 300

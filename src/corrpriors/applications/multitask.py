@@ -409,8 +409,9 @@ def _check_used_settings(criterion: str, *, similarity_rule: str = "one_se", cv_
     unused too. (``"evidence"`` always takes the best objective and climbs its full-data fits'
     scale, whatever ``similarity_rule`` and ``full_scale`` say: documented, not refused, since
     ``"best"`` and ``"climb"`` ask for what it does.) A ``ValueError`` names the setting.
-    ``cv_scale`` other than the default under another criterion than ``"cv"`` only warns (:class:`UserWarning`): the transfer experiment
-    passes its ``cv_scale`` setting whatever the criterion (it is part of a run's identity).
+    ``cv_scale`` other than the default under another criterion than ``"cv"`` only warns
+    (:class:`UserWarning`): the transfer experiment passes its ``cv_scale`` setting whatever the
+    criterion (it is part of a run's identity).
     """
     d = _SEARCH_DEFAULTS
     if fixed_similarity is not None:

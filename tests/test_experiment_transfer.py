@@ -111,15 +111,19 @@ def test_the_search_settings_reach_the_transfer_model():
     rounds 7 and 12 changed their defaults, so a folder of the old rule is not resumed by the new
     one)."""
     mdps, _ = windy_task_family(0.8, 1, rng=0, shape=(4, 4))
-    for cv_scale, rounds, full in (("climb", 3, "climb"), ("conditional", 1, "conditional")):
-        config = dataclasses.replace(T.quick_config(), cv_scale=cv_scale, source_impute_rounds=rounds,
-                                     full_scale=full)
+    for criterion, cv_scale, rounds, full in (("cv", "climb", 3, "climb"), ("loo", "conditional", 1, "conditional")):
+        config = dataclasses.replace(T.quick_config(), similarity_criterion=criterion, cv_scale=cv_scale,
+                                     source_impute_rounds=rounds, full_scale=full)
+        T.check_config(config)
         model = T._transfer_model(config, mdps)
         assert model.cv_scale == model.task(0)._search.cv_scale == cv_scale
         assert model.full_scale == model.task(0)._search.full_scale == full
         assert all(p.impute_rounds == rounds for p in model.pooled_)
     with pytest.raises(ValueError, match="full_scale"):
         T.check_config(dataclasses.replace(T.quick_config(), full_scale="free"))
+    for settings in (dict(cv_scale="climb"), dict(cv_folds=3), dict(cv_folds=3, cv_scale="climb")):
+        with pytest.raises(ValueError, match=r"^cv_(folds|scale).*: only used with similarity_criterion=cv"):
+            T.check_config(dataclasses.replace(T.quick_config(), **settings))
 
 
 def test_similarity_setting_fixes_pg_transfers_similarity():

@@ -255,15 +255,14 @@ def test_the_settings_that_matter_are_accepted():
             MultiTaskTransitionModel.for_mdps(mdps, **options, **PLAIN)
 
 
-def test_cv_scale_without_cross_validation_warns_once():
-    """cv_scale="climb" with "loo" has no effect: a warning (not an error: the transfer
-    experiment passes its cv_scale setting with every criterion), once per model."""
+def test_cv_scale_without_cross_validation_is_refused():
+    """cv_scale="climb" with "loo" or "evidence" has no effect (the transfer experiment's
+    check_config refuses it too, so the experiment never passes it)."""
     mdps = [dense_gridworld((3, 3))] * 3
-    with pytest.warns(UserWarning, match="^cv_scale: only used with similarity_criterion='cv'") as record:
-        model = MultiTaskTransitionModel.for_mdps(mdps, cv_scale="climb", **PLAIN)
-    assert len([w for w in record if "cv_scale" in str(w.message)]) == 1
-    assert model.cv_scale == model.task(0)._search.cv_scale == "climb"
-    with pytest.warns(UserWarning, match="cv_scale"):
+    match = "^cv_scale: only used with similarity_criterion='cv', got cv_scale='climb' with"
+    with pytest.raises(ValueError, match=match):
+        MultiTaskTransitionModel.for_mdps(mdps, cv_scale="climb", **PLAIN)
+    with pytest.raises(ValueError, match=match):
         TransferSearch(_template(), similarity_criterion="evidence", cv_scale="climb")
 
 

@@ -137,7 +137,6 @@ import contextlib
 import copy
 import dataclasses
 import math
-import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -408,10 +407,8 @@ def _check_used_settings(criterion: str, *, similarity_rule: str = "one_se", cv_
     ``fixed_similarity`` nothing is chosen, so the criterion, the rule and ``prior_related`` are
     unused too. (``"evidence"`` always takes the best objective and climbs its full-data fits'
     scale, whatever ``similarity_rule`` and ``full_scale`` say: documented, not refused, since
-    ``"best"`` and ``"climb"`` ask for what it does.) A ``ValueError`` names the setting.
-    ``cv_scale`` other than the default under another criterion than ``"cv"`` only warns
-    (:class:`UserWarning`): the transfer experiment passes its ``cv_scale`` setting whatever the
-    criterion (it is part of a run's identity).
+    ``"best"`` and ``"climb"`` ask for what it does.) A ``ValueError`` names the setting; the
+    same holds for ``cv_scale``, which only ``"cv"`` uses.
     """
     d = _SEARCH_DEFAULTS
     if fixed_similarity is not None:
@@ -428,8 +425,8 @@ def _check_used_settings(criterion: str, *, similarity_rule: str = "one_se", cv_
         raise ValueError(f"cv_folds: only used with similarity_criterion='cv', got cv_folds={cv_folds} "
                          f"with {criterion!r}; leave the default {d['cv_folds']}")
     if criterion != "cv" and cv_scale != d["cv_scale"]:
-        warnings.warn(f"cv_scale: only used with similarity_criterion='cv', got cv_scale={cv_scale!r} "
-                      f"with {criterion!r}; it has no effect", UserWarning, stacklevel=3)
+        raise ValueError(f"cv_scale: only used with similarity_criterion='cv', got cv_scale={cv_scale!r} "
+                         f"with {criterion!r}; leave the default {d['cv_scale']!r}")
 
 
 def _check_scale_range(value: Any) -> tuple[float, float]:
@@ -609,9 +606,8 @@ class TransferSearch:
         :math:`\theta_S` (``SourceField.scale``; one fit per fold, model and similarity -- a
         source of unknown scale falls back to the climb); ``"climb"``, every fold climbs its
         own scale by the collapsed bound (three or more fits each; the rule before round 7).
-        Only ``similarity_criterion="cv"`` uses it: ``"climb"`` with another criterion has no
-        effect and warns (a :class:`UserWarning`; not refused, since the transfer experiment
-        passes its ``cv_scale`` setting with every criterion).
+        Only ``similarity_criterion="cv"`` uses it: ``"climb"`` with another criterion would have
+        no effect and is refused.
     full_scale : {"conditional", "climb"}, default "conditional"
         The scale of the full-data models :meth:`select` returns at a similarity
         :math:`\rho > 0` (:data:`FULL_SCALES`): ``"conditional"``, the joint model's
@@ -1077,14 +1073,12 @@ class _TransferBelief(CorrelatedTransitionModel):
         self._layer_fit: tuple | None = None   # (similarity, sources, tables, scales) in a layer fit
         lo, hi = owner.scale_range
         self._owner, self._task = owner, int(task)
-        with warnings.catch_warnings():   # (the owner has warned about an unused cv_scale once)
-            warnings.filterwarnings("ignore", message="cv_scale: only used", category=UserWarning)
-            self._search = TransferSearch(est, similarities=owner.similarities,
-                                          prior_related=owner.prior_related,
-                                          similarity_criterion=owner.similarity_criterion,
-                                          similarity_rule=owner.similarity_rule, low=lo,
-                                          high=hi, step=owner.scale_step, cv_folds=owner.cv_folds,
-                                          cv_scale=owner.cv_scale, full_scale=owner.full_scale)
+        self._search = TransferSearch(est, similarities=owner.similarities,
+                                      prior_related=owner.prior_related,
+                                      similarity_criterion=owner.similarity_criterion,
+                                      similarity_rule=owner.similarity_rule, low=lo,
+                                      high=hi, step=owner.scale_step, cv_folds=owner.cv_folds,
+                                      cv_scale=owner.cv_scale, full_scale=owner.full_scale)
         self.transfer_selected_: dict | None = None
         self._mixture: tuple | None = None
         self._far_similarity = 0.0   # the similarity the far jumps' destinations borrow at
@@ -1802,7 +1796,7 @@ class MultiTaskPolicyEstimator:
         (``"evidence"`` takes the best objective whatever the rule.)
     cv_scale, full_scale : {"conditional", "climb"}, default "conditional"
         The scales of the cross-validation's fits and of the kept fits (see
-        :class:`TransferSearch`): ``cv_scale`` only with ``"cv"`` (``"climb"`` otherwise warns),
+        :class:`TransferSearch`): ``cv_scale`` only with ``"cv"`` (``"climb"`` is otherwise refused),
         with ``"evidence"`` the kept fits always climb.
     scale_range : (float, float), default (1e-2, 1e4)
     scale_step : float, default 0.25
@@ -1901,12 +1895,10 @@ class MultiTaskPolicyEstimator:
             if others:
                 pooled = ScaleSearch(template, low=lo, high=hi, step=step).select(x[others].sum(axis=0)).model
                 source = SourceField.from_model(pooled, len(others))
-            with warnings.catch_warnings():   # (an unused cv_scale: warned once, above)
-                warnings.filterwarnings("ignore", message="cv_scale: only used", category=UserWarning)
-                search = TransferSearch(template, similarities=similarities, prior_related=prior_related,
-                                        similarity_criterion=self.similarity_criterion,
-                                        similarity_rule=self.similarity_rule, low=lo, high=hi,
-                                        step=step, cv_scale=self.cv_scale, full_scale=self.full_scale)
+            search = TransferSearch(template, similarities=similarities, prior_related=prior_related,
+                                    similarity_criterion=self.similarity_criterion,
+                                    similarity_rule=self.similarity_rule, low=lo, high=hi,
+                                    step=step, cv_scale=self.cv_scale, full_scale=self.full_scale)
             sel = search.select([x[t]], [source])
             # at rho = 0 the task keeps its single-task fit, and reports that fit's scale
             kept = singles[t] if sel.similarity == 0.0 else sel.models[0]

@@ -346,6 +346,15 @@ def check_config(config: Config) -> None:
                              + " would be unused (and recorded as if it mattered); leave "
                              + ", ".join(f"{n}={setting_text(getattr(default, n))}" for n in unused)
                              + " or set similarity=learned")
+    if config.similarity_criterion != "cv":   # the cross-validation's settings, without it
+        unused = [name for name in ("cv_folds", "cv_scale") if getattr(config, name) != getattr(Config(), name)]
+        if unused:
+            raise ValueError(f"{', '.join(unused)}: only used with similarity_criterion=cv, so "
+                             + ", ".join(f"{n}={setting_text(getattr(config, n))}" for n in unused)
+                             + f" would be unused with similarity_criterion={config.similarity_criterion} "
+                             "(and recorded as if it mattered); leave "
+                             + ", ".join(f"{n}={setting_text(getattr(Config(), n))}" for n in unused)
+                             + " or set similarity_criterion=cv")
     if config.layer and config.similarity_rule == "average":
         raise ValueError("similarity_rule, layer: 'average' mixes transfer fits without the per-pair "
                          "layer; set layer=false or similarity_rule=one_se")

@@ -21,7 +21,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._memory import check_memory
-from .checks import ROW_ATOL
+from .._validation import as_real_array
+from .checks import RESCALE_ATOL, ROW_ATOL
 
 #: Dense (S, A, S) float64 tables larger than this (64 MiB: S > 1,448 states with A = 4
 #: actions) are built sparse by the environment builders unless ``sparse=False`` is passed.
@@ -212,8 +213,10 @@ class SparseTransitions(_StateActionTable):
     Parameters
     ----------
     matrix : scipy sparse array or matrix of shape (S·A, S), or SparseTransitions
-        Non-negative, finite; every row sums to one (within ``atol``). Duplicate entries are
-        summed, explicit zeros dropped, indices sorted.
+        Real (not complex), non-negative, finite; every row sums to one (within ``atol``); a
+        row further than :data:`~corrpriors.mdp.checks.RESCALE_ATOL` (1e-12) from one is divided
+        by its sum, so the stored rows sum to one to rounding. Duplicate entries
+        are summed, explicit zeros dropped, indices sorted.
     name : str
         Argument name used in error messages.
     atol : float
@@ -250,13 +253,19 @@ class SparseTransitions(_StateActionTable):
         if S < 1 or rows < S or rows % S:
             raise ValueError(f"{name}: expected a sparse table of shape (S*A, S) (row s*A + a, "
                              f"column s'), got shape {matrix.shape}")
+        if matrix.dtype.kind not in "biuf":
+            raise TypeError(f"{name}: expected real probabilities, got dtype {matrix.dtype}"
+                            + (" (the imaginary part would be lost)" if matrix.dtype.kind == "c" else ""))
         try:
             M = sp.csr_array(matrix, dtype=np.float64, copy=copy)
         except (TypeError, ValueError) as exc:
             raise ValueError(f"{name}: expected numeric entries ({exc})") from None
         M.sum_duplicates()
         self._S, self._A = S, rows // S
-        self._check_values(M, name, atol)
+        sums = self._check_values(M, name, atol)
+        off = (np.abs(sums - 1.0) > RESCALE_ATOL) & (sums > 0)   # rows accepted within atol: now to rounding
+        if off.any():
+            M.data = M.data / np.repeat(np.where(off, sums, 1.0), np.diff(M.indptr))
         M.eliminate_zeros()
         if M.nnz < 2**31 and M.indptr.dtype != np.int32:   # 4-byte indices: a third less memory
             M.indices, M.indptr = M.indices.astype(np.int32), M.indptr.astype(np.int32)
@@ -268,7 +277,8 @@ class SparseTransitions(_StateActionTable):
         self.__dict__.update(state)
         _freeze(self._M.data, self._M.indices, self._M.indptr)
 
-    def _check_values(self, M: sp.csr_array, name: str, atol: float) -> None:
+    def _check_values(self, M: sp.csr_array, name: str, atol: float) -> np.ndarray:
+        """Refuse non-finite, negative entries and rows not summing to one; return the row sums."""
         d = M.data
         if not np.all(np.isfinite(d)):
             raise ValueError(f"{name}: contains NaN or infinite values")
@@ -286,12 +296,15 @@ class SparseTransitions(_StateActionTable):
             s, a = divmod(row, self._A)
             raise ValueError(f"{name}: every row P[s, a, :] must sum to one; worst row (s, a) = "
                              f"({s}, {a}) sums to {sums[row]:.12g}")
+        return sums
 
     # ------------------------------------------------------------------ constructors
     @classmethod
     def from_dense(cls, transitions: Any, *, name: str = "transitions") -> SparseTransitions:
-        """The non-zeros of a dense table (S, A, S), values unchanged."""
-        P = np.asarray(transitions, dtype=np.float64)
+        """The non-zeros of a dense table (S, A, S), values unchanged (rows off one by more than
+        rounding divided by their sums, as in the constructor).
+        """
+        P = as_real_array(transitions, name).astype(np.float64)
         if P.ndim != 3 or P.shape[0] != P.shape[2]:
             raise ValueError(f"{name}: expected shape (S, A, S), got {P.shape}")
         return cls(sp.csr_array(P.reshape(-1, P.shape[2])), name=name, copy=False)
@@ -319,7 +332,7 @@ class SparseTransitions(_StateActionTable):
         SparseTransitions
         """
         idx = np.asarray(next_states)
-        p = np.asarray(probs, dtype=np.float64)
+        p = as_real_array(probs, name).astype(np.float64)
         if idx.ndim != 3 or idx.shape != p.shape or idx.shape[0] < 1:
             raise ValueError(f"{name}: expected next_states and probs of one shape (S, A, K), got "
                              f"{idx.shape} and {p.shape}")

@@ -11,8 +11,16 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from .._validation import as_real_array
+
 #: Absolute tolerance for "sums to one".
 ROW_ATOL = 1e-8
+
+#: Rows accepted within :data:`ROW_ATOL` whose sums are further than this from one are divided by
+#: their sums (:func:`stochastic_rows`): a row summing to 1 + 5e-9 under a discount of 1 - 1e-10
+#: made the planners return -2e8 for a value of 1e10. Closer rows are the rounding of a normalised
+#: row and keep their numbers bit for bit (dense and sparse tables stay equal).
+RESCALE_ATOL = 1e-12
 
 
 def check_transitions(transitions: Any, name: str = "transitions", batch: bool = False,
@@ -40,8 +48,16 @@ def check_transitions(transitions: Any, name: str = "transitions", batch: bool =
     Returns
     -------
     ndarray of shape (S, A, S) or (..., S, A, S), TransitionOperator, or list of them
-        The tensor as float64; a scipy sparse array as a SparseTransitions, other sparse
-        tables as they are (a list for a sparse batch).
+        The tensor as float64, every row whose sum is more than :data:`RESCALE_ATOL` from one
+        divided by its sum (so accepted rows sum to one to rounding: a row summing to
+        1 + 5e-9 under a discount near 1 would otherwise give values of the wrong sign); a
+        scipy sparse array as a SparseTransitions (rescaled the same way), other sparse tables
+        as they are (a list for a sparse batch).
+
+    Raises
+    ------
+    TypeError
+        Complex, string or other non-real entries (never cut to their real part).
     """
     from ._sparse import SparseTransitions, is_sparse_table
     from .planning import TransitionOperator
@@ -67,11 +83,7 @@ def check_transitions(transitions: Any, name: str = "transitions", batch: bool =
             raise ValueError(f"{name}: the sparse tables of a batch must have one shape (S, A, S), got "
                              f"{sorted(shapes)}")
         return out
-    try:
-        P = np.asarray(transitions, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name}: expected a numeric array, got {type(transitions).__name__} "
-                         f"({exc})") from None
+    P = _real_float_array(transitions, name)
     if P.ndim != 3 and not (batch and P.ndim >= 3):
         want = "(..., S, A, S)" if batch else "(S, A, S)"
         raise ValueError(f"{name}: expected shape {want}, got {P.shape}")
@@ -86,13 +98,37 @@ def check_transitions(transitions: Any, name: str = "transitions", batch: bool =
         idx = np.unravel_index(np.argmin(P), P.shape)
         raise ValueError(f"{name}: probabilities must be non-negative, found {P[idx]:g} at index "
                          f"{tuple(int(i) for i in idx)}")
-    dev = np.abs(P.sum(axis=-1) - 1.0)
+    sums = P.sum(axis=-1)
+    dev = np.abs(sums - 1.0)
     if (dev > atol).any():
         idx = np.unravel_index(np.argmax(dev), dev.shape)
         raise ValueError(f"{name}: every row P[s, a, :] must sum to one; worst row "
                          f"{tuple(int(i) for i in idx)} (..., s, a) sums to "
-                         f"{P.sum(axis=-1)[idx]:.12g}")
-    return P
+                         f"{sums[idx]:.12g}")
+    return stochastic_rows(P, sums)
+
+
+def stochastic_rows(P: np.ndarray, sums: np.ndarray | None = None) -> np.ndarray:
+    """``P`` (..., S) with every row whose sum is more than :data:`RESCALE_ATOL` from one divided
+    by its sum (a new array; ``P`` itself when no row is). Rows must have positive sums;
+    ``sums`` (...,) are the row sums if already known.
+    """
+    sums = P.sum(axis=-1) if sums is None else sums
+    off = (np.abs(sums - 1.0) > RESCALE_ATOL) & (sums > 0)
+    if not off.any():
+        return P
+    return P / np.where(off, sums, 1.0)[..., None]
+
+
+def _real_float_array(x: Any, name: str) -> np.ndarray:
+    """``x`` as a float64 array; complex, strings and other non-reals raise a TypeError naming
+    ``name`` (:func:`corrpriors._validation.as_real_array`), unconvertible objects a ValueError.
+    """
+    arr = as_real_array(x, name)
+    try:
+        return np.asarray(arr, dtype=np.float64)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise ValueError(f"{name}: expected a numeric array, got {type(x).__name__} ({exc})") from None
 
 
 def check_rewards(rewards: Any, n_states: int, n_actions: int, name: str = "rewards") -> Any:
@@ -108,11 +144,7 @@ def check_rewards(rewards: Any, n_states: int, n_actions: int, name: str = "rewa
             raise ValueError(f"{name}: expected transition rewards of shape (S, A, S) = ({n_states}, "
                              f"{n_actions}, {n_states}), got {rewards.shape}")
         return rewards
-    try:
-        R = np.asarray(rewards, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name}: expected a numeric array, got {type(rewards).__name__} "
-                         f"({exc})") from None
+    R = _real_float_array(rewards, name)
     if R.shape not in ((n_states,), (n_states, n_actions), (n_states, n_actions, n_states)):
         raise ValueError(f"{name}: expected shape (S,) = ({n_states},), (S, A) = "
                          f"({n_states}, {n_actions}) or (S, A, S) = ({n_states}, {n_actions}, "
@@ -162,6 +194,9 @@ def check_policy(policy: Any, n_states: int, n_actions: int, name: str = "policy
     arr = np.asarray(policy)
     if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
         raise ValueError(f"{name}: expected a numeric array, got dtype {arr.dtype}")
+    if arr.dtype.kind == "c":
+        raise TypeError(f"{name}: expected real probabilities or integer actions, got complex dtype "
+                        f"{arr.dtype} (the imaginary part would be lost)")
     if np.issubdtype(arr.dtype, np.integer):
         if arr.ndim < 1 or arr.shape[-1] != n_states or (arr.ndim > 1 and not batch):
             raise ValueError(f"{name}: a deterministic policy must have shape (S,) = ({n_states},), "
@@ -202,11 +237,7 @@ def check_distribution(distribution: Any, n_states: int, name: str = "distributi
     -------
     ndarray of shape (S,)
     """
-    try:
-        arr = np.asarray(distribution, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name}: expected a numeric array, got {type(distribution).__name__} "
-                         f"({exc})") from None
+    arr = _real_float_array(distribution, name)
     if arr.shape != (n_states,):
         raise ValueError(f"{name}: expected a distribution of shape (S,) = ({n_states},), got "
                          f"shape {arr.shape}")
@@ -245,4 +276,4 @@ def check_mdp(mdp: Any) -> None:
 
 
 __all__ = ["check_transitions", "check_rewards", "check_discount", "check_policy",
-           "check_distribution", "check_mdp", "ROW_ATOL"]
+           "check_distribution", "check_mdp", "stochastic_rows", "ROW_ATOL", "RESCALE_ATOL"]

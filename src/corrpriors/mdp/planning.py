@@ -43,10 +43,10 @@ import numpy as np
 
 from .._memory import check_memory
 from .._threads import single_blas_thread
-from .._validation import check_int, check_real
+from .._validation import as_real_array, check_int, check_real
 from ..exceptions import ConvergenceWarning
 from ._sparse import SparseTransitions
-from ._sparse_solve import check_solver, solve_policy_values
+from ._sparse_solve import certified, check_solver, solve_policy_values
 from .checks import check_discount, check_policy, check_transitions
 from .tabular import TabularMDP
 
@@ -96,7 +96,9 @@ class PlanningResult:
     n_iter : int
         Iterations used (sweeps for value iteration, improvements for policy iteration).
     converged : bool
-        Whether the stopping criterion was met before ``max_iter``.
+        Whether the stopping criterion was met before ``max_iter`` (policy iteration on a sparse
+        table: and the last policy evaluation met its accuracy target ``tol``; an iterative
+        evaluation that could not warns with a :class:`~corrpriors.exceptions.ConvergenceWarning`).
     """
 
     values: np.ndarray
@@ -147,7 +149,7 @@ def _model(mdp: TabularMDP, transitions: Any,
     if rewards is None:
         R = mdp.expected_rewards(None if transitions is None else P)
     else:
-        R = np.asarray(rewards, dtype=np.float64)
+        R = as_real_array(rewards, "rewards").astype(np.float64)
         if R.ndim < 2 or R.shape[-2:] != (mdp.n_states, mdp.n_actions) or \
                 not np.all(np.isfinite(R)):
             raise ValueError(f"rewards: expected finite values of shape (..., S, A) = (..., "
@@ -201,12 +203,13 @@ def _backup(P, R, gamma, V, keep=None):
 
 
 def _evaluate_sparse(P: TransitionOperator, R: np.ndarray, gamma: float, pi: np.ndarray,
-                     keep: Any, solver: str, tol: float, x0: Any = None) -> tuple[np.ndarray, float]:
+                     keep: Any, solver: str, tol: float, x0: Any = None) -> tuple[np.ndarray, float, bool]:
     """Values of policies ``pi`` (..., S, A) (or integer actions (..., S)) on one sparse model
     (any :class:`TransitionOperator`).
 
     ``R`` (..., S, A), ``keep`` (S,) or (..., S) and ``x0`` (..., S) broadcast against the batch
-    axes of ``pi``; returns the values (..., S) and the largest certified error bound.
+    axes of ``pi``; returns the values (..., S), the largest certified error bound and whether
+    every solve met its target (:func:`~corrpriors.mdp._sparse_solve.certified`).
     """
     S, A = P.n_states, P.n_actions
     det = np.issubdtype(pi.dtype, np.integer)
@@ -217,7 +220,7 @@ def _evaluate_sparse(P: TransitionOperator, R: np.ndarray, gamma: float, pi: np.
     kb = None if keep is None else np.broadcast_to(keep, lead + (S,))
     x0b = None if x0 is None else np.broadcast_to(x0, lead + (S,))
     V = np.empty(lead + (S,))
-    worst = 0.0
+    worst, ok = 0.0, True
     for idx in np.ndindex(*lead):
         p = np.eye(A)[pib[idx]] if det else pib[idx]
         k = None if kb is None else kb[idx]
@@ -225,13 +228,15 @@ def _evaluate_sparse(P: TransitionOperator, R: np.ndarray, gamma: float, pi: np.
         V[idx], err = solve_policy_values(P.policy_matrix(p, k), r_pi, gamma, solver=solver, tol=tol,
                                           x0=None if x0b is None else x0b[idx])
         worst = max(worst, err)
-    return V, worst
+        ok = ok and certified(err, V[idx], tol)
+    return V, worst, ok
 
 
 def _evaluate_deterministic(P, R, gamma, actions, keep=None, solver="auto", tol=1e-10, x0=None):
     """Exact values of deterministic policies ``actions`` (..., S) by a batched linear solve.
 
-    Returns the values and an error bound (0 except for iterative sparse solves).
+    Returns the values, an error bound (0 except for iterative sparse solves) and whether the
+    solves met their target.
     """
     if not isinstance(P, np.ndarray):
         return _evaluate_sparse(P, R, gamma, actions, keep, solver, tol, x0)
@@ -245,19 +250,21 @@ def _evaluate_deterministic(P, R, gamma, actions, keep=None, solver="auto", tol=
     if keep is not None:
         P_pi = P_pi * keep[..., :, None]
     M = np.eye(S) - gamma * P_pi
-    return np.linalg.solve(M, r_pi[..., None])[..., 0], 0.0
+    return np.linalg.solve(M, r_pi[..., None])[..., 0], 0.0, True
 
 
 def _policy_iteration(P, R, gamma, actions, keep=None, max_iter=1000, solver="auto", tol=1e-10,
                       V=None):
     """Howard's policy iteration from ``actions``; ``V`` warm-starts the first (iterative)
-    evaluation. Returns the values, Q-values, evaluations and whether the policy is stable.
+    evaluation. Returns the values, Q-values, evaluations, whether the policy is stable and
+    whether its last evaluation met the solver's target (False only after a sparse iterative
+    solve warned).
     """
-    n_iter, converged = 0, False
+    n_iter, converged, accurate = 0, False, True
     Q = None
     for _ in range(max_iter):
         n_iter += 1
-        V, err = _evaluate_deterministic(P, R, gamma, actions, keep, solver, tol, V)
+        V, err, accurate = _evaluate_deterministic(P, R, gamma, actions, keep, solver, tol, V)
         Q = _backup(P, R, gamma, V, keep)
         best = Q.max(axis=-1)
         current = np.take_along_axis(Q, actions[..., None], axis=-1)[..., 0]
@@ -268,7 +275,7 @@ def _policy_iteration(P, R, gamma, actions, keep=None, max_iter=1000, solver="au
             converged = True
             break
         actions = np.where(improve, Q.argmax(axis=-1), actions)
-    return V, Q, n_iter, converged
+    return V, Q, n_iter, converged, accurate
 
 
 #: Sparse policy iteration without an initial policy starts from the greedy policy of value
@@ -334,9 +341,11 @@ def q_values(mdp: TabularMDP, values: Any, transitions: Any = None) -> np.ndarra
         Zero at terminal states.
     """
     P, R, gamma, keep = _model(mdp, transitions)
-    V = np.asarray(values, dtype=np.float64)
+    V = as_real_array(values, "values").astype(np.float64)
     if V.ndim < 1 or V.shape[-1] != mdp.n_states:
         raise ValueError(f"values: expected shape (..., S) with S={mdp.n_states}, got {V.shape}")
+    if not np.all(np.isfinite(V)):
+        raise ValueError("values: contains NaN or infinite values")
     if keep is not None:
         V = V * keep            # a terminal state has no future, whatever ``values`` says
     if isinstance(P, list):
@@ -459,13 +468,14 @@ def policy_iteration(mdp: TabularMDP, transitions: Any = None, *, initial_policy
         runs = [_policy_iteration(p, _pick(R, m, 2), gamma, actions[m], keep, int(max_iter), solver, tol)
                 for m, p in enumerate(P)]
         V, Q = np.stack([r[0] for r in runs]), np.stack([r[1] for r in runs])
-        n_iter, conv = max(r[2] for r in runs), all(r[3] for r in runs)
+        n_iter, stable, accurate = max(r[2] for r in runs), all(r[3] for r in runs), all(r[4] for r in runs)
     else:
-        V, Q, n_iter, conv = _policy_iteration(P, R, gamma, actions, keep, int(max_iter), solver, tol)
-    if not conv:
+        V, Q, n_iter, stable, accurate = _policy_iteration(P, R, gamma, actions, keep, int(max_iter),
+                                                           solver, tol)
+    if not stable:
         warnings.warn(f"policy_iteration: policy still changing after {max_iter} iterations",
                       ConvergenceWarning, stacklevel=2)
-    return PlanningResult(V, Q, greedy_policy(Q), n_iter, conv)
+    return PlanningResult(V, Q, greedy_policy(Q), n_iter, stable and accurate)
 
 
 @single_blas_thread
@@ -508,7 +518,7 @@ def policy_iteration_operator(transitions: TransitionOperator, rewards: Any, dis
     solver, tol = check_solver(solver, tol)
     max_iter = check_int(max_iter, "max_iter", 1)
     S, A = int(transitions.n_states), int(transitions.n_actions)
-    R = np.asarray(rewards, dtype=np.float64)
+    R = as_real_array(rewards, "rewards").astype(np.float64)
     if R.shape == (S,):
         R = np.repeat(R[:, None], A, axis=1)
     if R.shape != (S, A) or not np.all(np.isfinite(R)):
@@ -538,12 +548,12 @@ def policy_iteration_operator(transitions: TransitionOperator, rewards: Any, dis
             raise ValueError("initial_policy: expected integer actions of shape (S,)")
         check_policy(actions, S, A, "initial_policy")
         actions = actions.astype(np.int64)
-    V, Q, n_iter, conv = _policy_iteration(transitions, R, gamma, actions, keep, int(max_iter),
-                                           solver, tol, V0)
-    if not conv:
+    V, Q, n_iter, stable, accurate = _policy_iteration(transitions, R, gamma, actions, keep,
+                                                       int(max_iter), solver, tol, V0)
+    if not stable:
         warnings.warn(f"policy_iteration_operator: policy still changing after {max_iter} "
                       f"iterations", ConvergenceWarning, stacklevel=2)
-    return PlanningResult(V, Q, greedy_policy(Q), n_iter, conv)
+    return PlanningResult(V, Q, greedy_policy(Q), n_iter, stable and accurate)
 
 
 #: (S, S) float64 matrices per (policy, model) pair at the peak of :func:`policy_evaluation` on a
@@ -570,7 +580,11 @@ def policy_evaluation(mdp: TabularMDP, policy: Any, transitions: Any = None, *,
         LU, exact to round-off; ``"iterative"`` -- BiCGSTAB with a Richardson fallback until
         the residual certifies :math:`\lVert V - V^\pi\rVert_\infty \le`
         ``tol`` :math:`\cdot \max(1, \lVert V\rVert_\infty)`; ``"auto"`` -- direct up to
-        :data:`~corrpriors.mdp._sparse_solve.DIRECT_MAX_STATES` states, iterative above.
+        :data:`~corrpriors.mdp._sparse_solve.DIRECT_MAX_STATES` states, iterative above, and
+        direct again where the iterative solve would need more than
+        :data:`~corrpriors.mdp._sparse_solve.AUTO_RICHARDSON_MAX` Richardson steps (discounts
+        near one) and the sparse LU's estimated memory fits. An iterative solve that cannot
+        reach ``tol`` warns with a :class:`~corrpriors.exceptions.ConvergenceWarning` naming why.
     tol : float
         Relative accuracy of the iterative solver (see ``solver``).
 
@@ -628,9 +642,11 @@ def greedy_policy(q: Any, ties: str = "split", atol: float = 1e-10) -> np.ndarra
     -------
     ndarray of shape (..., S, A)
     """
-    Q = np.asarray(q, dtype=np.float64)
+    Q = as_real_array(q, "q").astype(np.float64)
     if Q.ndim < 2:
         raise ValueError(f"q: expected shape (..., S, A), got {Q.shape}")
+    if not np.all(np.isfinite(Q)):
+        raise ValueError("q: contains NaN or infinite values")
     if ties == "first":
         return np.eye(Q.shape[-1])[Q.argmax(axis=-1)]
     if ties != "split":
@@ -660,8 +676,14 @@ def normalize_q(q: Any) -> np.ndarray:
     return np.divide(Q - lo, span, out=np.ones_like(Q), where=span > 0)
 
 
-def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
+def _softmax(x: np.ndarray, axis: int, beta: float = 1.0) -> np.ndarray:
+    """Softmax of ``beta * x`` along ``axis``, as ``exp(beta * (x - max x))``: no overflow for any
+    finite ``x`` and ``beta`` (``beta * x`` alone overflows at beta = 1e308).
+    """
     z = x - x.max(axis=axis, keepdims=True)
+    if beta != 1.0:
+        with np.errstate(over="ignore"):   # beta * (x - max) <= 0; -inf is a weight of exactly 0
+            z *= beta
     np.exp(z, out=z)
     z /= z.sum(axis=axis, keepdims=True)
     return z
@@ -687,17 +709,23 @@ def boltzmann_policy(q: Any, beta: float, normalize: bool = False,
     Returns
     -------
     ndarray of the shape of ``q``
-        Probabilities summing to one along ``action_axis``.
+        Probabilities summing to one along ``action_axis``. Computed as
+        :math:`\exp(\beta (\tilde Q - \max_a \tilde Q))`, normalised: exact for any finite
+        ``q`` and ``beta`` (a huge ``beta`` gives the greedy policy, ties split evenly).
     """
     b = float(beta)
     if not np.isfinite(b) or b < 0:
         raise ValueError(f"beta: expected a finite non-negative number, got {beta!r}")
-    Q = np.asarray(q, dtype=np.float64)
+    Q = as_real_array(q, "q").astype(np.float64)
     if Q.ndim < 2:
         raise ValueError(f"q: expected shape (S, A) or (S, A, G), got {Q.shape}")
+    if not np.all(np.isfinite(Q)):
+        raise ValueError("q: contains NaN or infinite values")
     if normalize:
         Q = np.moveaxis(normalize_q(np.moveaxis(Q, action_axis, -1)), -1, action_axis)
-    return _softmax(b * Q, axis=action_axis)
+    if b == 0.0:
+        Q = np.zeros_like(Q)
+    return _softmax(Q, axis=action_axis, beta=b)
 
 
 #: (S, A) float64 tables per goal alive at the peak of :func:`goal_q_values` (measured with
@@ -781,7 +809,7 @@ def goal_q_values(mdp: TabularMDP, goals: Any = None, *, terminal: bool = False,
     V = np.zeros((G, S))
     _, Q, _, _ = _value_iteration(P, R, gamma, V, tol=0.0, max_iter=max(int(warm_start_sweeps), 1),
                                   keep=keep)
-    _, Q, _, conv = _policy_iteration(P, R, gamma, Q.argmax(axis=-1), keep=keep,
+    _, Q, _, conv, _ = _policy_iteration(P, R, gamma, Q.argmax(axis=-1), keep=keep,
                                       max_iter=int(max_iter))
     if not conv:
         warnings.warn("goal_q_values: policy iteration did not converge", ConvergenceWarning,
@@ -829,9 +857,7 @@ def finite_horizon(mdp: TabularMDP, horizon: int, *, discount: float | None = No
     P, R, gamma, keep = _model(mdp, transitions)
     if discount is not None:
         gamma = check_discount(discount, "discount", allow_one=True)
-    H = int(horizon)
-    if H < 1 or H != horizon:
-        raise ValueError(f"horizon: expected a positive integer, got {horizon!r}")
+    H = check_int(horizon, "horizon", 1)
     lead = _lead(P)
     S = mdp.n_states
     n_models = int(np.prod(lead))
@@ -839,9 +865,15 @@ def finite_horizon(mdp: TabularMDP, horizon: int, *, discount: float | None = No
                  f"finite_horizon: {H:,} steps x {n_models:,} model(s) x {S:,} states x "
                  f"{mdp.n_actions:,} actions (values, Q-values and greedy policies of every step)",
                  "horizon: plan over fewer steps, or use value_iteration for a stationary policy")
-    VT = np.zeros(S) if terminal_values is None else np.asarray(terminal_values, dtype=np.float64)
-    if VT.shape[-1:] != (S,):
-        raise ValueError(f"terminal_values: expected shape (S,) = ({S},), got {VT.shape}")
+    VT = np.zeros(S) if terminal_values is None else \
+        as_real_array(terminal_values, "terminal_values").astype(np.float64)
+    try:
+        np.broadcast_to(VT, lead + (S,))
+    except ValueError:
+        batch = f" or the batch's {lead + (S,)}" if lead else ""
+        raise ValueError(f"terminal_values: expected shape (S,) = ({S},){batch}, got {VT.shape}") from None
+    if not np.all(np.isfinite(VT)):
+        raise ValueError("terminal_values: contains NaN or infinite values")
     V = np.empty((H + 1,) + lead + (S,))
     Q = np.empty((H,) + lead + (S, mdp.n_actions))
     V[H] = VT

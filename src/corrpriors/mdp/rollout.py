@@ -14,9 +14,10 @@ import scipy.sparse as sp
 
 from .._memory import MemoryEstimateError, check_memory
 from .._random import as_generator, inverse_cdf
-from .._validation import check_int
+from .._validation import check_index_array, check_int
 from ._sparse import SparseTransitions, dense_nbytes, prefer_sparse
 from .checks import check_distribution, check_policy
+from .planning import _model
 from .tabular import TabularMDP
 
 
@@ -62,7 +63,7 @@ class Trajectories:
     next_states : ndarray of shape (E, T)
         :math:`s_{t+1}`.
     rewards : ndarray of shape (E, T)
-        :math:`R(s_t, a_t)`.
+        :math:`R(s_t, a_t)` (0 in a terminal state).
     """
 
     states: np.ndarray
@@ -95,6 +96,11 @@ def sample_trajectories(mdp: TabularMDP, policy: Any, n_steps: int, *, rng: Any,
                         initial_distribution: Any = None) -> Trajectories:
     """Roll out a stationary policy.
 
+    Terminal states (``mdp.terminal``) are treated as the planners and
+    :func:`~corrpriors.mdp.expected_return` treat them: absorbing with no reward. An episode
+    that enters one stays there (``next_states`` repeats it) and collects 0 for the remaining
+    steps, so the mean discounted reward sum estimates ``expected_return``.
+
     Parameters
     ----------
     mdp : TabularMDP
@@ -107,9 +113,12 @@ def sample_trajectories(mdp: TabularMDP, policy: Any, n_steps: int, *, rng: Any,
     n_episodes : int
         Number of independent episodes E.
     start : int or array_like of int, shape (E,), optional
-        Fixed start state(s). Mutually exclusive with ``initial_distribution``.
+        Fixed start state(s); integers only (1.5 and True are refused, not truncated).
+        Mutually exclusive with ``initial_distribution``.
     initial_distribution : array_like of shape (S,), optional
-        Start-state distribution (default: uniform over states when ``start`` is None).
+        Start-state distribution. Default (when ``start`` is None too): the MDP's
+        ``initial_distribution`` if it has one, else uniform over the states -- the start
+        :func:`~corrpriors.mdp.expected_return` averages over.
 
     Returns
     -------
@@ -139,22 +148,31 @@ def sample_trajectories(mdp: TabularMDP, policy: Any, n_steps: int, *, rng: Any,
     if start is not None and initial_distribution is not None:
         raise ValueError("start, initial_distribution: give at most one of them")
     if start is not None:
-        s = np.broadcast_to(np.asarray(start), (E,)).astype(np.int64)
-        if (s < 0).any() or (s >= S).any():
-            raise ValueError(f"start: states must lie in [0, {S - 1}], got {start!r}")
+        first = check_index_array(start, "start", S, "S")
+        if first.ndim > 1 or first.size not in (1, E):
+            raise ValueError(f"start: expected a state or {E} states (one per episode), got shape "
+                             f"{first.shape}")
+        s = np.broadcast_to(first.reshape(-1), (E,)).astype(np.int64)
     else:
-        p0 = np.full(S, 1.0 / S) if initial_distribution is None else \
-            check_distribution(initial_distribution, S, "initial_distribution")
+        if initial_distribution is not None:
+            p0 = check_distribution(initial_distribution, S, "initial_distribution")
+        elif mdp.initial_distribution is not None:
+            p0 = np.asarray(mdp.initial_distribution)
+        else:
+            p0 = np.full(S, 1.0 / S)
         s = inverse_cdf(np.cumsum(p0), gen.random(E))
     pi_cdf = np.cumsum(pi, axis=1)
     step = NextStateSampler(mdp.transitions)
-    R = mdp.reward_matrix
+    _, R, _, keep = _model(mdp, None)      # the planners' rewards: 0 at terminal states
+    absorbing = None if keep is None else keep == 0.0
     states = np.empty((E, T), dtype=np.int64)
     actions = np.empty((E, T), dtype=np.int64)
     nxt = np.empty((E, T), dtype=np.int64)
     for t in range(T):
         a = inverse_cdf(pi_cdf[s], gen.random(E))
         s2 = step(s, a, gen.random(E))
+        if absorbing is not None:          # a terminal state has no future: the episode stays
+            s2 = np.where(absorbing[s], s, s2)
         states[:, t], actions[:, t], nxt[:, t] = s, a, s2
         s = s2
     return Trajectories(states, actions, nxt, R[states, actions])

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from .._validation import as_real_array, check_int
 from ._sparse import SparseTransitionRewards, SparseTransitions, expected_transition_rewards
 from .checks import check_discount, check_distribution, check_rewards, check_transitions
 
@@ -162,7 +163,7 @@ class TabularMDP:
             mu = check_distribution(self.initial_distribution, S, "initial_distribution")
             object.__setattr__(self, "initial_distribution", _frozen(mu))
         if self.coordinates is not None:
-            C = np.asarray(self.coordinates, dtype=np.float64)
+            C = as_real_array(self.coordinates, "coordinates").astype(np.float64)
             if C.ndim == 1:
                 C = C[:, None]
             if C.ndim != 2 or C.shape[0] != S:
@@ -172,7 +173,7 @@ class TabularMDP:
                 raise ValueError("coordinates: contains NaN or infinite values")
             object.__setattr__(self, "coordinates", _frozen(C))
         if self.action_vectors is not None:
-            U = np.asarray(self.action_vectors, dtype=np.float64)
+            U = as_real_array(self.action_vectors, "action_vectors").astype(np.float64)
             if U.ndim != 2 or U.shape[0] != A or not np.all(np.isfinite(U)):
                 raise ValueError(f"action_vectors: expected finite values of shape (A, D) with A={A}, "
                                  f"got shape {np.shape(self.action_vectors)}")
@@ -181,14 +182,18 @@ class TabularMDP:
             raise ValueError("walls: requires shape (the grid the wall mask lives on)")
         cells = None
         if self.shape is not None:
-            shape = tuple(int(n) for n in self.shape)
-            if len(shape) != 2 or min(shape) < 1:
+            if np.ndim(self.shape) != 1 or len(self.shape) != 2:
                 raise ValueError(f"shape: expected a grid shape (rows, cols), got {self.shape!r}")
+            shape = tuple(check_int(n, "shape", 1) for n in self.shape)
             object.__setattr__(self, "shape", shape)
             if self.walls is None:
                 W = np.zeros(shape, dtype=bool)
             else:
-                W = np.asarray(self.walls, dtype=bool)
+                W = as_real_array(self.walls, "walls")
+                if W.dtype.kind != "b" and not np.all((W == 0) | (W == 1)):
+                    raise ValueError(f"walls: expected a boolean mask (or 0/1), got values other than "
+                                     f"0 and 1: {np.unique(W[(W != 0) & (W != 1)])[:3].tolist()}")
+                W = W.astype(bool)
                 if W.shape != shape:
                     raise ValueError(f"walls: expected shape {shape} (the grid shape), got {W.shape}")
             n_free = int((~W).sum())

@@ -126,3 +126,28 @@ def test_budget_and_option_validation():
         FixedPointOptions(tol=float("nan"))
     with pytest.raises(ValueError, match="memory"):
         FixedPointOptions(memory=0)
+
+
+def test_steady_small_gains_are_a_slow_climb_not_convergence():
+    # x <- 100 + 0.999 (x - 100) on f(x) = -1e3 - 1e-7 (x - 100)^2: every gain (2e-6) is
+    # below tol * |f| = 1e-5 from the first step, yet the rest of the climb is 1e-3 = 100 tol |f|
+    # (x is 100 away from the maximiser, the gains shrink only by 0.999^2 a step)
+    def evaluate(x):
+        return Ev(x.copy(), float(-1e3 - 1e-7 * (x[0] - 100.0) ** 2))
+
+    def update(ev):
+        return 100.0 + 0.999 * (ev.x - 100.0)
+
+    trace = maximise(evaluate, update, np.zeros(1), FixedPointOptions(50, 1e-8, None))
+    assert not trace.converged and len(trace.objectives) == 50
+    assert np.all(np.diff(trace.objectives) < 1e-8 * 1e3)   # the old rule stopped at once
+    fast = maximise(evaluate, lambda ev: 100.0 + 0.1 * (ev.x - 100.0), np.zeros(1),
+                    FixedPointOptions(50, 1e-8, None))
+    assert fast.converged and len(fast.objectives) < 10   # shrinking gains still stop
+
+
+def test_stall_advice_with_a_zero_tolerance():
+    from corrpriors.core.fixed_point import stall_advice
+
+    advice = stall_advice(-1.0 / np.arange(1.0, 30.0), 0.0, 29)
+    assert advice.more is None and advice.max_iter == 290

@@ -204,3 +204,36 @@ def test_a_lattice_of_more_than_ten_thousand_points_is_refused(step):
     with pytest.raises(ValueError, match=r"^step: expected at most 10,000 lattice points"):
         ScaleSearch(CorrelatedMultinomial(np.eye(3)), step=step)
     ScaleSearch(CorrelatedMultinomial(np.eye(3)), step=6 / (MAX_LATTICE_POINTS - 1))   # the most allowed
+
+
+def _saturated_case(mult):
+    cov = np.exp(-np.subtract.outer(np.arange(6.0), np.arange(6.0)) ** 2 / 4)
+    counts = np.array([[5, 1], [4, 2], [0, 0], [1, 4], [0, 6], [1, 5]]) * mult
+    return cov, counts
+
+
+def _converged(cov, counts, scale):
+    """The criterion at ``scale`` iterated to a standstill (tol=0), the reference value."""
+    model = CorrelatedMultinomial(covariance=cov, scale=scale, tol=0.0, max_iter=5000)
+    return model.fit(counts).collapsed_bound()
+
+
+def test_a_warm_start_from_a_wider_prior_reaches_the_converged_value():
+    # an empty row and an all-failure row of 6e4 trials: under a wide prior the tilt of the
+    # latter moves by ~1e-8 of itself per plain sweep, a long climb of small steady gains
+    cov, counts = _saturated_case(10 ** 4)
+    wide = CorrelatedMultinomial(covariance=cov, scale=1e10).fit(counts)
+    warm = CorrelatedMultinomial(covariance=cov, scale=10 ** 9.5).fit(counts, init=wide.result_)
+    assert warm.collapsed_bound() == pytest.approx(_converged(cov, counts, 10 ** 9.5), abs=1e-4)
+
+
+def test_climb_records_converged_values_and_reaches_the_maximum_from_a_far_start():
+    cov, counts = _saturated_case(10 ** 4)
+    sel = select_scale(CorrelatedMultinomial(covariance=cov), counts, low=1e-4, high=1e12,
+                       step=0.5, start=1e10)
+    reference = {s: _converged(cov, counts, s) for s in sel.values}
+    best = max(reference, key=reference.get)
+    assert sel.scale == pytest.approx(best) and sel.scale == pytest.approx(10 ** 2.5)
+    for s, v in sel.values.items():
+        if s < 1e10:   # the start is a cold fit: its stopping is not the search's
+            assert v == pytest.approx(reference[s], abs=2e-2), s

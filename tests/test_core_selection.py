@@ -237,3 +237,20 @@ def test_climb_records_converged_values_and_reaches_the_maximum_from_a_far_start
     for s, v in sel.values.items():
         if s < 1e10:   # the start is a cold fit: its stopping is not the search's
             assert v == pytest.approx(reference[s], abs=2e-2), s
+
+
+@pytest.mark.parametrize("bad, error", [({"criterion": "elbo"}, ValueError), ({"lo": 1.0}, ValueError),
+                                        ([1], TypeError), ("low", TypeError)])
+def test_select_kernel_rejects_a_bad_scale_search(bad, error):
+    cov, counts = _problem()
+    with pytest.raises(error, match=r"^scale_search: ") as info:
+        select_kernel(counts, [cov], scale_search=bad)
+    assert "\n" not in str(info.value)
+
+
+def test_select_kernel_accepts_every_select_scale_lattice_argument():
+    cov, counts = _problem()
+    args = {"low": 0.1, "high": 10.0, "step": 0.5, "start": 1.0}
+    (_, model), = select_kernel(counts, [cov], criterion="collapsed", scale_search=args)
+    sel = select_scale(CorrelatedMultinomial(covariance=cov), counts, **args)
+    assert model.scale == pytest.approx(sel.scale)

@@ -419,6 +419,10 @@ def select_scale(estimator: CorrelatedMultinomial, counts: Any, *, criterion: st
                        start=start).select(counts)
 
 
+#: The keys :func:`select_kernel` accepts in ``scale_search`` (:func:`select_scale` arguments).
+SCALE_SEARCH_KEYS = ("low", "high", "step", "start")
+
+
 def select_kernel(counts: Any, candidates: Any, criterion: str = "elbo", *,
                   scale_search: dict | None = None,
                   **kwargs: Any) -> list[tuple[Any, CorrelatedMultinomial]]:
@@ -448,6 +452,14 @@ def select_kernel(counts: Any, candidates: Any, criterion: str = "elbo", *,
         Sorted by the criterion, best first (names are indices for a sequence).
     """
     check_criterion(criterion)
+    if scale_search is not None:
+        if not isinstance(scale_search, dict):
+            raise TypeError(f"scale_search: expected a dict of select_scale arguments or None, "
+                            f"got {type(scale_search).__name__}")
+        unknown = sorted(map(repr, set(scale_search) - set(SCALE_SEARCH_KEYS)))
+        if unknown:
+            raise ValueError(f"scale_search: expected keys among {SCALE_SEARCH_KEYS}, got "
+                             f"{', '.join(unknown)} (the criterion is select_kernel's own)")
     items = list(candidates.items() if isinstance(candidates, dict) else enumerate(candidates))
     if not items:
         raise ValueError("candidates: expected at least one covariance")
@@ -464,6 +476,6 @@ def select_kernel(counts: Any, candidates: Any, criterion: str = "elbo", *,
     return [(scored[i][1], scored[i][2]) for i in order]
 
 
-__all__ = ["CRITERIA", "LatticeFit", "ScaleSearch", "ScaleSelection", "check_criterion",
+__all__ = ["CRITERIA", "LatticeFit", "SCALE_SEARCH_KEYS", "ScaleSearch", "ScaleSelection", "check_criterion",
            "clone_estimator", "criterion_value", "lattice_climb", "run_steps", "select_kernel",
            "select_scale"]

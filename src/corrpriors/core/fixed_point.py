@@ -186,13 +186,14 @@ def _gains_shrink(objectives: list, bound: float) -> bool:
     climb (Böhning et al. 1994; McNicholas et al. 2010) is :math:`g_n\rho/(1-\rho)` with
     :math:`\rho = g_n/g_{n-1}` the ratio of the last two gains; the climb has ended when that
     is at most ``bound`` too (a non-shrinking gain, :math:`\rho \ge 1`, never has). A single
-    gain has no ratio: the run goes on for one more.
+    gain has no ratio: the run goes on for one more. After a gain that was not positive the climb
+    is down to round-off (the map is monotone): ended.
     """
     if len(objectives) < 3:
         return False
     gains = np.diff(np.asarray(objectives[-4:], dtype=float))
     if not np.all(gains[:-1] > 0):
-        return False
+        return True    # an earlier gain was not positive: the climb is down to round-off
     rho = float(np.max(gains[1:] / gains[:-1]))
     return rho < 1.0 and gains[-1] * rho <= bound * (1.0 - rho)
 

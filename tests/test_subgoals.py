@@ -287,3 +287,100 @@ def test_public_helpers_validate_their_input():
 def test_learn_scale_must_be_a_bool():
     with pytest.raises(TypeError, match="^learn_scale: expected True or False, got 'no'"):
         SubgoalPolicyEstimator(_chain_world(5), model="dirichlet", learn_scale="no").fit(np.zeros((5, 2)), rng=0)
+
+
+def _ruled_out_problem():
+    """S = G = 3, A = 2. State 0: goals 0 and 2 make the shown action 0 impossible, goal 1 makes
+    the ten shown 1s merely unlikely (log-likelihood -1842, below log of the smallest double);
+    state 1: every goal possible; state 2: unvisited, with zeros in p(a | s, g)."""
+    tiny = 1e-80
+    probs = np.array([
+        [[0.0, 1.0], [1.0 - tiny, tiny], [0.0, 1.0]],
+        [[0.3, 0.7], [0.6, 0.4], [0.5, 0.5]],
+        [[1.0, 0.0], [0.0, 1.0], [0.5, 0.5]],
+    ])
+    counts = np.array([[1, 10], [2, 1], [0, 0]])
+    return probs, counts
+
+
+def _enumerated_marginals(probs, counts):
+    """Exact P(g_s | data) under uniform independent goal priors (which is also the marginal
+    under symmetric Dirichlet priors), by enumerating all G^S goal configurations and looping
+    over the single demonstrations; log 0 = -inf, probabilities never multiplied in float."""
+    n_states, n_goals, _ = probs.shape
+    demos = [(s, a) for s in range(n_states) for a in range(probs.shape[2])
+             for _ in range(int(counts[s, a]))]
+    configs = list(itertools.product(range(n_goals), repeat=n_states))
+    logj = np.zeros(len(configs))
+    for i, goals in enumerate(configs):
+        for s, a in demos:
+            p = probs[s, goals[s], a]
+            logj[i] += np.log(p) if p > 0 else -np.inf
+    w = np.exp(logj - logj.max())
+    w /= w.sum()
+    marg = np.zeros((n_states, n_goals))
+    for goals, wi in zip(configs, w):
+        for s, g in enumerate(goals):
+            marg[s, g] += wi
+    return marg
+
+
+def test_ruled_out_goal_gets_probability_zero_as_in_brute_force_enumeration():
+    """A goal under which a shown action has probability 0 had log-likelihood -708 (log 0 floored
+    at log(tiny)), so it beat a goal that is merely unlikely (-1842): state 0 got P = [0.5, 0, 0.5]
+    instead of the exact [0, 1, 0]. Now log 0 = -inf and such a goal gets probability 0."""
+    probs, counts = _ruled_out_problem()
+    with np.errstate(divide="ignore"):
+        log_lik = subgoal_log_likelihoods(counts, np.log(probs))
+    assert np.isneginf(log_lik[0, [0, 2]]).all() and np.isfinite(log_lik[[1, 2]]).all()
+    np.testing.assert_allclose(log_lik[0, 1], 10 * np.log(1e-80) + np.log1p(-1e-80))
+    np.testing.assert_array_equal(log_lik[2], 0.0)        # unvisited: 0 * log 0 = 0
+    cond = subgoal_conditionals(np.zeros((3, 3)), log_lik)
+    exact = _enumerated_marginals(probs, counts)
+    np.testing.assert_array_equal(exact[0], [0.0, 1.0, 0.0])
+    np.testing.assert_allclose(cond, exact, rtol=1e-12, atol=1e-300)
+
+
+@pytest.mark.parametrize("kw", [
+    {"model": "dirichlet"},
+    {"model": "dirichlet", "init": "uniform", "estimate": "rao_blackwell"},
+    {"model": "dirichlet", "prior_source": "sample"},
+    {"model": "pg", "coordinates": np.arange(3.0)[:, None], "max_iter": 3},
+    {"model": "pg", "coordinates": np.arange(3.0)[:, None], "max_iter": 3, "prior_source": "sample",
+     "init": "uniform", "estimate": "rao_blackwell"},
+])
+def test_estimator_never_picks_a_ruled_out_goal(kw):
+    """The estimator gave state 0's ruled-out goals all the posterior mass (subgoal_probs_
+    [0.5, 0, 0.5] here; [1, 0] on the audit's one-state case). Where the enumerated posterior is
+    a point mass the sampler must reproduce it exactly; ruled-out goals are never drawn."""
+    probs, counts = _ruled_out_problem()
+    est = SubgoalPolicyEstimator(probs, n_burnin=5, n_samples=20, **kw).fit(counts, rng=0)
+    exact = _enumerated_marginals(probs, counts)
+    assert np.all(np.isfinite(est.subgoal_probs_)) and np.all(np.isfinite(est.policy_))
+    np.testing.assert_array_equal(est.subgoal_probs_[0], exact[0])
+    np.testing.assert_array_equal(est.subgoal_samples_[:, 0], 1)
+    np.testing.assert_allclose(est.policy_[0], probs[0, 1], rtol=1e-12)
+    assert est.policy_[0, 0] > 0                      # the shown action keeps positive probability
+    np.testing.assert_allclose(est.policy_.sum(axis=1), 1.0)
+
+    # the audit's one-state case: exact posterior [0, 1]
+    p1 = np.array([[[0.0, 1.0], [1 - 1e-80, 1e-80]]])
+    one = SubgoalPolicyEstimator(p1, n_burnin=3, n_samples=10,
+                                 **{k: (v[:1] if k == "coordinates" else v) for k, v in kw.items()})
+    np.testing.assert_array_equal(one.fit([[1, 10]], rng=0).subgoal_probs_, [[0.0, 1.0]])
+
+
+def test_state_whose_demonstrations_every_goal_rules_out_is_refused():
+    """fit succeeded and returned a policy giving a shown action probability 0."""
+    p0 = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    for model in ("dirichlet", "pg"):
+        est = SubgoalPolicyEstimator(p0, model=model, coordinates=[[0.0]], n_burnin=1, n_samples=2)
+        with pytest.raises(ValueError, match=r"^counts, action_probs: every goal of state 0 has "
+                                             r"probability zero \(action_probs gives a demonstrated"):
+            est.fit([[1, 2]], rng=0)
+    probs, counts = _ruled_out_problem()
+    counts[2] = [1, 1]     # state 2: goal 0 rules out action 1, goal 1 action 0; goal 2 possible
+    SubgoalPolicyEstimator(probs, model="dirichlet", n_burnin=1, n_samples=2).fit(counts, rng=0)
+    probs[2, 2] = [1.0, 0.0]
+    with pytest.raises(ValueError, match=r"^counts, action_probs: every goal of state 2 "):
+        SubgoalPolicyEstimator(probs, model="dirichlet", n_burnin=1, n_samples=2).fit(counts, rng=0)

@@ -50,9 +50,6 @@ __all__ = [
     "subgoal_log_likelihoods",
 ]
 
-# log of the smallest positive double: keeps 0 * log(0) finite (= 0) in the einsum
-_LOG_TINY = float(np.log(np.finfo(np.float64).tiny))
-
 #: The most sweeps ``n_burnin`` and ``n_samples`` may each ask for. A sweep is a variational fit
 #: and a draw of every subgoal: about 0.2 ms on a 4-state toy and 65 ms on the paper's
 #: 101-state wall world (measured), so a million sweeps is minutes to 18 hours; the paper
@@ -62,8 +59,19 @@ MAX_SWEEPS = 1_000_000
 
 
 def _safe_log(p: np.ndarray) -> np.ndarray:
-    """``log(p)`` with zeros mapped to ``log(tiny)`` (finite) instead of ``-inf``."""
+    """``log(p)`` with zeros mapped to ``log(tiny)`` (finite) instead of ``-inf``.
+
+    Only for the fitted subgoal distributions :math:`p_s(g)`, which are positive in exact
+    arithmetic (a zero there is an underflow). A zero of :math:`p(a \mid s, g)` is a real
+    zero and keeps ``log 0 = -inf`` (see :func:`_log_likelihoods`).
+    """
     return np.log(np.maximum(p, np.finfo(np.float64).tiny))
+
+
+def _exact_log(p: np.ndarray) -> np.ndarray:
+    """``log(p)`` with ``log 0 = -inf`` (no warning)."""
+    with np.errstate(divide="ignore"):
+        return np.log(p)
 
 
 def _check_action_probs(action_probs, name: str = "action_probs") -> FloatArray:
@@ -95,12 +103,14 @@ def subgoal_log_likelihoods(counts, log_action_probs) -> FloatArray:
     counts : array_like of shape (S, A)
         Demonstration counts :math:`n_{sa}` (how often action ``a`` was shown at state ``s``).
     log_action_probs : array_like of shape (S, G, A)
-        :math:`\log p(a \mid s, g)`. ``-inf`` entries are allowed (they are floored at
-        ``log(tiny)`` so that a zero count never produces ``0 * inf``).
+        :math:`\log p(a \mid s, g)`. ``-inf`` entries (probability 0) are allowed: an
+        action never shown there contributes nothing (:math:`0 \cdot \log 0 = 0`), a shown
+        one makes :math:`L_{sg} = -\infty` (goal ``g`` is ruled out at state ``s``).
 
     Returns
     -------
     log_lik : ndarray of shape (S, G)
+        Finite, or ``-inf`` where the demonstrations are impossible under the goal.
     """
     n = check_counts(counts, "counts", min_categories=1)
     logp = _check_log_probs(log_action_probs, "log_action_probs", ndim=3)
@@ -111,8 +121,28 @@ def subgoal_log_likelihoods(counts, log_action_probs) -> FloatArray:
 
 
 def _log_likelihoods(counts: FloatArray, log_action_probs: FloatArray) -> FloatArray:
-    """:func:`subgoal_log_likelihoods` of checked arrays."""
-    return np.einsum("sa,sga->sg", counts, np.maximum(log_action_probs, _LOG_TINY))
+    """:func:`subgoal_log_likelihoods` of checked arrays: ``sum_a where(n > 0, n log p, 0)``.
+
+    The finite terms go through one einsum (``-inf`` entries replaced by 0, so a zero count
+    never gives ``0 * inf``); a shown action of probability 0 then sets the entry to ``-inf``.
+    """
+    impossible = np.isneginf(log_action_probs)
+    if not impossible.any():
+        return np.einsum("sa,sga->sg", counts, log_action_probs)
+    finite = np.einsum("sa,sga->sg", counts, np.where(impossible, 0.0, log_action_probs))
+    ruled_out = np.einsum("sa,sga->sg", (counts > 0).astype(np.float64),
+                          impossible.astype(np.float64)) > 0
+    finite[ruled_out] = -np.inf
+    return finite
+
+
+def _check_live_rows(z: FloatArray, names: str, why: str) -> None:
+    """Refuse, naming ``names`` and the first such state, a row of ``z`` that is ``-inf``
+    throughout (every goal has probability zero: the conditional would be 0 / 0).
+    """
+    dead = np.flatnonzero(np.isneginf(z.max(axis=-1, initial=-np.inf)))
+    if dead.size:
+        raise ValueError(f"{names}: every goal of state {dead[0]} has probability zero ({why})")
 
 
 def _check_log_probs(x, name: str, ndim: int) -> FloatArray:
@@ -149,15 +179,13 @@ def subgoal_conditionals(log_prior, log_lik) -> FloatArray:
         raise ValueError(f"log_prior, log_lik: expected the same shape (S, G), got {prior.shape} "
                          f"and {lik.shape}")
     z = prior + lik
-    dead = np.flatnonzero(np.isneginf(z.max(axis=-1, initial=-np.inf)))
-    if dead.size:
-        raise ValueError(f"log_prior, log_lik: every goal of state {dead[0]} has probability zero "
-                         f"(log_prior + log_lik is -inf throughout the row)")
+    _check_live_rows(z, "log_prior, log_lik", "log_prior + log_lik is -inf throughout the row")
     return _conditionals(z)
 
 
 def _conditionals(z: FloatArray) -> FloatArray:
-    """:func:`subgoal_conditionals` of the checked sum ``log_prior + log_lik`` (finite rows)."""
+    """:func:`subgoal_conditionals` of the checked sum ``log_prior + log_lik`` (every row has
+    a finite maximum; ``-inf`` entries become probability 0)."""
     z = z - z.max(axis=-1, keepdims=True)
     p = np.exp(z)
     return p / p.sum(axis=-1, keepdims=True)
@@ -270,7 +298,8 @@ class SubgoalPolicyEstimator:
     subgoal_probs_ : ndarray of shape (S, G)
         Average of the step-(2) conditionals over the kept sweeps (posterior subgoal marginals).
     log_likelihoods_ : ndarray of shape (S, G)
-        :math:`L_{sg}` from the demonstrations.
+        :math:`L_{sg}` from the demonstrations; ``-inf`` for a goal under which a shown action
+        has probability 0 (that goal gets posterior probability 0 at that state).
     scale_trace_ : ndarray of shape (n_burnin + n_samples,)
         The learned kernel scale after every sweep (NaN for the Dirichlet model).
     model_ : CorrelatedMultinomial or DirichletMultinomial
@@ -366,6 +395,12 @@ class SubgoalPolicyEstimator:
         Returns
         -------
         self : SubgoalPolicyEstimator
+
+        Raises
+        ------
+        ValueError
+            Among others, when at some state every candidate goal gives a demonstrated action
+            probability 0 (the demonstrations are impossible under the model).
         """
         import warnings
 
@@ -384,7 +419,10 @@ class SubgoalPolicyEstimator:
                      "keep fewer sweeps (n_samples)")
         model = self._make_model(n_states, max_iter)
         rng = as_generator(self._rng(rng))
-        log_lik = _log_likelihoods(counts, _safe_log(probs_sga))
+        log_lik = _log_likelihoods(counts, _exact_log(probs_sga))
+        _check_live_rows(log_lik, "counts, action_probs",
+                         "action_probs gives a demonstrated action there probability 0 under "
+                         "every candidate goal")
         self.log_likelihoods_ = log_lik
 
         goals: np.ndarray

@@ -224,6 +224,18 @@ def test_file_size_limit_truncates_nothing(tmp_path, capsys):
 
 
 # -------------------------------------------------------------------- one-line input errors
+def _write_npy_header(path, shape, data, version=(1, 0)):
+    """A .npy file of float64 whose header declares ``shape`` and whose data is ``data``."""
+    import io
+
+    buf = io.BytesIO()
+    header = {"descr": "<f8", "fortran_order": False, "shape": shape}
+    write = np.lib.format.write_array_header_1_0 if version == (1, 0) else \
+        np.lib.format.write_array_header_2_0
+    write(buf, header)
+    path.write_bytes(buf.getvalue() + data)
+
+
 def _write_bad_inputs(d):
     counts, coords, _ = load_example()
     np.savetxt(d / "c.csv", counts, delimiter=",", fmt="%d")
@@ -243,6 +255,10 @@ def _write_bad_inputs(d):
     np.save(d / "npy_named.npy", counts)
     (d / "disguised.csv").write_bytes((d / "npy_named.npy").read_bytes())
     (d / "junk.npy").write_bytes(b"not an array")
+    _write_npy_header(d / "hugedims.npy", (10**8, 10**8), b"\0" * 64)   # 193 bytes declaring 80 PB
+    _write_npy_header(d / "short.npy", (25, 3), b"\0" * 8 * 74)          # one float64 missing
+    _write_npy_header(d / "long.npy", (25, 3), b"\0" * 8 * 76)           # one float64 too many
+    _write_npy_header(d / "v2.npy", (10**6, 10**6), b"\0" * 8, version=(2, 0))
     (d / "dir.csv").mkdir()
 
 
@@ -265,6 +281,18 @@ BAD_INPUTS = [
     (["--counts", "{d}/disguised.csv", "--coords", "{d}/x.csv"],
      ["{d}/disguised.csv", "give it the .npy extension"]),
     (["--counts", "{d}/junk.npy", "--coords", "{d}/x.csv"], ["{d}/junk.npy", "not a valid .npy"]),
+    # the header's shape was believed: np.load asked for 71 PiB, a MemoryError traceback
+    (["--counts", "{d}/hugedims.npy", "--coords", "{d}/x.csv"],
+     ["--counts: {d}/hugedims.npy: the header declares shape (100000000, 100000000) of float64 "
+      "(80,000,000,000,000,000 bytes of data) but the file holds 64 bytes after the header"]),
+    (["--counts", "{d}/v2.npy", "--coords", "{d}/x.csv"],
+     ["--counts: {d}/v2.npy: the header declares shape (1000000, 1000000)", "holds 8 bytes"]),
+    (["--counts", "{d}/short.npy", "--coords", "{d}/x.csv"],
+     ["--counts: {d}/short.npy: the header declares shape (25, 3) of float64 (600 bytes of data) "
+      "but the file holds 592 bytes"]),
+    (["--counts", "{d}/long.npy", "--coords", "{d}/x.csv"], ["{d}/long.npy", "holds 608 bytes"]),
+    (["--counts", "{d}/c.csv", "--coords", "{d}/hugedims.npy"],
+     ["--coords: {d}/hugedims.npy: the header declares shape (100000000, 100000000)"]),
     (["--counts", "{d}/dir.csv", "--coords", "{d}/x.csv"], ["{d}/dir.csv", "is a directory"]),
     (["--coords", "{d}/x.csv", "--distances", "{d}/x.csv"], ["not allowed with"]),
     (["--max-iter", "0"], ["--max-iter", "positive integer"]),

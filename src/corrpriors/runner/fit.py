@@ -421,12 +421,46 @@ def _read_table(path: Path, option: str) -> tuple[np.ndarray, list[str] | None]:
         raise UsageError(str(exc)) from None
 
 
+def _check_npy_header(fh: BinaryIO, where: str) -> None:
+    """Read the header of the ``.npy`` file ``fh`` (at its start) and refuse, before any data is
+    allocated, a dtype that is not real numeric (objects would need pickle) or a declared shape
+    whose data is not exactly what the file holds after the header (the file's size is bounded
+    by :data:`MAX_NPY_TABLE_BYTES`, so the declared array is too). Without this a 193-byte file
+    declaring shape (1e8, 1e8) made ``np.load`` ask for 71 PiB (a MemoryError traceback).
+    """
+    fmt = np.lib.format
+    try:
+        version = fmt.read_magic(fh)
+        if version == (1, 0):
+            shape, _fortran, dtype = fmt.read_array_header_1_0(fh)
+        elif version == (2, 0):
+            shape, _fortran, dtype = fmt.read_array_header_2_0(fh)
+        else:
+            raise UsageError(f"{where}: .npy format version {version[0]}.{version[1]} is not read "
+                             f"(only 1.0 and 2.0, which numpy.save writes for numeric arrays)")
+    except (ValueError, OSError, EOFError) as exc:
+        raise UsageError(f"{where}: not a valid .npy file ({_one_line(exc)})") from None
+    if dtype.hasobject:
+        raise UsageError(f"{where}: holds Python objects (pickled data), which are never "
+                         f"loaded; save a numeric array")
+    if dtype.kind not in "iuf":
+        raise UsageError(f"{where}: expected a real numeric array, got dtype {dtype}")
+    declared = int(np.prod([int(n) for n in shape], dtype=object)) * dtype.itemsize
+    held = os.fstat(fh.fileno()).st_size - fh.tell()
+    if declared != held:
+        raise UsageError(f"{where}: the header declares shape {tuple(shape)} of {dtype} "
+                         f"({declared:,} bytes of data) but the file holds {held:,} bytes after "
+                         f"the header; not a valid .npy file")
+
+
 def _read_npy(fh: BinaryIO, where: str) -> np.ndarray:
     """The array of an open ``.npy`` file (regular, checked by :func:`_read_table`)."""
     magic = fh.read(6)
     if magic != b"\x93NUMPY":
         raise UsageError(f"{where}: not a valid .npy file (no NumPy header); save the array "
                          f"with numpy.save")
+    fh.seek(0)
+    _check_npy_header(fh, where)
     fh.seek(0)
     try:
         arr = np.load(fh, allow_pickle=False)

@@ -140,3 +140,50 @@ def test_concentrations_beyond_the_exact_range_are_refused():
     assert DirichletMultinomial(alpha=lo).fit([x]).elbo_ == pytest.approx(float(exact), rel=1e-13)
     multinomial = math.log(6) - 6 * math.log(3)                   # alpha -> infinity
     assert DirichletMultinomial(alpha=hi).fit([x]).elbo_ == pytest.approx(multinomial, rel=1e-13)
+
+
+def test_mc_draw_count_is_named_n_samples():
+    """probs(method='mc', n_samples=0) said 'n: expected an integer >= 1'."""
+    m = DirichletMultinomial().fit([[1, 0], [0, 1]])
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ValueError, match=r"^n_samples: expected an integer >= 1, got "):
+            m.probs(method="mc", n_samples=bad)
+
+
+def test_draws_that_do_not_fit_in_memory_are_refused_before_anything_is_allocated():
+    """sample_probs(10**10), probs('mc', n_samples=10**10) and PolicyEstimator('dirichlet')
+    .policy('mc', n_samples=10**10) raised a raw MemoryError (after asking numpy for 18.6 GiB);
+    sample_policies was already refused with MemoryEstimateError."""
+    from corrpriors._memory import MemoryEstimateError
+    from corrpriors.applications.imitation import PolicyEstimator
+
+    m = DirichletMultinomial().fit([[1, 2]])
+    with pytest.raises(MemoryEstimateError, match=r"^n: 10,000,000,000 draws from the "
+                                                  r"DirichletMultinomial posterior of \(C, K\) = \(1, 2\)"):
+        m.sample_probs(10**10, rng=0)
+    with pytest.raises(MemoryEstimateError, match=r"^n_samples: 10,000,000,000 draws .* would need"):
+        m.probs(method="mc", n_samples=10**10)
+    est = PolicyEstimator("dirichlet").fit([[1, 2]])
+    with pytest.raises(MemoryEstimateError, match=r"^n_samples: 10,000,000,000 draws"):
+        est.policy("mc", n_samples=10**10, rng=0)
+
+
+@pytest.mark.parametrize("alpha", [1e-3, 1.0])
+@pytest.mark.parametrize("shape", [(100, 4, 500), (10, 50, 200), (1, 2, 20_000), (300, 3, 100)])
+def test_draw_memory_estimate_covers_the_traced_peak(monkeypatch, alpha, shape):
+    """The estimate checked before drawing is at least the peak tracemalloc sees (numpy's
+    arrays are traced), and not more than twice it."""
+    from memory_checks import traced_peak
+
+    import corrpriors.baselines.dirichlet as mod
+
+    n_rows, n_cat, n = shape
+    counts = np.random.default_rng(0).integers(0, 5, (n_rows, n_cat))
+    m = DirichletMultinomial(alpha).fit(counts)
+    seen = []
+    real = mod.check_memory
+    monkeypatch.setattr(mod, "check_memory", lambda needed, *a: seen.append(needed) or real(needed, *a))
+    for call in (lambda: m.sample_probs(n, rng=0), lambda: m.probs("mc", n_samples=n, rng=0)):
+        seen.clear()
+        _, peak = traced_peak(call)
+        assert len(seen) == 1 and peak <= seen[0] <= 2 * peak, (peak, seen)

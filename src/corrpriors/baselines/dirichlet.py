@@ -30,11 +30,32 @@ from typing import Any
 
 import numpy as np
 
+from .._memory import check_memory
 from .._random import sample_dirichlet
 from .._repr import estimator_repr, short_repr
 from .._special import dirichlet_multinomial_logpmf
 from .._typing import FloatArray, SeedLike
 from .._validation import as_real_array, check_counts, holds_bool
+
+#: Arrays of the draws' size, (M, C, K) float64, alive at the peak of
+#: :meth:`DirichletMultinomial.sample_probs` (tracemalloc: 3.0-3.3 with a concentration below
+#: one, which draws in log space, 2.0-2.3 otherwise; C, K, M = 100, 4, 2,000, 10, 50, 2,000 and
+#: 1,000, 3, 500), plus one (M, C) array per covariate row for the normalisation (K = 2 with
+#: C = 1: 2.5 draw-sized arrays).
+_DRAW_ARRAYS = 3.5
+
+
+def _check_draws(n: Any, name: str, n_rows: int, n_categories: int) -> int:
+    """``n`` as an int >= 1 (refused naming ``name``) whose posterior draws fit in memory."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"{name}: expected an integer >= 1, got {n!r}")
+    n = int(n)
+    check_memory(8.0 * n * n_rows * (_DRAW_ARRAYS * n_categories + 1),
+                 f"{name}: {n:,} draws from the DirichletMultinomial posterior of (C, K) = "
+                 f"({n_rows:,}, {n_categories:,}) probabilities",
+                 "ask for fewer draws")
+    return n
+
 
 #: The concentrations :class:`DirichletMultinomial` takes (the experiments' ``alpha_*`` settings
 #: are narrower still, [1e-100, 1e12]).
@@ -160,7 +181,8 @@ class DirichletMultinomial:
             ``"mc"``: the average of ``n_samples`` posterior draws (for parity with the
             correlated model; converges to the plugin value).
         n_samples : int, default=2000
-            Draws for ``method="mc"``.
+            Draws for ``method="mc"``, at least 1; they are held at once (about
+            ``3.5 * 8 * n_samples * C * K`` bytes at the peak), which must fit in memory.
         rng : numpy.random.Generator, int or None
             Randomness for ``method="mc"``.
 
@@ -174,7 +196,8 @@ class DirichletMultinomial:
             post = self.posterior_alpha_
             return post / post.sum(axis=1, keepdims=True)
         if method == "mc":
-            return self.sample_probs(n_samples, rng=rng).mean(axis=0)
+            n = _check_draws(n_samples, "n_samples", *self.posterior_alpha_.shape)
+            return sample_dirichlet(self.posterior_alpha_, n, rng=rng).mean(axis=0)
         raise ValueError(f"method: expected 'plugin' or 'mc', got {method!r}")
 
     def sample_probs(self, n: int, *, rng: SeedLike = None) -> FloatArray:
@@ -186,7 +209,9 @@ class DirichletMultinomial:
         Parameters
         ----------
         n : int
-            Number M of draws.
+            Number M of draws, at least 1; about ``3.5 * 8 * M * C * K`` bytes at the peak,
+            which must fit in memory (else :class:`~corrpriors._memory.MemoryEstimateError`,
+            a ``ValueError``, before anything is drawn).
         rng : numpy.random.Generator, int or None
 
         Returns
@@ -195,9 +220,8 @@ class DirichletMultinomial:
             Each ``samples[m, c]`` lies on the simplex.
         """
         self._check_fitted()
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-            raise ValueError(f"n: expected an integer >= 1, got {n!r}")
-        return sample_dirichlet(self.posterior_alpha_, int(n), rng=rng)
+        n = _check_draws(n, "n", *self.posterior_alpha_.shape)
+        return sample_dirichlet(self.posterior_alpha_, n, rng=rng)
 
 
 __all__ = ["DirichletMultinomial"]

@@ -167,3 +167,45 @@ def test_sample_policies_takes_an_integer_count(monkeypatch):
     monkeypatch.setenv("CORRPRIORS_MEMORY_LIMIT", "1M")
     with pytest.raises(ValueError, match=r"^sample_policies: 100,000 draws of an \(S, A\) = \(2, 2\) policy"):
         est.sample_policies(100_000, rng=0)
+
+
+def test_warm_start_after_switching_from_dirichlet_fits_pg_from_scratch():
+    """model 'dirichlet' -> 'pg' with warm_start=True raised AttributeError ('DirichletMultinomial'
+    object has no attribute 'scale_'): the Dirichlet fit was taken for a PG one."""
+    from corrpriors.core.model import CorrelatedMultinomial
+
+    coords = _grid(3)
+    counts = demonstration_counts(*_demos(_smooth_policy(coords), 40, np.random.default_rng(6)), 9, 4)
+    est = PolicyEstimator("dirichlet", coordinates=coords, max_iter=200).fit(counts)
+    est.model = "pg"
+    est.fit(counts, warm_start=True)
+    assert isinstance(est.model_, CorrelatedMultinomial)
+    fresh = PolicyEstimator("pg", coordinates=coords, max_iter=200).fit(counts)
+    np.testing.assert_array_equal(est.policy_, fresh.policy_)
+    assert est.scale_ == fresh.scale_
+    pg_model = est.model_                       # a PG fit is still warm-started in place
+    est.fit(counts, warm_start=True)
+    assert est.model_ is pg_model
+
+
+def test_candidate_lengthscales_are_checked_naming_lengthscale():
+    """lengthscale=[1.0, 'x'] failed with "could not convert string to float: 'x'"."""
+    coords = _grid(2)
+    for cands, match in [([1.0, "x"], r"^lengthscale\[1\]: expected a positive number, got 'x'"),
+                         ([-2.0, 1.0], r"^lengthscale\[0\]: expected a finite non-negative number"),
+                         ([1.0, float("nan")], r"^lengthscale\[1\]: expected a finite")]:
+        with pytest.raises(ValueError, match=match):
+            PolicyEstimator("pg", coordinates=coords, lengthscale=cands).fit(np.ones((4, 2)))
+
+
+def test_learn_scale_docstring_says_plain_em_by_default():
+    """The docstring said '(MAP-)EM with the core's default hyper-prior'; the core's default
+    scale_prior is None, i.e. plain maximum-likelihood EM."""
+    import inspect
+
+    from corrpriors.core.model import CorrelatedMultinomial
+
+    assert inspect.signature(CorrelatedMultinomial).parameters["scale_prior"].default is None
+    doc = " ".join(PolicyEstimator.__doc__.split())
+    assert "default hyper-prior" not in doc
+    assert "plain maximum-likelihood EM" in doc and 'model_options={"scale_prior"' in doc

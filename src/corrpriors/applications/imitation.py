@@ -125,7 +125,10 @@ class PolicyEstimator:
     alpha : float, default 1e-3
         Dirichlet concentration (``model="dirichlet"``).
     learn_scale : bool, default True
-        Learn the kernel scale :math:`\theta` by (MAP-)EM with the core's default hyper-prior.
+        Learn the kernel scale :math:`\theta` by EM inside the fit. With the core's default
+        ``scale_prior=None`` this is plain maximum-likelihood EM (no hyper-prior on
+        :math:`\theta`); pass ``model_options={"scale_prior": (shape, rate)}`` for MAP-EM
+        under a Gamma hyper-prior (see :class:`~corrpriors.core.model.CorrelatedMultinomial`).
     max_iter : int, default 1000
     tol : float, default 1e-8
     model_options : dict, optional
@@ -199,9 +202,10 @@ class PolicyEstimator:
         from ..core.selection import select_kernel
 
         cands = {}
-        for value in self.lengthscale:
+        for i, value in enumerate(self.lengthscale):
+            v = check_positive(value, f"lengthscale[{i}]", strict=False)   # 0: largest distance
             kern = state_kernel(coordinates=self.coordinates, distances=self.distances,
-                                lengthscale=float(value) if value else None)
+                                lengthscale=v if v > 0 else None)
             cands[float(kern.kernel.lengthscale)] = kern
         ranked = select_kernel(counts, cands, **self._model_options())
         self.elbo_by_lengthscale_ = {name: float(m.elbo_) for name, m in ranked}
@@ -216,7 +220,9 @@ class PolicyEstimator:
         counts : array_like of shape (S, A)
             Demonstration counts (see :func:`demonstration_counts`).
         warm_start : bool, default False
-            PG only: restart from the previous fit (same S, A) instead of from the prior.
+            PG only: restart from the previous fit (same S, A) instead of from the prior. A
+            previous fit of another kind (``model`` switched from ``"dirichlet"``) is not
+            reused: the model is then fitted from scratch.
 
         Returns
         -------
@@ -229,7 +235,7 @@ class PolicyEstimator:
             np.ndim(self.lengthscale) == 1
         if candidates:
             self.model_ = self._fit_candidates(counts)
-        elif warm_start and getattr(self, "model_", None) is not None and self.model == "pg" \
+        elif warm_start and self.model == "pg" and self._fitted_pg() \
                 and getattr(self, "counts_", counts[:0]).shape == counts.shape:
             self.model_.fit(counts, warm_start=True)
         else:
@@ -239,6 +245,12 @@ class PolicyEstimator:
         self.scale_ = float(self.model_.scale_) if self.model == "pg" else float("nan")
         self.policy_ = self.model_.probs(method="plugin")
         return self
+
+    def _fitted_pg(self) -> bool:
+        """Whether ``model_`` is a fitted correlated model (what a PG warm start needs)."""
+        from ..core.model import CorrelatedMultinomial
+
+        return isinstance(getattr(self, "model_", None), CorrelatedMultinomial)
 
     def fit_demonstrations(self, states, actions, n_states: int, n_actions: int) -> PolicyEstimator:
         r"""Fit on a demonstration set :math:`\{(s_d, a_d)\}`.

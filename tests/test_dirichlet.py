@@ -173,9 +173,8 @@ def test_draws_that_do_not_fit_in_memory_are_refused_before_anything_is_allocate
 def test_draw_memory_estimate_covers_the_traced_peak(monkeypatch, alpha, shape):
     """The estimate checked before drawing is at least the peak tracemalloc sees (numpy's
     arrays are traced), and not more than twice it."""
-    from memory_checks import traced_peak
-
     import corrpriors.baselines.dirichlet as mod
+    from memory_checks import traced_peak
 
     n_rows, n_cat, n = shape
     counts = np.random.default_rng(0).integers(0, 5, (n_rows, n_cat))

@@ -59,7 +59,7 @@ MAX_SWEEPS = 1_000_000
 
 
 def _safe_log(p: np.ndarray) -> np.ndarray:
-    """``log(p)`` with zeros mapped to ``log(tiny)`` (finite) instead of ``-inf``.
+    r"""``log(p)`` with zeros mapped to ``log(tiny)`` (finite) instead of ``-inf``.
 
     Only for the fitted subgoal distributions :math:`p_s(g)`, which are positive in exact
     arithmetic (a zero there is an underflow). A zero of :math:`p(a \mid s, g)` is a real
@@ -185,7 +185,8 @@ def subgoal_conditionals(log_prior, log_lik) -> FloatArray:
 
 def _conditionals(z: FloatArray) -> FloatArray:
     """:func:`subgoal_conditionals` of the checked sum ``log_prior + log_lik`` (every row has
-    a finite maximum; ``-inf`` entries become probability 0)."""
+    a finite maximum; ``-inf`` entries become probability 0).
+    """
     z = z - z.max(axis=-1, keepdims=True)
     p = np.exp(z)
     return p / p.sum(axis=-1, keepdims=True)

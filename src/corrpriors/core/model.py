@@ -185,7 +185,9 @@ class CorrelatedMultinomial:
     max_iter : int
         Cap on psi steps (CAVI sweeps, rejected accelerated ones included).
     tol : float
-        Stop when the relative change of the objective is at most ``tol``.
+        Stop when the relative change of the objective is at most ``tol`` and the gains are
+        shrinking so that the rest of the climb (Aitken's estimate from the last gains) is at
+        most ``tol`` relative too (:class:`~corrpriors.core.fixed_point.FixedPointOptions`).
     scale : float
         Initial (or fixed) :math:`\theta`.
     scale_prior : (shape, rate) or None

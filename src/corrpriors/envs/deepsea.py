@@ -34,7 +34,7 @@ import numpy as np
 
 from .._memory import check_memory
 from .._random import as_generator
-from .._validation import check_bool, check_int
+from .._validation import check_bool, check_int, check_real
 from ..mdp._sparse import listed_transitions
 from ..mdp.tabular import TabularMDP
 from .gym import TabularEnv
@@ -67,7 +67,7 @@ def deep_sea_right_actions(size: int, *, rng: Any, randomize_actions: bool = Tru
         0 or 1 per cell (row, col).
     """
     n = _check_size(size)
-    if not randomize_actions:
+    if not check_bool(randomize_actions, "randomize_actions"):   # "no" is not False
         return np.ones((n, n), dtype=np.int64)
     return as_generator(rng).integers(2, size=(n, n)).astype(np.int64)
 
@@ -122,8 +122,7 @@ def deep_sea(size: int = 10, *, rng: Any, deterministic: bool = True, move_cost:
     """
     n = _check_size(size)
     deterministic, walls = check_bool(deterministic, "deterministic"), check_bool(walls, "walls")
-    if not (np.isfinite(move_cost) and move_cost >= 0):
-        raise ValueError(f"move_cost: expected a finite number >= 0, got {move_cost!r}")
+    move_cost = check_real(move_cost, "move_cost", 0.0, expected="a finite number >= 0")   # True is not 1
     right = deep_sea_right_actions(n, rng=rng, randomize_actions=randomize_actions)
     rows, cols = np.meshgrid(np.arange(n + 1), np.arange(n), indexing="ij")
     wall = np.zeros((n + 1, n), dtype=bool)

@@ -48,7 +48,7 @@ from scipy.stats import poisson
 
 from .._memory import check_memory
 from .._random import as_generator
-from .._validation import check_index_array, check_int, check_real
+from .._validation import check_bool, check_index_array, check_int, check_real
 from ..mdp._sparse import CHUNK_ENTRIES, SparseTransitions, dense_nbytes, prefer_sparse
 from ..mdp.tabular import TabularMDP
 
@@ -67,6 +67,19 @@ def _check_buffers(buffers: Any) -> tuple[int, int]:
 def _check_rate(x: Any, name: str) -> float:
     """``x`` as a finite non-negative rate (``True`` and ``'1'`` are not rates)."""
     return check_real(x, name, 0.0, expected="a finite non-negative rate")
+
+
+def _check_rates(arrival_rate: Any, service_rates: Any) -> tuple[float, float, float]:
+    """``arrival_rate`` and the two ``service_rates`` as finite non-negative rates."""
+    lam1 = _check_rate(arrival_rate, "arrival_rate")
+    try:
+        given = list(service_rates)
+    except TypeError:
+        given = []
+    if len(given) != 2:
+        raise ValueError(f"service_rates: expected two rates, got {service_rates!r}")
+    beta1, beta2 = (_check_rate(r, "service_rates") for r in given)
+    return lam1, beta1, beta2
 
 
 def _cut_off(rate: float, tail_mass: float, largest: float = np.inf) -> int:
@@ -376,14 +389,8 @@ def queueing_transitions(buffers: tuple[int, int] = (10, 10), arrival_rate: floa
         Poisson outcomes) or ``sparse`` (a dense table asked for).
     """
     B1, B2 = _check_buffers(buffers)
-    lam1 = _check_rate(arrival_rate, "arrival_rate")
-    try:
-        given = list(service_rates)
-    except TypeError:
-        given = []
-    if len(given) != 2:
-        raise ValueError(f"service_rates: expected two rates, got {service_rates!r}")
-    beta1, beta2 = (_check_rate(r, "service_rates") for r in given)
+    lam1, beta1, beta2 = _check_rates(arrival_rate, service_rates)
+    capped = check_bool(capped, "capped")   # "no" is not False
     tail_mass = check_real(tail_mass, "tail_mass", 0.0, 1.0, closed="left")
     S = (B1 + 1) * (B2 + 1)
     as_sparse = prefer_sparse(S, 2, sparse)
@@ -429,6 +436,7 @@ def queueing_network(buffers: tuple[int, int] = (10, 10), arrival_rate: float = 
         as an image with b1 down the rows and b2 along the columns.
     """
     B1, B2 = _check_buffers(buffers)
+    normalize_coordinates = check_bool(normalize_coordinates, "normalize_coordinates")
     P = queueing_transitions((B1, B2), arrival_rate, service_rates, capped, sparse=sparse)
     coords = np.argwhere(np.ones((B1 + 1, B2 + 1), dtype=bool)).astype(np.float64)
     R = -coords.sum(axis=1)
@@ -436,6 +444,11 @@ def queueing_network(buffers: tuple[int, int] = (10, 10), arrival_rate: float = 
         coords = coords / np.maximum(np.array([B1, B2], dtype=np.float64), 1.0)
     return TabularMDP(P, R, discount, coordinates=coords, shape=(B1 + 1, B2 + 1),
                       name="QueueingNetwork")
+
+
+#: Largest rate :func:`simulate_queueing` samples (numpy's Poisson sampler refuses rates near
+#: 2**63; a queue's buffer is exhausted long before).
+MAX_SIMULATED_RATE = 1e18
 
 
 def simulate_queueing(states: Any, actions: Any, *, rng: Any, buffers: tuple[int, int] = (10, 10),
@@ -456,8 +469,13 @@ def simulate_queueing(states: Any, actions: Any, *, rng: Any, buffers: tuple[int
     ndarray of shape (N,)
         Next state indices.
     """
-    gen = as_generator(rng)
     B1, B2 = _check_buffers(buffers)
+    lam1, beta1, beta2 = _check_rates(arrival_rate, service_rates)
+    if max(lam1, beta1, beta2) > MAX_SIMULATED_RATE:
+        raise ValueError(f"arrival_rate, service_rates: expected rates at most {MAX_SIMULATED_RATE:g} "
+                         f"(numpy's Poisson sampler), got {lam1:g}; ({beta1:g}, {beta2:g})")
+    capped = check_bool(capped, "capped")   # "no" is not False
+    gen = as_generator(rng)
     n_states = (B1 + 1) * (B2 + 1)
     s = check_index_array(states, "states", n_states, "S")
     a = check_index_array(actions, "actions", 2, "A")
@@ -465,8 +483,7 @@ def simulate_queueing(states: Any, actions: Any, *, rng: Any, buffers: tuple[int
         raise ValueError(f"states, actions: expected arrays of the same shape, got {s.shape} and {a.shape}")
     s, a = s.ravel(), a.ravel()
     b1, b2 = np.unravel_index(s, (B1 + 1, B2 + 1))
-    beta1, beta2 = service_rates
-    q1 = gen.poisson(arrival_rate, size=s.size)
+    q1 = gen.poisson(lam1, size=s.size)
     q2 = gen.poisson(beta1 * (a == 0))
     q3 = gen.poisson(beta2 * (a == 1))
     served = np.minimum(q2, b1 + q1) if capped else q2

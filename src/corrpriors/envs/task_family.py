@@ -81,19 +81,32 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from .._memory import check_memory
 from .._random import as_generator
 from .._validation import check_bool, check_int, check_real
+from ..mdp._sparse import SparseTransitionRewards, SparseTransitions
 from ..mdp.tabular import TabularMDP
 from .gridworld import ACTION_VECTORS, _cell_of, _check_shape, _targets
 
 #: The most source tasks a family draws. Every task is a dense (S, A, S) model (320 kB on the
-#: default 10 x 10 grid: 320 MB at this bound) and the windy family factorises an S x S wind
-#: covariance per source, so the bound keeps a slip such as ``n_sources=10**9`` from running
-#: without end while leaving far more sources than transfer needs: the multi-task model pools the
-#: sources' data into one source model per task, and the transfer experiment uses at most 20.
+#: default 10 x 10 grid: 320 MB at this bound) and the windy family draws an S-cell wind per
+#: source, so the bound keeps a slip such as ``n_sources=10**9`` from running without end while
+#: leaving far more sources than transfer needs: the multi-task model pools the sources' data
+#: into one source model per task, and the transfer experiment uses at most 20. (A family whose
+#: tables cannot fit in memory together is refused before anything is drawn.)
 MAX_SOURCES = 1000
+
+#: Dense (S, 4, S) tables held at the peak of building one task: the table and the TabularMDP's
+#: read-only copy of it (tracemalloc traced 2.01-2.19 tables for one grid of 10 x 10 to 30 x 30
+#: cells).
+TASK_PEAK_TABLES = 2
+
+#: Largest wind amplitude (cells): far beyond any wind that changes the dynamics (from about 10
+#: the moves follow the wind deterministically), and small enough that the move logits
+#: (drive x wind) stay finite.
+MAX_WIND_AMPLITUDE = 1e100
 
 #: Drive and damping of the target task.
 TARGET_DRIVE, TARGET_DAMPING = 2.0, 1.0
@@ -101,6 +114,28 @@ TARGET_DRIVE, TARGET_DAMPING = 2.0, 1.0
 DRIVE_RANGE, DAMPING_RANGE = (0.5, 4.0), (0.0, 2.0)
 
 _MOVES = np.array([(i, j) for i in (-1, 0, 1) for j in (-1, 0, 1)], dtype=np.float64)
+
+
+def _check_dense_grid(shape: tuple[int, int], what: str, n_tables: float = TASK_PEAK_TABLES,
+                      alternative: str = "pass a smaller grid") -> None:
+    """Refuse, naming ``shape``, ``n_tables`` dense (S, 4, S) float tables of ``shape`` held at
+    once when they cannot fit in memory.
+    """
+    S = float(shape[0]) * float(shape[1])
+    table = 8.0 * 4.0 * S * S
+    check_memory(n_tables * table, f"shape: {what} on the grid {shape} ({int(S):,} states: {n_tables:g} "
+                                   f"dense (S, 4, S) tables of {table / 2**20:,.1f} MiB each at its peak)",
+                 alternative)
+
+
+def _check_amplitude(amplitude: Any, name: str) -> float:
+    """``amplitude`` as a wind amplitude in [0, :data:`MAX_WIND_AMPLITUDE`], naming ``name``."""
+    return check_real(amplitude, name, 0.0, MAX_WIND_AMPLITUDE,
+                      expected=f"a finite non-negative number at most {MAX_WIND_AMPLITUDE:g}")
+
+
+def _check_lengthscale(lengthscale: Any, name: str) -> float:
+    return check_real(lengthscale, name, 0.0, closed="right", expected="a finite positive number")
 
 
 def _cells(shape: tuple[int, int]) -> np.ndarray:
@@ -152,9 +187,18 @@ def smooth_wind(shape: tuple[int, int] = (10, 10), *, rng: Any, amplitude: float
         Wind (d_row, d_col) per cell, row-major.
     """
     shape = _check_shape(shape)
-    amplitude = check_real(amplitude, "amplitude", 0.0, expected="a finite non-negative number")
-    lengthscale = check_real(lengthscale, "lengthscale", 0.0, closed="right",
-                             expected="a finite positive number")
+    amplitude = _check_amplitude(amplitude, "amplitude")
+    lengthscale = _check_lengthscale(lengthscale, "lengthscale")
+    gen = as_generator(rng)
+    root = _wind_root(shape, lengthscale)
+    return float(amplitude) * (root @ gen.standard_normal((root.shape[0], 2)))
+
+
+def _wind_root(shape: tuple[int, int], lengthscale: float) -> np.ndarray:
+    """A square root (S, S) of the squared-exponential covariance of the cells: the winds are
+    ``amplitude * (root @ standard_normal((S, 2)))``. Costs O(S^3) time: a family computes it
+    once for all its winds.
+    """
     S = shape[0] * shape[1]
     if S > MAX_WIND_CELLS:
         raise ValueError(f"shape: smooth_wind on {shape} ({S:,} cells) would build a dense {S:,} x {S:,} "
@@ -162,7 +206,6 @@ def smooth_wind(shape: tuple[int, int] = (10, 10), *, rng: Any, amplitude: float
                          f"{MAX_WIND_CELLS:,} cells are allowed (pass wind= to windy_gridworld for larger grids)")
     check_memory(8.0 * 4 * S * S, f"shape: smooth_wind on {shape} ({S:,} cells): the dense covariance",
                  "pass a smaller grid")
-    gen = as_generator(rng)
     cells = _cells(shape)
     d2 = ((cells[:, None, :] - cells[None, :, :]) ** 2).sum(-1)
     scale2 = lengthscale * lengthscale   # inf at l = 1e300 (one constant field), 0 at 1e-300
@@ -170,8 +213,7 @@ def smooth_wind(shape: tuple[int, int] = (10, 10), *, rng: Any, amplitude: float
         K = np.exp(-d2 / scale2)
     K[d2 == 0] = 1.0                       # a cell with itself (0 / 0 at l = 1e-300)
     w, V = np.linalg.eigh(K)                       # PSD square root (K is often singular)
-    root = V * np.sqrt(np.clip(w, 0.0, None))
-    return float(amplitude) * (root @ gen.standard_normal((cells.shape[0], 2)))
+    return V * np.sqrt(np.clip(w, 0.0, None))
 
 
 def windy_gridworld(shape: tuple[int, int] = (10, 10), wind: Any = None, heading: float = 0.0,
@@ -190,15 +232,24 @@ def windy_gridworld(shape: tuple[int, int] = (10, 10), wind: Any = None, heading
         :math:`\kappa > 0` and :math:`\lambda \ge 0`.
     goal, start : (int, int), optional
         Goal (default the far corner) and start cells; the goal pays 1 and jumps to the start.
-        ``goal=False`` builds the grid without goal and jump.
+        ``goal=False`` builds the grid without goal and jump (``start`` must still be a cell).
     discount : float
 
     Returns
     -------
     TabularMDP
         With ``coordinates`` (S, 2) and ``shape`` set.
+
+    Raises
+    ------
+    ValueError
+        Move logits that overflow (a wind or drive near the largest float), naming ``wind, drive,
+        damping``.
+    corrpriors._memory.MemoryEstimateError
+        A dense (S, 4, S) table that cannot fit in memory, naming ``shape``, before it is built.
     """
     shape = _check_shape(shape)
+    _check_dense_grid(shape, "windy_gridworld")
     cells = _cells(shape)
     S = cells.shape[0]
     w = np.zeros((S, 2)) if wind is None else np.asarray(wind, dtype=np.float64)
@@ -213,8 +264,14 @@ def windy_gridworld(shape: tuple[int, int] = (10, 10), wind: Any = None, heading
     rows = np.arange(S)
     for a in range(4):
         v = rot @ ACTION_VECTORS[a].astype(np.float64)
-        logits = drive * ((v[None, :] + w) @ _MOVES.T) - damping * (_MOVES ** 2).sum(1)   # (S, 9)
-        p = np.exp(logits - logits.max(axis=1, keepdims=True))
+        with np.errstate(over="ignore", invalid="ignore"):
+            logits = drive * ((v[None, :] + w) @ _MOVES.T) - damping * (_MOVES ** 2).sum(1)   # (S, 9)
+            logits = logits - logits.max(axis=1, keepdims=True)
+        if not np.all(np.isfinite(logits)):
+            raise ValueError(f"wind, drive, damping: the move logits drive * <d, v + wind> - damping * |d|^2 "
+                             f"overflow (largest |wind| {np.abs(w).max():g}, drive {drive:g}, damping "
+                             f"{damping:g}); use values far below 1e300")
+        p = np.exp(logits)
         p /= p.sum(axis=1, keepdims=True)
         for k, d in enumerate(_MOVES):
             np.add.at(P, (rows, np.full(S, a), _moved(shape, d)), p[:, k])
@@ -224,6 +281,8 @@ def windy_gridworld(shape: tuple[int, int] = (10, 10), wind: Any = None, heading
         P[gi] = 0.0
         P[gi, :, si] = 1.0
         R[gi] = 1.0
+    else:
+        _cell_of(start, shape, "start")   # unused, but an off-grid start is a mistake
     return TabularMDP(P, R, discount, coordinates=cells, shape=shape, name="WindyTunnelWorld")
 
 
@@ -278,11 +337,16 @@ def windy_task_family(relatedness: float, n_sources: int, *, rng: Any,
         Their hidden parameters, in the same order.
     """
     r, shape = _check_family(relatedness, n_sources, relabel_sources, shape)
+    amplitude = _check_amplitude(wind_amplitude, "wind_amplitude")
+    lengthscale = _check_lengthscale(wind_lengthscale, "wind_lengthscale")
+    _check_family_memory(shape, n_sources, "the windy family")
     gen = as_generator(rng)
-    w_target = smooth_wind(shape, rng=gen, amplitude=wind_amplitude, lengthscale=wind_lengthscale)
+    root = _wind_root(shape, lengthscale)   # once for all the winds (O(S^3)): smooth_wind's draws
+    S = root.shape[0]
+    w_target = amplitude * (root @ gen.standard_normal((S, 2)))
     params = []
     for _ in range(int(n_sources)):
-        w_own = smooth_wind(shape, rng=gen, amplitude=wind_amplitude, lengthscale=wind_lengthscale)
+        w_own = amplitude * (root @ gen.standard_normal((S, 2)))
         heading = (1.0 - r) * gen.uniform(-np.pi, np.pi)
         drive = r * TARGET_DRIVE + (1.0 - r) * gen.uniform(*DRIVE_RANGE)
         damping = r * TARGET_DAMPING + (1.0 - r) * gen.uniform(*DAMPING_RANGE)
@@ -314,10 +378,24 @@ def _check_family(relatedness: Any, n_sources: Any, relabel_sources: Any, shape:
     return r, (rows, cols)
 
 
+def _check_family_memory(shape: tuple[int, int], n_sources: int, what: str) -> None:
+    """Refuse, before anything is drawn, a family whose dense tables cannot fit together: the
+    ``n_sources + 1`` tasks' tables are held at once, plus a task being built or relabelled (two
+    tables) and the wind covariance's root (a quarter table). tracemalloc traced n_sources + 2.0
+    to 2.5 tables (n_sources + 3.0 to 3.6 relabelled one at a time; 2 n_sources + 2 when the
+    relabelled list was built beside the original one) for 0 to 8 sources on grids of 10 x 10
+    and 30 x 30 cells: n_sources + 4 bounds them.
+    """
+    _check_dense_grid(shape, what, float(n_sources) + 4.0, "pass a smaller grid or fewer sources")
+
+
 def _relabel_sources(mdps: list[TabularMDP], relabel: bool, gen: np.random.Generator) -> list[TabularMDP]:
-    """``mdps`` with every source (all but the last) relabelled by its own random permutation."""
+    """``mdps`` with every source (all but the last) relabelled by its own random permutation
+    (one at a time, so the original of a relabelled source is freed before the next one).
+    """
     if relabel:
-        mdps[:-1] = [relabel_states(m, gen.permutation(m.n_states)) for m in mdps[:-1]]
+        for k in range(len(mdps) - 1):
+            mdps[k] = relabel_states(mdps[k], gen.permutation(mdps[k].n_states))
     return mdps
 
 
@@ -327,31 +405,62 @@ def relabel_states(mdp: TabularMDP, permutation: Any) -> TabularMDP:
     Parameters
     ----------
     mdp : TabularMDP
+        Dense or sparse transitions; state, state-action or dense transition rewards (sparse
+        transition rewards, :class:`~corrpriors.mdp.SparseTransitionRewards`, are refused).
     permutation : array_like of int, shape (S,)
         :math:`\pi`: a permutation of ``range(S)``.
 
     Returns
     -------
     TabularMDP
-        ``P'[pi[s], a, pi[s']] = P[s, a, s']`` and ``R'[pi[s]] = R[s]``, with ``mdp``'s
-        coordinates and shape (so the relabelled task lives on the same grid).
+        ``P'[pi[s], a, pi[s']] = P[s, a, s']``, rewards moved alike (``R'[pi[s]] = R[s]``,
+        ``R'[pi[s], a] = R[s, a]``, ``R'[pi[s], a, pi[s']] = R[s, a, s']``), ``terminal`` and
+        ``initial_distribution`` moved alike (``mu'[pi[s]] = mu[s]``), so every policy
+        :math:`\sigma` has the expected return of :math:`\sigma'(\pi(s)) = \sigma(s)` on the
+        original. ``mdp``'s coordinates, shape and walls are kept (the relabelled task lives on
+        the same grid: state ``k`` keeps the cell of state ``k``) and so are its
+        ``action_vectors`` (the actions are not renamed); ``boundary`` is not kept (None): the
+        relabelled moves are not moves between neighbouring coordinates.
     """
     if not isinstance(mdp, TabularMDP):
         raise TypeError(f"mdp: expected a TabularMDP, got {type(mdp).__name__}")
-    S = mdp.n_states
+    S, A = mdp.n_states, mdp.n_actions
     pi = np.asarray(permutation)
     if pi.dtype.kind not in "iu":   # 1.0 is not an index (nor True)
         raise ValueError(f"permutation: expected integers, got an array of dtype {pi.dtype}")
     if pi.shape != (S,) or not np.array_equal(np.sort(pi), np.arange(S)):
         raise ValueError(f"permutation: expected a permutation of range({S}), got shape {pi.shape}")
-    P = np.asarray(mdp.transitions)
+    if isinstance(mdp.rewards, SparseTransitionRewards):
+        raise ValueError("mdp: its rewards are sparse transition rewards (SparseTransitionRewards), which "
+                         "relabel_states does not relabel; give dense rewards")
+    pi = pi.astype(np.int64)
+    actions = np.arange(A)
+    Pn: np.ndarray | SparseTransitions
+    if isinstance(mdp.transitions, SparseTransitions):
+        M = sp.coo_array(mdp.transitions.matrix)
+        s, a = np.divmod(M.row.astype(np.int64), A)
+        Pn = SparseTransitions(sp.csr_array((M.data, (pi[s] * A + a, pi[M.col.astype(np.int64)])),
+                                            shape=(S * A, S)), copy=False)
+    else:
+        P = np.asarray(mdp.transitions)
+        Pn = np.empty_like(P)
+        Pn[np.ix_(pi, actions, pi)] = P
     R = np.asarray(mdp.rewards)
-    Pn = np.empty_like(P)
-    Pn[np.ix_(pi, np.arange(P.shape[1]), pi)] = P
     Rn = np.empty_like(R)
-    Rn[pi] = R
+    if R.ndim == 3:                     # r(s, a, s'): both state axes
+        Rn[np.ix_(pi, actions, pi)] = R
+    else:                               # R(s) or R(s, a)
+        Rn[pi] = R
+    terminal = initial = None
+    if mdp.terminal is not None:
+        terminal = np.empty_like(mdp.terminal)
+        terminal[pi] = mdp.terminal
+    if mdp.initial_distribution is not None:
+        initial = np.empty_like(mdp.initial_distribution)
+        initial[pi] = mdp.initial_distribution
     return TabularMDP(Pn, Rn, mdp.discount, coordinates=mdp.coordinates, shape=mdp.shape,
-                      name=f"{mdp.name} (relabelled)")
+                      walls=mdp.walls, name=f"{mdp.name} (relabelled)", terminal=terminal,
+                      initial_distribution=initial, action_vectors=mdp.action_vectors)
 
 
 #: Slip of the target lake.
@@ -420,13 +529,24 @@ def slippery_lake(shape: tuple[int, int] = (10, 10), holes: Any = None, slip: fl
     -------
     TabularMDP
         With ``coordinates`` (S, 2), ``shape`` and ``boundary="stay"`` set.
+
+    Raises
+    ------
+    corrpriors._memory.MemoryEstimateError
+        A dense (S, 4, S) table that cannot fit in memory, naming ``shape``, before it is built.
     """
     shape = _check_shape(shape)
+    _check_dense_grid(shape, "slippery_lake")
     S = shape[0] * shape[1]
     slip = check_real(slip, "slip", 0.0, 1.0, expected="a number in [0, 1]")
-    dirs = np.asarray(directions)
-    if dirs.shape != (4,) or not np.array_equal(np.sort(dirs), np.arange(4)):
-        raise ValueError(f"directions: expected a permutation of (0, 1, 2, 3), got {directions!r}")
+    try:
+        given = list(directions)
+    except TypeError:
+        given = []
+    integral = all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in given)
+    if len(given) != 4 or not integral or sorted(int(d) for d in given) != [0, 1, 2, 3]:   # 1.0, True
+        raise ValueError(f"directions: expected a permutation of the integers (0, 1, 2, 3), got {directions!r}")
+    dirs = np.array([int(d) for d in given], dtype=np.int64)
     hole = _hole_mask(holes, shape)
     gi, si = _goal_and_start(shape, goal, start)
     if hole[gi] or hole[si]:
@@ -513,8 +633,8 @@ def lake_task_family(relatedness: float, n_sources: int, *, rng: Any,
         Their hidden parameters, in the same order.
     """
     r, shape = _check_family(relatedness, n_sources, relabel_sources, shape)
-    if not (np.isfinite(hole_density) and 0.0 <= hole_density <= 0.5):
-        raise ValueError(f"hole_density: expected a number in [0, 0.5], got {hole_density!r}")
+    hole_density = check_real(hole_density, "hole_density", 0.0, 0.5)   # False is not 0
+    _check_family_memory(shape, n_sources, "the lake family")
     gen = as_generator(rng)
     S = shape[0] * shape[1]
     target = LakeParameters(TARGET_SLIP, (0, 1, 2, 3), _draw_layout(gen, shape, hole_density, None, None))

@@ -265,12 +265,16 @@ def system_id(side: int, transitions, seeds, priors=("gmrf",), lengthscales=(2.0
 
 
 class _ActionMeans:
-    """``action_mean(a)`` of a Dirichlet belief (its mean is one (S, A, S) array)."""
+    """``action_mean(a)`` of a Dirichlet belief: its mean is one (S, A, S) array, or with sparse
+    storage (from 2,000 states) a BackgroundTransitions table, whose action is a one-action
+    table (the sysid100 section failed on it: a table is not subscriptable)."""
 
     def __init__(self, belief):
         self.mean = belief.mean()
 
     def action_mean(self, a: int):
+        if hasattr(self.mean, "policy_rows"):
+            return self.mean.policy_rows(np.full(self.mean.n_states, a))
         return self.mean[:, a, :]
 
 

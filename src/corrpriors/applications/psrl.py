@@ -374,6 +374,21 @@ class PSRLAgent:
                              "(exactly one)")
         return belief
 
+    def _known_rewards(self) -> Any:
+        """The known rewards as given, transition rewards r(s, a, s') kept as such, in a form
+        :class:`~corrpriors.mdp.TabularMDP` takes (a scipy.sparse table becomes a
+        :class:`~corrpriors.mdp.SparseTransitionRewards` that is 0 off its listed cells, as the
+        agent plans with it); None when the agent learns its rewards.
+        """
+        if self._reward_table is not None:
+            return self._reward_table
+        if self._transition_rewards is not None:
+            S, A = self.belief.n_states, self.belief.n_actions
+            csr = sp.csr_array(self._transition_rewards)   # duplicates were summed
+            csr.sort_indices()
+            return SparseTransitionRewards(S, A, csr.indptr, csr.indices, csr.data)
+        return self.rewards
+
     def _planning_mdp(self) -> TabularMDP:
         """The planning model with the terminal states known so far."""
         assert self.planning_mdp is not None   # dense beliefs only
@@ -693,8 +708,10 @@ def run_psrl(env: Any, agent: PSRLAgent, n_steps: int, start_state: int | None =
         flattened to one index by :func:`corrpriors.envs.discrete_observations`): episodes
         restart after ``terminated`` or ``truncated``; the restart is not a transition. Or the
         true transitions of a continuing task (the paper experiments' path; only the
-        transitions are used -- rewards and discount are the agent's): dense, a
-        SparseTransitions or a scipy sparse array of shape (S·A, S).
+        transitions are used -- rewards, discount and terminal states are the agent's, so the
+        greedy policy is scored on the model the agent plans with; an agent that replans per
+        episode is refused, there are no episodes): dense, a SparseTransitions or a scipy
+        sparse array of shape (S·A, S).
     agent : PSRLAgent
     n_steps : int
         Number of transitions T, at most 10,000,000 (the run keeps up to 42 bytes per step).
@@ -758,6 +775,9 @@ def run_psrl(env: Any, agent: PSRLAgent, n_steps: int, start_state: int | None =
     if agent.reward_belief_ is not None:
         raise ValueError("agent: learning rewards needs an environment that returns them, not a "
                          "transition matrix")
+    if agent.replan_every == "episode":
+        raise ValueError("agent: replan_every='episode' needs an environment with episodes, not a "
+                         "transition matrix")
     return _run_matrix(env, agent, n_steps, start_state, rng=rng, eval_every=eval_every)
 
 
@@ -771,8 +791,12 @@ def _run_matrix(env_mdp: Any, agent: PSRLAgent, n_steps: int, start_state: int, 
     if (S, A) != (agent.belief.n_states, agent.belief.n_actions):
         raise ValueError(f"env_mdp: expected (S, A) = ({agent.belief.n_states}, "
                          f"{agent.belief.n_actions}) like the agent's belief, got {(S, A)}")
-    assert agent.rewards is not None   # run_psrl refuses reward learning on this path
-    true_mdp = TabularMDP(P, agent.rewards, agent.discount)   # validates P
+    rewards = agent._known_rewards()
+    assert rewards is not None   # run_psrl refuses reward learning on this path
+    # scored with the model the agent plans with: its rewards (r(s, a, s') as such, sparse
+    # ones included) and terminal states (V = 0 there), on the true transitions
+    terminal = agent.terminal_.copy() if agent.terminal_.any() else None
+    true_mdp = TabularMDP(P, rewards, agent.discount, terminal=terminal)   # validates P
     n_steps, period = _check_run(n_steps, eval_every, agent, episodes=False)
     every = int(period)
     start_state = check_int(start_state, "start_state", 0, S - 1)

@@ -10,6 +10,7 @@ from scipy.optimize import linprog
 from scipy.spatial.distance import cdist
 
 from .._memory import check_memory
+from .._validation import check_int, short_repr
 from ._sparse import CHUNK_ENTRIES, SparseTransitions, is_sparse_table, require_entries, sparse_rows
 from .checks import check_distribution
 from .planning import TransitionOperator, policy_evaluation, policy_iteration
@@ -197,11 +198,15 @@ def _start_weights(mdp: TabularMDP, start: Any) -> np.ndarray:
         if mdp.initial_distribution is not None:
             return np.asarray(mdp.initial_distribution)
         return np.full(S, 1.0 / S)
-    if np.ndim(start) == 0:
-        if int(start) != start or not 0 <= int(start) < S:
-            raise ValueError(f"start: expected a state in [0, {S - 1}], got {start!r}")
+    if np.ndim(start) == 0:   # a state: True is not state 1, 1.5 and "1" are not states
+        x = start.item() if isinstance(start, np.ndarray) else start
+        try:
+            state = check_int(x, "start", 0, S - 1)
+        except ValueError:
+            raise ValueError(f"start: expected a state, an integer in [0, {S - 1}], got "
+                             f"{short_repr(x)}") from None
         mu = np.zeros(S)
-        mu[int(start)] = 1.0
+        mu[state] = 1.0
         return mu
     return check_distribution(start, S, "start")
 

@@ -195,7 +195,10 @@ class Kernel:
         ----------
         theta : array_like of shape (P,)
             Log values, within ``bounds`` (up to round-off, which is clipped). An entry equal to
-            the current one is kept as it is, even outside its bounds (it was not learned).
+            the current one is kept as it is (its exact value, not ``exp(log(value))``), even
+            outside its bounds (it was not learned); a changed one is set to ``exp(theta)``
+            clipped into its bounds on the natural scale, so that a value left on a bound by an
+            optimiser passes the check of :attr:`bounds`.
 
         Returns
         -------
@@ -217,8 +220,15 @@ class Kernel:
             i = int(np.flatnonzero(out)[0])
             raise ValueError(f"theta: {self.hyperparameter_names[i]} = {np.exp(t[i]):g} "
                              f"lies outside its bounds ({np.exp(b[i, 0]):g}, {np.exp(b[i, 1]):g})")
-        t = np.where(moved, np.clip(t, b[:, 0], b[:, 1]), t)
-        return self._with_free_values(np.exp(t))
+        # exp(log(v)) is often one ulp off v (exp(log(0.1)) > 0.1, likewise 5, 10, 100): an
+        # entry left as it was keeps its exact value, and a moved one is clipped into its bounds
+        # on the natural scale too, so a value the optimiser left on a bound lies within it
+        # (``bounds`` checks that)
+        current = np.array([h.value for h in self._free], dtype=np.float64)
+        natural = np.array([h.bounds for h in self._free], dtype=np.float64).reshape(-1, 2)
+        with np.errstate(over="ignore"):
+            moved_values = np.clip(np.exp(np.clip(t, b[:, 0], b[:, 1])), natural[:, 0], natural[:, 1])
+        return self._with_free_values(np.where(moved, moved_values, current))
 
     # ---------------------------------------------------------------- evaluation
     def _k_dist(self, D: FloatArray) -> FloatArray:

@@ -180,7 +180,14 @@ def graph_precision(adjacency: Any, *, kappa: float | None = None,
     ValueError
         Bad parameters or adjacency (asymmetric, negative, NaN, not square).
     """
-    w = _check_adjacency(adjacency)
+    return _graph_precision(_check_adjacency(adjacency), kappa=kappa, length_scale=length_scale,
+                            alpha=alpha, tau=tau, dim=dim, normalize=normalize)
+
+
+def _graph_precision(w: sp.csr_array, *, kappa: Any, length_scale: Any, alpha: Any, tau: Any,
+                     dim: Any, normalize: Any, grid: tuple[int, ...] | None = None) -> sp.csr_array:
+    """:func:`graph_precision` of a checked adjacency; ``grid`` (the grid's shape) names it in
+    the memory check and gives the normalisation's factor estimate of a grid."""
     alpha = _alpha(alpha)
     k = _kappa(kappa, length_scale, alpha, dim)
     normalize = check_bool(normalize, "normalize")
@@ -192,6 +199,8 @@ def graph_precision(adjacency: Any, *, kappa: float | None = None,
         raise ValueError(f"tau: must be None with normalize=True (the normalisation sets "
                          f"tau), got {tau!r}")
     m = sp.csr_array(k * k * sp.eye_array(n) + lap)
+    m.sort_indices()
+    _check_precision_memory(m, alpha, normalize, grid)
     q = sp.csr_array(m @ m) if alpha == 2 else m
     q = sp.csr_array(0.5 * (q + q.T))
     q.eliminate_zeros()
@@ -206,6 +215,73 @@ def graph_precision(adjacency: Any, *, kappa: float | None = None,
         raise ValueError(f"tau: {tau!r} times the precision's entries (up to {abs(q.data).max():.3g}) "
                          f"overflows the floating-point range")
     return scaled
+
+
+#: Bytes traced per stored entry of Q at the peak of building it from ``kappa^2 I + L``
+#: (tracemalloc, grids of 2,000 to 160,000 cells in 1 to 3 dimensions: 84 to 126; the product,
+#: its transpose and the symmetrised sum).
+_BUILD_BYTES_PER_ENTRY = 130
+
+#: Bytes per cell of the normalisation's sparse Cholesky factor and selected inverse on a grid
+#: (``SparseCholesky.memory_bytes``, the package's nested dissection), by dimension and alpha,
+#: in units of s(C) = 1 (1-D), log2(C) (2-D), C**((D - 2) / D) (D >= 3). The lower envelope of
+#: measurements on grids of 10**3 to 1.6 * 10**5 cells (1-D 620 / 840; 2-D 178-198 / 434-509;
+#: 3-D 506-666 / 1506-2381; 4-D and 5-D 224-359 / 715-1297), so a refusal never hits a grid
+#: the factorisation's own check would have let through.
+_GRID_FACTOR_BYTES = {1: (600.0, 800.0), 2: (170.0, 420.0), 3: (450.0, 1500.0)}
+_GRID_FACTOR_BYTES_HIGH = (220.0, 700.0)
+
+
+def _precision_nnz(m: sp.csr_array, alpha: int) -> int:
+    """Stored entries of ``m ** alpha`` (structural), counted without forming the product."""
+    n = m.shape[0]
+    if alpha == 1:
+        return int(m.nnz)
+    try:   # scipy's own first pass of the sparse product: exact, O(n) memory
+        from scipy.sparse._sparsetools import csr_matmat_maxnnz
+
+        ip, ix = m.indptr.astype(np.int64), m.indices.astype(np.int64)
+        return int(csr_matmat_maxnnz(n, n, ip, ix, ip, ix))
+    except (ImportError, AttributeError, TypeError, ValueError):   # pragma: no cover - old scipy
+        degree = np.diff(m.indptr).astype(np.float64)              # paths of length two: a bound
+        return int(min(float(n) * n, float(np.sum(degree * degree))))
+
+
+def _grid_factor_bytes(n: int, ndim: int, alpha: int) -> float:
+    """Estimated bytes of the normalisation's factor and selected inverse on a grid of C cells."""
+    per = _GRID_FACTOR_BYTES.get(ndim, _GRID_FACTOR_BYTES_HIGH)[alpha - 1]
+    scale = 1.0 if ndim == 1 else (math.log2(max(n, 2)) if ndim == 2 else n ** ((ndim - 2) / ndim))
+    return per * n * scale
+
+
+def _check_precision_memory(m: sp.csr_array, alpha: int, normalize: bool,
+                            grid: tuple[int, ...] | None) -> None:
+    """Refuse, before ``m @ m`` and the normalisation, a precision that cannot fit in memory.
+
+    Building Q peaks at :data:`_BUILD_BYTES_PER_ENTRY` per stored entry; the normalisation then
+    keeps Q (12 bytes an entry) and factorises it: its factor and selected inverse need at least
+    13 words per entry of Q and 9 per node (``corrpriors.linalg`` ``memory_bytes`` with the
+    factor no denser than Q) and, on a grid, about :func:`_grid_factor_bytes`.
+    """
+    _refuse_precision(m.shape[0], _precision_nnz(m, alpha), alpha, normalize, grid)
+
+
+def _refuse_precision(n: int, nnz: int, alpha: int, normalize: bool,
+                      grid: tuple[int, ...] | None, at_least: bool = False) -> None:
+    """The check of :func:`_check_precision_memory`, for C = ``n`` nodes and ``nnz`` entries
+    (``at_least``: a lower bound of them, before the grid is built)."""
+    needed = float(_BUILD_BYTES_PER_ENTRY) * nnz
+    if normalize:
+        factor = 8.0 * (13.0 * nnz + 9.0 * n)
+        if grid is not None:
+            factor = max(factor, _grid_factor_bytes(n, len(grid), alpha))
+        needed = max(needed, 12.0 * nnz + factor)
+    name = f"shape: a grid of shape {grid}" if grid is not None else "adjacency: a graph"
+    check_memory(needed, f"{name} ({n:,} nodes): the alpha = {alpha} GMRF precision ({'at least ' if at_least else ''}"
+                 f"{nnz:,} stored entries)" + (" and the sparse Cholesky factor its normalisation (normalize=True) "
+                                "needs" if normalize else ""),
+                 "use a smaller or coarser grid (a larger spacing), alpha = 1"
+                 + (", or normalize=False with a fixed tau" if normalize else ""))
 
 
 def _check_kappa_scale(k: float, alpha: int, degree: float, name: str) -> None:
@@ -379,9 +455,11 @@ def grid_precision(shape: Any, *, kappa: float | None = None,
     dims = _grid_shape(shape)
     alpha = _alpha(alpha)
     _kappa(kappa, length_scale, alpha, len(dims))   # its errors before the grid is built
+    if check_bool(normalize, "normalize") and mask is None:   # a hopeless grid before it is built
+        _refuse_precision(math.prod(dims), math.prod(dims), alpha, True, dims, at_least=True)
     adj = grid_adjacency(dims, mask=mask, walls=walls, spacing=spacing)
-    return graph_precision(adj, kappa=kappa, length_scale=length_scale, dim=len(dims), alpha=alpha,
-                           tau=tau, normalize=normalize)
+    return _graph_precision(adj, kappa=kappa, length_scale=length_scale, dim=len(dims),
+                            alpha=alpha, tau=tau, normalize=normalize, grid=dims)
 
 
 def lattice_adjacency(coords: Any) -> sp.csr_array:

@@ -15,11 +15,14 @@ from corrpriors.kernels import (
     Matern52,
     Scaled,
     SquaredExponential,
+    gmrf,
+    graph_distances,
     graph_precision,
     grid_adjacency,
     grid_precision,
+    knn_adjacency,
+    lattice_adjacency,
 )
-from corrpriors.kernels import gmrf
 from corrpriors.linalg import SparseCholesky
 
 # ---------------------------------------------------------------- 1. theta left on a bound
@@ -124,3 +127,64 @@ def test_grid_factor_estimate_is_below_the_real_one(shape, alpha):
     real = SparseCholesky(q).memory_bytes
     estimate = gmrf._grid_factor_bytes(q.shape[0], len(shape), alpha)
     assert 0.4 * real < estimate <= real
+
+
+# ---------------------------------------------------------------- 3-8. GMRF and distance inputs
+def test_knn_grid_weights_are_the_documented_factor():
+    g = np.array([(a, b) for a in range(12) for b in range(12)], dtype=float)
+    w = knn_adjacency(g, 4)
+    mean_degree = w.nnz / len(g)
+    interior = [i for i, (a, b) in enumerate(g) if 2 <= a <= 9 and 2 <= b <= 9]
+    values = w.toarray()[interior]
+    np.testing.assert_allclose(values[values > 0], 4.0 / mean_degree, rtol=1e-12)
+    assert 4.0 / mean_degree == pytest.approx(0.923, abs=1e-3)
+    assert "mean degree counts the boundary" in " ".join(knn_adjacency.__doc__.split())
+
+
+def test_asymmetric_tiny_weights_refused():
+    with pytest.raises(ValueError, match=r"adjacency: expected a symmetric matrix.*max \|W - W\^T\|"):
+        graph_precision(np.array([[0, 1e-14], [3e-14, 0]]), kappa=1e-7)
+    graph_precision(np.array([[0, 2e-14], [2e-14, 0]]), kappa=1e-6)     # symmetric: fine
+
+
+def test_tiny_spacing_blamed_on_spacing():
+    with pytest.raises(ValueError, match=r"^spacing: 1e-200 is too small"):
+        grid_precision((10, 10), length_scale=5.0, spacing=1e-200)
+
+
+def test_four_dimensional_hint_does_not_suggest_the_given_alpha():
+    with pytest.raises(ValueError, match=r"alpha = 2, dim = 4\); give kappa") as err:
+        grid_precision((5, 5, 5, 5), length_scale=3.0)
+    assert "use alpha = 2" not in str(err.value)
+    with pytest.raises(ValueError, match=r"alpha = 1, dim = 2\); use alpha = 2 or give kappa"):
+        grid_precision((5, 5), length_scale=3.0, alpha=1)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: graph_distances(np.array([[0, 1 + 1j], [1 - 1j, 0]])),
+    lambda: graph_distances(np.array([["0", "1"], ["1", "0"]])),
+    lambda: graph_distances(sp.csr_array(np.array([[0, 1 + 1j], [1 - 1j, 0]]))),
+    lambda: graph_precision(np.array([[0, 1 + 1j], [1 - 1j, 0]]), kappa=1.0),
+    lambda: graph_precision(np.array([["0", "1"], ["1", "0"]]), kappa=1.0),
+    lambda: lattice_adjacency(np.array([[1 + 0j], [2]])),
+    lambda: lattice_adjacency(np.array([["1"], ["2"]])),
+    lambda: graph_distances(np.array([[0, 2], [2, 0.0]]), weighted="no"),
+    lambda: graph_distances(np.array([[0, 2], [2, 0.0]]), directed=1),
+])
+def test_complex_strings_and_non_flags_refused(call):
+    with pytest.raises(TypeError, match=r"^(adjacency|coords|weighted|directed): expected"):
+        call()
+
+
+def test_graph_distances_undirected_takes_the_shorter_direction_as_documented():
+    d = graph_distances(np.array([[0, 1.0], [5.0, 0]]))
+    np.testing.assert_array_equal(d, [[0, 1], [1, 0]])
+    assert "the shorter" in graph_distances.__doc__
+
+
+def test_lattice_adjacency_large_integers_and_no_dimensions():
+    for base in (2**53, 2**60, -(2**62)):
+        w = lattice_adjacency(np.array([[base], [base + 1], [base + 3]], dtype=np.int64)).toarray()
+        np.testing.assert_array_equal(w, [[0, 1, 0], [1, 0, 0], [0, 0, 0]])
+    with pytest.raises(ValueError, match=r"coords: expected an array of shape \(C, D\) with C, D >= 1"):
+        lattice_adjacency(np.zeros((3, 0)))

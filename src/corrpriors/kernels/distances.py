@@ -14,7 +14,7 @@ from scipy.spatial.distance import cdist
 
 from .._memory import check_memory
 from .._typing import FloatArray
-from .._validation import as_real_array, check_points
+from .._validation import as_real_array, check_bool, check_points
 
 
 def check_coords(X: Any, name: str = "X", n_dims: int | None = None) -> FloatArray:
@@ -102,7 +102,10 @@ def graph_distances(adjacency, *, weighted: bool = True, directed: bool = False,
         Use the entries as edge lengths.
     directed : bool, default=False
         Follow edges only in their direction. The result may then be asymmetric and is
-        not a valid input for :meth:`Kernel.bind`.
+        not a valid input for :meth:`Kernel.bind`. With ``False`` every edge counts in both
+        directions: an edge given once (e.g. the upper triangle only) is enough, and where
+        ``adjacency[i, j]`` and ``adjacency[j, i]`` are both non-zero and differ, the shorter
+        length is used (``scipy.sparse.csgraph``'s convention).
     allow_disconnected : bool, default=False
         Return ``+inf`` between disconnected nodes instead of raising; every kernel maps
         an infinite distance to zero covariance.
@@ -129,15 +132,15 @@ def graph_distances(adjacency, *, weighted: bool = True, directed: bool = False,
     indefinite matrix; use Euclidean distances between cell coordinates
     (``euclidean_distances``) for the squared-exponential and Matern kernels.
     """
+    weighted = check_bool(weighted, "weighted")
+    directed = check_bool(directed, "directed")
+    allow_disconnected = check_bool(allow_disconnected, "allow_disconnected")
     if sp.issparse(adjacency):
+        as_real_array(adjacency.data, "adjacency")   # complex and strings: TypeError
         A = sp.csr_matrix(adjacency, dtype=np.float64)
         data = A.data
     else:
-        try:
-            A = np.asarray(adjacency, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise ValueError("adjacency: expected a numeric (N, N) array or sparse matrix, "
-                             f"got {type(adjacency).__name__}") from None
+        A = as_real_array(adjacency, "adjacency").astype(np.float64)
         data = A
     if A.ndim != 2 or A.shape[0] != A.shape[1]:
         raise ValueError(f"adjacency: expected a square (N, N) matrix, got shape {A.shape}")

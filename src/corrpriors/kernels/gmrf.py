@@ -53,7 +53,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._memory import check_memory
-from .._validation import check_bool, check_real
+from .._validation import as_real_array, check_bool, check_real
 
 __all__ = ["graph_precision", "grid_adjacency", "grid_precision", "knn_adjacency",
            "lattice_adjacency", "matern_kappa"]
@@ -86,8 +86,9 @@ def matern_kappa(length_scale: float, *, alpha: int = 2, dim: int) -> float:
     nu = alpha - dim / 2
     if nu <= 0:
         raise ValueError(f"length_scale: needs smoothness nu = alpha - dim/2 > 0, got nu = "
-                         f"{nu:g} (alpha = {alpha}, dim = {dim}); use alpha = 2 or give "
-                         "kappa (the correlation then decays like exp(-kappa r))")
+                         f"{nu:g} (alpha = {alpha}, dim = {dim}); "
+                         + ("use alpha = 2 or give " if alpha == 1 and dim < 4 else "give ")
+                         + "kappa (the correlation then decays like exp(-kappa r))")
     return float(np.sqrt(8 * nu) / rho)
 
 
@@ -119,13 +120,17 @@ def _kappa(kappa: Any, length_scale: Any, alpha: int, dim: int | None) -> float:
 
 def _check_adjacency(adjacency: Any) -> sp.csr_array:
     if sp.issparse(adjacency):
+        as_real_array(adjacency.data, "adjacency")   # complex and strings: TypeError
         w = sp.csr_array(adjacency, dtype=np.float64, copy=True)
     else:
-        try:
-            w = sp.csr_array(np.asarray(adjacency, dtype=np.float64))
-        except (TypeError, ValueError):
+        if isinstance(adjacency, (str, bytes)):
             raise TypeError("adjacency: expected a scipy.sparse matrix or a numeric (C, C) "
-                            f"array, got {type(adjacency).__name__}") from None
+                            f"array, got {type(adjacency).__name__}")
+        arr = as_real_array(adjacency, "adjacency").astype(np.float64)
+        if arr.ndim != 2:
+            raise ValueError(f"adjacency: expected a square (C, C) matrix with C >= 1, got "
+                             f"shape {arr.shape}")
+        w = sp.csr_array(arr)
     if w.ndim != 2 or w.shape[0] != w.shape[1] or w.shape[0] == 0:
         raise ValueError(f"adjacency: expected a square (C, C) matrix with C >= 1, got "
                          f"shape {tuple(w.shape)}")
@@ -138,9 +143,10 @@ def _check_adjacency(adjacency: Any) -> sp.csr_array:
     off = (coo.row != coo.col) & (coo.data != 0)
     w = sp.csr_array((coo.data[off], (coo.row[off], coo.col[off])), shape=w.shape)
     gap = abs(w - w.T)
-    if gap.nnz and gap.max() > 1e-12 * max(w.max(), 1.0):
-        raise ValueError("adjacency: expected a symmetric matrix (an undirected graph); "
-                         "for a directed graph pass A.maximum(A.T) or (A + A.T) / 2")
+    if gap.nnz and gap.max() > 1e-12 * w.max():   # relative: tiny weights are weights too
+        raise ValueError(f"adjacency: expected a symmetric matrix (an undirected graph), got max "
+                         f"|W - W^T| = {gap.max():.3g} (max W = {w.max():.3g}); for a directed "
+                         f"graph pass A.maximum(A.T) or (A + A.T) / 2")
     return w
 
 
@@ -187,7 +193,8 @@ def graph_precision(adjacency: Any, *, kappa: float | None = None,
 def _graph_precision(w: sp.csr_array, *, kappa: Any, length_scale: Any, alpha: Any, tau: Any,
                      dim: Any, normalize: Any, grid: tuple[int, ...] | None = None) -> sp.csr_array:
     """:func:`graph_precision` of a checked adjacency; ``grid`` (the grid's shape) names it in
-    the memory check and gives the normalisation's factor estimate of a grid."""
+    the memory check and gives the normalisation's factor estimate of a grid.
+    """
     alpha = _alpha(alpha)
     k = _kappa(kappa, length_scale, alpha, dim)
     normalize = check_bool(normalize, "normalize")
@@ -269,7 +276,8 @@ def _check_precision_memory(m: sp.csr_array, alpha: int, normalize: bool,
 def _refuse_precision(n: int, nnz: int, alpha: int, normalize: bool,
                       grid: tuple[int, ...] | None, at_least: bool = False) -> None:
     """The check of :func:`_check_precision_memory`, for C = ``n`` nodes and ``nnz`` entries
-    (``at_least``: a lower bound of them, before the grid is built)."""
+    (``at_least``: a lower bound of them, before the grid is built).
+    """
     needed = float(_BUILD_BYTES_PER_ENTRY) * nnz
     if normalize:
         factor = 8.0 * (13.0 * nnz + 9.0 * n)
@@ -330,6 +338,11 @@ def _spacing(spacing: Any, ndim: int) -> np.ndarray:
     if h.shape != (ndim,) or not np.all(np.isfinite(h)) or np.any(h <= 0):
         raise ValueError(f"spacing: expected a positive number or {ndim} positive numbers "
                          f"(one per axis), got {spacing!r}")
+    with np.errstate(over="ignore", under="ignore", divide="ignore"):
+        weight = 1.0 / h ** 2
+    if not np.all(np.isfinite(weight)):
+        raise ValueError(f"spacing: {spacing!r} is too small, the edge weight 1 / spacing**2 "
+                         f"overflows float64; measure lengths in a larger unit")
     return h
 
 
@@ -479,13 +492,20 @@ def lattice_adjacency(coords: Any) -> sp.csr_array:
     scipy.sparse.csr_array of shape (C, C)
         Symmetric 0/1 adjacency.
     """
-    x = np.asarray(coords)
-    if x.ndim != 2 or x.shape[0] < 1:
-        raise ValueError(f"coords: expected an array of shape (C, D), got {x.shape}")
-    xf = np.asarray(x, dtype=np.float64)
-    if not np.all(np.isfinite(xf)) or not np.all(xf == np.round(xf)):
-        raise ValueError("coords: expected integer coordinates")
-    xi = (xf - xf.min(axis=0)).astype(np.int64)
+    x = as_real_array(coords, "coords")              # complex and strings: TypeError
+    if x.ndim != 2 or x.shape[0] < 1 or x.shape[1] < 1:
+        raise ValueError(f"coords: expected an array of shape (C, D) with C, D >= 1, got {x.shape}")
+    if x.dtype.kind in "iu":   # compared as integers: float64 merges those above 2**53
+        lo = x.min(axis=0)
+        if np.any((x.max(axis=0).astype(object) - lo.astype(object)) >= 2 ** 62):
+            raise ValueError("coords: the lattice is too large to index (extent >= 2**62)")
+        xi = (x.astype(np.int64) - lo.astype(np.int64)) if x.dtype.kind == "i" else \
+            (x - lo).astype(np.int64)
+    else:
+        xf = np.asarray(x, dtype=np.float64)
+        if not np.all(np.isfinite(xf)) or not np.all(xf == np.round(xf)):
+            raise ValueError("coords: expected integer coordinates")
+        xi = (xf - xf.min(axis=0)).astype(np.int64)
     extent = xi.max(axis=0) + 2                       # room for the +1 neighbour
     if float(np.prod(extent.astype(np.float64))) >= 2.0 ** 62:
         raise ValueError("coords: the lattice is too large to index (extent product >= 2**62)")
@@ -523,10 +543,12 @@ def knn_adjacency(coords: Any, n_neighbors: int, *, weights: str = "spacing"
         ``"spacing"``: :math:`w_{ij} = 2D / (\bar k\, h_i h_j)` with :math:`h_i` the mean
         distance from point ``i`` to its ``n_neighbors`` nearest points (the local spacing)
         and :math:`\bar k` the mean degree, so that the graph Laplacian approximates
-        :math:`-\Delta` in the coordinates' units (on a regular grid with
-        ``n_neighbors = 2 D`` it is the finite-difference Laplacian away from the
-        boundary). Unlike :math:`1/d_{ij}^2` weights it stays well conditioned when two
-        points nearly coincide. ``"unit"``: all ones (lengths in hops).
+        :math:`-\Delta` in the coordinates' units. On a regular grid with
+        ``n_neighbors = 2 D`` it is the finite-difference Laplacian up to the factor
+        :math:`2D / \bar k`: the mean degree counts the boundary, whose symmetrised
+        neighbour lists are longer (on a 12 x 12 grid, interior weights 0.923 instead of
+        1; the factor tends to 1 as the grid grows). Unlike :math:`1/d_{ij}^2` weights it
+        stays well conditioned when two points nearly coincide. ``"unit"``: all ones (lengths in hops).
 
     Returns
     -------

@@ -161,9 +161,9 @@ def test_fixed_and_bounds_respected():
     ({"lengthscale": -1.0}, "lengthscale: expected a finite positive number"),
     ({"lengthscale": np.nan}, "lengthscale: expected a finite positive number"),
     ({"variance": 0.0}, "variance: expected a finite positive number"),
-    ({"lengthscale_bounds": (2.0, 1.0)}, r"lengthscale_bounds: expected 0 < low <= high"),
+    ({"lengthscale_bounds": (2.0, 1.0)}, r"lengthscale_bounds: expected finite 0 < low <= high"),
     ({"lengthscale_bounds": "free"}, "lengthscale_bounds: expected 'fixed' or a pair"),
-    ({"variance_bounds": (0.0, 1.0)}, "variance_bounds: expected 0 < low <= high"),
+    ({"variance_bounds": (0.0, 1.0)}, "variance_bounds: expected finite 0 < low <= high"),
 ])
 def test_bad_hyperparameters_raise(kwargs, match):
     with pytest.raises(ValueError, match=match):

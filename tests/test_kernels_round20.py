@@ -188,3 +188,21 @@ def test_lattice_adjacency_large_integers_and_no_dimensions():
         np.testing.assert_array_equal(w, [[0, 1, 0], [1, 0, 0], [0, 0, 0]])
     with pytest.raises(ValueError, match=r"coords: expected an array of shape \(C, D\) with C, D >= 1"):
         lattice_adjacency(np.zeros((3, 0)))
+
+
+def test_infinite_bounds_and_overflowing_combinations_are_refused():
+    """An infinite upper bound let learning reach exp(theta) = inf, and the sum (or product) of
+    two kernels of variance 1e308 gave an infinite Gram matrix with only a RuntimeWarning (Scaled
+    refused the same overflow)."""
+    import numpy as np
+
+    from corrpriors.kernels import Exponential, SquaredExponential
+
+    with pytest.raises(ValueError, match=r"^lengthscale_bounds: expected finite 0 < low <= high, got \(0.01, inf\)"):
+        SquaredExponential(1.0, lengthscale_bounds=(1e-2, np.inf))
+    big = SquaredExponential(1.0, variance=1e308)
+    for combined in (lambda: big + Exponential(2.0, variance=1e308), lambda: big * Exponential(2.0, variance=10.0)):
+        with pytest.raises(ValueError, match=r"^k1, k2: their amplitudes .* combine to an overflow"):
+            combined()
+    fine = big + Exponential(2.0, variance=1.0)                    # no overflow: accepted
+    assert np.isfinite(fine.bind(coords=np.arange(3.0)[:, None]).gram()).all()

@@ -89,7 +89,7 @@ class Hyperparameter:
 
 
 def parse_bounds(bounds: Any, name: str) -> tuple[float, float] | None:
-    """Validate a bounds specification: ``"fixed"`` or ``(low, high)`` with ``0 < low <= high``.
+    """Validate a bounds specification: ``"fixed"`` or ``(low, high)`` with finite ``0 < low <= high``.
 
     The value itself is not checked against the bounds here: bounds constrain learning only, so
     a kernel whose length scale is not learned may lie outside them (see :attr:`Kernel.bounds`).
@@ -109,8 +109,10 @@ def parse_bounds(bounds: Any, name: str) -> tuple[float, float] | None:
         raise TypeError(f"{name}_bounds: expected 'fixed' or a pair of real numbers (low, high), "
                         f"got {bounds!r}")
     lo, hi = float(pair[0]), float(pair[1])
-    if not (np.isfinite(lo) and lo > 0 and hi >= lo) or np.isnan(hi):
-        raise ValueError(f"{name}_bounds: expected 0 < low <= high, got ({lo:g}, {hi:g})")
+    if not (np.isfinite(lo) and np.isfinite(hi) and lo > 0 and hi >= lo):
+        # (an infinite high let learning reach exp(theta) = inf: a kernel with an overflowed
+        # length scale or variance)
+        raise ValueError(f"{name}_bounds: expected finite 0 < low <= high, got ({lo:g}, {hi:g})")
     return (lo, hi)
 
 
@@ -464,7 +466,7 @@ class BoundKernel:
             K = self.kernel._k_dist(self.distances)
         else:
             K = self.kernel(self.coords)
-        return 0.5 * (K + K.T)
+        return 0.5 * K + 0.5 * K.T   # (halved first: K + K.T overflows beyond 9e307; same bits)
 
     def gram_gradient(self) -> FloatArray:
         """Derivative of ``gram()`` with respect to ``theta``.

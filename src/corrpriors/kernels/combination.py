@@ -42,6 +42,16 @@ class _Binary(Kernel):
     def __post_init__(self) -> None:
         _check_kernel(self.k1, "k1")
         _check_kernel(self.k2, "k2")
+        with np.errstate(over="ignore"):
+            peak = self._combine(_peak(self.k1), _peak(self.k2))
+        if not np.isfinite(peak):   # as Scaled refuses a scale that overflows
+            raise ValueError(f"k1, k2: their amplitudes {_peak(self.k1):g} and {_peak(self.k2):g} "
+                             f"combine to an overflow (the Gram matrix would be infinite); use "
+                             f"smaller variances")
+
+    @staticmethod
+    def _combine(a: float, b: float) -> float:
+        raise NotImplementedError
 
     @property
     def hyperparameters(self) -> tuple[Hyperparameter, ...]:
@@ -66,6 +76,10 @@ class Sum(_Binary):
     ----------
     k1, k2 : Kernel
     """
+
+    @staticmethod
+    def _combine(a: float, b: float) -> float:
+        return a + b
 
     def _k_dist(self, D):
         return self.k1._k_dist(D) + self.k2._k_dist(D)
@@ -97,6 +111,10 @@ class Product(_Binary):
     ----------
     k1, k2 : Kernel
     """
+
+    @staticmethod
+    def _combine(a: float, b: float) -> float:
+        return a * b
 
     def _k_dist(self, D):
         return self.k1._k_dist(D) * self.k2._k_dist(D)

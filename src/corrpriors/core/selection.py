@@ -115,6 +115,30 @@ class ScaleSelection:
 MAX_LATTICE_POINTS = 10_000
 
 
+def check_lattice_points(low: float, high: float, step: float, *, step_name: str = "step",
+                         range_name: str = "low and high", names: str | None = None) -> float:
+    """Return the number of lattice points of step ``step`` decades in ``[low, high]``, or raise.
+
+    Counted in log space, ``(log10 high - log10 low) / step + 1``, so that no ratio ``high / low``
+    overflows. ``low``, ``high`` and ``step`` are positive (checked by the caller).
+
+    Raises
+    ------
+    ValueError
+        More than :data:`MAX_LATTICE_POINTS`; the message starts with ``names`` (default
+        ``step_name``) and names the range ``range_name``.
+    """
+    decades = math.log10(high) - math.log10(low)
+    points = decades / step + 1
+    if not points <= MAX_LATTICE_POINTS:
+        count = (f"{points:,.0f}" if points < 1e15 else f"{points:.3g}" if points < math.inf
+                 else f"more than {np.finfo(float).max:.3g}")
+        raise ValueError(f"{names or step_name}: expected at most {MAX_LATTICE_POINTS:,} lattice points "
+                         f"between {range_name} ({decades:g} decades), got {count} with {step_name} "
+                         f"{step:g}; every visited point is fitted and kept")
+    return points
+
+
 class ScaleSearch:
     r"""Hill climb of a criterion over a log lattice of prior scales, warm-started across calls.
 
@@ -163,11 +187,7 @@ class ScaleSearch:
             check_positive(value, name)
         if not low <= high:
             raise ValueError(f"low, high: expected low <= high, got low={low!r}, high={high!r}")
-        points = math.log10(high / low) / step + 1 if high / low < math.inf else math.inf
-        if not points <= MAX_LATTICE_POINTS:
-            raise ValueError(f"step: expected at most {MAX_LATTICE_POINTS:,} lattice points between low and "
-                             f"high ({math.log10(high) - math.log10(low):g} decades), got {points:.3g} with "
-                             f"step {step:g}; every visited point is fitted and kept")
+        check_lattice_points(low, high, step)
         self.estimator = clone_estimator(estimator)
         self.criterion = criterion
         self.step = float(step)
@@ -477,5 +497,5 @@ def select_kernel(counts: Any, candidates: Any, criterion: str = "elbo", *,
 
 
 __all__ = ["CRITERIA", "LatticeFit", "SCALE_SEARCH_KEYS", "ScaleSearch", "ScaleSelection", "check_criterion",
-           "clone_estimator", "criterion_value", "lattice_climb", "run_steps", "select_kernel",
+           "check_lattice_points", "clone_estimator", "criterion_value", "lattice_climb", "run_steps", "select_kernel",
            "select_scale"]

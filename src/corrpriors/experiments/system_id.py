@@ -202,6 +202,11 @@ def check_config(config: Config) -> None:
         raise ValueError(f"scale_range: expected 0 < low <= 1 <= high, got {config.scale_range}")
     if config.selection == "collapsed" and not float(config.scale_step) > 0:
         raise ValueError(f"scale_step: expected a positive number of decades, got {config.scale_step}")
+    if config.selection == "collapsed":   # the ScaleSearch's own limit, before any seed starts
+        from ..core.selection import check_lattice_points
+
+        check_lattice_points(lo, hi, float(config.scale_step), step_name="scale_step",
+                             range_name="the ends of scale_range", names="scale_step, scale_range")
     if int(config.offset_radius) != config.offset_radius or config.offset_radius < 1:
         raise ValueError(f"offset_radius: expected an int >= 1, got {config.offset_radius}")
     if config.alpha_uniform <= 0 or config.alpha_sparse <= 0:

@@ -368,11 +368,28 @@ def check_config(config: Config) -> None:
         if config.psrl_eval > config.psrl_transitions:
             raise ValueError(f"psrl_eval: expected at most psrl_transitions = {config.psrl_transitions}, "
                              f"got {config.psrl_eval}")
+    _check_lattice(config)
     rows, cols = config.shape
     check_memory(seed_memory(config), f"shape: a seed of transfer on {rows}x{cols} grids ({rows * cols:,} "
                  f"states, scale_step {config.scale_step:g}, psrl_tasks {config.psrl_tasks})",
                  "use a smaller shape, a coarser scale_step or fewer psrl_tasks (every parallel job "
                  "holds one seed)")
+
+
+def _check_lattice(config: Config) -> None:
+    """Refuse a ``scale_step`` whose lattice over the models' scale range (their default, which
+    :func:`_belief_options` leaves) is longer than a :class:`~corrpriors.core.selection.ScaleSearch`
+    takes, before any seed starts (the search itself would refuse it inside every seed).
+    """
+    import inspect
+
+    from ..applications import CorrelatedTransitionModel, MultiTaskTransitionModel
+    from ..core.selection import check_lattice_points
+
+    for model in (CorrelatedTransitionModel, MultiTaskTransitionModel):
+        lo, hi = inspect.signature(model).parameters["scale_range"].default
+        check_lattice_points(lo, hi, float(config.scale_step), step_name="scale_step",
+                             range_name=f"the models' scale range [{lo:g}, {hi:g}]")
 
 
 def resolve_config(config: Config) -> Config:

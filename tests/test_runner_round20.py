@@ -6,13 +6,17 @@ run folder, and every plan's folder checked before the first experiment of ``rep
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
 
+import toy_experiment as toy
+from corrpriors.cli import main
 from corrpriors.core.model import CorrelatedMultinomial
 from corrpriors.core.selection import MAX_LATTICE_POINTS, ScaleSearch
-from corrpriors.runner._run import plan_run
+from corrpriors.runner import _config
+from corrpriors.runner._run import parse_seeds, plan_run
 
 pytestmark = pytest.mark.usefixtures("toy_registered")   # (conftest)
 
@@ -63,3 +67,76 @@ def test_a_range_wider_than_a_float_ratio_is_counted_in_log_space():
     with pytest.raises(ValueError, match=r"^step: expected at most 10,000 lattice points") as info:
         ScaleSearch(CorrelatedMultinomial(np.eye(3)), low=1e-300, high=1e12, step=1e-320)
     assert "inf" not in str(info.value) and "more than 1.8e+308" in str(info.value)
+
+
+# ----------------------------------------------------------------------------- 2. ASCII digits
+
+
+@pytest.mark.parametrize("key, value", [("n_points", "٣"), ("n_points", "１"), ("n_points", "1_0"),
+                                        ("noise", "١"), ("noise", "０.５"), ("noise", "0_5"),
+                                        ("grid", "1,٢"), ("grid", "1,2_0")])
+def test_set_refuses_numbers_not_written_in_ascii_digits(key, value):
+    """int() and float() read '٣', '１' and '1_0': --set n_points=٣ ran as 3."""
+    with pytest.raises(ValueError, match=r"expected (an integer|a number) written in ASCII digits, got"):
+        _config.apply_overrides(toy, toy.Config(), {key: value})
+
+
+@pytest.mark.parametrize("key, value, expected", [("n_points", "3", 3), ("n_points", "+4", 4),
+                                                  ("noise", "1e-3", 1e-3), ("noise", ".5", 0.5),
+                                                  ("noise", "-2.", -2.0), ("grid", "1,-2", (1, -2))])
+def test_set_still_reads_ascii_numbers(key, value, expected):
+    config, _ = _config.apply_overrides(toy, toy.Config(), {key: value})
+    assert getattr(config, key) == expected
+
+
+def test_the_old_messages_for_non_numbers_stay():
+    for value, message in (("abc", "expected a number, got 'abc'"), ("inf", "expected a finite number"),
+                           ("1e400", "expected a finite number")):
+        with pytest.raises(ValueError, match=re.escape(message)):
+            _config.apply_overrides(toy, toy.Config(), {"noise": value})
+    with pytest.raises(ValueError, match=re.escape("expected an integer, got 'x'")):
+        _config.apply_overrides(toy, toy.Config(), {"n_points": "x"})
+
+
+@pytest.mark.parametrize("text", ["١", "0-٣", "1_0", "0,1_1"])
+def test_seeds_refuse_digits_of_other_scripts(text):
+    with pytest.raises(ValueError, match=r"^seeds: expected comma-separated non-negative integers \(ASCII"):
+        parse_seeds(text)
+    assert parse_seeds("0-2,10") == [0, 1, 2, 10]
+
+
+@pytest.mark.parametrize("option", ["--n-seeds", "--jobs"])
+@pytest.mark.parametrize("value", ["٢", "1_0"])
+def test_integer_options_refuse_digits_of_other_scripts(capsys, tmp_path, option, value):
+    with pytest.raises(SystemExit) as info:
+        main(["reproduce", toy.NAME, "--out", str(tmp_path), option, value])
+    err = capsys.readouterr().err
+    assert info.value.code == 2
+    assert f"argument {option}" in err and f"expected an integer written in ASCII digits, got {value!r}" in err
+    assert not list(tmp_path.iterdir())
+
+
+def test_number_from_text_agrees_with_python_on_ascii_text():
+    from corrpriors.runner._ranges import number_from_text
+
+    for text in ("0", "-7", "+12", "9223372036854775807"):
+        assert number_from_text(text, int) == int(text)
+    for text in ("0", "1.", ".5", "-2.5e-3", "+1E2"):
+        assert number_from_text(text, float) == float(text)
+    for text, kind in (("٣", int), (" 3", int), ("3.0", int), ("１.５", float), ("nan", float)):
+        with pytest.raises(ValueError):
+            number_from_text(text, kind)
+
+
+# ----------------------------------------------------------------------------- 3, 4. --out
+
+
+@pytest.mark.parametrize("out", ["", "  "])
+def test_an_empty_out_is_refused_like_fit_does(capsys, tmp_path, monkeypatch, out):
+    """reproduce --out '' wrote into the current directory; fit refused it."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as info:
+        main(["reproduce", toy.NAME, "--out", out, "--no-progress", "--no-plot"])
+    assert info.value.code == 2
+    assert "argument --out: expected a directory name" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())

@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from .._memory import format_bytes
+from ..runner._ranges import number_from_text
 from ..runner.fit import (
     KERNELS,
     MAX_NPY_TABLE_BYTES,
@@ -26,6 +27,7 @@ from ..runner.fit import (
     _say,
     fit_files,
 )
+from ._common import out_dir
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -79,7 +81,7 @@ def _one_line_error(self: argparse.ArgumentParser, message: str) -> NoReturn:
 def _int_at_least(low: int) -> Any:
     def parse(text: str) -> int:
         try:
-            value = int(text)
+            value = number_from_text(text, int)   # ASCII digits only, as reproduce's options
         except ValueError:
             value = low - 1
         if value < low:
@@ -101,10 +103,7 @@ def _positive_float(text: str) -> float:
 
 
 def _out_dir(text: str) -> Path:
-    if not text.strip():
-        raise argparse.ArgumentTypeError(f"expected a directory name, got {text!r} (say . for "
-                                         f"the current directory)")
-    return Path(text)
+    return Path(out_dir(text))
 
 
 def _probability(text: str) -> float:

@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Any
 
-from ._common import add_execution_arguments
+from ._common import add_execution_arguments, integer, out_dir
 
 
 def add_run_arguments(parser: argparse.ArgumentParser, *, kind: str, seeds: int | None = None,
@@ -41,14 +41,14 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, kind: str, seeds: int 
     seed_text = f"{seeds} seeds, --quick {quick_seeds}" if seeds is not None else "see above"
     group.add_argument("--seeds", default=None, metavar="LIST",
                        help=f"seed indices, e.g. 0-19 or 0,4,7 (default: 0..N-1, N = {seed_text})")
-    group.add_argument("--n-seeds", type=int, default=None, metavar="N", help="run seeds 0..N-1")
+    group.add_argument("--n-seeds", type=integer, default=None, metavar="N", help="run seeds 0..N-1")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="set any other setting, e.g. --set lengthscale=3 or --set alpha_sparse=0.01 "
                              "(repeatable; checked against the setting's type; recorded in metrics.json)")
     parser.add_argument("--list-settings", action="store_true",
                         help="print every setting of the environment's experiment (--set KEY=VALUE) with its "
                              "default and valid range, and exit")
-    parser.add_argument("--out", default="results", metavar="DIR",
+    parser.add_argument("--out", type=out_dir, default="results", metavar="DIR",
                         help=f"output directory (default: ./results); results go to "
                              f"DIR/{kind}-<ENV_ID>/<settings>-<hash>/")
     add_execution_arguments(parser)

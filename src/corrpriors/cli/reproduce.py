@@ -16,7 +16,7 @@ from ..runner._run import check_backend, parse_seeds, plan_run
 from ..runner._session import ExecutionOptions, execute_plans
 from ..runner.protocol import ExperimentUnavailable
 from ..runner.registry import available_experiments, experiment_names, get_experiment, unknown_name_hint
-from ._common import add_execution_arguments, error
+from ._common import add_execution_arguments, error, integer, out_dir
 
 PROG = "corrpriors reproduce"
 
@@ -42,9 +42,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     seeds = parser.add_mutually_exclusive_group()
     seeds.add_argument("--seeds", type=str, default=None,
                        help="seed indices, e.g. 0,1,2 or 0-9 (at most 100,000)")
-    seeds.add_argument("--n-seeds", type=int, default=None,
+    seeds.add_argument("--n-seeds", type=integer, default=None,
                        help="run seeds 0..N-1 (default: the paper's count, or the quick count)")
-    parser.add_argument("--out", default="results", help="output directory DIR (default: ./results)")
+    parser.add_argument("--out", type=out_dir, default="results", help="output directory DIR (default: ./results)")
     add_execution_arguments(parser)
     parser.add_argument("--list", action="store_true", help="list the experiments and whether they are available")
     parser.add_argument("--list-settings", action="store_true",

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._io import config_to_json
+from ._ranges import number_from_text
 
 #: Hex digits of the configuration hash in folder names (40 bits).
 HASH_LENGTH = 10
@@ -115,16 +116,19 @@ def _parse_scalar(kind: type, value: Any, where: str) -> Any:
             return value
         if isinstance(value, str):
             try:
-                return int(value)
-            except ValueError:
-                pass
+                return number_from_text(value, int)   # ASCII digits only: int() reads "٣" and "1_0"
+            except ValueError as exc:
+                raise ValueError(f"{where}: {exc}, got {value!r}") from None
         raise ValueError(f"{where}: expected an integer, got {value!r}")
     if kind is float:
         if isinstance(value, bool):
             raise ValueError(f"{where}: expected a number, got {value!r}")
         try:
-            number = float(value)
-        except (TypeError, ValueError):
+            number = number_from_text(value, float) if isinstance(value, str) else float(value)
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc if isinstance(value, str) else 'expected a number'}, "
+                             f"got {value!r}") from None
+        except TypeError:
             raise ValueError(f"{where}: expected a number, got {value!r}") from None
         if not math.isfinite(number):
             raise ValueError(f"{where}: expected a finite number, got {value!r}")

@@ -142,6 +142,37 @@ class Options(Constraint):
 
 #: A number as ``--set`` writes one, in ASCII: float() also reads "０.５", " 0.5" and "0_5".
 NUMBER_TEXT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+#: An integer as ``--set``, ``--seeds`` and the counts write one, in ASCII: int() also reads
+#: "٣", "１", " 3" and "1_0".
+INTEGER_TEXT = re.compile(r"[+-]?[0-9]+")
+
+
+def number_from_text(text: str, kind: type = float) -> Any:
+    """``kind(text)`` (``int`` or ``float``) of a number written in ASCII digits.
+
+    ``int()`` and ``float()`` also read other scripts' digits ("٣", "１"), underscores ("1_0")
+    and surrounding spaces; the command line takes :data:`INTEGER_TEXT` and :data:`NUMBER_TEXT`
+    only, so that a setting is recorded as it was typed. The one parser of ``--set`` numbers,
+    ``--seeds`` and the integer options.
+
+    Raises
+    ------
+    ValueError
+        ``"expected an integer"`` / ``"expected a number"`` (the caller adds the name and the
+        value), ``"... written in ASCII digits"`` when Python would have read another spelling,
+        ``"expected a finite number"`` for "inf" and "nan".
+    """
+    integer = kind is int
+    what = "an integer" if integer else "a number"
+    if isinstance(text, str) and (INTEGER_TEXT if integer else NUMBER_TEXT).fullmatch(text):
+        return kind(text)
+    try:
+        value = kind(text)
+    except (TypeError, ValueError):
+        raise ValueError(f"expected {what}") from None
+    if not integer and not math.isfinite(value):
+        raise ValueError("expected a finite number")
+    raise ValueError(f"expected {what} written in ASCII digits")
 
 
 class OptionsOrNumber(Constraint):
@@ -322,6 +353,7 @@ __all__ = [
     "CONCENTRATION_RANGE",
     "DISCOUNT",
     "DISCOUNT_OR_ENV",
+    "INTEGER_TEXT",
     "ITERATIONS",
     "LENGTHSCALE",
     "LENGTHSCALE_OR_AUTO",
@@ -340,5 +372,6 @@ __all__ = [
     "Text",
     "check_ranges",
     "describe_ranges",
+    "number_from_text",
     "unknown_entries",
 ]

@@ -52,7 +52,7 @@ from .._methods import VOCABULARY, describe, is_known, migration_note, setting_n
 from .._repr import short_repr
 from .._validation import check_int
 from . import _config, _io
-from ._ranges import check_ranges
+from ._ranges import check_ranges, number_from_text
 from .protocol import (
     FigureSpec,
     SavedFigure,
@@ -802,13 +802,13 @@ def parse_seeds(text: str, *, name: str = "seeds") -> list[int]:
     for raw in text.split(","):
         part = raw.strip()
         lo_text, dash, hi_text = part.partition("-")
-        try:
-            lo = int(lo_text.strip())
-            hi = int(hi_text.strip()) if dash else lo
+        try:   # ASCII digits only: int() also reads "١" and "1_0"
+            lo = number_from_text(lo_text.strip(), int)
+            hi = number_from_text(hi_text.strip(), int) if dash else lo
         except ValueError:
             raise ValueError(
-                f"{name}: expected comma-separated non-negative integers or ranges like 0-4, "
-                f"got {part!r} in {text!r}") from None
+                f"{name}: expected comma-separated non-negative integers (ASCII digits) or ranges like "
+                f"0-4, got {part!r} in {text!r}") from None
         if lo < 0 or hi < 0:
             raise ValueError(f"{name}: expected non-negative integers, got {part!r}")
         if hi > MAX_SEED:

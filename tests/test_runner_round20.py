@@ -5,6 +5,7 @@ run folder, and every plan's folder checked before the first experiment of ``rep
 
 from __future__ import annotations
 
+import json
 import math
 import re
 
@@ -15,8 +16,9 @@ import toy_experiment as toy
 from corrpriors.cli import main
 from corrpriors.core.model import CorrelatedMultinomial
 from corrpriors.core.selection import MAX_LATTICE_POINTS, ScaleSearch
-from corrpriors.runner import _config
-from corrpriors.runner._run import parse_seeds, plan_run
+from corrpriors.runner import OutputError, _config, _io
+from corrpriors.runner._run import parse_seeds, plan_run, run_experiment
+from corrpriors.runner._session import ExecutionOptions, execute_plans
 
 pytestmark = pytest.mark.usefixtures("toy_registered")   # (conftest)
 
@@ -140,3 +142,50 @@ def test_an_empty_out_is_refused_like_fit_does(capsys, tmp_path, monkeypatch, ou
     assert info.value.code == 2
     assert "argument --out: expected a directory name" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
+
+
+def _quiet(**kw):
+    return run_experiment(toy.NAME, jobs=1, progress=False, echo=None, plot=False, **kw)
+
+
+def test_out_inside_another_run_folder_is_refused(tmp_path, capsys):
+    """--out r1/system-id/quick-<hash> nested a new run inside that run's folder."""
+    first = _quiet(quick=True, out=tmp_path / "r1")
+    before = sorted(p.name for p in first.out_dir.iterdir())
+    for out, where in ((first.out_dir, "is the run folder"), (first.out_dir / "sub" / "deeper", "lies inside")):
+        with pytest.raises(OutputError, match=rf"{where} .*{re.escape(first.out_dir.name)}, which holds another"):
+            _quiet(out=out)
+        code = main(["reproduce", toy.NAME, "--out", str(out), "--no-progress", "--no-plot", "--jobs", "1"])
+        err = capsys.readouterr().err
+        assert code == 2 and where in err and len(err.strip().splitlines()) == 1
+    assert sorted(p.name for p in first.out_dir.iterdir()) == before   # nothing created in it
+
+
+def test_out_under_a_folder_with_another_programs_config_json_is_taken(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"name": "not a run"}))
+    assert not _io.is_run_folder(tmp_path)
+    assert _quiet(quick=True, out=tmp_path / "r").computed_seeds == (0, 1)
+
+
+# ----------------------------------------------------------------------------- 5. every plan checked first
+
+
+def test_reproduce_all_checks_every_folder_before_the_first_experiment_runs(tmp_path, capsys):
+    """A later plan's folder recording another configuration stopped `reproduce all` only after
+    the earlier experiments had run."""
+    log = tmp_path / "log"
+    log.mkdir()
+    out = tmp_path / "r"
+    first = plan_run(toy.NAME, quick=True, overrides={"log_dir": str(log)}, out=out)
+    second = plan_run(toy.NAME, overrides={"log_dir": str(log)}, out=out)
+    assert first.run_dir != second.run_dir
+    _io.prepare_run_dir(second.run_dir)
+    record = {"experiment": toy.NAME, "config_hash": second.config_hash,
+              "config": dict(second.config_json, n_points=7)}
+    (second.run_dir / "config.json").write_text(json.dumps(record))
+    options = ExecutionOptions(out=out, jobs=1, progress=False, plot=False)
+    assert execute_plans([first, second], options) == 2
+    err = capsys.readouterr().err
+    assert f"{toy.NAME}: " in err and "records another configuration" in err
+    assert not list(log.iterdir())                                 # no seed of the first plan ran
+    assert not list((first.run_dir / "seeds").iterdir())

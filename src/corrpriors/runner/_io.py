@@ -230,6 +230,45 @@ class RunLock:
         self.release()
 
 
+#: Files and folders that make a folder a run folder (any of them; ``config.json`` only when it
+#: is the runner's record, see :func:`is_run_folder`).
+RUN_MARKERS = ("metrics.json", "config.json", "seeds")
+
+
+def is_run_folder(folder: pathlib.Path) -> bool:
+    """Whether ``folder`` is a run folder of the runner, finished or interrupted.
+
+    It is when it holds a ``metrics.json`` or a ``seeds/`` folder (the runner creates
+    ``seeds/`` first), or a ``config.json`` that is the runner's configuration record (an
+    object naming the experiment and the configuration hash; a ``config.json`` of another
+    program does not make a folder a run folder). Used on the folders above an output path
+    (the report's page, a run's ``--out``), where the file names alone could be anyone's.
+    """
+    folder = pathlib.Path(folder)
+    if os.path.lexists(folder / "metrics.json") or os.path.isdir(folder / "seeds"):
+        return True
+    try:
+        record = json.loads(read_regular(folder / "config.json", MAX_JSON_BYTES))
+    except (OSError, ValueError, RecursionError):   # absent, not regular, not JSON
+        return False
+    return isinstance(record, dict) and "experiment" in record and "config_hash" in record
+
+
+def check_not_inside_run(run_dir: pathlib.Path) -> None:
+    """Refuse (:class:`OutputError`) a run folder ``DIR/NAME/<label>-<hash>`` whose ``DIR`` is, or
+    lies inside, another run folder (:func:`is_run_folder`): ``--out`` never nests a run in
+    another configuration's results. Checked before anything is created.
+    """
+    run_dir = pathlib.Path(run_dir)
+    above = run_dir.parent.parent   # DIR, from DIR/NAME/<label>-<hash>
+    start = above.resolve()
+    for folder in (start, *start.parents):
+        if is_run_folder(folder):
+            where = "is the run folder" if folder == start else "lies inside the run folder"
+            raise OutputError(above, f"{where} {folder}, which holds another run's results; use an "
+                                     "--out outside every run folder")
+
+
 def check_config_record(run_dir: pathlib.Path, experiment: str, config_json: dict, config_hash: str) -> None:
     """Write ``run_dir/config.json``, or check that the one there records the same configuration.
 
@@ -488,6 +527,7 @@ __all__ = [
     "SEED_FORMAT",
     "MAX_JSON_BYTES",
     "MAX_SEED_NPZ_BYTES",
+    "RUN_MARKERS",
     "ConfigMismatch",
     "OutputError",
     "RunLock",
@@ -495,8 +535,10 @@ __all__ = [
     "StoredSeed",
     "atomic_write_bytes",
     "check_config_record",
+    "check_not_inside_run",
     "check_not_special",
     "config_to_json",
+    "is_run_folder",
     "load_seed",
     "prepare_run_dir",
     "read_metrics",

@@ -32,6 +32,7 @@ from typing import Any
 from .._fileio import NotReadable, open_regular, read_regular
 from .._methods import MODELS, VARIANTS, is_known, method, migrate_summary, setting_notes
 from ._config import full_scale_status
+from ._io import RUN_MARKERS as _RUN_MARKERS
 
 #: Largest ``metrics.json`` read (the runner's are a few hundred kB).
 MAX_RECORD_BYTES = 64 * 2**20
@@ -130,29 +131,6 @@ def read_inside(path: pathlib.Path, limit: int) -> bytes:
 def find_records(root: pathlib.Path) -> list[pathlib.Path]:
     """Every ``metrics.json`` under ``root`` (any depth, symlinked folders not followed), by path."""
     return walk_results(root)[0]
-
-
-#: Files and folders that make a folder a run folder (see :mod:`corrpriors.runner._io`).
-_RUN_MARKERS = ("metrics.json", "config.json", "seeds")
-
-
-def is_run_folder(folder: pathlib.Path) -> bool:
-    """Whether ``folder`` is a run folder of the runner, finished or interrupted.
-
-    It is when it holds a ``metrics.json`` or a ``seeds/`` folder (the runner creates
-    ``seeds/`` first), or a ``config.json`` that is the runner's configuration record (an
-    object naming the experiment and the configuration hash; a ``config.json`` of another
-    program does not make a folder a run folder). Used on the folders above the page's path,
-    outside the results folder, where the file names alone could be anyone's.
-    """
-    folder = pathlib.Path(folder)
-    if os.path.lexists(folder / "metrics.json") or os.path.isdir(folder / "seeds"):
-        return True
-    try:
-        record = json.loads(read_regular(folder / "config.json", MAX_RECORD_BYTES))
-    except (OSError, ValueError, RecursionError):   # absent, not regular, not JSON
-        return False
-    return isinstance(record, dict) and "experiment" in record and "config_hash" in record
 
 
 def walk_results(root: pathlib.Path) -> tuple[list[pathlib.Path], list[pathlib.Path]]:
@@ -595,7 +573,6 @@ __all__ = [
     "WARNINGS_LOG",
     "figure_problem",
     "find_records",
-    "is_run_folder",
     "visible",
     "walk_results",
     "inside_file",

@@ -983,6 +983,22 @@ def check_backend(backend: str, jobs: int | None, scheduler: str | None = None) 
     return int(jobs)
 
 
+def check_run_folder(plan: _Plan) -> None:
+    """Check a locked run folder before any seed runs: its ``config.json`` (written if absent) records
+    this configuration, and the files replaced at the end are not pipes or devices.
+
+    Raises
+    ------
+    ConfigMismatch
+        ``config.json`` records another configuration.
+    OutputError
+        ``config.json``, ``metrics.json`` or ``warnings.log`` is not a regular file.
+    """
+    _io.check_config_record(plan.run_dir, plan.name, plan.config_json, plan.config_hash)
+    for kept in ("metrics.json", "warnings.log"):  # replaced at the end: refuse a pipe or device now
+        _io.check_not_special(plan.run_dir / kept)
+
+
 def run_plan(plan: _Plan, *, jobs: int | None = None, backend: str = "loky", scheduler: str | None = None,
              processes: bool = True, resume: bool = True, progress: bool = True, plot: bool = True,
              echo: Callable[[str], None] | None = print, lock: bool = True) -> RunReport:
@@ -993,12 +1009,11 @@ def run_plan(plan: _Plan, *, jobs: int | None = None, backend: str = "loky", sch
     """
     t_start = time.perf_counter()
     n_jobs = check_backend(backend, jobs, scheduler)
+    _io.check_not_inside_run(plan.run_dir)
     seed_dir = _io.prepare_run_dir(plan.run_dir)
     held = _io.RunLock(plan.run_dir).acquire() if lock else None
     try:
-        _io.check_config_record(plan.run_dir, plan.name, plan.config_json, plan.config_hash)
-        for kept in ("metrics.json", "warnings.log"):  # replaced at the end: refuse a pipe or device now
-            _io.check_not_special(plan.run_dir / kept)
+        check_run_folder(plan)
         return _run_locked(plan, seed_dir, n_jobs, backend, scheduler, processes, resume, progress,
                            plot, echo or (lambda _msg: None), t_start)
     finally:
@@ -1255,6 +1270,7 @@ __all__ = [
     "RunReport",
     "claims_status",
     "format_table",
+    "check_run_folder",
     "parse_seeds",
     "check_backend",
     "plan_run",

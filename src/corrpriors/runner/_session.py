@@ -17,7 +17,7 @@ from typing import Any
 
 from .._format import WIDTH, wrap
 from . import _config, _io
-from ._run import WARNING_NOTES, RunFailed, RunInterrupted, RunReport, duration, run_plan
+from ._run import WARNING_NOTES, RunFailed, RunInterrupted, RunReport, check_run_folder, duration, run_plan
 
 
 def _error(message: str, prog: str) -> None:
@@ -54,12 +54,17 @@ def execute_plans(plans: list, args: ExecutionOptions, status: int = 0, t_start:
     cpu_start = time.process_time()
     locks = []
     try:
-        try:  # every folder checked and locked before any seed runs
+        try:  # every folder checked and locked before any seed runs (of every plan: `reproduce all`)
             for plan in plans:
+                _io.check_not_inside_run(plan.run_dir)
                 _io.prepare_run_dir(plan.run_dir)
                 locks.append(_io.RunLock(plan.run_dir).acquire())
-        except _io.OutputError as exc:
+                check_run_folder(plan)
+        except _io.OutputError as exc:   # (it names the folder)
             _error(str(exc), prog)
+            return 2
+        except _io.ConfigMismatch as exc:
+            _error(f"{plan.name}: {exc}", prog)
             return 2
         reports, status = _run_plans(plans, args, status, prog)
     finally:

@@ -36,13 +36,13 @@ from typing import Any
 from .._fileio import atomic_write_bytes, check_output_dir
 from .._memory import format_bytes
 from . import _config
+from ._io import is_run_folder
 from ._report_input import (
     MAX_FIGURE_BYTES,
     Record,
     RefusedFile,
     UnusableRecord,
     find_records,
-    is_run_folder,
     read_inside,
     read_record,
     walk_results,

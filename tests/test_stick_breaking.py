@@ -103,3 +103,69 @@ def test_count_statistics_vs_brute_force(counts):
     np.testing.assert_array_equal(kappa + b / 2, counts[:, :-1])
     np.testing.assert_array_equal(b[:, 0], counts.sum(1))
     np.testing.assert_array_equal(b[:, -1] - counts[:, -2], counts[:, -1])
+
+
+def _brute_pi_to_psi(p):
+    """psi_k = log(p_k / sum_{j>k} p_j) by a loop, with the stick used up -> 0."""
+    out = np.empty(p.size - 1)
+    for k in range(p.size - 1):
+        rest_k, rest_next = sum(p[k:]), sum(p[k + 1:])
+        if rest_k == 0:
+            out[k] = 0.0
+        elif p[k] == 0:
+            out[k] = -np.inf
+        elif rest_next == 0:
+            out[k] = np.inf
+        else:
+            out[k] = np.log(p[k]) - np.log(rest_next)
+    return out
+
+
+def test_pi_to_psi_round_trip_with_exact_zeros():
+    # zeros at the end used to give log 0 - log 0 = NaN ([0.2, 0.8, 0, 0] -> [-1.39, inf, nan])
+    rng = np.random.default_rng(20)
+    for trial in range(300):
+        K = int(rng.integers(2, 8))
+        p = rng.dirichlet(np.full(K, 0.8))
+        p[rng.random(K) < 0.5] = 0.0
+        if p.sum() == 0:
+            p[rng.integers(K)] = 1.0
+        p /= p.sum()
+        psi = pi_to_psi(p)
+        assert not np.isnan(psi).any(), (p, psi)
+        np.testing.assert_allclose(psi, _brute_pi_to_psi(p), rtol=1e-12, atol=1e-12)
+        back = psi_to_pi(psi)
+        np.testing.assert_array_equal(back == 0, p == 0)
+        np.testing.assert_allclose(back, p, rtol=1e-12, atol=0)
+    for p in ([1.0, 0.0, 0.0], [0.2, 0.8, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, 1.0, 0.0, 0.0]):
+        np.testing.assert_array_equal(psi_to_pi(pi_to_psi(p)), p)
+    np.testing.assert_array_equal(pi_to_psi([0.2, 0.8, 0.0, 0.0])[1:], [np.inf, 0.0])
+
+
+def test_pi_to_psi_round_trip_at_extreme_psi():
+    # |psi| up to 1e3: psi_to_pi underflows to exact zeros; the inverse must not give NaN
+    rng = np.random.default_rng(21)
+    psi = rng.uniform(-1e3, 1e3, size=(2000, 5))
+    psi[::3, 0] = 800.0                       # everything on the first category
+    pi = psi_to_pi(psi)
+    assert (pi == 0).any()
+    back = pi_to_psi(pi)
+    assert not np.isnan(back).any()
+    again = psi_to_pi(back)
+    np.testing.assert_array_equal(again == 0, pi == 0)
+    np.testing.assert_allclose(again, pi, rtol=1e-9, atol=1e-300)
+    np.testing.assert_array_equal(psi_to_pi(pi_to_psi(psi_to_pi([800.0, 0.0]))), [1.0, 0.0, 0.0])
+
+
+@pytest.mark.parametrize("bad, match", [
+    ([np.nan, 0.5, 0.5], "pi: contains NaN"),
+    ([1.0, 1.0, 2.0], "pi: rows must sum to one"),
+    ([[0.5, 0.5], [0.3, 0.3]], "pi: rows must sum to one"),
+    ([-0.1, 0.6, 0.5], "pi: probabilities must be non-negative"),
+    ([np.inf, 0.0], "pi: contains NaN or infinite"),
+])
+def test_pi_to_psi_refuses_non_simplex(bad, match):
+    with pytest.raises(ValueError, match=match):
+        pi_to_psi(bad)
+    with pytest.raises(TypeError, match="pi: "):
+        pi_to_psi([0.5 + 0.5j, 0.5])

@@ -21,6 +21,7 @@ import numpy as np
 from scipy.special import expit
 
 from .._typing import FloatArray
+from .._validation import as_real_array, check_simplex
 
 
 def log_sigmoid(x: np.ndarray) -> np.ndarray:
@@ -84,25 +85,35 @@ def pi_to_psi(pi) -> FloatArray:
 
     ``psi_k = log pi_k - log(sum_{j>k} pi_j)``; the tail sums are computed directly
     (not as ``1 - cumsum``) so small probabilities keep their relative accuracy.
-    Zero probabilities map to ``-inf`` / ``+inf`` as the limit dictates.
+    Zero probabilities map to ``-inf`` / ``+inf`` as the limit dictates: ``pi_k = 0`` with
+    mass left after ``k`` gives ``-inf``, ``pi_k > 0`` with none left after it gives ``+inf``.
+    Once the stick is used up (``sum_{j>=k} pi_j = 0``) the later logits do not affect ``pi``
+    at all; they are returned as ``0`` (not ``log 0 - log 0 = NaN``), so
+    ``psi_to_pi(pi_to_psi(pi))`` gives back every zero exactly.
 
     Parameters
     ----------
     pi : array_like of shape (..., K)
-        Rows on the simplex.
+        Rows on the simplex: finite, non-negative, summing to one (to ``1e-6``).
 
     Returns
     -------
     psi : ndarray of shape (..., K-1)
     """
-    pi = np.asarray(pi, dtype=float)
+    pi = as_real_array(pi, "pi").astype(np.float64)
     if pi.ndim == 0 or pi.shape[-1] < 2:
         raise ValueError(f"pi: expected shape (..., K) with K >= 2, got {pi.shape}")
+    if np.isnan(pi).any():
+        raise ValueError("pi: contains NaN")
     if (pi < 0).any():
-        raise ValueError("pi: probabilities must be non-negative")
+        raise ValueError(f"pi: probabilities must be non-negative, found {pi.min():g}")
+    pi = check_simplex(pi, "pi", atol=0.0)
     tail = np.cumsum(pi[..., ::-1], axis=-1)[..., ::-1]  # tail[k] = sum_{j>=k} pi_j
-    with np.errstate(divide="ignore"):
-        return np.log(pi[..., :-1]) - np.log(tail[..., 1:])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        psi = np.log(pi[..., :-1]) - np.log(tail[..., 1:])
+    # stick used up before k: psi_k is unidentified (0 * anything); 0 keeps psi_to_pi exact
+    psi[tail[..., :-1] == 0.0] = 0.0
+    return psi
 
 
 def uniform_psi(n_categories: int) -> FloatArray:

@@ -124,7 +124,7 @@ def _brute_pi_to_psi(p):
 def test_pi_to_psi_round_trip_with_exact_zeros():
     # zeros at the end used to give log 0 - log 0 = NaN ([0.2, 0.8, 0, 0] -> [-1.39, inf, nan])
     rng = np.random.default_rng(20)
-    for trial in range(300):
+    for _ in range(300):
         K = int(rng.integers(2, 8))
         p = rng.dirichlet(np.full(K, 0.8))
         p[rng.random(K) < 0.5] = 0.0

@@ -225,11 +225,15 @@ def check_counts(counts: Any, name: str = "counts", min_categories: int = 2,
 
 def check_positive(x: Any, name: str, strict: bool = True) -> float:
     """Check that a scalar is (strictly) positive and finite; return it as float (bools refused:
-    ``True`` is not 1.0).
+    ``True`` is not 1.0; strings too, never converted, as in :func:`check_real`: ``"1"`` is not
+    1.0). Every failure is a :class:`ValueError`, as callers expect.
     """
     if isinstance(x, (bool, np.bool_)):
         kind = "positive" if strict else "non-negative"
         raise ValueError(f"{name}: expected a finite {kind} number, got {x!r} (a bool)")
+    if isinstance(x, (str, bytes, np.str_, np.bytes_)):
+        raise ValueError(f"{name}: expected a positive number, got {short_repr(x)} (a string; "
+                         f"convert it with float() first if a number is meant)")
     try:
         v = float(x)
     except (TypeError, ValueError):

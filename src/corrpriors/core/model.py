@@ -12,6 +12,7 @@ from .._repr import estimator_repr
 from .._threads import blas_threads
 from .._typing import FloatArray, SeedLike
 from .._validation import (
+    as_real_array,
     check_array,
     check_bool,
     check_counts,
@@ -53,6 +54,7 @@ def marginal_probs(psi_mean: np.ndarray, psi_var: np.ndarray, *, method: str = "
     """
     if method not in ("plugin", "mc"):
         raise ValueError(f"method: expected 'plugin' or 'mc', got {method!r}")
+    return_std = check_bool(return_std, "return_std")
     if method == "plugin" and not return_std:
         return psi_to_pi(psi_mean)
     if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) \
@@ -349,12 +351,15 @@ class CorrelatedMultinomial:
             return DenseCovariancePrior.from_kernel(cov)
         if cov is None:
             raise ValueError("covariance: required, got None")
-        try:
-            arr = np.asarray(cov, dtype=float)
-        except (TypeError, ValueError):
+        import scipy.sparse as sp
+
+        if isinstance(cov, (str, bytes)) or sp.issparse(cov):
             raise ValueError(f"covariance: expected a numeric (C, C) array or a bound kernel, "
-                             f"got {type(cov).__name__}") from None
-        check_covariance(arr, "covariance", size=n_covariates)
+                             f"got {type(cov).__name__}")
+        # complex (the imaginary part would be lost) and booleans (True is not 1.0) refused
+        # before any conversion to float
+        as_real_array(cov, "covariance", allow_bool=False, expected="a real (C, C) matrix")
+        arr = check_covariance(cov, "covariance", size=n_covariates)
         return DenseCovariancePrior(arr)
 
     def _prior(self, n_covariates: int) -> GaussianPrior:
@@ -373,7 +378,8 @@ class CorrelatedMultinomial:
     def _prepare_mean(self, c: int, k: int) -> np.ndarray:
         if self.mean is None:
             return np.repeat(uniform_psi(k)[None, :], c, axis=0)
-        mean = np.asarray(self.mean, dtype=float)
+        mean = as_real_array(self.mean, "mean", allow_bool=False,
+                             expected="real prior means of the stick logits").astype(np.float64)
         if mean.shape == (k - 1,):
             mean = np.repeat(mean[None, :], c, axis=0)
         if mean.shape != (c, k - 1):
@@ -541,7 +547,7 @@ class CorrelatedMultinomial:
         """
         self._check_fitted()
         return marginal_probs(self.psi_mean_, self.psi_var_, method=method, n_samples=n_samples,
-                              rng=rng, return_std=return_std)
+                              rng=rng, return_std=check_bool(return_std, "return_std"))
 
     def predict_psi(self, new_covariates: Any, *, new_mean: Any = None
                     ) -> tuple[FloatArray, FloatArray]:
@@ -632,6 +638,7 @@ class CorrelatedMultinomial:
         std : ndarray of shape (M, K)
             Only with ``return_std=True``.
         """
+        return_std = check_bool(return_std, "return_std")
         mean, var = self.predict_psi(new_covariates, new_mean=new_mean)
         return marginal_probs(mean, var, method=method, n_samples=n_samples, rng=rng,
                               return_std=return_std)
@@ -710,7 +717,9 @@ class CorrelatedMultinomial:
         from .intervals import vi_marginals
         from .marginals import probability_interval
 
-        level, n_samples, gen = self._interval_args(level, method, n_samples, rng)
+        level, n_samples, gen = self._interval_args(level, method, n_samples, rng, hyper,
+                                                    return_std)
+        return_std = bool(return_std)
         if method == "gibbs":
             draws = self.fit_gibbs(self.counts_, n_samples, burn_in=max(1, n_samples // 4),
                                    rng=gen).pi
@@ -751,7 +760,9 @@ class CorrelatedMultinomial:
         from .intervals import gibbs_predictive_psi, predictive_marginals
         from .marginals import MarginalMixture, MarginalPsi, probability_interval
 
-        level, n_samples, gen = self._interval_args(level, method, n_samples, rng)
+        level, n_samples, gen = self._interval_args(level, method, n_samples, rng, hyper,
+                                                    return_std)
+        return_std = bool(return_std)
         mean, var = self.predict_psi(new_covariates, new_mean=new_mean)  # validates
         x_new = np.asarray(new_covariates, dtype=float)
         mu_new = self._mean_at(x_new.shape[0], mean.shape[1], new_mean)
@@ -769,9 +780,14 @@ class CorrelatedMultinomial:
                                            x_new, mu_new)
         return probability_interval(mixture, level, n_samples, rng=gen, return_std=return_std)
 
-    def _interval_args(self, level: Any, method: str, n_samples: Any,
-                       rng: SeedLike) -> tuple[float, int, np.random.Generator]:
+    def _interval_args(self, level: Any, method: str, n_samples: Any, rng: SeedLike,
+                       hyper: Any, return_std: Any) -> tuple[float, int, np.random.Generator]:
+        from .intervals import HYPER
+
         self._check_fitted()
+        if not isinstance(hyper, str) or hyper not in HYPER:   # checked for every method, not only "calibrated"
+            raise ValueError(f"hyper: expected one of {HYPER}, got {hyper!r}")
+        check_bool(return_std, "return_std")
         if isinstance(level, bool) or not isinstance(level, (int, float, np.floating)) \
                 or not 0.0 < float(level) < 1.0:
             raise ValueError(f"level: expected a number in (0, 1), got {level!r}")
@@ -804,7 +820,7 @@ class CorrelatedMultinomial:
         ndarray of shape (n, C, K - 1)
         """
         self._check_fitted()
-        if not isinstance(n, (int, np.integer)) or n < 1:
+        if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 1:
             raise ValueError(f"n: expected a positive integer, got {n!r}")
         if method not in ("vi", "calibrated"):
             raise ValueError(f"method: expected 'vi' or 'calibrated', got {method!r}")

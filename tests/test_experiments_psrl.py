@@ -198,3 +198,67 @@ def test_a_method_gives_the_same_curve_whichever_other_methods_run():
     curve = full.curves["normalized_return"]["dirichlet_sparse_sampling"]
     np.testing.assert_array_equal(subset.curves["normalized_return"]["dirichlet_sparse_sampling"], curve)
     assert not np.array_equal(full.curves["normalized_return"]["dirichlet_uniform_sampling"], curve)
+
+
+# ----------------------------------------------------------------------------- the claims' levels (round 20)
+def queueing_results(curves: dict) -> dict:
+    """Seed results of the queueing experiment with the given episode curves (x = 0..4)."""
+    from corrpriors.runner.protocol import SeedResult
+
+    extras = {name: {m: np.array([0.0]) for m in curves} for name in ("seconds", "cpu_seconds", "n_fits")}
+    seed_extras = {"cpu_seconds": np.array([0.0]), "optimal_return": np.array([-75.82982986606655])}
+    return {seed: SeedResult(curves={"expected_return": {m: np.asarray(v, dtype=float) for m, v in curves.items()}},
+                             method_extras=extras, extras=seed_extras) for seed in (0, 1)}
+
+
+def test_queueing_levels_start_from_the_random_policy_whichever_methods_run():
+    """The gap the queueing claims close starts at the uniformly random policy's return on the true
+    network, not at the worst episode-0 return among the methods that ran (which moved the levels
+    and the verdicts with ``--set methods=...``: -78.47 / -78.20 / -78.04 for 8 / 4 / 2 methods)."""
+    mdp = psrl_queueing._environment()
+    P, R, gamma = np.asarray(mdp.transitions), np.asarray(mdp.reward_matrix), mdp.discount
+    S = P.shape[0]
+    # independent: the random policy's value by one linear solve, then its mean over start states
+    P_pi, r_pi = P.mean(axis=1), R.mean(axis=1)
+    uniform = float(np.linalg.solve(np.eye(S) - gamma * P_pi, r_pi).mean())
+    optimal = -75.82982986606655
+    config = dataclasses.replace(psrl_queueing.quick_config(), n_episodes=4)
+    pg = [-97.0, -80.0, -77.0, -76.5, -76.0]
+    sparse = [-94.0, -90.0, -86.0, -85.0, -84.0]
+    worse = [-110.0, -100.0, -99.0, -98.0, -97.0]      # a bad prior policy that must not move the level
+    runs = {
+        "two": {"pg_sampling": pg, "dirichlet_sparse_sampling": sparse},
+        "three": {"pg_sampling": pg, "dirichlet_sparse_sampling": sparse, "dirichlet_uniform_sampling": worse},
+    }
+    extras = {}
+    for name, curves in runs.items():
+        cfg = dataclasses.replace(config, methods=tuple(curves))
+        extras[name] = psrl_queueing.summarise_extra(cfg, queueing_results(curves), {})
+    for ex in extras.values():
+        assert ex["uniform_return"] == pytest.approx(uniform, rel=1e-9)
+        assert ex["efficiency_90pct"]["level"] == pytest.approx(uniform + 0.9 * (optimal - uniform), rel=1e-9)
+        assert ex["efficiency_50pct"]["level"] == pytest.approx(uniform + 0.5 * (optimal - uniform), rel=1e-9)
+        assert ex["efficiency_90pct"]["low"] == pytest.approx(uniform, rel=1e-9)
+        assert "from the uniform random policy's return -96.2 to the optimum -75.8" in ex["claims"][0].detail
+        assert "of the random-to-optimal gap" in ex["claims"][0].claim
+    assert [c.holds for c in extras["two"]["claims"]] == [c.holds for c in extras["three"]["claims"]]
+    assert [c.detail for c in extras["two"]["claims"]] == [c.detail for c in extras["three"]["claims"]]
+
+
+def test_grid_claims_say_fraction_of_the_optimal_return():
+    """psrl-grid's ``normalized_return`` is J / J*: its claims are "90% of the optimal return" (they
+    said "of the way to the optimum", which is the (J - J_uniform) / (J* - J_uniform) reading)."""
+    from corrpriors.runner.protocol import SeedResult
+
+    curves = {"pg_mean": reaching_at(2), "dirichlet_sparse_mean": [0.1] * len(X)}
+    config = dataclasses.replace(psrl_grid.quick_config(), n_transitions=400, methods=tuple(curves))
+    assert psrl_grid.x_values(config) == X
+    seed = crafted(curves)[0]
+    seed = SeedResult(curves={"normalized_return": seed.curves["r"]}, method_extras=seed.method_extras,
+                      extras={"cpu_seconds": np.array([0.0]), "optimal_return": np.array([2.0]),
+                              "lengthscale": np.array([1.0])})
+    claims = psrl_grid.summarise_extra(config, {0: seed}, {})["claims"]
+    assert [c.claim.split(" in at most")[0] for c in claims] == [
+        "pg: 90% of the optimal return", "pg: 50% of the optimal return"]
+    assert all("of the way" not in c.claim + c.detail for c in claims)
+    assert claims[0].detail.startswith("tunnel world, level 0.900: ")

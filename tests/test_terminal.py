@@ -53,16 +53,19 @@ def test_tables_fit_100_columns_and_show_every_cited_x():
     assert "[met] tunnel world: pg: 90% of the way" in text
 
 
+@pytest.mark.parametrize("goal", ["of the optimal return", "of the random-to-optimal gap"])
 @pytest.mark.parametrize("x_name", ["transitions", "episodes"])
-def test_psrl_claim_statements_fit_one_line(x_name):
+def test_psrl_claim_statements_fit_one_line(x_name, goal):
     """Each PSRL claim, as the terminal prints it (``    [not met] <claim>``), fits 100 columns."""
-    from corrpriors.experiments._psrl import METHODS, claims_check
+    from corrpriors.experiments._psrl import GOAL_OF_GAP, GOAL_OF_OPTIMUM, METHODS, claims_check
+
+    assert goal in (GOAL_OF_GAP, GOAL_OF_OPTIMUM)
 
     key = f"{x_name}_to_level_mean_curve"
     eff = {"level_fraction": 0.9, "level": 0.9,
            "methods": {m: {key: 100.0 if m.startswith("pg") else None, "area_under_curve": 0.5}
                        for m in METHODS}}
-    claims = claims_check(eff, METHODS, x_name, "queueing network", 2000.0)
+    claims = claims_check(eff, METHODS, x_name, "queueing network", 2000.0, goal=goal)
     assert [c.holds for c in claims] == [True, True]
     for claim in claims:
         line = f"    [not met] {claim.claim}"

@@ -209,7 +209,8 @@ def efficiency_summary(x: list[float], results: Mapping[int, SeedResult], metric
             "area_under_curve": _mean_over_x(x, curves.mean(0)),
             "final_mean": float(curves[:, -1].mean()),
         }
-    return {"level": level, "level_fraction": level_fraction, "methods": table}
+    return {"level": level, "level_fraction": level_fraction, "low": float(low), "high": float(high),
+            "methods": table}
 
 
 def cost_summary(results: Mapping[int, SeedResult], methods: tuple) -> dict:
@@ -246,8 +247,15 @@ def _half_as_late(v: float, dir_x: float, x_first: float, x_max: float) -> tuple
     return v < dir_x and v <= 0.5 * dir_x, ""
 
 
+#: The claims' target when the level is a fraction of the optimal return (``low`` = 0, ``high`` = 1).
+GOAL_OF_OPTIMUM = "of the optimal return"
+#: The claims' target when the level is a fraction of the way from a reference return to the optimum.
+GOAL_OF_GAP = "of the random-to-optimal gap"
+
+
 def claims_check(eff: dict, methods: tuple, x_name: str, domain: str, x_max: float,
-                 cited: list | None = None, notes: list | None = None, x_first: float = 0.0) -> list[Claim]:
+                 cited: list | None = None, notes: list | None = None, x_first: float = 0.0,
+                 goal: str = GOAL_OF_OPTIMUM, low_name: str = "") -> list[Claim]:
     """Check the paper's claim: PG policies reach good returns with markedly fewer data than Dirichlet.
 
     Holds when the best policy of a PG model reaches the level of ``eff`` on the mean curve
@@ -256,6 +264,9 @@ def claims_check(eff: dict, methods: tuple, x_name: str, domain: str, x_max: flo
     mean curve or the level is not finite. The detail also gives the curves' means over the x
     range. The x values the claims cite are appended to ``cited`` (the terminal table shows
     them), and a claim left unchecked (no Dirichlet or no PG method) is said in ``notes``.
+    ``goal`` says in the claim what the level is a fraction of; with ``low_name`` (what
+    ``eff["low"]`` is, e.g. "the uniform random policy's return") the detail also says how the
+    level was computed from ``eff["low"]`` and ``eff["high"]``.
     """
     key = f"{x_name}_to_level_mean_curve"
     groups = {
@@ -289,6 +300,10 @@ def claims_check(eff: dict, methods: tuple, x_name: str, domain: str, x_max: flo
         unchecked("Dirichlet")
         return []
     dir_auc = best_auc("Dirichlet")
+    level = f"level {num(eff['level'])}"
+    if low_name:
+        level += (f" ({eff['level_fraction']:.0%} of the way from {low_name} {num(eff['low'])} "
+                  f"to the optimum {num(eff['high'])})")
     claims = []
     for label in ("pg", "pg_absolute"):
         m, v = first(label)
@@ -301,10 +316,10 @@ def claims_check(eff: dict, methods: tuple, x_name: str, domain: str, x_max: flo
             f"{c}'s mean curve": eff["methods"][c]["area_under_curve"]
             for c in methods if groups[label](c) or groups["Dirichlet"](c)}}
         claims.append(finite_claim(
-            f"{label}: {eff['level_fraction']:.0%} of the way to the optimum in at most half "
+            f"{label}: {eff['level_fraction']:.0%} {goal} in at most half "
             f"Dirichlet's {x_name}",   # the paper's "markedly fewer", made exact; fits 100 columns
             holds,
-            f"{domain}, level {num(eff['level'])}: {where(label, m, v)}, {where('Dirichlet', dir_m, dir_x)} "
+            f"{domain}, {level}: {where(label, m, v)}, {where('Dirichlet', dir_m, dir_x)} "
             f"(mean curves){'; ' + why if why else ''}; "
             f"curve mean over the x range: {label} {num(pg_auc[1])} ({pg_auc[0]}), "
             f"Dirichlet {num(dir_auc[1])} ({dir_auc[0]})", numbers))
@@ -312,14 +327,18 @@ def claims_check(eff: dict, methods: tuple, x_name: str, domain: str, x_max: flo
 
 
 def psrl_extra(x: list[float], results: Mapping[int, SeedResult], metric: str, methods: tuple, *,
-               low: float, high: float, x_name: str, domain: str, x_max: float) -> dict:
-    """Efficiency to 90% and 50% of the way from ``low`` to ``high``, timings and the claims."""
+               low: float, high: float, x_name: str, domain: str, x_max: float,
+               goal: str = GOAL_OF_OPTIMUM, low_name: str = "") -> dict:
+    """Efficiency to 90% and 50% of the way from ``low`` to ``high``, timings and the claims.
+
+    ``goal`` and ``low_name`` word the claims (:func:`claims_check`).
+    """
     eff = efficiency_summary(x, results, metric, methods, level_fraction=0.9, low=low, high=high, x_name=x_name)
     eff50 = efficiency_summary(x, results, metric, methods, level_fraction=0.5, low=low, high=high, x_name=x_name)
     cited: list[float] = []
     notes: list[str] = []
-    claims = (claims_check(eff, methods, x_name, domain, x_max, cited, notes, x_first=float(x[0]))
-              + claims_check(eff50, methods, x_name, domain, x_max, cited, notes, x_first=float(x[0])))
+    claims = [c for e in (eff, eff50) for c in claims_check(e, methods, x_name, domain, x_max, cited, notes,
+                                                           x_first=float(x[0]), goal=goal, low_name=low_name)]
     return {
         "efficiency_90pct": eff,
         "efficiency_50pct": eff50,
@@ -331,6 +350,8 @@ def psrl_extra(x: list[float], results: Mapping[int, SeedResult], metric: str, m
 
 
 __all__ = [
+    "GOAL_OF_GAP",
+    "GOAL_OF_OPTIMUM",
     "METHODS",
     "MODELS",
     "VARIANTS",

@@ -91,6 +91,11 @@ def test_end_to_end_through_runner(tmp_path, name, config):
     pngs = [p for p in report.figures if str(p).endswith(".png")]
     assert pngs and all(p.exists() and p.stat().st_size > 1000 for p in pngs)
     names = check_experiment_figures(mod, report)
+    # the metric panel (plot_metric_points) shows absolute errors: no caption may call them relative
+    captions = {f["files"][0]: f["caption"] for f in summary["run"]["figures"]}
+    panel = f"{name}-policies.png" if name == "imitation" else f"{name}-metrics.png"
+    assert "absolute" in captions[panel] and "mean ± standard error over seeds" in captions[panel]
+    assert not any("relative to the wors" in c for c in captions.values()), captions
     assert sorted(names) == ([f"{name}-curves", f"{name}-policies"] if name == "imitation"
                              else [f"{name}-metrics", f"{name}-policies"])
     if name == "imitation":

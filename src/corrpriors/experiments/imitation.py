@@ -400,7 +400,8 @@ def figures(config: Config, results: Mapping[int, SeedResult], summary: dict) ->
             seed=seed, environment=ENVIRONMENT, metric_labels={"hellinger": "Hellinger", "value_loss": "value loss"})
         specs.append(FigureSpec(f"{NAME}-policies", fig,
                                 f"paper Fig. 1: expert, Dirichlet and PG policies of seed {seed} at D = {d_fig:g} "
-                                "(arrow maps) and both errors relative to the worse method, over seeds"))
+                                "(arrow maps) and both errors of both methods at that D (absolute, on a zoomed axis), "
+                                "mean ± standard error over seeds"))
     fig = imitation_curves_figure(summary, environment=ENVIRONMENT, x_label=X_LABEL, metric_labels=METRIC_LABELS)
     specs.append(FigureSpec(f"{NAME}-curves", fig,
                             "Hellinger distance and value loss against the number of demonstrations, "

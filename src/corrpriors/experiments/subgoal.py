@@ -289,5 +289,6 @@ def figures(config: Config, results: Mapping[int, SeedResult], summary: dict) ->
                    f"paper Fig. 2: expert policy, the {int(np.sum(res.extras['counts']))} demonstrated pairs and "
                    f"the three estimates of seed {seed}, coloured by their error in every state"),
         FigureSpec(f"{NAME}-metrics", bars,
-                   "both errors of the three methods relative to the worst one, mean ± standard error over seeds"),
+                   "both errors of the three methods (absolute, on a zoomed axis), mean ± standard error over "
+                   "seeds"),
     ]

@@ -188,3 +188,29 @@ def test_claims_left_unchecked_are_noted():
                                       {"hellinger": {"methods": {"pg": metrics["hellinger"]["methods"]["pg"]}}})
     assert extra["claims"] == []
     assert "claims not checked: no Dirichlet method in the results" in extra["notes"]
+
+
+def test_pg_absolute_below_note_says_from_where_it_stays_below():
+    """The note named the first T where pg_absolute's mean error was below dirichlet_sparse's, even when
+    it rose above again later; it now names the T from which it stays below (and the first, if earlier)."""
+    from corrpriors.runner import SeedResult
+
+    config = system_id.Config(transitions=(0, 500, 1000, 2000, 4000))
+    sparse = [0.8, 0.6, 0.4, 0.25, 0.15]
+
+    def note(pg_absolute):
+        curves = {"pg": [0.5, 0.3, 0.2, 0.15, 0.1], "pg_absolute": pg_absolute, "dirichlet_sparse": sparse}
+        metrics = {"hellinger": {"better": "lower", "methods": {
+            m: {"mean": c, "std": [0.01] * 5} for m, c in curves.items()}}}
+        seed = SeedResult(curves={"hellinger": {m: np.asarray(c) for m, c in curves.items()}})
+        notes = system_id.summarise_extra(config, {0: seed}, metrics)["notes"]
+        return next(n for n in notes if n.startswith("pg_absolute"))
+
+    # independent reading of the curves: below at 500, above at 1,000, below from 2,000 on
+    assert note([0.8, 0.5, 0.45, 0.2, 0.1]) == \
+        "pg_absolute is below dirichlet_sparse from T=2,000 on (first below at T=500)"
+    assert note([0.8, 0.5, 0.3, 0.2, 0.1]) == "pg_absolute is below dirichlet_sparse from T=500 on"
+    assert note([0.8, 0.5, 0.3, 0.2, 0.3]) == \
+        "pg_absolute is below dirichlet_sparse at some T (first at T=500) but not at the last, T=4,000"
+    assert note([0.8, 0.7, 0.6, 0.5, np.nan]) == "pg_absolute is never below dirichlet_sparse (on this grid)"
+    assert note([0.8, 0.5, 0.3, 0.2, np.nan]).endswith("but not at the last, T=4,000")   # NaN: not below

@@ -401,6 +401,28 @@ def _interp_crossing(ts: np.ndarray, curve: np.ndarray, level: float) -> float |
     return float(t0 + (t1 - t0) * (c0 - level) / (c0 - c1))
 
 
+def below_note(x: list[float], pg_absolute: np.ndarray, dirichlet_sparse: np.ndarray) -> str:
+    """From which T on ``pg_absolute``'s mean error stays below ``dirichlet_sparse``'s (and where it first is).
+
+    "From T" means below there and at every later T of the grid (a NaN is not below), like the
+    PSRL experiments' :func:`~corrpriors.experiments._psrl.first_reach`; the first T below is
+    given too when it is earlier.
+    """
+    from ._psrl import first_reach
+
+    lead = np.asarray(dirichlet_sparse, dtype=float) - np.asarray(pg_absolute, dtype=float)   # > 0: below
+    below = np.flatnonzero(lead > 0)
+    stays = first_reach(x, lead, float(np.nextafter(0.0, 1.0)))    # >= the least positive float: > 0
+    if not below.size:
+        return "pg_absolute is never below dirichlet_sparse (on this grid)"
+    first = num(float(x[below[0]]))
+    if stays is None:
+        return (f"pg_absolute is below dirichlet_sparse at some T (first at T={first}) "
+                f"but not at the last, T={num(float(x[-1]))}")
+    return (f"pg_absolute is below dirichlet_sparse from T={num(stays)} on"
+            + ("" if stays == float(x[below[0]]) else f" (first below at T={first})"))
+
+
 def summarise_extra(config: Config, results: Mapping[int, SeedResult], metrics: dict) -> dict:
     """Chosen length scales, the data-efficiency ratio and the claims check."""
     ts = np.asarray(config.transitions, dtype=float)
@@ -503,9 +525,7 @@ def summarise_extra(config: Config, results: Mapping[int, SeedResult], metrics: 
                              else f"{d} not by T={num(float(ts[-1]))}")
         notes.append(f"pg's error at T={num(t_ref)} ({num(eff['level'])}): " + "; ".join(parts))
     if "pg_absolute" in mean and "dirichlet_sparse" in mean:
-        below = np.flatnonzero(pos & (mean["pg_absolute"] < mean["dirichlet_sparse"]))
-        notes.append("pg_absolute is below dirichlet_sparse from T="
-                     + (num(float(ts[below[0]])) if below.size else "never (on this grid)"))
+        notes.append(below_note(ts[pos].tolist(), mean["pg_absolute"][pos], mean["dirichlet_sparse"][pos]))
     extra["notes"] = notes + unchecked
     return extra
 

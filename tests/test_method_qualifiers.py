@@ -105,7 +105,8 @@ def test_the_terminal_notes_say_which_setting_changed_which_method():
 
 #: The experiments each qualifier's setting is made for (a config of any other must not have it).
 QUALIFIED = {"layer": ("transfer",), "similarity": ("transfer",), "similarity_rule": ("transfer",),
-             "concentration": ("sysid", "psrl"), "contamination": ("sysid", "psrl"), "support": ("sysid", "psrl")}
+             "concentration": ("sysid", "psrl"), "contamination": ("sysid", "psrl"), "support": ("sysid", "psrl"),
+             "dirichlet_alpha": ("imitation", "subgoal")}
 
 
 def test_every_qualifier_matches_the_settings_of_its_experiments():
@@ -137,7 +138,7 @@ def test_every_qualifier_matches_the_settings_of_its_experiments():
                 if experiment == "transfer":
                     T.check_config(dataclasses.replace(T.quick_config(), **{q.setting: value}))
                 else:
-                    check_ranges(ranges[experiment], changed)
+                    check_ranges(ranges.get(experiment) or registry.get_experiment(experiment), changed)
     # the table refuses a qualifier whose replaced words the description does not say
     with pytest.raises(ValueError, match="replaces"):
         _methods.Model("M", "a model", "#000000", "o", qualifiers=(
@@ -226,3 +227,41 @@ def test_a_record_whose_labels_claim_a_setting_its_config_lacks_is_relabelled():
     assert record["methods"]["pg_pooled"] == _methods.method("pg_pooled").as_json()
     assert record["methods"]["pg_transfer"]["label"] == "PG transfer (ρ fixed at 0.5)"
     assert any("'PG pooled + per-pair layer' -> 'PG pooled'" in n for n in record["extra"]["notes"])
+
+
+# ------------------------------------------------------------------- round 20: the policy α, pg_absolute's mean
+@pytest.mark.parametrize("experiment, name, label", [("imitation", "dirichlet", "Dirichlet"),
+                                                     ("subgoal", "dirichlet_subgoal", "Dirichlet subgoal")])
+def test_dirichlet_alpha_shows_in_the_policy_models_label(experiment, name, label):
+    """``--set dirichlet_alpha=1`` kept the label ``Dirichlet`` (and a description saying 1e-3), unlike the
+    models named for an α; now the label states the α used, the name and the colour stay."""
+    module = registry.get_experiment(experiment)
+    default = module.Config()
+    assert default.dirichlet_alpha == 1e-3
+    assert _methods.method(name, default).label == label
+    assert "α = 1e-3" in _methods.method(name, default).description
+    for alpha, text in ((1.0, "1"), (0.5, "0.5"), (2.5e-4, "2.5e-4")):
+        changed = dataclasses.replace(default, dirichlet_alpha=alpha)
+        m = _methods.method(name, changed)
+        assert m.label == f"{label} α={text}"
+        assert m.description.count(f"α = {text} (set by dirichlet_alpha={text}") == 1
+        assert "α = 1e-3 " not in m.description.split(" (set by")[0]
+        assert m.colour == _methods.MODELS[name].colour
+        assert _methods.label(name, {"dirichlet_alpha": alpha}) == m.label        # a record's config block
+        assert _methods.setting_notes(module.METHODS, changed) == [
+            f"{name}: α = {text} (set by dirichlet_alpha={text}; the default dirichlet_alpha=1e-3 is the α of "
+            "dirichlet_sparse)"]
+    for unchanged in (None, {"dirichlet_alpha": 1e-3}, {"dirichlet_alpha": True}, {"dirichlet_alpha": 0.0}):
+        assert _methods.label(name, unchanged) == label
+
+
+def test_pg_absolute_says_where_its_prior_mean_is_learned():
+    """``pg_absolute`` is labelled the paper's, but PSRL's beliefs give it a learned constant mean."""
+    from corrpriors.experiments import _psrl, system_id
+
+    text = _methods.MODELS["pg_absolute"].description
+    assert "a learned constant per stick in psrl-grid and psrl-queueing" in text
+    assert "fixed uniform logits in system-id" in text
+    assert system_id.Config().pg_learn_mean == "none"
+    import inspect
+    assert 'learn_mean="constant"' in inspect.getsource(_psrl.make_belief)

@@ -39,7 +39,9 @@ per-pair layer``, ...), ``similarity=<ρ>`` fixes ``pg_transfer``'s similarity (
 (ρ averaged)``). The Gymnasium commands' ``concentration``, ``contamination`` and ``support``
 do the same for ``pg`` and ``pg_absolute``: their default gives the layer (``PG + per-pair
 layer``; the runs record ``none`` where the environment's size drops it), and switching a part
-off says which (``PG + per-pair layer (no contamination)``). Names, colours and markers stay,
+off says which (``PG + per-pair layer (no contamination)``). The imitation and subgoal
+experiments' ``dirichlet_alpha`` qualifies ``dirichlet`` and ``dirichlet_subgoal``, whose labels
+do not state their default α = 1e-3 (``--set dirichlet_alpha=1``: ``Dirichlet α=1``). Names, colours and markers stay,
 so figures of two runs stay comparable; the terminal table says which setting changed which
 model (:func:`setting_notes`).
 
@@ -426,27 +428,39 @@ _GYM_LAYER = (
               own="weighs it beside the layer", replaces=_SUPPORT, unless=(("concentration", "none"),)),
 )
 
+#: The words of ``dirichlet``'s and ``dirichlet_subgoal``'s descriptions that another ``dirichlet_alpha`` makes false.
+_POLICY_ALPHA = "α = 1e-3"
+#: ``--set dirichlet_alpha=<α>`` (imitation, subgoal): the Dirichlet policy / subgoal priors' α. The
+#: labels do not state the default α (``Dirichlet``), so another α is appended (``Dirichlet α=1``).
+_DIRICHLET_ALPHA = Qualifier("dirichlet_alpha", 1e-3, number=True, bounds=(math.ulp(0.0), math.inf),
+                             label=" α={value}", description="α = {value}", note="α = {value}",
+                             own="is the α of dirichlet_sparse",
+                             replaces=_POLICY_ALPHA)
+
 MODELS: dict[str, Model] = {
     "pg": Model("PG", f"the correlated prior (Pólya-Gamma VI), {_PLAIN}; for transitions its categories are "
                 "moves relative to the current state (the default encoding)",
                 "#1f77b4", "o", qualifiers=(_LAYER, *_GYM_LAYER)),
     "pg_absolute": Model("PG absolute (the paper's)", f"correlated prior, {_PLAIN}; categories = next states in "
-                         "index order (the paper's encoding)", "#ff7f0e", "s",
+                         "index order (the paper's encoding); prior mean: the paper's fixed uniform logits in "
+                         "system-id (pg_learn_mean=none), but a learned constant per stick in psrl-grid and "
+                         "psrl-queueing, as for pg", "#ff7f0e", "s",
                          qualifiers=_GYM_LAYER),
     "dirichlet_uniform": Model("Dirichlet α=1", "independent Dirichlet posteriors, α = 1", "#2ca02c", "^",
                                Concentration("alpha_uniform", 1.0)),
     "dirichlet_sparse": Model("Dirichlet α=1e-3", "independent Dirichlet posteriors, α = 1e-3", "#d62728", "v",
                               Concentration("alpha_sparse", 1e-3)),
     # imitation learning: policies, not transitions (categories = actions; no relative/absolute)
-    "dirichlet": Model("Dirichlet", "independent Dirichlet policy posteriors (imitation; α = "
-                       "Config.dirichlet_alpha, 1e-3 by default, hence the colour of dirichlet_sparse)",
-                       "#d62728", "v"),
+    "dirichlet": Model("Dirichlet", "independent Dirichlet policy posteriors (imitation; coloured as "
+                       f"dirichlet_sparse, whose α is the default), {_POLICY_ALPHA}",
+                       "#d62728", "v", qualifiers=(_DIRICHLET_ALPHA,)),
     # subgoal modelling
     "pg_imitation": Model("PG imitation", "the correlated policy prior of imitation learning, without subgoals "
                           "(imitation's pg, hence its colour)", "#1f77b4", "o"),
     "pg_subgoal": Model("PG subgoal", "subgoal model with correlated subgoal priors", "#9467bd", "D"),
-    "dirichlet_subgoal": Model("Dirichlet subgoal", "subgoal model with independent Dir(α) subgoal priors",
-                               "#8c564b", "P"),
+    "dirichlet_subgoal": Model("Dirichlet subgoal", "subgoal model with independent Dir(α) subgoal priors, "
+                               f"{_POLICY_ALPHA}", "#8c564b", "P",
+                               qualifiers=(_DIRICHLET_ALPHA,)),
     # transfer between environments
     "pg_transfer": Model("PG transfer", "correlated prior over (task, state): the target task borrows from "
                          f"the source tasks {_LEARNED}", "#e377c2", "X", qualifiers=(

@@ -130,7 +130,7 @@ def test_a_formula_typed_as_raw_text_is_caught():
 
 def test_bars_from_zero_hiding_a_difference_are_caught():
     fig, ax = _axes()
-    ax.bar([0, 1, 2], [0.92, 0.96, 1.0])                       # subgoal-metrics.png, relative to the worst
+    ax.bar([0, 1, 2], [0.92, 0.96, 1.0])                       # subgoal-metrics.png, absolute errors
     assert any("differences are invisible" in p for p in figure_problems(fig))
 
 

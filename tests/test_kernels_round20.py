@@ -206,3 +206,22 @@ def test_infinite_bounds_and_overflowing_combinations_are_refused():
             combined()
     fine = big + Exponential(2.0, variance=1.0)                    # no overflow: accepted
     assert np.isfinite(fine.bind(coords=np.arange(3.0)[:, None]).gram()).all()
+
+
+def test_grid_precision_names_array_shaped_alpha_and_shape():
+    """alpha=np.array([2]) raised numpy's ambiguous-truth TypeError and shape=np.array(10)
+    'iteration over a 0-d array'; a 0-d array is a number, a 2-d one is not a shape."""
+    import numpy as np
+
+    from corrpriors.kernels import grid_precision
+
+    for bad in (np.array([2]), np.array([[1]]), "2", np.True_):
+        with pytest.raises(ValueError, match="^alpha: expected 1 or 2"):
+            grid_precision((5, 5), length_scale=2.0, alpha=bad)
+    with pytest.raises(ValueError, match="^shape: expected a tuple of positive integers"):
+        grid_precision(np.array([[5, 5]]), length_scale=2.0)
+    same = grid_precision((10,), length_scale=3.0)
+    for shape in (np.array(10), np.int64(10), np.array([10]), [10]):
+        assert (grid_precision(shape, length_scale=3.0) != same).nnz == 0
+    assert (grid_precision((5, 5), length_scale=2.0, alpha=np.array(2)) != grid_precision(
+        (5, 5), length_scale=2.0)).nnz == 0

@@ -98,7 +98,8 @@ def _positive(x: Any, name: str) -> float:
 
 
 def _alpha(alpha: Any) -> int:
-    if isinstance(alpha, bool) or alpha not in (1, 2):
+    # (a 0-d check first: ``np.array([2]) in (1, 2)`` raised numpy's ambiguous-truth TypeError)
+    if isinstance(alpha, (bool, np.bool_)) or np.ndim(alpha) != 0 or alpha not in (1, 2):
         raise ValueError(f"alpha: expected 1 or 2, got {alpha!r}")
     return int(alpha)
 
@@ -321,10 +322,13 @@ def _normalised(q: sp.csr_array) -> sp.csr_array:
 
 
 def _grid_shape(shape: Any) -> tuple[int, ...]:
-    dims = (shape,) if np.isscalar(shape) else tuple(shape)
+    given = shape
+    if isinstance(shape, np.ndarray):   # (an array's items as Python numbers: np.array(10) is 10)
+        shape = shape.tolist() if shape.ndim <= 1 else ()
+    dims = (shape,) if np.ndim(shape) == 0 else tuple(shape) if np.ndim(shape) == 1 else ()
     if not dims or any(isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1
                        for s in dims):
-        raise ValueError(f"shape: expected a tuple of positive integers, got {shape!r}")
+        raise ValueError(f"shape: expected a tuple of positive integers, got {given!r}")
     return tuple(int(s) for s in dims)
 
 

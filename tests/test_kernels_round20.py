@@ -225,3 +225,17 @@ def test_grid_precision_names_array_shaped_alpha_and_shape():
         assert (grid_precision(shape, length_scale=3.0) != same).nnz == 0
     assert (grid_precision((5, 5), length_scale=2.0, alpha=np.array(2)) != grid_precision(
         (5, 5), length_scale=2.0)).nnz == 0
+
+
+def test_graph_precision_checks_dim_even_beside_kappa():
+    """dim='abc' passed silently when kappa was given (dim is then unused, but never wrong)."""
+    import numpy as np
+
+    from corrpriors.kernels import graph_precision
+
+    ring = np.roll(np.eye(6), 1, axis=1) + np.roll(np.eye(6), -1, axis=1)
+    for bad in ("abc", 0, True, 1.5):
+        with pytest.raises(ValueError, match="^dim: expected an integer >= 1"):
+            graph_precision(ring, kappa=1.0, dim=bad)
+    q = graph_precision(ring, kappa=1.0, dim=1)
+    assert (q != graph_precision(ring, kappa=1.0)).nnz == 0

@@ -53,7 +53,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._memory import check_memory
-from .._validation import as_real_array, check_bool, check_real
+from .._validation import as_real_array, check_bool, check_int, check_real
 
 __all__ = ["graph_precision", "grid_adjacency", "grid_precision", "knn_adjacency",
            "lattice_adjacency", "matern_kappa"]
@@ -108,6 +108,8 @@ def _kappa(kappa: Any, length_scale: Any, alpha: int, dim: int | None) -> float:
     if (kappa is None) == (length_scale is None):
         raise ValueError("give exactly one of kappa and length_scale, got "
                          f"kappa={kappa!r}, length_scale={length_scale!r}")
+    if dim is not None:   # (checked also where kappa makes it unused: dim='abc' passed silently)
+        dim = check_int(dim, "dim", 1)
     if kappa is not None:
         if isinstance(kappa, (int, float, np.number)) and kappa == 0:
             raise ValueError("kappa: expected a finite positive number, got 0 (kappa = 0 "

@@ -315,3 +315,15 @@ def test_the_transfer_similarity_and_psrl_figure_passes():
                           environment="Transfer, 6x6 windy tunnel worlds")
     assert figure_problems(fig, environment="Transfer") == []
     assert "PG transfer" in _words(fig.axes[0].get_ylabel())
+
+
+def test_curve_captions_name_the_panels_drawn():
+    """The transfer caption said "(linear and log x)" on quick runs, whose three budgets draw no
+    log panel (log_panel_useful needs four positive x over a decade)."""
+    from corrpriors.experiments import transfer as T
+    from corrpriors.plotting._curves import log_panel_useful, panels_note
+
+    quick = T.x_values(T.quick_config())
+    assert not log_panel_useful(quick) and panels_note(quick) == "linear x"
+    full = T.x_values(T.Config())
+    assert log_panel_useful(full) and panels_note(full) == "linear and log x"

@@ -505,7 +505,8 @@ class PSRLExperiment(GymExperiment):
         what = ", ".join(panels[m][2] for m in metrics)
         return [FigureSpec(f"{self.NAME}-curves", fig,
                            f"PSRL on {self.ENVIRONMENT}: {what} of the greedy policy against steps, mean ± std "
-                           "over seeds; dashed: the optimal policy")]
+                           "over seeds (the normalised return's bands clipped at 1, the optimal policy's); "
+                           "dashed black: the optimal policy")]
 
 
 __all__ = ["ALL_METHODS", "METHODS", "PSRLConfig", "PSRLExperiment", "run_seed",

@@ -234,4 +234,5 @@ def figures(config: Config, results: Mapping[int, SeedResult], summary: dict) ->
                              reference_label="optimal policy")
     return [FigureSpec(f"{NAME}-return", fig,
                        "paper Fig. 3b: return of the greedy policy (relative to the optimal one) against "
-                       "transitions, four beliefs x two PSRL variants, mean ± std over seeds")]
+                       "transitions, four beliefs x two PSRL variants, mean ± std over seeds (bands clipped "
+                       "at the optimal return, which no policy exceeds)")]

@@ -233,4 +233,5 @@ def figures(config: Config, results: Mapping[int, SeedResult], summary: dict) ->
     return [FigureSpec(f"{NAME}-return", fig,
                        "paper Fig. 4: expected discounted return (reward = minus the queue lengths) of the greedy "
                        "policy against learning episodes, four beliefs x two PSRL variants, mean ± std over "
-                       "seeds; dashed: the optimal policy")]
+                       "seeds (bands clipped at the optimal return, which no policy exceeds); dashed black: "
+                       "the optimal policy")]

@@ -532,7 +532,7 @@ def summarise_extra(config: Config, results: Mapping[int, SeedResult], metrics: 
 
 def figures(config: Config, results: Mapping[int, SeedResult], summary: dict) -> list[FigureSpec]:
     """Fig. 3a: Hellinger error against T with ±std bands (linear and log x)."""
-    from ..plotting._curves import curves_figure
+    from ..plotting._curves import curves_figure, panels_note
     from ._shared import ESTIMATE_NAMES, estimate_title
 
     kind = str(config.point_estimate)
@@ -541,4 +541,4 @@ def figures(config: Config, results: Mapping[int, SeedResult], summary: dict) ->
     return [FigureSpec(f"{NAME}-hellinger", fig,
                        f"paper Fig. 3a: error of the estimated transition model ({ESTIMATE_NAMES[kind]}) "
                        "against the number of observed transitions, four models, mean ± std over seeds "
-                       "(linear and log x)")]
+                       f"({panels_note(summary['x']['values'])})")]

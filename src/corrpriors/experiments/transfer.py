@@ -756,7 +756,7 @@ def summarise_extra(config: Config, results: Mapping[int, SeedResult], metrics: 
 def figures(config: Config, results: Mapping[int, SeedResult], summary: dict) -> list[FigureSpec]:
     """The error curves (linear and log x) and the PSRL task sequence with the similarities."""
     from .._methods import record_labels
-    from ..plotting._curves import curves_figure
+    from ..plotting._curves import curves_figure, panels_note
     from ..plotting._transfer import transfer_figure
 
     figs = [FigureSpec(f"{NAME}-hellinger",
@@ -765,7 +765,7 @@ def figures(config: Config, results: Mapping[int, SeedResult], summary: dict) ->
                                      environment=_title(config),
                                      log_panel=True),
                        "target-task error of the estimated transition model against the target's "
-                       "transitions, four methods, mean ± std over seeds (linear and log x)")]
+                       f"transitions, four methods, mean ± std over seeds ({panels_note(x_values(config))})")]
     extra = summary.get("extra", summary)
     psrl = extra.get("psrl_sequence")
     how = _similarity_how(config)

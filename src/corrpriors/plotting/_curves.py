@@ -234,6 +234,13 @@ def log_panel_useful(x_values: Sequence) -> bool:
     return pos.size >= LOG_PANEL_POINTS and float(pos[-1] / pos[0]) >= LOG_PANEL_RATIO
 
 
+def panels_note(x_values: Sequence) -> str:
+    """What a :func:`curves_figure` with ``log_panel=True`` draws, for its caption: ``"linear and
+    log x"`` when the log panel is drawn (:func:`log_panel_useful`), else ``"linear x"``.
+    """
+    return "linear and log x" if log_panel_useful(x_values) else "linear x"
+
+
 def curves_figure(
     summary: Mapping,
     metric: str,

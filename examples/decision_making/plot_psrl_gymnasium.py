@@ -23,6 +23,7 @@ import numpy as np
 
 from corrpriors.applications import CorrelatedTransitionModel, PSRLAgent, run_psrl
 from corrpriors.envs import env_info, from_gymnasium
+from corrpriors.plotting import method_label, method_style
 
 # %%
 # FrozenLake 8 x 8
@@ -33,10 +34,12 @@ belief = CorrelatedTransitionModel.for_mdp(mdp)   # (row, col) coordinates, rela
 agent = PSRLAgent(belief, mdp.rewards, discount=0.99, replan_every=50, terminal=mdp.terminal)
 out = run_psrl(env, agent, 1000, rng=0, true_mdp=mdp)
 
-fig, ax = plt.subplots(figsize=(5, 3))
-ax.plot(out["steps"], out["normalized_return"])
-ax.set(xlabel="steps", ylabel="normalized return", title="PSRL on FrozenLake 8x8 (one seed)")
-ax.axhline(1.0, color="k", lw=0.5)                # 0 = uniformly random policy, 1 = optimal
+fig, ax = plt.subplots(figsize=(6, 3.2))
+ax.plot(out["steps"], out["normalized_return"], label=method_label("pg"), **method_style("pg"))
+ax.set(xlabel="steps", ylabel="normalized return\n(0 = random, 1 = optimal)",
+       title="PSRL on FrozenLake 8x8, slippery (one seed)")
+ax.axhline(1.0, color="k", lw=0.8, ls="--", label="optimal policy")
+ax.legend(fontsize="small", loc="lower right")
 fig.tight_layout()
 print(f"normalized return after {out['steps'][-1]} steps: {out['normalized_return'][-1]:.3f}")
 

@@ -98,11 +98,12 @@ for r, (errors, similarity) in results.items():
 # old worlds that share nothing with the new one, it is 0). The error stays within a few per
 # cent of the single-task model's on average, while pooling is far off. (Here the similarity is
 # 0 at every budget, and the transfer belief *is* the single-task belief: its line lies under
-# PG's.)
+# PG's, drawn hollow and larger so that both show.)
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True, layout="constrained")
 for ax, (r, (errors, similarity)) in zip(axes, results.items()):
     for name, e in errors.items():
-        ax.plot(BUDGETS, e, label=method_label(name), **method_style(name))
+        hollow = {"markerfacecolor": "none", "markersize": 10} if name == "pg_transfer" else {}
+        ax.plot(BUDGETS, e, label=method_label(name), **method_style(name), **hollow)
     ax.set_xscale("log")
     ax.set_xticks(BUDGETS, [str(T) for T in BUDGETS])
     ax.minorticks_off()

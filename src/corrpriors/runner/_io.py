@@ -34,6 +34,7 @@ import json
 import math
 import os
 import pathlib
+import stat
 from collections.abc import Callable
 from typing import Any
 
@@ -190,10 +191,27 @@ class RunLock:
 
     def acquire(self) -> RunLock:
         """Take the lock or raise :class:`RunLocked` (naming the holder's pid)."""
+        # O_NOFOLLOW: a ``.lock`` that is a symbolic link is refused, never followed (the
+        # pid written below would otherwise truncate the link's target, anyone's file).
+        flags = (os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+                 | getattr(os, "O_CLOEXEC", 0))
+        if os.path.islink(self.path):  # also where the system has no O_NOFOLLOW
+            raise OutputError(self.path, "it is a symbolic link; remove it (it is not followed)")
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+            fd = os.open(self.path, flags, 0o666)
         except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise OutputError(self.path, "it is a symbolic link; remove it (it is not "
+                                  "followed)") from None
             raise OutputError(self.path.parent, _reason(exc)) from None
+        try:
+            is_regular = stat.S_ISREG(os.fstat(fd).st_mode)
+        except OSError as exc:
+            os.close(fd)
+            raise OutputError(self.path, _reason(exc)) from None
+        if not is_regular:
+            os.close(fd)
+            raise OutputError(self.path, "it exists and is not a regular file")
         try:
             import fcntl
         except ImportError:  # pragma: no cover - no flock (Windows): no protection

@@ -16,7 +16,9 @@ Run from the repository root::
     python benchmarks/bench_core.py --quick    # 10x10 only
     python benchmarks/bench_core.py --quick --repeat 5   # minimum of 5 timings each
 
-Writes ``benchmarks/out/bench_core.json``.
+Writes ``benchmarks/out/bench_core.json``; a run with other settings writes a file whose name
+lists them (``bench_core-quick-repeat5.json``), so it never overwrites another configuration's
+results. ``--out FILE`` writes exactly ``FILE``.
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the naive reference lives with the tests
 
+from _proc import output_name  # noqa: E402
+
+from corrpriors._fileio import atomic_write_bytes  # noqa: E402
 from corrpriors._threads import blas_threads  # noqa: E402
 from corrpriors.core.cavi import CAVIOptions  # noqa: E402
 from corrpriors.core.cavi import run_cavi as _run_cavi  # noqa: E402
@@ -214,8 +219,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="repeat each timed run and keep the minimum wall/CPU time (default 1)")
     p.add_argument("--accuracy", action="store_true",
                    help="also time both paths to the same distance (1e-6) from the fixed point")
-    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out" / "bench_core.json")
+    p.add_argument("--out", type=Path, default=None,
+                   help="output file (default benchmarks/out/bench_core[-<settings>].json)")
     args = p.parse_args(argv)
+    if args.out is None:
+        args.out = ROOT / "benchmarks" / "out" / output_name("bench_core", args, p)
     plan = [(10, "full")] if args.quick else [(10, "full"), (20, "per-iter"), (30, "no")]
     if args.sizes:
         modes = {10: "full", 20: "per-iter"}
@@ -258,8 +266,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"speedup {acc['speedup']:.1f}x wall, {acc['speedup_cpu']:.1f}x CPU")
         else:
             print("no tolerance brought both within the target")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    atomic_write_bytes(args.out, (json.dumps(result, indent=2) + "\n").encode())
     print(f"wrote {args.out}")
     return 0
 

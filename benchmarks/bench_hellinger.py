@@ -24,7 +24,9 @@ Run from the repository root::
     python benchmarks/bench_hellinger.py --quick         # 8x8 only
     python benchmarks/bench_hellinger.py --taxi          # ... and Taxi-v4 (500 states, minutes)
 
-Writes ``benchmarks/out/bench_hellinger.json``.
+Writes ``benchmarks/out/bench_hellinger.json``; a run with other settings writes a file whose
+name lists them (``bench_hellinger-quick-taxi-transitions500.json``), so it never overwrites
+another configuration's results.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ from typing import Any
 
 import gymnasium
 import numpy as np
+
+from _proc import output_name
 
 from corrpriors._fileio import atomic_write_bytes
 from corrpriors._threads import blas_threads
@@ -138,7 +142,7 @@ def main() -> int:
                 print(f"{name:16s} {res['states']:5d} {res['fit']['cpu']:7.2f} | {label:11s} "
                       f"{r['draws']:5d} {r['cpu']:7.2f} {r['ratio_to_fit']:6.2f} {r['error']:7.4f} "
                       f"{noise}   ({res['fit']['error']:.4f})", flush=True)
-    path = ROOT / "benchmarks" / "out" / "bench_hellinger.json"
+    path = ROOT / "benchmarks" / "out" / output_name("bench_hellinger", args, parser)
     atomic_write_bytes(path, json.dumps(results, indent=2).encode())
     print(f"wrote {path.relative_to(ROOT)}")
     return 0

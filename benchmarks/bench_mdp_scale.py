@@ -23,7 +23,9 @@ Run from the repository root::
     python benchmarks/bench_mdp_scale.py --quick    # n = 10, 20, 40 (seconds)
     python benchmarks/bench_mdp_scale.py --envs grid --sides 316
 
-Writes ``benchmarks/out/bench_mdp_scale.json``.
+Writes ``benchmarks/out/bench_mdp_scale.json`` and ``.md``; a run with other settings writes
+files whose names list them (``bench_mdp_scale-quick-envsgrid.json``), so it never overwrites
+another configuration's results.
 """
 
 from __future__ import annotations
@@ -33,11 +35,14 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
-from _proc import status_mb
+from _proc import output_name, status_mb
+
+from corrpriors._fileio import atomic_write_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 ENVS = ("grid", "tunnel", "lake")
@@ -159,13 +164,23 @@ def main() -> None:
     envs = [e for e in args.envs.split(",") if e]
     if set(envs) - set(ENVS):
         raise SystemExit(f"--envs: expected names from {', '.join(ENVS)}, got {args.envs!r}")
-    tmp = ROOT / "benchmarks" / "out"
-    tmp.mkdir(parents=True, exist_ok=True)
-    rows, pairs = [], []
+    out_dir = ROOT / "benchmarks" / "out"
+    stem = output_name("bench_mdp_scale", args, ap, suffix="")
+    with tempfile.TemporaryDirectory(prefix="bench_mdp_scale.") as tmp:  # the children's values,
+        rows, pairs = _measure(envs, sides, args.dense_max, Path(tmp))  # private to this run
+    text = table(rows, pairs)
+    print(text)
+    atomic_write_bytes(out_dir / f"{stem}.json", json.dumps({"rows": rows, "pairs": pairs}, indent=1).encode())
+    atomic_write_bytes(out_dir / f"{stem}.md", (text + "\n").encode())
+
+
+def _measure(envs: list[str], sides: list[int], dense_max: int, tmp: Path) -> tuple[list, list]:
+    rows: list[dict] = []
+    pairs: list[dict] = []
     for env in envs:
         env_rows = []
         for n in sides:
-            if n * n <= args.dense_max:        # dense and sparse alternate, same size
+            if n * n <= dense_max:        # dense and sparse alternate, same size
                 d_row, d_val = run(env, n, False, tmp)
                 s_row, s_val = run(env, n, True, tmp)
                 rows += [d_row]
@@ -180,10 +195,7 @@ def main() -> None:
             rows.append(s_row)
             print(json.dumps(s_row), flush=True)
         exponents(env_rows)
-    text = table(rows, pairs)
-    print(text)
-    (tmp / "bench_mdp_scale.json").write_text(json.dumps({"rows": rows, "pairs": pairs}, indent=1))
-    (tmp / "bench_mdp_scale.md").write_text(text + "\n")
+    return rows, pairs
 
 
 if __name__ == "__main__":

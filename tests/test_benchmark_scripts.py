@@ -86,3 +86,50 @@ def test_calibration_report_skips_the_cost_output(tmp_path):
     proc = _run("calibration.py", "--report", str(cost))
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "skipped" in proc.stderr
+
+
+def _load(script: str, monkeypatch):
+    """Import ``benchmarks/<script>`` as a module (its folder first on the path, as when run)."""
+    import importlib.util
+
+    monkeypatch.syspath_prepend(str(BENCH))
+    spec = importlib.util.spec_from_file_location(f"_bench_{pathlib.Path(script).stem}", BENCH / script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_output_name_lists_every_setting_that_differs_from_its_default(monkeypatch):
+    import argparse
+
+    proc = _load("_proc.py", monkeypatch)
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--sizes", type=int, nargs="*", default=None)
+    parser.add_argument("--transitions", type=int, default="2000")   # a str default argparse converts
+    parser.add_argument("--ls", type=float, default=0.5)
+    parser.add_argument("--envs", default="grid,lake")
+    parser.add_argument("--out", default="x")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    name = lambda *argv: proc.output_name("bench", parser.parse_args(argv), parser)  # noqa: E731
+    assert name() == "bench.json"
+    assert name("--out", "y", "--child", "z", "--transitions", "2000") == "bench.json"
+    assert name("--sizes", "3") != name("--sizes", "4")
+    assert name("--quick", "--sizes", "3", "4", "--transitions", "500", "--ls", "0.25", "--envs", "grid") == \
+        "bench-quick-sizes3+4-transitions500-ls0.25-envsgrid.json"
+    long = name("--sizes", *map(str, range(100)))
+    assert len(long) <= 125 and long != name("--sizes", *map(str, range(101)))
+    assert all(c not in long for c in "/, ")
+
+
+def test_bench_core_runs_with_other_sizes_do_not_overwrite_each_other(tmp_path, monkeypatch):
+    bench_core = _load("bench_core.py", monkeypatch)
+    monkeypatch.setattr(bench_core, "ROOT", tmp_path)
+    for sizes in ("3", "4"):
+        assert bench_core.main(["--sizes", sizes]) == 0
+    out = tmp_path / "benchmarks" / "out"
+    assert sorted(p.name for p in out.iterdir()) == ["bench_core-sizes3.json", "bench_core-sizes4.json"]
+    import json
+
+    assert [r["grid"] for r in json.loads((out / "bench_core-sizes3.json").read_text())["rows"]] == ["3x3"]
+    assert [r["grid"] for r in json.loads((out / "bench_core-sizes4.json").read_text())["rows"]] == ["4x4"]

@@ -40,7 +40,6 @@ from typing import Any
 
 import gymnasium
 import numpy as np
-
 from _proc import output_name
 
 from corrpriors._fileio import atomic_write_bytes

@@ -40,6 +40,7 @@ import warnings
 
 import gymnasium
 import numpy as np
+from _proc import output_name
 
 from corrpriors._fileio import atomic_write_bytes
 from corrpriors.applications import (
@@ -241,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.part in ("taxi", "all"):
         res["taxi"] = taxi(args.taxi_seeds, log)
     OUT.mkdir(exist_ok=True)
-    atomic_write_bytes(OUT / f"bench_gym_{args.part}.json",
+    atomic_write_bytes(OUT / output_name(f"bench_gym_{args.part}", args, p, ignore=("part", "log")),
                        json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, **res},
                                   indent=1).encode())
     text = report(res, args.sysid_seeds)

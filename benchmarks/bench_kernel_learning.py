@@ -48,8 +48,10 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+from _proc import output_name
 
 from corrpriors import kernels
+from corrpriors._fileio import atomic_write_bytes
 from corrpriors.core.model import CorrelatedMultinomial
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -226,7 +228,9 @@ def main() -> None:
         run_cli(args.run_cli[0], args.run_cli[1], args.run_cli[2:])
         return
     if args.cli:
-        report_cli(cli_battery(args.baseline))
+        report_cli(cli_battery(args.baseline),
+                   output_name("bench_kernel_learning_cli", args, parser,
+                               ignore=("cli", "quick", "cases", "first", "max_iter")))
         return
     n = 12 if args.quick else args.cases
     rows = []
@@ -248,14 +252,13 @@ def main() -> None:
               f"{s['max_iter']:>8.0f}{s['median_cpu']:>14.3f}{s['total_cpu']:>13.1f}")
     print(f"ELBO(joint) - ELBO(em): min {gains.min():.2e}, median {np.median(gains):.2e}, "
           f"max {gains.max():.2e}")
-    out = ROOT / "benchmarks" / "out"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "bench_kernel_learning.json").write_text(
-        json.dumps({"max_iter": args.max_iter, "first": args.first, "rows": rows,
-                    "summary": table}, indent=1))
+    name = output_name("bench_kernel_learning", args, parser, ignore=("baseline",))
+    atomic_write_bytes(ROOT / "benchmarks" / "out" / name,
+                       json.dumps({"max_iter": args.max_iter, "first": args.first, "rows": rows,
+                                   "summary": table}, indent=1).encode())
 
 
-def report_cli(rows: list[dict]) -> None:
+def report_cli(rows: list[dict], name: str = "bench_kernel_learning_cli.json") -> None:
     """Print and save the command-line battery's table (by kind of table)."""
     sides = [side for side in ("baseline", "this") if side in rows[0]]
     print(f"\n{'tables':<9}" + "".join(f"{s + ' conv':>15}{'median/max it':>15}{'CPU s':>8}"
@@ -270,9 +273,7 @@ def report_cli(rows: list[dict]) -> None:
             line += (f"{conv:>10} / {len(group):<2}{np.median(its):>10.0f} / {max(its):<4}"
                      f"{cpu:>8.2f}")
         print(line)
-    out = ROOT / "benchmarks" / "out"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "bench_kernel_learning_cli.json").write_text(json.dumps({"rows": rows}, indent=1))
+    atomic_write_bytes(ROOT / "benchmarks" / "out" / name, json.dumps({"rows": rows}, indent=1).encode())
 
 
 if __name__ == "__main__":

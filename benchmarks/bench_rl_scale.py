@@ -43,7 +43,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-from _proc import peak_mb
+from _proc import output_name, peak_mb
 
 ROOT = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve().parent
@@ -359,7 +359,7 @@ def main(argv=None) -> int:
         print(f"frozenlake {side}x{side} (S={r['S']:,}): walk {r['walk_cpu']:.1f}, sysid "
               f"{r['sysid_cpu']:.1f}, PSRL {r['psrl_steps']} steps / {r['n_plans']} plans "
               f"{r['psrl_cpu']:.1f} CPU s, peak {r['peak_mb']:.0f} MB", flush=True)
-    out = ROOT / "benchmarks" / "out" / "bench_rl_scale.json"
+    out = ROOT / "benchmarks" / "out" / output_name("bench_rl_scale", args, parser)
     from corrpriors._fileio import atomic_write_bytes
 
     atomic_write_bytes(out, (json.dumps(report, indent=2) + "\n").encode())

@@ -43,6 +43,7 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
+from _proc import output_name
 from scipy.linalg import cholesky_banded, lapack
 from scipy.sparse import csgraph
 from scipy.sparse.linalg import splu
@@ -263,8 +264,7 @@ def main() -> None:
                                     normalize=False)
                 record["graphs"][f"maze {side * side}"] = run_size(q, args, has_metis)
             print_table("general graphs (alpha = 2)", record["graphs"])
-    out = Path(__file__).parent / "out" / "bench_sparse_linalg.json"
-    out.parent.mkdir(exist_ok=True)
+    out = Path(__file__).parent / "out" / output_name("bench_sparse_linalg", args, ap)
     atomic_write_bytes(out, json.dumps(record, indent=1, default=float).encode())
 
 

@@ -39,6 +39,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+from _proc import output_name
 
 ROOT = Path(__file__).resolve().parents[1]
 METHODS = ("transfer", "transfer_plain", "pg", "pg_plain", "pooled")
@@ -119,7 +120,8 @@ def main(argv=None) -> dict:
             print(f"  similarity ({name}), median: " + ", ".join(f"{v:.3g}" for v in np.median(sims, axis=0)))
     from corrpriors._fileio import atomic_write_bytes
 
-    atomic_write_bytes(ROOT / "benchmarks" / "out" / "transfer_frozenlake.json", json.dumps(out, indent=2).encode())
+    atomic_write_bytes(ROOT / "benchmarks" / "out" / output_name("transfer_frozenlake", args, parser),
+                       json.dumps(out, indent=2).encode())
     return out
 
 

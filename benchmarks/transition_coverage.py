@@ -57,6 +57,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+from _proc import output_name
 
 ROOT = Path(__file__).resolve().parents[1]
 METHODS = ("pg", "pg-calibrated", "layered", "layered-calibrated", "transfer", "transfer-calibrated", "pooled")
@@ -171,7 +172,9 @@ def main(argv=None) -> dict:
 
     if args.psrl > 0:
         res = psrl_main(args.psrl, args.family)
-        atomic_write_bytes(ROOT / "benchmarks" / "out" / f"transition_coverage_psrl-{args.family}.json",
+        name = output_name(f"transition_coverage_psrl-{args.family}", args, parser,
+                           ignore=("family", "relatedness", "seeds", "budgets", "draws"))
+        atomic_write_bytes(ROOT / "benchmarks" / "out" / name,
                            json.dumps(res, indent=2).encode())
         return res
     budgets = [int(v) for v in args.budgets.split(",")]
@@ -197,7 +200,8 @@ def main(argv=None) -> dict:
     print("  (each cell: 50 % / 90 % coverage, the 90 % one's standard error, the mean 90 % width)")
     out = {"family": args.family, "relatedness": args.relatedness, "seeds": args.seeds,
            "budgets": budgets, "draws": args.draws, "table": table}
-    atomic_write_bytes(ROOT / "benchmarks" / "out" / f"transition_coverage-{args.family}.json",
+    atomic_write_bytes(ROOT / "benchmarks" / "out" / output_name(f"transition_coverage-{args.family}", args, parser,
+                                                                 ignore=("family",)),
                        json.dumps(out, indent=2).encode())
     return out
 

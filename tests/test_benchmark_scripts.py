@@ -133,3 +133,27 @@ def test_bench_core_runs_with_other_sizes_do_not_overwrite_each_other(tmp_path, 
 
     assert [r["grid"] for r in json.loads((out / "bench_core-sizes3.json").read_text())["rows"]] == ["3x3"]
     assert [r["grid"] for r in json.loads((out / "bench_core-sizes4.json").read_text())["rows"]] == ["4x4"]
+
+
+def test_psrl_study_runs_with_other_episodes_or_full_do_not_reuse_each_others_files(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH / "psrl_bimodality"))
+    study = _load("psrl_bimodality/study.py", monkeypatch)
+    monkeypatch.setattr(study, "OUT", tmp_path)
+    calls = []
+
+    def run_one(seed, method, ablation, config, full):
+        calls.append((seed, method, config.n_episodes, full))
+        return {"expected_return": np.zeros(config.n_episodes), "cpu_seconds": np.zeros(1)}
+
+    monkeypatch.setattr(study, "run_one", run_one)
+    base = ["--ablation", "base", "--seeds", "0", "--methods", "pg_mean"]
+    study.main(base)
+    study.main(base)                                   # resumes: nothing to do
+    study.main([*base, "--episodes", "7"])             # another configuration: computed
+    study.main([*base, "--full"])
+    assert calls == [(0, "pg_mean", 100, False), (0, "pg_mean", 7, False), (0, "pg_mean", 100, True)]
+    with np.load(tmp_path / "base" / "seed-0-pg_mean.npz") as f:
+        assert f["expected_return"].size == 100
+    with np.load(tmp_path / "base-episodes7" / "seed-0-pg_mean.npz") as f:
+        assert f["expected_return"].size == 7
+    assert (tmp_path / "base-full" / "seed-0-pg_mean.npz").is_file()

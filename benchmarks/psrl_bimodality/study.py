@@ -19,8 +19,10 @@ Usage (from the repository root)::
     PYTHONPATH=src OPENBLAS_NUM_THREADS=1 nice -n 10 python benchmarks/psrl_bimodality/study.py \
         --ablation base --seeds 1000-1019 --methods pg_sampling pg_mean
 
-Results go to ``benchmarks/out/psrl_bimodality/<ablation>/`` (git-ignored); existing files
-are skipped, so an interrupted run resumes. Progress is appended to ``.../<ablation>/log.txt``.
+Results go to ``benchmarks/out/psrl_bimodality/<ablation>/`` (git-ignored), or, with other
+settings, to ``<ablation>-episodes<E>[-full]/`` (:func:`run_folder`); existing files are skipped,
+so an interrupted run resumes, and a run with other settings never reuses them. Progress is
+appended to ``log.txt`` in that folder. (``analyse.py`` and ``diagnose.py`` read the default folder.)
 """
 
 from __future__ import annotations
@@ -476,6 +478,17 @@ def run_one(seed: int, method: str, ablation: str, config, full: bool) -> dict:
     return out
 
 
+def run_folder(ablation: str, episodes: int = 100, full: bool = False) -> pathlib.Path:
+    """Where a configuration's per-seed files go: ``OUT/<ablation>`` for the defaults (100
+    episodes, not ``--full``), else ``OUT/<ablation>-episodes<E>[-full]``. Existing files are
+    reused (skipped), so a run with other settings must never find them.
+    """
+    parts = [ablation]
+    parts += [f"episodes{episodes}"] if episodes != 100 else []
+    parts += ["full"] if full else []
+    return OUT / "-".join(parts)
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--ablation", required=True, choices=sorted(ABLATIONS))
@@ -491,7 +504,7 @@ def main(argv=None) -> None:
     for m in args.methods:
         split_method(m)
     config = dataclasses.replace(pq.Config(), n_episodes=args.episodes)
-    folder = OUT / args.ablation
+    folder = run_folder(args.ablation, args.episodes, args.full)
     folder.mkdir(parents=True, exist_ok=True)
     log = folder / "log.txt"
     for seed in seeds:

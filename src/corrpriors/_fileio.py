@@ -3,8 +3,10 @@
 One implementation (the runner's seed files, ``metrics.json``, figures' data and the outputs of
 ``corrpriors fit`` all go through it): write to a temporary file in the destination directory,
 ``fsync``, then :func:`os.replace`, so a reader only ever sees the old file or the complete new
-one. Files get the permissions an ordinary ``open(path, "w")`` would give (``0o666`` minus the
-process umask), not the ``0o600`` of :func:`tempfile.mkstemp`.
+one; the directory is then ``fsync``-ed too (where the file system allows it), so the rename
+itself survives a power cut. A rewritten file keeps the permission bits of the regular file it
+replaces, as ``open(path, "w")`` would; a new one gets ``0o666`` minus the process umask, not
+the ``0o600`` of :func:`tempfile.mkstemp`.
 
 :func:`atomic_write_many` writes a set of files all or nothing, and :func:`check_output_dir`
 checks, before any long work, that results can be written where they are meant to go.
@@ -29,7 +31,17 @@ _UMASK_LOCK = threading.Lock()
 
 
 def _current_umask() -> int:
-    """The process umask (read by setting and restoring it, under a lock)."""
+    """The process umask: read from ``/proc/self/status`` (Linux), which changes nothing;
+    elsewhere by setting and restoring it, under a lock (another thread creating a file in
+    that instant would get the wider mode).
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
     with _UMASK_LOCK:
         mask = os.umask(0o022)
         os.umask(mask)
@@ -43,12 +55,42 @@ def _unlink_quietly(path: str | os.PathLike) -> None:
         pass
 
 
+def _fsync_dir(directory: str | os.PathLike) -> None:
+    """``fsync`` a directory, so the renames in it are on disk; best effort (some systems and
+    file systems cannot open or sync a directory).
+    """
+    try:
+        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _new_mode(path: pathlib.Path) -> int:
+    """Permission bits for a file written to ``path``: those of the regular file there now (not
+    through a symbolic link, which is replaced, not followed), else ``0o666`` minus the umask.
+    """
+    try:
+        info = os.lstat(path)
+    except OSError:
+        info = None
+    if info is not None and stat.S_ISREG(info.st_mode):
+        return stat.S_IMODE(info.st_mode) & 0o777
+    return 0o666 & ~_current_umask()
+
+
 def _write_temporary(path: pathlib.Path, data: bytes) -> str:
     """Write ``data`` completely (``fsync``) to a new temporary file next to ``path``; its name."""
+    mode = _new_mode(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
-            os.fchmod(fh.fileno(), 0o666 & ~_current_umask())
+            os.fchmod(fh.fileno(), mode)
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
@@ -75,6 +117,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     except BaseException:
         _unlink_quietly(tmp)
         raise
+    _fsync_dir(path.parent)
 
 
 def _link_backup(path: pathlib.Path) -> str | None:
@@ -166,6 +209,9 @@ def _replace_all(temps: list[tuple[str, pathlib.Path]],
                     aside = _aside_name(path)
                     os.replace(path, aside)
                     moved.append((path, aside))
+            for directory in dict.fromkeys([dest.parent for _, dest in temps]
+                                           + [path.parent for path, _ in moved]):
+                _fsync_dir(directory)
         except BaseException:
             for path, aside in reversed(moved):
                 os.replace(aside, path)

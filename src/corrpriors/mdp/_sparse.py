@@ -22,7 +22,7 @@ import scipy.sparse as sp
 
 from .._memory import check_memory
 from .._validation import as_real_array
-from .checks import RESCALE_ATOL, ROW_ATOL
+from .checks import ROW_ATOL, row_divisors
 
 #: Dense (S, A, S) float64 tables larger than this (64 MiB: S > 1,448 states with A = 4
 #: actions) are built sparse by the environment builders unless ``sparse=False`` is passed.
@@ -262,10 +262,9 @@ class SparseTransitions(_StateActionTable):
             raise ValueError(f"{name}: expected numeric entries ({exc})") from None
         M.sum_duplicates()
         self._S, self._A = S, rows // S
-        sums = self._check_values(M, name, atol)
-        off = (np.abs(sums - 1.0) > RESCALE_ATOL) & (sums > 0)   # rows accepted within atol: now to rounding
-        if off.any():
-            M.data = M.data / np.repeat(np.where(off, sums, 1.0), np.diff(M.indptr))
+        divisors = row_divisors(self._check_values(M, name, atol))   # rows accepted within atol: now to rounding
+        if divisors is not None:
+            M.data = M.data / np.repeat(divisors, np.diff(M.indptr))
         M.eliminate_zeros()
         if M.nnz < 2**31 and M.indptr.dtype != np.int32:   # 4-byte indices: a third less memory
             M.indices, M.indptr = M.indices.astype(np.int32), M.indptr.astype(np.int32)

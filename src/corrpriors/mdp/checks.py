@@ -113,11 +113,17 @@ def stochastic_rows(P: np.ndarray, sums: np.ndarray | None = None) -> np.ndarray
     by its sum (a new array; ``P`` itself when no row is). Rows must have positive sums;
     ``sums`` (...,) are the row sums if already known.
     """
-    sums = P.sum(axis=-1) if sums is None else sums
+    divisors = row_divisors(P.sum(axis=-1) if sums is None else sums)
+    return P if divisors is None else P / divisors[..., None]
+
+
+def row_divisors(sums: np.ndarray) -> np.ndarray | None:
+    """What :func:`stochastic_rows` divides each row by, given the row ``sums`` (...,): the sum
+    where it is more than :data:`RESCALE_ATOL` from one (and positive), else 1; None when no row
+    needs it. The one rule for dense and sparse tables.
+    """
     off = (np.abs(sums - 1.0) > RESCALE_ATOL) & (sums > 0)
-    if not off.any():
-        return P
-    return P / np.where(off, sums, 1.0)[..., None]
+    return np.where(off, sums, 1.0) if off.any() else None
 
 
 def _real_float_array(x: Any, name: str) -> np.ndarray:
@@ -276,4 +282,4 @@ def check_mdp(mdp: Any) -> None:
 
 
 __all__ = ["check_transitions", "check_rewards", "check_discount", "check_policy",
-           "check_distribution", "check_mdp", "stochastic_rows", "ROW_ATOL", "RESCALE_ATOL"]
+           "check_distribution", "check_mdp", "row_divisors", "stochastic_rows", "ROW_ATOL", "RESCALE_ATOL"]

@@ -272,19 +272,23 @@ def is_run_folder(folder: pathlib.Path) -> bool:
     return isinstance(record, dict) and "experiment" in record and "config_hash" in record
 
 
+def enclosing_run_folder(folder: pathlib.Path) -> pathlib.Path | None:
+    """The first run folder (:func:`is_run_folder`) at or above ``folder`` (resolved), or None."""
+    start = pathlib.Path(folder).resolve()
+    return next((f for f in (start, *start.parents) if is_run_folder(f)), None)
+
+
 def check_not_inside_run(run_dir: pathlib.Path) -> None:
     """Refuse (:class:`OutputError`) a run folder ``DIR/NAME/<label>-<hash>`` whose ``DIR`` is, or
     lies inside, another run folder (:func:`is_run_folder`): ``--out`` never nests a run in
     another configuration's results. Checked before anything is created.
     """
-    run_dir = pathlib.Path(run_dir)
-    above = run_dir.parent.parent   # DIR, from DIR/NAME/<label>-<hash>
-    start = above.resolve()
-    for folder in (start, *start.parents):
-        if is_run_folder(folder):
-            where = "is the run folder" if folder == start else "lies inside the run folder"
-            raise OutputError(above, f"{where} {folder}, which holds another run's results; use an "
-                                     "--out outside every run folder")
+    above = pathlib.Path(run_dir).parent.parent   # DIR, from DIR/NAME/<label>-<hash>
+    folder = enclosing_run_folder(above)
+    if folder is not None:
+        where = "is the run folder" if folder == above.resolve() else "lies inside the run folder"
+        raise OutputError(above, f"{where} {folder}, which holds another run's results; use an "
+                                 "--out outside every run folder")
 
 
 def check_config_record(run_dir: pathlib.Path, experiment: str, config_json: dict, config_hash: str) -> None:
@@ -556,6 +560,7 @@ __all__ = [
     "check_not_inside_run",
     "check_not_special",
     "config_to_json",
+    "enclosing_run_folder",
     "is_run_folder",
     "load_seed",
     "prepare_run_dir",

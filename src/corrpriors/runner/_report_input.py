@@ -44,10 +44,12 @@ FIGURE_SIGNATURES = {".png": b"\x89PNG\r\n\x1a\n", ".pdf": b"%PDF-"}
 #: The only name a warnings log is linked under (what the runner writes).
 WARNINGS_LOG = "warnings.log"
 
+#: The bidirectional controls (embeddings, overrides, isolates, marks), as a regex character-class
+#: body: they reorder the text around them (a file name ``gnp.exe`` shown as ``exe.png``).
+BIDI_CONTROLS = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
 #: Characters that would steer a terminal or reorder text when an untrusted string is printed:
-#: C0 controls, DEL, C1 controls, and the bidirectional controls (embeddings, overrides,
-#: isolates, marks).
-_UNSAFE_TERMINAL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+#: C0 controls, DEL, C1 controls, and :data:`BIDI_CONTROLS`.
+_UNSAFE_TERMINAL = re.compile(f"[\x00-\x1f\x7f-\x9f{BIDI_CONTROLS}]")
 
 
 def visible(text: Any) -> str:

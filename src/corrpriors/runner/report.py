@@ -36,8 +36,9 @@ from typing import Any
 from .._fileio import atomic_write_bytes, check_output_dir
 from .._memory import format_bytes
 from . import _config
-from ._io import is_run_folder
+from ._io import enclosing_run_folder
 from ._report_input import (
+    BIDI_CONTROLS,
     MAX_FIGURE_BYTES,
     Record,
     RefusedFile,
@@ -86,8 +87,7 @@ class Markup(str):
 
 #: Characters XML forbids, C1 controls, and the bidirectional controls (which would reorder
 #: what a reader sees: a file name reading ``gnp.exe`` as ``exe.png``); each becomes U+FFFD.
-_BAD_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ufffe\uffff\ud800-\udfff"
-                        "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_BAD_CHARS = re.compile(f"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ufffe\uffff\ud800-\udfff{BIDI_CONTROLS}]")
 
 
 def _esc(value: Any) -> str:
@@ -268,7 +268,7 @@ def check_output(output: pathlib.Path, records: Sequence[Record], skipped: Seque
 
     Run folders are those of the records (read or skipped) and ``run_folders`` (any folder
     holding a ``metrics.json``, a ``config.json`` or ``seeds/``: interrupted runs too), and any
-    folder above the output that is a run folder (:func:`is_run_folder`), inside ``DIR`` or not:
+    folder above the output that is a run folder (:func:`~._io.enclosing_run_folder`), inside ``DIR`` or not:
     ``-o`` never writes into another results folder's run. A path named ``metrics.json`` or
     ``config.json`` that exists is refused too.
 
@@ -294,10 +294,10 @@ def check_output(output: pathlib.Path, records: Sequence[Record], skipped: Seque
                 raise ValueError(f"-o {output}: lies inside the run folder {folder}, which holds results; "
                                  "write the page outside every run folder")
         # a run folder outside DIR (another configuration's results) is protected too
-        for folder in (path.parent, *path.parent.parents):
-            if is_run_folder(folder):
-                raise ValueError(f"-o {output}: lies inside the run folder {folder}, which holds results; "
-                                 "write the page outside every run folder")
+        enclosing = enclosing_run_folder(path.parent)
+        if enclosing is not None:
+            raise ValueError(f"-o {output}: lies inside the run folder {enclosing}, which holds results; "
+                             "write the page outside every run folder")
         if path.name in _RUN_FILES and os.path.lexists(path):
             raise ValueError(f"-o {output}: is a run's {path.name}; it is never overwritten (choose another -o)")
 

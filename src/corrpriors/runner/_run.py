@@ -212,7 +212,7 @@ class RunEstimate:
     @property
     def wall(self) -> float:
         """Estimated wall seconds of all ``n_seeds`` seeds on ``jobs`` workers."""
-        return math.ceil(self.n_seeds / max(self.jobs, 1)) * self.per_seed[0]
+        return _turns(self.n_seeds, self.jobs) * self.per_seed[0]
 
     def text(self) -> str:
         """One sentence: the measured wall and CPU seconds per seed, then the run's totals from them."""
@@ -235,10 +235,14 @@ def _workers(jobs: int) -> str:
     return f"{jobs} worker{'s' if jobs != 1 else ''}"
 
 
+def _turns(n_seeds: int, jobs: int) -> int:
+    """How many seeds one worker runs in turn (what the wall time is a multiple of)."""
+    return math.ceil(n_seeds / max(jobs, 1))
+
+
 def _rounds(n_seeds: int, jobs: int) -> str:
     """How many seeds one worker runs in turn: ``"3 seeds in turn"``."""
-    n = math.ceil(n_seeds / max(jobs, 1))
-    return f"{n} seed{'s' if n != 1 else ''} in turn"
+    return f"{_seeds(_turns(n_seeds, jobs))} in turn"
 
 
 def _wrap_durations(text: str, indent: str) -> list[str]:
@@ -265,7 +269,7 @@ class ModelEstimate:
     @property
     def wall(self) -> float:
         """Estimated wall seconds of all ``n_seeds`` seeds on ``jobs`` workers."""
-        return math.ceil(self.n_seeds / max(self.jobs, 1)) * self.cpu
+        return _turns(self.n_seeds, self.jobs) * self.cpu
 
     def text(self) -> str:
         """One sentence: the model's CPU seconds per seed, the run's totals from them, and the model."""
@@ -559,7 +563,7 @@ def claims_status(experiment: Any, settings: str, n_seeds: int) -> str:
     own = "the paper's" if label == "paper" else label
     what = {label: f"{own} settings, {experiment.PAPER_SEEDS} seeds in the {scale} run"}.get(
         settings, f"{settings} settings")
-    return f"indicative ({n_seeds} seed{'s' if n_seeds != 1 else ''}, {what}; see README for the {scale} verdict)"
+    return f"indicative ({_seeds(n_seeds)}, {what}; see README for the {scale} verdict)"
 
 
 def table_columns(summary: dict, max_columns: int = 5) -> list[int]:
@@ -621,7 +625,7 @@ def format_table(summary: dict, max_columns: int = 5, width: int = WIDTH) -> str
     cols = table_columns(summary, max_columns)
     n = len(summary["seeds"])
     status = summary.get("run", {}).get("claims", "paper-scale")
-    lines = [f"{summary['experiment']}: {n} seed{'s' if n != 1 else ''}, mean±std over seeds"]
+    lines = [f"{summary['experiment']}: {_seeds(n)}, mean±std over seeds"]
     for metric, block in summary["metrics"].items():
         header = [_x_text(float(xs[c])) for c in cols]
         rows = [(method, [mean_std(stats["mean"][c], stats["std"][c]) for c in cols])
@@ -706,7 +710,7 @@ def _mark_figures(specs: Sequence[FigureSpec], status: str, settings: str, n_see
         return
     from ..plotting._common import mark_indicative
 
-    note = f"{settings} settings, {n_seeds} seed{'s' if n_seeds != 1 else ''}: indicative only"
+    note = f"{settings} settings, {_seeds(n_seeds)}: indicative only"
     for spec in specs:
         mark_indicative(spec.figure, note)
 
@@ -1041,8 +1045,7 @@ def _run_locked(plan: _Plan, seed_dir: pathlib.Path, jobs: int, backend: str, sc
         say(line)
     n = len(plan.seeds)
     disk = f"{on_disk} on disk" + (" (not reused: --no-resume)" if on_disk and not resume else "")
-    say(f"  {n} seed{'s' if n != 1 else ''}: {disk}, {len(pending)} to run "
-        f"({backend}, {jobs} worker{'s' if jobs != 1 else ''}) -> {plan.run_dir}")
+    say(f"  {_seeds(n)}: {disk}, {len(pending)} to run ({backend}, {_workers(jobs)}) -> {plan.run_dir}")
     for note in notes:
         for line in wrap(f"note: {note}", "  ", "    "):
             say(line)
@@ -1186,7 +1189,7 @@ def _finish(plan: _Plan, seed_dir: pathlib.Path, computed: list[int], skipped: l
     say(format_table(summary))
     elapsed = time.perf_counter() - t_start
     say(f"  done in {duration(elapsed)} wall; " + (
-        f"{len(computed)} seed{'s' if len(computed) != 1 else ''} computed, {duration(cpu)} CPU"
+        f"{_seeds(len(computed))} computed, {duration(cpu)} CPU"
         if computed else "every seed read from disk"))
     return RunReport(
         name=name, out_dir=plan.run_dir, metrics_path=metrics_path, figures=figure_paths,
